@@ -1,0 +1,239 @@
+//! The engine facade: one `World`, one `Schedule`, driven one tick at a time by its host.
+//!
+//! `tick(now, commands)` is a pure function of the engine's state and its arguments: the host
+//! journals exactly those arguments, and replaying them rebuilds the same state.
+
+use std::sync::Arc;
+
+use bevy_ecs::prelude::{Resource, Schedule, World};
+use perpsim_core::clock::ClockMode;
+use perpsim_core::rng::SimRng;
+use perpsim_core::time::{HOUR_MS, Timestamp};
+use perpsim_core::Error;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
+use crate::command::{Command, CommandResult, Genesis, Outcome};
+use crate::ingest::{Inbox, Results};
+use crate::registry::{EngineRng, InstrumentState, Registry};
+use crate::snapshot::{self, EngineState, StateHash};
+use crate::view::{ClockView, Publishing, ReadView};
+
+/// How many ticks and commands the engine has applied: the journal position it stands at.
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub ticks: u64,
+    pub commands: u64,
+}
+
+/// Something that happened during a tick, for push channels and observers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineEvent {
+    /// A timed event ran at its instant.
+    TimerFired { at: Timestamp, event: ScheduledEvent },
+}
+
+/// Events collected during a tick.
+#[derive(Resource, Debug, Default)]
+pub struct TickEvents(pub Vec<EngineEvent>);
+
+#[derive(Debug)]
+pub struct TickOutput {
+    /// One result per command, in order.
+    pub results: Vec<CommandResult>,
+    pub events: Vec<EngineEvent>,
+}
+
+/// Change ticks must be re-based before bevy's 32-bit counters wrap; every this many ticks is
+/// far inside that bound (each tick runs the schedule at most a few thousand times).
+const CHECK_CHANGE_TICKS_EVERY: u64 = 4_096;
+
+pub struct Engine {
+    world: World,
+    schedule: Schedule,
+    genesis: Genesis,
+}
+
+impl Engine {
+    fn empty(genesis: Genesis, clock: SimClock, rng: SimRng, counters: Counters, scheduler: Scheduler) -> Self {
+        let mut world = World::new();
+        world.insert_resource(clock);
+        world.insert_resource(EngineRng(rng));
+        world.insert_resource(counters);
+        world.insert_resource(scheduler);
+        world.insert_resource(Registry::default());
+        world.insert_resource(DueEvents::default());
+        world.insert_resource(Inbox::default());
+        world.insert_resource(Results::default());
+        world.insert_resource(TickEvents::default());
+        world.insert_resource(Publishing(true));
+        world.insert_resource(ReadView::new(ClockView { mode: clock.mode, now: clock.now }));
+        Engine { world, schedule: crate::sets::build_schedule(), genesis }
+    }
+
+    /// A fresh engine at the genesis instant.
+    pub fn genesis(genesis: Genesis) -> Self {
+        let clock = SimClock { mode: genesis.clock_mode, now: genesis.start };
+        let mut scheduler = Scheduler::default();
+        scheduler.schedule(genesis.start.next_multiple_of(HOUR_MS), ScheduledEvent::FundingHour);
+        let rng = SimRng::from_seed(genesis.seed);
+        let mut engine = Self::empty(genesis.clone(), clock, rng, Counters::default(), scheduler);
+        for spec in genesis.instruments {
+            let state = InstrumentState {
+                status: perpsim_core::instrument::InstrumentStatus::Active,
+                index_price: spec.start_price,
+                mark_price: spec.start_price,
+                price_time: genesis.start,
+            };
+            crate::registry::spawn_instrument(&mut engine.world, spec, state);
+        }
+        engine.run_schedule();
+        engine
+    }
+
+    /// An engine holding exactly `state`.
+    pub fn restore(state: &EngineState) -> Self {
+        let mut engine =
+            Self::empty(state.genesis.clone(), state.clock, state.rng.clone(), state.counters, state.scheduler.clone());
+        snapshot::restore_entities(&mut engine.world, state);
+        engine.run_schedule();
+        engine
+    }
+
+    pub fn genesis_config(&self) -> &Genesis {
+        &self.genesis
+    }
+
+    pub fn clock(&self) -> SimClock {
+        *self.world.resource::<SimClock>()
+    }
+
+    pub fn counters(&self) -> Counters {
+        *self.world.resource::<Counters>()
+    }
+
+    /// When the next timed event is due; a realtime host wakes up then.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        self.world.resource::<Scheduler>().next_due()
+    }
+
+    /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.
+    pub fn set_publishing(&mut self, on: bool) {
+        self.world.resource_mut::<Publishing>().0 = on;
+        if on {
+            self.run_schedule();
+        }
+    }
+
+    /// The current read view; an O(1) clone of persistent maps.
+    pub fn view(&self) -> Arc<ReadView> {
+        Arc::new(self.world.resource::<ReadView>().clone())
+    }
+
+    pub fn state(&self) -> EngineState {
+        snapshot::extract(&self.world, &self.genesis)
+    }
+
+    pub fn state_hash(&self) -> StateHash {
+        self.state().hash()
+    }
+
+    /// Applies one tick: timed events due up to `now` first, then the commands in order. The
+    /// clock never moves backwards: a `now` earlier than the engine's time is taken as equal.
+    pub fn tick(&mut self, now: Timestamp, commands: Vec<Command>) -> TickOutput {
+        let count = commands.len();
+        self.fire_due_until(now);
+        self.set_now(now);
+        let mut results: Vec<Option<CommandResult>> = (0..count).map(|_| None).collect();
+        let mut segment: Vec<(usize, Command)> = Vec::new();
+        for (index, command) in commands.into_iter().enumerate() {
+            match command {
+                Command::AdvanceClock { to } => {
+                    self.run_segment(std::mem::take(&mut segment), &mut results, false);
+                    results[index] = Some(self.advance_clock(to));
+                }
+                Command::SetClockMode { mode } => {
+                    self.run_segment(std::mem::take(&mut segment), &mut results, false);
+                    self.world.resource_mut::<SimClock>().mode = mode;
+                    results[index] = Some(Ok(Outcome::Clock(self.clock_view())));
+                }
+                other => segment.push((index, other)),
+            }
+        }
+        // The tick always ends with one run, so its instant is published even with no commands.
+        self.run_segment(segment, &mut results, true);
+        let mut counters = self.world.resource_mut::<Counters>();
+        counters.ticks += 1;
+        counters.commands += count as u64;
+        let ticks = counters.ticks;
+        let (ticks_view, commands_view) = (counters.ticks, counters.commands);
+        let mut view = self.world.resource_mut::<ReadView>();
+        view.tick = ticks_view;
+        view.seq = commands_view;
+        if ticks % CHECK_CHANGE_TICKS_EVERY == 0 {
+            self.world.check_change_ticks();
+        }
+        let events = std::mem::take(&mut self.world.resource_mut::<TickEvents>().0);
+        let results = results.into_iter().map(|r| r.expect("every command has a result")).collect();
+        TickOutput { results, events }
+    }
+
+    fn clock_view(&self) -> ClockView {
+        let clock = self.clock();
+        ClockView { mode: clock.mode, now: clock.now }
+    }
+
+    fn set_now(&mut self, now: Timestamp) {
+        let mut clock = self.world.resource_mut::<SimClock>();
+        clock.now = clock.now.max(now);
+    }
+
+    fn advance_clock(&mut self, to: Timestamp) -> CommandResult {
+        let clock = self.clock();
+        if clock.mode != ClockMode::Manual {
+            return Err(Error::conflict("the clock can only be advanced in --clock manual mode"));
+        }
+        if to <= clock.now {
+            return Err(Error::validation(format!("to must be later than now ({})", clock.now)));
+        }
+        self.fire_due_until(to);
+        self.set_now(to);
+        self.run_schedule();
+        Ok(Outcome::Clock(self.clock_view()))
+    }
+
+    /// Runs the schedule once at each instant that has due events, up to and including `until`.
+    fn fire_due_until(&mut self, until: Timestamp) {
+        while let Some((at, due)) = self.world.resource_mut::<Scheduler>().pop_earliest_batch(until) {
+            self.set_now(at);
+            let fired = due.iter().map(|&event| EngineEvent::TimerFired { at, event });
+            self.world.resource_mut::<TickEvents>().0.extend(fired);
+            self.world.resource_mut::<DueEvents>().0 = due;
+            self.run_schedule();
+            self.world.resource_mut::<DueEvents>().0.clear();
+        }
+    }
+
+    fn run_segment(&mut self, segment: Vec<(usize, Command)>, results: &mut [Option<CommandResult>], always: bool) {
+        if segment.is_empty() && !always {
+            return;
+        }
+        let (indices, commands): (Vec<usize>, Vec<Command>) = segment.into_iter().unzip();
+        self.world.resource_mut::<Inbox>().0 = commands;
+        self.run_schedule();
+        let produced = std::mem::take(&mut self.world.resource_mut::<Results>().0);
+        assert_eq!(produced.len(), indices.len(), "ingest answers every command once");
+        for (index, result) in indices.into_iter().zip(produced) {
+            results[index] = Some(result);
+        }
+    }
+
+    fn run_schedule(&mut self) {
+        self.schedule.run(&mut self.world);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn parts(&mut self) -> (&mut World, &mut Schedule) {
+        (&mut self.world, &mut self.schedule)
+    }
+}

@@ -1,0 +1,38 @@
+//! IngestSystems: the tick's commands applied one by one, in arrival order.
+
+use bevy_ecs::prelude::{Resource, World};
+
+use crate::command::{Command, CommandResult};
+use crate::registry;
+
+/// Commands of the current run, in sequence order.
+#[derive(Resource, Debug, Default)]
+pub struct Inbox(pub Vec<Command>);
+
+/// One result per command of the inbox, same order.
+#[derive(Resource, Debug, Default)]
+pub struct Results(pub Vec<CommandResult>);
+
+pub fn ingest_commands(world: &mut World) {
+    let commands = std::mem::take(&mut world.resource_mut::<Inbox>().0);
+    for command in &commands {
+        let result = apply(world, command);
+        world.resource_mut::<Results>().0.push(result);
+    }
+}
+
+fn apply(world: &mut World, command: &Command) -> CommandResult {
+    match command {
+        Command::CreateBroker { name, public_key } => registry::create_broker(world, name, *public_key),
+        Command::AddBrokerKey { broker, public_key } => registry::add_broker_key(world, *broker, *public_key),
+        Command::RevokeBrokerKey { broker, public_key } => registry::revoke_broker_key(world, *broker, *public_key),
+        Command::CreateCustomer { broker, external_id } => registry::create_customer(world, *broker, external_id.clone()),
+        Command::SetInstrumentStatus { symbol, status } => registry::set_instrument_status(world, symbol, *status),
+        Command::SetInstrumentPrice { symbol, index_price, mark_price } => {
+            registry::set_instrument_price(world, symbol, *index_price, *mark_price)
+        }
+        Command::AdvanceClock { .. } | Command::SetClockMode { .. } => {
+            unreachable!("clock commands are applied by Engine::tick between runs of the schedule")
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Brokers, their keys, customers and instruments: entities with one component per concept,
+//! plus index resources keyed by stable ids (never by `Entity`, which is not stable across a
+//! snapshot restore).
+
+use std::collections::BTreeMap;
+
+use bevy_ecs::prelude::{Component, Entity, Resource, World};
+use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
+use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
+use perpsim_core::rng::SimRng;
+use perpsim_core::time::Timestamp;
+use perpsim_core::{Decimal, Error};
+use serde::{Deserialize, Serialize};
+
+use crate::clock::SimClock;
+use crate::command::{CommandResult, Outcome};
+use crate::view::{BrokerView, CustomerView, InstrumentView};
+
+/// Most keys one broker may hold at once; bounds the auth index per broker.
+pub const MAX_KEYS_PER_BROKER: usize = 16;
+
+#[derive(Component, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Broker {
+    pub code: BrokerCode,
+    pub name: String,
+    pub created_at: Timestamp,
+}
+
+/// A broker's active public keys, in the order they were added.
+#[derive(Component, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerKeys(pub Vec<PublicKey>);
+
+#[derive(Component, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Customer {
+    pub code: CustomerCode,
+    pub broker: BrokerCode,
+    pub external_id: Option<String>,
+    pub created_at: Timestamp,
+}
+
+#[derive(Component, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Instrument(pub InstrumentSpec);
+
+/// The moving state of an instrument: status and prices.
+#[derive(Component, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstrumentState {
+    pub status: InstrumentStatus,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub index_price: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub mark_price: Decimal,
+    pub price_time: Timestamp,
+}
+
+#[derive(Resource, Debug, Default)]
+pub struct Registry {
+    pub brokers: BTreeMap<BrokerCode, Entity>,
+    pub keys: BTreeMap<PublicKey, BrokerCode>,
+    pub customers: BTreeMap<CustomerCode, Entity>,
+    pub instruments: BTreeMap<String, Entity>,
+}
+
+/// The seeded RNG as a resource: the engine's only randomness.
+#[derive(Resource, Debug, Clone)]
+pub struct EngineRng(pub SimRng);
+
+fn now(world: &World) -> Timestamp {
+    world.resource::<SimClock>().now
+}
+
+fn broker_view(world: &World, entity: Entity) -> BrokerView {
+    let broker = world.get::<Broker>(entity).expect("indexed broker has its component");
+    let keys = world.get::<BrokerKeys>(entity).expect("indexed broker has keys");
+    BrokerView::new(broker, keys)
+}
+
+fn key_free(world: &World, key: &PublicKey) -> Result<(), Error> {
+    match world.resource::<Registry>().keys.contains_key(key) {
+        true => Err(Error::conflict("public_key is already registered to a broker")),
+        false => Ok(()),
+    }
+}
+
+fn broker_entity(world: &World, code: BrokerCode) -> Result<Entity, Error> {
+    world.resource::<Registry>().brokers.get(&code).copied().ok_or_else(|| Error::not_found(format!("broker {code} does not exist")))
+}
+
+pub fn instrument_entity(world: &World, symbol: &str) -> Result<Entity, Error> {
+    world.resource::<Registry>().instruments.get(symbol).copied().ok_or_else(|| Error::not_found(format!("symbol {symbol} does not exist")))
+}
+
+pub fn create_broker(world: &mut World, name: &str, key: PublicKey) -> CommandResult {
+    key_free(world, &key)?;
+    let code = BrokerCode(world.resource_mut::<EngineRng>().0.uuid());
+    let broker = Broker { code, name: name.to_owned(), created_at: now(world) };
+    let entity = world.spawn((broker, BrokerKeys(vec![key]))).id();
+    let mut registry = world.resource_mut::<Registry>();
+    registry.brokers.insert(code, entity);
+    registry.keys.insert(key, code);
+    Ok(Outcome::Broker(broker_view(world, entity)))
+}
+
+pub fn add_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) -> CommandResult {
+    let entity = broker_entity(world, code)?;
+    key_free(world, &key)?;
+    let mut keys = world.get_mut::<BrokerKeys>(entity).expect("indexed broker has keys");
+    if keys.0.len() >= MAX_KEYS_PER_BROKER {
+        return Err(Error::conflict(format!("a broker holds at most {MAX_KEYS_PER_BROKER} keys; revoke one first")));
+    }
+    keys.0.push(key);
+    world.resource_mut::<Registry>().keys.insert(key, code);
+    Ok(Outcome::Broker(broker_view(world, entity)))
+}
+
+pub fn revoke_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) -> CommandResult {
+    let entity = broker_entity(world, code)?;
+    if world.resource::<Registry>().keys.get(&key) != Some(&code) {
+        return Err(Error::not_found(format!("broker {code} has no such public_key")));
+    }
+    world.get_mut::<BrokerKeys>(entity).expect("indexed broker has keys").0.retain(|k| *k != key);
+    world.resource_mut::<Registry>().keys.remove(&key);
+    Ok(Outcome::Broker(broker_view(world, entity)))
+}
+
+pub fn create_customer(world: &mut World, broker: BrokerCode, external_id: Option<String>) -> CommandResult {
+    broker_entity(world, broker)?;
+    let code = CustomerCode(world.resource_mut::<EngineRng>().0.uuid());
+    let customer = Customer { code, broker, external_id, created_at: now(world) };
+    let view = CustomerView::from(&customer);
+    let entity = world.spawn(customer).id();
+    world.resource_mut::<Registry>().customers.insert(code, entity);
+    Ok(Outcome::Customer(view))
+}
+
+fn instrument_view(world: &World, entity: Entity) -> InstrumentView {
+    let spec = world.get::<Instrument>(entity).expect("indexed instrument");
+    let state = world.get::<InstrumentState>(entity).expect("indexed instrument state");
+    InstrumentView::new(&spec.0, state)
+}
+
+pub fn set_instrument_status(world: &mut World, symbol: &str, status: InstrumentStatus) -> CommandResult {
+    let entity = instrument_entity(world, symbol)?;
+    let mut state = world.get_mut::<InstrumentState>(entity).expect("indexed instrument state");
+    // Only mark it changed when it did change, so the read view is not rebuilt for nothing.
+    if state.status != status {
+        state.status = status;
+    }
+    Ok(Outcome::Instrument(instrument_view(world, entity)))
+}
+
+pub fn set_instrument_price(world: &mut World, symbol: &str, index: Decimal, mark: Decimal) -> CommandResult {
+    let entity = instrument_entity(world, symbol)?;
+    assert!(index > Decimal::ZERO && mark > Decimal::ZERO, "prices are validated positive at the edge");
+    let at = now(world);
+    let mut state = world.get_mut::<InstrumentState>(entity).expect("indexed instrument state");
+    state.index_price = index;
+    state.mark_price = mark;
+    state.price_time = at;
+    Ok(Outcome::Instrument(instrument_view(world, entity)))
+}
+
+/// Spawns an instrument at genesis or restore.
+pub fn spawn_instrument(world: &mut World, spec: InstrumentSpec, state: InstrumentState) {
+    let symbol = spec.symbol.clone();
+    let entity = world.spawn((Instrument(spec), state)).id();
+    let previous = world.resource_mut::<Registry>().instruments.insert(symbol, entity);
+    assert!(previous.is_none(), "instrument symbols are unique");
+}

@@ -1,0 +1,104 @@
+//! The canonical form of the whole engine state: every collection sorted by its stable id,
+//! encoded with postcard. Snapshots store it; the state hash is SHA-256 over it, so two
+//! engines with the same hash hold the same state, bit for bit.
+
+use bevy_ecs::prelude::World;
+use perpsim_core::rng::SimRng;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::clock::{Scheduler, SimClock};
+use crate::command::Genesis;
+use crate::engine::Counters;
+use crate::registry::{Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, Registry};
+
+/// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
+/// journal is replayed instead).
+pub const STATE_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineState {
+    pub version: u32,
+    pub genesis: Genesis,
+    pub counters: Counters,
+    pub clock: SimClock,
+    pub rng: SimRng,
+    pub scheduler: Scheduler,
+    /// Sorted by broker code.
+    pub brokers: Vec<(Broker, BrokerKeys)>,
+    /// Sorted by customer code.
+    pub customers: Vec<Customer>,
+    /// Sorted by symbol.
+    pub instruments: Vec<(Instrument, InstrumentState)>,
+}
+
+/// SHA-256 of the canonical encoding, printed as lower-case hex.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateHash(pub [u8; 32]);
+
+impl std::fmt::Display for StateHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl EngineState {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("engine state always encodes")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        postcard::from_bytes::<EngineState>(bytes).ok().filter(|s| s.version == STATE_VERSION)
+    }
+
+    pub fn hash(&self) -> StateHash {
+        StateHash(Sha256::digest(self.encode()).into())
+    }
+}
+
+pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
+    let registry = world.resource::<Registry>();
+    let brokers = registry
+        .brokers
+        .values()
+        .map(|&e| (world.get::<Broker>(e).unwrap().clone(), world.get::<BrokerKeys>(e).unwrap().clone()))
+        .collect();
+    let customers = registry.customers.values().map(|&e| world.get::<Customer>(e).unwrap().clone()).collect();
+    let instruments = registry
+        .instruments
+        .values()
+        .map(|&e| (world.get::<Instrument>(e).unwrap().clone(), world.get::<InstrumentState>(e).unwrap().clone()))
+        .collect();
+    EngineState {
+        version: STATE_VERSION,
+        genesis: genesis.clone(),
+        counters: *world.resource::<Counters>(),
+        clock: *world.resource::<SimClock>(),
+        rng: world.resource::<EngineRng>().0.clone(),
+        scheduler: world.resource::<Scheduler>().clone(),
+        brokers,
+        customers,
+        instruments,
+    }
+}
+
+/// Spawns the state's entities into a world that holds the engine's resources.
+pub(crate) fn restore_entities(world: &mut World, state: &EngineState) {
+    for (broker, keys) in &state.brokers {
+        let code = broker.code;
+        let entity = world.spawn((broker.clone(), keys.clone())).id();
+        let mut registry = world.resource_mut::<Registry>();
+        registry.brokers.insert(code, entity);
+        for key in &keys.0 {
+            registry.keys.insert(*key, code);
+        }
+    }
+    for customer in &state.customers {
+        let code = customer.code;
+        let entity = world.spawn(customer.clone()).id();
+        world.resource_mut::<Registry>().customers.insert(code, entity);
+    }
+    for (instrument, st) in &state.instruments {
+        crate::registry::spawn_instrument(world, instrument.0.clone(), st.clone());
+    }
+}

@@ -1,0 +1,151 @@
+//! The read view: what the engine publishes after every tick for request handlers to read
+//! without ever waiting on the engine. Built from persistent maps (`imbl`), so publishing is
+//! an O(1) clone and each tick updates only what changed (bevy change detection).
+
+use std::sync::Arc;
+
+use bevy_ecs::prelude::{Added, Changed, Query, Res, ResMut, Resource};
+use imbl::{OrdMap, OrdSet};
+use perpsim_core::clock::ClockMode;
+use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
+use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
+use perpsim_core::time::Timestamp;
+use perpsim_core::Decimal;
+
+use crate::clock::SimClock;
+use crate::registry::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockView {
+    pub mode: ClockMode,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerView {
+    pub code: BrokerCode,
+    pub name: String,
+    pub public_keys: Vec<PublicKey>,
+    pub created_at: Timestamp,
+}
+
+impl BrokerView {
+    pub fn new(broker: &Broker, keys: &BrokerKeys) -> Self {
+        BrokerView { code: broker.code, name: broker.name.clone(), public_keys: keys.0.clone(), created_at: broker.created_at }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomerView {
+    pub code: CustomerCode,
+    pub broker: BrokerCode,
+    pub external_id: Option<String>,
+    pub created_at: Timestamp,
+}
+
+impl From<&Customer> for CustomerView {
+    fn from(c: &Customer) -> Self {
+        CustomerView { code: c.code, broker: c.broker, external_id: c.external_id.clone(), created_at: c.created_at }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstrumentView {
+    pub spec: Arc<InstrumentSpec>,
+    pub status: InstrumentStatus,
+    pub index_price: Decimal,
+    pub mark_price: Decimal,
+    pub price_time: Timestamp,
+}
+
+impl InstrumentView {
+    pub fn new(spec: &InstrumentSpec, state: &InstrumentState) -> Self {
+        InstrumentView {
+            spec: Arc::new(spec.clone()),
+            status: state.status,
+            index_price: state.index_price,
+            mark_price: state.mark_price,
+            price_time: state.price_time,
+        }
+    }
+}
+
+/// Sort key of a broker's customer list: oldest first, ties by code.
+pub type CustomerListKey = (Timestamp, CustomerCode);
+
+/// Everything request handlers may read. Cloning is cheap (persistent maps).
+#[derive(Resource, Debug, Clone)]
+pub struct ReadView {
+    /// Ticks applied so far (the journal's tick count).
+    pub tick: u64,
+    /// Commands applied so far (the journal's command count).
+    pub seq: u64,
+    pub clock: ClockView,
+    pub keys: OrdMap<PublicKey, BrokerCode>,
+    pub brokers: OrdMap<BrokerCode, BrokerView>,
+    pub customers: OrdMap<CustomerCode, CustomerView>,
+    pub customers_by_broker: OrdMap<BrokerCode, OrdSet<CustomerListKey>>,
+    /// Sorted by symbol.
+    pub instruments: OrdMap<String, InstrumentView>,
+}
+
+impl ReadView {
+    pub fn new(clock: ClockView) -> Self {
+        ReadView {
+            tick: 0,
+            seq: 0,
+            clock,
+            keys: OrdMap::new(),
+            brokers: OrdMap::new(),
+            customers: OrdMap::new(),
+            customers_by_broker: OrdMap::new(),
+            instruments: OrdMap::new(),
+        }
+    }
+
+    /// The broker's customer, or None for unknown customers and those of other brokers (D2:
+    /// both are answered the same).
+    pub fn customer_of(&self, broker: BrokerCode, code: CustomerCode) -> Option<&CustomerView> {
+        self.customers.get(&code).filter(|c| c.broker == broker)
+    }
+}
+
+/// Whether PublishSystems run. Replay turns it off and catches up once at the end: change
+/// detection remembers everything that changed meanwhile.
+#[derive(Resource, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Publishing(pub bool);
+
+pub fn publishing_enabled(p: Res<Publishing>) -> bool {
+    p.0
+}
+
+pub fn publish_brokers(mut view: ResMut<ReadView>, changed: Query<(&Broker, &BrokerKeys), Changed<BrokerKeys>>) {
+    for (broker, keys) in &changed {
+        if let Some(old) = view.brokers.get(&broker.code).cloned() {
+            for key in &old.public_keys {
+                view.keys.remove(key);
+            }
+        }
+        for key in &keys.0 {
+            view.keys.insert(*key, broker.code);
+        }
+        view.brokers.insert(broker.code, BrokerView::new(broker, keys));
+    }
+}
+
+pub fn publish_customers(mut view: ResMut<ReadView>, added: Query<&Customer, Added<Customer>>) {
+    for customer in &added {
+        view.customers.insert(customer.code, CustomerView::from(customer));
+        view.customers_by_broker.entry(customer.broker).or_default().insert((customer.created_at, customer.code));
+    }
+}
+
+pub fn publish_instruments(mut view: ResMut<ReadView>, changed: Query<(&Instrument, &InstrumentState), Changed<InstrumentState>>) {
+    for (instrument, state) in &changed {
+        view.instruments.insert(instrument.0.symbol.clone(), InstrumentView::new(&instrument.0, state));
+    }
+}
+
+pub fn publish_clock(mut view: ResMut<ReadView>, clock: Res<SimClock>) {
+    view.clock = ClockView { mode: clock.mode, now: clock.now };
+}
