@@ -1,0 +1,225 @@
+//! The redb tables and the typed operations on them.
+
+use std::path::Path;
+
+use perpsim_core::time::Timestamp;
+use perpsim_systems::{Command, EngineState, Genesis, StateHash};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// tick number (1-based) → encoded [`TickRecord`].
+const TICKS: TableDefinition<u64, &[u8]> = TableDefinition::new("ticks");
+/// tick number the snapshot stands at → encoded [`StoredSnapshot`].
+const SNAPSHOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshots");
+
+const GENESIS_KEY: &str = "genesis";
+const FORMAT_KEY: &str = "format";
+/// Version of the journal's row encoding; a file of another version is refused, not guessed.
+const FORMAT: u32 = 1;
+/// Snapshots kept: the newest and the one before, in case the newest cannot be decoded.
+const SNAPSHOTS_KEPT: usize = 2;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("journal storage: {0}")]
+    Storage(String),
+    #[error("journal is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl<E: Into<redb::Error>> From<E> for JournalError {
+    fn from(e: E) -> Self {
+        JournalError::Storage(e.into().to_string())
+    }
+}
+
+/// One tick as journaled: its instant, the sequence number of its first command, its commands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickRecord {
+    pub time: Timestamp,
+    pub first_seq: u64,
+    pub commands: Vec<Command>,
+}
+
+/// Borrowing twin of [`TickRecord`] with the same encoding, so the host encodes the commands
+/// before handing them to the engine by value.
+#[derive(Serialize)]
+struct TickRecordRef<'a> {
+    time: Timestamp,
+    first_seq: u64,
+    commands: &'a [Command],
+}
+
+impl TickRecord {
+    pub fn encode(time: Timestamp, first_seq: u64, commands: &[Command]) -> Vec<u8> {
+        postcard::to_stdvec(&TickRecordRef { time, first_seq, commands }).expect("commands always encode")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, JournalError> {
+        postcard::from_bytes(bytes).map_err(|e| JournalError::Corrupt(format!("tick record: {e}")))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredSnapshot {
+    hash: StateHash,
+    state: Vec<u8>,
+}
+
+/// A snapshot as found in the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    pub tick: u64,
+    pub hash: StateHash,
+}
+
+pub struct Journal {
+    db: Database,
+}
+
+impl Journal {
+    /// Opens the journal file, creating it if missing.
+    pub fn open(path: &Path) -> Result<Self, JournalError> {
+        let db = Database::create(path)?;
+        let journal = Journal { db };
+        let mut txn = journal.db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        {
+            let mut meta = txn.open_table(META)?;
+            let found = meta.get(FORMAT_KEY)?.map(|v| v.value().to_vec());
+            match found {
+                Some(v) if v != FORMAT.to_le_bytes() => {
+                    return Err(JournalError::Corrupt(format!("format {v:?} is not {FORMAT}")));
+                }
+                Some(_) => {}
+                None => {
+                    meta.insert(FORMAT_KEY, FORMAT.to_le_bytes().as_slice())?;
+                }
+            }
+            txn.open_table(TICKS)?;
+            txn.open_table(SNAPSHOTS)?;
+        }
+        txn.commit()?;
+        Ok(journal)
+    }
+
+    pub fn genesis(&self) -> Result<Option<Genesis>, JournalError> {
+        let txn = self.db.begin_read()?;
+        let meta = txn.open_table(META)?;
+        let Some(bytes) = meta.get(GENESIS_KEY)? else { return Ok(None) };
+        postcard::from_bytes(bytes.value()).map(Some).map_err(|e| JournalError::Corrupt(format!("genesis: {e}")))
+    }
+
+    /// Records the genesis of a new journal; refuses to overwrite an existing one.
+    pub fn init(&self, genesis: &Genesis) -> Result<(), JournalError> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        {
+            let mut meta = txn.open_table(META)?;
+            if meta.get(GENESIS_KEY)?.is_some() {
+                return Err(JournalError::Corrupt("genesis is already recorded".into()));
+            }
+            let bytes = postcard::to_stdvec(genesis).expect("genesis always encodes");
+            meta.insert(GENESIS_KEY, bytes.as_slice())?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Appends one tick, durably: when this returns, the tick survives a crash.
+    pub fn append(&self, tick: u64, encoded: &[u8]) -> Result<(), JournalError> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        {
+            let mut ticks = txn.open_table(TICKS)?;
+            let last = ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+            assert_eq!(tick, last + 1, "ticks are appended in order without gaps");
+            ticks.insert(tick, encoded)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Number of the last journaled tick (0 when none).
+    pub fn last_tick(&self) -> Result<u64, JournalError> {
+        let txn = self.db.begin_read()?;
+        let ticks = txn.open_table(TICKS)?;
+        Ok(ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0))
+    }
+
+    /// Calls `apply` for every tick after `after`, in order. Reads in bounded chunks so memory
+    /// stays flat whatever the journal's length.
+    pub fn for_each_tick_after(
+        &self,
+        after: u64,
+        mut apply: impl FnMut(u64, TickRecord) -> Result<(), JournalError>,
+    ) -> Result<(), JournalError> {
+        const CHUNK: usize = 4_096;
+        let mut next = after + 1;
+        loop {
+            let chunk: Vec<(u64, TickRecord)> = {
+                let txn = self.db.begin_read()?;
+                let ticks = txn.open_table(TICKS)?;
+                let mut chunk = Vec::with_capacity(CHUNK);
+                for row in ticks.range(next..)?.take(CHUNK) {
+                    let (k, v) = row?;
+                    chunk.push((k.value(), TickRecord::decode(v.value())?));
+                }
+                chunk
+            };
+            let Some(&(last, _)) = chunk.last() else { return Ok(()) };
+            for (tick, record) in chunk {
+                if tick != next {
+                    return Err(JournalError::Corrupt(format!("tick {next} is missing")));
+                }
+                apply(tick, record)?;
+                next += 1;
+            }
+            next = last + 1;
+        }
+    }
+
+    /// Stores a snapshot of the state at `tick` and drops all but the newest few.
+    pub fn write_snapshot(&self, tick: u64, state: &EngineState) -> Result<SnapshotInfo, JournalError> {
+        let encoded = state.encode();
+        let hash = state.hash();
+        let stored = postcard::to_stdvec(&StoredSnapshot { hash, state: encoded }).expect("snapshot encodes");
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        {
+            let mut snaps = txn.open_table(SNAPSHOTS)?;
+            snaps.insert(tick, stored.as_slice())?;
+            let keys: Vec<u64> = snaps.iter()?.map(|r| r.map(|(k, _)| k.value())).collect::<Result<_, _>>()?;
+            for old in keys.iter().rev().skip(SNAPSHOTS_KEPT) {
+                snaps.remove(*old)?;
+            }
+        }
+        txn.commit()?;
+        Ok(SnapshotInfo { tick, hash })
+    }
+
+    /// Snapshots present, newest first.
+    pub fn snapshots(&self) -> Result<Vec<SnapshotInfo>, JournalError> {
+        let txn = self.db.begin_read()?;
+        let snaps = txn.open_table(SNAPSHOTS)?;
+        let mut out = Vec::new();
+        for row in snaps.iter()?.rev() {
+            let (k, v) = row?;
+            let stored: StoredSnapshot =
+                postcard::from_bytes(v.value()).map_err(|e| JournalError::Corrupt(format!("snapshot: {e}")))?;
+            out.push(SnapshotInfo { tick: k.value(), hash: stored.hash });
+        }
+        Ok(out)
+    }
+
+    /// The state stored at `tick`, if its encoding is of this build's version.
+    pub fn load_snapshot(&self, tick: u64) -> Result<Option<EngineState>, JournalError> {
+        let txn = self.db.begin_read()?;
+        let snaps = txn.open_table(SNAPSHOTS)?;
+        let Some(v) = snaps.get(tick)? else { return Ok(None) };
+        let stored: StoredSnapshot =
+            postcard::from_bytes(v.value()).map_err(|e| JournalError::Corrupt(format!("snapshot: {e}")))?;
+        Ok(EngineState::decode(&stored.state))
+    }
+}
