@@ -1,1 +1,3 @@
-
+pub mod auth;
+pub mod errors;
+pub mod pagination;

@@ -17,3 +17,4 @@ pub mod time;
 
 pub use error::{Error, ErrorCode};
 pub use rust_decimal::Decimal;
+pub use uuid::Uuid;

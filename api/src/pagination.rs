@@ -1,0 +1,265 @@
+//! Cursor pagination, built once for every paginated list (D4).
+//!
+//! A list is an ordered set of keys. A cursor names one key and is bound to the list and the
+//! filters it was issued for: `base64url(version ‖ scope digest ‖ key bytes ‖ MAC)`, with an
+//! HMAC-SHA256 under a server secret kept in the data dir. A changed byte, a cursor of another
+//! server, list, broker or filter set fails the MAC or the scope check → 400.
+
+use std::ops::Bound;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
+use imbl::OrdSet;
+use perpsim_core::Error;
+use poem_openapi::Object;
+use sha2::{Digest, Sha256};
+
+pub const DEFAULT_LIMIT: u32 = 100;
+pub const MAX_LIMIT: u32 = 1_000;
+const VERSION: u8 = 1;
+const SCOPE_LEN: usize = 8;
+const MAC_LEN: usize = 16;
+/// Longest cursor accepted; keys are small, so anything longer is not ours.
+const MAX_CURSOR_LEN: usize = 256;
+
+/// A sort key that can travel inside a cursor.
+pub trait CursorKey: Ord + Clone {
+    fn to_bytes(&self) -> Vec<u8>;
+    fn from_bytes(bytes: &[u8]) -> Option<Self>;
+}
+
+/// What a cursor is bound to: the list, the broker and the canonical text of the filters.
+pub struct Scope<'a> {
+    pub list: &'static str,
+    pub broker: perpsim_core::ids::BrokerCode,
+    pub filters: &'a str,
+}
+
+impl Scope<'_> {
+    fn digest(&self) -> [u8; SCOPE_LEN] {
+        let mut h = Sha256::new();
+        for part in [self.list.as_bytes(), self.broker.0.as_bytes(), self.filters.as_bytes()] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        h.finalize()[..SCOPE_LEN].try_into().expect("digest is long enough")
+    }
+}
+
+#[derive(Clone)]
+pub struct Cursors {
+    secret: [u8; 32],
+}
+
+impl Cursors {
+    pub fn new(secret: [u8; 32]) -> Self {
+        Cursors { secret }
+    }
+
+    fn mac(&self, payload: &[u8]) -> [u8; MAC_LEN] {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("any key length");
+        mac.update(payload);
+        mac.finalize().into_bytes()[..MAC_LEN].try_into().expect("mac is long enough")
+    }
+
+    pub fn issue<K: CursorKey>(&self, scope: &Scope<'_>, key: &K) -> String {
+        let mut payload = vec![VERSION];
+        payload.extend_from_slice(&scope.digest());
+        payload.extend_from_slice(&key.to_bytes());
+        let mac = self.mac(&payload);
+        payload.extend_from_slice(&mac);
+        URL_SAFE_NO_PAD.encode(payload)
+    }
+
+    pub fn open<K: CursorKey>(&self, scope: &Scope<'_>, field: &str, cursor: &str) -> Result<K, Error> {
+        let invalid = |why: &str| Error::validation(format!("{field} is not a valid cursor for this list: {why}"));
+        if cursor.len() > MAX_CURSOR_LEN {
+            return Err(invalid("too long"));
+        }
+        let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid("not a cursor issued by this service"))?;
+        if bytes.len() < 1 + SCOPE_LEN + MAC_LEN || bytes[0] != VERSION {
+            return Err(invalid("not a cursor issued by this service"));
+        }
+        let (payload, mac) = bytes.split_at(bytes.len() - MAC_LEN);
+        // Constant-time comparison through the MAC's own verifier.
+        let mut check = Hmac::<Sha256>::new_from_slice(&self.secret).expect("any key length");
+        check.update(payload);
+        check.verify_truncated_left(mac).map_err(|_| invalid("it was altered or issued by another server"))?;
+        if payload[1..1 + SCOPE_LEN] != scope.digest() {
+            return Err(invalid("it was issued for another list or other filters"));
+        }
+        K::from_bytes(&payload[1 + SCOPE_LEN..]).ok_or_else(|| invalid("not a cursor issued by this service"))
+    }
+}
+
+/// Which page was asked for.
+pub enum Position<K> {
+    First,
+    After(K),
+    Before(K),
+}
+
+pub struct PageRequest<K> {
+    pub limit: usize,
+    pub position: Position<K>,
+}
+
+impl<K: CursorKey> PageRequest<K> {
+    /// Validates `limit`, `after` and `before` as D4 says.
+    pub fn parse(
+        cursors: &Cursors,
+        scope: &Scope<'_>,
+        limit: Option<u32>,
+        after: Option<&str>,
+        before: Option<&str>,
+    ) -> Result<Self, Error> {
+        let limit = limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(Error::validation(format!("limit must be between 1 and {MAX_LIMIT}, got {limit}")));
+        }
+        let position = match (after, before) {
+            (Some(_), Some(_)) => return Err(Error::validation("after and before cannot be used together")),
+            (Some(c), None) => Position::After(cursors.open(scope, "after", c)?),
+            (None, Some(c)) => Position::Before(cursors.open(scope, "before", c)?),
+            (None, None) => Position::First,
+        };
+        Ok(PageRequest { limit: limit as usize, position })
+    }
+}
+
+/// `response_metadata` of every paginated list.
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ResponseMetadata {
+    /// Cursor of the first item of this page (pass as `before` for the previous page); null on
+    /// an empty page.
+    pub start_cursor: Option<String>,
+    /// Cursor of the last item of this page (pass as `after` for the next page); null on an
+    /// empty page.
+    pub end_cursor: Option<String>,
+    /// Whether items exist before this page.
+    pub has_previous: bool,
+    /// Whether items exist after this page.
+    pub has_next: bool,
+}
+
+/// One page of keys in the list's order, with its metadata.
+pub struct Page<K> {
+    pub keys: Vec<K>,
+    pub metadata: ResponseMetadata,
+}
+
+/// Cuts one page out of `set` (in the set's order).
+pub fn page<K: CursorKey>(set: &OrdSet<K>, req: &PageRequest<K>, cursors: &Cursors, scope: &Scope<'_>) -> Page<K> {
+    let keys: Vec<K> = match &req.position {
+        Position::First => set.iter().take(req.limit).cloned().collect(),
+        Position::After(k) => set.range::<_, K>((Bound::Excluded(k), Bound::Unbounded)).take(req.limit).cloned().collect(),
+        Position::Before(k) => {
+            let mut v: Vec<K> = set.range::<_, K>(..k).rev().take(req.limit).cloned().collect();
+            v.reverse();
+            v
+        }
+    };
+    let (has_previous, has_next) = match (keys.first(), keys.last()) {
+        (Some(first), Some(last)) => (
+            set.range::<_, K>(..first).next_back().is_some(),
+            set.range::<_, K>((Bound::Excluded(last), Bound::Unbounded)).next().is_some(),
+        ),
+        // An empty page: what lies on either side of the cursor.
+        _ => match &req.position {
+            Position::First => (false, false),
+            Position::After(k) => (set.range::<_, K>(..=k).next_back().is_some(), false),
+            Position::Before(k) => (false, set.range::<_, K>(k..).next().is_some()),
+        },
+    };
+    let metadata = ResponseMetadata {
+        start_cursor: keys.first().map(|k| cursors.issue(scope, k)),
+        end_cursor: keys.last().map(|k| cursors.issue(scope, k)),
+        has_previous,
+        has_next,
+    };
+    Page { keys, metadata }
+}
+
+impl CursorKey for (perpsim_core::time::Timestamp, perpsim_core::ids::CustomerCode) {
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut v = self.0.millis().to_be_bytes().to_vec();
+        v.extend_from_slice(self.1.0.as_bytes());
+        v
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let (t, c) = (bytes.get(..8)?, bytes.get(8..)?);
+        let t = perpsim_core::time::Timestamp::from_millis(i64::from_be_bytes(t.try_into().ok()?));
+        Some((t, perpsim_core::ids::CustomerCode(uuid_from(c)?)))
+    }
+}
+
+fn uuid_from(bytes: &[u8]) -> Option<perpsim_core::Uuid> {
+    Some(perpsim_core::Uuid::from_bytes(bytes.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perpsim_core::ids::{BrokerCode, CustomerCode};
+    use perpsim_core::time::Timestamp;
+
+    type Key = (Timestamp, CustomerCode);
+
+    fn key(i: u128) -> Key {
+        (Timestamp::from_millis(i as i64 / 2), CustomerCode(perpsim_core::Uuid::from_u128(i)))
+    }
+
+    fn scope(filters: &str) -> Scope<'_> {
+        Scope { list: "customers", broker: BrokerCode(perpsim_core::Uuid::from_u128(1)), filters }
+    }
+
+    fn req(c: &Cursors, limit: u32, after: Option<&str>, before: Option<&str>) -> Result<PageRequest<Key>, Error> {
+        PageRequest::parse(c, &scope(""), Some(limit), after, before)
+    }
+
+    #[test]
+    fn walks_forward_and_back_through_the_whole_list() {
+        let c = Cursors::new([5; 32]);
+        let set: OrdSet<Key> = (0..10).map(key).collect();
+        let p1 = page(&set, &req(&c, 4, None, None).unwrap(), &c, &scope(""));
+        assert_eq!(p1.keys, (0..4).map(key).collect::<Vec<_>>());
+        assert!(!p1.metadata.has_previous && p1.metadata.has_next);
+        let p2 = page(&set, &req(&c, 4, p1.metadata.end_cursor.as_deref(), None).unwrap(), &c, &scope(""));
+        assert_eq!(p2.keys, (4..8).map(key).collect::<Vec<_>>());
+        let p3 = page(&set, &req(&c, 4, p2.metadata.end_cursor.as_deref(), None).unwrap(), &c, &scope(""));
+        assert_eq!(p3.keys, (8..10).map(key).collect::<Vec<_>>());
+        assert!(p3.metadata.has_previous && !p3.metadata.has_next);
+        let back = page(&set, &req(&c, 4, None, p3.metadata.start_cursor.as_deref()).unwrap(), &c, &scope(""));
+        assert_eq!(back.keys, p2.keys);
+        assert!(back.metadata.has_previous && back.metadata.has_next);
+    }
+
+    #[test]
+    fn limits_and_cursor_combinations_are_validated() {
+        let c = Cursors::new([5; 32]);
+        let cursor = c.issue(&scope(""), &key(1));
+        assert!(req(&c, 0, None, None).is_err());
+        assert!(req(&c, 1001, None, None).is_err());
+        assert!(req(&c, 1000, None, None).is_ok());
+        let both = req(&c, 10, Some(&cursor), Some(&cursor)).err().unwrap();
+        assert!(both.message.contains("together"));
+    }
+
+    #[test]
+    fn tampered_foreign_and_mismatched_cursors_are_refused() {
+        let c = Cursors::new([5; 32]);
+        let cursor = c.issue(&scope(""), &key(3));
+        let mut bytes = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
+        bytes[10] ^= 1;
+        let tampered = URL_SAFE_NO_PAD.encode(&bytes);
+        assert!(req(&c, 10, Some(&tampered), None).err().unwrap().message.contains("altered"));
+        let foreign = Cursors::new([6; 32]).issue(&scope(""), &key(3));
+        assert!(req(&c, 10, Some(&foreign), None).is_err());
+        let other_filters = c.issue(&scope("symbol=BTC"), &key(3));
+        assert!(req(&c, 10, Some(&other_filters), None).err().unwrap().message.contains("other filters"));
+        assert!(req(&c, 10, Some("not-a-cursor!"), None).is_err());
+        assert_eq!(req(&c, 10, Some(&cursor), None).unwrap().limit, 10);
+    }
+}
