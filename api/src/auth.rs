@@ -29,8 +29,13 @@ pub const MAX_NONCES_PER_KEY: usize = 100_000;
 
 /// The bytes a client signs: `{nonce}\n{METHOD}\n{path_and_query}\n{body}`.
 pub fn canonical_message(nonce: &str, method: &str, path_and_query: &str, body: &[u8]) -> Vec<u8> {
-    let mut msg = Vec::with_capacity(nonce.len() + method.len() + path_and_query.len() + body.len() + 3);
-    for part in [nonce.as_bytes(), method.as_bytes(), path_and_query.as_bytes()] {
+    let mut msg =
+        Vec::with_capacity(nonce.len() + method.len() + path_and_query.len() + body.len() + 3);
+    for part in [
+        nonce.as_bytes(),
+        method.as_bytes(),
+        path_and_query.as_bytes(),
+    ] {
         msg.extend_from_slice(part);
         msg.push(b'\n');
     }
@@ -83,8 +88,14 @@ const NANO: u64 = 1_000_000_000;
 
 impl Authenticator {
     pub fn new(rate: RateLimit) -> Self {
-        assert!(rate.per_second > 0 && rate.burst > 0, "rate limit must admit requests");
-        Authenticator { rate, keys: Mutex::new(HashMap::new()) }
+        assert!(
+            rate.per_second > 0 && rate.burst > 0,
+            "rate limit must admit requests"
+        );
+        Authenticator {
+            rate,
+            keys: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Checks a request. `lookup` maps a public key to its broker (the engine's read view);
@@ -98,37 +109,55 @@ impl Authenticator {
         body: &[u8],
         now_ns: u64,
     ) -> Result<BrokerCode, AuthError> {
-        let key_text = headers.public_key.ok_or_else(|| unauthorized(format!("missing header {HEADER_PUBLIC_KEY}")))?;
-        let nonce_text = headers.nonce.ok_or_else(|| unauthorized(format!("missing header {HEADER_NONCE}")))?;
-        let sig_text = headers.signature.ok_or_else(|| unauthorized(format!("missing header {HEADER_SIGNATURE}")))?;
+        let key_text = headers
+            .public_key
+            .ok_or_else(|| unauthorized(format!("missing header {HEADER_PUBLIC_KEY}")))?;
+        let nonce_text = headers
+            .nonce
+            .ok_or_else(|| unauthorized(format!("missing header {HEADER_NONCE}")))?;
+        let sig_text = headers
+            .signature
+            .ok_or_else(|| unauthorized(format!("missing header {HEADER_SIGNATURE}")))?;
         let key = parse_public_key(key_text).ok_or_else(|| {
-            unauthorized(format!("{HEADER_PUBLIC_KEY} is not a standard-base64 32-byte ed25519 public key"))
+            unauthorized(format!(
+                "{HEADER_PUBLIC_KEY} is not a standard-base64 32-byte ed25519 public key"
+            ))
         })?;
         let broker = lookup(&key).ok_or_else(|| unauthorized("unknown public key"))?;
-        let state = self.state_for(key).ok_or_else(|| unauthorized("public key is not a valid ed25519 point"))?;
+        let state = self
+            .state_for(key)
+            .ok_or_else(|| unauthorized("public key is not a valid ed25519 point"))?;
         let nonce = parse_nonce(nonce_text)?;
         let verifying_key = {
             let mut st = state.lock().expect("key state lock");
             self.take_token(&mut st, now_ns)?;
             check_window(nonce, now_ns)?;
             if st.nonces.contains(&nonce) {
-                return Err(unauthorized("nonce reused: this public key has already used it"));
+                return Err(unauthorized(
+                    "nonce reused: this public key has already used it",
+                ));
             }
             st.key
         };
         // Verification runs outside every lock: concurrent requests of one key verify in parallel.
         let signature = parse_signature(sig_text)?;
         let message = canonical_message(nonce_text, method, path_and_query, body);
-        verifying_key.verify_strict(&message, &signature).map_err(|_| unauthorized("bad signature"))?;
+        verifying_key
+            .verify_strict(&message, &signature)
+            .map_err(|_| unauthorized("bad signature"))?;
         let mut st = state.lock().expect("key state lock");
         // Forget nonces that fell out of the window: they would be refused as too old anyway.
         let floor = now_ns.saturating_sub(BEHIND_NS);
         st.nonces = st.nonces.split_off(&floor);
         if st.nonces.len() >= MAX_NONCES_PER_KEY {
-            return Err(AuthError::RateLimited { retry_after_secs: 1 });
+            return Err(AuthError::RateLimited {
+                retry_after_secs: 1,
+            });
         }
         if !st.nonces.insert(nonce) {
-            return Err(unauthorized("nonce reused: this public key has already used it"));
+            return Err(unauthorized(
+                "nonce reused: this public key has already used it",
+            ));
         }
         Ok(broker)
     }
@@ -158,7 +187,9 @@ impl Authenticator {
         if st.tokens_nano < NANO {
             let missing = NANO - st.tokens_nano;
             let wait_ns = missing.div_ceil(u64::from(self.rate.per_second));
-            return Err(AuthError::RateLimited { retry_after_secs: wait_ns.div_ceil(NANO).max(1) });
+            return Err(AuthError::RateLimited {
+                retry_after_secs: wait_ns.div_ceil(NANO).max(1),
+            });
         }
         st.tokens_nano -= NANO;
         Ok(())
@@ -166,7 +197,10 @@ impl Authenticator {
 
     /// Drops the state of keys that are no longer registered, bounding memory to live keys.
     pub fn prune(&self, registered: impl Fn(&PublicKey) -> bool) {
-        self.keys.lock().expect("key map lock").retain(|k, _| registered(k));
+        self.keys
+            .lock()
+            .expect("key map lock")
+            .retain(|k, _| registered(k));
     }
 
     pub fn tracked_keys(&self) -> usize {
@@ -184,14 +218,23 @@ pub fn encode_public_key(key: &PublicKey) -> String {
 }
 
 fn parse_signature(text: &str) -> Result<Signature, AuthError> {
-    let bytes = STANDARD.decode(text).ok().and_then(|b| <[u8; 64]>::try_from(b).ok());
-    bytes
-        .map(|b| Signature::from_bytes(&b))
-        .ok_or_else(|| unauthorized(format!("{HEADER_SIGNATURE} is not a standard-base64 64-byte ed25519 signature")))
+    let bytes = STANDARD
+        .decode(text)
+        .ok()
+        .and_then(|b| <[u8; 64]>::try_from(b).ok());
+    bytes.map(|b| Signature::from_bytes(&b)).ok_or_else(|| {
+        unauthorized(format!(
+            "{HEADER_SIGNATURE} is not a standard-base64 64-byte ed25519 signature"
+        ))
+    })
 }
 
 fn parse_nonce(text: &str) -> Result<u64, AuthError> {
-    let malformed = || unauthorized("nonce malformed: X-Nonce must be a nanosecond Unix timestamp in decimal digits");
+    let malformed = || {
+        unauthorized(
+            "nonce malformed: X-Nonce must be a nanosecond Unix timestamp in decimal digits",
+        )
+    };
     if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(malformed());
     }
@@ -206,10 +249,14 @@ fn parse_nonce(text: &str) -> Result<u64, AuthError> {
 
 fn check_window(nonce: u64, now_ns: u64) -> Result<(), AuthError> {
     if nonce < now_ns.saturating_sub(BEHIND_NS) {
-        return Err(unauthorized("nonce too old: more than 30 s behind server time (see the Date header)"));
+        return Err(unauthorized(
+            "nonce too old: more than 30 s behind server time (see the Date header)",
+        ));
     }
     if nonce > now_ns.saturating_add(AHEAD_NS) {
-        return Err(unauthorized("nonce too far ahead: more than 5 s ahead of server time (see the Date header)"));
+        return Err(unauthorized(
+            "nonce too far ahead: more than 5 s ahead of server time (see the Date header)",
+        ));
     }
     Ok(())
 }
@@ -235,7 +282,11 @@ mod tests {
         }
 
         fn sign(&self, nonce: &str, body: &[u8]) -> String {
-            STANDARD.encode(self.key.sign(&canonical_message(nonce, "POST", "/v1/customers", body)).to_bytes())
+            STANDARD.encode(
+                self.key
+                    .sign(&canonical_message(nonce, "POST", "/v1/customers", body))
+                    .to_bytes(),
+            )
         }
     }
 
@@ -243,14 +294,34 @@ mod tests {
         BrokerCode(Uuid::from_u128(7))
     }
 
-    fn run(auth: &Authenticator, c: &Client, nonce: &str, sig: &str, now: u64) -> Result<BrokerCode, AuthError> {
-        let headers = SignedHeaders { public_key: Some(&c.public), nonce: Some(nonce), signature: Some(sig) };
+    fn run(
+        auth: &Authenticator,
+        c: &Client,
+        nonce: &str,
+        sig: &str,
+        now: u64,
+    ) -> Result<BrokerCode, AuthError> {
+        let headers = SignedHeaders {
+            public_key: Some(&c.public),
+            nonce: Some(nonce),
+            signature: Some(sig),
+        };
         let known = parse_public_key(&c.public).unwrap();
-        auth.authenticate(&headers, |k| (*k == known).then(broker), "POST", "/v1/customers", b"{}", now)
+        auth.authenticate(
+            &headers,
+            |k| (*k == known).then(broker),
+            "POST",
+            "/v1/customers",
+            b"{}",
+            now,
+        )
     }
 
     fn auth() -> Authenticator {
-        Authenticator::new(RateLimit { per_second: 100, burst: 200 })
+        Authenticator::new(RateLimit {
+            per_second: 100,
+            burst: 200,
+        })
     }
 
     fn message(r: Result<BrokerCode, AuthError>) -> String {
@@ -271,17 +342,37 @@ mod tests {
     #[test]
     fn window_edges_are_30_s_behind_and_5_s_ahead() {
         let (a, c) = (auth(), Client::new(1));
-        for (nonce, ok) in [(NOW - BEHIND_NS, true), (NOW + AHEAD_NS, true), (NOW - BEHIND_NS - 1, false), (NOW + AHEAD_NS + 1, false)] {
+        for (nonce, ok) in [
+            (NOW - BEHIND_NS, true),
+            (NOW + AHEAD_NS, true),
+            (NOW - BEHIND_NS - 1, false),
+            (NOW + AHEAD_NS + 1, false),
+        ] {
             let n = nonce.to_string();
-            assert_eq!(run(&a, &c, &n, &c.sign(&n, b"{}"), NOW).is_ok(), ok, "{nonce}");
+            assert_eq!(
+                run(&a, &c, &n, &c.sign(&n, b"{}"), NOW).is_ok(),
+                ok,
+                "{nonce}"
+            );
         }
     }
 
     #[test]
     fn counters_and_milliseconds_are_refused_as_malformed() {
         let (a, c) = (auth(), Client::new(1));
-        for n in ["1", "42", &(NOW / 1_000_000).to_string(), "abc", "-5", "", "123456789012345678901"] {
-            assert!(message(run(&a, &c, n, &c.sign(n, b"{}"), NOW)).contains("malformed"), "{n}");
+        for n in [
+            "1",
+            "42",
+            &(NOW / 1_000_000).to_string(),
+            "abc",
+            "-5",
+            "",
+            "123456789012345678901",
+        ] {
+            assert!(
+                message(run(&a, &c, n, &c.sign(n, b"{}"), NOW)).contains("malformed"),
+                "{n}"
+            );
         }
     }
 
@@ -289,7 +380,10 @@ mod tests {
     fn a_bad_signature_does_not_consume_the_nonce() {
         let (a, c, other) = (auth(), Client::new(1), Client::new(2));
         let n = NOW.to_string();
-        assert_eq!(message(run(&a, &c, &n, &other.sign(&n, b"{}"), NOW)), "bad signature");
+        assert_eq!(
+            message(run(&a, &c, &n, &other.sign(&n, b"{}"), NOW)),
+            "bad signature"
+        );
         assert_eq!(run(&a, &c, &n, &c.sign(&n, b"{}"), NOW), Ok(broker()));
     }
 
@@ -304,19 +398,34 @@ mod tests {
         let n = later.to_string();
         assert!(run(&a, &c, &n, &c.sign(&n, b"{}"), later).is_ok());
         let st = a.state_for(parse_public_key(&c.public).unwrap()).unwrap();
-        assert_eq!(st.lock().unwrap().nonces.len(), 1, "only nonces inside the window are kept");
+        assert_eq!(
+            st.lock().unwrap().nonces.len(),
+            1,
+            "only nonces inside the window are kept"
+        );
     }
 
     #[test]
     fn rate_limit_admits_the_burst_then_refuses_with_retry_after() {
-        let (a, c) = (Authenticator::new(RateLimit { per_second: 10, burst: 3 }), Client::new(1));
+        let (a, c) = (
+            Authenticator::new(RateLimit {
+                per_second: 10,
+                burst: 3,
+            }),
+            Client::new(1),
+        );
         let mut results = Vec::new();
         for i in 0..4u64 {
             let n = (NOW + i).to_string();
             results.push(run(&a, &c, &n, &c.sign(&n, b"{}"), NOW));
         }
         assert!(results[..3].iter().all(|r| r.is_ok()));
-        assert_eq!(results[3], Err(AuthError::RateLimited { retry_after_secs: 1 }));
+        assert_eq!(
+            results[3],
+            Err(AuthError::RateLimited {
+                retry_after_secs: 1
+            })
+        );
         // A tenth of a second refills one token at 10/s.
         let n = (NOW + 10).to_string();
         assert!(run(&a, &c, &n, &c.sign(&n, b"{}"), NOW + NANO / 10).is_ok());
@@ -327,11 +436,26 @@ mod tests {
         let (a, c) = (auth(), Client::new(1));
         let n = NOW.to_string();
         let sig = c.sign(&n, b"{}");
-        let headers = SignedHeaders { public_key: Some(&c.public), nonce: Some(&n), signature: Some(&sig) };
+        let headers = SignedHeaders {
+            public_key: Some(&c.public),
+            nonce: Some(&n),
+            signature: Some(&sig),
+        };
         let r = a.authenticate(&headers, |_| None, "POST", "/v1/customers", b"{}", NOW);
         assert!(message(r).contains("unknown public key"));
-        let headers = SignedHeaders { public_key: Some(&c.public), nonce: None, signature: Some(&sig) };
-        let r = a.authenticate(&headers, |_| Some(broker()), "POST", "/v1/customers", b"{}", NOW);
+        let headers = SignedHeaders {
+            public_key: Some(&c.public),
+            nonce: None,
+            signature: Some(&sig),
+        };
+        let r = a.authenticate(
+            &headers,
+            |_| Some(broker()),
+            "POST",
+            "/v1/customers",
+            b"{}",
+            NOW,
+        );
         assert!(message(r).contains("missing header X-Nonce"));
         a.prune(|_| false);
         assert_eq!(a.tracked_keys(), 0);

@@ -1,11 +1,11 @@
 //! The error body of D4 on every error path, and the one place where catalogue codes
 //! (`perpsim_core::ErrorCode`) become HTTP responses.
 
-use poem::http::{StatusCode, header};
+use perpsim_core::{Error, ErrorCode};
 use poem::Response;
+use poem::http::{StatusCode, header};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object};
-use perpsim_core::{Error, ErrorCode};
 
 /// `{"code", "message"}`: clients match on `code`; `message` is for people.
 #[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -19,7 +19,10 @@ pub struct ErrorBody {
 
 impl poem_openapi::types::Example for ErrorBody {
     fn example() -> Self {
-        ErrorBody { code: "VALIDATION_ERROR".into(), message: "amount must be a decimal string in plain notation".into() }
+        ErrorBody {
+            code: "VALIDATION_ERROR".into(),
+            message: "amount must be a decimal string in plain notation".into(),
+        }
     }
 }
 
@@ -56,12 +59,18 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn rate_limited(retry_after_secs: u64) -> Self {
-        ApiError::RateLimited(body(ErrorCode::RateLimited, "rate limit exceeded; retry later"), retry_after_secs)
+        ApiError::RateLimited(
+            body(ErrorCode::RateLimited, "rate limit exceeded; retry later"),
+            retry_after_secs,
+        )
     }
 }
 
 fn body(code: ErrorCode, message: impl Into<String>) -> Json<ErrorBody> {
-    Json(ErrorBody { code: code.code().to_owned(), message: message.into() })
+    Json(ErrorBody {
+        code: code.code().to_owned(),
+        message: message.into(),
+    })
 }
 
 impl From<Error> for ApiError {
@@ -82,11 +91,17 @@ impl From<Error> for ApiError {
 
 /// A JSON error response outside poem-openapi's typed responses (middleware, fallbacks).
 pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response {
-    let body = ErrorBody { code: code.code().to_owned(), message: message.into() };
+    let body = ErrorBody {
+        code: code.code().to_owned(),
+        message: message.into(),
+    };
     Response::builder()
         .status(StatusCode::from_u16(code.status()).expect("catalogue statuses are valid"))
         .content_type("application/json")
-        .body(serde_json::to_vec(&serde_json::json!({"code": body.code, "message": body.message})).expect("json"))
+        .body(
+            serde_json::to_vec(&serde_json::json!({"code": body.code, "message": body.message}))
+                .expect("json"),
+        )
 }
 
 /// The catalogue code for an error status that did not come from our own handlers (router,
@@ -125,7 +140,11 @@ pub async fn normalize(resp: Response) -> Response {
     let message = match (text.trim(), code) {
         ("", ErrorCode::NotFound) => "no such route".to_owned(),
         ("", ErrorCode::MethodNotAllowed) => "method not allowed on this route".to_owned(),
-        ("", _) => parts.status.canonical_reason().unwrap_or("error").to_owned(),
+        ("", _) => parts
+            .status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_owned(),
         (t, _) => t.to_owned(),
     };
     let mut out = error_response(code, message);
@@ -142,4 +161,3 @@ pub fn from_poem_error(err: poem::Error) -> Response {
     }
     error_response(code_for_foreign_status(err.status()), err.to_string())
 }
-

@@ -1,1 +1,19 @@
-fn main() {}
+use clap::Parser;
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PERPSIM_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = perpsim_api::cli::Cli::parse();
+    match perpsim_api::cli::run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(message) => {
+            eprintln!("perpsim: {message}");
+            std::process::exit(2);
+        }
+    }
+}

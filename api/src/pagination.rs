@@ -39,11 +39,17 @@ pub struct Scope<'a> {
 impl Scope<'_> {
     fn digest(&self) -> [u8; SCOPE_LEN] {
         let mut h = Sha256::new();
-        for part in [self.list.as_bytes(), self.broker.0.as_bytes(), self.filters.as_bytes()] {
+        for part in [
+            self.list.as_bytes(),
+            self.broker.0.as_bytes(),
+            self.filters.as_bytes(),
+        ] {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part);
         }
-        h.finalize()[..SCOPE_LEN].try_into().expect("digest is long enough")
+        h.finalize()[..SCOPE_LEN]
+            .try_into()
+            .expect("digest is long enough")
     }
 }
 
@@ -60,7 +66,9 @@ impl Cursors {
     fn mac(&self, payload: &[u8]) -> [u8; MAC_LEN] {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("any key length");
         mac.update(payload);
-        mac.finalize().into_bytes()[..MAC_LEN].try_into().expect("mac is long enough")
+        mac.finalize().into_bytes()[..MAC_LEN]
+            .try_into()
+            .expect("mac is long enough")
     }
 
     pub fn issue<K: CursorKey>(&self, scope: &Scope<'_>, key: &K) -> String {
@@ -72,12 +80,23 @@ impl Cursors {
         URL_SAFE_NO_PAD.encode(payload)
     }
 
-    pub fn open<K: CursorKey>(&self, scope: &Scope<'_>, field: &str, cursor: &str) -> Result<K, Error> {
-        let invalid = |why: &str| Error::validation(format!("{field} is not a valid cursor for this list: {why}"));
+    pub fn open<K: CursorKey>(
+        &self,
+        scope: &Scope<'_>,
+        field: &str,
+        cursor: &str,
+    ) -> Result<K, Error> {
+        let invalid = |why: &str| {
+            Error::validation(format!(
+                "{field} is not a valid cursor for this list: {why}"
+            ))
+        };
         if cursor.len() > MAX_CURSOR_LEN {
             return Err(invalid("too long"));
         }
-        let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid("not a cursor issued by this service"))?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(cursor)
+            .map_err(|_| invalid("not a cursor issued by this service"))?;
         if bytes.len() < 1 + SCOPE_LEN + MAC_LEN || bytes[0] != VERSION {
             return Err(invalid("not a cursor issued by this service"));
         }
@@ -85,11 +104,14 @@ impl Cursors {
         // Constant-time comparison through the MAC's own verifier.
         let mut check = Hmac::<Sha256>::new_from_slice(&self.secret).expect("any key length");
         check.update(payload);
-        check.verify_truncated_left(mac).map_err(|_| invalid("it was altered or issued by another server"))?;
+        check
+            .verify_truncated_left(mac)
+            .map_err(|_| invalid("it was altered or issued by another server"))?;
         if payload[1..1 + SCOPE_LEN] != scope.digest() {
             return Err(invalid("it was issued for another list or other filters"));
         }
-        K::from_bytes(&payload[1 + SCOPE_LEN..]).ok_or_else(|| invalid("not a cursor issued by this service"))
+        K::from_bytes(&payload[1 + SCOPE_LEN..])
+            .ok_or_else(|| invalid("not a cursor issued by this service"))
     }
 }
 
@@ -116,15 +138,24 @@ impl<K: CursorKey> PageRequest<K> {
     ) -> Result<Self, Error> {
         let limit = limit.unwrap_or(DEFAULT_LIMIT);
         if !(1..=MAX_LIMIT).contains(&limit) {
-            return Err(Error::validation(format!("limit must be between 1 and {MAX_LIMIT}, got {limit}")));
+            return Err(Error::validation(format!(
+                "limit must be between 1 and {MAX_LIMIT}, got {limit}"
+            )));
         }
         let position = match (after, before) {
-            (Some(_), Some(_)) => return Err(Error::validation("after and before cannot be used together")),
+            (Some(_), Some(_)) => {
+                return Err(Error::validation(
+                    "after and before cannot be used together",
+                ));
+            }
             (Some(c), None) => Position::After(cursors.open(scope, "after", c)?),
             (None, Some(c)) => Position::Before(cursors.open(scope, "before", c)?),
             (None, None) => Position::First,
         };
-        Ok(PageRequest { limit: limit as usize, position })
+        Ok(PageRequest {
+            limit: limit as usize,
+            position,
+        })
     }
 }
 
@@ -150,12 +181,26 @@ pub struct Page<K> {
 }
 
 /// Cuts one page out of `set` (in the set's order).
-pub fn page<K: CursorKey>(set: &OrdSet<K>, req: &PageRequest<K>, cursors: &Cursors, scope: &Scope<'_>) -> Page<K> {
+pub fn page<K: CursorKey>(
+    set: &OrdSet<K>,
+    req: &PageRequest<K>,
+    cursors: &Cursors,
+    scope: &Scope<'_>,
+) -> Page<K> {
     let keys: Vec<K> = match &req.position {
         Position::First => set.iter().take(req.limit).cloned().collect(),
-        Position::After(k) => set.range::<_, K>((Bound::Excluded(k), Bound::Unbounded)).take(req.limit).cloned().collect(),
+        Position::After(k) => set
+            .range::<_, K>((Bound::Excluded(k), Bound::Unbounded))
+            .take(req.limit)
+            .cloned()
+            .collect(),
         Position::Before(k) => {
-            let mut v: Vec<K> = set.range::<_, K>(..k).rev().take(req.limit).cloned().collect();
+            let mut v: Vec<K> = set
+                .range::<_, K>(..k)
+                .rev()
+                .take(req.limit)
+                .cloned()
+                .collect();
             v.reverse();
             v
         }
@@ -163,7 +208,9 @@ pub fn page<K: CursorKey>(set: &OrdSet<K>, req: &PageRequest<K>, cursors: &Curso
     let (has_previous, has_next) = match (keys.first(), keys.last()) {
         (Some(first), Some(last)) => (
             set.range::<_, K>(..first).next_back().is_some(),
-            set.range::<_, K>((Bound::Excluded(last), Bound::Unbounded)).next().is_some(),
+            set.range::<_, K>((Bound::Excluded(last), Bound::Unbounded))
+                .next()
+                .is_some(),
         ),
         // An empty page: what lies on either side of the cursor.
         _ => match &req.position {
@@ -181,7 +228,12 @@ pub fn page<K: CursorKey>(set: &OrdSet<K>, req: &PageRequest<K>, cursors: &Curso
     Page { keys, metadata }
 }
 
-impl CursorKey for (perpsim_core::time::Timestamp, perpsim_core::ids::CustomerCode) {
+impl CursorKey
+    for (
+        perpsim_core::time::Timestamp,
+        perpsim_core::ids::CustomerCode,
+    )
+{
     fn to_bytes(&self) -> Vec<u8> {
         let mut v = self.0.millis().to_be_bytes().to_vec();
         v.extend_from_slice(self.1.0.as_bytes());
@@ -208,14 +260,26 @@ mod tests {
     type Key = (Timestamp, CustomerCode);
 
     fn key(i: u128) -> Key {
-        (Timestamp::from_millis(i as i64 / 2), CustomerCode(perpsim_core::Uuid::from_u128(i)))
+        (
+            Timestamp::from_millis(i as i64 / 2),
+            CustomerCode(perpsim_core::Uuid::from_u128(i)),
+        )
     }
 
     fn scope(filters: &str) -> Scope<'_> {
-        Scope { list: "customers", broker: BrokerCode(perpsim_core::Uuid::from_u128(1)), filters }
+        Scope {
+            list: "customers",
+            broker: BrokerCode(perpsim_core::Uuid::from_u128(1)),
+            filters,
+        }
     }
 
-    fn req(c: &Cursors, limit: u32, after: Option<&str>, before: Option<&str>) -> Result<PageRequest<Key>, Error> {
+    fn req(
+        c: &Cursors,
+        limit: u32,
+        after: Option<&str>,
+        before: Option<&str>,
+    ) -> Result<PageRequest<Key>, Error> {
         PageRequest::parse(c, &scope(""), Some(limit), after, before)
     }
 
@@ -226,12 +290,27 @@ mod tests {
         let p1 = page(&set, &req(&c, 4, None, None).unwrap(), &c, &scope(""));
         assert_eq!(p1.keys, (0..4).map(key).collect::<Vec<_>>());
         assert!(!p1.metadata.has_previous && p1.metadata.has_next);
-        let p2 = page(&set, &req(&c, 4, p1.metadata.end_cursor.as_deref(), None).unwrap(), &c, &scope(""));
+        let p2 = page(
+            &set,
+            &req(&c, 4, p1.metadata.end_cursor.as_deref(), None).unwrap(),
+            &c,
+            &scope(""),
+        );
         assert_eq!(p2.keys, (4..8).map(key).collect::<Vec<_>>());
-        let p3 = page(&set, &req(&c, 4, p2.metadata.end_cursor.as_deref(), None).unwrap(), &c, &scope(""));
+        let p3 = page(
+            &set,
+            &req(&c, 4, p2.metadata.end_cursor.as_deref(), None).unwrap(),
+            &c,
+            &scope(""),
+        );
         assert_eq!(p3.keys, (8..10).map(key).collect::<Vec<_>>());
         assert!(p3.metadata.has_previous && !p3.metadata.has_next);
-        let back = page(&set, &req(&c, 4, None, p3.metadata.start_cursor.as_deref()).unwrap(), &c, &scope(""));
+        let back = page(
+            &set,
+            &req(&c, 4, None, p3.metadata.start_cursor.as_deref()).unwrap(),
+            &c,
+            &scope(""),
+        );
         assert_eq!(back.keys, p2.keys);
         assert!(back.metadata.has_previous && back.metadata.has_next);
     }
@@ -254,11 +333,23 @@ mod tests {
         let mut bytes = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
         bytes[10] ^= 1;
         let tampered = URL_SAFE_NO_PAD.encode(&bytes);
-        assert!(req(&c, 10, Some(&tampered), None).err().unwrap().message.contains("altered"));
+        assert!(
+            req(&c, 10, Some(&tampered), None)
+                .err()
+                .unwrap()
+                .message
+                .contains("altered")
+        );
         let foreign = Cursors::new([6; 32]).issue(&scope(""), &key(3));
         assert!(req(&c, 10, Some(&foreign), None).is_err());
         let other_filters = c.issue(&scope("symbol=BTC"), &key(3));
-        assert!(req(&c, 10, Some(&other_filters), None).err().unwrap().message.contains("other filters"));
+        assert!(
+            req(&c, 10, Some(&other_filters), None)
+                .err()
+                .unwrap()
+                .message
+                .contains("other filters")
+        );
         assert!(req(&c, 10, Some("not-a-cursor!"), None).is_err());
         assert_eq!(req(&c, 10, Some(&cursor), None).unwrap().limit, 10);
     }

@@ -21,13 +21,17 @@ pub enum Sign {
 /// Why a decimal string was refused; rendered with the field's name by [`parse`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecimalError {
-    #[error("{field} must be a decimal string in plain notation (digits, optionally one '.' followed by digits{sign}), got {got:?}")]
+    #[error(
+        "{field} must be a decimal string in plain notation (digits, optionally one '.' followed by digits{sign}), got {got:?}"
+    )]
     Syntax {
         field: String,
         got: String,
         sign: &'static str,
     },
-    #[error("{field} has more digits than can be represented exactly (at most 28 significant digits)")]
+    #[error(
+        "{field} has more digits than can be represented exactly (at most 28 significant digits)"
+    )]
     TooLarge { field: String },
 }
 
@@ -46,7 +50,9 @@ pub fn parse(field: &str, text: &str, sign: Sign) -> Result<Decimal, DecimalErro
         },
     };
     if text.len() > MAX_INPUT_LEN {
-        return Err(DecimalError::TooLarge { field: field.to_owned() });
+        return Err(DecimalError::TooLarge {
+            field: field.to_owned(),
+        });
     }
     let digits = match (sign, text.strip_prefix('-')) {
         (Sign::Signed, Some(rest)) => rest,
@@ -63,7 +69,9 @@ pub fn parse(field: &str, text: &str, sign: Sign) -> Result<Decimal, DecimalErro
     }
     // The syntax is now exactly what rust_decimal's exact parser accepts; any error left is
     // about size, never about form.
-    Decimal::from_str_exact(text).map_err(|_| DecimalError::TooLarge { field: field.to_owned() })
+    Decimal::from_str_exact(text).map_err(|_| DecimalError::TooLarge {
+        field: field.to_owned(),
+    })
 }
 
 /// Number of decimals a value carries after removing trailing zeros.
@@ -117,7 +125,14 @@ mod tests {
 
     #[test]
     fn accepts_plain_notation() {
-        for ok in ["0", "1", "10.5", "0.0000000001", "123456789.123456789", "007.10"] {
+        for ok in [
+            "0",
+            "1",
+            "10.5",
+            "0.0000000001",
+            "123456789.123456789",
+            "007.10",
+        ] {
             assert_eq!(parse("amount", ok, Sign::Unsigned).unwrap(), d(ok), "{ok}");
         }
         assert_eq!(parse("fee", "-2.5", Sign::Signed).unwrap(), d("-2.5"));
@@ -143,9 +158,17 @@ mod tests {
     #[test]
     fn refuses_values_too_large_to_be_exact() {
         let err = parse("amount", "123456789012345678901234567890", Sign::Unsigned).unwrap_err();
-        assert_eq!(err, DecimalError::TooLarge { field: "amount".into() });
+        assert_eq!(
+            err,
+            DecimalError::TooLarge {
+                field: "amount".into()
+            }
+        );
         let long = "1".repeat(65);
-        assert!(matches!(parse("amount", &long, Sign::Unsigned), Err(DecimalError::TooLarge { .. })));
+        assert!(matches!(
+            parse("amount", &long, Sign::Unsigned),
+            Err(DecimalError::TooLarge { .. })
+        ));
     }
 
     #[test]
@@ -173,7 +196,12 @@ mod tests {
     fn binary_form_round_trips_exactly() {
         #[derive(serde::Serialize, serde::Deserialize)]
         struct W(#[serde(with = "super::bin")] Decimal);
-        for s in ["0", "1.50", "-0.0000000001", "79228162514264337593543950335"] {
+        for s in [
+            "0",
+            "1.50",
+            "-0.0000000001",
+            "79228162514264337593543950335",
+        ] {
             let json = serde_json::to_string(&W(d(s))).unwrap();
             let back: W = serde_json::from_str(&json).unwrap();
             assert_eq!(back.0.to_string(), d(s).to_string());

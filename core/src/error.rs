@@ -96,7 +96,10 @@ pub struct Error {
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Error { code, message: message.into() }
+        Error {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn validation(message: impl Into<String>) -> Self {
@@ -127,10 +130,16 @@ mod tests {
         for code in ErrorCode::ALL {
             let (status, wire) = code.wire();
             assert!([400, 401, 404, 405, 409, 413, 429, 500, 502, 503].contains(&status));
-            assert!(wire.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{wire}");
+            assert!(
+                wire.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'),
+                "{wire}"
+            );
         }
         // interface §7: 503 EXCHANGE_ERROR for unavailable transfers, 500 for the rest.
-        assert_eq!(ErrorCode::ExchangeUnavailable.wire(), (503, "EXCHANGE_ERROR"));
+        assert_eq!(
+            ErrorCode::ExchangeUnavailable.wire(),
+            (503, "EXCHANGE_ERROR")
+        );
         assert_eq!(ErrorCode::ExchangeError.wire(), (500, "EXCHANGE_ERROR"));
     }
 }

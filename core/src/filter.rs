@@ -17,8 +17,10 @@ impl Pattern {
         if text.len() > MAX_FILTER_LEN {
             return Err(format!("is longer than {MAX_FILTER_LEN} characters"));
         }
-        let alternatives: Vec<Vec<u8>> =
-            text.split('|').map(|alt| alt.to_ascii_uppercase().into_bytes()).collect();
+        let alternatives: Vec<Vec<u8>> = text
+            .split('|')
+            .map(|alt| alt.to_ascii_uppercase().into_bytes())
+            .collect();
         if alternatives.iter().any(|a| a.is_empty()) {
             return Err("has an empty alternative".to_owned());
         }
@@ -27,7 +29,9 @@ impl Pattern {
 
     pub fn matches(&self, candidate: &str) -> bool {
         let candidate = candidate.to_ascii_uppercase();
-        self.alternatives.iter().any(|alt| glob(alt, candidate.as_bytes()))
+        self.alternatives
+            .iter()
+            .any(|alt| glob(alt, candidate.as_bytes()))
     }
 }
 

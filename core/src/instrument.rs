@@ -37,8 +37,11 @@ pub enum InstrumentStatus {
 }
 
 impl InstrumentStatus {
-    pub const ALL: [InstrumentStatus; 3] =
-        [InstrumentStatus::Active, InstrumentStatus::PostOnly, InstrumentStatus::TradeHalt];
+    pub const ALL: [InstrumentStatus; 3] = [
+        InstrumentStatus::Active,
+        InstrumentStatus::PostOnly,
+        InstrumentStatus::TradeHalt,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,7 +52,9 @@ impl InstrumentStatus {
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        InstrumentStatus::ALL.into_iter().find(|s| s.as_str() == text)
+        InstrumentStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
     }
 }
 
@@ -116,10 +121,34 @@ pub fn default_instruments() -> Vec<InstrumentSpec> {
         }
     };
     vec![
-        spec("BTC", Asset::Usdc, Decimal::new(1, 1), Decimal::new(1, 4), 60_000),
-        spec("ETH", Asset::Usdc, Decimal::new(1, 2), Decimal::new(1, 3), 3_000),
-        spec("SOL", Asset::Usdc, Decimal::new(1, 3), Decimal::new(1, 2), 150),
-        spec("BTC", Asset::Usdt, Decimal::new(1, 1), Decimal::new(1, 4), 60_000),
+        spec(
+            "BTC",
+            Asset::Usdc,
+            Decimal::new(1, 1),
+            Decimal::new(1, 4),
+            60_000,
+        ),
+        spec(
+            "ETH",
+            Asset::Usdc,
+            Decimal::new(1, 2),
+            Decimal::new(1, 3),
+            3_000,
+        ),
+        spec(
+            "SOL",
+            Asset::Usdc,
+            Decimal::new(1, 3),
+            Decimal::new(1, 2),
+            150,
+        ),
+        spec(
+            "BTC",
+            Asset::Usdt,
+            Decimal::new(1, 1),
+            Decimal::new(1, 4),
+            60_000,
+        ),
     ]
 }
 
@@ -131,11 +160,25 @@ mod tests {
     fn defaults_are_the_four_instruments_of_d8() {
         let all = default_instruments();
         let names: Vec<&str> = all.iter().map(|i| i.symbol.as_str()).collect();
-        assert_eq!(names, ["BTC-USDC-PERP", "ETH-USDC-PERP", "SOL-USDC-PERP", "BTC-USDT-PERP"]);
+        assert_eq!(
+            names,
+            [
+                "BTC-USDC-PERP",
+                "ETH-USDC-PERP",
+                "SOL-USDC-PERP",
+                "BTC-USDT-PERP"
+            ]
+        );
         let sol = &all[2];
-        assert_eq!((sol.tick_size.to_string(), sol.lot_size.to_string()), ("0.001".into(), "0.01".into()));
+        assert_eq!(
+            (sol.tick_size.to_string(), sol.lot_size.to_string()),
+            ("0.001".into(), "0.01".into())
+        );
         assert_eq!(sol.price_decimals(), 3);
         assert!(sol.on_tick(Decimal::new(150_001, 3)) && !sol.on_tick(Decimal::new(1_500_001, 4)));
-        assert!(all.iter().all(|i| i.init_margin_req.to_string() == "0.50" && i.maint_margin_req.to_string() == "0.30"));
+        assert!(
+            all.iter().all(|i| i.init_margin_req.to_string() == "0.50"
+                && i.maint_margin_req.to_string() == "0.30")
+        );
     }
 }

@@ -21,7 +21,9 @@ impl SimRng {
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^ (z >> 31)
         };
-        SimRng { s: [next(), next(), next(), next()] }
+        SimRng {
+            s: [next(), next(), next(), next()],
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -52,7 +54,11 @@ mod tests {
 
     #[test]
     fn same_seed_same_sequence_and_distinct_seeds_differ() {
-        let (mut a, mut b, mut c) = (SimRng::from_seed(7), SimRng::from_seed(7), SimRng::from_seed(8));
+        let (mut a, mut b, mut c) = (
+            SimRng::from_seed(7),
+            SimRng::from_seed(7),
+            SimRng::from_seed(8),
+        );
         let xs: Vec<u64> = (0..16).map(|_| a.next_u64()).collect();
         let ys: Vec<u64> = (0..16).map(|_| b.next_u64()).collect();
         let zs: Vec<u64> = (0..16).map(|_| c.next_u64()).collect();

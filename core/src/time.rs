@@ -81,15 +81,24 @@ mod tests {
 
     #[test]
     fn prints_rfc3339_utc_with_z_and_millis() {
-        assert_eq!(Timestamp::from_millis(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
-        assert_eq!(Timestamp::from_millis(1_767_225_600_123).to_rfc3339(), "2026-01-01T00:00:00.123Z");
+        assert_eq!(
+            Timestamp::from_millis(0).to_rfc3339(),
+            "1970-01-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            Timestamp::from_millis(1_767_225_600_123).to_rfc3339(),
+            "2026-01-01T00:00:00.123Z"
+        );
     }
 
     #[test]
     fn parses_rfc3339_with_offsets_and_millis() {
         let t = Timestamp::parse_rfc3339("2026-01-01T01:00:00+01:00").unwrap();
         assert_eq!(t, Timestamp::parse_rfc3339("2026-01-01T00:00:00Z").unwrap());
-        assert_eq!(Timestamp::parse_rfc3339_or_millis("1767225600123"), Some(Timestamp::from_millis(1_767_225_600_123)));
+        assert_eq!(
+            Timestamp::parse_rfc3339_or_millis("1767225600123"),
+            Some(Timestamp::from_millis(1_767_225_600_123))
+        );
         assert_eq!(Timestamp::parse_rfc3339("2026-01-01T00:00:00.0001Z"), None);
         assert_eq!(Timestamp::parse_rfc3339("2026-01-01"), None);
         assert_eq!(Timestamp::parse_rfc3339_or_millis("-5"), None);
@@ -98,7 +107,13 @@ mod tests {
     #[test]
     fn next_multiple_is_strictly_after() {
         let t = Timestamp::from_millis(HOUR_MS);
-        assert_eq!(t.next_multiple_of(HOUR_MS), Timestamp::from_millis(2 * HOUR_MS));
-        assert_eq!(Timestamp::from_millis(HOUR_MS - 1).next_multiple_of(HOUR_MS), t);
+        assert_eq!(
+            t.next_multiple_of(HOUR_MS),
+            Timestamp::from_millis(2 * HOUR_MS)
+        );
+        assert_eq!(
+            Timestamp::from_millis(HOUR_MS - 1).next_multiple_of(HOUR_MS),
+            t
+        );
     }
 }

@@ -53,7 +53,12 @@ struct TickRecordRef<'a> {
 
 impl TickRecord {
     pub fn encode(time: Timestamp, first_seq: u64, commands: &[Command]) -> Vec<u8> {
-        postcard::to_stdvec(&TickRecordRef { time, first_seq, commands }).expect("commands always encode")
+        postcard::to_stdvec(&TickRecordRef {
+            time,
+            first_seq,
+            commands,
+        })
+        .expect("commands always encode")
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, JournalError> {
@@ -90,7 +95,9 @@ impl Journal {
             let found = meta.get(FORMAT_KEY)?.map(|v| v.value().to_vec());
             match found {
                 Some(v) if v != FORMAT.to_le_bytes() => {
-                    return Err(JournalError::Corrupt(format!("format {v:?} is not {FORMAT}")));
+                    return Err(JournalError::Corrupt(format!(
+                        "format {v:?} is not {FORMAT}"
+                    )));
                 }
                 Some(_) => {}
                 None => {
@@ -107,8 +114,12 @@ impl Journal {
     pub fn genesis(&self) -> Result<Option<Genesis>, JournalError> {
         let txn = self.db.begin_read()?;
         let meta = txn.open_table(META)?;
-        let Some(bytes) = meta.get(GENESIS_KEY)? else { return Ok(None) };
-        postcard::from_bytes(bytes.value()).map(Some).map_err(|e| JournalError::Corrupt(format!("genesis: {e}")))
+        let Some(bytes) = meta.get(GENESIS_KEY)? else {
+            return Ok(None);
+        };
+        postcard::from_bytes(bytes.value())
+            .map(Some)
+            .map_err(|e| JournalError::Corrupt(format!("genesis: {e}")))
     }
 
     /// Records the genesis of a new journal; refuses to overwrite an existing one.
@@ -168,7 +179,9 @@ impl Journal {
                 }
                 chunk
             };
-            let Some(&(last, _)) = chunk.last() else { return Ok(()) };
+            let Some(&(last, _)) = chunk.last() else {
+                return Ok(());
+            };
             for (tick, record) in chunk {
                 if tick != next {
                     return Err(JournalError::Corrupt(format!("tick {next} is missing")));
@@ -181,16 +194,27 @@ impl Journal {
     }
 
     /// Stores a snapshot of the state at `tick` and drops all but the newest few.
-    pub fn write_snapshot(&self, tick: u64, state: &EngineState) -> Result<SnapshotInfo, JournalError> {
+    pub fn write_snapshot(
+        &self,
+        tick: u64,
+        state: &EngineState,
+    ) -> Result<SnapshotInfo, JournalError> {
         let encoded = state.encode();
         let hash = state.hash();
-        let stored = postcard::to_stdvec(&StoredSnapshot { hash, state: encoded }).expect("snapshot encodes");
+        let stored = postcard::to_stdvec(&StoredSnapshot {
+            hash,
+            state: encoded,
+        })
+        .expect("snapshot encodes");
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         {
             let mut snaps = txn.open_table(SNAPSHOTS)?;
             snaps.insert(tick, stored.as_slice())?;
-            let keys: Vec<u64> = snaps.iter()?.map(|r| r.map(|(k, _)| k.value())).collect::<Result<_, _>>()?;
+            let keys: Vec<u64> = snaps
+                .iter()?
+                .map(|r| r.map(|(k, _)| k.value()))
+                .collect::<Result<_, _>>()?;
             for old in keys.iter().rev().skip(SNAPSHOTS_KEPT) {
                 snaps.remove(*old)?;
             }
@@ -206,9 +230,12 @@ impl Journal {
         let mut out = Vec::new();
         for row in snaps.iter()?.rev() {
             let (k, v) = row?;
-            let stored: StoredSnapshot =
-                postcard::from_bytes(v.value()).map_err(|e| JournalError::Corrupt(format!("snapshot: {e}")))?;
-            out.push(SnapshotInfo { tick: k.value(), hash: stored.hash });
+            let stored: StoredSnapshot = postcard::from_bytes(v.value())
+                .map_err(|e| JournalError::Corrupt(format!("snapshot: {e}")))?;
+            out.push(SnapshotInfo {
+                tick: k.value(),
+                hash: stored.hash,
+            });
         }
         Ok(out)
     }
@@ -217,9 +244,11 @@ impl Journal {
     pub fn load_snapshot(&self, tick: u64) -> Result<Option<EngineState>, JournalError> {
         let txn = self.db.begin_read()?;
         let snaps = txn.open_table(SNAPSHOTS)?;
-        let Some(v) = snaps.get(tick)? else { return Ok(None) };
-        let stored: StoredSnapshot =
-            postcard::from_bytes(v.value()).map_err(|e| JournalError::Corrupt(format!("snapshot: {e}")))?;
+        let Some(v) = snaps.get(tick)? else {
+            return Ok(None);
+        };
+        let stored: StoredSnapshot = postcard::from_bytes(v.value())
+            .map_err(|e| JournalError::Corrupt(format!("snapshot: {e}")))?;
         Ok(EngineState::decode(&stored.state))
     }
 }

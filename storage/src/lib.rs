@@ -10,4 +10,4 @@ mod journal;
 mod recovery;
 
 pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
-pub use recovery::{recover, replay_from_genesis, Recovered};
+pub use recovery::{Recovered, recover, replay_from_genesis};

@@ -17,14 +17,24 @@ pub struct Recovered {
 /// Rebuilds the engine from the journal, from its newest usable snapshot. `Ok(None)` for a
 /// journal without genesis (a new data dir).
 pub fn recover(journal: &Journal) -> Result<Option<Recovered>, JournalError> {
-    let Some(genesis) = journal.genesis()? else { return Ok(None) };
+    let Some(genesis) = journal.genesis()? else {
+        return Ok(None);
+    };
     for info in journal.snapshots()? {
-        let Some(state) = journal.load_snapshot(info.tick)? else { continue };
+        let Some(state) = journal.load_snapshot(info.tick)? else {
+            continue;
+        };
         if state.hash() != info.hash {
-            return Err(JournalError::Corrupt(format!("snapshot at tick {} does not match its hash", info.tick)));
+            return Err(JournalError::Corrupt(format!(
+                "snapshot at tick {} does not match its hash",
+                info.tick
+            )));
         }
         if state.genesis != genesis || state.counters.ticks != info.tick {
-            return Err(JournalError::Corrupt(format!("snapshot at tick {} is not of this journal", info.tick)));
+            return Err(JournalError::Corrupt(format!(
+                "snapshot at tick {} is not of this journal",
+                info.tick
+            )));
         }
         let engine = Engine::restore(&state);
         return replay(journal, engine, Some(info), &[]).map(Some);
@@ -35,7 +45,9 @@ pub fn recover(journal: &Journal) -> Result<Option<Recovered>, JournalError> {
 /// Replays the whole journal from genesis, ignoring snapshots for the state but checking that
 /// the replay reaches each snapshot's recorded hash.
 pub fn replay_from_genesis(journal: &Journal) -> Result<Option<Recovered>, JournalError> {
-    let Some(genesis) = journal.genesis()? else { return Ok(None) };
+    let Some(genesis) = journal.genesis()? else {
+        return Ok(None);
+    };
     let snapshots = journal.snapshots()?;
     replay(journal, Engine::genesis(genesis), None, &snapshots).map(Some)
 }
@@ -65,7 +77,12 @@ fn replay(
     })?;
     engine.set_publishing(true);
     let replayed_ticks = engine.counters().ticks - start;
-    Ok(Recovered { engine, snapshot, replayed_ticks, verified })
+    Ok(Recovered {
+        engine,
+        snapshot,
+        replayed_ticks,
+        verified,
+    })
 }
 
 #[cfg(test)]
@@ -86,10 +103,17 @@ mod tests {
         let broker = match engine.view().brokers.keys().next() {
             Some(code) => *code,
             None => {
-                let cmds = vec![Command::CreateBroker { name: "b".into(), public_key: PublicKey([3; 32]) }];
+                let cmds = vec![Command::CreateBroker {
+                    name: "b".into(),
+                    public_key: PublicKey([3; 32]),
+                }];
                 let c = engine.counters();
-                journal.append(c.ticks + 1, &TickRecord::encode(START, c.commands, &cmds)).unwrap();
-                let Ok(Outcome::Broker(b)) = &engine.tick(START, cmds).results[0] else { panic!() };
+                journal
+                    .append(c.ticks + 1, &TickRecord::encode(START, c.commands, &cmds))
+                    .unwrap();
+                let Ok(Outcome::Broker(b)) = &engine.tick(START, cmds).results[0] else {
+                    panic!()
+                };
                 b.code
             }
         };
@@ -97,13 +121,22 @@ mod tests {
             let c = engine.counters();
             let now = engine.clock().now.plus_millis(7 * MINUTE_MS);
             let cmds = vec![
-                Command::CreateCustomer { broker, external_id: None },
-                Command::AdvanceClock { to: now.plus_millis(MINUTE_MS) },
+                Command::CreateCustomer {
+                    broker,
+                    external_id: None,
+                },
+                Command::AdvanceClock {
+                    to: now.plus_millis(MINUTE_MS),
+                },
             ];
-            journal.append(c.ticks + 1, &TickRecord::encode(now, c.commands, &cmds)).unwrap();
+            journal
+                .append(c.ticks + 1, &TickRecord::encode(now, c.commands, &cmds))
+                .unwrap();
             engine.tick(now, cmds);
             if engine.counters().ticks % every == 0 {
-                journal.write_snapshot(engine.counters().ticks, &engine.state()).unwrap();
+                journal
+                    .write_snapshot(engine.counters().ticks, &engine.state())
+                    .unwrap();
             }
         }
     }
@@ -111,7 +144,12 @@ mod tests {
     fn fresh() -> (tempfile::TempDir, Journal, Engine) {
         let dir = tempfile::tempdir().unwrap();
         let journal = Journal::open(&dir.path().join("journal.redb")).unwrap();
-        let genesis = Genesis { seed: 9, clock_mode: ClockMode::Manual, start: START, instruments: default_instruments() };
+        let genesis = Genesis {
+            seed: 9,
+            clock_mode: ClockMode::Manual,
+            start: START,
+            instruments: default_instruments(),
+        };
         journal.init(&genesis).unwrap();
         (dir, journal, Engine::genesis(genesis))
     }
@@ -138,14 +176,22 @@ mod tests {
         drop(journal);
         let journal = Journal::open(&dir.path().join("journal.redb")).unwrap();
         assert_eq!(journal.last_tick().unwrap(), 6);
-        assert!(journal.init(&live.genesis_config().clone()).is_err(), "genesis is written once");
-        assert_eq!(recover(&journal).unwrap().unwrap().engine.state_hash(), live.state_hash());
+        assert!(
+            journal.init(&live.genesis_config().clone()).is_err(),
+            "genesis is written once"
+        );
+        assert_eq!(
+            recover(&journal).unwrap().unwrap().engine.state_hash(),
+            live.state_hash()
+        );
     }
 
     #[test]
     fn a_gap_in_the_sequence_is_reported_as_corruption() {
         let (_dir, journal, _engine) = fresh();
-        journal.append(1, &TickRecord::encode(START, 5, &[])).unwrap();
+        journal
+            .append(1, &TickRecord::encode(START, 5, &[]))
+            .unwrap();
         assert!(matches!(recover(&journal), Err(JournalError::Corrupt(_))));
     }
 }

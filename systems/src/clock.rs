@@ -56,7 +56,10 @@ impl Scheduler {
     }
 
     /// Removes and returns every event due exactly at the earliest time, if that is ≤ `until`.
-    pub fn pop_earliest_batch(&mut self, until: Timestamp) -> Option<(Timestamp, Vec<ScheduledEvent>)> {
+    pub fn pop_earliest_batch(
+        &mut self,
+        until: Timestamp,
+    ) -> Option<(Timestamp, Vec<ScheduledEvent>)> {
         let at = self.next_due().filter(|at| *at <= until)?;
         let mut batch = Vec::new();
         while let Some(entry) = self.queue.first_entry() {
@@ -82,9 +85,16 @@ impl Scheduler {
 pub struct DueEvents(pub Vec<ScheduledEvent>);
 
 /// Re-arms the hourly funding timer after it fired (FundingSystems).
-pub fn rearm_funding_hour(clock: bevy_ecs::prelude::Res<SimClock>, due: bevy_ecs::prelude::Res<DueEvents>, mut scheduler: bevy_ecs::prelude::ResMut<Scheduler>) {
+pub fn rearm_funding_hour(
+    clock: bevy_ecs::prelude::Res<SimClock>,
+    due: bevy_ecs::prelude::Res<DueEvents>,
+    mut scheduler: bevy_ecs::prelude::ResMut<Scheduler>,
+) {
     if due.0.contains(&ScheduledEvent::FundingHour) {
-        scheduler.schedule(clock.now.next_multiple_of(HOUR_MS), ScheduledEvent::FundingHour);
+        scheduler.schedule(
+            clock.now.next_multiple_of(HOUR_MS),
+            ScheduledEvent::FundingHour,
+        );
     }
 }
 
@@ -100,7 +110,10 @@ mod tests {
         s.schedule(t(10), ScheduledEvent::FundingHour);
         s.schedule(t(20), ScheduledEvent::FundingHour);
         assert_eq!(s.pop_earliest_batch(t(5)), None);
-        assert_eq!(s.pop_earliest_batch(t(30)).unwrap(), (t(10), vec![ScheduledEvent::FundingHour]));
+        assert_eq!(
+            s.pop_earliest_batch(t(30)).unwrap(),
+            (t(10), vec![ScheduledEvent::FundingHour])
+        );
         let (at, batch) = s.pop_earliest_batch(t(30)).unwrap();
         assert_eq!((at, batch.len()), (t(20), 2));
         assert!(s.is_empty());

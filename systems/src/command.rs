@@ -1,11 +1,11 @@
 //! Commands: every change to the engine's state is one of these. They are journaled as they
 //! arrive and applied in order, so replaying the journal rebuilds the state bit for bit.
 
+use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, PublicKey};
 use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
 use perpsim_core::time::Timestamp;
-use perpsim_core::Decimal;
 use serde::{Deserialize, Serialize};
 
 use crate::view::{BrokerView, ClockView, CustomerView, InstrumentView};
@@ -23,11 +23,26 @@ pub struct Genesis {
 /// changes once journaled (append only, see ARCHITECTURE.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
-    CreateBroker { name: String, public_key: PublicKey },
-    AddBrokerKey { broker: BrokerCode, public_key: PublicKey },
-    RevokeBrokerKey { broker: BrokerCode, public_key: PublicKey },
-    CreateCustomer { broker: BrokerCode, external_id: Option<String> },
-    SetInstrumentStatus { symbol: String, status: InstrumentStatus },
+    CreateBroker {
+        name: String,
+        public_key: PublicKey,
+    },
+    AddBrokerKey {
+        broker: BrokerCode,
+        public_key: PublicKey,
+    },
+    RevokeBrokerKey {
+        broker: BrokerCode,
+        public_key: PublicKey,
+    },
+    CreateCustomer {
+        broker: BrokerCode,
+        external_id: Option<String>,
+    },
+    SetInstrumentStatus {
+        symbol: String,
+        status: InstrumentStatus,
+    },
     SetInstrumentPrice {
         symbol: String,
         #[serde(with = "perpsim_core::decimal::bin")]
@@ -36,9 +51,13 @@ pub enum Command {
         mark_price: Decimal,
     },
     /// Manual clock only: run every scheduled event up to `to`, in time order.
-    AdvanceClock { to: Timestamp },
+    AdvanceClock {
+        to: Timestamp,
+    },
     /// Switches the clock mode of an existing engine (a restart with another `--clock`).
-    SetClockMode { mode: ClockMode },
+    SetClockMode {
+        mode: ClockMode,
+    },
 }
 
 /// What a command produced, answered to its sender after the tick is durable.

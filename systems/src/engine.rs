@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use bevy_ecs::prelude::{Resource, Schedule, World};
+use perpsim_core::Error;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::{HOUR_MS, Timestamp};
-use perpsim_core::Error;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
@@ -30,7 +30,10 @@ pub struct Counters {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
     /// A timed event ran at its instant.
-    TimerFired { at: Timestamp, event: ScheduledEvent },
+    TimerFired {
+        at: Timestamp,
+        event: ScheduledEvent,
+    },
 }
 
 /// Events collected during a tick.
@@ -55,7 +58,13 @@ pub struct Engine {
 }
 
 impl Engine {
-    fn empty(genesis: Genesis, clock: SimClock, rng: SimRng, counters: Counters, scheduler: Scheduler) -> Self {
+    fn empty(
+        genesis: Genesis,
+        clock: SimClock,
+        rng: SimRng,
+        counters: Counters,
+        scheduler: Scheduler,
+    ) -> Self {
         let mut world = World::new();
         world.insert_resource(clock);
         world.insert_resource(EngineRng(rng));
@@ -67,15 +76,28 @@ impl Engine {
         world.insert_resource(Results::default());
         world.insert_resource(TickEvents::default());
         world.insert_resource(Publishing(true));
-        world.insert_resource(ReadView::new(ClockView { mode: clock.mode, now: clock.now }));
-        Engine { world, schedule: crate::sets::build_schedule(), genesis }
+        world.insert_resource(ReadView::new(ClockView {
+            mode: clock.mode,
+            now: clock.now,
+        }));
+        Engine {
+            world,
+            schedule: crate::sets::build_schedule(),
+            genesis,
+        }
     }
 
     /// A fresh engine at the genesis instant.
     pub fn genesis(genesis: Genesis) -> Self {
-        let clock = SimClock { mode: genesis.clock_mode, now: genesis.start };
+        let clock = SimClock {
+            mode: genesis.clock_mode,
+            now: genesis.start,
+        };
         let mut scheduler = Scheduler::default();
-        scheduler.schedule(genesis.start.next_multiple_of(HOUR_MS), ScheduledEvent::FundingHour);
+        scheduler.schedule(
+            genesis.start.next_multiple_of(HOUR_MS),
+            ScheduledEvent::FundingHour,
+        );
         let rng = SimRng::from_seed(genesis.seed);
         let mut engine = Self::empty(genesis.clone(), clock, rng, Counters::default(), scheduler);
         for spec in genesis.instruments {
@@ -93,8 +115,13 @@ impl Engine {
 
     /// An engine holding exactly `state`.
     pub fn restore(state: &EngineState) -> Self {
-        let mut engine =
-            Self::empty(state.genesis.clone(), state.clock, state.rng.clone(), state.counters, state.scheduler.clone());
+        let mut engine = Self::empty(
+            state.genesis.clone(),
+            state.clock,
+            state.rng.clone(),
+            state.counters,
+            state.scheduler.clone(),
+        );
         snapshot::restore_entities(&mut engine.world, state);
         engine.run_schedule();
         engine
@@ -174,13 +201,19 @@ impl Engine {
             self.world.check_change_ticks();
         }
         let events = std::mem::take(&mut self.world.resource_mut::<TickEvents>().0);
-        let results = results.into_iter().map(|r| r.expect("every command has a result")).collect();
+        let results = results
+            .into_iter()
+            .map(|r| r.expect("every command has a result"))
+            .collect();
         TickOutput { results, events }
     }
 
     fn clock_view(&self) -> ClockView {
         let clock = self.clock();
-        ClockView { mode: clock.mode, now: clock.now }
+        ClockView {
+            mode: clock.mode,
+            now: clock.now,
+        }
     }
 
     fn set_now(&mut self, now: Timestamp) {
@@ -191,10 +224,15 @@ impl Engine {
     fn advance_clock(&mut self, to: Timestamp) -> CommandResult {
         let clock = self.clock();
         if clock.mode != ClockMode::Manual {
-            return Err(Error::conflict("the clock can only be advanced in --clock manual mode"));
+            return Err(Error::conflict(
+                "the clock can only be advanced in --clock manual mode",
+            ));
         }
         if to <= clock.now {
-            return Err(Error::validation(format!("to must be later than now ({})", clock.now)));
+            return Err(Error::validation(format!(
+                "to must be later than now ({})",
+                clock.now
+            )));
         }
         self.fire_due_until(to);
         self.set_now(to);
@@ -204,9 +242,15 @@ impl Engine {
 
     /// Runs the schedule once at each instant that has due events, up to and including `until`.
     fn fire_due_until(&mut self, until: Timestamp) {
-        while let Some((at, due)) = self.world.resource_mut::<Scheduler>().pop_earliest_batch(until) {
+        while let Some((at, due)) = self
+            .world
+            .resource_mut::<Scheduler>()
+            .pop_earliest_batch(until)
+        {
             self.set_now(at);
-            let fired = due.iter().map(|&event| EngineEvent::TimerFired { at, event });
+            let fired = due
+                .iter()
+                .map(|&event| EngineEvent::TimerFired { at, event });
             self.world.resource_mut::<TickEvents>().0.extend(fired);
             self.world.resource_mut::<DueEvents>().0 = due;
             self.run_schedule();
@@ -214,7 +258,12 @@ impl Engine {
         }
     }
 
-    fn run_segment(&mut self, segment: Vec<(usize, Command)>, results: &mut [Option<CommandResult>], always: bool) {
+    fn run_segment(
+        &mut self,
+        segment: Vec<(usize, Command)>,
+        results: &mut [Option<CommandResult>],
+        always: bool,
+    ) {
         if segment.is_empty() && !always {
             return;
         }
@@ -222,7 +271,11 @@ impl Engine {
         self.world.resource_mut::<Inbox>().0 = commands;
         self.run_schedule();
         let produced = std::mem::take(&mut self.world.resource_mut::<Results>().0);
-        assert_eq!(produced.len(), indices.len(), "ingest answers every command once");
+        assert_eq!(
+            produced.len(),
+            indices.len(),
+            "ingest answers every command once"
+        );
         for (index, result) in indices.into_iter().zip(produced) {
             results[index] = Some(result);
         }

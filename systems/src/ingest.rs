@@ -23,14 +23,27 @@ pub fn ingest_commands(world: &mut World) {
 
 fn apply(world: &mut World, command: &Command) -> CommandResult {
     match command {
-        Command::CreateBroker { name, public_key } => registry::create_broker(world, name, *public_key),
-        Command::AddBrokerKey { broker, public_key } => registry::add_broker_key(world, *broker, *public_key),
-        Command::RevokeBrokerKey { broker, public_key } => registry::revoke_broker_key(world, *broker, *public_key),
-        Command::CreateCustomer { broker, external_id } => registry::create_customer(world, *broker, external_id.clone()),
-        Command::SetInstrumentStatus { symbol, status } => registry::set_instrument_status(world, symbol, *status),
-        Command::SetInstrumentPrice { symbol, index_price, mark_price } => {
-            registry::set_instrument_price(world, symbol, *index_price, *mark_price)
+        Command::CreateBroker { name, public_key } => {
+            registry::create_broker(world, name, *public_key)
         }
+        Command::AddBrokerKey { broker, public_key } => {
+            registry::add_broker_key(world, *broker, *public_key)
+        }
+        Command::RevokeBrokerKey { broker, public_key } => {
+            registry::revoke_broker_key(world, *broker, *public_key)
+        }
+        Command::CreateCustomer {
+            broker,
+            external_id,
+        } => registry::create_customer(world, *broker, external_id.clone()),
+        Command::SetInstrumentStatus { symbol, status } => {
+            registry::set_instrument_status(world, symbol, *status)
+        }
+        Command::SetInstrumentPrice {
+            symbol,
+            index_price,
+            mark_price,
+        } => registry::set_instrument_price(world, symbol, *index_price, *mark_price),
         Command::AdvanceClock { .. } | Command::SetClockMode { .. } => {
             unreachable!("clock commands are applied by Engine::tick between runs of the schedule")
         }

@@ -69,30 +69,50 @@ fn now(world: &World) -> Timestamp {
 }
 
 fn broker_view(world: &World, entity: Entity) -> BrokerView {
-    let broker = world.get::<Broker>(entity).expect("indexed broker has its component");
-    let keys = world.get::<BrokerKeys>(entity).expect("indexed broker has keys");
+    let broker = world
+        .get::<Broker>(entity)
+        .expect("indexed broker has its component");
+    let keys = world
+        .get::<BrokerKeys>(entity)
+        .expect("indexed broker has keys");
     BrokerView::new(broker, keys)
 }
 
 fn key_free(world: &World, key: &PublicKey) -> Result<(), Error> {
     match world.resource::<Registry>().keys.contains_key(key) {
-        true => Err(Error::conflict("public_key is already registered to a broker")),
+        true => Err(Error::conflict(
+            "public_key is already registered to a broker",
+        )),
         false => Ok(()),
     }
 }
 
 fn broker_entity(world: &World, code: BrokerCode) -> Result<Entity, Error> {
-    world.resource::<Registry>().brokers.get(&code).copied().ok_or_else(|| Error::not_found(format!("broker {code} does not exist")))
+    world
+        .resource::<Registry>()
+        .brokers
+        .get(&code)
+        .copied()
+        .ok_or_else(|| Error::not_found(format!("broker {code} does not exist")))
 }
 
 pub fn instrument_entity(world: &World, symbol: &str) -> Result<Entity, Error> {
-    world.resource::<Registry>().instruments.get(symbol).copied().ok_or_else(|| Error::not_found(format!("symbol {symbol} does not exist")))
+    world
+        .resource::<Registry>()
+        .instruments
+        .get(symbol)
+        .copied()
+        .ok_or_else(|| Error::not_found(format!("symbol {symbol} does not exist")))
 }
 
 pub fn create_broker(world: &mut World, name: &str, key: PublicKey) -> CommandResult {
     key_free(world, &key)?;
     let code = BrokerCode(world.resource_mut::<EngineRng>().0.uuid());
-    let broker = Broker { code, name: name.to_owned(), created_at: now(world) };
+    let broker = Broker {
+        code,
+        name: name.to_owned(),
+        created_at: now(world),
+    };
     let entity = world.spawn((broker, BrokerKeys(vec![key]))).id();
     let mut registry = world.resource_mut::<Registry>();
     registry.brokers.insert(code, entity);
@@ -103,9 +123,13 @@ pub fn create_broker(world: &mut World, name: &str, key: PublicKey) -> CommandRe
 pub fn add_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) -> CommandResult {
     let entity = broker_entity(world, code)?;
     key_free(world, &key)?;
-    let mut keys = world.get_mut::<BrokerKeys>(entity).expect("indexed broker has keys");
+    let mut keys = world
+        .get_mut::<BrokerKeys>(entity)
+        .expect("indexed broker has keys");
     if keys.0.len() >= MAX_KEYS_PER_BROKER {
-        return Err(Error::conflict(format!("a broker holds at most {MAX_KEYS_PER_BROKER} keys; revoke one first")));
+        return Err(Error::conflict(format!(
+            "a broker holds at most {MAX_KEYS_PER_BROKER} keys; revoke one first"
+        )));
     }
     keys.0.push(key);
     world.resource_mut::<Registry>().keys.insert(key, code);
@@ -115,32 +139,58 @@ pub fn add_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) -> Co
 pub fn revoke_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) -> CommandResult {
     let entity = broker_entity(world, code)?;
     if world.resource::<Registry>().keys.get(&key) != Some(&code) {
-        return Err(Error::not_found(format!("broker {code} has no such public_key")));
+        return Err(Error::not_found(format!(
+            "broker {code} has no such public_key"
+        )));
     }
-    world.get_mut::<BrokerKeys>(entity).expect("indexed broker has keys").0.retain(|k| *k != key);
+    world
+        .get_mut::<BrokerKeys>(entity)
+        .expect("indexed broker has keys")
+        .0
+        .retain(|k| *k != key);
     world.resource_mut::<Registry>().keys.remove(&key);
     Ok(Outcome::Broker(broker_view(world, entity)))
 }
 
-pub fn create_customer(world: &mut World, broker: BrokerCode, external_id: Option<String>) -> CommandResult {
+pub fn create_customer(
+    world: &mut World,
+    broker: BrokerCode,
+    external_id: Option<String>,
+) -> CommandResult {
     broker_entity(world, broker)?;
     let code = CustomerCode(world.resource_mut::<EngineRng>().0.uuid());
-    let customer = Customer { code, broker, external_id, created_at: now(world) };
+    let customer = Customer {
+        code,
+        broker,
+        external_id,
+        created_at: now(world),
+    };
     let view = CustomerView::from(&customer);
     let entity = world.spawn(customer).id();
-    world.resource_mut::<Registry>().customers.insert(code, entity);
+    world
+        .resource_mut::<Registry>()
+        .customers
+        .insert(code, entity);
     Ok(Outcome::Customer(view))
 }
 
 fn instrument_view(world: &World, entity: Entity) -> InstrumentView {
     let spec = world.get::<Instrument>(entity).expect("indexed instrument");
-    let state = world.get::<InstrumentState>(entity).expect("indexed instrument state");
+    let state = world
+        .get::<InstrumentState>(entity)
+        .expect("indexed instrument state");
     InstrumentView::new(&spec.0, state)
 }
 
-pub fn set_instrument_status(world: &mut World, symbol: &str, status: InstrumentStatus) -> CommandResult {
+pub fn set_instrument_status(
+    world: &mut World,
+    symbol: &str,
+    status: InstrumentStatus,
+) -> CommandResult {
     let entity = instrument_entity(world, symbol)?;
-    let mut state = world.get_mut::<InstrumentState>(entity).expect("indexed instrument state");
+    let mut state = world
+        .get_mut::<InstrumentState>(entity)
+        .expect("indexed instrument state");
     // Only mark it changed when it did change, so the read view is not rebuilt for nothing.
     if state.status != status {
         state.status = status;
@@ -148,11 +198,21 @@ pub fn set_instrument_status(world: &mut World, symbol: &str, status: Instrument
     Ok(Outcome::Instrument(instrument_view(world, entity)))
 }
 
-pub fn set_instrument_price(world: &mut World, symbol: &str, index: Decimal, mark: Decimal) -> CommandResult {
+pub fn set_instrument_price(
+    world: &mut World,
+    symbol: &str,
+    index: Decimal,
+    mark: Decimal,
+) -> CommandResult {
     let entity = instrument_entity(world, symbol)?;
-    assert!(index > Decimal::ZERO && mark > Decimal::ZERO, "prices are validated positive at the edge");
+    assert!(
+        index > Decimal::ZERO && mark > Decimal::ZERO,
+        "prices are validated positive at the edge"
+    );
     let at = now(world);
-    let mut state = world.get_mut::<InstrumentState>(entity).expect("indexed instrument state");
+    let mut state = world
+        .get_mut::<InstrumentState>(entity)
+        .expect("indexed instrument state");
     state.index_price = index;
     state.mark_price = mark;
     state.price_time = at;
@@ -163,6 +223,9 @@ pub fn set_instrument_price(world: &mut World, symbol: &str, index: Decimal, mar
 pub fn spawn_instrument(world: &mut World, spec: InstrumentSpec, state: InstrumentState) {
     let symbol = spec.symbol.clone();
     let entity = world.spawn((Instrument(spec), state)).id();
-    let previous = world.resource_mut::<Registry>().instruments.insert(symbol, entity);
+    let previous = world
+        .resource_mut::<Registry>()
+        .instruments
+        .insert(symbol, entity);
     assert!(previous.is_none(), "instrument symbols are unique");
 }

@@ -74,7 +74,12 @@ pub fn build_schedule() -> Schedule {
     schedule.add_systems(ingest::ingest_commands.in_set(IngestSystems));
     schedule.add_systems(clock::rearm_funding_hour.in_set(FundingSystems));
     schedule.add_systems(
-        (view::publish_clock, view::publish_brokers, view::publish_customers, view::publish_instruments)
+        (
+            view::publish_clock,
+            view::publish_brokers,
+            view::publish_customers,
+            view::publish_instruments,
+        )
             .chain()
             .in_set(PublishSystems)
             .run_if(view::publishing_enabled),

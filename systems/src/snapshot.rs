@@ -10,7 +10,9 @@ use sha2::{Digest, Sha256};
 use crate::clock::{Scheduler, SimClock};
 use crate::command::Genesis;
 use crate::engine::Counters;
-use crate::registry::{Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, Registry};
+use crate::registry::{
+    Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, Registry,
+};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
@@ -48,7 +50,9 @@ impl EngineState {
     }
 
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        postcard::from_bytes::<EngineState>(bytes).ok().filter(|s| s.version == STATE_VERSION)
+        postcard::from_bytes::<EngineState>(bytes)
+            .ok()
+            .filter(|s| s.version == STATE_VERSION)
     }
 
     pub fn hash(&self) -> StateHash {
@@ -61,13 +65,27 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
     let brokers = registry
         .brokers
         .values()
-        .map(|&e| (world.get::<Broker>(e).unwrap().clone(), world.get::<BrokerKeys>(e).unwrap().clone()))
+        .map(|&e| {
+            (
+                world.get::<Broker>(e).unwrap().clone(),
+                world.get::<BrokerKeys>(e).unwrap().clone(),
+            )
+        })
         .collect();
-    let customers = registry.customers.values().map(|&e| world.get::<Customer>(e).unwrap().clone()).collect();
+    let customers = registry
+        .customers
+        .values()
+        .map(|&e| world.get::<Customer>(e).unwrap().clone())
+        .collect();
     let instruments = registry
         .instruments
         .values()
-        .map(|&e| (world.get::<Instrument>(e).unwrap().clone(), world.get::<InstrumentState>(e).unwrap().clone()))
+        .map(|&e| {
+            (
+                world.get::<Instrument>(e).unwrap().clone(),
+                world.get::<InstrumentState>(e).unwrap().clone(),
+            )
+        })
         .collect();
     EngineState {
         version: STATE_VERSION,
@@ -96,7 +114,10 @@ pub(crate) fn restore_entities(world: &mut World, state: &EngineState) {
     for customer in &state.customers {
         let code = customer.code;
         let entity = world.spawn(customer.clone()).id();
-        world.resource_mut::<Registry>().customers.insert(code, entity);
+        world
+            .resource_mut::<Registry>()
+            .customers
+            .insert(code, entity);
     }
     for (instrument, st) in &state.instruments {
         crate::registry::spawn_instrument(world, instrument.0.clone(), st.clone());

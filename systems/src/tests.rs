@@ -16,7 +16,12 @@ use crate::{Command, Engine, EngineEvent, Genesis, Outcome};
 const START: Timestamp = Timestamp::from_millis(1_767_227_400_000);
 
 fn genesis(mode: ClockMode, seed: u64) -> Genesis {
-    Genesis { seed, clock_mode: mode, start: START, instruments: default_instruments() }
+    Genesis {
+        seed,
+        clock_mode: mode,
+        start: START,
+        instruments: default_instruments(),
+    }
 }
 
 fn manual() -> Engine {
@@ -42,7 +47,11 @@ fn schedule_runs_the_sets_in_the_documented_order() {
     probe!(PublishSystems);
     probe!(FundingSystems);
     // The ingest system is exclusive (whole-World access), so even a probe needs an order.
-    schedule.add_systems((|mut t: ResMut<Trace>| t.0.push("IngestSystems")).in_set(IngestSystems).after(crate::ingest::ingest_commands));
+    schedule.add_systems(
+        (|mut t: ResMut<Trace>| t.0.push("IngestSystems"))
+            .in_set(IngestSystems)
+            .after(crate::ingest::ingest_commands),
+    );
     probe!(DepreciationSystems);
     probe!(MatchSystems);
     probe!(MarginSystems);
@@ -78,11 +87,22 @@ fn manual_advance_over_three_hours_fires_the_hourly_event_three_times_in_order()
 #[test]
 fn advance_is_refused_in_realtime_mode_and_backwards() {
     let mut realtime = Engine::genesis(genesis(ClockMode::Realtime, 1));
-    let out = realtime.tick(START, vec![Command::AdvanceClock { to: START.plus_millis(1) }]);
-    assert_eq!(out.results[0].as_ref().unwrap_err().code, ErrorCode::Conflict);
+    let out = realtime.tick(
+        START,
+        vec![Command::AdvanceClock {
+            to: START.plus_millis(1),
+        }],
+    );
+    assert_eq!(
+        out.results[0].as_ref().unwrap_err().code,
+        ErrorCode::Conflict
+    );
     let mut engine = manual();
     let out = engine.tick(START, vec![Command::AdvanceClock { to: START }]);
-    assert_eq!(out.results[0].as_ref().unwrap_err().code, ErrorCode::Validation);
+    assert_eq!(
+        out.results[0].as_ref().unwrap_err().code,
+        ErrorCode::Validation
+    );
 }
 
 #[test]
@@ -92,10 +112,17 @@ fn commands_after_an_advance_in_the_same_tick_see_the_new_time() {
     let to = START.plus_millis(MINUTE_MS);
     let out = engine.tick(
         START,
-        vec![Command::CreateBroker { name: "a".into(), public_key: key }, Command::AdvanceClock { to }, Command::CreateBroker {
-            name: "b".into(),
-            public_key: PublicKey([2; 32]),
-        }],
+        vec![
+            Command::CreateBroker {
+                name: "a".into(),
+                public_key: key,
+            },
+            Command::AdvanceClock { to },
+            Command::CreateBroker {
+                name: "b".into(),
+                public_key: PublicKey([2; 32]),
+            },
+        ],
     );
     let created: Vec<Timestamp> = out
         .results
@@ -110,21 +137,37 @@ fn commands_after_an_advance_in_the_same_tick_see_the_new_time() {
 
 fn workload(engine: &mut Engine, key: u8) {
     let now = engine.clock().now;
-    let out = engine.tick(now, vec![Command::CreateBroker { name: "acme".into(), public_key: PublicKey([key; 32]) }]);
-    let Ok(Outcome::Broker(broker)) = &out.results[0] else { panic!("broker created") };
+    let out = engine.tick(
+        now,
+        vec![Command::CreateBroker {
+            name: "acme".into(),
+            public_key: PublicKey([key; 32]),
+        }],
+    );
+    let Ok(Outcome::Broker(broker)) = &out.results[0] else {
+        panic!("broker created")
+    };
     let broker = broker.code;
     for i in 0..50i64 {
-        let mut batch = vec![Command::CreateCustomer { broker, external_id: Some(format!("c{i}")) }];
+        let mut batch = vec![Command::CreateCustomer {
+            broker,
+            external_id: Some(format!("c{i}")),
+        }];
         if i % 7 == 0 {
             batch.push(Command::SetInstrumentPrice {
                 symbol: "ETH-USDC-PERP".into(),
                 index_price: Decimal::new(3000 + i, 0),
                 mark_price: Decimal::new(3001 + i, 0),
             });
-            batch.push(Command::AdvanceClock { to: engine.clock().now.plus_millis(17 * MINUTE_MS) });
+            batch.push(Command::AdvanceClock {
+                to: engine.clock().now.plus_millis(17 * MINUTE_MS),
+            });
         }
         if i == 20 {
-            batch.push(Command::SetInstrumentStatus { symbol: "SOL-USDC-PERP".into(), status: InstrumentStatus::TradeHalt });
+            batch.push(Command::SetInstrumentStatus {
+                symbol: "SOL-USDC-PERP".into(),
+                status: InstrumentStatus::TradeHalt,
+            });
         }
         let now = engine.clock().now;
         engine.tick(now, batch);
@@ -133,13 +176,21 @@ fn workload(engine: &mut Engine, key: u8) {
 
 #[test]
 fn same_seed_and_commands_give_the_same_state_hash_and_another_seed_does_not() {
-    let (mut a, mut b, mut c) = (manual(), manual(), Engine::genesis(genesis(ClockMode::Manual, 43)));
+    let (mut a, mut b, mut c) = (
+        manual(),
+        manual(),
+        Engine::genesis(genesis(ClockMode::Manual, 43)),
+    );
     workload(&mut a, 7);
     workload(&mut b, 7);
     workload(&mut c, 7);
     assert_eq!(a.state_hash(), b.state_hash());
     assert_eq!(a.state(), b.state());
-    assert_ne!(a.state_hash(), c.state_hash(), "customer codes come from the seed");
+    assert_ne!(
+        a.state_hash(),
+        c.state_hash(),
+        "customer codes come from the seed"
+    );
 }
 
 #[test]
@@ -180,15 +231,38 @@ fn replay_with_publishing_off_catches_up_when_turned_on() {
 fn keys_are_unique_across_brokers_and_revocation_updates_the_view() {
     let mut engine = manual();
     let (k1, k2) = (PublicKey([1; 32]), PublicKey([2; 32]));
-    let out = engine.tick(START, vec![Command::CreateBroker { name: "a".into(), public_key: k1 }]);
-    let Ok(Outcome::Broker(a)) = &out.results[0] else { panic!() };
+    let out = engine.tick(
+        START,
+        vec![Command::CreateBroker {
+            name: "a".into(),
+            public_key: k1,
+        }],
+    );
+    let Ok(Outcome::Broker(a)) = &out.results[0] else {
+        panic!()
+    };
     let a = a.code;
-    let out = engine.tick(START, vec![
-        Command::CreateBroker { name: "b".into(), public_key: k1 },
-        Command::AddBrokerKey { broker: a, public_key: k2 },
-        Command::RevokeBrokerKey { broker: a, public_key: k1 },
-    ]);
-    assert_eq!(out.results[0].as_ref().unwrap_err().code, ErrorCode::Conflict);
+    let out = engine.tick(
+        START,
+        vec![
+            Command::CreateBroker {
+                name: "b".into(),
+                public_key: k1,
+            },
+            Command::AddBrokerKey {
+                broker: a,
+                public_key: k2,
+            },
+            Command::RevokeBrokerKey {
+                broker: a,
+                public_key: k1,
+            },
+        ],
+    );
+    assert_eq!(
+        out.results[0].as_ref().unwrap_err().code,
+        ErrorCode::Conflict
+    );
     assert!(out.results[1].is_ok() && out.results[2].is_ok());
     let view = engine.view();
     assert_eq!(view.keys.get(&k2), Some(&a));

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use bevy_ecs::prelude::{Added, Changed, Query, Res, ResMut, Resource};
 use imbl::{OrdMap, OrdSet};
+use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
 use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
 use perpsim_core::time::Timestamp;
-use perpsim_core::Decimal;
 
 use crate::clock::SimClock;
 use crate::registry::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
@@ -31,7 +31,12 @@ pub struct BrokerView {
 
 impl BrokerView {
     pub fn new(broker: &Broker, keys: &BrokerKeys) -> Self {
-        BrokerView { code: broker.code, name: broker.name.clone(), public_keys: keys.0.clone(), created_at: broker.created_at }
+        BrokerView {
+            code: broker.code,
+            name: broker.name.clone(),
+            public_keys: keys.0.clone(),
+            created_at: broker.created_at,
+        }
     }
 }
 
@@ -45,7 +50,12 @@ pub struct CustomerView {
 
 impl From<&Customer> for CustomerView {
     fn from(c: &Customer) -> Self {
-        CustomerView { code: c.code, broker: c.broker, external_id: c.external_id.clone(), created_at: c.created_at }
+        CustomerView {
+            code: c.code,
+            broker: c.broker,
+            external_id: c.external_id.clone(),
+            created_at: c.created_at,
+        }
     }
 }
 
@@ -119,7 +129,10 @@ pub fn publishing_enabled(p: Res<Publishing>) -> bool {
     p.0
 }
 
-pub fn publish_brokers(mut view: ResMut<ReadView>, changed: Query<(&Broker, &BrokerKeys), Changed<BrokerKeys>>) {
+pub fn publish_brokers(
+    mut view: ResMut<ReadView>,
+    changed: Query<(&Broker, &BrokerKeys), Changed<BrokerKeys>>,
+) {
     for (broker, keys) in &changed {
         if let Some(old) = view.brokers.get(&broker.code).cloned() {
             for key in &old.public_keys {
@@ -129,23 +142,37 @@ pub fn publish_brokers(mut view: ResMut<ReadView>, changed: Query<(&Broker, &Bro
         for key in &keys.0 {
             view.keys.insert(*key, broker.code);
         }
-        view.brokers.insert(broker.code, BrokerView::new(broker, keys));
+        view.brokers
+            .insert(broker.code, BrokerView::new(broker, keys));
     }
 }
 
 pub fn publish_customers(mut view: ResMut<ReadView>, added: Query<&Customer, Added<Customer>>) {
     for customer in &added {
-        view.customers.insert(customer.code, CustomerView::from(customer));
-        view.customers_by_broker.entry(customer.broker).or_default().insert((customer.created_at, customer.code));
+        view.customers
+            .insert(customer.code, CustomerView::from(customer));
+        view.customers_by_broker
+            .entry(customer.broker)
+            .or_default()
+            .insert((customer.created_at, customer.code));
     }
 }
 
-pub fn publish_instruments(mut view: ResMut<ReadView>, changed: Query<(&Instrument, &InstrumentState), Changed<InstrumentState>>) {
+pub fn publish_instruments(
+    mut view: ResMut<ReadView>,
+    changed: Query<(&Instrument, &InstrumentState), Changed<InstrumentState>>,
+) {
     for (instrument, state) in &changed {
-        view.instruments.insert(instrument.0.symbol.clone(), InstrumentView::new(&instrument.0, state));
+        view.instruments.insert(
+            instrument.0.symbol.clone(),
+            InstrumentView::new(&instrument.0, state),
+        );
     }
 }
 
 pub fn publish_clock(mut view: ResMut<ReadView>, clock: Res<SimClock>) {
-    view.clock = ClockView { mode: clock.mode, now: clock.now };
+    view.clock = ClockView {
+        mode: clock.mode,
+        now: clock.now,
+    };
 }

@@ -1,0 +1,423 @@
+//! The admin API under `/admin/v1` (D3): brokers and keys, instrument status and price, the
+//! clock, and the engine's state hash. Bearer-token authenticated; its own spec at
+//! `/admin/openapi.json`, not part of the broker spec.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use perpsim_core::decimal::{self, Sign};
+use perpsim_core::ids::{BrokerCode, PublicKey};
+use perpsim_core::time::{SECOND_MS, Timestamp};
+use perpsim_core::{Decimal, Error};
+use perpsim_systems::view::{BrokerView, ClockView, InstrumentView};
+use perpsim_systems::{Command, Outcome};
+use poem::Request;
+use poem::web::Data;
+use poem_openapi::auth::Bearer;
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi, SecurityScheme, Tags};
+
+use crate::app::AppState;
+use crate::auth::{encode_public_key, parse_public_key};
+use crate::errors::ApiError;
+use crate::types::InstrumentStatusApi;
+
+/// Marker put into the request by the admin middleware once the token matched.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminAuthed;
+
+/// `Authorization: Bearer <admin token>`; the token is in `<data-dir>/admin.token` (or
+/// `--admin-token`). A missing or wrong token answers 401 UNAUTHORIZED.
+#[derive(SecurityScheme)]
+#[oai(ty = "bearer", checker = "admin_checker")]
+pub struct AdminToken(());
+
+async fn admin_checker(req: &Request, _: Bearer) -> Option<()> {
+    req.extensions().get::<AdminAuthed>().map(|_| ())
+}
+
+#[derive(Tags)]
+enum AdminTag {
+    /// Brokers and their signing keys.
+    Brokers,
+    /// Instrument status and prices.
+    Instruments,
+    /// The simulation clock and the engine's state.
+    Simulation,
+}
+
+/// Longest broker name accepted.
+const MAX_NAME: usize = 64;
+
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct CreateBrokerRequest {
+    /// 1 to 64 characters.
+    pub name: String,
+    /// Standard base64 (with padding) of the 32-byte ed25519 public key.
+    pub public_key: String,
+}
+
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct AddKeyRequest {
+    /// Standard base64 (with padding) of the 32-byte ed25519 public key.
+    pub public_key: String,
+}
+
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct BrokerRecord {
+    pub broker_code: String,
+    pub name: String,
+    /// Active keys, standard base64, in the order they were added.
+    pub public_keys: Vec<String>,
+    pub created_at: String,
+}
+
+impl From<BrokerView> for BrokerRecord {
+    fn from(b: BrokerView) -> Self {
+        BrokerRecord {
+            broker_code: b.code.to_string(),
+            name: b.name,
+            public_keys: b.public_keys.iter().map(encode_public_key).collect(),
+            created_at: b.created_at.to_rfc3339(),
+        }
+    }
+}
+
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct PriceRequest {
+    /// Positive decimal string.
+    pub index_price: String,
+    /// Positive decimal string; defaults to index_price.
+    pub mark_price: Option<String>,
+}
+
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct StatusRequest {
+    pub status: InstrumentStatusApi,
+}
+
+/// An instrument's moving state.
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct InstrumentStateRecord {
+    pub symbol: String,
+    pub status: InstrumentStatusApi,
+    pub index_price: String,
+    pub mark_price: String,
+    /// When the prices were last set (simulation time).
+    pub price_time: String,
+}
+
+impl From<InstrumentView> for InstrumentStateRecord {
+    fn from(v: InstrumentView) -> Self {
+        let dp = v.spec.price_decimals();
+        InstrumentStateRecord {
+            symbol: v.spec.symbol.clone(),
+            status: v.status.into(),
+            index_price: decimal::format(v.index_price, dp),
+            mark_price: decimal::format(v.mark_price, dp),
+            price_time: v.price_time.to_rfc3339(),
+        }
+    }
+}
+
+#[derive(poem_openapi::Enum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[oai(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum ClockModeApi {
+    Realtime,
+    Manual,
+}
+
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ClockRecord {
+    pub mode: ClockModeApi,
+    /// Simulation time now, RFC 3339 UTC.
+    pub now: String,
+}
+
+impl ClockRecord {
+    fn new(c: ClockView, realtime_now: Timestamp) -> Self {
+        let (mode, now) = match c.mode {
+            perpsim_core::clock::ClockMode::Realtime => {
+                (ClockModeApi::Realtime, realtime_now.max(c.now))
+            }
+            perpsim_core::clock::ClockMode::Manual => (ClockModeApi::Manual, c.now),
+        };
+        ClockRecord {
+            mode,
+            now: now.to_rfc3339(),
+        }
+    }
+}
+
+/// Exactly one of `seconds` and `to`.
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct AdvanceRequest {
+    /// Whole seconds to advance, > 0.
+    pub seconds: Option<i64>,
+    /// RFC 3339 instant to advance to; later than now.
+    pub to: Option<String>,
+}
+
+/// Where the engine stands and the hash of its whole state.
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct StateRecord {
+    /// Ticks journaled.
+    pub ticks: u64,
+    /// Commands journaled.
+    pub commands: u64,
+    /// SHA-256 (hex) of the canonical encoding of the whole engine state.
+    pub state_hash: String,
+}
+
+#[derive(ApiResponse)]
+pub enum BrokerCreated {
+    #[oai(status = 201)]
+    Created(Json<BrokerRecord>),
+}
+
+fn key_from_body(text: &str) -> Result<PublicKey, Error> {
+    parse_public_key(text).ok_or_else(|| {
+        Error::validation("public_key must be standard base64 of a 32-byte ed25519 public key")
+    })
+}
+
+fn positive_price(field: &str, text: &str) -> Result<Decimal, Error> {
+    let v = decimal::parse(field, text, Sign::Unsigned)?;
+    if v.is_zero() {
+        return Err(Error::validation(format!(
+            "{field} must be greater than zero"
+        )));
+    }
+    Ok(v)
+}
+
+fn broker_code(text: &str) -> Result<BrokerCode, Error> {
+    BrokerCode::parse(text).ok_or_else(|| Error::not_found(format!("broker {text} does not exist")))
+}
+
+pub struct AdminApi;
+
+#[OpenApi]
+impl AdminApi {
+    /// Register a broker with its first public key.
+    #[oai(
+        path = "/brokers",
+        method = "post",
+        tag = "AdminTag::Brokers",
+        operation_id = "createBroker"
+    )]
+    async fn create_broker(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        body: Json<CreateBrokerRequest>,
+    ) -> Result<BrokerCreated, ApiError> {
+        let name = body.0.name.trim().to_owned();
+        if name.is_empty() || name.chars().count() > MAX_NAME || name.chars().any(char::is_control)
+        {
+            return Err(Error::validation(format!(
+                "name must be 1 to {MAX_NAME} printable characters"
+            ))
+            .into());
+        }
+        let public_key = key_from_body(&body.0.public_key)?;
+        Ok(BrokerCreated::Created(Json(broker(
+            state
+                .engine
+                .submit(Command::CreateBroker { name, public_key })
+                .await?,
+        ))))
+    }
+
+    /// Add a public key to a broker.
+    #[oai(
+        path = "/brokers/:broker_code/keys",
+        method = "post",
+        tag = "AdminTag::Brokers",
+        operation_id = "addBrokerKey"
+    )]
+    async fn add_key(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        broker_code: Path<String>,
+        body: Json<AddKeyRequest>,
+    ) -> Result<BrokerCreated, ApiError> {
+        let command = Command::AddBrokerKey {
+            broker: self::broker_code(&broker_code.0)?,
+            public_key: key_from_body(&body.0.public_key)?,
+        };
+        Ok(BrokerCreated::Created(Json(broker(
+            state.engine.submit(command).await?,
+        ))))
+    }
+
+    /// Revoke a broker's public key. The key is given in URL-safe base64 without padding.
+    #[oai(
+        path = "/brokers/:broker_code/keys/:public_key",
+        method = "delete",
+        tag = "AdminTag::Brokers",
+        operation_id = "revokeBrokerKey"
+    )]
+    async fn revoke_key(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        broker_code: Path<String>,
+        /// URL-safe base64, no padding, of the 32-byte key.
+        public_key: Path<String>,
+    ) -> Result<Json<BrokerRecord>, ApiError> {
+        let key = URL_SAFE_NO_PAD
+            .decode(&public_key.0)
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| {
+                Error::validation("public_key must be URL-safe base64 without padding of 32 bytes")
+            })?;
+        let command = Command::RevokeBrokerKey {
+            broker: self::broker_code(&broker_code.0)?,
+            public_key: PublicKey(key),
+        };
+        Ok(Json(broker(state.engine.submit(command).await?)))
+    }
+
+    /// Set an instrument's index price and mark price (the mark defaults to the index).
+    #[oai(
+        path = "/instruments/:symbol/price",
+        method = "put",
+        tag = "AdminTag::Instruments",
+        operation_id = "setInstrumentPrice"
+    )]
+    async fn set_price(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        symbol: Path<String>,
+        body: Json<PriceRequest>,
+    ) -> Result<Json<InstrumentStateRecord>, ApiError> {
+        let index_price = positive_price("index_price", &body.0.index_price)?;
+        let mark_price = match &body.0.mark_price {
+            Some(m) => positive_price("mark_price", m)?,
+            None => index_price,
+        };
+        let command = Command::SetInstrumentPrice {
+            symbol: symbol.0,
+            index_price,
+            mark_price,
+        };
+        Ok(Json(instrument(state.engine.submit(command).await?)))
+    }
+
+    /// Set an instrument's status.
+    #[oai(
+        path = "/instruments/:symbol/status",
+        method = "put",
+        tag = "AdminTag::Instruments",
+        operation_id = "setInstrumentStatus"
+    )]
+    async fn set_status(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        symbol: Path<String>,
+        body: Json<StatusRequest>,
+    ) -> Result<Json<InstrumentStateRecord>, ApiError> {
+        let command = Command::SetInstrumentStatus {
+            symbol: symbol.0,
+            status: body.0.status.into(),
+        };
+        Ok(Json(instrument(state.engine.submit(command).await?)))
+    }
+
+    /// The simulation clock.
+    #[oai(
+        path = "/clock",
+        method = "get",
+        tag = "AdminTag::Simulation",
+        operation_id = "getClock"
+    )]
+    async fn clock(&self, state: Data<&Arc<AppState>>, _auth: AdminToken) -> Json<ClockRecord> {
+        Json(ClockRecord::new(
+            state.engine.view().clock,
+            crate::host::wall_clock_ms(),
+        ))
+    }
+
+    /// Advance the manual clock by `seconds` or to `to`, running every timed event inside the
+    /// span in time order. 409 CONFLICT unless the clock is manual.
+    #[oai(
+        path = "/clock/advance",
+        method = "post",
+        tag = "AdminTag::Simulation",
+        operation_id = "advanceClock"
+    )]
+    async fn advance(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        body: Json<AdvanceRequest>,
+    ) -> Result<Json<ClockRecord>, ApiError> {
+        let now = state.engine.view().clock.now;
+        let to = match (body.0.seconds, body.0.to.as_deref()) {
+            (Some(s), None) if s > 0 && s <= i64::MAX / SECOND_MS - now.millis() / SECOND_MS => {
+                now.plus_millis(s * SECOND_MS)
+            }
+            (Some(_), None) => {
+                return Err(Error::validation("seconds must be a positive whole number").into());
+            }
+            (None, Some(t)) => Timestamp::parse_rfc3339(t).ok_or_else(|| {
+                Error::validation(
+                    "to must be an RFC 3339 timestamp with at most millisecond precision",
+                )
+            })?,
+            _ => return Err(Error::validation("give exactly one of seconds and to").into()),
+        };
+        match state.engine.submit(Command::AdvanceClock { to }).await? {
+            Outcome::Clock(c) => Ok(Json(ClockRecord::new(c, crate::host::wall_clock_ms()))),
+            other => unreachable!("AdvanceClock answers the clock, got {other:?}"),
+        }
+    }
+
+    /// Where the engine stands and the SHA-256 of its whole state; the same journal always
+    /// replays to the same hash.
+    #[oai(
+        path = "/state",
+        method = "get",
+        tag = "AdminTag::Simulation",
+        operation_id = "getState"
+    )]
+    async fn state(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+    ) -> Result<Json<StateRecord>, ApiError> {
+        let report = state.engine.state().await?;
+        Ok(Json(StateRecord {
+            ticks: report.ticks,
+            commands: report.commands,
+            state_hash: report.hash.to_string(),
+        }))
+    }
+}
+
+fn broker(outcome: Outcome) -> BrokerRecord {
+    match outcome {
+        Outcome::Broker(b) => b.into(),
+        other => unreachable!("broker commands answer a broker, got {other:?}"),
+    }
+}
+
+fn instrument(outcome: Outcome) -> InstrumentStateRecord {
+    match outcome {
+        Outcome::Instrument(i) => i.into(),
+        other => unreachable!("instrument commands answer an instrument, got {other:?}"),
+    }
+}

@@ -1,0 +1,286 @@
+//! The HTTP application: routes, middleware and the unauthenticated endpoints (D1).
+//!
+//! Every response passes through [`finish`]: errors take the D4 body, and every response
+//! carries the `Date` header with server (wall-clock) time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use perpsim_core::ErrorCode;
+use poem::http::{HeaderValue, StatusCode, header};
+use poem::web::Data;
+use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler};
+use poem_openapi::OpenApiService;
+
+use crate::admin::{AdminApi, AdminAuthed};
+use crate::auth::{
+    AuthError, Authenticator, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders,
+};
+use crate::errors::{self, error_response};
+use crate::host::EngineHandle;
+use crate::metrics::Metrics;
+use crate::pagination::Cursors;
+use crate::query_guard::QueryGuard;
+use crate::v1::{self, AuthedBroker, BrokerApi};
+
+/// Request bodies over this are refused with 413 before any other work (D4).
+pub const MAX_BODY: usize = 64 * 1024;
+
+pub struct AppState {
+    pub engine: EngineHandle,
+    pub auth: Authenticator,
+    pub cursors: Cursors,
+    pub admin_token: String,
+    pub metrics: Arc<Metrics>,
+    pub ready: AtomicBool,
+    broker_guard: QueryGuard,
+    admin_guard: QueryGuard,
+}
+
+impl AppState {
+    pub fn new(
+        engine: EngineHandle,
+        auth: Authenticator,
+        cursors: Cursors,
+        admin_token: String,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        AppState {
+            engine,
+            auth,
+            cursors,
+            admin_token,
+            metrics,
+            ready: AtomicBool::new(false),
+            broker_guard: QueryGuard::from_spec(&broker_service().spec()),
+            admin_guard: QueryGuard::from_spec(&admin_service().spec()),
+        }
+    }
+}
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const BROKER_DESCRIPTION: &str = "\
+perpsim simulates a perpetual-derivatives venue behind the Broker Derivatives Trading Service \
+Interface. Every `/v1` request is signed with ed25519 (see the `Signed` security scheme).\n\n\
+Conventions: decimal quantities are JSON strings in plain notation (no exponent, no `+`); \
+timestamps are RFC 3339 UTC with a `Z`, in simulation time; every error answers \
+`{\"code\", \"message\"}` and clients match on `code`. Unknown body fields and unsupported query \
+parameters are refused with 400 VALIDATION_ERROR naming them. Request bodies are limited to \
+64 KiB (413 PAYLOAD_TOO_LARGE); each public key may send 100 requests/s with bursts of 200 \
+(429 RATE_LIMITED with Retry-After).";
+
+pub fn broker_service() -> OpenApiService<BrokerApi, ()> {
+    OpenApiService::new(v1::api(), "perpsim broker API", VERSION)
+        .description(BROKER_DESCRIPTION)
+        .url_prefix("/v1")
+}
+
+pub fn admin_service() -> OpenApiService<AdminApi, ()> {
+    OpenApiService::new(AdminApi, "perpsim admin API", VERSION)
+        .description("Simulation control for operators and tests (D3). Not part of the broker API.")
+        .url_prefix("/admin/v1")
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_nanos() as u64
+}
+
+/// Reads the body within the limit: a declared or actual size over it answers 413.
+async fn read_body(req: &mut Request) -> Result<Vec<u8>, Response> {
+    let too_large = || {
+        error_response(
+            ErrorCode::PayloadTooLarge,
+            format!("request body is larger than {MAX_BODY} bytes"),
+        )
+    };
+    let declared = req
+        .header(header::CONTENT_LENGTH)
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    req.take_body()
+        .into_bytes_limit(MAX_BODY)
+        .await
+        .map(|b| b.to_vec())
+        .map_err(|_| too_large())
+}
+
+/// The D2 signing check in front of the broker API.
+async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
+    let state = req
+        .data::<Arc<AppState>>()
+        .expect("state is attached")
+        .clone();
+    let body = match read_body(&mut req).await {
+        Ok(body) => body,
+        Err(resp) => return Ok(resp),
+    };
+    let headers = SignedHeaders {
+        public_key: req.header(HEADER_PUBLIC_KEY),
+        nonce: req.header(HEADER_NONCE),
+        signature: req.header(HEADER_SIGNATURE),
+    };
+    let view = state.engine.view();
+    let path_and_query = req
+        .original_uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str());
+    let verdict = state.auth.authenticate(
+        &headers,
+        |k| view.keys.get(k).copied(),
+        req.method().as_str(),
+        path_and_query,
+        &body,
+        now_ns(),
+    );
+    match verdict {
+        Ok(broker) => {
+            req.extensions_mut().insert(AuthedBroker(broker));
+        }
+        Err(AuthError::Unauthorized(message)) => {
+            state.metrics.unauthorized.fetch_add(1, Relaxed);
+            return Ok(error_response(ErrorCode::Unauthorized, message));
+        }
+        Err(AuthError::RateLimited { retry_after_secs }) => {
+            state.metrics.rate_limited.fetch_add(1, Relaxed);
+            let mut resp =
+                error_response(ErrorCode::RateLimited, "rate limit exceeded; retry later");
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+            return Ok(resp);
+        }
+    }
+    if let Err(e) = state.broker_guard.check(
+        req.method().as_str(),
+        req.original_uri().path(),
+        req.original_uri().query(),
+    ) {
+        return Ok(error_response(e.code, e.message));
+    }
+    req.set_body(body);
+    ep.call(req).await.map(IntoResponse::into_response)
+}
+
+/// Constant-time comparison, so the token cannot be guessed byte by byte from timings.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The bearer-token check in front of the admin API.
+async fn admin<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
+    let state = req
+        .data::<Arc<AppState>>()
+        .expect("state is attached")
+        .clone();
+    let body = match read_body(&mut req).await {
+        Ok(body) => body,
+        Err(resp) => return Ok(resp),
+    };
+    let token = req
+        .header(header::AUTHORIZATION)
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match token {
+        Some(t) if same_secret(t.as_bytes(), state.admin_token.as_bytes()) => {
+            req.extensions_mut().insert(AdminAuthed);
+        }
+        Some(_) => return Ok(error_response(ErrorCode::Unauthorized, "wrong admin token")),
+        None => {
+            return Ok(error_response(
+                ErrorCode::Unauthorized,
+                "missing header Authorization: Bearer <admin token>",
+            ));
+        }
+    }
+    if let Err(e) = state.admin_guard.check(
+        req.method().as_str(),
+        req.original_uri().path(),
+        req.original_uri().query(),
+    ) {
+        return Ok(error_response(e.code, e.message));
+    }
+    req.set_body(body);
+    ep.call(req).await.map(IntoResponse::into_response)
+}
+
+/// HTTP-date of the wall clock, for the `Date` header.
+fn http_date() -> HeaderValue {
+    let text = chrono::Utc::now()
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string();
+    HeaderValue::from_str(&text).expect("http date is ascii")
+}
+
+/// Last step of every response: the D4 error body, the Date header, the status counter.
+async fn finish(result: poem::Result<Response>, metrics: Arc<Metrics>) -> Response {
+    let resp = match result {
+        Ok(resp) => resp,
+        Err(err) => errors::from_poem_error(err),
+    };
+    let mut resp = errors::normalize(resp).await;
+    resp.headers_mut().insert(header::DATE, http_date());
+    metrics.record_response(resp.status().as_u16());
+    resp
+}
+
+#[handler]
+fn healthz() -> Response {
+    json_status(StatusCode::OK, "ok")
+}
+
+#[handler]
+fn readyz(state: Data<&Arc<AppState>>) -> Response {
+    match state.ready.load(Relaxed) {
+        true => json_status(StatusCode::OK, "ready"),
+        false => error_response(
+            ErrorCode::ExchangeUnavailable,
+            "starting up or shutting down",
+        ),
+    }
+}
+
+#[handler]
+fn prometheus(state: Data<&Arc<AppState>>) -> Response {
+    let view = state.engine.view();
+    Response::builder()
+        .content_type("text/plain; version=0.0.4")
+        .body(state.metrics.render(view.tick))
+}
+
+fn json_status(status: StatusCode, text: &str) -> Response {
+    Response::builder()
+        .status(status)
+        .content_type("application/json")
+        .body(format!("{{\"status\":\"{text}\"}}"))
+}
+
+/// The whole application.
+pub fn app(state: Arc<AppState>) -> impl Endpoint<Output = Response> {
+    let broker = broker_service();
+    let admin_api = admin_service();
+    let metrics = state.metrics.clone();
+    Route::new()
+        .at("/openapi.json", broker.spec_endpoint())
+        .at("/openapi.yaml", broker.spec_endpoint_yaml())
+        .nest("/docs", broker.swagger_ui())
+        .at("/admin/openapi.json", admin_api.spec_endpoint())
+        .at("/healthz", get(healthz))
+        .at("/readyz", get(readyz))
+        .at("/metrics", get(prometheus))
+        .nest("/v1", broker.around(signed))
+        .nest("/admin/v1", admin_api.around(admin))
+        .data(state)
+        .around(move |ep, req| {
+            let metrics = metrics.clone();
+            async move {
+                Ok::<Response, poem::Error>(
+                    finish(ep.call(req).await.map(IntoResponse::into_response), metrics).await,
+                )
+            }
+        })
+}

@@ -1,0 +1,100 @@
+//! Counters exposed at `/metrics` in the Prometheus text format.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+#[derive(Default)]
+pub struct Metrics {
+    pub ticks: AtomicU64,
+    pub commands: AtomicU64,
+    pub journal_commit_ns: AtomicU64,
+    pub journal_commit_max_ns: AtomicU64,
+    pub snapshots: AtomicU64,
+    /// HTTP responses by status class: index 1 = 1xx … 5 = 5xx.
+    pub responses: [AtomicU64; 6],
+    pub unauthorized: AtomicU64,
+    pub rate_limited: AtomicU64,
+}
+
+impl Metrics {
+    pub fn record_commit(&self, ns: u64) {
+        self.journal_commit_ns.fetch_add(ns, Relaxed);
+        self.journal_commit_max_ns.fetch_max(ns, Relaxed);
+    }
+
+    pub fn record_response(&self, status: u16) {
+        let class = usize::from(status / 100).min(5);
+        self.responses[class].fetch_add(1, Relaxed);
+    }
+
+    pub fn render(&self, journal_tick: u64) -> String {
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        };
+        let secs = |ns: u64| format!("{:.9}", ns as f64 / 1e9);
+        metric(
+            "perpsim_engine_ticks_total",
+            "counter",
+            "Ticks applied and journaled.",
+            self.ticks.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_engine_commands_total",
+            "counter",
+            "Commands applied and journaled.",
+            self.commands.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_journal_tick",
+            "gauge",
+            "Number of the last journaled tick.",
+            journal_tick.to_string(),
+        );
+        metric(
+            "perpsim_journal_commit_seconds_total",
+            "counter",
+            "Time spent in durable journal commits.",
+            secs(self.journal_commit_ns.load(Relaxed)),
+        );
+        metric(
+            "perpsim_journal_commit_seconds_max",
+            "gauge",
+            "Longest durable journal commit.",
+            secs(self.journal_commit_max_ns.load(Relaxed)),
+        );
+        metric(
+            "perpsim_snapshots_total",
+            "counter",
+            "Snapshots written.",
+            self.snapshots.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_auth_unauthorized_total",
+            "counter",
+            "Requests refused with 401.",
+            self.unauthorized.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_auth_rate_limited_total",
+            "counter",
+            "Requests refused with 429.",
+            self.rate_limited.load(Relaxed).to_string(),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP perpsim_http_responses_total HTTP responses by status class.\n# TYPE perpsim_http_responses_total counter"
+        );
+        for class in 1..=5 {
+            let _ = writeln!(
+                out,
+                "perpsim_http_responses_total{{class=\"{class}xx\"}} {}",
+                self.responses[class].load(Relaxed)
+            );
+        }
+        out
+    }
+}

@@ -1,0 +1,146 @@
+//! Files in the data dir that hold secrets: the demo broker's private key, the admin token and
+//! the cursor MAC key. Written once with mode 0600; their paths are logged, never their
+//! contents. This is the only place the service draws OS randomness, and none of it reaches
+//! the engine except through journaled commands (a public key).
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use ed25519_dalek::SigningKey;
+use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
+
+pub const DEMO_KEY_FILE: &str = "demo-broker.key";
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+pub const CURSOR_SECRET_FILE: &str = "cursor.secret";
+pub const JOURNAL_FILE: &str = "journal.redb";
+
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the OS provides randomness");
+    bytes
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Creates the data dir (mode 0700 when new).
+pub fn ensure_dir(dir: &Path) -> Result<(), String> {
+    if !dir.exists() {
+        fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create data dir {}: {e}", dir.display()))?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot restrict {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Writes a new secret file, readable by its owner only. Refuses to overwrite.
+pub fn write_secret(path: &Path, contents: &[u8]) -> Result<(), String> {
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    file.write_all(contents)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+pub fn generate_signing_key() -> SigningKey {
+    SigningKey::from_bytes(&random_bytes::<32>())
+}
+
+pub fn signing_key_pem(key: &SigningKey) -> String {
+    key.to_pkcs8_pem(LineEnding::LF)
+        .expect("ed25519 keys encode as PKCS#8")
+        .to_string()
+}
+
+/// Reads a PKCS#8 PEM ed25519 private key (as written by `perpsim keygen` and first start).
+pub fn load_signing_key(path: &Path) -> Result<SigningKey, String> {
+    let pem = fs::read_to_string(path)
+        .map_err(|e| format!("cannot read key file {}: {e}", path.display()))?;
+    SigningKey::from_pkcs8_pem(&pem).map_err(|e| {
+        format!(
+            "{} is not a PKCS#8 PEM ed25519 private key: {e}",
+            path.display()
+        )
+    })
+}
+
+/// Reads the secret at `path`, creating it with `make` when missing. Returns its text.
+fn load_or_create(path: &Path, make: impl FnOnce() -> String) -> Result<String, String> {
+    if path.exists() {
+        return fs::read_to_string(path)
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| format!("cannot read {}: {e}", path.display()));
+    }
+    let value = make();
+    write_secret(path, format!("{value}\n").as_bytes())?;
+    tracing::info!(path = %path.display(), "secret written");
+    Ok(value)
+}
+
+pub fn admin_token(dir: &Path) -> Result<String, String> {
+    load_or_create(&dir.join(ADMIN_TOKEN_FILE), || hex(&random_bytes::<32>()))
+}
+
+pub fn cursor_secret(dir: &Path) -> Result<[u8; 32], String> {
+    let text = load_or_create(&dir.join(CURSOR_SECRET_FILE), || hex(&random_bytes::<32>()))?;
+    let bytes: Vec<u8> = (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<_>>()
+        .ok_or("cursor.secret is not hex")?;
+    bytes
+        .try_into()
+        .map_err(|_| "cursor.secret must hold 32 bytes".to_owned())
+}
+
+/// The demo broker's key: the file if present (a user may bring their own), else a new one.
+pub fn demo_key(dir: &Path) -> Result<SigningKey, String> {
+    let path = dir.join(DEMO_KEY_FILE);
+    if path.exists() {
+        return load_signing_key(&path);
+    }
+    let key = generate_signing_key();
+    write_secret(&path, signing_key_pem(&key).as_bytes())?;
+    tracing::info!(path = %path.display(), "demo broker key written");
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_owner_only_and_stable_across_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = admin_token(dir.path()).unwrap();
+        assert_eq!(token.len(), 64);
+        assert_eq!(admin_token(dir.path()).unwrap(), token);
+        let mode = fs::metadata(dir.path().join(ADMIN_TOKEN_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let key = demo_key(dir.path()).unwrap();
+        assert_eq!(demo_key(dir.path()).unwrap().to_bytes(), key.to_bytes());
+        assert_eq!(
+            cursor_secret(dir.path()).unwrap(),
+            cursor_secret(dir.path()).unwrap()
+        );
+        assert!(
+            write_secret(&dir.path().join(ADMIN_TOKEN_FILE), b"x").is_err(),
+            "never overwritten"
+        );
+    }
+}

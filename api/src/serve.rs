@@ -1,0 +1,176 @@
+//! `perpsim serve`: recover the engine from the data dir, start its host thread, serve HTTP
+//! until SIGINT or SIGTERM, then write a final snapshot.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use perpsim_core::ids::PublicKey;
+use perpsim_core::instrument::default_instruments;
+use perpsim_core::time::{SECOND_MS, Timestamp};
+use perpsim_storage::{Journal, recover};
+use perpsim_systems::{Command, Engine, Genesis};
+use poem::Server;
+use poem::listener::{Acceptor, Listener, TcpListener};
+
+use crate::app::{AppState, app};
+use crate::auth::{Authenticator, RateLimit};
+use crate::config::ServeConfig;
+use crate::host::{self, HostLimits};
+use crate::metrics::Metrics;
+use crate::pagination::Cursors;
+use crate::secrets;
+
+/// Opens or creates the engine of the data dir. Returns it and whether it is new.
+fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), String> {
+    if let Some(r) = recover(journal).map_err(|e| e.to_string())? {
+        let genesis = r.engine.genesis_config();
+        if let Some(seed) = cfg.seed.filter(|s| *s != genesis.seed) {
+            return Err(format!(
+                "the data dir was created with seed {}; --seed {seed} differs (use another --data-dir for another seed)",
+                genesis.seed
+            ));
+        }
+        tracing::info!(
+            snapshot_tick = r.snapshot.map(|s| s.tick),
+            replayed_ticks = r.replayed_ticks,
+            ticks = r.engine.counters().ticks,
+            "recovered from the journal"
+        );
+        return Ok((r.engine, false));
+    }
+    let now = host::wall_clock_ms();
+    let start = cfg
+        .start
+        .unwrap_or(Timestamp::from_millis(now.millis() / SECOND_MS * SECOND_MS));
+    let seed = cfg
+        .seed
+        .unwrap_or_else(|| u64::from_le_bytes(secrets::random_bytes::<8>()));
+    let genesis = Genesis {
+        seed,
+        clock_mode: cfg.clock,
+        start,
+        instruments: default_instruments(),
+    };
+    journal.init(&genesis).map_err(|e| e.to_string())?;
+    tracing::info!(seed, start = %start, clock = cfg.clock.as_str(), "new data dir");
+    Ok((Engine::genesis(genesis), true))
+}
+
+pub fn serve(cfg: ServeConfig) -> Result<(), String> {
+    secrets::ensure_dir(&cfg.data_dir)?;
+    let journal_path = cfg.data_dir.join(secrets::JOURNAL_FILE);
+    let journal =
+        Journal::open(&journal_path).map_err(|e| format!("{}: {e}", journal_path.display()))?;
+    let (engine, fresh) = open_engine(&cfg, &journal)?;
+    let mode_changed = engine.clock().mode != cfg.clock;
+    let metrics = Arc::new(Metrics::default());
+    let limits = HostLimits {
+        snapshot_every: cfg.snapshot_every,
+        ..HostLimits::default()
+    };
+    let (handle, thread) = host::start(engine, journal, limits, metrics.clone());
+    if fresh {
+        let key = secrets::demo_key(&cfg.data_dir)?;
+        let public_key = PublicKey(key.verifying_key().to_bytes());
+        handle
+            .submit_blocking(Command::CreateBroker {
+                name: "demo".into(),
+                public_key,
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    if mode_changed {
+        handle
+            .submit_blocking(Command::SetClockMode { mode: cfg.clock })
+            .map_err(|e| e.to_string())?;
+    }
+    tracing::info!(path = %cfg.data_dir.join(secrets::DEMO_KEY_FILE).display(), "demo broker key");
+    let admin_token = match cfg.admin_token.clone() {
+        Some(token) => token,
+        None => secrets::admin_token(&cfg.data_dir)?,
+    };
+    tracing::info!(path = %cfg.data_dir.join(secrets::ADMIN_TOKEN_FILE).display(), "admin token");
+    tracing::info!(
+        transfer_delay_secs = cfg.transfer_delay_secs,
+        "transfer delay"
+    );
+    let cursors = Cursors::new(secrets::cursor_secret(&cfg.data_dir)?);
+    let auth = Authenticator::new(RateLimit {
+        per_second: cfg.rate_limit,
+        burst: cfg.rate_burst,
+    });
+    let state = Arc::new(AppState::new(
+        handle.clone(),
+        auth,
+        cursors,
+        admin_token,
+        metrics,
+    ));
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let served = runtime.block_on(async {
+        let acceptor = TcpListener::bind(cfg.listen)
+            .into_acceptor()
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+        let local = acceptor
+            .local_addr()
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        tracing::info!(address = %local, "listening");
+        state.ready.store(true, Relaxed);
+        let prune = tokio::spawn(prune_keys(state.clone()));
+        let stop = {
+            let handle = handle.clone();
+            async move {
+                tokio::select! {
+                    _ = shutdown_signal() => tracing::info!("shutting down"),
+                    _ = handle.stopped() => tracing::error!("the engine stopped; shutting down"),
+                }
+            }
+        };
+        let result = Server::new_with_acceptor(acceptor)
+            .run_with_graceful_shutdown(app(state.clone()), stop, Some(Duration::from_secs(5)))
+            .await
+            .map_err(|e| e.to_string());
+        state.ready.store(false, Relaxed);
+        prune.abort();
+        let snapshot = handle.shutdown().await;
+        result.and(snapshot.or_else(|e| {
+            if e.contains("already stopped") {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        }))
+    });
+    let engine_result = thread
+        .join()
+        .map_err(|_| "the engine thread panicked".to_owned())?;
+    engine_result.map_err(|e| format!("engine: {e}"))?;
+    served
+}
+
+/// Drops authentication state of revoked keys every few seconds, bounding it to live keys.
+async fn prune_keys(state: Arc<AppState>) {
+    let mut every = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        every.tick().await;
+        let view = state.engine.view();
+        state.auth.prune(|k| view.keys.contains_key(k));
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

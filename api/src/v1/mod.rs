@@ -1,0 +1,47 @@
+//! The broker API under `/v1`, signed as D2 says. Handlers read the published view and send
+//! commands to the engine; they never hold engine state.
+
+pub mod customers;
+pub mod instruments;
+
+use perpsim_core::ids::BrokerCode;
+use poem::Request;
+use poem_openapi::auth::ApiKey;
+use poem_openapi::{SecurityScheme, Tags};
+
+/// The broker a request was authenticated as; put into the request by the signing middleware.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthedBroker(pub BrokerCode);
+
+/// ed25519 request signing (D2). Send three headers on every `/v1` request:
+/// `X-Public-Key` (standard base64 of the 32-byte public key), `X-Nonce` (nanosecond Unix
+/// timestamp, at most 30 s behind and 5 s ahead of server time — see the `Date` response
+/// header — never reused by the same key) and `X-Signature` (standard base64 of the 64-byte
+/// signature over `{nonce}\n{METHOD}\n{path_and_query}\n{body}`, the body raw and empty if
+/// none). Any failure answers 401 UNAUTHORIZED naming the failed check.
+#[derive(SecurityScheme)]
+#[oai(
+    ty = "api_key",
+    key_name = "X-Signature",
+    key_in = "header",
+    checker = "signed_broker"
+)]
+pub struct Signed(pub BrokerCode);
+
+async fn signed_broker(req: &Request, _: ApiKey) -> Option<BrokerCode> {
+    req.extensions().get::<AuthedBroker>().map(|b| b.0)
+}
+
+#[derive(Tags)]
+pub enum Tag {
+    /// Instruments and market data.
+    MarketData,
+    /// Customers of the broker and everything per customer.
+    Customers,
+}
+
+pub type BrokerApi = (instruments::InstrumentsApi, customers::CustomersApi);
+
+pub fn api() -> BrokerApi {
+    (instruments::InstrumentsApi, customers::CustomersApi)
+}
