@@ -133,7 +133,7 @@ mod tests {
                 .append(c.ticks + 1, &TickRecord::encode(now, c.commands, &cmds))
                 .unwrap();
             engine.tick(now, cmds);
-            if engine.counters().ticks % every == 0 {
+            if engine.counters().ticks.is_multiple_of(every) {
                 journal
                     .write_snapshot(engine.counters().ticks, &engine.state())
                     .unwrap();

@@ -197,7 +197,7 @@ impl Engine {
         let mut view = self.world.resource_mut::<ReadView>();
         view.tick = ticks_view;
         view.seq = commands_view;
-        if ticks % CHECK_CHANGE_TICKS_EVERY == 0 {
+        if ticks.is_multiple_of(CHECK_CHANGE_TICKS_EVERY) {
             self.world.check_change_ticks();
         }
         let events = std::mem::take(&mut self.world.resource_mut::<TickEvents>().0);
