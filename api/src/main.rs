@@ -1,3 +1,5 @@
+use std::io::IsTerminal;
+
 use clap::Parser;
 
 fn main() {
@@ -6,6 +8,7 @@ fn main() {
             tracing_subscriber::EnvFilter::try_from_env("PERPSIM_LOG")
                 .unwrap_or_else(|_| "info".into()),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let cli = perpsim_api::cli::Cli::parse();

@@ -113,6 +113,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let served = runtime.block_on(async {
+        // Registered before the socket is bound: a signal that arrives as soon as we listen
+        // must already find our handler, or the process dies without its final snapshot.
+        let signals =
+            Signals::register().map_err(|e| format!("cannot install signal handlers: {e}"))?;
         let acceptor = TcpListener::bind(cfg.listen)
             .into_acceptor()
             .await
@@ -129,7 +133,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             let handle = handle.clone();
             async move {
                 tokio::select! {
-                    _ = shutdown_signal() => tracing::info!("shutting down"),
+                    _ = signals.recv() => tracing::info!("shutting down"),
                     _ = handle.stopped() => tracing::error!("the engine stopped; shutting down"),
                 }
             }
@@ -166,11 +170,25 @@ async fn prune_keys(state: Arc<AppState>) {
     }
 }
 
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// SIGINT and SIGTERM, both of which stop the service cleanly.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn register() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    async fn recv(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
     }
 }

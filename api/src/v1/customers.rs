@@ -7,7 +7,7 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::time::Timestamp;
 use perpsim_systems::view::CustomerView;
 use perpsim_systems::{Command, Outcome};
-use poem_openapi::param::Query;
+use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 
@@ -111,6 +111,26 @@ impl CustomersApi {
             Outcome::Customer(c) => Ok(CustomerCreated::Created(Json(CustomerRecord::from(&c)))),
             other => unreachable!("CreateCustomer answers a customer, got {other:?}"),
         }
+    }
+
+    /// Read one customer.
+    ///
+    /// 404 NOT_FOUND for an unknown code and, exactly alike, for a customer of another broker.
+    #[oai(
+        path = "/customers/:code",
+        method = "get",
+        operation_id = "getCustomer"
+    )]
+    async fn get(
+        &self,
+        state: poem::web::Data<&Arc<AppState>>,
+        auth: Signed,
+        /// The customer_code.
+        code: Path<String>,
+    ) -> Result<Json<CustomerRecord>, ApiError> {
+        let view = state.engine.view();
+        let customer = super::customer_of(&view, auth.0, &code.0)?;
+        Ok(Json(CustomerRecord::from(customer)))
     }
 
     /// List the broker's customers, oldest first.

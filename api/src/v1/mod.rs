@@ -32,6 +32,18 @@ async fn signed_broker(req: &Request, _: ApiKey) -> Option<BrokerCode> {
     req.extensions().get::<AuthedBroker>().map(|b| b.0)
 }
 
+/// The broker's customer addressed by a path's `{code}`. Unknown codes and other brokers'
+/// customers are answered alike, 404 NOT_FOUND (D2).
+pub fn customer_of<'v>(
+    view: &'v perpsim_systems::ReadView,
+    broker: BrokerCode,
+    code: &str,
+) -> Result<&'v perpsim_systems::view::CustomerView, perpsim_core::Error> {
+    perpsim_core::ids::CustomerCode::parse(code)
+        .and_then(|c| view.customer_of(broker, c))
+        .ok_or_else(|| perpsim_core::Error::not_found(format!("customer {code} does not exist")))
+}
+
 #[derive(Tags)]
 pub enum Tag {
     /// Instruments and market data.

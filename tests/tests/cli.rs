@@ -1,0 +1,82 @@
+//! D1: `perpsim curl` signs with the demo key and reports like curl; keygen and admin work.
+
+use perpsim_tests::{Server, perpsim};
+
+#[test]
+fn curl_prints_the_json_answer_and_exits_non_zero_on_http_errors() {
+    let server = Server::start(&[]);
+    let key = server.data_dir.join("demo-broker.key");
+    let key = key.to_str().unwrap();
+    let (code, stdout, stderr) = perpsim(&[
+        "curl",
+        "GET",
+        "/v1/instruments?symbol=ETH-*",
+        "--url",
+        &server.url,
+        "--key",
+        key,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("HTTP 200"));
+    let body: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(body[0]["symbol"], "ETH-USDC-PERP");
+    let (code, stdout, stderr) = perpsim(&[
+        "curl",
+        "POST",
+        "/v1/customers",
+        "{\"external_id\":\"via-cli\"}",
+        "--url",
+        &server.url,
+        "--key",
+        key,
+    ]);
+    assert_eq!((code, stderr.contains("HTTP 201")), (0, true), "{stderr}");
+    assert!(stdout.contains("via-cli"));
+    let (code, stdout, stderr) = perpsim(&[
+        "curl",
+        "GET",
+        "/v1/customers?bogus=1",
+        "--url",
+        &server.url,
+        "--key",
+        key,
+    ]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("HTTP 400") && stdout.contains("VALIDATION_ERROR"));
+}
+
+#[test]
+fn keygen_writes_an_owner_only_key_that_admin_can_register() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("broker.key");
+    let (code, public, _) = perpsim(&["keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let token = server.admin_token();
+    let (code, stdout, stderr) = perpsim(&[
+        "admin",
+        "--url",
+        &server.url,
+        "--token",
+        &token,
+        "create-broker",
+        "acme",
+        public.trim(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let (code, _, stderr) = perpsim(&[
+        "curl",
+        "GET",
+        "/v1/customers",
+        "--url",
+        &server.url,
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+}
