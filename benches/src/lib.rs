@@ -1,1 +1,58 @@
+//! Workloads shared by the benchmarks: a genesis engine with one broker, and the commands the
+//! journal benchmarks stream through it.
 
+use perpsim_core::Decimal;
+use perpsim_core::clock::ClockMode;
+use perpsim_core::ids::{BrokerCode, PublicKey};
+use perpsim_core::instrument::default_instruments;
+use perpsim_core::time::Timestamp;
+use perpsim_systems::{Command, Engine, Genesis, Outcome};
+
+/// 2026-01-01T00:00:00Z.
+pub const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
+
+pub fn genesis() -> Genesis {
+    Genesis {
+        seed: 7,
+        clock_mode: ClockMode::Manual,
+        start: START,
+        instruments: default_instruments(),
+    }
+}
+
+/// The first tick of every workload: one broker.
+pub fn broker_command() -> Command {
+    Command::CreateBroker {
+        name: "bench".into(),
+        public_key: PublicKey([1; 32]),
+    }
+}
+
+/// A fresh engine that has applied [`broker_command`], and the broker's code.
+pub fn engine_with_broker() -> (Engine, BrokerCode) {
+    let mut engine = Engine::genesis(genesis());
+    let out = engine.tick(START, vec![broker_command()]);
+    let Ok(Outcome::Broker(b)) = &out.results[0] else {
+        panic!("broker created")
+    };
+    let code = b.code;
+    (engine, code)
+}
+
+/// `n` commands as a broker's traffic looks today: mostly customer creation, with a price
+/// update every tenth command.
+pub fn mixed_commands(broker: BrokerCode, n: usize, offset: usize) -> Vec<Command> {
+    (offset..offset + n)
+        .map(|i| match i % 10 {
+            9 => Command::SetInstrumentPrice {
+                symbol: "BTC-USDC-PERP".into(),
+                index_price: Decimal::new(600_000 + (i % 1_000) as i64, 1),
+                mark_price: Decimal::new(600_005 + (i % 1_000) as i64, 1),
+            },
+            _ => Command::CreateCustomer {
+                broker,
+                external_id: None,
+            },
+        })
+        .collect()
+}
