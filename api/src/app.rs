@@ -156,11 +156,19 @@ async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respo
             return Ok(resp);
         }
     }
-    if let Err(e) = state.broker_guard.check(
-        req.method().as_str(),
-        req.original_uri().path(),
-        req.original_uri().query(),
-    ) {
+    forward(&*ep, req, body, &state.broker_guard).await
+}
+
+/// After authentication: unsupported query parameters are refused, then the request goes on
+/// with its body restored.
+async fn forward<E: Endpoint>(
+    ep: &E,
+    mut req: Request,
+    body: Vec<u8>,
+    guard: &QueryGuard,
+) -> poem::Result<Response> {
+    let uri = req.original_uri();
+    if let Err(e) = guard.check(req.method().as_str(), uri.path(), uri.query()) {
         return Ok(error_response(e.code, e.message));
     }
     req.set_body(body);
@@ -197,15 +205,7 @@ async fn admin<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respon
             ));
         }
     }
-    if let Err(e) = state.admin_guard.check(
-        req.method().as_str(),
-        req.original_uri().path(),
-        req.original_uri().query(),
-    ) {
-        return Ok(error_response(e.code, e.message));
-    }
-    req.set_body(body);
-    ep.call(req).await.map(IntoResponse::into_response)
+    forward(&*ep, req, body, &state.admin_guard).await
 }
 
 /// HTTP-date of the wall clock, for the `Date` header.

@@ -37,13 +37,24 @@ pub fn recover(journal: &Journal) -> Result<Option<Recovered>, JournalError> {
             )));
         }
         let engine = Engine::restore(&state);
-        return replay(journal, engine, Some(info), &[]).map(Some);
+        return replay(journal, engine, Some(info), &[])
+            .map(serving)
+            .map(Some);
     }
-    replay(journal, Engine::genesis(genesis), None, &[]).map(Some)
+    replay(journal, Engine::genesis(genesis), None, &[])
+        .map(serving)
+        .map(Some)
+}
+
+/// Builds the read view once, after the replay: a server needs it, a replay check does not.
+fn serving(mut recovered: Recovered) -> Recovered {
+    recovered.engine.set_publishing(true);
+    recovered
 }
 
 /// Replays the whole journal from genesis, ignoring snapshots for the state but checking that
-/// the replay reaches each snapshot's recorded hash.
+/// the replay reaches each snapshot's recorded hash. The engine's read view is left unbuilt
+/// (publishing off): this is for checking and hashing, not for serving.
 pub fn replay_from_genesis(journal: &Journal) -> Result<Option<Recovered>, JournalError> {
     let Some(genesis) = journal.genesis()? else {
         return Ok(None);
@@ -75,7 +86,6 @@ fn replay(
         }
         Ok(())
     })?;
-    engine.set_publishing(true);
     let replayed_ticks = engine.counters().ticks - start;
     Ok(Recovered {
         engine,
