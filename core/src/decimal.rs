@@ -114,6 +114,20 @@ pub mod bin {
     }
 }
 
+/// [`bin`] for optional decimals.
+pub mod bin_opt {
+    use rust_decimal::Decimal;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
+        value.map(|d| d.serialize()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>, D::Error> {
+        Ok(Option::<[u8; 16]>::deserialize(d)?.map(Decimal::deserialize))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

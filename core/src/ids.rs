@@ -34,6 +34,11 @@ uuid_code!(
     CustomerCode
 );
 
+uuid_code!(
+    /// A ledger movement (`code` of a transaction row and a balance-changes message).
+    MovementCode
+);
+
 /// A broker's ed25519 public key, 32 bytes. Kept as raw bytes: `core` knows nothing of the
 /// signature scheme, only that keys identify brokers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

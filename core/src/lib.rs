@@ -12,6 +12,7 @@ pub mod error;
 pub mod filter;
 pub mod ids;
 pub mod instrument;
+pub mod money;
 pub mod rng;
 pub mod time;
 

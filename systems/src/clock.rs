@@ -23,12 +23,15 @@ pub struct SimClock {
 pub enum ScheduledEvent {
     /// The whole hour at which funding settles (interface §1); re-arms itself for the next.
     FundingHour,
+    /// A pending deposit or withdrawal reaches created_at + transfer delay (D7).
+    TransferDue(perpsim_core::ids::MovementCode),
 }
 
 impl ScheduledEvent {
     pub fn name(self) -> &'static str {
         match self {
             ScheduledEvent::FundingHour => "funding_hour",
+            ScheduledEvent::TransferDue(_) => "transfer_due",
         }
     }
 }

@@ -3,11 +3,12 @@
 
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
-use perpsim_core::ids::{BrokerCode, PublicKey};
-use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
+use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, PublicKey};
+use perpsim_core::instrument::{Asset, InstrumentSpec, InstrumentStatus};
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::ledger::Movement;
 use crate::view::{BrokerView, ClockView, CustomerView, InstrumentView};
 
 /// What a fresh engine starts from; stored once at the head of the journal.
@@ -50,6 +51,29 @@ pub enum Command {
         #[serde(with = "perpsim_core::decimal::bin")]
         mark_price: Decimal,
     },
+    /// A deposit or withdrawal, pending until `delay_ms` of simulation time has passed. The
+    /// delay travels with the command so a replay schedules exactly what the live run did.
+    RequestTransfer {
+        customer: CustomerCode,
+        kind: TransferKind,
+        asset: Asset,
+        #[serde(with = "perpsim_core::decimal::bin")]
+        amount: Decimal,
+        delay_ms: i64,
+    },
+    CancelTransfer { code: MovementCode },
+    SetTransfersAvailable { available: bool },
+    SetProvisioned { customer: CustomerCode, provisioned: bool },
+    SetLeverage { customer: CustomerCode, leverage: u32 },
+    /// Fees in basis points for one symbol, or every instrument when `symbol` is None.
+    SetFees {
+        customer: CustomerCode,
+        symbol: Option<String>,
+        #[serde(with = "perpsim_core::decimal::bin_opt")]
+        maker_bps: Option<Decimal>,
+        #[serde(with = "perpsim_core::decimal::bin_opt")]
+        taker_bps: Option<Decimal>,
+    },
     /// Manual clock only: run every scheduled event up to `to`, in time order.
     AdvanceClock {
         to: Timestamp,
@@ -60,6 +84,13 @@ pub enum Command {
     },
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TransferKind {
+    Deposit,
+    Withdrawal,
+}
+
+
 /// What a command produced, answered to its sender after the tick is durable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -67,6 +98,8 @@ pub enum Outcome {
     Customer(CustomerView),
     Instrument(InstrumentView),
     Clock(ClockView),
+    Movement(Movement),
+    TransfersAvailable(bool),
 }
 
 pub type CommandResult = Result<Outcome, perpsim_core::Error>;

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
 use crate::command::{Command, CommandResult, Genesis, Outcome};
 use crate::ingest::{Inbox, Results};
+use crate::ledger::Ledger;
 use crate::registry::{EngineRng, InstrumentState, Registry};
 use crate::snapshot::{self, EngineState, StateHash};
 use crate::view::{ClockView, Publishing, ReadView};
@@ -30,10 +31,12 @@ pub struct Counters {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
     /// A timed event ran at its instant.
-    TimerFired {
+        TimerFired {
         at: Timestamp,
         event: ScheduledEvent,
     },
+    /// A ledger movement reached a terminal status (the balance-changes channel, §2.1).
+    Movement(crate::ledger::Movement),
 }
 
 /// Events collected during a tick.
@@ -63,9 +66,11 @@ impl Engine {
         clock: SimClock,
         rng: SimRng,
         counters: Counters,
-        scheduler: Scheduler,
+                scheduler: Scheduler,
+        ledger: Ledger,
     ) -> Self {
         let mut world = World::new();
+        world.insert_resource(ledger);
         world.insert_resource(clock);
         world.insert_resource(EngineRng(rng));
         world.insert_resource(counters);
@@ -99,7 +104,7 @@ impl Engine {
             ScheduledEvent::FundingHour,
         );
         let rng = SimRng::from_seed(genesis.seed);
-        let mut engine = Self::empty(genesis.clone(), clock, rng, Counters::default(), scheduler);
+        let mut engine = Self::empty(genesis.clone(), clock, rng, Counters::default(), scheduler, Ledger::new());
         for spec in genesis.instruments {
             let state = InstrumentState {
                 status: perpsim_core::instrument::InstrumentStatus::Active,
@@ -121,6 +126,7 @@ impl Engine {
             state.rng.clone(),
             state.counters,
             state.scheduler.clone(),
+            Ledger::from_state(state.ledger.clone()),
         );
         snapshot::restore_entities(&mut engine.world, state);
         engine.run_schedule();

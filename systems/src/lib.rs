@@ -7,10 +7,12 @@
 //! by a stable id. It does no I/O: the host (the `api` crate) feeds it commands, journals them
 //! through `storage`, and serves reads from the [`view::ReadView`] it publishes.
 
+pub mod accounts;
 pub mod clock;
 pub mod command;
 pub mod engine;
 pub mod ingest;
+pub mod ledger;
 pub mod registry;
 pub mod sets;
 pub mod snapshot;
@@ -23,3 +25,5 @@ pub use view::ReadView;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod ledger_tests;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use bevy_ecs::prelude::{Component, Entity, Resource, World};
 use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
 use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
+use perpsim_core::money::{DEFAULT_LEVERAGE, FeeRates};
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Decimal, Error};
@@ -36,6 +37,12 @@ pub struct Customer {
     pub broker: BrokerCode,
     pub external_id: Option<String>,
     pub created_at: Timestamp,
+    /// Leverage of the assigned margin profile (D8), account-wide.
+    pub leverage: u32,
+    /// Whether the margin profile is provisioned at the venue (D3 admin switch).
+    pub provisioned: bool,
+    /// Fee overrides by symbol; instruments without one use the defaults.
+    pub fees: BTreeMap<String, FeeRates>,
 }
 
 #[derive(Component, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,11 +166,14 @@ pub fn create_customer(
 ) -> CommandResult {
     broker_entity(world, broker)?;
     let code = CustomerCode(world.resource_mut::<EngineRng>().0.uuid());
-    let customer = Customer {
+        let customer = Customer {
         code,
         broker,
         external_id,
         created_at: now(world),
+        leverage: DEFAULT_LEVERAGE,
+        provisioned: true,
+        fees: BTreeMap::new(),
     };
     let view = CustomerView::from(&customer);
     let entity = world.spawn(customer).id();

@@ -7,7 +7,7 @@
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, SystemSet};
 use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings, SingleThreadedExecutor};
 
-use crate::{clock, ingest, view};
+use crate::{accounts, clock, ingest, view};
 
 /// Commands of the tick applied in arrival order; due timers handed to their domains.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
@@ -72,6 +72,7 @@ pub fn build_schedule() -> Schedule {
             .chain(),
     );
     schedule.add_systems(ingest::ingest_commands.in_set(IngestSystems));
+        schedule.add_systems(accounts::complete_due_transfers.in_set(FillSystems));
     schedule.add_systems(clock::rearm_funding_hour.in_set(FundingSystems));
     schedule.add_systems(
         (
@@ -79,10 +80,15 @@ pub fn build_schedule() -> Schedule {
             view::publish_brokers,
             view::publish_customers,
             view::publish_instruments,
+            view::publish_ledger,
         )
             .chain()
             .in_set(PublishSystems)
             .run_if(view::publishing_enabled),
     );
+    // Debug and test builds check the money invariants after every run; release builds
+    // (benchmarks, production) trust the arithmetic the tests proved.
+    #[cfg(debug_assertions)]
+    schedule.add_systems(accounts::assert_money_invariants.in_set(PublishSystems).after(view::publish_ledger));
     schedule
 }

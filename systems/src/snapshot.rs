@@ -10,13 +10,14 @@ use sha2::{Digest, Sha256};
 use crate::clock::{Scheduler, SimClock};
 use crate::command::Genesis;
 use crate::engine::Counters;
+use crate::ledger::{Ledger, LedgerState};
 use crate::registry::{
     Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, Registry,
 };
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
-pub const STATE_VERSION: u32 = 1;
+pub const STATE_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -32,6 +33,7 @@ pub struct EngineState {
     pub customers: Vec<Customer>,
     /// Sorted by symbol.
     pub instruments: Vec<(Instrument, InstrumentState)>,
+    pub ledger: LedgerState,
 }
 
 /// SHA-256 of the canonical encoding, printed as lower-case hex.
@@ -97,6 +99,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         brokers,
         customers,
         instruments,
+        ledger: world.resource::<Ledger>().state().clone(),
     }
 }
 

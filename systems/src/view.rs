@@ -2,17 +2,21 @@
 //! without ever waiting on the engine. Built from persistent maps (`imbl`), so publishing is
 //! an O(1) clone and each tick updates only what changed (bevy change detection).
 
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{Added, Changed, Query, Res, ResMut, Resource};
+use bevy_ecs::prelude::{Changed, Query, Res, ResMut, Resource};
 use imbl::{OrdMap, OrdSet};
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
-use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
+use perpsim_core::instrument::{Asset, InstrumentSpec, InstrumentStatus};
+use perpsim_core::money::{DEFAULT_FEES, FeeRates};
 use perpsim_core::time::Timestamp;
 
 use crate::clock::SimClock;
+use crate::ledger::{Balance, Ledger, Movement, Owner};
 use crate::registry::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +50,10 @@ pub struct CustomerView {
     pub broker: BrokerCode,
     pub external_id: Option<String>,
     pub created_at: Timestamp,
+    pub leverage: u32,
+    pub provisioned: bool,
+    /// Fee overrides by symbol; others use [`perpsim_core::money::DEFAULT_FEES`].
+    pub fees: Arc<BTreeMap<String, FeeRates>>,
 }
 
 impl From<&Customer> for CustomerView {
@@ -55,9 +63,21 @@ impl From<&Customer> for CustomerView {
             broker: c.broker,
             external_id: c.external_id.clone(),
             created_at: c.created_at,
+            leverage: c.leverage,
+            provisioned: c.provisioned,
+            fees: Arc::new(c.fees.clone()),
         }
     }
 }
+
+impl CustomerView {
+    pub fn fee_rates(&self, symbol: &str) -> FeeRates {
+        self.fees.get(symbol).copied().unwrap_or(DEFAULT_FEES)
+    }
+}
+
+/// A transaction list's sort key: newest first.
+pub type TxKey = Reverse<u64>;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstrumentView {
@@ -97,6 +117,13 @@ pub struct ReadView {
     pub customers_by_broker: OrdMap<BrokerCode, OrdSet<CustomerListKey>>,
     /// Sorted by symbol.
     pub instruments: OrdMap<String, InstrumentView>,
+    /// Ledger movements by sequence number.
+    pub movements: OrdMap<u64, Movement>,
+    pub movements_by_broker: OrdMap<BrokerCode, OrdSet<TxKey>>,
+    pub movements_by_customer: OrdMap<CustomerCode, OrdSet<TxKey>>,
+    /// A customer's balance per asset it ever moved.
+    pub balances: OrdMap<CustomerCode, OrdMap<Asset, Balance>>,
+    pub transfers_available: bool,
 }
 
 impl ReadView {
@@ -110,6 +137,11 @@ impl ReadView {
             customers: OrdMap::new(),
             customers_by_broker: OrdMap::new(),
             instruments: OrdMap::new(),
+            movements: OrdMap::new(),
+            movements_by_broker: OrdMap::new(),
+            movements_by_customer: OrdMap::new(),
+            balances: OrdMap::new(),
+            transfers_available: true,
         }
     }
 
@@ -147,8 +179,8 @@ pub fn publish_brokers(
     }
 }
 
-pub fn publish_customers(mut view: ResMut<ReadView>, added: Query<&Customer, Added<Customer>>) {
-    for customer in &added {
+pub fn publish_customers(mut view: ResMut<ReadView>, changed: Query<&Customer, Changed<Customer>>) {
+    for customer in &changed {
         view.customers
             .insert(customer.code, CustomerView::from(customer));
         view.customers_by_broker
@@ -175,4 +207,19 @@ pub fn publish_clock(mut view: ResMut<ReadView>, clock: Res<SimClock>) {
         mode: clock.mode,
         now: clock.now,
     };
+}
+
+pub fn publish_ledger(mut view: ResMut<ReadView>, mut ledger: ResMut<Ledger>) {
+    view.transfers_available = ledger.transfers_available();
+    let (movements, balances) = ledger.drain_dirty();
+    for m in movements {
+        view.movements_by_broker.entry(m.broker).or_default().insert(Reverse(m.seq));
+        view.movements_by_customer.entry(m.customer).or_default().insert(Reverse(m.seq));
+        view.movements.insert(m.seq, m.clone());
+    }
+    for ((owner, asset), balance) in balances {
+        if let Owner::Customer(code) = owner {
+            view.balances.entry(code).or_default().insert(asset, balance);
+        }
+    }
 }

@@ -1,0 +1,413 @@
+//! The double-entry ledger (interface §2.5, §2.9, §3.2; D7).
+//!
+//! Every amount of money moves here. Accounts are keyed by (owner, asset); a movement is
+//! rounded once, at booking, to 10 decimals half-even, and every later sum is exact. Deposits
+//! and withdrawals are the only flows across the venue's boundary, so after every tick the sum
+//! of all accounts equals completed deposits minus completed withdrawals, per asset; every
+//! other customer movement (trades, funding, settlement) is booked against a venue account.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bevy_ecs::prelude::Resource;
+use perpsim_core::decimal::round_ledger;
+use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode};
+use perpsim_core::instrument::Asset;
+use perpsim_core::rng::SimRng;
+use perpsim_core::time::Timestamp;
+use perpsim_core::{Decimal, Error, ErrorCode};
+use serde::{Deserialize, Serialize};
+
+/// The venue's own accounts, the other side of every customer movement but transfers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum VenueAccount {
+    /// Trading fees collected (and rebates paid).
+    Fees,
+    /// Realised PnL, funding and settlement between counterparties.
+    Clearing,
+    /// The built-in market maker's own account.
+    MarketMaker,
+    /// Covers negative balances left by liquidations.
+    Insurance,
+}
+
+impl VenueAccount {
+    pub const ALL: [VenueAccount; 4] = [VenueAccount::Fees, VenueAccount::Clearing, VenueAccount::MarketMaker, VenueAccount::Insurance];
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Owner {
+    Venue(VenueAccount),
+    Customer(CustomerCode),
+}
+
+pub type AccountId = (Owner, Asset);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum MovementKind {
+    Deposit,
+    Withdrawal,
+    Trade,
+    Liquidation,
+    AutoDeleveraging,
+    Settlement,
+    Funding,
+}
+
+impl MovementKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MovementKind::Deposit => "deposit",
+            MovementKind::Withdrawal => "withdrawal",
+            MovementKind::Trade => "trade",
+            MovementKind::Liquidation => "liquidation",
+            MovementKind::AutoDeleveraging => "auto_deleveraging",
+            MovementKind::Settlement => "settlement",
+            MovementKind::Funding => "funding",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum MovementStatus {
+    Pending,
+    Completed,
+    Cancelled,
+}
+
+impl MovementStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MovementStatus::Pending => "pending",
+            MovementStatus::Completed => "completed",
+            MovementStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Balance of one account. `available = total − locked − pending` (D7) is derived, never
+/// stored, so it cannot disagree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Balance {
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub total: Decimal,
+    /// Initial margin reserved by open positions.
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub locked: Decimal,
+    /// Pending withdrawals.
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub pending: Decimal,
+    /// When the balance last changed (simulation time).
+    pub as_of: Timestamp,
+}
+
+impl Balance {
+    pub fn available(&self) -> Decimal {
+        self.total - self.locked - self.pending
+    }
+}
+
+/// One ledger movement, the row behind a transaction and a balance-changes message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Movement {
+    /// Position in the ledger: creation order, the sort key of transaction lists.
+    pub seq: u64,
+    pub code: MovementCode,
+    pub customer: CustomerCode,
+    pub broker: BrokerCode,
+    pub kind: MovementKind,
+    pub status: MovementStatus,
+    pub asset: Asset,
+    /// Signed: positive credits the customer. Rounded once, at booking.
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub amount: Decimal,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The customer's total after the movement, once completed.
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub balance_after: Option<Decimal>,
+}
+
+
+/// Completed flows across the venue's boundary, per asset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flows {
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub deposited: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub withdrawn: Decimal,
+}
+
+/// The ledger's persistent state (what snapshots hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerState {
+    pub accounts: BTreeMap<AccountId, Balance>,
+    /// Indexed by `seq`.
+    pub movements: Vec<Movement>,
+    pub flows: BTreeMap<Asset, Flows>,
+    pub transfers_available: bool,
+}
+
+#[derive(Resource, Debug, Default)]
+pub struct Ledger {
+    state: LedgerState,
+    by_code: BTreeMap<MovementCode, u64>,
+    /// Changed since the read view last took them (publish drains these).
+    dirty_movements: BTreeSet<u64>,
+    dirty_accounts: BTreeSet<AccountId>,
+}
+
+impl Ledger {
+    pub fn new() -> Self {
+        let mut accounts = BTreeMap::new();
+        for venue in VenueAccount::ALL {
+            for asset in Asset::ALL {
+                accounts.insert((Owner::Venue(venue), asset), Balance::default());
+            }
+        }
+        Self::from_state(LedgerState { accounts, movements: Vec::new(), flows: BTreeMap::new(), transfers_available: true })
+    }
+
+    pub fn from_state(state: LedgerState) -> Self {
+        let by_code = state.movements.iter().map(|m| (m.code, m.seq)).collect();
+        let dirty_movements = state.movements.iter().map(|m| m.seq).collect();
+        let dirty_accounts = state.accounts.keys().copied().collect();
+        Ledger { state, by_code, dirty_movements, dirty_accounts }
+    }
+
+    pub fn state(&self) -> &LedgerState {
+        &self.state
+    }
+
+    pub fn transfers_available(&self) -> bool {
+        self.state.transfers_available
+    }
+
+    pub fn set_transfers_available(&mut self, available: bool) {
+        self.state.transfers_available = available;
+    }
+
+    pub fn balance(&self, id: &AccountId) -> Option<&Balance> {
+        self.state.accounts.get(id)
+    }
+
+    pub fn movement(&self, code: MovementCode) -> Option<&Movement> {
+        self.by_code.get(&code).map(|&seq| &self.state.movements[seq as usize])
+    }
+
+    /// Takes what changed since the last call, for the read view.
+    pub fn drain_dirty(&mut self) -> (Vec<&Movement>, Vec<(AccountId, Balance)>) {
+        let movements = std::mem::take(&mut self.dirty_movements);
+        let accounts = std::mem::take(&mut self.dirty_accounts);
+        let balances = accounts.into_iter().map(|id| (id, self.state.accounts[&id])).collect();
+        (movements.into_iter().map(|seq| &self.state.movements[seq as usize]).collect(), balances)
+    }
+
+    fn account_mut(&mut self, id: AccountId, now: Timestamp) -> &mut Balance {
+        self.dirty_accounts.insert(id);
+        self.state.accounts.entry(id).or_insert(Balance { as_of: now, ..Balance::default() })
+    }
+
+    /// A deposit or withdrawal request, pending until [`Self::complete_transfer`] (§3.2).
+    /// A withdrawal is held in `pending` at once; beyond `available` it is refused.
+    pub fn request_transfer(
+        &mut self,
+        rng: &mut SimRng,
+        now: Timestamp,
+        customer: (CustomerCode, BrokerCode),
+        kind: MovementKind,
+        asset: Asset,
+        amount: Decimal,
+    ) -> Result<&Movement, Error> {
+        assert!(matches!(kind, MovementKind::Deposit | MovementKind::Withdrawal), "transfers only");
+        assert!(amount > Decimal::ZERO && round_ledger(amount) == amount, "amounts are validated at the edge");
+        if !self.state.transfers_available {
+            return Err(Error::new(
+                ErrorCode::ExchangeUnavailable,
+                "deposits and withdrawals are temporarily unavailable; nothing was sent, retry later",
+            ));
+        }
+        let id = (Owner::Customer(customer.0), asset);
+        if kind == MovementKind::Withdrawal {
+            // Checked before the row is touched: a refused request leaves no trace.
+            let available = self.state.accounts.get(&id).map_or(Decimal::ZERO, Balance::available);
+            if available < amount {
+                return Err(Error::new(
+                    ErrorCode::InsufficientFunds,
+                    format!("withdrawal of {amount} {} exceeds the available balance {available}", asset.as_str()),
+                ));
+            }
+        }
+        let account = self.account_mut(id, now);
+        let signed = match kind {
+            MovementKind::Withdrawal => {
+                account.pending += amount;
+                -amount
+            }
+            _ => amount,
+        };
+        let seq = self.state.movements.len() as u64;
+        let movement = Movement {
+            seq,
+            code: MovementCode(rng.uuid()),
+            customer: customer.0,
+            broker: customer.1,
+            kind,
+            status: MovementStatus::Pending,
+            asset,
+            amount: signed,
+            created_at: now,
+            updated_at: now,
+            balance_after: None,
+        };
+        self.by_code.insert(movement.code, seq);
+        self.dirty_movements.insert(seq);
+        self.state.movements.push(movement);
+        Ok(&self.state.movements[seq as usize])
+    }
+
+    fn pending_transfer(&self, code: MovementCode) -> Result<u64, Error> {
+        let seq = *self.by_code.get(&code).ok_or_else(|| Error::not_found(format!("transfer {code} does not exist")))?;
+        let m = &self.state.movements[seq as usize];
+        if m.status != MovementStatus::Pending {
+            return Err(Error::conflict(format!("transfer {code} is already {}", m.status.as_str())));
+        }
+        Ok(seq)
+    }
+
+    /// Books a pending transfer: the customer's total moves, the boundary flow is counted.
+    pub fn complete_transfer(&mut self, code: MovementCode, now: Timestamp) -> Result<&Movement, Error> {
+        let seq = self.pending_transfer(code)?;
+        let (customer, asset, amount, kind) = {
+            let m = &self.state.movements[seq as usize];
+            (m.customer, m.asset, m.amount, m.kind)
+        };
+        let account = self.account_mut((Owner::Customer(customer), asset), now);
+        if kind == MovementKind::Withdrawal {
+            account.pending += amount; // amount is negative: releases the hold
+        }
+        account.total += amount;
+        account.as_of = now;
+        let total = account.total;
+        let flows = self.state.flows.entry(asset).or_default();
+        match kind {
+            MovementKind::Deposit => flows.deposited += amount,
+            _ => flows.withdrawn -= amount,
+        }
+        self.finish(seq, MovementStatus::Completed, now, Some(total))
+    }
+
+    /// Ends a pending transfer without booking it; a withdrawal's hold is released.
+    pub fn cancel_transfer(&mut self, code: MovementCode, now: Timestamp) -> Result<&Movement, Error> {
+        let seq = self.pending_transfer(code)?;
+        let (customer, asset, amount, kind) = {
+            let m = &self.state.movements[seq as usize];
+            (m.customer, m.asset, m.amount, m.kind)
+        };
+        if kind == MovementKind::Withdrawal {
+            self.account_mut((Owner::Customer(customer), asset), now).pending += amount;
+        }
+        self.finish(seq, MovementStatus::Cancelled, now, None)
+    }
+
+    fn finish(&mut self, seq: u64, status: MovementStatus, now: Timestamp, balance: Option<Decimal>) -> Result<&Movement, Error> {
+        let m = &mut self.state.movements[seq as usize];
+        m.status = status;
+        m.updated_at = now;
+        m.balance_after = balance;
+        self.dirty_movements.insert(seq);
+        Ok(&self.state.movements[seq as usize])
+    }
+
+    /// The money invariants of D7, checked in full. Returns the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut sums: BTreeMap<Asset, Decimal> = BTreeMap::new();
+        for ((owner, asset), b) in &self.state.accounts {
+            *sums.entry(*asset).or_default() += b.total;
+            if b.locked < Decimal::ZERO || b.pending < Decimal::ZERO {
+                return Err(format!("{owner:?} {asset:?}: negative locked or pending: {b:?}"));
+            }
+            if b.total - b.locked - b.pending != b.available() {
+                return Err(format!("{owner:?} {asset:?}: available + locked + pending != total"));
+            }
+            if matches!(owner, Owner::Customer(_)) && b.available() < Decimal::ZERO {
+                return Err(format!("{owner:?} {asset:?}: negative available {}", b.available()));
+            }
+            for v in [b.total, b.locked, b.pending] {
+                if round_ledger(v) != v {
+                    return Err(format!("{owner:?} {asset:?}: more than 10 decimals: {v}"));
+                }
+            }
+        }
+        for asset in Asset::ALL {
+            let flows = self.state.flows.get(&asset).copied().unwrap_or_default();
+            let sum = sums.get(&asset).copied().unwrap_or_default();
+            if sum != flows.deposited - flows.withdrawn {
+                return Err(format!("{asset:?}: accounts sum to {sum} but deposits − withdrawals = {}", flows.deposited - flows.withdrawn));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perpsim_core::Uuid;
+
+    fn who() -> (CustomerCode, BrokerCode) {
+        (CustomerCode(Uuid::from_u128(1)), BrokerCode(Uuid::from_u128(2)))
+    }
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_deposit_books_only_when_completed_and_keeps_its_code() {
+        let (mut l, mut rng, t) = (Ledger::new(), SimRng::from_seed(1), Timestamp::from_millis(1_000));
+        let code = l.request_transfer(&mut rng, t, who(), MovementKind::Deposit, Asset::Usdc, d("100.5")).unwrap().code;
+        let id = (Owner::Customer(who().0), Asset::Usdc);
+        assert_eq!(l.balance(&id).unwrap().total, Decimal::ZERO, "pending deposits are not money yet");
+        let m = l.complete_transfer(code, t.plus_millis(1_000)).unwrap();
+        assert_eq!((m.code, m.status, m.balance_after), (code, MovementStatus::Completed, Some(d("100.5"))));
+        assert_eq!(l.balance(&id).unwrap().total, d("100.5"));
+        assert!(l.complete_transfer(code, t).is_err(), "a completed transfer cannot complete again");
+        l.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
+        let (mut l, mut rng, t) = (Ledger::new(), SimRng::from_seed(1), Timestamp::from_millis(1_000));
+        let dep = l.request_transfer(&mut rng, t, who(), MovementKind::Deposit, Asset::Usdt, d("10")).unwrap().code;
+        l.complete_transfer(dep, t).unwrap();
+        let w = l.request_transfer(&mut rng, t, who(), MovementKind::Withdrawal, Asset::Usdt, d("7")).unwrap().code;
+        let id = (Owner::Customer(who().0), Asset::Usdt);
+        let b = *l.balance(&id).unwrap();
+        assert_eq!((b.total, b.pending, b.available()), (d("10"), d("7"), d("3")));
+        let err = l.request_transfer(&mut rng, t, who(), MovementKind::Withdrawal, Asset::Usdt, d("3.0000000001")).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InsufficientFunds);
+        l.cancel_transfer(w, t).unwrap();
+        assert_eq!(l.balance(&id).unwrap().available(), d("10"));
+        let w = l.request_transfer(&mut rng, t, who(), MovementKind::Withdrawal, Asset::Usdt, d("10")).unwrap().code;
+        l.complete_transfer(w, t).unwrap();
+        assert_eq!(*l.balance(&id).unwrap(), Balance { as_of: t, ..Balance::default() });
+        assert_eq!(l.state().flows[&Asset::Usdt], Flows { deposited: d("10"), withdrawn: d("10") });
+        l.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_switch_refuses_transfers_with_nothing_booked() {
+        let (mut l, mut rng, t) = (Ledger::new(), SimRng::from_seed(1), Timestamp::from_millis(1_000));
+        l.set_transfers_available(false);
+        let err = l.request_transfer(&mut rng, t, who(), MovementKind::Deposit, Asset::Usdc, d("1")).unwrap_err();
+        assert_eq!(err.code, ErrorCode::ExchangeUnavailable);
+        assert!(l.state().movements.is_empty());
+    }
+
+    #[test]
+    fn invariants_catch_money_that_appears_from_nowhere() {
+        let mut l = Ledger::new();
+        l.state.accounts.get_mut(&(Owner::Venue(VenueAccount::Fees), Asset::Usdc)).unwrap().total = d("0.01");
+        assert!(l.check_invariants().unwrap_err().contains("deposits − withdrawals"));
+    }
+}
