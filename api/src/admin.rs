@@ -23,6 +23,7 @@ use crate::app::AppState;
 use crate::auth::{encode_public_key, parse_public_key};
 use crate::errors::ApiError;
 use crate::types::InstrumentStatusApi;
+use crate::wire::DecimalIn;
 
 /// Marker put into the request by the admin middleware once the token matched.
 #[derive(Debug, Clone, Copy)]
@@ -91,9 +92,9 @@ impl From<BrokerView> for BrokerRecord {
 #[oai(deny_unknown_fields)]
 pub struct PriceRequest {
     /// Positive decimal string.
-    pub index_price: String,
+    pub index_price: DecimalIn,
     /// Positive decimal string; defaults to index_price.
-    pub mark_price: Option<String>,
+    pub mark_price: Option<DecimalIn>,
 }
 
 #[derive(Object, Debug)]
@@ -166,6 +167,31 @@ pub struct AdvanceRequest {
     pub to: Option<String>,
 }
 
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct TransfersRequest {
+    /// While false, deposits and withdrawals answer 503 EXCHANGE_ERROR and nothing is booked.
+    pub available: bool,
+}
+
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct TransfersRecord {
+    pub available: bool,
+}
+
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct ProvisionedRequest {
+    /// While false, GET margin-profile answers 502 PROFILE_NOT_PROVISIONED.
+    pub provisioned: bool,
+}
+
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ProvisionedRecord {
+    pub customer_code: String,
+    pub provisioned: bool,
+}
+
 /// Where the engine stands and the hash of its whole state.
 #[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub struct StateRecord {
@@ -189,8 +215,8 @@ fn key_from_body(text: &str) -> Result<PublicKey, Error> {
     })
 }
 
-fn positive_price(field: &str, text: &str) -> Result<Decimal, Error> {
-    let v = decimal::parse(field, text, Sign::Unsigned)?;
+fn positive_price(field: &str, input: &DecimalIn) -> Result<Decimal, Error> {
+    let v = input.parse(field, Sign::Unsigned)?;
     if v.is_zero() {
         return Err(Error::validation(format!(
             "{field} must be greater than zero"
@@ -335,6 +361,89 @@ impl AdminApi {
             status: body.0.status.into(),
         };
         Ok(Json(instrument(state.engine.submit(command).await?)))
+    }
+
+    /// Switch deposits and withdrawals on or off (D3).
+    #[oai(
+        path = "/transfers",
+        method = "put",
+        tag = "AdminTag::Simulation",
+        operation_id = "setTransfersAvailable"
+    )]
+    async fn set_transfers(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        body: Json<TransfersRequest>,
+    ) -> Result<Json<TransfersRecord>, ApiError> {
+        match state
+            .engine
+            .submit(Command::SetTransfersAvailable {
+                available: body.0.available,
+            })
+            .await?
+        {
+            Outcome::TransfersAvailable(available) => Ok(Json(TransfersRecord { available })),
+            other => unreachable!("the switch answers its state, got {other:?}"),
+        }
+    }
+
+    /// End a pending deposit or withdrawal as cancelled, as when the venue refuses it: nothing
+    /// is booked and a withdrawal's hold is released. 409 CONFLICT once it is not pending.
+    #[oai(
+        path = "/transfers/:code/cancel",
+        method = "post",
+        tag = "AdminTag::Simulation",
+        operation_id = "cancelTransfer"
+    )]
+    async fn cancel_transfer(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        code: Path<String>,
+    ) -> Result<Json<crate::v1::money::TransactionRecord>, ApiError> {
+        let code = perpsim_core::ids::MovementCode::parse(&code.0)
+            .ok_or_else(|| Error::not_found(format!("transfer {} does not exist", code.0)))?;
+        match state
+            .engine
+            .submit(Command::CancelTransfer { code })
+            .await?
+        {
+            Outcome::Movement(m) => Ok(Json((&m).into())),
+            other => unreachable!("cancel answers the movement, got {other:?}"),
+        }
+    }
+
+    /// Mark a customer's margin profile provisioned at the venue, or not (D3).
+    #[oai(
+        path = "/customers/:code/margin-profile/provisioned",
+        method = "put",
+        tag = "AdminTag::Simulation",
+        operation_id = "setProvisioned"
+    )]
+    async fn set_provisioned(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        code: Path<String>,
+        body: Json<ProvisionedRequest>,
+    ) -> Result<Json<ProvisionedRecord>, ApiError> {
+        let customer = perpsim_core::ids::CustomerCode::parse(&code.0)
+            .ok_or_else(|| Error::not_found(format!("customer {} does not exist", code.0)))?;
+        match state
+            .engine
+            .submit(Command::SetProvisioned {
+                customer,
+                provisioned: body.0.provisioned,
+            })
+            .await?
+        {
+            Outcome::Customer(c) => Ok(Json(ProvisionedRecord {
+                customer_code: c.code.to_string(),
+                provisioned: c.provisioned,
+            })),
+            other => unreachable!("provisioning answers the customer, got {other:?}"),
+        }
     }
 
     /// The simulation clock.

@@ -29,6 +29,8 @@ pub const MAX_BODY: usize = 64 * 1024;
 
 pub struct AppState {
     pub engine: EngineHandle,
+    /// Simulation time from a transfer's request to its completion (D7 `--transfer-delay`).
+    pub transfer_delay_ms: i64,
     pub auth: Authenticator,
     pub cursors: Cursors,
     pub admin_token: String,
@@ -45,9 +47,11 @@ impl AppState {
         cursors: Cursors,
         admin_token: String,
         metrics: Arc<Metrics>,
+        transfer_delay_ms: i64,
     ) -> Self {
         AppState {
             engine,
+            transfer_delay_ms,
             auth,
             cursors,
             admin_token,

@@ -52,6 +52,9 @@ pub enum ApiError {
     /// EXCHANGE_ERROR: unexpected failure inside the venue.
     #[oai(status = 500)]
     Internal(Json<ErrorBody>),
+    /// PROFILE_NOT_PROVISIONED: the margin profile is not yet provisioned at the venue.
+    #[oai(status = 502)]
+    BadGateway(Json<ErrorBody>),
     /// EXCHANGE_ERROR: temporarily unavailable; retry later.
     #[oai(status = 503)]
     Unavailable(Json<ErrorBody>),
@@ -83,6 +86,7 @@ impl From<Error> for ApiError {
             409 => ApiError::Conflict(json),
             413 => ApiError::PayloadTooLarge(json),
             429 => ApiError::RateLimited(json, 1),
+            502 => ApiError::BadGateway(json),
             503 => ApiError::Unavailable(json),
             _ => ApiError::Internal(json),
         }

@@ -21,3 +21,4 @@ pub mod secrets;
 pub mod serve;
 pub mod types;
 pub mod v1;
+pub mod wire;

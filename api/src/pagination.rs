@@ -5,7 +5,7 @@
 //! HMAC-SHA256 under a server secret kept in the data dir. A changed byte, a cursor of another
 //! server, list, broker or filter set fails the MAC or the scope check → 400.
 
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -180,24 +180,35 @@ pub struct Page<K> {
     pub metadata: ResponseMetadata,
 }
 
-/// Cuts one page out of `set` (in the set's order).
+/// Cuts one page out of `set` (in the set's order), restricted to the keys within `bounds`
+/// (the list's filters, when they map to a key range).
 pub fn page<K: CursorKey>(
     set: &OrdSet<K>,
+    bounds: (Bound<K>, Bound<K>),
     req: &PageRequest<K>,
     cursors: &Cursors,
     scope: &Scope<'_>,
 ) -> Page<K> {
+    let within = |k: &K| bounds.contains(k);
     let keys: Vec<K> = match &req.position {
-        Position::First => set.iter().take(req.limit).cloned().collect(),
+        Position::First => set
+            .range::<_, K>(bounds.clone())
+            .take(req.limit)
+            .cloned()
+            .collect(),
         Position::After(k) => set
-            .range::<_, K>((Bound::Excluded(k), Bound::Unbounded))
+            .range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
+            .skip_while(|x| !within(x))
+            .take_while(|x| within(x))
             .take(req.limit)
             .cloned()
             .collect(),
         Position::Before(k) => {
             let mut v: Vec<K> = set
-                .range::<_, K>(..k)
+                .range::<_, K>(..k.clone())
                 .rev()
+                .skip_while(|x| !within(x))
+                .take_while(|x| within(x))
                 .take(req.limit)
                 .cloned()
                 .collect();
@@ -205,18 +216,23 @@ pub fn page<K: CursorKey>(
             v
         }
     };
+    let before = |k: &K| {
+        set.range::<_, K>(..k.clone())
+            .next_back()
+            .is_some_and(|x| within(x))
+    };
+    let after = |k: &K| {
+        set.range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
+            .next()
+            .is_some_and(|x| within(x))
+    };
     let (has_previous, has_next) = match (keys.first(), keys.last()) {
-        (Some(first), Some(last)) => (
-            set.range::<_, K>(..first).next_back().is_some(),
-            set.range::<_, K>((Bound::Excluded(last), Bound::Unbounded))
-                .next()
-                .is_some(),
-        ),
+        (Some(first), Some(last)) => (before(first), after(last)),
         // An empty page: what lies on either side of the cursor.
         _ => match &req.position {
             Position::First => (false, false),
-            Position::After(k) => (set.range::<_, K>(..=k).next_back().is_some(), false),
-            Position::Before(k) => (false, set.range::<_, K>(k..).next().is_some()),
+            Position::After(k) => (within(k) || before(k), false),
+            Position::Before(k) => (false, within(k) || after(k)),
         },
     };
     let metadata = ResponseMetadata {
@@ -226,6 +242,23 @@ pub fn page<K: CursorKey>(
         has_next,
     };
     Page { keys, metadata }
+}
+
+/// No restriction: the whole list.
+pub fn all<K>() -> (Bound<K>, Bound<K>) {
+    (Bound::Unbounded, Bound::Unbounded)
+}
+
+impl CursorKey for std::cmp::Reverse<u64> {
+    fn to_bytes(&self) -> Vec<u8> {
+        self.0.to_be_bytes().to_vec()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        Some(std::cmp::Reverse(u64::from_be_bytes(
+            bytes.try_into().ok()?,
+        )))
+    }
 }
 
 impl CursorKey
@@ -287,11 +320,18 @@ mod tests {
     fn walks_forward_and_back_through_the_whole_list() {
         let c = Cursors::new([5; 32]);
         let set: OrdSet<Key> = (0..10).map(key).collect();
-        let p1 = page(&set, &req(&c, 4, None, None).unwrap(), &c, &scope(""));
+        let p1 = page(
+            &set,
+            all(),
+            &req(&c, 4, None, None).unwrap(),
+            &c,
+            &scope(""),
+        );
         assert_eq!(p1.keys, (0..4).map(key).collect::<Vec<_>>());
         assert!(!p1.metadata.has_previous && p1.metadata.has_next);
         let p2 = page(
             &set,
+            all(),
             &req(&c, 4, p1.metadata.end_cursor.as_deref(), None).unwrap(),
             &c,
             &scope(""),
@@ -299,6 +339,7 @@ mod tests {
         assert_eq!(p2.keys, (4..8).map(key).collect::<Vec<_>>());
         let p3 = page(
             &set,
+            all(),
             &req(&c, 4, p2.metadata.end_cursor.as_deref(), None).unwrap(),
             &c,
             &scope(""),
@@ -307,12 +348,58 @@ mod tests {
         assert!(p3.metadata.has_previous && !p3.metadata.has_next);
         let back = page(
             &set,
+            all(),
             &req(&c, 4, None, p3.metadata.start_cursor.as_deref()).unwrap(),
             &c,
             &scope(""),
         );
         assert_eq!(back.keys, p2.keys);
         assert!(back.metadata.has_previous && back.metadata.has_next);
+    }
+
+    #[test]
+    fn bounds_restrict_pages_and_their_neighbours() {
+        let c = Cursors::new([5; 32]);
+        let set: OrdSet<std::cmp::Reverse<u64>> = (0..20).map(std::cmp::Reverse).collect();
+        let scope = scope("window");
+        let bounds = (
+            Bound::Included(std::cmp::Reverse(14)),
+            Bound::Included(std::cmp::Reverse(5)),
+        );
+        let first = PageRequest {
+            limit: 4,
+            position: Position::First,
+        };
+        let p = page(&set, bounds, &first, &c, &scope);
+        assert_eq!(
+            p.keys.iter().map(|k| k.0).collect::<Vec<_>>(),
+            [14, 13, 12, 11]
+        );
+        assert!(
+            !p.metadata.has_previous && p.metadata.has_next,
+            "19..15 lie outside the window"
+        );
+        let mut k = p.keys.last().cloned().unwrap();
+        let mut seen = p.keys.len();
+        loop {
+            let p = page(
+                &set,
+                bounds,
+                &PageRequest {
+                    limit: 4,
+                    position: Position::After(k),
+                },
+                &c,
+                &scope,
+            );
+            seen += p.keys.len();
+            if !p.metadata.has_next {
+                assert_eq!(p.keys.last().unwrap().0, 5);
+                break;
+            }
+            k = p.keys.last().cloned().unwrap();
+        }
+        assert_eq!(seen, 10);
     }
 
     #[test]

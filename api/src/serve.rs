@@ -100,12 +100,15 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         per_second: cfg.rate_limit,
         burst: cfg.rate_burst,
     });
+    let transfer_delay_ms =
+        i64::try_from(cfg.transfer_delay_secs.saturating_mul(1_000)).unwrap_or(i64::MAX);
     let state = Arc::new(AppState::new(
         handle.clone(),
         auth,
         cursors,
         admin_token,
         metrics,
+        transfer_delay_ms,
     ));
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -47,7 +47,10 @@ pub struct FeeRates {
 }
 
 /// Default fees: maker 2 bps, taker 5 bps (D7).
-pub const DEFAULT_FEES: FeeRates = FeeRates { maker_bps: Decimal::from_parts(2, 0, 0, false, 0), taker_bps: Decimal::from_parts(5, 0, 0, false, 0) };
+pub const DEFAULT_FEES: FeeRates = FeeRates {
+    maker_bps: Decimal::from_parts(2, 0, 0, false, 0),
+    taker_bps: Decimal::from_parts(5, 0, 0, false, 0),
+};
 
 /// Fee rates are bounded so a typo cannot book a fee larger than the notional: |bps| ≤ 10 000.
 pub const MAX_FEE_BPS: i64 = 10_000;
@@ -56,10 +59,14 @@ pub const MAX_FEE_BPS: i64 = 10_000;
 /// §7): `1.50000000000` has 11 and is refused, so the rule is the same for every client.
 pub fn check_transfer_amount(field: &str, amount: Decimal) -> Result<Decimal, Error> {
     if amount <= Decimal::ZERO {
-        return Err(Error::validation(format!("{field} must be strictly positive")));
+        return Err(Error::validation(format!(
+            "{field} must be strictly positive"
+        )));
     }
     if amount.scale() > LEDGER_DECIMALS {
-        return Err(Error::validation(format!("{field} has more than {LEDGER_DECIMALS} decimals")));
+        return Err(Error::validation(format!(
+            "{field} has more than {LEDGER_DECIMALS} decimals"
+        )));
     }
     Ok(amount)
 }
@@ -72,9 +79,23 @@ mod tests {
     #[test]
     fn the_two_profiles_of_d8_and_no_others() {
         let one = margin_profile(1).unwrap();
-        assert_eq!((one.initial.to_string(), one.maintenance.to_string(), one.liquidation.to_string()), ("1.00".into(), "0.50".into(), "0.30".into()));
+        assert_eq!(
+            (
+                one.initial.to_string(),
+                one.maintenance.to_string(),
+                one.liquidation.to_string()
+            ),
+            ("1.00".into(), "0.50".into(), "0.30".into())
+        );
         let two = margin_profile(2).unwrap();
-        assert_eq!((two.initial.to_string(), two.maintenance.to_string(), two.liquidation.to_string()), ("0.50".into(), "0.30".into(), "0.20".into()));
+        assert_eq!(
+            (
+                two.initial.to_string(),
+                two.maintenance.to_string(),
+                two.liquidation.to_string()
+            ),
+            ("0.50".into(), "0.30".into(), "0.20".into())
+        );
         assert!(margin_profile(0).is_none() && margin_profile(3).is_none());
         assert_eq!(DEFAULT_FEES.maker_bps, Decimal::from(2));
         assert_eq!(DEFAULT_FEES.taker_bps, Decimal::from(5));
@@ -85,8 +106,16 @@ mod tests {
         let d = |s| Decimal::from_str(s).unwrap();
         assert!(check_transfer_amount("amount", d("0.0000000001")).is_ok());
         assert!(check_transfer_amount("amount", d("1.5000000000")).is_ok());
-        assert!(check_transfer_amount("amount", d("1.50000000000")).is_err(), "11 decimals as written");
-        assert!(check_transfer_amount("amount", d("0.00000000001")).unwrap_err().message.contains("10 decimals"));
+        assert!(
+            check_transfer_amount("amount", d("1.50000000000")).is_err(),
+            "11 decimals as written"
+        );
+        assert!(
+            check_transfer_amount("amount", d("0.00000000001"))
+                .unwrap_err()
+                .message
+                .contains("10 decimals")
+        );
         assert!(check_transfer_amount("amount", d("0")).is_err());
         assert!(check_transfer_amount("amount", d("-1")).is_err());
     }

@@ -15,7 +15,9 @@ pub const DAY_MS: i64 = 24 * HOUR_MS;
 pub const YEAR_10000_MS: i64 = 253_402_300_800_000;
 
 /// An instant of simulation time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Timestamp(i64);
 
 impl Timestamp {

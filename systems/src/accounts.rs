@@ -15,7 +15,12 @@ use crate::registry::{Customer, EngineRng, Registry, instrument_entity};
 use crate::view::CustomerView;
 
 fn customer_entity(world: &World, code: CustomerCode) -> Result<Entity, Error> {
-    world.resource::<Registry>().customers.get(&code).copied().ok_or_else(|| Error::not_found(format!("customer {code} does not exist")))
+    world
+        .resource::<Registry>()
+        .customers
+        .get(&code)
+        .copied()
+        .ok_or_else(|| Error::not_found(format!("customer {code} does not exist")))
 }
 
 /// Records a deposit or withdrawal as pending and schedules its completion `delay_ms` later.
@@ -28,29 +33,50 @@ pub fn request_transfer(
     delay_ms: i64,
 ) -> CommandResult {
     let entity = customer_entity(world, customer)?;
-    let broker = world.get::<Customer>(entity).expect("indexed customer").broker;
+    let broker = world
+        .get::<Customer>(entity)
+        .expect("indexed customer")
+        .broker;
     let now = world.resource::<SimClock>().now;
     let mut rng = world.resource::<EngineRng>().0.clone();
-    let movement = world.resource_mut::<Ledger>().request_transfer(&mut rng, now, (customer, broker), kind, asset, amount)?.clone();
+    let movement = world
+        .resource_mut::<Ledger>()
+        .request_transfer(&mut rng, now, (customer, broker), kind, asset, amount)?
+        .clone();
     world.resource_mut::<EngineRng>().0 = rng;
-    world.resource_mut::<Scheduler>().schedule(now.plus_millis(delay_ms), ScheduledEvent::TransferDue(movement.code));
+    world.resource_mut::<Scheduler>().schedule(
+        now.plus_millis(delay_ms),
+        ScheduledEvent::TransferDue(movement.code),
+    );
     Ok(Outcome::Movement(movement))
 }
 
 /// Ends a pending transfer without booking it (admin: the venue refused it).
 pub fn cancel_transfer(world: &mut World, code: MovementCode) -> CommandResult {
     let now = world.resource::<SimClock>().now;
-    let movement = world.resource_mut::<Ledger>().cancel_transfer(code, now)?.clone();
-    world.resource_mut::<TickEvents>().0.push(EngineEvent::Movement(movement.clone()));
+    let movement = world
+        .resource_mut::<Ledger>()
+        .cancel_transfer(code, now)?
+        .clone();
+    world
+        .resource_mut::<TickEvents>()
+        .0
+        .push(EngineEvent::Movement(movement.clone()));
     Ok(Outcome::Movement(movement))
 }
 
 pub fn set_transfers_available(world: &mut World, available: bool) -> CommandResult {
-    world.resource_mut::<Ledger>().set_transfers_available(available);
+    world
+        .resource_mut::<Ledger>()
+        .set_transfers_available(available);
     Ok(Outcome::TransfersAvailable(available))
 }
 
-fn update_customer(world: &mut World, code: CustomerCode, change: impl FnOnce(&mut Customer) -> Result<bool, Error>) -> CommandResult {
+fn update_customer(
+    world: &mut World,
+    code: CustomerCode,
+    change: impl FnOnce(&mut Customer) -> Result<bool, Error>,
+) -> CommandResult {
     let entity = customer_entity(world, code)?;
     let mut customer = world.get_mut::<Customer>(entity).expect("indexed customer");
     // Mutate through a copy so an unchanged or refused update does not trip change detection.
@@ -62,16 +88,22 @@ fn update_customer(world: &mut World, code: CustomerCode, change: impl FnOnce(&m
 }
 
 pub fn set_provisioned(world: &mut World, code: CustomerCode, provisioned: bool) -> CommandResult {
-    update_customer(world, code, |c| Ok(std::mem::replace(&mut c.provisioned, provisioned) != provisioned))
+    update_customer(world, code, |c| {
+        Ok(std::mem::replace(&mut c.provisioned, provisioned) != provisioned)
+    })
 }
 
 /// Selects the account-wide margin profile; a no-op when already active. Refused when out of
 /// range. (When positions exist, the orders issue adds the margin-call check here.)
 pub fn set_leverage(world: &mut World, code: CustomerCode, leverage: u32) -> CommandResult {
     if leverage == 0 || leverage > MAX_LEVERAGE || margin_profile(leverage).is_none() {
-        return Err(Error::validation(format!("leverage must be between 1 and max_leverage {MAX_LEVERAGE}, got {leverage}")));
+        return Err(Error::validation(format!(
+            "leverage must be between 1 and max_leverage {MAX_LEVERAGE}, got {leverage}"
+        )));
     }
-    update_customer(world, code, |c| Ok(std::mem::replace(&mut c.leverage, leverage) != leverage))
+    update_customer(world, code, |c| {
+        Ok(std::mem::replace(&mut c.leverage, leverage) != leverage)
+    })
 }
 
 /// Sets maker and/or taker fees for one symbol or, with `symbol` None, for every instrument.
@@ -87,13 +119,24 @@ pub fn set_fees(
             instrument_entity(world, s)?;
             vec![s.to_owned()]
         }
-        None => world.resource::<Registry>().instruments.keys().cloned().collect(),
+        None => world
+            .resource::<Registry>()
+            .instruments
+            .keys()
+            .cloned()
+            .collect(),
     };
     update_customer(world, code, |c| {
         let before = c.fees.clone();
         for symbol in symbols {
-            let rates = c.fees.entry(symbol).or_insert(perpsim_core::money::DEFAULT_FEES);
-            *rates = FeeRates { maker_bps: maker.unwrap_or(rates.maker_bps), taker_bps: taker.unwrap_or(rates.taker_bps) };
+            let rates = c
+                .fees
+                .entry(symbol)
+                .or_insert(perpsim_core::money::DEFAULT_FEES);
+            *rates = FeeRates {
+                maker_bps: maker.unwrap_or(rates.maker_bps),
+                taker_bps: taker.unwrap_or(rates.taker_bps),
+            };
         }
         Ok(c.fees != before)
     })

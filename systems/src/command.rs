@@ -61,10 +61,20 @@ pub enum Command {
         amount: Decimal,
         delay_ms: i64,
     },
-    CancelTransfer { code: MovementCode },
-    SetTransfersAvailable { available: bool },
-    SetProvisioned { customer: CustomerCode, provisioned: bool },
-    SetLeverage { customer: CustomerCode, leverage: u32 },
+    CancelTransfer {
+        code: MovementCode,
+    },
+    SetTransfersAvailable {
+        available: bool,
+    },
+    SetProvisioned {
+        customer: CustomerCode,
+        provisioned: bool,
+    },
+    SetLeverage {
+        customer: CustomerCode,
+        leverage: u32,
+    },
     /// Fees in basis points for one symbol, or every instrument when `symbol` is None.
     SetFees {
         customer: CustomerCode,
@@ -89,7 +99,6 @@ pub enum TransferKind {
     Deposit,
     Withdrawal,
 }
-
 
 /// What a command produced, answered to its sender after the tick is durable.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -31,7 +31,7 @@ pub struct Counters {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
     /// A timed event ran at its instant.
-        TimerFired {
+    TimerFired {
         at: Timestamp,
         event: ScheduledEvent,
     },
@@ -66,7 +66,7 @@ impl Engine {
         clock: SimClock,
         rng: SimRng,
         counters: Counters,
-                scheduler: Scheduler,
+        scheduler: Scheduler,
         ledger: Ledger,
     ) -> Self {
         let mut world = World::new();
@@ -104,7 +104,14 @@ impl Engine {
             ScheduledEvent::FundingHour,
         );
         let rng = SimRng::from_seed(genesis.seed);
-        let mut engine = Self::empty(genesis.clone(), clock, rng, Counters::default(), scheduler, Ledger::new());
+        let mut engine = Self::empty(
+            genesis.clone(),
+            clock,
+            rng,
+            Counters::default(),
+            scheduler,
+            Ledger::new(),
+        );
         for spec in genesis.instruments {
             let state = InstrumentState {
                 status: perpsim_core::instrument::InstrumentStatus::Active,

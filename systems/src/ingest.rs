@@ -2,8 +2,8 @@
 
 use bevy_ecs::prelude::{Resource, World};
 
-use crate::command::{Command, CommandResult};
 use crate::command::TransferKind;
+use crate::command::{Command, CommandResult};
 use crate::ledger::MovementKind;
 use crate::{accounts, registry};
 
@@ -46,7 +46,13 @@ fn apply(world: &mut World, command: &Command) -> CommandResult {
             index_price,
             mark_price,
         } => registry::set_instrument_price(world, symbol, *index_price, *mark_price),
-        Command::RequestTransfer { customer, kind, asset, amount, delay_ms } => {
+        Command::RequestTransfer {
+            customer,
+            kind,
+            asset,
+            amount,
+            delay_ms,
+        } => {
             let kind = match kind {
                 TransferKind::Deposit => MovementKind::Deposit,
                 TransferKind::Withdrawal => MovementKind::Withdrawal,
@@ -54,12 +60,22 @@ fn apply(world: &mut World, command: &Command) -> CommandResult {
             accounts::request_transfer(world, *customer, kind, *asset, *amount, *delay_ms)
         }
         Command::CancelTransfer { code } => accounts::cancel_transfer(world, *code),
-        Command::SetTransfersAvailable { available } => accounts::set_transfers_available(world, *available),
-        Command::SetProvisioned { customer, provisioned } => accounts::set_provisioned(world, *customer, *provisioned),
-        Command::SetLeverage { customer, leverage } => accounts::set_leverage(world, *customer, *leverage),
-        Command::SetFees { customer, symbol, maker_bps, taker_bps } => {
-            accounts::set_fees(world, *customer, symbol.as_deref(), *maker_bps, *taker_bps)
+        Command::SetTransfersAvailable { available } => {
+            accounts::set_transfers_available(world, *available)
         }
+        Command::SetProvisioned {
+            customer,
+            provisioned,
+        } => accounts::set_provisioned(world, *customer, *provisioned),
+        Command::SetLeverage { customer, leverage } => {
+            accounts::set_leverage(world, *customer, *leverage)
+        }
+        Command::SetFees {
+            customer,
+            symbol,
+            maker_bps,
+            taker_bps,
+        } => accounts::set_fees(world, *customer, symbol.as_deref(), *maker_bps, *taker_bps),
         Command::AdvanceClock { .. } | Command::SetClockMode { .. } => {
             unreachable!("clock commands are applied by Engine::tick between runs of the schedule")
         }

@@ -31,7 +31,12 @@ pub enum VenueAccount {
 }
 
 impl VenueAccount {
-    pub const ALL: [VenueAccount; 4] = [VenueAccount::Fees, VenueAccount::Clearing, VenueAccount::MarketMaker, VenueAccount::Insurance];
+    pub const ALL: [VenueAccount; 4] = [
+        VenueAccount::Fees,
+        VenueAccount::Clearing,
+        VenueAccount::MarketMaker,
+        VenueAccount::Insurance,
+    ];
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -127,7 +132,6 @@ pub struct Movement {
     pub balance_after: Option<Decimal>,
 }
 
-
 /// Completed flows across the venue's boundary, per asset.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Flows {
@@ -164,14 +168,24 @@ impl Ledger {
                 accounts.insert((Owner::Venue(venue), asset), Balance::default());
             }
         }
-        Self::from_state(LedgerState { accounts, movements: Vec::new(), flows: BTreeMap::new(), transfers_available: true })
+        Self::from_state(LedgerState {
+            accounts,
+            movements: Vec::new(),
+            flows: BTreeMap::new(),
+            transfers_available: true,
+        })
     }
 
     pub fn from_state(state: LedgerState) -> Self {
         let by_code = state.movements.iter().map(|m| (m.code, m.seq)).collect();
         let dirty_movements = state.movements.iter().map(|m| m.seq).collect();
         let dirty_accounts = state.accounts.keys().copied().collect();
-        Ledger { state, by_code, dirty_movements, dirty_accounts }
+        Ledger {
+            state,
+            by_code,
+            dirty_movements,
+            dirty_accounts,
+        }
     }
 
     pub fn state(&self) -> &LedgerState {
@@ -191,20 +205,34 @@ impl Ledger {
     }
 
     pub fn movement(&self, code: MovementCode) -> Option<&Movement> {
-        self.by_code.get(&code).map(|&seq| &self.state.movements[seq as usize])
+        self.by_code
+            .get(&code)
+            .map(|&seq| &self.state.movements[seq as usize])
     }
 
     /// Takes what changed since the last call, for the read view.
     pub fn drain_dirty(&mut self) -> (Vec<&Movement>, Vec<(AccountId, Balance)>) {
         let movements = std::mem::take(&mut self.dirty_movements);
         let accounts = std::mem::take(&mut self.dirty_accounts);
-        let balances = accounts.into_iter().map(|id| (id, self.state.accounts[&id])).collect();
-        (movements.into_iter().map(|seq| &self.state.movements[seq as usize]).collect(), balances)
+        let balances = accounts
+            .into_iter()
+            .map(|id| (id, self.state.accounts[&id]))
+            .collect();
+        (
+            movements
+                .into_iter()
+                .map(|seq| &self.state.movements[seq as usize])
+                .collect(),
+            balances,
+        )
     }
 
     fn account_mut(&mut self, id: AccountId, now: Timestamp) -> &mut Balance {
         self.dirty_accounts.insert(id);
-        self.state.accounts.entry(id).or_insert(Balance { as_of: now, ..Balance::default() })
+        self.state.accounts.entry(id).or_insert(Balance {
+            as_of: now,
+            ..Balance::default()
+        })
     }
 
     /// A deposit or withdrawal request, pending until [`Self::complete_transfer`] (§3.2).
@@ -218,8 +246,14 @@ impl Ledger {
         asset: Asset,
         amount: Decimal,
     ) -> Result<&Movement, Error> {
-        assert!(matches!(kind, MovementKind::Deposit | MovementKind::Withdrawal), "transfers only");
-        assert!(amount > Decimal::ZERO && round_ledger(amount) == amount, "amounts are validated at the edge");
+        assert!(
+            matches!(kind, MovementKind::Deposit | MovementKind::Withdrawal),
+            "transfers only"
+        );
+        assert!(
+            amount > Decimal::ZERO && round_ledger(amount) == amount,
+            "amounts are validated at the edge"
+        );
         if !self.state.transfers_available {
             return Err(Error::new(
                 ErrorCode::ExchangeUnavailable,
@@ -229,11 +263,18 @@ impl Ledger {
         let id = (Owner::Customer(customer.0), asset);
         if kind == MovementKind::Withdrawal {
             // Checked before the row is touched: a refused request leaves no trace.
-            let available = self.state.accounts.get(&id).map_or(Decimal::ZERO, Balance::available);
+            let available = self
+                .state
+                .accounts
+                .get(&id)
+                .map_or(Decimal::ZERO, Balance::available);
             if available < amount {
                 return Err(Error::new(
                     ErrorCode::InsufficientFunds,
-                    format!("withdrawal of {amount} {} exceeds the available balance {available}", asset.as_str()),
+                    format!(
+                        "withdrawal of {amount} {} exceeds the available balance {available}",
+                        asset.as_str()
+                    ),
                 ));
             }
         }
@@ -266,16 +307,26 @@ impl Ledger {
     }
 
     fn pending_transfer(&self, code: MovementCode) -> Result<u64, Error> {
-        let seq = *self.by_code.get(&code).ok_or_else(|| Error::not_found(format!("transfer {code} does not exist")))?;
+        let seq = *self
+            .by_code
+            .get(&code)
+            .ok_or_else(|| Error::not_found(format!("transfer {code} does not exist")))?;
         let m = &self.state.movements[seq as usize];
         if m.status != MovementStatus::Pending {
-            return Err(Error::conflict(format!("transfer {code} is already {}", m.status.as_str())));
+            return Err(Error::conflict(format!(
+                "transfer {code} is already {}",
+                m.status.as_str()
+            )));
         }
         Ok(seq)
     }
 
     /// Books a pending transfer: the customer's total moves, the boundary flow is counted.
-    pub fn complete_transfer(&mut self, code: MovementCode, now: Timestamp) -> Result<&Movement, Error> {
+    pub fn complete_transfer(
+        &mut self,
+        code: MovementCode,
+        now: Timestamp,
+    ) -> Result<&Movement, Error> {
         let seq = self.pending_transfer(code)?;
         let (customer, asset, amount, kind) = {
             let m = &self.state.movements[seq as usize];
@@ -297,19 +348,30 @@ impl Ledger {
     }
 
     /// Ends a pending transfer without booking it; a withdrawal's hold is released.
-    pub fn cancel_transfer(&mut self, code: MovementCode, now: Timestamp) -> Result<&Movement, Error> {
+    pub fn cancel_transfer(
+        &mut self,
+        code: MovementCode,
+        now: Timestamp,
+    ) -> Result<&Movement, Error> {
         let seq = self.pending_transfer(code)?;
         let (customer, asset, amount, kind) = {
             let m = &self.state.movements[seq as usize];
             (m.customer, m.asset, m.amount, m.kind)
         };
         if kind == MovementKind::Withdrawal {
-            self.account_mut((Owner::Customer(customer), asset), now).pending += amount;
+            self.account_mut((Owner::Customer(customer), asset), now)
+                .pending += amount;
         }
         self.finish(seq, MovementStatus::Cancelled, now, None)
     }
 
-    fn finish(&mut self, seq: u64, status: MovementStatus, now: Timestamp, balance: Option<Decimal>) -> Result<&Movement, Error> {
+    fn finish(
+        &mut self,
+        seq: u64,
+        status: MovementStatus,
+        now: Timestamp,
+        balance: Option<Decimal>,
+    ) -> Result<&Movement, Error> {
         let m = &mut self.state.movements[seq as usize];
         m.status = status;
         m.updated_at = now;
@@ -324,13 +386,20 @@ impl Ledger {
         for ((owner, asset), b) in &self.state.accounts {
             *sums.entry(*asset).or_default() += b.total;
             if b.locked < Decimal::ZERO || b.pending < Decimal::ZERO {
-                return Err(format!("{owner:?} {asset:?}: negative locked or pending: {b:?}"));
+                return Err(format!(
+                    "{owner:?} {asset:?}: negative locked or pending: {b:?}"
+                ));
             }
             if b.total - b.locked - b.pending != b.available() {
-                return Err(format!("{owner:?} {asset:?}: available + locked + pending != total"));
+                return Err(format!(
+                    "{owner:?} {asset:?}: available + locked + pending != total"
+                ));
             }
             if matches!(owner, Owner::Customer(_)) && b.available() < Decimal::ZERO {
-                return Err(format!("{owner:?} {asset:?}: negative available {}", b.available()));
+                return Err(format!(
+                    "{owner:?} {asset:?}: negative available {}",
+                    b.available()
+                ));
             }
             for v in [b.total, b.locked, b.pending] {
                 if round_ledger(v) != v {
@@ -342,7 +411,10 @@ impl Ledger {
             let flows = self.state.flows.get(&asset).copied().unwrap_or_default();
             let sum = sums.get(&asset).copied().unwrap_or_default();
             if sum != flows.deposited - flows.withdrawn {
-                return Err(format!("{asset:?}: accounts sum to {sum} but deposits − withdrawals = {}", flows.deposited - flows.withdrawn));
+                return Err(format!(
+                    "{asset:?}: accounts sum to {sum} but deposits − withdrawals = {}",
+                    flows.deposited - flows.withdrawn
+                ));
             }
         }
         Ok(())
@@ -355,7 +427,10 @@ mod tests {
     use perpsim_core::Uuid;
 
     fn who() -> (CustomerCode, BrokerCode) {
-        (CustomerCode(Uuid::from_u128(1)), BrokerCode(Uuid::from_u128(2)))
+        (
+            CustomerCode(Uuid::from_u128(1)),
+            BrokerCode(Uuid::from_u128(2)),
+        )
     }
 
     fn d(s: &str) -> Decimal {
@@ -364,42 +439,137 @@ mod tests {
 
     #[test]
     fn a_deposit_books_only_when_completed_and_keeps_its_code() {
-        let (mut l, mut rng, t) = (Ledger::new(), SimRng::from_seed(1), Timestamp::from_millis(1_000));
-        let code = l.request_transfer(&mut rng, t, who(), MovementKind::Deposit, Asset::Usdc, d("100.5")).unwrap().code;
+        let (mut l, mut rng, t) = (
+            Ledger::new(),
+            SimRng::from_seed(1),
+            Timestamp::from_millis(1_000),
+        );
+        let code = l
+            .request_transfer(
+                &mut rng,
+                t,
+                who(),
+                MovementKind::Deposit,
+                Asset::Usdc,
+                d("100.5"),
+            )
+            .unwrap()
+            .code;
         let id = (Owner::Customer(who().0), Asset::Usdc);
-        assert_eq!(l.balance(&id).unwrap().total, Decimal::ZERO, "pending deposits are not money yet");
+        assert_eq!(
+            l.balance(&id).unwrap().total,
+            Decimal::ZERO,
+            "pending deposits are not money yet"
+        );
         let m = l.complete_transfer(code, t.plus_millis(1_000)).unwrap();
-        assert_eq!((m.code, m.status, m.balance_after), (code, MovementStatus::Completed, Some(d("100.5"))));
+        assert_eq!(
+            (m.code, m.status, m.balance_after),
+            (code, MovementStatus::Completed, Some(d("100.5")))
+        );
         assert_eq!(l.balance(&id).unwrap().total, d("100.5"));
-        assert!(l.complete_transfer(code, t).is_err(), "a completed transfer cannot complete again");
+        assert!(
+            l.complete_transfer(code, t).is_err(),
+            "a completed transfer cannot complete again"
+        );
         l.check_invariants().unwrap();
     }
 
     #[test]
     fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
-        let (mut l, mut rng, t) = (Ledger::new(), SimRng::from_seed(1), Timestamp::from_millis(1_000));
-        let dep = l.request_transfer(&mut rng, t, who(), MovementKind::Deposit, Asset::Usdt, d("10")).unwrap().code;
+        let (mut l, mut rng, t) = (
+            Ledger::new(),
+            SimRng::from_seed(1),
+            Timestamp::from_millis(1_000),
+        );
+        let dep = l
+            .request_transfer(
+                &mut rng,
+                t,
+                who(),
+                MovementKind::Deposit,
+                Asset::Usdt,
+                d("10"),
+            )
+            .unwrap()
+            .code;
         l.complete_transfer(dep, t).unwrap();
-        let w = l.request_transfer(&mut rng, t, who(), MovementKind::Withdrawal, Asset::Usdt, d("7")).unwrap().code;
+        let w = l
+            .request_transfer(
+                &mut rng,
+                t,
+                who(),
+                MovementKind::Withdrawal,
+                Asset::Usdt,
+                d("7"),
+            )
+            .unwrap()
+            .code;
         let id = (Owner::Customer(who().0), Asset::Usdt);
         let b = *l.balance(&id).unwrap();
-        assert_eq!((b.total, b.pending, b.available()), (d("10"), d("7"), d("3")));
-        let err = l.request_transfer(&mut rng, t, who(), MovementKind::Withdrawal, Asset::Usdt, d("3.0000000001")).unwrap_err();
+        assert_eq!(
+            (b.total, b.pending, b.available()),
+            (d("10"), d("7"), d("3"))
+        );
+        let err = l
+            .request_transfer(
+                &mut rng,
+                t,
+                who(),
+                MovementKind::Withdrawal,
+                Asset::Usdt,
+                d("3.0000000001"),
+            )
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::InsufficientFunds);
         l.cancel_transfer(w, t).unwrap();
         assert_eq!(l.balance(&id).unwrap().available(), d("10"));
-        let w = l.request_transfer(&mut rng, t, who(), MovementKind::Withdrawal, Asset::Usdt, d("10")).unwrap().code;
+        let w = l
+            .request_transfer(
+                &mut rng,
+                t,
+                who(),
+                MovementKind::Withdrawal,
+                Asset::Usdt,
+                d("10"),
+            )
+            .unwrap()
+            .code;
         l.complete_transfer(w, t).unwrap();
-        assert_eq!(*l.balance(&id).unwrap(), Balance { as_of: t, ..Balance::default() });
-        assert_eq!(l.state().flows[&Asset::Usdt], Flows { deposited: d("10"), withdrawn: d("10") });
+        assert_eq!(
+            *l.balance(&id).unwrap(),
+            Balance {
+                as_of: t,
+                ..Balance::default()
+            }
+        );
+        assert_eq!(
+            l.state().flows[&Asset::Usdt],
+            Flows {
+                deposited: d("10"),
+                withdrawn: d("10")
+            }
+        );
         l.check_invariants().unwrap();
     }
 
     #[test]
     fn the_switch_refuses_transfers_with_nothing_booked() {
-        let (mut l, mut rng, t) = (Ledger::new(), SimRng::from_seed(1), Timestamp::from_millis(1_000));
+        let (mut l, mut rng, t) = (
+            Ledger::new(),
+            SimRng::from_seed(1),
+            Timestamp::from_millis(1_000),
+        );
         l.set_transfers_available(false);
-        let err = l.request_transfer(&mut rng, t, who(), MovementKind::Deposit, Asset::Usdc, d("1")).unwrap_err();
+        let err = l
+            .request_transfer(
+                &mut rng,
+                t,
+                who(),
+                MovementKind::Deposit,
+                Asset::Usdc,
+                d("1"),
+            )
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::ExchangeUnavailable);
         assert!(l.state().movements.is_empty());
     }
@@ -407,7 +577,15 @@ mod tests {
     #[test]
     fn invariants_catch_money_that_appears_from_nowhere() {
         let mut l = Ledger::new();
-        l.state.accounts.get_mut(&(Owner::Venue(VenueAccount::Fees), Asset::Usdc)).unwrap().total = d("0.01");
-        assert!(l.check_invariants().unwrap_err().contains("deposits − withdrawals"));
+        l.state
+            .accounts
+            .get_mut(&(Owner::Venue(VenueAccount::Fees), Asset::Usdc))
+            .unwrap()
+            .total = d("0.01");
+        assert!(
+            l.check_invariants()
+                .unwrap_err()
+                .contains("deposits − withdrawals")
+        );
     }
 }

@@ -16,14 +16,32 @@ use crate::{Command, Engine, EngineEvent, Genesis, Outcome};
 const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
 
 fn engine(seed: u64) -> Engine {
-    Engine::genesis(Genesis { seed, clock_mode: ClockMode::Manual, start: START, instruments: default_instruments() })
+    Engine::genesis(Genesis {
+        seed,
+        clock_mode: ClockMode::Manual,
+        start: START,
+        instruments: default_instruments(),
+    })
 }
 
 /// A broker with `n` customers; returns their codes.
 fn customers(engine: &mut Engine, n: usize) -> Vec<CustomerCode> {
-    let out = engine.tick(START, vec![Command::CreateBroker { name: "b".into(), public_key: PublicKey([1; 32]) }]);
-    let Ok(Outcome::Broker(b)) = &out.results[0] else { panic!() };
-    let cmds = (0..n).map(|_| Command::CreateCustomer { broker: b.code, external_id: None }).collect();
+    let out = engine.tick(
+        START,
+        vec![Command::CreateBroker {
+            name: "b".into(),
+            public_key: PublicKey([1; 32]),
+        }],
+    );
+    let Ok(Outcome::Broker(b)) = &out.results[0] else {
+        panic!()
+    };
+    let cmds = (0..n)
+        .map(|_| Command::CreateCustomer {
+            broker: b.code,
+            external_id: None,
+        })
+        .collect();
     engine
         .tick(START, cmds)
         .results
@@ -36,7 +54,13 @@ fn customers(engine: &mut Engine, n: usize) -> Vec<CustomerCode> {
 }
 
 fn transfer(customer: CustomerCode, kind: TransferKind, asset: Asset, amount: Decimal) -> Command {
-    Command::RequestTransfer { customer, kind, asset, amount, delay_ms: SECOND_MS }
+    Command::RequestTransfer {
+        customer,
+        kind,
+        asset,
+        amount,
+        delay_ms: SECOND_MS,
+    }
 }
 
 fn movement(result: &crate::CommandResult) -> &crate::ledger::Movement {
@@ -50,11 +74,31 @@ fn movement(result: &crate::CommandResult) -> &crate::ledger::Movement {
 fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
     let mut e = engine(1);
     let c = customers(&mut e, 1)[0];
-    let out = e.tick(START, vec![transfer(c, TransferKind::Deposit, Asset::Usdc, Decimal::new(2_500, 2))]);
+    let out = e.tick(
+        START,
+        vec![transfer(
+            c,
+            TransferKind::Deposit,
+            Asset::Usdc,
+            Decimal::new(2_500, 2),
+        )],
+    );
     let m = movement(&out.results[0]).clone();
-    assert_eq!((m.status, m.kind, m.amount), (MovementStatus::Pending, MovementKind::Deposit, Decimal::new(2_500, 2)));
+    assert_eq!(
+        (m.status, m.kind, m.amount),
+        (
+            MovementStatus::Pending,
+            MovementKind::Deposit,
+            Decimal::new(2_500, 2)
+        )
+    );
     assert_eq!(e.view().balances[&c][&Asset::Usdc].total, Decimal::ZERO);
-    let out = e.tick(START, vec![Command::AdvanceClock { to: START.plus_millis(10 * SECOND_MS) }]);
+    let out = e.tick(
+        START,
+        vec![Command::AdvanceClock {
+            to: START.plus_millis(10 * SECOND_MS),
+        }],
+    );
     let completed: Vec<_> = out
         .events
         .iter()
@@ -64,30 +108,75 @@ fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
         })
         .collect();
     assert_eq!(completed.len(), 1);
-    assert_eq!((completed[0].code, completed[0].status), (m.code, MovementStatus::Completed));
-    assert_eq!(completed[0].updated_at, START.plus_millis(SECOND_MS), "completes at its due instant, not at the advance's end");
+    assert_eq!(
+        (completed[0].code, completed[0].status),
+        (m.code, MovementStatus::Completed)
+    );
+    assert_eq!(
+        completed[0].updated_at,
+        START.plus_millis(SECOND_MS),
+        "completes at its due instant, not at the advance's end"
+    );
     let view = e.view();
-    assert_eq!(view.balances[&c][&Asset::Usdc].total, Decimal::new(2_500, 2));
-    assert_eq!(view.movements[&m.seq].balance_after, Some(Decimal::new(2_500, 2)));
+    assert_eq!(
+        view.balances[&c][&Asset::Usdc].total,
+        Decimal::new(2_500, 2)
+    );
+    assert_eq!(
+        view.movements[&m.seq].balance_after,
+        Some(Decimal::new(2_500, 2))
+    );
 }
 
 #[test]
 fn a_cancelled_transfer_never_completes_and_unknown_customers_are_404() {
     let mut e = engine(1);
     let c = customers(&mut e, 1)[0];
-    let out = e.tick(START, vec![transfer(c, TransferKind::Deposit, Asset::Usdt, Decimal::ONE)]);
+    let out = e.tick(
+        START,
+        vec![transfer(
+            c,
+            TransferKind::Deposit,
+            Asset::Usdt,
+            Decimal::ONE,
+        )],
+    );
     let code = movement(&out.results[0]).code;
-    let out = e.tick(START, vec![
-        Command::CancelTransfer { code },
-        Command::CancelTransfer { code },
-        Command::CancelTransfer { code: MovementCode(perpsim_core::Uuid::from_u128(9)) },
-        transfer(CustomerCode(perpsim_core::Uuid::from_u128(5)), TransferKind::Deposit, Asset::Usdc, Decimal::ONE),
-    ]);
+    let out = e.tick(
+        START,
+        vec![
+            Command::CancelTransfer { code },
+            Command::CancelTransfer { code },
+            Command::CancelTransfer {
+                code: MovementCode(perpsim_core::Uuid::from_u128(9)),
+            },
+            transfer(
+                CustomerCode(perpsim_core::Uuid::from_u128(5)),
+                TransferKind::Deposit,
+                Asset::Usdc,
+                Decimal::ONE,
+            ),
+        ],
+    );
     assert_eq!(movement(&out.results[0]).status, MovementStatus::Cancelled);
-    assert_eq!(out.results[1].as_ref().unwrap_err().code, ErrorCode::Conflict);
-    assert_eq!(out.results[2].as_ref().unwrap_err().code, ErrorCode::NotFound);
-    assert_eq!(out.results[3].as_ref().unwrap_err().code, ErrorCode::NotFound);
-    e.tick(START, vec![Command::AdvanceClock { to: START.plus_millis(5 * SECOND_MS) }]);
+    assert_eq!(
+        out.results[1].as_ref().unwrap_err().code,
+        ErrorCode::Conflict
+    );
+    assert_eq!(
+        out.results[2].as_ref().unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        out.results[3].as_ref().unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    e.tick(
+        START,
+        vec![Command::AdvanceClock {
+            to: START.plus_millis(5 * SECOND_MS),
+        }],
+    );
     assert_eq!(e.view().balances[&c][&Asset::Usdt].total, Decimal::ZERO);
 }
 

@@ -24,6 +24,6 @@ pub use snapshot::{EngineState, StateHash};
 pub use view::ReadView;
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod ledger_tests;
+#[cfg(test)]
+mod tests;

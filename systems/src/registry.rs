@@ -166,7 +166,7 @@ pub fn create_customer(
 ) -> CommandResult {
     broker_entity(world, broker)?;
     let code = CustomerCode(world.resource_mut::<EngineRng>().0.uuid());
-        let customer = Customer {
+    let customer = Customer {
         code,
         broker,
         external_id,

@@ -72,7 +72,7 @@ pub fn build_schedule() -> Schedule {
             .chain(),
     );
     schedule.add_systems(ingest::ingest_commands.in_set(IngestSystems));
-        schedule.add_systems(accounts::complete_due_transfers.in_set(FillSystems));
+    schedule.add_systems(accounts::complete_due_transfers.in_set(FillSystems));
     schedule.add_systems(clock::rearm_funding_hour.in_set(FundingSystems));
     schedule.add_systems(
         (
@@ -89,6 +89,10 @@ pub fn build_schedule() -> Schedule {
     // Debug and test builds check the money invariants after every run; release builds
     // (benchmarks, production) trust the arithmetic the tests proved.
     #[cfg(debug_assertions)]
-    schedule.add_systems(accounts::assert_money_invariants.in_set(PublishSystems).after(view::publish_ledger));
+    schedule.add_systems(
+        accounts::assert_money_invariants
+            .in_set(PublishSystems)
+            .after(view::publish_ledger),
+    );
     schedule
 }

@@ -73,8 +73,11 @@ fn manual_advance_over_three_hours_fires_the_hourly_event_three_times_in_order()
     let fired: Vec<Timestamp> = out
         .events
         .iter()
-                .map(|e| match e {
-            EngineEvent::TimerFired { at, event: ScheduledEvent::FundingHour } => *at,
+        .map(|e| match e {
+            EngineEvent::TimerFired {
+                at,
+                event: ScheduledEvent::FundingHour,
+            } => *at,
             other => panic!("only the hourly event is due in an empty engine, got {other:?}"),
         })
         .collect();

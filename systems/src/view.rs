@@ -213,13 +213,22 @@ pub fn publish_ledger(mut view: ResMut<ReadView>, mut ledger: ResMut<Ledger>) {
     view.transfers_available = ledger.transfers_available();
     let (movements, balances) = ledger.drain_dirty();
     for m in movements {
-        view.movements_by_broker.entry(m.broker).or_default().insert(Reverse(m.seq));
-        view.movements_by_customer.entry(m.customer).or_default().insert(Reverse(m.seq));
+        view.movements_by_broker
+            .entry(m.broker)
+            .or_default()
+            .insert(Reverse(m.seq));
+        view.movements_by_customer
+            .entry(m.customer)
+            .or_default()
+            .insert(Reverse(m.seq));
         view.movements.insert(m.seq, m.clone());
     }
     for ((owner, asset), balance) in balances {
         if let Owner::Customer(code) = owner {
-            view.balances.entry(code).or_default().insert(asset, balance);
+            view.balances
+                .entry(code)
+                .or_default()
+                .insert(asset, balance);
         }
     }
 }

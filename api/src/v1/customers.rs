@@ -164,7 +164,7 @@ impl CustomersApi {
         let view = state.engine.view();
         let empty = imbl::OrdSet::new();
         let set = view.customers_by_broker.get(&auth.0).unwrap_or(&empty);
-        let page = pagination::page(set, &req, &state.cursors, &scope);
+        let page = pagination::page(set, pagination::all(), &req, &state.cursors, &scope);
         let data = page
             .keys
             .iter()

@@ -3,6 +3,8 @@
 
 pub mod customers;
 pub mod instruments;
+pub mod money;
+pub mod profiles;
 
 use perpsim_core::ids::BrokerCode;
 use poem::Request;
@@ -52,8 +54,18 @@ pub enum Tag {
     Customers,
 }
 
-pub type BrokerApi = (instruments::InstrumentsApi, customers::CustomersApi);
+pub type BrokerApi = (
+    instruments::InstrumentsApi,
+    customers::CustomersApi,
+    money::MoneyApi,
+    profiles::ProfilesApi,
+);
 
 pub fn api() -> BrokerApi {
-    (instruments::InstrumentsApi, customers::CustomersApi)
+    (
+        instruments::InstrumentsApi,
+        customers::CustomersApi,
+        money::MoneyApi,
+        profiles::ProfilesApi,
+    )
 }

@@ -1,0 +1,438 @@
+//! Deposits, withdrawals, balances and the transaction ledger (interface §2.5, §2.9, §3.2,
+//! §4.2; D7).
+
+use std::cmp::Reverse;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use perpsim_core::decimal::Sign;
+use perpsim_core::ids::CustomerCode;
+use perpsim_core::instrument::Asset;
+use perpsim_core::money::check_transfer_amount;
+use perpsim_core::time::Timestamp;
+use perpsim_core::{Decimal, Error};
+use perpsim_systems::ReadView;
+use perpsim_systems::command::TransferKind;
+use perpsim_systems::ledger::{Balance, Movement, MovementKind, MovementStatus};
+use perpsim_systems::{Command, Outcome};
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
+
+use super::{Signed, Tag, customer_of};
+use crate::app::AppState;
+use crate::errors::ApiError;
+use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::wire::{DecimalIn, DecimalOut, Time, query_time};
+
+/// Body of a deposit or withdrawal (D7).
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct TransferRequest {
+    /// `USDC` or `USDT`.
+    pub asset: String,
+    /// Strictly positive, at most 10 decimals, as a decimal string.
+    pub amount: DecimalIn,
+}
+
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum TransactionType {
+    Deposit,
+    Withdrawal,
+    /// Fills, forced fills (liquidation, auto-deleveraging) included.
+    Trade,
+    /// Daily mark-to-market.
+    Settlement,
+    Funding,
+}
+
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum TransactionStatus {
+    Pending,
+    Completed,
+    Cancelled,
+}
+
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum Direction {
+    Credit,
+    Debit,
+}
+
+/// A ledger row (§2.9, D7). Fields that do not apply to the row's type are null.
+#[derive(Object, Debug, Clone)]
+pub struct TransactionRecord {
+    /// Stable across the lifecycle (pending → completed | cancelled).
+    pub code: String,
+    pub customer_code: String,
+    #[oai(rename = "type")]
+    pub kind: TransactionType,
+    pub status: TransactionStatus,
+    pub currency: String,
+    /// Authoritative movement, absolute value at the ledger precision; `direction` carries
+    /// the sign. On trade rows it is realised_pnl − fee.
+    pub total_amount: DecimalOut,
+    /// Deprecated exact duplicate of total_amount.
+    #[oai(deprecated)]
+    pub amount: DecimalOut,
+    pub direction: Direction,
+    pub realised_pnl: Option<DecimalOut>,
+    pub fee: Option<DecimalOut>,
+    pub reference_id: Option<String>,
+    pub symbol: Option<String>,
+    pub mark_price: Option<DecimalOut>,
+    pub funding_rate: Option<DecimalOut>,
+    pub trade_code: Option<String>,
+    pub created_at: Time,
+    pub updated_at: Time,
+}
+
+impl From<&Movement> for TransactionRecord {
+    fn from(m: &Movement) -> Self {
+        let kind = match m.kind {
+            MovementKind::Deposit => TransactionType::Deposit,
+            MovementKind::Withdrawal => TransactionType::Withdrawal,
+            MovementKind::Trade | MovementKind::Liquidation | MovementKind::AutoDeleveraging => {
+                TransactionType::Trade
+            }
+            MovementKind::Settlement => TransactionType::Settlement,
+            MovementKind::Funding => TransactionType::Funding,
+        };
+        let status = match m.status {
+            MovementStatus::Pending => TransactionStatus::Pending,
+            MovementStatus::Completed => TransactionStatus::Completed,
+            MovementStatus::Cancelled => TransactionStatus::Cancelled,
+        };
+        let direction = if m.amount < Decimal::ZERO {
+            Direction::Debit
+        } else {
+            Direction::Credit
+        };
+        TransactionRecord {
+            code: m.code.to_string(),
+            customer_code: m.customer.to_string(),
+            kind,
+            status,
+            currency: m.asset.as_str().to_owned(),
+            total_amount: DecimalOut::ledger(m.amount.abs()),
+            amount: DecimalOut::ledger(m.amount.abs()),
+            direction,
+            realised_pnl: None,
+            fee: None,
+            reference_id: None,
+            symbol: None,
+            mark_price: None,
+            funding_rate: None,
+            trade_code: None,
+            created_at: m.created_at.into(),
+            updated_at: m.updated_at.into(),
+        }
+    }
+}
+
+#[derive(ApiResponse)]
+pub enum TransferCreated {
+    /// The transfer is recorded, status `pending`; it completes after the transfer delay.
+    #[oai(status = 201)]
+    Created(Json<TransactionRecord>),
+}
+
+/// A page of transactions, newest first.
+#[derive(Object, Debug)]
+pub struct TransactionPage {
+    pub data: Vec<TransactionRecord>,
+    pub response_metadata: ResponseMetadata,
+}
+
+/// One balance row (§2.5, D7): `available + locked + pending = total` exactly.
+#[derive(Object, Debug, Clone)]
+pub struct BalanceRecord {
+    pub asset: String,
+    /// The exact ledger balance.
+    pub total: DecimalOut,
+    /// total − locked − pending.
+    pub available: DecimalOut,
+    /// Initial margin reserved by open positions; does not move with the mark price.
+    pub locked: DecimalOut,
+    /// Pending withdrawals.
+    pub pending: DecimalOut,
+}
+
+impl BalanceRecord {
+    fn new(asset: Asset, b: &Balance) -> Self {
+        BalanceRecord {
+            asset: asset.as_str().to_owned(),
+            total: DecimalOut::ledger(b.total),
+            available: DecimalOut::ledger(b.available()),
+            locked: DecimalOut::ledger(b.locked),
+            pending: DecimalOut::ledger(b.pending),
+        }
+    }
+}
+
+pub fn asset(field: &str, text: &str) -> Result<Asset, Error> {
+    Asset::parse(text).ok_or_else(|| {
+        Error::validation(format!("{field} must be one of USDC, USDT, got {text:?}"))
+    })
+}
+
+/// The broker-wide or per-customer ledger, newest first, between two creation times.
+fn transactions(
+    state: &AppState,
+    view: &ReadView,
+    broker: perpsim_core::ids::BrokerCode,
+    customer: Option<CustomerCode>,
+    created: (Option<Timestamp>, Option<Timestamp>),
+    page: (Option<u32>, Option<String>, Option<String>),
+) -> Result<TransactionPage, Error> {
+    let filters = format!(
+        "customer={customer:?};from={:?};to={:?}",
+        created.0, created.1
+    );
+    let scope = Scope {
+        list: "transactions",
+        broker,
+        filters: &filters,
+    };
+    let req = PageRequest::<Reverse<u64>>::parse(
+        &state.cursors,
+        &scope,
+        page.0,
+        page.1.as_deref(),
+        page.2.as_deref(),
+    )?;
+    let empty = imbl::OrdSet::new();
+    let set = match customer {
+        Some(c) => view.movements_by_customer.get(&c),
+        None => view.movements_by_broker.get(&broker),
+    }
+    .unwrap_or(&empty);
+    let page = pagination::page(set, seq_window(view, created), &req, &state.cursors, &scope);
+    let data = page
+        .keys
+        .iter()
+        .map(|k| TransactionRecord::from(&view.movements[&k.0]))
+        .collect();
+    Ok(TransactionPage {
+        data,
+        response_metadata: page.metadata,
+    })
+}
+
+/// The sequence numbers created inside `[from, to]`, as bounds on the newest-first key.
+/// Movements are created in non-decreasing simulation time, so the window is one range.
+fn seq_window(
+    view: &ReadView,
+    (from, to): (Option<Timestamp>, Option<Timestamp>),
+) -> (Bound<Reverse<u64>>, Bound<Reverse<u64>>) {
+    let n = view.movements.len() as u64;
+    // First seq whose created_at satisfies `pred`, by binary search over [0, n).
+    let first = |pred: &dyn Fn(Timestamp) -> bool| {
+        let (mut lo, mut hi) = (0u64, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(view.movements[&mid].created_at) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    let lo = from.map_or(0, |f| first(&|t| t >= f));
+    let end = to.map_or(n, |t_to| first(&|t| t > t_to));
+    if lo >= end {
+        // An empty window: bounds that no key satisfies.
+        return (Bound::Excluded(Reverse(0)), Bound::Excluded(Reverse(0)));
+    }
+    (
+        Bound::Included(Reverse(end - 1)),
+        Bound::Included(Reverse(lo)),
+    )
+}
+
+pub struct MoneyApi;
+
+impl MoneyApi {
+    async fn transfer(
+        &self,
+        state: &AppState,
+        auth: Signed,
+        code: &str,
+        kind: TransferKind,
+        body: TransferRequest,
+    ) -> Result<TransferCreated, ApiError> {
+        let customer = customer_of(&state.engine.view(), auth.0, code)?.code;
+        let asset = asset("asset", &body.asset)?;
+        let amount = check_transfer_amount("amount", body.amount.parse("amount", Sign::Signed)?)?;
+        let command = Command::RequestTransfer {
+            customer,
+            kind,
+            asset,
+            amount,
+            delay_ms: state.transfer_delay_ms,
+        };
+        match state.engine.submit(command).await? {
+            Outcome::Movement(m) => Ok(TransferCreated::Created(Json(TransactionRecord::from(&m)))),
+            other => unreachable!("transfers answer a movement, got {other:?}"),
+        }
+    }
+}
+
+#[OpenApi(tag = "Tag::Customers")]
+impl MoneyApi {
+    /// Deposit into a customer's account.
+    ///
+    /// Answers 201 with the transaction row in status `pending`; it completes (and the
+    /// balance moves) once the simulation clock reaches created_at plus the transfer delay.
+    /// 503 EXCHANGE_ERROR while transfers are switched off: nothing is booked.
+    #[oai(
+        path = "/customers/:code/deposits",
+        method = "post",
+        operation_id = "createDeposit"
+    )]
+    async fn deposit(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+        body: Json<TransferRequest>,
+    ) -> Result<TransferCreated, ApiError> {
+        self.transfer(&state, auth, &code.0, TransferKind::Deposit, body.0)
+            .await
+    }
+
+    /// Withdraw from a customer's account.
+    ///
+    /// The amount is held in `pending` at once and leaves `total` when the withdrawal
+    /// completes. Beyond `available` → 400 INSUFFICIENT_FUNDS.
+    #[oai(
+        path = "/customers/:code/withdrawals",
+        method = "post",
+        operation_id = "createWithdrawal"
+    )]
+    async fn withdraw(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+        body: Json<TransferRequest>,
+    ) -> Result<TransferCreated, ApiError> {
+        self.transfer(&state, auth, &code.0, TransferKind::Withdrawal, body.0)
+            .await
+    }
+
+    /// A customer's balances, one row per currency it ever moved.
+    ///
+    /// `asset` filters to one currency: unknown → 400; known without a row → `[]`.
+    #[oai(
+        path = "/customers/:code/balances",
+        method = "get",
+        operation_id = "listBalances"
+    )]
+    async fn balances(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+        asset: Query<Option<String>>,
+    ) -> Result<Json<Vec<BalanceRecord>>, ApiError> {
+        let view = state.engine.view();
+        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let only = asset
+            .0
+            .as_deref()
+            .map(|a| self::asset("asset", a))
+            .transpose()?;
+        let rows = view
+            .balances
+            .get(&customer)
+            .into_iter()
+            .flat_map(|rows| rows.iter())
+            .filter(|(a, _)| only.is_none_or(|o| o == **a))
+            .map(|(a, b)| BalanceRecord::new(*a, b))
+            .collect();
+        Ok(Json(rows))
+    }
+
+    /// The broker-wide ledger, newest first.
+    ///
+    /// `customer_code` narrows it to one customer; `created_from` and `created_to`
+    /// (inclusive; RFC 3339 or milliseconds since the epoch) to a creation-time window.
+    /// Cursor pagination as on every list (`limit` 1–1000, `after` / `before`).
+    #[oai(
+        path = "/customers/transactions",
+        method = "get",
+        operation_id = "listTransactions"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn transactions(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        customer_code: Query<Option<String>>,
+        created_from: Query<Option<String>>,
+        created_to: Query<Option<String>>,
+        limit: Query<Option<u32>>,
+        after: Query<Option<String>>,
+        before: Query<Option<String>>,
+    ) -> Result<Json<TransactionPage>, ApiError> {
+        let view = state.engine.view();
+        let customer = customer_code
+            .0
+            .as_deref()
+            .map(|c| customer_of(&view, auth.0, c).map(|c| c.code))
+            .transpose()?;
+        let created = (
+            query_time("created_from", created_from.0.as_deref())?,
+            query_time("created_to", created_to.0.as_deref())?,
+        );
+        Ok(Json(transactions(
+            &state,
+            &view,
+            auth.0,
+            customer,
+            created,
+            (limit.0, after.0, before.0),
+        )?))
+    }
+
+    /// Deprecated: one customer's ledger; use `GET /v1/customers/transactions?customer_code=`.
+    #[oai(
+        path = "/customers/:code/transactions",
+        method = "get",
+        operation_id = "listCustomerTransactions",
+        deprecated
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn customer_transactions(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+        created_from: Query<Option<String>>,
+        created_to: Query<Option<String>>,
+        limit: Query<Option<u32>>,
+        after: Query<Option<String>>,
+        before: Query<Option<String>>,
+    ) -> Result<Json<TransactionPage>, ApiError> {
+        let view = state.engine.view();
+        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let created = (
+            query_time("created_from", created_from.0.as_deref())?,
+            query_time("created_to", created_to.0.as_deref())?,
+        );
+        Ok(Json(transactions(
+            &state,
+            &view,
+            auth.0,
+            Some(customer),
+            created,
+            (limit.0, after.0, before.0),
+        )?))
+    }
+}

@@ -1,0 +1,327 @@
+//! Account summary, margin profile and fee profile (interface §2.6–2.8; D3, D8).
+
+use std::sync::Arc;
+
+use perpsim_core::decimal::Sign;
+use perpsim_core::money::{MAX_FEE_BPS, MAX_LEVERAGE, margin_profile};
+use perpsim_core::{Decimal, Error, ErrorCode};
+use perpsim_systems::view::CustomerView;
+use perpsim_systems::{Command, Outcome, ReadView};
+use poem::web::Data;
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
+use poem_openapi::{Object, OpenApi};
+use rust_decimal::RoundingStrategy;
+
+use super::{Signed, Tag, customer_of};
+use crate::app::AppState;
+use crate::errors::ApiError;
+use crate::wire::{DecimalOut, LeverageIn, NumberIn, Time};
+
+/// Margin metrics of an account (§2.6). Both settlement currencies count as collateral at
+/// par (1 USDT = 1 USDC).
+#[derive(Object, Debug)]
+pub struct AccountSummary {
+    /// Balance plus unrealised PnL; ledger precision.
+    pub total_equity: DecimalOut,
+    /// Collateral (balances less pending withdrawals) minus used margin, on the ledger basis.
+    pub available_margin: DecimalOut,
+    /// Initial margin reserved by open positions.
+    pub used_margin: DecimalOut,
+    pub unrealised_pnl: DecimalOut,
+    /// Deprecated: used_margin / total_equity, 4 decimals (0.0000 when equity is zero).
+    #[oai(deprecated)]
+    pub margin_ratio: DecimalOut,
+    /// (collateral + unrealised PnL) / position notional, rounded down to 4 decimals;
+    /// 1.0000 with no open positions. Higher is safer.
+    pub leverage_ratio: DecimalOut,
+    /// Fractions as applied by the venue (0.50 = 50 %), from the margin profile.
+    pub initial_margin_requirement: DecimalOut,
+    pub margin_call_threshold: DecimalOut,
+    pub liquidation_threshold: DecimalOut,
+    /// Newest valuation time across the account's collateral assets.
+    pub updated_at: Time,
+}
+
+/// Per-instrument margin override (normally none).
+#[derive(Object, Debug)]
+pub struct InstrumentMargin {
+    pub symbol: String,
+    pub leverage: u32,
+    pub initial_margin: DecimalOut,
+}
+
+/// The customer's margin profile (§2.7, D8).
+#[derive(Object, Debug)]
+pub struct MarginProfileRecord {
+    /// Leverage of the assigned profile: the nearest integer to 1 / initial_margin.
+    pub leverage: u32,
+    pub initial_margin: DecimalOut,
+    pub maintenance_margin: DecimalOut,
+    pub liquidation_threshold: DecimalOut,
+    /// Highest leverage the customer may select.
+    pub max_leverage: u32,
+    /// Normally empty.
+    pub instrument_margins: Vec<InstrumentMargin>,
+}
+
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct MarginProfileRequest {
+    /// 1 or 2 (up to max_leverage), as an integer or a digit string.
+    pub leverage: LeverageIn,
+}
+
+/// Fees of one instrument in basis points (2 = 0.02 %); a leading `-` is a rebate.
+#[derive(Object, Debug)]
+pub struct FeeProfileItem {
+    pub symbol: String,
+    pub maker_fee: DecimalOut,
+    pub taker_fee: DecimalOut,
+}
+
+/// At least one of maker_fee and taker_fee; each a decimal number of basis points.
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct FeeProfileRequest {
+    pub maker_fee: Option<NumberIn>,
+    pub taker_fee: Option<NumberIn>,
+}
+
+fn ratio(value: Decimal, strategy: RoundingStrategy) -> DecimalOut {
+    DecimalOut::new(value.round_dp_with_strategy(4, strategy), 4)
+}
+
+fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
+    let profile = margin_profile(customer.leverage).expect("customers hold a valid leverage");
+    let rows = view.balances.get(&customer.code);
+    let sum = |f: &dyn Fn(&perpsim_systems::ledger::Balance) -> Decimal| -> Decimal {
+        rows.into_iter().flat_map(|r| r.values()).map(f).sum()
+    };
+    let (total, locked, pending) = (sum(&|b| b.total), sum(&|b| b.locked), sum(&|b| b.pending));
+    let unrealised = Decimal::ZERO;
+    let equity = total + unrealised;
+    let margin_ratio = if equity.is_zero() {
+        Decimal::ZERO
+    } else {
+        locked / equity
+    };
+    let updated_at = rows
+        .into_iter()
+        .flat_map(|r| r.values())
+        .map(|b| b.as_of)
+        .max()
+        .unwrap_or(customer.created_at);
+    AccountSummary {
+        total_equity: DecimalOut::ledger(equity),
+        available_margin: DecimalOut::ledger(total - pending - locked),
+        used_margin: DecimalOut::ledger(locked),
+        unrealised_pnl: DecimalOut::ledger(unrealised),
+        margin_ratio: ratio(margin_ratio, RoundingStrategy::MidpointNearestEven),
+        // No open positions yet: the interface fixes the ratio at 1.0000.
+        leverage_ratio: ratio(Decimal::ONE, RoundingStrategy::ToZero),
+        initial_margin_requirement: DecimalOut::new(profile.initial, 2),
+        margin_call_threshold: DecimalOut::new(profile.maintenance, 2),
+        liquidation_threshold: DecimalOut::new(profile.liquidation, 2),
+        updated_at: updated_at.into(),
+    }
+}
+
+fn profile_record(customer: &CustomerView) -> MarginProfileRecord {
+    let p = margin_profile(customer.leverage).expect("customers hold a valid leverage");
+    MarginProfileRecord {
+        leverage: p.leverage,
+        initial_margin: DecimalOut::new(p.initial, 2),
+        maintenance_margin: DecimalOut::new(p.maintenance, 2),
+        liquidation_threshold: DecimalOut::new(p.liquidation, 2),
+        max_leverage: MAX_LEVERAGE,
+        instrument_margins: Vec::new(),
+    }
+}
+
+fn fee_item(customer: &CustomerView, symbol: &str) -> FeeProfileItem {
+    let rates = customer.fee_rates(symbol);
+    FeeProfileItem {
+        symbol: symbol.to_owned(),
+        maker_fee: DecimalOut::new(rates.maker_bps, 0),
+        taker_fee: DecimalOut::new(rates.taker_bps, 0),
+    }
+}
+
+fn fee_list(view: &ReadView, customer: &CustomerView) -> Vec<FeeProfileItem> {
+    view.instruments
+        .keys()
+        .map(|s| fee_item(customer, s))
+        .collect()
+}
+
+fn fee_value(field: &str, value: &Option<NumberIn>) -> Result<Option<Decimal>, Error> {
+    let Some(v) = value else { return Ok(None) };
+    let bps = v.parse(field, Sign::Signed)?;
+    if bps.abs() > Decimal::from(MAX_FEE_BPS) {
+        return Err(Error::validation(format!(
+            "{field} must be between -{MAX_FEE_BPS} and {MAX_FEE_BPS} basis points"
+        )));
+    }
+    Ok(Some(bps))
+}
+
+fn updated_customer(outcome: Outcome) -> CustomerView {
+    match outcome {
+        Outcome::Customer(c) => c,
+        other => unreachable!("customer settings answer the customer, got {other:?}"),
+    }
+}
+
+pub struct ProfilesApi;
+
+impl ProfilesApi {
+    async fn set_fees(
+        &self,
+        state: &AppState,
+        auth: Signed,
+        code: &str,
+        symbol: Option<String>,
+        body: FeeProfileRequest,
+    ) -> Result<CustomerView, ApiError> {
+        let customer = customer_of(&state.engine.view(), auth.0, code)?.code;
+        let maker_bps = fee_value("maker_fee", &body.maker_fee)?;
+        let taker_bps = fee_value("taker_fee", &body.taker_fee)?;
+        if maker_bps.is_none() && taker_bps.is_none() {
+            return Err(Error::validation("give at least one of maker_fee and taker_fee").into());
+        }
+        let command = Command::SetFees {
+            customer,
+            symbol,
+            maker_bps,
+            taker_bps,
+        };
+        Ok(updated_customer(state.engine.submit(command).await?))
+    }
+}
+
+#[OpenApi(tag = "Tag::Customers")]
+impl ProfilesApi {
+    /// The customer's account summary with margin metrics.
+    #[oai(
+        path = "/customers/:code/account-summary",
+        method = "get",
+        operation_id = "getAccountSummary"
+    )]
+    async fn account_summary(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+    ) -> Result<Json<AccountSummary>, ApiError> {
+        let view = state.engine.view();
+        let customer = customer_of(&view, auth.0, &code.0)?;
+        Ok(Json(summary(&view, customer)))
+    }
+
+    /// The customer's margin profile.
+    ///
+    /// 404 for an unknown customer; 502 PROFILE_NOT_PROVISIONED while the profile is not yet
+    /// provisioned at the venue.
+    #[oai(
+        path = "/customers/:code/margin-profile",
+        method = "get",
+        operation_id = "getMarginProfile"
+    )]
+    async fn margin_profile(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+    ) -> Result<Json<MarginProfileRecord>, ApiError> {
+        let view = state.engine.view();
+        let customer = customer_of(&view, auth.0, &code.0)?;
+        if !customer.provisioned {
+            return Err(Error::new(
+                ErrorCode::ProfileNotProvisioned,
+                "the margin profile is not yet provisioned at the exchange; retry later",
+            )
+            .into());
+        }
+        Ok(Json(profile_record(customer)))
+    }
+
+    /// Select the account-wide margin profile by leverage (applies to every instrument and
+    /// open position). A no-op when already active; above max_leverage → 400.
+    #[oai(
+        path = "/customers/:code/margin-profile",
+        method = "put",
+        operation_id = "setMarginProfile"
+    )]
+    async fn set_margin_profile(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+        body: Json<MarginProfileRequest>,
+    ) -> Result<Json<MarginProfileRecord>, ApiError> {
+        let customer = customer_of(&state.engine.view(), auth.0, &code.0)?.code;
+        let leverage = body.0.leverage.parse("leverage")?;
+        let updated = updated_customer(
+            state
+                .engine
+                .submit(Command::SetLeverage { customer, leverage })
+                .await?,
+        );
+        Ok(Json(profile_record(&updated)))
+    }
+
+    /// The customer's fees for every instrument.
+    #[oai(
+        path = "/customers/:code/fee-profile",
+        method = "get",
+        operation_id = "getFeeProfile"
+    )]
+    async fn fee_profile(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+    ) -> Result<Json<Vec<FeeProfileItem>>, ApiError> {
+        let view = state.engine.view();
+        let customer = customer_of(&view, auth.0, &code.0)?;
+        Ok(Json(fee_list(&view, customer)))
+    }
+
+    /// Set maker and/or taker fees for every instrument.
+    #[oai(
+        path = "/customers/:code/fee-profile",
+        method = "put",
+        operation_id = "setFeeProfile"
+    )]
+    async fn set_fee_profile(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+        body: Json<FeeProfileRequest>,
+    ) -> Result<Json<Vec<FeeProfileItem>>, ApiError> {
+        let updated = self.set_fees(&state, auth, &code.0, None, body.0).await?;
+        Ok(Json(fee_list(&state.engine.view(), &updated)))
+    }
+
+    /// Set maker and/or taker fees for one instrument; unknown symbol → 404.
+    #[oai(
+        path = "/customers/:code/fee-profile/:symbol",
+        method = "put",
+        operation_id = "setInstrumentFeeProfile"
+    )]
+    async fn set_symbol_fee_profile(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+        symbol: Path<String>,
+        body: Json<FeeProfileRequest>,
+    ) -> Result<Json<FeeProfileItem>, ApiError> {
+        let updated = self
+            .set_fees(&state, auth, &code.0, Some(symbol.0.clone()), body.0)
+            .await?;
+        Ok(Json(fee_item(&updated, &symbol.0)))
+    }
+}
