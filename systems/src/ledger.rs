@@ -227,12 +227,12 @@ impl Ledger {
         )
     }
 
+    /// The account to change; its `as_of` becomes `now`, since every caller changes it.
     fn account_mut(&mut self, id: AccountId, now: Timestamp) -> &mut Balance {
         self.dirty_accounts.insert(id);
-        self.state.accounts.entry(id).or_insert(Balance {
-            as_of: now,
-            ..Balance::default()
-        })
+        let account = self.state.accounts.entry(id).or_default();
+        account.as_of = now;
+        account
     }
 
     /// A deposit or withdrawal request, pending until [`Self::complete_transfer`] (§3.2).
@@ -337,7 +337,6 @@ impl Ledger {
             account.pending += amount; // amount is negative: releases the hold
         }
         account.total += amount;
-        account.as_of = now;
         let total = account.total;
         let flows = self.state.flows.entry(asset).or_default();
         match kind {
