@@ -389,7 +389,7 @@ impl AdminApi {
     }
 
     /// End a pending deposit or withdrawal as cancelled, as when the venue refuses it: nothing
-    /// is booked and a withdrawal's hold is released. 409 CONFLICT once it is not pending.
+    /// is booked and a withdrawal's hold is released. 404 NOT_FOUND unless it is pending.
     #[oai(
         path = "/transfers/:code/cancel",
         method = "post",

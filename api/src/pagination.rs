@@ -219,12 +219,12 @@ pub fn page<K: CursorKey>(
     let before = |k: &K| {
         set.range::<_, K>(..k.clone())
             .next_back()
-            .is_some_and(|x| within(x))
+            .is_some_and(&within)
     };
     let after = |k: &K| {
         set.range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
             .next()
-            .is_some_and(|x| within(x))
+            .is_some_and(&within)
     };
     let (has_previous, has_next) = match (keys.first(), keys.last()) {
         (Some(first), Some(last)) => (before(first), after(last)),

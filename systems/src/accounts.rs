@@ -46,7 +46,7 @@ pub fn request_transfer(
     world.resource_mut::<EngineRng>().0 = rng;
     world.resource_mut::<Scheduler>().schedule(
         now.plus_millis(delay_ms),
-        ScheduledEvent::TransferDue(movement.code),
+        ScheduledEvent::TransferDue(movement.seq),
     );
     Ok(Outcome::Movement(movement))
 }
@@ -150,9 +150,9 @@ pub fn complete_due_transfers(
     mut events: ResMut<TickEvents>,
 ) {
     for event in &due.0 {
-        if let ScheduledEvent::TransferDue(code) = event {
+        if let ScheduledEvent::TransferDue(seq) = event {
             // A transfer cancelled meanwhile is simply no longer pending.
-            if let Ok(m) = ledger.complete_transfer(*code, clock.now) {
+            if let Ok(m) = ledger.complete_transfer(*seq, clock.now) {
                 events.0.push(EngineEvent::Movement(m.clone()));
             }
         }

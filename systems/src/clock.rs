@@ -23,8 +23,9 @@ pub struct SimClock {
 pub enum ScheduledEvent {
     /// The whole hour at which funding settles (interface §1); re-arms itself for the next.
     FundingHour,
-    /// A pending deposit or withdrawal reaches created_at + transfer delay (D7).
-    TransferDue(perpsim_core::ids::MovementCode),
+    /// A pending deposit or withdrawal reaches created_at + transfer delay (D7); carries the
+    /// movement's ledger sequence number, so completion needs no lookup.
+    TransferDue(u64),
 }
 
 impl ScheduledEvent {

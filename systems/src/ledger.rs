@@ -154,9 +154,12 @@ pub struct LedgerState {
 #[derive(Resource, Debug, Default)]
 pub struct Ledger {
     state: LedgerState,
-    by_code: BTreeMap<MovementCode, u64>,
-    /// Changed since the read view last took them (publish drains these).
-    dirty_movements: BTreeSet<u64>,
+    /// Transfers still pending, by code: what an admin may cancel. Bounded by the transfers
+    /// in flight (those inside the transfer delay), unlike an index of every movement.
+    pending: BTreeMap<MovementCode, u64>,
+    /// Changed since the read view last took them (publish drains these; duplicates are
+    /// removed at the drain, which is cheaper than a set on every booking).
+    dirty_movements: Vec<u64>,
     dirty_accounts: BTreeSet<AccountId>,
 }
 
@@ -177,12 +180,17 @@ impl Ledger {
     }
 
     pub fn from_state(state: LedgerState) -> Self {
-        let by_code = state.movements.iter().map(|m| (m.code, m.seq)).collect();
+        let pending = state
+            .movements
+            .iter()
+            .filter(|m| m.status == MovementStatus::Pending)
+            .map(|m| (m.code, m.seq))
+            .collect();
         let dirty_movements = state.movements.iter().map(|m| m.seq).collect();
         let dirty_accounts = state.accounts.keys().copied().collect();
         Ledger {
             state,
-            by_code,
+            pending,
             dirty_movements,
             dirty_accounts,
         }
@@ -204,15 +212,11 @@ impl Ledger {
         self.state.accounts.get(id)
     }
 
-    pub fn movement(&self, code: MovementCode) -> Option<&Movement> {
-        self.by_code
-            .get(&code)
-            .map(|&seq| &self.state.movements[seq as usize])
-    }
-
     /// Takes what changed since the last call, for the read view.
     pub fn drain_dirty(&mut self) -> (Vec<&Movement>, Vec<(AccountId, Balance)>) {
-        let movements = std::mem::take(&mut self.dirty_movements);
+        let mut movements = std::mem::take(&mut self.dirty_movements);
+        movements.sort_unstable();
+        movements.dedup();
         let accounts = std::mem::take(&mut self.dirty_accounts);
         let balances = accounts
             .into_iter()
@@ -300,34 +304,39 @@ impl Ledger {
             updated_at: now,
             balance_after: None,
         };
-        self.by_code.insert(movement.code, seq);
-        self.dirty_movements.insert(seq);
+        self.pending.insert(movement.code, seq);
+        self.dirty_movements.push(seq);
         self.state.movements.push(movement);
         Ok(&self.state.movements[seq as usize])
     }
 
-    fn pending_transfer(&self, code: MovementCode) -> Result<u64, Error> {
-        let seq = *self
-            .by_code
-            .get(&code)
-            .ok_or_else(|| Error::not_found(format!("transfer {code} does not exist")))?;
-        let m = &self.state.movements[seq as usize];
+    fn pending_transfer(&self, seq: u64) -> Result<u64, Error> {
+        let m = self
+            .state
+            .movements
+            .get(seq as usize)
+            .ok_or_else(|| Error::not_found(format!("transfer #{seq} does not exist")))?;
         if m.status != MovementStatus::Pending {
             return Err(Error::conflict(format!(
-                "transfer {code} is already {}",
+                "transfer {} is already {}",
+                m.code,
                 m.status.as_str()
             )));
         }
         Ok(seq)
     }
 
+    fn pending_transfer_by_code(&self, code: MovementCode) -> Result<u64, Error> {
+        self.pending.get(&code).copied().ok_or_else(|| {
+            Error::not_found(format!(
+                "no pending transfer {code}: unknown, or already completed or cancelled"
+            ))
+        })
+    }
+
     /// Books a pending transfer: the customer's total moves, the boundary flow is counted.
-    pub fn complete_transfer(
-        &mut self,
-        code: MovementCode,
-        now: Timestamp,
-    ) -> Result<&Movement, Error> {
-        let seq = self.pending_transfer(code)?;
+    pub fn complete_transfer(&mut self, seq: u64, now: Timestamp) -> Result<&Movement, Error> {
+        let seq = self.pending_transfer(seq)?;
         let (customer, asset, amount, kind) = {
             let m = &self.state.movements[seq as usize];
             (m.customer, m.asset, m.amount, m.kind)
@@ -352,7 +361,7 @@ impl Ledger {
         code: MovementCode,
         now: Timestamp,
     ) -> Result<&Movement, Error> {
-        let seq = self.pending_transfer(code)?;
+        let seq = self.pending_transfer_by_code(code)?;
         let (customer, asset, amount, kind) = {
             let m = &self.state.movements[seq as usize];
             (m.customer, m.asset, m.amount, m.kind)
@@ -372,10 +381,16 @@ impl Ledger {
         balance: Option<Decimal>,
     ) -> Result<&Movement, Error> {
         let m = &mut self.state.movements[seq as usize];
+        debug_assert_eq!(
+            m.status,
+            MovementStatus::Pending,
+            "only pending movements finish"
+        );
+        self.pending.remove(&m.code);
         m.status = status;
         m.updated_at = now;
         m.balance_after = balance;
-        self.dirty_movements.insert(seq);
+        self.dirty_movements.push(seq);
         Ok(&self.state.movements[seq as usize])
     }
 
@@ -443,7 +458,7 @@ mod tests {
             SimRng::from_seed(1),
             Timestamp::from_millis(1_000),
         );
-        let code = l
+        let (code, seq) = l
             .request_transfer(
                 &mut rng,
                 t,
@@ -452,22 +467,22 @@ mod tests {
                 Asset::Usdc,
                 d("100.5"),
             )
-            .unwrap()
-            .code;
+            .map(|m| (m.code, m.seq))
+            .unwrap();
         let id = (Owner::Customer(who().0), Asset::Usdc);
         assert_eq!(
             l.balance(&id).unwrap().total,
             Decimal::ZERO,
             "pending deposits are not money yet"
         );
-        let m = l.complete_transfer(code, t.plus_millis(1_000)).unwrap();
+        let m = l.complete_transfer(seq, t.plus_millis(1_000)).unwrap();
         assert_eq!(
             (m.code, m.status, m.balance_after),
             (code, MovementStatus::Completed, Some(d("100.5")))
         );
         assert_eq!(l.balance(&id).unwrap().total, d("100.5"));
         assert!(
-            l.complete_transfer(code, t).is_err(),
+            l.complete_transfer(seq, t).is_err(),
             "a completed transfer cannot complete again"
         );
         l.check_invariants().unwrap();
@@ -490,7 +505,7 @@ mod tests {
                 d("10"),
             )
             .unwrap()
-            .code;
+            .seq;
         l.complete_transfer(dep, t).unwrap();
         let w = l
             .request_transfer(
@@ -532,7 +547,7 @@ mod tests {
                 d("10"),
             )
             .unwrap()
-            .code;
+            .seq;
         l.complete_transfer(w, t).unwrap();
         assert_eq!(
             *l.balance(&id).unwrap(),

@@ -161,7 +161,8 @@ fn a_cancelled_transfer_never_completes_and_unknown_customers_are_404() {
     assert_eq!(movement(&out.results[0]).status, MovementStatus::Cancelled);
     assert_eq!(
         out.results[1].as_ref().unwrap_err().code,
-        ErrorCode::Conflict
+        ErrorCode::NotFound,
+        "a cancelled transfer is no longer pending"
     );
     assert_eq!(
         out.results[2].as_ref().unwrap_err().code,

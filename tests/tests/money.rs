@@ -298,7 +298,7 @@ fn a_cancelled_transfer_ends_cancelled_and_releases_its_hold() {
             &format!("/admin/v1/transfers/{}/cancel", w["code"].as_str().unwrap()),
             None,
         )
-        .assert_error(409, "CONFLICT");
+        .assert_error(404, "NOT_FOUND");
     advance(&server, 5);
     let b = &balances(&c, &code, "")[0];
     assert_eq!(
