@@ -161,6 +161,7 @@ impl<K: CursorKey> PageRequest<K> {
 
 /// `response_metadata` of every paginated list.
 #[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[oai(example)]
 pub struct ResponseMetadata {
     /// Cursor of the first item of this page (pass as `before` for the previous page); null on
     /// an empty page.
@@ -282,6 +283,17 @@ impl CursorKey
 
 fn uuid_from(bytes: &[u8]) -> Option<perpsim_core::Uuid> {
     Some(perpsim_core::Uuid::from_bytes(bytes.try_into().ok()?))
+}
+
+impl poem_openapi::types::Example for ResponseMetadata {
+    fn example() -> Self {
+        ResponseMetadata {
+            start_cursor: Some("AQIDBAUGBwgAAAGUEQ3aAA0GZXhhbXBsZS1jdXJzb3I".into()),
+            end_cursor: Some("AQIDBAUGBwgAAAGUEQ3aIA0GZXhhbXBsZS1jdXJzb3I".into()),
+            has_previous: false,
+            has_next: true,
+        }
+    }
 }
 
 #[cfg(test)]

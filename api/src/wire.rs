@@ -103,6 +103,11 @@ wire_type!(
 );
 
 impl DecimalIn {
+    /// A decimal string, for documentation examples.
+    pub fn example_text(text: &str) -> Self {
+        DecimalIn(Value::String(text.to_owned()))
+    }
+
     pub fn parse(&self, field: &str, sign: Sign) -> Result<Decimal, Error> {
         match &self.0 {
             Value::String(text) => Ok(decimal::parse(field, text, sign)?),
@@ -133,6 +138,11 @@ wire_type!(
 );
 
 impl NumberIn {
+    /// A decimal string, for documentation examples.
+    pub fn example_text(text: &str) -> Self {
+        NumberIn(Value::String(text.to_owned()))
+    }
+
     pub fn parse(&self, field: &str, sign: Sign) -> Result<Decimal, Error> {
         match &self.0 {
             Value::String(text) => Ok(decimal::parse(field, text, sign)?),
@@ -164,6 +174,11 @@ wire_type!(
 );
 
 impl LeverageIn {
+    /// An integer leverage, for documentation examples.
+    pub fn example_value(leverage: u32) -> Self {
+        LeverageIn(Value::from(leverage))
+    }
+
     pub fn parse(&self, field: &str) -> Result<u32, Error> {
         let text = match &self.0 {
             Value::String(s) => s.clone(),

@@ -35,3 +35,47 @@ fn the_broker_document_holds_no_admin_paths_and_the_admin_document_no_broker_pat
             .all(|p| p.starts_with("/admin/v1/"))
     );
 }
+
+/// Issue 3 item 7: client developers get an example for every request body and every
+/// success response of the broker API.
+#[test]
+fn every_broker_request_body_and_success_response_has_an_example() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&perpsim_api::app::broker_service().spec()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let schema_name = |schema: &serde_json::Value| -> Option<String> {
+        let r = schema
+            .get("$ref")
+            .or_else(|| schema.get("items").and_then(|i| i.get("$ref")))?;
+        Some(r.as_str()?.rsplit('/').next()?.to_owned())
+    };
+    let mut missing = Vec::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let bodies = op["responses"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(status, _)| status.starts_with('2'))
+                .map(|(_, r)| r)
+                .chain(op.get("requestBody"));
+            for body in bodies {
+                for media in body["content"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|c| c.values())
+                {
+                    if let Some(name) = schema_name(&media["schema"])
+                        && schemas[&name].get("example").is_none()
+                    {
+                        missing.push(format!("{method} {path}: {name}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "schemas without an example: {missing:?}"
+    );
+}

@@ -21,7 +21,7 @@ pub const MAX_EXTERNAL_ID: usize = 64;
 
 /// Body of `POST /v1/customers`.
 #[derive(Object, Debug)]
-#[oai(deny_unknown_fields)]
+#[oai(deny_unknown_fields, example)]
 pub struct CreateCustomerRequest {
     /// The broker's own identifier for the customer: 1 to 64 characters, no control
     /// characters. Not required to be unique.
@@ -64,6 +64,7 @@ impl From<&CustomerView> for CustomerRecord {
 
 /// A page of customers, oldest first.
 #[derive(Object, Debug, serde::Deserialize)]
+#[oai(example)]
 pub struct CustomerPage {
     pub data: Vec<CustomerRecord>,
     pub response_metadata: ResponseMetadata,
@@ -176,5 +177,22 @@ impl CustomersApi {
             data,
             response_metadata: page.metadata,
         }))
+    }
+}
+
+impl poem_openapi::types::Example for CreateCustomerRequest {
+    fn example() -> Self {
+        CreateCustomerRequest {
+            external_id: Some("crm-42".into()),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for CustomerPage {
+    fn example() -> Self {
+        CustomerPage {
+            data: vec![<CustomerRecord as poem_openapi::types::Example>::example()],
+            response_metadata: crate::pagination::ResponseMetadata::example(),
+        }
     }
 }

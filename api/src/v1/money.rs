@@ -28,7 +28,7 @@ use crate::wire::{DecimalIn, DecimalOut, Time, query_time};
 
 /// Body of a deposit or withdrawal (D7).
 #[derive(Object, Debug)]
-#[oai(deny_unknown_fields)]
+#[oai(deny_unknown_fields, example)]
 pub struct TransferRequest {
     /// `USDC` or `USDT`.
     pub asset: String,
@@ -65,6 +65,7 @@ pub enum Direction {
 
 /// A ledger row (§2.9, D7). Fields that do not apply to the row's type are null.
 #[derive(Object, Debug, Clone)]
+#[oai(example)]
 pub struct TransactionRecord {
     /// Stable across the lifecycle (pending → completed | cancelled).
     pub code: String,
@@ -143,6 +144,7 @@ pub enum TransferCreated {
 
 /// A page of transactions, newest first.
 #[derive(Object, Debug)]
+#[oai(example)]
 pub struct TransactionPage {
     pub data: Vec<TransactionRecord>,
     pub response_metadata: ResponseMetadata,
@@ -150,6 +152,7 @@ pub struct TransactionPage {
 
 /// One balance row (§2.5, D7): `available + locked + pending = total` exactly.
 #[derive(Object, Debug, Clone)]
+#[oai(example)]
 pub struct BalanceRecord {
     pub asset: String,
     /// The exact ledger balance.
@@ -434,5 +437,59 @@ impl MoneyApi {
             created,
             (limit.0, after.0, before.0),
         )?))
+    }
+}
+
+impl poem_openapi::types::Example for TransferRequest {
+    fn example() -> Self {
+        TransferRequest {
+            asset: "USDC".into(),
+            amount: DecimalIn::example_text("100.25"),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for TransactionRecord {
+    fn example() -> Self {
+        TransactionRecord {
+            code: "9c1e1a52-8f0b-4c38-9c7e-5a8d2f1e3b40".into(),
+            customer_code: "5b0b5d2e-8a7e-4b8e-9c59-2f0e6f9b1a11".into(),
+            kind: TransactionType::Deposit,
+            status: TransactionStatus::Completed,
+            currency: "USDC".into(),
+            total_amount: DecimalOut("100.2500000000".into()),
+            amount: DecimalOut("100.2500000000".into()),
+            direction: Direction::Credit,
+            realised_pnl: None,
+            fee: None,
+            reference_id: None,
+            symbol: None,
+            mark_price: None,
+            funding_rate: None,
+            trade_code: None,
+            created_at: Time("2026-01-01T00:00:00.000Z".into()),
+            updated_at: Time("2026-01-01T00:00:01.000Z".into()),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for TransactionPage {
+    fn example() -> Self {
+        TransactionPage {
+            data: vec![TransactionRecord::example()],
+            response_metadata: ResponseMetadata::example(),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for BalanceRecord {
+    fn example() -> Self {
+        BalanceRecord {
+            asset: "USDC".into(),
+            total: DecimalOut("100.2500000000".into()),
+            available: DecimalOut("80.2500000000".into()),
+            locked: DecimalOut("0.0000000000".into()),
+            pending: DecimalOut("20.0000000000".into()),
+        }
     }
 }

@@ -21,6 +21,7 @@ use crate::wire::{DecimalOut, LeverageIn, NumberIn, Time};
 /// Margin metrics of an account (§2.6). Both settlement currencies count as collateral at
 /// par (1 USDT = 1 USDC).
 #[derive(Object, Debug)]
+#[oai(example)]
 pub struct AccountSummary {
     /// Balance plus unrealised PnL; ledger precision.
     pub total_equity: DecimalOut,
@@ -53,6 +54,7 @@ pub struct InstrumentMargin {
 
 /// The customer's margin profile (§2.7, D8).
 #[derive(Object, Debug)]
+#[oai(example)]
 pub struct MarginProfileRecord {
     /// Leverage of the assigned profile: the nearest integer to 1 / initial_margin.
     pub leverage: u32,
@@ -66,7 +68,7 @@ pub struct MarginProfileRecord {
 }
 
 #[derive(Object, Debug)]
-#[oai(deny_unknown_fields)]
+#[oai(deny_unknown_fields, example)]
 pub struct MarginProfileRequest {
     /// 1 or 2 (up to max_leverage), as an integer or a digit string.
     pub leverage: LeverageIn,
@@ -74,6 +76,7 @@ pub struct MarginProfileRequest {
 
 /// Fees of one instrument in basis points (2 = 0.02 %); a leading `-` is a rebate.
 #[derive(Object, Debug)]
+#[oai(example)]
 pub struct FeeProfileItem {
     pub symbol: String,
     pub maker_fee: DecimalOut,
@@ -82,7 +85,7 @@ pub struct FeeProfileItem {
 
 /// At least one of maker_fee and taker_fee; each a decimal number of basis points.
 #[derive(Object, Debug)]
-#[oai(deny_unknown_fields)]
+#[oai(deny_unknown_fields, example)]
 pub struct FeeProfileRequest {
     pub maker_fee: Option<NumberIn>,
     pub taker_fee: Option<NumberIn>,
@@ -323,5 +326,62 @@ impl ProfilesApi {
             .set_fees(&state, auth, &code.0, Some(symbol.0.clone()), body.0)
             .await?;
         Ok(Json(fee_item(&updated, &symbol.0)))
+    }
+}
+
+impl poem_openapi::types::Example for AccountSummary {
+    fn example() -> Self {
+        AccountSummary {
+            total_equity: DecimalOut("100.2500000000".into()),
+            available_margin: DecimalOut("100.2500000000".into()),
+            used_margin: DecimalOut("0.0000000000".into()),
+            unrealised_pnl: DecimalOut("0.0000000000".into()),
+            margin_ratio: DecimalOut("0.0000".into()),
+            leverage_ratio: DecimalOut("1.0000".into()),
+            initial_margin_requirement: DecimalOut("1.00".into()),
+            margin_call_threshold: DecimalOut("0.50".into()),
+            liquidation_threshold: DecimalOut("0.30".into()),
+            updated_at: Time("2026-01-01T00:00:01.000Z".into()),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for MarginProfileRecord {
+    fn example() -> Self {
+        MarginProfileRecord {
+            leverage: 2,
+            initial_margin: DecimalOut("0.50".into()),
+            maintenance_margin: DecimalOut("0.30".into()),
+            liquidation_threshold: DecimalOut("0.20".into()),
+            max_leverage: 2,
+            instrument_margins: Vec::new(),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for MarginProfileRequest {
+    fn example() -> Self {
+        MarginProfileRequest {
+            leverage: LeverageIn::example_value(2),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for FeeProfileItem {
+    fn example() -> Self {
+        FeeProfileItem {
+            symbol: "BTC-USDC-PERP".into(),
+            maker_fee: DecimalOut("-1.5".into()),
+            taker_fee: DecimalOut("5".into()),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for FeeProfileRequest {
+    fn example() -> Self {
+        FeeProfileRequest {
+            maker_fee: Some(NumberIn::example_text("-1.5")),
+            taker_fee: None,
+        }
     }
 }
