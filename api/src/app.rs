@@ -115,14 +115,20 @@ async fn read_body(req: &mut Request) -> Result<Vec<u8>, Response> {
         .map_err(|_| too_large())
 }
 
-/// The D2 signing check in front of the broker API.
-async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
+/// First step of both APIs: the shared state and the body, read within the limit (413 before
+/// any other work, D4).
+async fn admit(req: &mut Request) -> Result<(Arc<AppState>, Vec<u8>), Response> {
     let state = req
         .data::<Arc<AppState>>()
         .expect("state is attached")
         .clone();
-    let body = match read_body(&mut req).await {
-        Ok(body) => body,
+    read_body(req).await.map(|body| (state, body))
+}
+
+/// The D2 signing check in front of the broker API.
+async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
+    let (state, body) = match admit(&mut req).await {
+        Ok(admitted) => admitted,
         Err(resp) => return Ok(resp),
     };
     let headers = SignedHeaders {
@@ -186,12 +192,8 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 
 /// The bearer-token check in front of the admin API.
 async fn admin<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
-    let state = req
-        .data::<Arc<AppState>>()
-        .expect("state is attached")
-        .clone();
-    let body = match read_body(&mut req).await {
-        Ok(body) => body,
+    let (state, body) = match admit(&mut req).await {
+        Ok(admitted) => admitted,
         Err(resp) => return Ok(resp),
     };
     let token = req
