@@ -13,6 +13,7 @@ pub mod filter;
 pub mod ids;
 pub mod instrument;
 pub mod money;
+pub mod order;
 pub mod rng;
 pub mod time;
 

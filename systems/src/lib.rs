@@ -8,6 +8,7 @@
 //! through `storage`, and serves reads from the [`view::ReadView`] it publishes.
 
 pub mod accounts;
+pub mod book;
 pub mod clock;
 pub mod command;
 pub mod engine;

@@ -1,0 +1,369 @@
+//! perpsim's order book against `orderbook-rs` 0.15 on the same seeded workloads (issue 4):
+//! add-only, cancel-only, aggressive walk, and mixed 70 % add / 20 % cancel / 10 % aggressive.
+//! Criterion measures throughput side by side; a timed pass prints p50/p99 per operation;
+//! a counting allocator measures memory per resting order at 1 000 000 resting orders.
+//! Run: `cargo bench -p perpsim-benches --bench book`.
+#![allow(unsafe_code)] // the counting allocator below; nothing else
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use orderbook_rs::{Id, OrderBook, TimeInForce};
+use perpsim_core::order::Side;
+use perpsim_core::rng::SimRng;
+use perpsim_systems::book::{Book, Fill, OrderRef};
+
+/// Counts live heap bytes, for the memory-per-order measurement.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: delegates every call to the system allocator unchanged; only counts sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// A limit order: matches what it crosses, rests the rest.
+    Add {
+        id: u64,
+        side: Side,
+        price: i64,
+        lots: u64,
+    },
+    Cancel {
+        id: u64,
+    },
+    /// A market order.
+    Aggress {
+        id: u64,
+        side: Side,
+        lots: u64,
+    },
+}
+
+/// The two books behind one interface; each keeps its own id → order index, as an engine must.
+trait Venue {
+    fn apply(&mut self, op: Op);
+}
+
+#[derive(Default)]
+struct Perpsim {
+    book: Book,
+    by_id: HashMap<u64, OrderRef>,
+    fills: Vec<Fill>,
+}
+
+impl Perpsim {
+    fn forget_filled(&mut self) {
+        for f in self.fills.drain(..) {
+            if f.maker_done {
+                self.by_id.remove(&f.maker_id);
+            }
+        }
+    }
+}
+
+impl Venue for Perpsim {
+    fn apply(&mut self, op: Op) {
+        match op {
+            Op::Add {
+                id,
+                side,
+                price,
+                lots,
+            } => {
+                let left = self.book.take(side, Some(price), lots, &mut self.fills);
+                self.forget_filled();
+                if left > 0 {
+                    let r = self.book.rest(id, side, price, left);
+                    self.by_id.insert(id, r);
+                }
+            }
+            Op::Cancel { id } => {
+                if let Some(r) = self.by_id.remove(&id) {
+                    self.book.cancel(r);
+                }
+            }
+            Op::Aggress { side, lots, .. } => {
+                self.book.take(side, None, lots, &mut self.fills);
+                self.forget_filled();
+            }
+        }
+    }
+}
+
+struct Reference(OrderBook<()>);
+
+impl Default for Reference {
+    fn default() -> Self {
+        Reference(OrderBook::new("BTC-USDC-PERP"))
+    }
+}
+
+fn their_side(side: Side) -> orderbook_rs::Side {
+    match side {
+        Side::Buy => orderbook_rs::Side::Buy,
+        Side::Sell => orderbook_rs::Side::Sell,
+    }
+}
+
+impl Venue for Reference {
+    fn apply(&mut self, op: Op) {
+        match op {
+            Op::Add {
+                id,
+                side,
+                price,
+                lots,
+            } => {
+                let _ = self.0.add_limit_order(
+                    Id::from_u64(id),
+                    price as u128,
+                    lots,
+                    their_side(side),
+                    TimeInForce::Gtc,
+                    None,
+                );
+            }
+            Op::Cancel { id } => {
+                let _ = self.0.cancel_order(Id::from_u64(id));
+            }
+            Op::Aggress { id, side, lots } => {
+                let _ = self
+                    .0
+                    .submit_market_order(Id::from_u64(id), lots, their_side(side));
+            }
+        }
+    }
+}
+
+const MID: i64 = 600_000;
+
+/// A seeded workload: orders to pre-load (not measured) and the measured operations.
+struct Workload {
+    name: &'static str,
+    preload: Vec<Op>,
+    ops: Vec<Op>,
+}
+
+fn passive(rng: &mut SimRng, id: u64, spread: u64) -> Op {
+    let r = rng.next_u64();
+    let side = if r & 1 == 0 { Side::Buy } else { Side::Sell };
+    let offset = 1 + ((r >> 8) % spread) as i64;
+    let price = if side == Side::Buy {
+        MID - offset
+    } else {
+        MID + offset
+    };
+    Op::Add {
+        id,
+        side,
+        price,
+        lots: 1 + (r >> 40) % 20,
+    }
+}
+
+fn workloads() -> Vec<Workload> {
+    let mut rng = SimRng::from_seed(2026);
+    let n = 20_000u64;
+    let add_only = Workload {
+        name: "add_only",
+        preload: vec![],
+        ops: (0..n).map(|i| passive(&mut rng, i, 500)).collect(),
+    };
+
+    let preload: Vec<Op> = (0..n).map(|i| passive(&mut rng, i, 500)).collect();
+    let mut ids: Vec<u64> = (0..n).collect();
+    for i in (1..ids.len()).rev() {
+        ids.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    let cancel_only = Workload {
+        name: "cancel_only",
+        preload,
+        ops: ids.into_iter().map(|id| Op::Cancel { id }).collect(),
+    };
+
+    // 400 levels a side, 10 one-lot orders each; every market order sweeps 25 orders.
+    let mut preload = Vec::new();
+    for level in 0..400i64 {
+        for k in 0..10u64 {
+            let id = (level as u64) * 20 + k;
+            preload.push(Op::Add {
+                id,
+                side: Side::Buy,
+                price: MID - 1 - level,
+                lots: 1,
+            });
+            preload.push(Op::Add {
+                id: id + 10,
+                side: Side::Sell,
+                price: MID + 1 + level,
+                lots: 1,
+            });
+        }
+    }
+    let ops = (0..300u64)
+        .map(|i| Op::Aggress {
+            id: 1_000_000 + i,
+            side: if i % 2 == 0 { Side::Buy } else { Side::Sell },
+            lots: 25,
+        })
+        .collect();
+    let aggressive = Workload {
+        name: "aggressive_walk",
+        preload,
+        ops,
+    };
+
+    let preload: Vec<Op> = (0..5_000).map(|i| passive(&mut rng, i, 200)).collect();
+    let mut live: Vec<u64> = (0..5_000).collect();
+    let mut ops = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let id = 10_000 + i;
+        let r = rng.next_u64() % 100;
+        ops.push(match r {
+            0..70 => {
+                live.push(id);
+                passive(&mut rng, id, 200)
+            }
+            70..90 if !live.is_empty() => {
+                let k = (rng.next_u64() % live.len() as u64) as usize;
+                Op::Cancel {
+                    id: live.swap_remove(k),
+                }
+            }
+            _ => Op::Aggress {
+                id,
+                side: if i % 2 == 0 { Side::Buy } else { Side::Sell },
+                lots: 1 + rng.next_u64() % 10,
+            },
+        });
+    }
+    let mixed = Workload {
+        name: "mixed_70_20_10",
+        preload,
+        ops,
+    };
+    vec![add_only, cancel_only, aggressive, mixed]
+}
+
+fn loaded<V: Venue + Default>(w: &Workload) -> V {
+    let mut v = V::default();
+    for op in &w.preload {
+        v.apply(*op);
+    }
+    v
+}
+
+/// One timed pass: orders per second and p50/p99 nanoseconds per operation.
+fn latencies<V: Venue + Default>(w: &Workload) -> (f64, u128, u128) {
+    let mut v: V = loaded(w);
+    let mut ns: Vec<u128> = Vec::with_capacity(w.ops.len());
+    let started = Instant::now();
+    for op in &w.ops {
+        let t = Instant::now();
+        v.apply(*op);
+        ns.push(t.elapsed().as_nanos());
+    }
+    let total = started.elapsed().as_secs_f64();
+    ns.sort_unstable();
+    (
+        w.ops.len() as f64 / total,
+        ns[ns.len() / 2],
+        ns[ns.len() * 99 / 100],
+    )
+}
+
+/// Live heap bytes per resting order with `n` orders resting (ids mapped, as an engine would).
+fn bytes_per_order<V: Venue + Default>(n: u64) -> f64 {
+    let mut rng = SimRng::from_seed(7);
+    let before = LIVE.load(Relaxed);
+    let mut v = V::default();
+    for id in 0..n {
+        v.apply(passive(&mut rng, id, 20_000));
+    }
+    let after = LIVE.load(Relaxed);
+    drop(v);
+    (after - before) as f64 / n as f64
+}
+
+fn report() {
+    println!(
+        "\n{:<16} {:>14} {:>9} {:>9}   {:>14} {:>9} {:>9}",
+        "workload", "perpsim ops/s", "p50 ns", "p99 ns", "orderbook-rs", "p50 ns", "p99 ns"
+    );
+    for w in workloads() {
+        let (a, a50, a99) = latencies::<Perpsim>(&w);
+        let (b, b50, b99) = latencies::<Reference>(&w);
+        println!(
+            "{:<16} {:>14.0} {:>9} {:>9}   {:>14.0} {:>9} {:>9}   ratio {:.2}×",
+            w.name,
+            a,
+            a50,
+            a99,
+            b,
+            b50,
+            b99,
+            a / b
+        );
+    }
+    let ours = bytes_per_order::<Perpsim>(1_000_000);
+    let theirs = bytes_per_order::<Reference>(1_000_000);
+    println!(
+        "memory per resting order at 1 000 000: perpsim {ours:.0} B (book + id map), orderbook-rs {theirs:.0} B\n"
+    );
+}
+
+fn compare(c: &mut Criterion) {
+    report();
+    for w in workloads() {
+        let mut group = c.benchmark_group(format!("book/{}", w.name));
+        group
+            .sample_size(20)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(4));
+        group.throughput(Throughput::Elements(w.ops.len() as u64));
+        group.bench_function("perpsim", |b| {
+            b.iter_batched(
+                || loaded::<Perpsim>(&w),
+                |mut v| w.ops.iter().for_each(|op| v.apply(*op)),
+                BatchSize::LargeInput,
+            )
+        });
+        group.bench_function("orderbook-rs", |b| {
+            b.iter_batched(
+                || loaded::<Reference>(&w),
+                |mut v| w.ops.iter().for_each(|op| v.apply(*op)),
+                BatchSize::LargeInput,
+            )
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, compare);
+criterion_main!(benches);
