@@ -29,6 +29,20 @@ fn advance(server: &Server, seconds: i64) {
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
+/// A new customer holding `amount` of `asset`, its deposit completed.
+fn funded(server: &Server, c: &Client, asset: &str, amount: &str) -> String {
+    let code = customer(c);
+    let r = transfer(
+        c,
+        &code,
+        "deposits",
+        json!({"asset": asset, "amount": amount}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text);
+    advance(server, 1);
+    code
+}
+
 fn balances(c: &Client, code: &str, query: &str) -> Value {
     let r = c.send(
         "GET",
@@ -93,14 +107,7 @@ fn a_deposit_answers_201_pending_and_completes_after_the_transfer_delay_with_the
 fn a_pending_withdrawal_is_held_in_pending_and_beyond_available_is_insufficient_funds() {
     let server = manual();
     let c = server.demo();
-    let code = customer(&c);
-    transfer(
-        &c,
-        &code,
-        "deposits",
-        json!({"asset": "USDT", "amount": "50"}),
-    );
-    advance(&server, 1);
+    let code = funded(&server, &c, "USDT", "50");
     let r = transfer(
         &c,
         &code,
@@ -271,14 +278,7 @@ fn the_admin_switch_answers_503_with_nothing_booked() {
 fn a_cancelled_transfer_ends_cancelled_and_releases_its_hold() {
     let server = manual();
     let c = server.demo();
-    let code = customer(&c);
-    transfer(
-        &c,
-        &code,
-        "deposits",
-        json!({"asset": "USDC", "amount": "10"}),
-    );
-    advance(&server, 1);
+    let code = funded(&server, &c, "USDC", "10");
     let w = transfer(
         &c,
         &code,
