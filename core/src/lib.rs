@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod decimal;
+pub mod entry;
 pub mod error;
 pub mod filter;
 pub mod ids;

@@ -23,3 +23,70 @@ impl Side {
         }
     }
 }
+
+/// Order types on entry (interface §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OrderType {
+    Market,
+    Limit,
+    StopLoss,
+    StopLossLimit,
+    TakeProfit,
+    TakeProfitLimit,
+    TakeProfitStopLoss,
+}
+
+impl OrderType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderType::Market => "market",
+            OrderType::Limit => "limit",
+            OrderType::StopLoss => "stop_loss",
+            OrderType::StopLossLimit => "stop_loss_limit",
+            OrderType::TakeProfit => "take_profit",
+            OrderType::TakeProfitLimit => "take_profit_limit",
+            OrderType::TakeProfitStopLoss => "take_profit_stop_loss",
+        }
+    }
+
+    /// Stop and take-profit types, the combo included.
+    pub fn is_conditional(self) -> bool {
+        !matches!(self, OrderType::Market | OrderType::Limit)
+    }
+
+    /// The time in force a conditional type requires (rule 7).
+    pub fn required_time_in_force(self) -> Option<TimeInForce> {
+        match self {
+            OrderType::StopLoss | OrderType::TakeProfit | OrderType::TakeProfitStopLoss => {
+                Some(TimeInForce::Ioc)
+            }
+            OrderType::StopLossLimit | OrderType::TakeProfitLimit => Some(TimeInForce::Gtc),
+            OrderType::Market | OrderType::Limit => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimeInForce {
+    Ioc,
+    Fok,
+    Gtc,
+    Gtd,
+}
+
+impl TimeInForce {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeInForce::Ioc => "IOC",
+            TimeInForce::Fok => "FOK",
+            TimeInForce::Gtc => "GTC",
+            TimeInForce::Gtd => "GTD",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TriggerPriceType {
+    TradePrice,
+    MarkPrice,
+}
