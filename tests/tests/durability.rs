@@ -114,12 +114,39 @@ fn scripted_run(
     let client = server.demo();
     let mut codes = Vec::new();
     for i in 0..12 {
-        codes.push(
-            client.create_customer(Some(&format!("c{i}")))["customer_code"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
+        let code = client.create_customer(Some(&format!("c{i}")))["customer_code"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // Money moves too: a deposit, and once it has completed a withdrawal still pending.
+        let deposit = json!({"asset": "USDC", "amount": format!("{}.25", 100 + i)});
+        assert_eq!(
+            client
+                .send(
+                    "POST",
+                    &format!("/v1/customers/{code}/deposits"),
+                    Some(deposit)
+                )
+                .status,
+            201
         );
+        server.admin(
+            "POST",
+            "/admin/v1/clock/advance",
+            Some(json!({"seconds": 2})),
+        );
+        let withdrawal = json!({"asset": "USDC", "amount": "10.5"});
+        assert_eq!(
+            client
+                .send(
+                    "POST",
+                    &format!("/v1/customers/{code}/withdrawals"),
+                    Some(withdrawal)
+                )
+                .status,
+            201
+        );
+        codes.push(code);
         if i % 4 == 0 {
             server.admin(
                 "POST",
