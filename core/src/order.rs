@@ -49,11 +49,6 @@ impl OrderType {
         }
     }
 
-    /// Stop and take-profit types, the combo included.
-    pub fn is_conditional(self) -> bool {
-        !matches!(self, OrderType::Market | OrderType::Limit)
-    }
-
     /// The time in force a conditional type requires (rule 7).
     pub fn required_time_in_force(self) -> Option<TimeInForce> {
         match self {

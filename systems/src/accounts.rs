@@ -1,7 +1,7 @@
 //! Customer money and account settings: transfers (D7), the transfer switch (D3), margin
 //! profile, provisioning and fee profile (§2.7, §2.8, D8).
 
-use bevy_ecs::prelude::{Entity, Res, ResMut, World};
+use bevy_ecs::prelude::{Mut, Res, ResMut, World};
 use perpsim_core::ids::{CustomerCode, MovementCode};
 use perpsim_core::instrument::Asset;
 use perpsim_core::money::{FeeRates, MAX_LEVERAGE, margin_profile};
@@ -11,17 +11,8 @@ use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
 use crate::command::{CommandResult, Outcome};
 use crate::engine::{EngineEvent, TickEvents};
 use crate::ledger::{Ledger, MovementKind};
-use crate::registry::{Customer, EngineRng, Registry, instrument_entity};
+use crate::registry::{Customer, EngineRng, Registry, customer_entity, instrument_entity};
 use crate::view::CustomerView;
-
-fn customer_entity(world: &World, code: CustomerCode) -> Result<Entity, Error> {
-    world
-        .resource::<Registry>()
-        .customers
-        .get(&code)
-        .copied()
-        .ok_or_else(|| Error::not_found(format!("customer {code} does not exist")))
-}
 
 /// Records a deposit or withdrawal as pending and schedules its completion `delay_ms` later.
 pub fn request_transfer(
@@ -38,12 +29,12 @@ pub fn request_transfer(
         .expect("indexed customer")
         .broker;
     let now = world.resource::<SimClock>().now;
-    let mut rng = world.resource::<EngineRng>().0.clone();
-    let movement = world
-        .resource_mut::<Ledger>()
-        .request_transfer(&mut rng, now, (customer, broker), kind, asset, amount)?
-        .clone();
-    world.resource_mut::<EngineRng>().0 = rng;
+    let movement = world.resource_scope(|world, mut rng: Mut<EngineRng>| {
+        world
+            .resource_mut::<Ledger>()
+            .request_transfer(&mut rng.0, now, (customer, broker), kind, asset, amount)
+            .cloned()
+    })?;
     world.resource_mut::<Scheduler>().schedule(
         now.plus_millis(delay_ms),
         ScheduledEvent::TransferDue(movement.seq),

@@ -358,16 +358,6 @@ impl Book {
             _ => true,
         }
     }
-
-    /// Bytes held by the book's own storage (slots, free list, levels), for the memory budget.
-    pub fn heap_bytes(&self) -> usize {
-        let level_entry = std::mem::size_of::<(Ticks, Level)>();
-        self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.free.capacity() * std::mem::size_of::<u32>()
-            // A BTreeMap node holds up to 11 entries; count each level as one entry plus its
-            // share of node overhead (edges and lengths), rounded up to two entries' worth.
-            + (self.bids.len() + self.asks.len()) * 2 * level_entry
-    }
 }
 
 #[cfg(test)]

@@ -28,15 +28,6 @@ pub enum ScheduledEvent {
     TransferDue(u64),
 }
 
-impl ScheduledEvent {
-    pub fn name(self) -> &'static str {
-        match self {
-            ScheduledEvent::FundingHour => "funding_hour",
-            ScheduledEvent::TransferDue(_) => "transfer_due",
-        }
-    }
-}
-
 /// Upper bound on pending timed events; a scheduler this full means a runaway producer.
 pub const MAX_SCHEDULED: usize = 10_000_000;
 
@@ -73,14 +64,6 @@ impl Scheduler {
             batch.push(entry.remove());
         }
         Some((at, batch))
-    }
-
-    pub fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
     }
 }
 
@@ -120,6 +103,6 @@ mod tests {
         );
         let (at, batch) = s.pop_earliest_batch(t(30)).unwrap();
         assert_eq!((at, batch.len()), (t(20), 2));
-        assert!(s.is_empty());
+        assert_eq!(s.next_due(), None);
     }
 }

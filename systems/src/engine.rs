@@ -202,15 +202,16 @@ impl Engine {
         }
         // The tick always ends with one run, so its instant is published even with no commands.
         self.run_segment(segment, &mut results, true);
-        let mut counters = self.world.resource_mut::<Counters>();
-        counters.ticks += 1;
-        counters.commands += count as u64;
-        let ticks = counters.ticks;
-        let (ticks_view, commands_view) = (counters.ticks, counters.commands);
+        let counters = {
+            let mut c = self.world.resource_mut::<Counters>();
+            c.ticks += 1;
+            c.commands += count as u64;
+            *c
+        };
         let mut view = self.world.resource_mut::<ReadView>();
-        view.tick = ticks_view;
-        view.seq = commands_view;
-        if ticks.is_multiple_of(CHECK_CHANGE_TICKS_EVERY) {
+        view.tick = counters.ticks;
+        view.seq = counters.commands;
+        if counters.ticks.is_multiple_of(CHECK_CHANGE_TICKS_EVERY) {
             self.world.check_change_ticks();
         }
         let events = std::mem::take(&mut self.world.resource_mut::<TickEvents>().0);

@@ -151,7 +151,9 @@ pub struct LedgerState {
     pub transfers_available: bool,
 }
 
-#[derive(Resource, Debug, Default)]
+/// A new ledger has its venue accounts and transfers switched on ([`Ledger::new`], which
+/// `Default` is too); a restored one comes from [`Ledger::from_state`].
+#[derive(Resource, Debug)]
 pub struct Ledger {
     state: LedgerState,
     /// Transfers still pending, by code: what an admin may cancel. Bounded by the transfers
@@ -161,6 +163,12 @@ pub struct Ledger {
     /// removed at the drain, which is cheaper than a set on every booking).
     dirty_movements: Vec<u64>,
     dirty_accounts: BTreeSet<AccountId>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Ledger {

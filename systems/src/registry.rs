@@ -103,6 +103,15 @@ fn broker_entity(world: &World, code: BrokerCode) -> Result<Entity, Error> {
         .ok_or_else(|| Error::not_found(format!("broker {code} does not exist")))
 }
 
+pub fn customer_entity(world: &World, code: CustomerCode) -> Result<Entity, Error> {
+    world
+        .resource::<Registry>()
+        .customers
+        .get(&code)
+        .copied()
+        .ok_or_else(|| Error::not_found(format!("customer {code} does not exist")))
+}
+
 pub fn instrument_entity(world: &World, symbol: &str) -> Result<Entity, Error> {
     world
         .resource::<Registry>()
