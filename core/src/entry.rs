@@ -9,6 +9,7 @@
 use std::net::IpAddr;
 
 use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorCode};
 use crate::instrument::InstrumentSpec;
@@ -23,24 +24,44 @@ pub const MAX_REFERENCE_ID: usize = 40;
 /// open; documented in the OpenAPI description of order entry).
 pub const MAX_ORDER_NOTIONAL: i64 = 10_000_000;
 
-/// An order entry as decoded from the request body, before any rule is checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An order entry as decoded from the request body, before any rule is checked. It travels
+/// in the journaled command as sent: the rules run in the engine, against its prices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderEntry {
     pub side: Side,
     pub kind: OrderType,
     pub reference_id: String,
+    #[serde(with = "crate::decimal::bin_opt")]
     pub amount: Option<Decimal>,
+    #[serde(with = "crate::decimal::bin_opt")]
     pub cash_amount: Option<Decimal>,
+    #[serde(with = "crate::decimal::bin_opt")]
     pub limit_price: Option<Decimal>,
+    #[serde(with = "crate::decimal::bin_opt")]
     pub trigger_price: Option<Decimal>,
     pub trigger_price_type: Option<TriggerPriceType>,
+    #[serde(with = "crate::decimal::bin_opt")]
     pub take_profit_price: Option<Decimal>,
+    #[serde(with = "crate::decimal::bin_opt")]
     pub stop_loss_price: Option<Decimal>,
     pub time_in_force: Option<TimeInForce>,
     pub expire_time: Option<Timestamp>,
     pub post_only: bool,
     pub leverage: Option<u32>,
+    /// Checked at the edge and never stored (§2.3: never echoed); None in commands.
     pub customer_ip: Option<String>,
+}
+
+/// An amend (D5 PATCH): any of these, at least one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Amend {
+    #[serde(with = "crate::decimal::bin_opt")]
+    pub amount: Option<Decimal>,
+    #[serde(with = "crate::decimal::bin_opt")]
+    pub limit_price: Option<Decimal>,
+    #[serde(with = "crate::decimal::bin_opt")]
+    pub trigger_price: Option<Decimal>,
+    pub expire_time: Option<Timestamp>,
 }
 
 /// The prices rule 8 compares triggers with, and the time expire_time must be after.

@@ -43,3 +43,18 @@ uuid_code!(
 /// signature scheme, only that keys identify brokers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PublicKey(pub [u8; 32]);
+
+uuid_code!(
+    /// A position (`position_code`); a new one on every open, reopen or flip (D6).
+    PositionCode
+);
+
+uuid_code!(
+    /// One side's record of a fill (`code` of a trade record, `trade_code` of its ledger row).
+    TradeCode
+);
+
+uuid_code!(
+    /// A public trade (`code` of a PublicTrade): one per fill.
+    FillCode
+);

@@ -19,5 +19,5 @@ pub mod rng;
 pub mod time;
 
 pub use error::{Error, ErrorCode};
-pub use rust_decimal::Decimal;
+pub use rust_decimal::{Decimal, RoundingStrategy};
 pub use uuid::Uuid;

@@ -85,3 +85,91 @@ pub enum TriggerPriceType {
     TradePrice,
     MarkPrice,
 }
+
+impl OrderType {
+    /// The mechanical type the venue stores, reported on reads (rule 14, D5).
+    pub fn stored_str(self) -> &'static str {
+        match self {
+            OrderType::StopLoss | OrderType::TakeProfit => "stop_market",
+            OrderType::StopLossLimit | OrderType::TakeProfitLimit => "stop_limit",
+            other => other.as_str(),
+        }
+    }
+
+    /// Waits for a trigger before it reaches the book.
+    pub fn is_conditional(self) -> bool {
+        !matches!(self, OrderType::Market | OrderType::Limit)
+    }
+}
+
+/// Order status (interface §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OrderStatus {
+    Open,
+    PartiallyFilled,
+    Filled,
+    Canceled,
+    Expired,
+    Rejected,
+}
+
+impl OrderStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderStatus::Open => "open",
+            OrderStatus::PartiallyFilled => "partially_filled",
+            OrderStatus::Filled => "filled",
+            OrderStatus::Canceled => "canceled",
+            OrderStatus::Expired => "expired",
+            OrderStatus::Rejected => "rejected",
+        }
+    }
+
+    /// Still working: resting, or waiting for its trigger.
+    pub fn is_open(self) -> bool {
+        matches!(self, OrderStatus::Open | OrderStatus::PartiallyFilled)
+    }
+}
+
+/// Why an order ended without filling (interface §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndReason {
+    UserInitiated,
+    TimeInForce,
+    Expired,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::UserInitiated => "USER_INITIATED",
+            EndReason::TimeInForce => "TIME_IN_FORCE",
+            EndReason::Expired => "EXPIRED",
+        }
+    }
+}
+
+impl TriggerPriceType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TriggerPriceType::TradePrice => "trade_price",
+            TriggerPriceType::MarkPrice => "mark_price",
+        }
+    }
+}
+
+/// Direction of a net position (D6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PositionSide {
+    Long,
+    Short,
+}
+
+impl PositionSide {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PositionSide::Long => "long",
+            PositionSide::Short => "short",
+        }
+    }
+}

@@ -4,7 +4,7 @@
 use bevy_ecs::prelude::{Mut, Res, ResMut, World};
 use perpsim_core::ids::{CustomerCode, MovementCode};
 use perpsim_core::instrument::Asset;
-use perpsim_core::money::{FeeRates, MAX_LEVERAGE, margin_profile};
+use perpsim_core::money::FeeRates;
 use perpsim_core::{Decimal, Error};
 
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
@@ -81,19 +81,6 @@ fn update_customer(
 pub fn set_provisioned(world: &mut World, code: CustomerCode, provisioned: bool) -> CommandResult {
     update_customer(world, code, |c| {
         Ok(std::mem::replace(&mut c.provisioned, provisioned) != provisioned)
-    })
-}
-
-/// Selects the account-wide margin profile; a no-op when already active. Refused when out of
-/// range. (When positions exist, the orders issue adds the margin-call check here.)
-pub fn set_leverage(world: &mut World, code: CustomerCode, leverage: u32) -> CommandResult {
-    if leverage == 0 || leverage > MAX_LEVERAGE || margin_profile(leverage).is_none() {
-        return Err(Error::validation(format!(
-            "leverage must be between 1 and max_leverage {MAX_LEVERAGE}, got {leverage}"
-        )));
-    }
-    update_customer(world, code, |c| {
-        Ok(std::mem::replace(&mut c.leverage, leverage) != leverage)
     })
 }
 

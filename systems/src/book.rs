@@ -165,6 +165,32 @@ impl Book {
         found.min(want)
     }
 
+    /// Whole lots an order on `side` could take within `limit` for a notional of at most
+    /// `budget`, counted in tick × lot units (a cash order resolved to contracts, rule 2).
+    pub fn lots_within_budget(&self, side: Side, limit: Option<Ticks>, mut budget: i128) -> Lots {
+        let mut lots: Lots = 0;
+        let levels: Box<dyn Iterator<Item = (&Ticks, &Level)>> = match side {
+            Side::Buy => Box::new(self.asks.iter()),
+            Side::Sell => Box::new(self.bids.iter().rev()),
+        };
+        for (&price, level) in levels {
+            let within = match side {
+                Side::Buy => limit.is_none_or(|l| price <= l),
+                Side::Sell => limit.is_none_or(|l| price >= l),
+            };
+            if !within || price <= 0 {
+                break;
+            }
+            let affordable = (budget / i128::from(price)).min(i128::from(level.lots));
+            lots += affordable as Lots;
+            budget -= affordable * i128::from(price);
+            if affordable < i128::from(level.lots) {
+                break;
+            }
+        }
+        lots
+    }
+
     /// Adds a resting order at the back of its price level.
     pub fn rest(&mut self, id: u64, side: Side, price: Ticks, lots: Lots) -> OrderRef {
         assert!(lots > 0, "a resting order has something left");

@@ -26,6 +26,9 @@ pub enum ScheduledEvent {
     /// A pending deposit or withdrawal reaches created_at + transfer delay (D7); carries the
     /// movement's ledger sequence number, so completion needs no lookup.
     TransferDue(u64),
+    /// A GTD order reaches its expire_time (D5); carries the order id. An amend that moves
+    /// the time schedules anew, and a stale event finds the order's time unchanged-or-later.
+    OrderExpiry(u64),
 }
 
 /// Upper bound on pending timed events; a scheduler this full means a runaway producer.

@@ -8,6 +8,9 @@ use perpsim_core::instrument::{Asset, InstrumentSpec, InstrumentStatus};
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use perpsim_core::entry::{Amend, OrderEntry};
+
+use crate::exchange::Order;
 use crate::ledger::Movement;
 use crate::view::{BrokerView, ClockView, CustomerView, InstrumentView};
 
@@ -92,6 +95,23 @@ pub enum Command {
     SetClockMode {
         mode: ClockMode,
     },
+    /// An order entry as sent (§4.3); the rules run in the engine against its prices.
+    PlaceOrder {
+        customer: CustomerCode,
+        symbol: String,
+        entry: OrderEntry,
+    },
+    /// DELETE: cancels the open order of a reference.
+    CancelOrder {
+        customer: CustomerCode,
+        reference_id: String,
+    },
+    /// PATCH (D5): amends the open order of a reference.
+    AmendOrder {
+        customer: CustomerCode,
+        reference_id: String,
+        amend: Amend,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,6 +129,7 @@ pub enum Outcome {
     Clock(ClockView),
     Movement(Movement),
     TransfersAvailable(bool),
+    Order(Box<Order>),
 }
 
 pub type CommandResult = Result<Outcome, perpsim_core::Error>;

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
 use crate::command::{Command, CommandResult, Genesis, Outcome};
+use crate::desk::OrderRequests;
+use crate::exchange::Exchange;
 use crate::ingest::{Inbox, Results};
 use crate::ledger::Ledger;
 use crate::registry::{EngineRng, InstrumentState, Registry};
@@ -68,9 +70,13 @@ impl Engine {
         counters: Counters,
         scheduler: Scheduler,
         ledger: Ledger,
+        exchange: Exchange,
     ) -> Self {
         let mut world = World::new();
         world.insert_resource(ledger);
+        world.insert_resource(exchange);
+        world.insert_resource(OrderRequests::default());
+        world.insert_resource(crate::exchange::CheckedUpTo::default());
         world.insert_resource(clock);
         world.insert_resource(EngineRng(rng));
         world.insert_resource(counters);
@@ -111,6 +117,7 @@ impl Engine {
             Counters::default(),
             scheduler,
             Ledger::new(),
+            Exchange::new(genesis.instruments.iter().cloned()),
         );
         for spec in genesis.instruments {
             let state = InstrumentState {
@@ -134,6 +141,7 @@ impl Engine {
             state.counters,
             state.scheduler.clone(),
             Ledger::from_state(state.ledger.clone()),
+            Exchange::from_state(state.exchange.clone()),
         );
         snapshot::restore_entities(&mut engine.world, state);
         engine.run_schedule();
@@ -291,7 +299,7 @@ impl Engine {
             "ingest answers every command once"
         );
         for (index, result) in indices.into_iter().zip(produced) {
-            results[index] = Some(result);
+            results[index] = Some(result.expect("every request is answered within its run"));
         }
     }
 

@@ -4,6 +4,7 @@ use bevy_ecs::prelude::{Resource, World};
 
 use crate::command::TransferKind;
 use crate::command::{Command, CommandResult};
+use crate::desk::OrderRequests;
 use crate::ledger::MovementKind;
 use crate::{accounts, registry};
 
@@ -11,14 +12,28 @@ use crate::{accounts, registry};
 #[derive(Resource, Debug, Default)]
 pub struct Inbox(pub Vec<Command>);
 
-/// One result per command of the inbox, same order.
+/// One result per command of the inbox, same order. Order requests (and leverage changes,
+/// which move margin) are answered by MatchSystems, which fills in their slot.
 #[derive(Resource, Debug, Default)]
-pub struct Results(pub Vec<CommandResult>);
+pub struct Results(pub Vec<Option<CommandResult>>);
 
 pub fn ingest_commands(world: &mut World) {
     let commands = std::mem::take(&mut world.resource_mut::<Inbox>().0);
-    for command in &commands {
-        let result = apply(world, command);
+    for command in commands {
+        let index = world.resource::<Results>().0.len();
+        let result = match command {
+            Command::PlaceOrder { .. }
+            | Command::CancelOrder { .. }
+            | Command::AmendOrder { .. }
+            | Command::SetLeverage { .. } => {
+                world
+                    .resource_mut::<OrderRequests>()
+                    .0
+                    .push((index, command));
+                None
+            }
+            other => Some(apply(world, &other)),
+        };
         world.resource_mut::<Results>().0.push(result);
     }
 }
@@ -67,15 +82,16 @@ fn apply(world: &mut World, command: &Command) -> CommandResult {
             customer,
             provisioned,
         } => accounts::set_provisioned(world, *customer, *provisioned),
-        Command::SetLeverage { customer, leverage } => {
-            accounts::set_leverage(world, *customer, *leverage)
-        }
         Command::SetFees {
             customer,
             symbol,
             maker_bps,
             taker_bps,
         } => accounts::set_fees(world, *customer, symbol.as_deref(), *maker_bps, *taker_bps),
+        Command::PlaceOrder { .. }
+        | Command::CancelOrder { .. }
+        | Command::AmendOrder { .. }
+        | Command::SetLeverage { .. } => unreachable!("order requests are queued for MatchSystems"),
         Command::AdvanceClock { .. } | Command::SetClockMode { .. } => {
             unreachable!("clock commands are applied by Engine::tick between runs of the schedule")
         }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bevy_ecs::prelude::Resource;
 use perpsim_core::decimal::round_ledger;
-use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode};
+use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, TradeCode};
 use perpsim_core::instrument::Asset;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
@@ -130,6 +130,21 @@ pub struct Movement {
     /// The customer's total after the movement, once completed.
     #[serde(with = "perpsim_core::decimal::bin_opt")]
     pub balance_after: Option<Decimal>,
+    /// What a trade-family row carries besides the amount (§2.9); boxed, as most rows are
+    /// transfers, funding or settlement.
+    pub trade: Option<Box<TradeInfo>>,
+}
+
+/// The fill behind a trade-family movement: `amount = realised_pnl − fee` exactly (D7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TradeInfo {
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub realised_pnl: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub fee: Decimal,
+    pub reference_id: Option<String>,
+    pub symbol: String,
+    pub trade_code: TradeCode,
 }
 
 /// Completed flows across the venue's boundary, per asset.
@@ -311,6 +326,7 @@ impl Ledger {
             created_at: now,
             updated_at: now,
             balance_after: None,
+            trade: None,
         };
         self.pending.insert(movement.code, seq);
         self.dirty_movements.push(seq);
@@ -402,6 +418,80 @@ impl Ledger {
         Ok(&self.state.movements[seq as usize])
     }
 
+    /// Books one side of a fill, completed at once: the customer gets `realised_pnl − fee`,
+    /// the clearing account the opposite of the PnL and the fees account the fee, so the
+    /// movement nets to zero across the ledger (D7). Both parts are already rounded to 10
+    /// decimals; the row is booked even when they cancel out, as every fill appears exactly
+    /// once in the ledger (§2.9). Returns the movement's seq.
+    pub fn book_trade(
+        &mut self,
+        rng: &mut SimRng,
+        now: Timestamp,
+        customer: (CustomerCode, BrokerCode),
+        asset: Asset,
+        kind: MovementKind,
+        info: TradeInfo,
+    ) -> u64 {
+        assert!(
+            round_ledger(info.realised_pnl) == info.realised_pnl
+                && round_ledger(info.fee) == info.fee,
+            "trade amounts are rounded at booking"
+        );
+        let amount = info.realised_pnl - info.fee;
+        self.account_mut((Owner::Venue(VenueAccount::Clearing), asset), now)
+            .total -= info.realised_pnl;
+        self.account_mut((Owner::Venue(VenueAccount::Fees), asset), now)
+            .total += info.fee;
+        let account = self.account_mut((Owner::Customer(customer.0), asset), now);
+        account.total += amount;
+        let total = account.total;
+        let seq = self.state.movements.len() as u64;
+        self.state.movements.push(Movement {
+            seq,
+            code: MovementCode(rng.uuid()),
+            customer: customer.0,
+            broker: customer.1,
+            kind,
+            status: MovementStatus::Completed,
+            asset,
+            amount,
+            created_at: now,
+            updated_at: now,
+            balance_after: Some(total),
+            trade: Some(Box::new(info)),
+        });
+        self.dirty_movements.push(seq);
+        seq
+    }
+
+    /// Moves a customer's locked initial margin by `delta` (positions and resting orders).
+    pub fn adjust_locked(
+        &mut self,
+        customer: CustomerCode,
+        asset: Asset,
+        delta: Decimal,
+        now: Timestamp,
+    ) {
+        if delta.is_zero() {
+            return;
+        }
+        let account = self.account_mut((Owner::Customer(customer), asset), now);
+        account.locked += delta;
+        assert!(
+            account.locked >= Decimal::ZERO,
+            "locked margin of {customer} went negative: {}",
+            account.locked
+        );
+    }
+
+    /// What a customer may still commit: total − locked − pending (zero without a row).
+    pub fn available(&self, customer: CustomerCode, asset: Asset) -> Decimal {
+        self.state
+            .accounts
+            .get(&(Owner::Customer(customer), asset))
+            .map_or(Decimal::ZERO, Balance::available)
+    }
+
     /// The money invariants of D7, checked in full. Returns the first violation.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut sums: BTreeMap<Asset, Decimal> = BTreeMap::new();
@@ -415,12 +505,6 @@ impl Ledger {
             if b.total - b.locked - b.pending != b.available() {
                 return Err(format!(
                     "{owner:?} {asset:?}: available + locked + pending != total"
-                ));
-            }
-            if matches!(owner, Owner::Customer(_)) && b.available() < Decimal::ZERO {
-                return Err(format!(
-                    "{owner:?} {asset:?}: negative available {}",
-                    b.available()
                 ));
             }
             for v in [b.total, b.locked, b.pending] {

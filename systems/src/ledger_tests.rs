@@ -13,9 +13,9 @@ use crate::command::TransferKind;
 use crate::ledger::{MovementKind, MovementStatus};
 use crate::{Command, Engine, EngineEvent, Genesis, Outcome};
 
-const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
+pub(crate) const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
 
-fn engine(seed: u64) -> Engine {
+pub(crate) fn engine(seed: u64) -> Engine {
     Engine::genesis(Genesis {
         seed,
         clock_mode: ClockMode::Manual,
@@ -25,7 +25,7 @@ fn engine(seed: u64) -> Engine {
 }
 
 /// A broker with `n` customers; returns their codes.
-fn customers(engine: &mut Engine, n: usize) -> Vec<CustomerCode> {
+pub(crate) fn customers(engine: &mut Engine, n: usize) -> Vec<CustomerCode> {
     let out = engine.tick(
         START,
         vec![Command::CreateBroker {

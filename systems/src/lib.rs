@@ -11,9 +11,13 @@ pub mod accounts;
 pub mod book;
 pub mod clock;
 pub mod command;
+pub mod desk;
 pub mod engine;
+pub mod exchange;
+pub mod fills;
 pub mod ingest;
 pub mod ledger;
+pub mod market_view;
 pub mod registry;
 pub mod sets;
 pub mod snapshot;
@@ -28,3 +32,5 @@ pub use view::ReadView;
 mod ledger_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trading_tests;

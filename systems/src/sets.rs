@@ -7,7 +7,7 @@
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, SystemSet};
 use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings, SingleThreadedExecutor};
 
-use crate::{accounts, clock, ingest, view};
+use crate::{accounts, clock, desk, ingest, view};
 
 /// Commands of the tick applied in arrival order; due timers handed to their domains.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
@@ -72,6 +72,12 @@ pub fn build_schedule() -> Schedule {
             .chain(),
     );
     schedule.add_systems(ingest::ingest_commands.in_set(IngestSystems));
+    schedule.add_systems(
+        (desk::handle_order_requests, desk::expire_orders)
+            .chain()
+            .in_set(MatchSystems),
+    );
+    schedule.add_systems(desk::fire_triggers.in_set(TriggerSystems));
     schedule.add_systems(accounts::complete_due_transfers.in_set(FillSystems));
     schedule.add_systems(clock::rearm_funding_hour.in_set(FundingSystems));
     schedule.add_systems(
@@ -81,6 +87,7 @@ pub fn build_schedule() -> Schedule {
             view::publish_customers,
             view::publish_instruments,
             view::publish_ledger,
+            crate::market_view::publish_trading,
         )
             .chain()
             .in_set(PublishSystems)
@@ -93,6 +100,13 @@ pub fn build_schedule() -> Schedule {
         accounts::assert_money_invariants
             .in_set(PublishSystems)
             .after(view::publish_ledger),
+    );
+    #[cfg(debug_assertions)]
+    schedule.add_systems(
+        crate::exchange::assert_trading_invariants
+            .in_set(PublishSystems)
+            .after(accounts::assert_money_invariants)
+            .after(crate::market_view::publish_trading),
     );
     schedule
 }

@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::clock::{Scheduler, SimClock};
 use crate::command::Genesis;
 use crate::engine::Counters;
+use crate::exchange::{Exchange, ExchangeState};
 use crate::ledger::{Ledger, LedgerState};
 use crate::registry::{
     Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, Registry,
@@ -17,7 +18,7 @@ use crate::registry::{
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
-pub const STATE_VERSION: u32 = 2;
+pub const STATE_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -34,6 +35,7 @@ pub struct EngineState {
     /// Sorted by symbol.
     pub instruments: Vec<(Instrument, InstrumentState)>,
     pub ledger: LedgerState,
+    pub exchange: ExchangeState,
 }
 
 /// SHA-256 of the canonical encoding, printed as lower-case hex.
@@ -100,6 +102,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         customers,
         instruments,
         ledger: world.resource::<Ledger>().state().clone(),
+        exchange: world.resource::<Exchange>().state(),
     }
 }
 

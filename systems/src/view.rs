@@ -124,6 +124,7 @@ pub struct ReadView {
     /// A customer's balance per asset it ever moved.
     pub balances: OrdMap<CustomerCode, OrdMap<Asset, Balance>>,
     pub transfers_available: bool,
+    pub trading: crate::market_view::TradingView,
 }
 
 impl ReadView {
@@ -142,6 +143,7 @@ impl ReadView {
             movements_by_customer: OrdMap::new(),
             balances: OrdMap::new(),
             transfers_available: true,
+            trading: Default::default(),
         }
     }
 

@@ -1,0 +1,890 @@
+//! The order desk (interface §3.1, §4.3; D5): placement with the stateful checks, matching
+//! against the market's book, cancel, amend, GTD expiry and conditional triggers. Every path
+//! runs in MatchSystems or TriggerSystems through [`Desk`], one request at a time in arrival
+//! order, so a request sees every effect of the ones before it (fills included).
+
+use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
+use bevy_ecs::system::SystemParam;
+use perpsim_core::entry::{self, Amend, NewOrder, OrderEntry, Quantity, Reference};
+use perpsim_core::ids::CustomerCode;
+use perpsim_core::instrument::InstrumentStatus;
+use perpsim_core::money::{DEFAULT_FEES, MAX_LEVERAGE, margin_profile};
+use perpsim_core::order::{EndReason, OrderStatus, OrderType, Side, TimeInForce};
+use perpsim_core::{Decimal, Error, ErrorCode};
+
+use crate::book::{Lots, Ticks};
+use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
+use crate::command::{Command, Outcome};
+use crate::exchange::{Exchange, Liquidity, MarketId, Order, RefEntry, Watch};
+use crate::fills::{Execution, FillSide, book_fill};
+use crate::ingest::Results;
+use crate::ledger::Ledger;
+use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
+use crate::view::CustomerView;
+
+/// Order commands of the current run, with the index of their result, in arrival order.
+#[derive(Resource, Debug, Default)]
+pub struct OrderRequests(pub Vec<(usize, Command)>);
+
+/// Everything order handling reads and writes.
+#[derive(SystemParam)]
+pub struct Desk<'w, 's> {
+    exchange: ResMut<'w, Exchange>,
+    ledger: ResMut<'w, Ledger>,
+    rng: ResMut<'w, EngineRng>,
+    clock: Res<'w, SimClock>,
+    scheduler: ResMut<'w, Scheduler>,
+    registry: Res<'w, Registry>,
+    customers: Query<'w, 's, &'static mut Customer>,
+    instruments: Query<'w, 's, &'static InstrumentState>,
+}
+
+/// MatchSystems: the tick's order requests, one at a time.
+pub fn handle_order_requests(
+    mut requests: ResMut<OrderRequests>,
+    mut results: ResMut<Results>,
+    mut desk: Desk,
+) {
+    for (index, command) in requests.0.drain(..) {
+        let result = match command {
+            Command::PlaceOrder {
+                customer,
+                symbol,
+                entry,
+            } => desk.place(customer, &symbol, &entry),
+            Command::CancelOrder {
+                customer,
+                reference_id,
+            } => desk.cancel(customer, &reference_id),
+            Command::AmendOrder {
+                customer,
+                reference_id,
+                amend,
+            } => desk.amend(customer, &reference_id, &amend),
+            Command::SetLeverage { customer, leverage } => {
+                results.0[index] = Some(desk.set_leverage(customer, leverage));
+                continue;
+            }
+            other => unreachable!("not an order request: {other:?}"),
+        };
+        let outcome =
+            result.map(|id| Outcome::Order(Box::new(desk.exchange.orders[id as usize].clone())));
+        results.0[index] = Some(outcome);
+    }
+}
+
+/// MatchSystems: GTD orders whose expire_time has come end `expired` with reason EXPIRED.
+pub fn expire_orders(due: Res<DueEvents>, mut desk: Desk) {
+    for event in &due.0 {
+        if let ScheduledEvent::OrderExpiry(id) = *event {
+            let now = desk.clock.now;
+            let o = &desk.exchange.orders[id as usize];
+            // An amend may have moved the time on; the event for the new time expires it.
+            if o.is_open() && o.expire_time.is_some_and(|t| t <= now) {
+                desk.finish(id, OrderStatus::Expired, Some(EndReason::Expired));
+            }
+        }
+    }
+}
+
+/// TriggerSystems: conditional orders whose trigger price is reached fire, in trigger order
+/// then placement order, until no more fire (each fires at most once, so this ends).
+pub fn fire_triggers(mut desk: Desk) {
+    for market in 0..desk.exchange.markets.len() as MarketId {
+        while let Some(id) = desk.next_triggered(market) {
+            desk.trigger(id);
+        }
+    }
+}
+
+fn rejected(message: String) -> Error {
+    Error::new(ErrorCode::OrderRejected, message)
+}
+
+impl Desk<'_, '_> {
+    fn instrument(&self, market: MarketId) -> &InstrumentState {
+        let symbol = &self.exchange.markets[market as usize].spec.symbol;
+        let entity = self.registry.instruments[symbol];
+        self.instruments
+            .get(entity)
+            .expect("every market is an instrument")
+    }
+
+    fn customer(&self, code: CustomerCode) -> Result<&Customer, Error> {
+        self.registry
+            .customers
+            .get(&code)
+            .and_then(|e| self.customers.get(*e).ok())
+            .ok_or_else(|| Error::not_found(format!("customer {code} does not exist")))
+    }
+
+    fn initial_margin(&self, code: CustomerCode) -> Decimal {
+        let leverage = self.customer(code).map_or(1, |c| c.leverage);
+        margin_profile(leverage)
+            .expect("customers hold a valid leverage")
+            .initial
+    }
+
+    /// Signed size of the customer's position in a market (long positive).
+    fn position_size(&self, code: CustomerCode, market: MarketId) -> Decimal {
+        self.exchange
+            .positions
+            .get(&(code, market))
+            .map_or(Decimal::ZERO, |p| p.size)
+    }
+
+    fn place(
+        &mut self,
+        code: CustomerCode,
+        symbol: &str,
+        entry: &OrderEntry,
+    ) -> Result<u64, Error> {
+        let (broker, leverage_now) = {
+            let c = self.customer(code)?;
+            (c.broker, c.leverage)
+        };
+        let market = self
+            .exchange
+            .market_id(symbol)
+            .ok_or_else(|| Error::not_found(format!("symbol {symbol} does not exist")))?;
+        let (status, mark) = {
+            let i = self.instrument(market);
+            (i.status, i.mark_price)
+        };
+        let m = &self.exchange.markets[market as usize];
+        let now = self.clock.now;
+        let reference = Reference {
+            // Before the first trade, triggers are judged against the mark price.
+            last_trade_price: m.last_price.unwrap_or(mark),
+            mark_price: mark,
+            now,
+        };
+        let new = entry::validate(entry, &m.spec, &reference)?;
+        self.check_status(market, status, &new)?;
+        if self
+            .exchange
+            .refs
+            .get(&(code, new.reference_id.clone()))
+            .is_some_and(|r| r.open.is_some())
+        {
+            return Err(Error::new(
+                ErrorCode::DuplicateReferenceId,
+                format!(
+                    "reference_id {} is already used by an open order (rule 11)",
+                    new.reference_id
+                ),
+            ));
+        }
+        let leverage = new.leverage.unwrap_or(leverage_now);
+        let profile = margin_profile(leverage).expect("validated leverage");
+        if leverage != leverage_now {
+            self.check_leverage_change(code, leverage)?;
+        }
+        // D5: the order's opening part needs amount × price × initial margin available.
+        let price = new.limit_price.unwrap_or(mark);
+        let size = self.position_size(code, market);
+        let reducible = match new.side {
+            Side::Buy if size < Decimal::ZERO => -size,
+            Side::Sell if size > Decimal::ZERO => size,
+            _ => Decimal::ZERO,
+        };
+        let opening_notional = match new.quantity {
+            Quantity::Amount(a) => (a - reducible).max(Decimal::ZERO) * price,
+            Quantity::Cash(c) => (c - reducible * price).max(Decimal::ZERO),
+        };
+        let required = opening_notional * profile.initial;
+        let asset = m.spec.settlement;
+        let available = self.ledger.available(code, asset);
+        if required > available {
+            return Err(Error::new(
+                ErrorCode::InsufficientFunds,
+                format!(
+                    "the order needs {} {} of initial margin; {available} is available",
+                    perpsim_core::decimal::round_ledger(required),
+                    asset.as_str()
+                ),
+            ));
+        }
+        if leverage != leverage_now {
+            self.apply_leverage(code, leverage);
+        }
+        let id = self.create(code, broker, market, &new, now);
+        let rests = new.kind == OrderType::Limit
+            && matches!(new.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd);
+        if let (true, Quantity::Amount(a)) = (rests, new.quantity) {
+            let m = &self.exchange.markets[market as usize];
+            let lots = m.lots((a - reducible).max(Decimal::ZERO));
+            let rate = price * m.spec.lot_size * profile.initial;
+            let o = &mut self.exchange.orders[id as usize];
+            o.reserve_lots = lots;
+            o.reserve_rate = rate;
+            self.ledger
+                .adjust_locked(code, asset, Decimal::from(lots) * rate, now);
+        }
+        if let Some(at) = new.expire_time {
+            self.scheduler.schedule(at, ScheduledEvent::OrderExpiry(id));
+        }
+        if new.kind.is_conditional() {
+            self.arm(id);
+        } else {
+            self.execute(id);
+        }
+        Ok(id)
+    }
+
+    /// D5: trade_halt refuses every new order; post_only takes only limit orders that rest.
+    fn check_status(
+        &self,
+        market: MarketId,
+        status: InstrumentStatus,
+        new: &NewOrder,
+    ) -> Result<(), Error> {
+        let m = &self.exchange.markets[market as usize];
+        let crosses = |o: &NewOrder| {
+            o.limit_price
+                .is_some_and(|p| m.book.crosses(o.side, Some(m.ticks(p))))
+        };
+        match status {
+            InstrumentStatus::TradeHalt => Err(rejected(format!(
+                "{} is in trade_halt: new orders are rejected",
+                m.spec.symbol
+            ))),
+            InstrumentStatus::PostOnly
+                if new.kind != OrderType::Limit
+                    || !matches!(new.quantity, Quantity::Amount(_))
+                    || !matches!(new.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd)
+                    || crosses(new) =>
+            {
+                Err(rejected(format!(
+                    "{} is post_only: only limit orders that rest are accepted",
+                    m.spec.symbol
+                )))
+            }
+            _ if new.post_only && crosses(new) => Err(rejected(
+                "a post_only order would take liquidity".to_owned(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn create(
+        &mut self,
+        code: CustomerCode,
+        broker: perpsim_core::ids::BrokerCode,
+        market: MarketId,
+        new: &NewOrder,
+        now: perpsim_core::time::Timestamp,
+    ) -> u64 {
+        let id = self.exchange.orders.len() as u64;
+        let (amount, cash_amount) = match new.quantity {
+            Quantity::Amount(a) => (a, None),
+            Quantity::Cash(c) => (Decimal::ZERO, Some(c)),
+        };
+        self.exchange.orders.push(Order {
+            id,
+            customer: code,
+            broker,
+            market,
+            side: new.side,
+            kind: new.kind,
+            reference_id: new.reference_id.clone(),
+            amount,
+            cash_amount,
+            filled_amount: Decimal::ZERO,
+            filled_quote: Decimal::ZERO,
+            limit_price: new.limit_price,
+            trigger_price: new.trigger_price,
+            trigger_price_type: new.trigger_price_type,
+            take_profit_price: new.take_profit_price,
+            stop_loss_price: new.stop_loss_price,
+            time_in_force: new.time_in_force,
+            expire_time: new.expire_time,
+            post_only: new.post_only,
+            status: OrderStatus::Open,
+            reason: None,
+            triggered: false,
+            placed_at: now,
+            created: now,
+            updated: now,
+            priority: None,
+            resting: None,
+            reserve_lots: 0,
+            reserve_rate: Decimal::ZERO,
+        });
+        self.exchange.refs.insert(
+            (code, new.reference_id.clone()),
+            RefEntry {
+                open: Some(id),
+                last: id,
+            },
+        );
+        self.exchange.mark_order(id);
+        id
+    }
+
+    /// Runs an order against its book: fill what crosses, then rest (GTC/GTD limit) or end.
+    fn execute(&mut self, id: u64) {
+        let now = self.clock.now;
+        let o = &self.exchange.orders[id as usize];
+        let (market, side, customer) = (o.market, o.side, o.customer);
+        let m = &self.exchange.markets[market as usize];
+        let limit: Option<Ticks> = o.limit_price.map(|p| m.ticks(p));
+        let want: Lots = match o.cash_amount {
+            Some(cash) if o.amount.is_zero() => {
+                let unit = m.spec.tick_size * m.spec.lot_size;
+                let budget = (cash / unit).floor();
+                let budget = budget.mantissa() / 10i128.pow(budget.scale());
+                let lots = m.book.lots_within_budget(side, limit, budget);
+                let amount = m.amount(lots);
+                self.exchange.orders[id as usize].amount = amount;
+                lots
+            }
+            _ => m.lots(o.remaining()),
+        };
+        let o = &self.exchange.orders[id as usize];
+        let m = &self.exchange.markets[market as usize];
+        let all_or_none = o.time_in_force == TimeInForce::Fok;
+        if want == 0 || (all_or_none && m.book.fillable(side, limit, want) < want) {
+            self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
+            return;
+        }
+        let mut fills = Vec::new();
+        let left = self.exchange.markets[market as usize]
+            .book
+            .take(side, limit, want, &mut fills);
+        let symbol = self.exchange.markets[market as usize].spec.symbol.clone();
+        let taker_rates = self.fee_rates(customer, &symbol);
+        let taker_im = self.initial_margin(customer);
+        for f in &fills {
+            let maker = &self.exchange.orders[f.maker_id as usize];
+            let maker_customer = maker.customer;
+            let price = self.exchange.markets[market as usize].price(f.price);
+            let sides = [
+                FillSide {
+                    order: id,
+                    customer,
+                    side,
+                    fee_bps: taker_rates.taker_bps,
+                    initial_margin: taker_im,
+                    liquidity: Liquidity::Taker,
+                },
+                FillSide {
+                    order: f.maker_id,
+                    customer: maker_customer,
+                    side: side.opposite(),
+                    fee_bps: self.fee_rates(maker_customer, &symbol).maker_bps,
+                    initial_margin: self.initial_margin(maker_customer),
+                    liquidity: Liquidity::Maker,
+                },
+            ];
+            book_fill(
+                &mut self.exchange,
+                &mut self.ledger,
+                &mut self.rng.0,
+                Execution {
+                    at: now,
+                    market,
+                    price,
+                    lots: f.lots,
+                },
+                sides,
+            );
+            if f.maker_done {
+                let maker = &mut self.exchange.orders[f.maker_id as usize];
+                maker.resting = None;
+                maker.priority = None;
+                self.finish(f.maker_id, OrderStatus::Filled, None);
+            } else {
+                self.exchange.orders[f.maker_id as usize].status = OrderStatus::PartiallyFilled;
+            }
+        }
+        let o = &self.exchange.orders[id as usize];
+        if left == 0 {
+            self.finish(id, OrderStatus::Filled, None);
+        } else if o.limit_price.is_some()
+            && matches!(o.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd)
+        {
+            if !fills.is_empty() {
+                self.exchange.orders[id as usize].status = OrderStatus::PartiallyFilled;
+            }
+            self.exchange.rest(id);
+        } else {
+            // IOC and market orders keep what they filled (D5).
+            self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
+        }
+    }
+
+    fn fee_rates(&self, code: CustomerCode, symbol: &str) -> perpsim_core::money::FeeRates {
+        self.customer(code)
+            .ok()
+            .and_then(|c| c.fees.get(symbol).copied())
+            .unwrap_or(DEFAULT_FEES)
+    }
+
+    /// Ends an order: out of the book and the trigger index, its reserve released, its
+    /// reference free again (rule 11).
+    fn finish(&mut self, id: u64, status: OrderStatus, reason: Option<EndReason>) {
+        let now = self.clock.now;
+        self.disarm(id);
+        let o = &mut self.exchange.orders[id as usize];
+        debug_assert!(o.is_open(), "only open orders end");
+        let market = o.market;
+        if let Some(r) = o.resting.take() {
+            self.exchange.markets[market as usize].book.cancel(r);
+        }
+        let o = &mut self.exchange.orders[id as usize];
+        o.priority = None;
+        o.status = status;
+        o.reason = reason;
+        o.created = now;
+        o.updated = now;
+        let release = o.reserved();
+        o.reserve_lots = 0;
+        let (customer, reference) = (o.customer, o.reference_id.clone());
+        let asset = self.exchange.markets[market as usize].spec.settlement;
+        self.ledger.adjust_locked(customer, asset, -release, now);
+        if let Some(r) = self.exchange.refs.get_mut(&(customer, reference))
+            && r.open == Some(id)
+        {
+            r.open = None;
+        }
+        self.exchange.mark_order(id);
+    }
+
+    fn cancel(&mut self, code: CustomerCode, reference: &str) -> Result<u64, Error> {
+        let id = self.open_order(code, reference, ErrorCode::OrderNotCancellable, "cancelled")?;
+        self.finish(id, OrderStatus::Canceled, Some(EndReason::UserInitiated));
+        Ok(id)
+    }
+
+    /// The open order a reference names: 404 when the venue never knew it, `code` (409)
+    /// naming the status of the order a read returns when none is open.
+    fn open_order(
+        &self,
+        code: CustomerCode,
+        reference: &str,
+        conflict: ErrorCode,
+        verb: &str,
+    ) -> Result<u64, Error> {
+        self.customer(code)?;
+        let entry = self
+            .exchange
+            .refs
+            .get(&(code, reference.to_owned()))
+            .ok_or_else(|| Error::not_found(format!("order {reference} does not exist")))?;
+        entry.open.ok_or_else(|| {
+            let status = self.exchange.orders[entry.last as usize].status;
+            Error::new(
+                conflict,
+                format!(
+                    "order {reference} is {} and cannot be {verb}",
+                    status.as_str()
+                ),
+            )
+        })
+    }
+
+    fn amend(&mut self, code: CustomerCode, reference: &str, amend: &Amend) -> Result<u64, Error> {
+        let id = self.open_order(code, reference, ErrorCode::OrderNotAmendable, "amended")?;
+        let now = self.clock.now;
+        let o = self.exchange.orders[id as usize].clone();
+        let market = o.market;
+        let (status, mark) = {
+            let i = self.instrument(market);
+            (i.status, i.mark_price)
+        };
+        let m = &self.exchange.markets[market as usize];
+        if status == InstrumentStatus::TradeHalt {
+            return Err(rejected(format!(
+                "{} is in trade_halt: orders cannot be amended",
+                m.spec.symbol
+            )));
+        }
+        let uses_limit = o.limit_price.is_some();
+        let untriggered = o.kind.is_conditional() && !o.triggered;
+        let uses_trigger = o.trigger_price.is_some() && untriggered;
+        let refuse = |field: &str| {
+            Error::validation(format!(
+                "{field} cannot be amended on a {} order",
+                o.kind.stored_str()
+            ))
+        };
+        let positive = |field: &str, v: Decimal| {
+            if v <= Decimal::ZERO {
+                Err(Error::validation(format!("{field} must be positive")))
+            } else {
+                Ok(v)
+            }
+        };
+        if let Some(a) = amend.amount {
+            positive("amount", a)?;
+            if !m.spec.on_lot(a) {
+                return Err(rejected(format!(
+                    "amount {a} is not a multiple of the lot size {}",
+                    m.spec.lot_size
+                )));
+            }
+            if a <= o.filled_amount {
+                return Err(Error::validation(format!(
+                    "amount must be above the filled amount {}",
+                    o.filled_amount
+                )));
+            }
+        }
+        for (field, value, used) in [
+            ("limit_price", amend.limit_price, uses_limit),
+            ("trigger_price", amend.trigger_price, uses_trigger),
+        ] {
+            if let Some(p) = value {
+                if !used {
+                    return Err(refuse(field));
+                }
+                positive(field, p)?;
+                if !m.spec.on_tick(p) {
+                    return Err(rejected(format!(
+                        "{field} {p} is not a multiple of the tick size {}",
+                        m.spec.tick_size
+                    )));
+                }
+            }
+        }
+        if let Some(t) = amend.expire_time {
+            if o.time_in_force != TimeInForce::Gtd {
+                return Err(refuse("expire_time"));
+            }
+            if t <= now {
+                return Err(Error::validation(format!(
+                    "expire_time must be in the future (now {now})"
+                )));
+            }
+        }
+        let amount = amend.amount.unwrap_or(o.amount);
+        let limit = amend.limit_price.or(o.limit_price);
+        if let Some(t) = amend.trigger_price {
+            // Rule 8 holds for the new trigger as it did at entry.
+            let entry = OrderEntry {
+                side: o.side,
+                kind: o.kind,
+                reference_id: o.reference_id.clone(),
+                amount: Some(amount),
+                cash_amount: None,
+                limit_price: limit,
+                trigger_price: Some(t),
+                trigger_price_type: None,
+                take_profit_price: None,
+                stop_loss_price: None,
+                time_in_force: None,
+                expire_time: None,
+                post_only: false,
+                leverage: None,
+                customer_ip: None,
+            };
+            let reference = Reference {
+                last_trade_price: m.last_price.unwrap_or(mark),
+                mark_price: mark,
+                now,
+            };
+            entry::validate(&entry, &m.spec, &reference)?;
+        }
+        let crosses = limit.is_some_and(|p| m.book.crosses(o.side, Some(m.ticks(p))));
+        if o.resting.is_some() && crosses && (o.post_only || status == InstrumentStatus::PostOnly) {
+            return Err(rejected(
+                "the amended order would take liquidity".to_owned(),
+            ));
+        }
+        // The reserve follows the resting opening part at the new price and size.
+        let asset = m.spec.settlement;
+        let im = self.initial_margin(code);
+        let new_reserve_lots = if o.reserve_lots > 0 || amount > o.amount {
+            let size = self.position_size(code, market);
+            let reducible = match o.side {
+                Side::Buy if size < Decimal::ZERO => -size,
+                Side::Sell if size > Decimal::ZERO => size,
+                _ => Decimal::ZERO,
+            };
+            let m = &self.exchange.markets[market as usize];
+            if o.kind == OrderType::Limit {
+                m.lots((amount - o.filled_amount - reducible).max(Decimal::ZERO))
+            } else {
+                0
+            }
+        } else {
+            0
+        };
+        let m = &self.exchange.markets[market as usize];
+        let new_rate = limit.map_or(Decimal::ZERO, |p| p * m.spec.lot_size * im);
+        let delta = Decimal::from(new_reserve_lots) * new_rate - o.reserved();
+        if delta > self.ledger.available(code, asset) {
+            return Err(Error::new(
+                ErrorCode::InsufficientFunds,
+                format!(
+                    "the amended order needs {delta} {} more initial margin",
+                    asset.as_str()
+                ),
+            ));
+        }
+        // Accepted: apply.
+        self.ledger.adjust_locked(code, asset, delta, now);
+        let loses_priority = amount > o.amount || limit != o.limit_price;
+        {
+            let e = &mut self.exchange.orders[id as usize];
+            e.amount = amount;
+            e.limit_price = limit;
+            e.reserve_lots = new_reserve_lots;
+            e.reserve_rate = new_rate;
+            e.created = now;
+            e.updated = now;
+            if let Some(t) = amend.expire_time {
+                e.expire_time = Some(t);
+            }
+        }
+        if let Some(t) = amend.expire_time {
+            self.scheduler.schedule(t, ScheduledEvent::OrderExpiry(id));
+        }
+        if untriggered {
+            self.disarm(id);
+            if let Some(t) = amend.trigger_price {
+                self.exchange.orders[id as usize].trigger_price = Some(t);
+            }
+            self.arm(id);
+        } else if let Some(r) = o.resting {
+            let m = &mut self.exchange.markets[market as usize];
+            if loses_priority {
+                m.book.cancel(r);
+                let e = &mut self.exchange.orders[id as usize];
+                e.resting = None;
+                e.priority = None;
+                self.execute(id);
+            } else if amount < o.amount {
+                let lots = m.lots(amount - o.filled_amount);
+                m.book.reduce(r, lots);
+            }
+        }
+        self.exchange.mark_order(id);
+        Ok(id)
+    }
+
+    /// Registers a waiting conditional order under the price(s) that fire it (rule 8: a
+    /// sell take-profit lies above, a sell stop-loss below; a buy the reverse).
+    fn arm(&mut self, id: u64) {
+        let market = self.exchange.orders[id as usize].market as usize;
+        for (watch, ticks) in self.watches(id) {
+            self.exchange.markets[market]
+                .triggers
+                .insert((watch, ticks, id));
+        }
+    }
+
+    fn disarm(&mut self, id: u64) {
+        let market = self.exchange.orders[id as usize].market as usize;
+        for (watch, ticks) in self.watches(id) {
+            self.exchange.markets[market]
+                .triggers
+                .remove(&(watch, ticks, id));
+        }
+    }
+
+    fn watches(&self, id: u64) -> Vec<(Watch, Ticks)> {
+        let o = &self.exchange.orders[id as usize];
+        if !o.kind.is_conditional() || o.triggered {
+            return Vec::new();
+        }
+        let m = &self.exchange.markets[o.market as usize];
+        let buy = o.side == Side::Buy;
+        let pick = |rising: bool, trade: bool| match (rising, trade) {
+            (true, true) => Watch::TradeRising,
+            (false, true) => Watch::TradeFalling,
+            (true, false) => Watch::MarkRising,
+            (false, false) => Watch::MarkFalling,
+        };
+        match o.kind {
+            // A buy stop fires on a rise, a sell stop on a fall; take-profits the reverse.
+            OrderType::StopLoss | OrderType::StopLossLimit => {
+                vec![(
+                    pick(buy, true),
+                    m.ticks(o.trigger_price.expect("stop types have one")),
+                )]
+            }
+            OrderType::TakeProfit | OrderType::TakeProfitLimit => {
+                vec![(
+                    pick(!buy, true),
+                    m.ticks(o.trigger_price.expect("tp types have one")),
+                )]
+            }
+            OrderType::TakeProfitStopLoss => vec![
+                (
+                    pick(!buy, false),
+                    m.ticks(o.take_profit_price.expect("combo has both")),
+                ),
+                (
+                    pick(buy, false),
+                    m.ticks(o.stop_loss_price.expect("combo has both")),
+                ),
+            ],
+            OrderType::Market | OrderType::Limit => Vec::new(),
+        }
+    }
+
+    /// The first waiting order of a market whose trigger is reached, if any. Nothing fires
+    /// while matching is off (post_only, trade_halt).
+    fn next_triggered(&self, market: MarketId) -> Option<u64> {
+        let state = self.instrument(market);
+        if state.status != InstrumentStatus::Active {
+            return None;
+        }
+        let m = &self.exchange.markets[market as usize];
+        if m.triggers.is_empty() {
+            return None;
+        }
+        let tick = m.spec.tick_size;
+        let mut fired: Option<u64> = None;
+        let mut consider = |watch: Watch, price: Decimal| {
+            let (lo, hi) = match watch {
+                // Rising: fires when the price is at or above the trigger.
+                Watch::TradeRising | Watch::MarkRising => {
+                    let hi = (price / tick).floor();
+                    (Ticks::MIN, to_ticks(hi))
+                }
+                Watch::TradeFalling | Watch::MarkFalling => {
+                    let lo = (price / tick).ceil();
+                    (to_ticks(lo), Ticks::MAX)
+                }
+            };
+            if let Some(&(_, _, id)) = m
+                .triggers
+                .range((watch, lo, 0)..=(watch, hi, u64::MAX))
+                .min_by_key(|(_, _, id)| *id)
+            {
+                fired = Some(fired.map_or(id, |f| f.min(id)));
+            }
+        };
+        if let Some(last) = m.last_price {
+            consider(Watch::TradeRising, last);
+            consider(Watch::TradeFalling, last);
+        } else {
+            consider(Watch::TradeRising, state.mark_price);
+            consider(Watch::TradeFalling, state.mark_price);
+        }
+        consider(Watch::MarkRising, state.mark_price);
+        consider(Watch::MarkFalling, state.mark_price);
+        fired
+    }
+
+    /// A fired conditional order: a stop_market (and the combo's leg) executes as a market
+    /// IOC order, a stop_limit works as a limit GTC order (D5).
+    fn trigger(&mut self, id: u64) {
+        self.disarm(id);
+        let now = self.clock.now;
+        let o = &mut self.exchange.orders[id as usize];
+        o.triggered = true;
+        o.created = now;
+        o.updated = now;
+        self.exchange.mark_order(id);
+        self.execute(id);
+    }
+
+    /// D8/§4.2: a leverage change is refused when it would put an open position into margin
+    /// call: (collateral + unrealised PnL) / notional below the new maintenance margin.
+    fn check_leverage_change(&self, code: CustomerCode, leverage: u32) -> Result<(), Error> {
+        let profile = margin_profile(leverage).expect("validated leverage");
+        let (mut notional, mut upnl) = (Decimal::ZERO, Decimal::ZERO);
+        for ((_, market), p) in self
+            .exchange
+            .positions
+            .range((code, 0)..=(code, MarketId::MAX))
+        {
+            let mark = self.instrument(*market).mark_price;
+            notional += p.size.abs() * mark;
+            upnl += p.unrealised_pnl(mark);
+        }
+        if notional.is_zero() {
+            return Ok(());
+        }
+        let collateral: Decimal = perpsim_core::instrument::Asset::ALL
+            .iter()
+            .map(|a| self.ledger.available(code, *a) + self.ledger_locked(code, *a))
+            .sum();
+        let ratio = (collateral + upnl) / notional;
+        if ratio < profile.maintenance {
+            return Err(Error::validation(format!(
+                "leverage {leverage} would put an open position into margin call: leverage_ratio {} is below the maintenance margin {}",
+                ratio.round_dp_with_strategy(4, perpsim_core::RoundingStrategy::ToZero),
+                profile.maintenance
+            )));
+        }
+        Ok(())
+    }
+
+    fn ledger_locked(&self, code: CustomerCode, asset: perpsim_core::instrument::Asset) -> Decimal {
+        self.ledger
+            .balance(&(crate::ledger::Owner::Customer(code), asset))
+            .map_or(Decimal::ZERO, |b| b.locked + b.pending)
+    }
+
+    /// PUT margin-profile (§2.7, §4.2): selects the account-wide profile; a no-op when
+    /// already active; refused out of range or when it would put a position into margin call.
+    fn set_leverage(&mut self, code: CustomerCode, leverage: u32) -> crate::command::CommandResult {
+        if leverage == 0 || leverage > MAX_LEVERAGE || margin_profile(leverage).is_none() {
+            return Err(Error::validation(format!(
+                "leverage must be between 1 and max_leverage {MAX_LEVERAGE}, got {leverage}"
+            )));
+        }
+        if self.customer(code)?.leverage != leverage {
+            self.check_leverage_change(code, leverage)?;
+            self.apply_leverage(code, leverage);
+        }
+        Ok(Outcome::Customer(CustomerView::from(self.customer(code)?)))
+    }
+
+    fn apply_leverage(&mut self, code: CustomerCode, leverage: u32) {
+        let entity = self.registry.customers[&code];
+        self.customers
+            .get_mut(entity)
+            .expect("indexed customer")
+            .leverage = leverage;
+        relock_positions(
+            &mut self.exchange,
+            &mut self.ledger,
+            code,
+            leverage,
+            self.clock.now,
+        );
+    }
+}
+
+/// Positions lock `|size| × entry_price × initial margin` of the customer's profile: after a
+/// profile change every position's margin is recomputed and `locked` follows.
+pub fn relock_positions(
+    exchange: &mut Exchange,
+    ledger: &mut Ledger,
+    code: CustomerCode,
+    leverage: u32,
+    now: perpsim_core::time::Timestamp,
+) {
+    let im = margin_profile(leverage)
+        .expect("validated leverage")
+        .initial;
+    let keys: Vec<_> = exchange
+        .positions
+        .range((code, 0)..=(code, MarketId::MAX))
+        .map(|(k, _)| *k)
+        .collect();
+    for key in keys {
+        let asset = exchange.markets[key.1 as usize].spec.settlement;
+        let p = exchange.positions.get_mut(&key).expect("listed above");
+        let margin = perpsim_core::decimal::round_ledger(p.size.abs() * p.entry_price * im);
+        let delta = margin - p.margin;
+        p.margin = margin;
+        exchange.dirty.positions.insert(key);
+        ledger.adjust_locked(code, asset, delta, now);
+    }
+}
+
+fn to_ticks(d: Decimal) -> Ticks {
+    let t = d.trunc();
+    i64::try_from(t.mantissa() / 10i128.pow(t.scale())).unwrap_or(if t.is_sign_negative() {
+        Ticks::MIN
+    } else {
+        Ticks::MAX
+    })
+}

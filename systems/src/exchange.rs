@@ -1,0 +1,545 @@
+//! The venue's trading state (interface §2.3, §2.4, §2.10; D5, D6): one market per
+//! instrument with its order book, every order ever accepted, the open net positions, and the
+//! trade records and public fills. Plain data and pure leaf functions; the systems that
+//! change it live in `desk` (order handling) and `fills` (booking executions).
+//!
+//! Ids are sequence numbers: an order's id is its index in `orders`, a trade's its index in
+//! `trades`, a fill's its index in `fills`. All three only grow, in non-decreasing time, so
+//! a time window is one range of ids.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bevy_ecs::prelude::Resource;
+use perpsim_core::Decimal;
+use perpsim_core::ids::{BrokerCode, CustomerCode, FillCode, PositionCode, TradeCode};
+use perpsim_core::instrument::InstrumentSpec;
+use perpsim_core::order::{
+    EndReason, OrderStatus, OrderType, PositionSide, Side, TimeInForce, TriggerPriceType,
+};
+use perpsim_core::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::book::{Book, Lots, OrderRef, Ticks};
+
+/// Index of a market in [`Exchange::markets`] (genesis order; instruments never go away).
+pub type MarketId = u32;
+
+/// One order, as accepted (D5 read fields; `created` is the time of its last event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Order {
+    pub id: u64,
+    pub customer: CustomerCode,
+    pub broker: BrokerCode,
+    pub market: MarketId,
+    pub side: Side,
+    pub kind: OrderType,
+    pub reference_id: String,
+    /// Contracts; for a cash order, what its notional resolved to (rule 2).
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub amount: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub cash_amount: Option<Decimal>,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub filled_amount: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub filled_quote: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub limit_price: Option<Decimal>,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub trigger_price: Option<Decimal>,
+    pub trigger_price_type: Option<TriggerPriceType>,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub take_profit_price: Option<Decimal>,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub stop_loss_price: Option<Decimal>,
+    pub time_in_force: TimeInForce,
+    pub expire_time: Option<Timestamp>,
+    pub post_only: bool,
+    pub status: OrderStatus,
+    pub reason: Option<EndReason>,
+    /// A conditional order whose trigger fired (it then works as its mechanical type).
+    pub triggered: bool,
+    pub placed_at: Timestamp,
+    pub created: Timestamp,
+    pub updated: Timestamp,
+    /// Its time priority while it rests: a venue-wide sequence drawn at each rest, so a
+    /// restored book is rebuilt in exactly the same order.
+    pub priority: Option<u64>,
+    /// Its place in the book while it rests. Not state: the book's slot layout is rebuilt on
+    /// restore, so handles are too.
+    #[serde(skip)]
+    pub resting: Option<OrderRef>,
+    /// Initial margin reserved for the opening part still resting: `reserve_lots` lots at
+    /// `reserve_rate` per lot (price × lot size × initial margin), so every release is exact.
+    pub reserve_lots: Lots,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub reserve_rate: Decimal,
+}
+
+impl Order {
+    pub fn is_open(&self) -> bool {
+        self.status.is_open()
+    }
+
+    /// Contracts not yet filled.
+    pub fn remaining(&self) -> Decimal {
+        self.amount - self.filled_amount
+    }
+
+    /// Quantity-weighted average fill price, at the ledger's 10 decimals; None before a fill.
+    pub fn avg_fill_price(&self) -> Option<Decimal> {
+        (!self.filled_amount.is_zero())
+            .then(|| perpsim_core::decimal::round_ledger(self.filled_quote / self.filled_amount))
+    }
+
+    /// The reserve still held, in money.
+    pub fn reserved(&self) -> Decimal {
+        Decimal::from(self.reserve_lots) * self.reserve_rate
+    }
+}
+
+/// Which orders a reference names: the open one (at most one, rule 11) and the one updated
+/// last, which the single read returns when none is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefEntry {
+    pub open: Option<u64>,
+    pub last: u64,
+}
+
+/// A net position (D6): `size` is signed (long positive); `amount` on the wire is |size|.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub code: PositionCode,
+    pub customer: CustomerCode,
+    pub broker: BrokerCode,
+    pub market: MarketId,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub size: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub entry_price: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub avg_fill_price: Decimal,
+    /// Initial margin locked: |size| × entry_price × initial margin (§2.5).
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub margin: Decimal,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Position {
+    pub fn side(&self) -> PositionSide {
+        if self.size.is_sign_negative() {
+            PositionSide::Short
+        } else {
+            PositionSide::Long
+        }
+    }
+
+    /// Unrealised PnL at `mark`, at the ledger's 10 decimals.
+    pub fn unrealised_pnl(&self, mark: Decimal) -> Decimal {
+        perpsim_core::decimal::round_ledger(self.size * (mark - self.entry_price))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TradeKind {
+    Trade,
+    Liquidation,
+    AutoDeleveraging,
+}
+
+impl TradeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TradeKind::Trade => "trade",
+            TradeKind::Liquidation => "liquidation",
+            TradeKind::AutoDeleveraging => "auto_deleveraging",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Liquidity {
+    Maker,
+    Taker,
+}
+
+impl Liquidity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Liquidity::Maker => "maker",
+            Liquidity::Taker => "taker",
+        }
+    }
+}
+
+/// One side's record of a fill (D5 trade record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TradeRecord {
+    pub seq: u64,
+    pub code: TradeCode,
+    pub fill: u64,
+    pub customer: CustomerCode,
+    pub broker: BrokerCode,
+    pub kind: TradeKind,
+    pub market: MarketId,
+    pub side: Side,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub price: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub amount: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub fee: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub realised_pnl: Decimal,
+    pub reference_id: Option<String>,
+    pub liquidity: Liquidity,
+    pub position_code: PositionCode,
+    pub timestamp: Timestamp,
+    /// The ledger row that booked it (each fill appears once in the ledger, §2.9).
+    pub movement: u64,
+}
+
+/// A fill as the market sees it (D8 PublicTrade).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicFill {
+    pub seq: u64,
+    pub code: FillCode,
+    pub market: MarketId,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub price: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub amount: Decimal,
+    pub taker_side: Side,
+    pub timestamp: Timestamp,
+}
+
+/// Which price a waiting conditional order watches, and which way it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Watch {
+    /// Fires once the last trade price is at or above the key.
+    TradeRising,
+    /// Fires once the last trade price is at or below the key.
+    TradeFalling,
+    MarkRising,
+    MarkFalling,
+}
+
+/// One instrument's market: its book, last trade price and waiting conditional orders.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Market {
+    pub spec: InstrumentSpec,
+    pub book: Book,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub last_price: Option<Decimal>,
+    /// Waiting conditional orders by (watch, trigger ticks, order id): a price move fires a
+    /// range, in trigger order and then placement order.
+    pub triggers: BTreeSet<(Watch, Ticks, u64)>,
+    /// Sum of long positions (= sum of shorts).
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub open_interest: Decimal,
+}
+
+impl Market {
+    pub fn new(spec: InstrumentSpec) -> Self {
+        Market {
+            spec,
+            book: Book::new(),
+            last_price: None,
+            triggers: BTreeSet::new(),
+            open_interest: Decimal::ZERO,
+        }
+    }
+
+    /// A price on the tick grid as whole ticks (order entry refuses anything else).
+    pub fn ticks(&self, price: Decimal) -> Ticks {
+        let t = price / self.spec.tick_size;
+        debug_assert!(t.fract().is_zero(), "{price} is on the tick grid");
+        i64::try_from(t.trunc().mantissa() / 10i128.pow(t.trunc().scale()))
+            .expect("prices are bounded by the venue maximum notional")
+    }
+
+    pub fn price(&self, ticks: Ticks) -> Decimal {
+        Decimal::from(ticks) * self.spec.tick_size
+    }
+
+    /// An amount on the lot grid as whole lots.
+    pub fn lots(&self, amount: Decimal) -> Lots {
+        let l = amount / self.spec.lot_size;
+        debug_assert!(l.fract().is_zero(), "{amount} is on the lot grid");
+        u64::try_from(l.trunc().mantissa() / 10i128.pow(l.trunc().scale()))
+            .expect("amounts are bounded by the venue maximum notional")
+    }
+
+    pub fn amount(&self, lots: Lots) -> Decimal {
+        Decimal::from(lots) * self.spec.lot_size
+    }
+}
+
+/// What changed since the read view last looked (not part of the state).
+#[derive(Debug, Clone, Default)]
+pub struct Dirty {
+    pub orders: Vec<u64>,
+    pub positions: BTreeSet<(CustomerCode, MarketId)>,
+    pub closed: Vec<(CustomerCode, MarketId, PositionCode)>,
+    pub markets: BTreeSet<MarketId>,
+    pub trades_published: usize,
+    pub fills_published: usize,
+}
+
+/// The persistent part of [`Exchange`] (what snapshots hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExchangeState {
+    pub markets: Vec<MarketState>,
+    pub orders: Vec<Order>,
+    pub refs: BTreeMap<(CustomerCode, String), RefEntry>,
+    pub positions: BTreeMap<(CustomerCode, MarketId), Position>,
+    pub trades: Vec<TradeRecord>,
+    pub fills: Vec<PublicFill>,
+    pub next_priority: u64,
+}
+
+/// A market in snapshot form: the book is stored as its resting orders in priority order and
+/// rebuilt on restore, so the encoding does not depend on the book's slot layout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarketState {
+    pub spec: InstrumentSpec,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub last_price: Option<Decimal>,
+    pub triggers: BTreeSet<(Watch, Ticks, u64)>,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub open_interest: Decimal,
+}
+
+#[derive(Resource, Debug, Clone, Default)]
+pub struct Exchange {
+    pub markets: Vec<Market>,
+    pub by_symbol: BTreeMap<String, MarketId>,
+    pub orders: Vec<Order>,
+    pub refs: BTreeMap<(CustomerCode, String), RefEntry>,
+    pub positions: BTreeMap<(CustomerCode, MarketId), Position>,
+    pub trades: Vec<TradeRecord>,
+    pub fills: Vec<PublicFill>,
+    pub next_priority: u64,
+    pub dirty: Dirty,
+}
+
+impl Exchange {
+    pub fn new(specs: impl IntoIterator<Item = InstrumentSpec>) -> Self {
+        let mut exchange = Exchange::default();
+        for spec in specs {
+            exchange.add_market(Market::new(spec));
+        }
+        exchange
+    }
+
+    fn add_market(&mut self, market: Market) {
+        let id = self.markets.len() as MarketId;
+        self.by_symbol.insert(market.spec.symbol.clone(), id);
+        self.dirty.markets.insert(id);
+        self.markets.push(market);
+    }
+
+    pub fn market_id(&self, symbol: &str) -> Option<MarketId> {
+        self.by_symbol.get(symbol).copied()
+    }
+
+    /// The order a reference names for reads: the open one, else the one updated last.
+    pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
+        self.refs
+            .get(&(customer, reference.to_owned()))
+            .map(|e| &self.orders[e.open.unwrap_or(e.last) as usize])
+    }
+
+    pub fn mark_order(&mut self, id: u64) {
+        self.dirty.orders.push(id);
+    }
+
+    /// Rests (the rest of) an order in its book, behind everything already there.
+    pub fn rest(&mut self, id: u64) {
+        let o = &self.orders[id as usize];
+        let market = &mut self.markets[o.market as usize];
+        let price = market.ticks(o.limit_price.expect("resting orders have a limit"));
+        let lots = market.lots(o.remaining());
+        let r = market.book.rest(id, o.side, price, lots);
+        let priority = self.next_priority;
+        self.next_priority += 1;
+        let o = &mut self.orders[id as usize];
+        o.resting = Some(r);
+        o.priority = Some(priority);
+    }
+
+    pub fn state(&self) -> ExchangeState {
+        ExchangeState {
+            markets: self
+                .markets
+                .iter()
+                .map(|m| MarketState {
+                    spec: m.spec.clone(),
+                    last_price: m.last_price,
+                    triggers: m.triggers.clone(),
+                    open_interest: m.open_interest,
+                })
+                .collect(),
+            orders: self.orders.clone(),
+            refs: self.refs.clone(),
+            positions: self.positions.clone(),
+            trades: self.trades.clone(),
+            fills: self.fills.clone(),
+            next_priority: self.next_priority,
+        }
+    }
+
+    /// Rebuilds the books from the resting orders in their recorded time priority.
+    pub fn from_state(state: ExchangeState) -> Self {
+        let mut exchange = Exchange::default();
+        for m in state.markets {
+            exchange.add_market(Market {
+                spec: m.spec,
+                book: Book::new(),
+                last_price: m.last_price,
+                triggers: m.triggers,
+                open_interest: m.open_interest,
+            });
+        }
+        exchange.orders = state.orders;
+        exchange.refs = state.refs;
+        exchange.positions = state.positions;
+        exchange.trades = state.trades;
+        exchange.fills = state.fills;
+        exchange.next_priority = state.next_priority;
+        let mut resting: Vec<(u64, u64)> = exchange
+            .orders
+            .iter()
+            .filter_map(|o| o.priority.map(|p| (p, o.id)))
+            .collect();
+        resting.sort_unstable();
+        for (_, id) in resting {
+            let o = &exchange.orders[id as usize];
+            let market = &mut exchange.markets[o.market as usize];
+            let price = market.ticks(o.limit_price.expect("resting orders have a limit"));
+            let lots = market.lots(o.remaining());
+            let r = market.book.rest(id, o.side, price, lots);
+            exchange.orders[id as usize].resting = Some(r);
+        }
+        exchange.dirty.orders = (0..exchange.orders.len() as u64).collect();
+        exchange.dirty.positions = exchange.positions.keys().copied().collect();
+        exchange
+    }
+}
+
+/// How far the incremental fill checks have got (debug and test builds).
+#[derive(Resource, Debug, Default)]
+pub struct CheckedUpTo {
+    trades: usize,
+    movements: usize,
+    trade_movements: usize,
+}
+
+impl Exchange {
+    /// The trading invariants (issue 4 item 7), after every run in debug and test builds: no
+    /// book is crossed; per market the positions of all accounts sum to zero; every fill is
+    /// in the trades exactly twice (one record per side) and each record in the ledger exactly
+    /// once; every customer's locked margin is its positions' margin plus its resting orders'
+    /// reserves. Returns the first violation.
+    pub fn check_invariants(
+        &self,
+        ledger: &crate::ledger::Ledger,
+        done: &mut CheckedUpTo,
+    ) -> Result<(), String> {
+        for m in &self.markets {
+            if !m.book.is_uncrossed() {
+                return Err(format!("{}: the book is crossed", m.spec.symbol));
+            }
+        }
+        let mut sums = vec![Decimal::ZERO; self.markets.len()];
+        for p in self.positions.values() {
+            if p.size.is_zero() {
+                return Err(format!("{}: an empty position is kept", p.code));
+            }
+            sums[p.market as usize] += p.size;
+        }
+        if let Some(i) = sums.iter().position(|s| !s.is_zero()) {
+            return Err(format!(
+                "{}: positions sum to {} instead of zero",
+                self.markets[i].spec.symbol, sums[i]
+            ));
+        }
+        if self.trades.len() != 2 * self.fills.len() {
+            return Err(format!(
+                "{} fills but {} trade records",
+                self.fills.len(),
+                self.trades.len()
+            ));
+        }
+        let movements = &ledger.state().movements;
+        for t in &self.trades[done.trades..] {
+            if t.fill != t.seq / 2 {
+                return Err(format!(
+                    "trade {} is not one of fill {}'s two records",
+                    t.code, t.fill
+                ));
+            }
+            let booked = movements
+                .get(t.movement as usize)
+                .and_then(|m| m.trade.as_ref())
+                .is_some_and(|info| info.trade_code == t.code && info.fee == t.fee);
+            if !booked {
+                return Err(format!(
+                    "trade {} is not booked by ledger row #{}",
+                    t.code, t.movement
+                ));
+            }
+        }
+        done.trades = self.trades.len();
+        done.trade_movements += movements[done.movements..]
+            .iter()
+            .filter(|m| m.trade.is_some())
+            .count();
+        done.movements = movements.len();
+        if done.trade_movements != self.trades.len() {
+            return Err(format!(
+                "{} trade rows in the ledger for {} trade records",
+                done.trade_movements,
+                self.trades.len()
+            ));
+        }
+        let mut locked: BTreeMap<(CustomerCode, perpsim_core::instrument::Asset), Decimal> =
+            BTreeMap::new();
+        for p in self.positions.values() {
+            let asset = self.markets[p.market as usize].spec.settlement;
+            *locked.entry((p.customer, asset)).or_default() += p.margin;
+        }
+        for entry in self.refs.values() {
+            if let Some(id) = entry.open {
+                let o = &self.orders[id as usize];
+                let asset = self.markets[o.market as usize].spec.settlement;
+                *locked.entry((o.customer, asset)).or_default() += o.reserved();
+            }
+        }
+        for ((owner, asset), b) in &ledger.state().accounts {
+            if let crate::ledger::Owner::Customer(c) = owner {
+                let expected = locked.get(&(*c, *asset)).copied().unwrap_or_default();
+                if b.locked != expected {
+                    return Err(format!(
+                        "{c} {asset:?}: locked {} but positions and orders hold {expected}",
+                        b.locked
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// PublishSystems, debug and test builds: a violated trading invariant stops the engine.
+pub fn assert_trading_invariants(
+    exchange: bevy_ecs::prelude::Res<Exchange>,
+    ledger: bevy_ecs::prelude::Res<crate::ledger::Ledger>,
+    mut done: bevy_ecs::prelude::ResMut<CheckedUpTo>,
+    clock: bevy_ecs::prelude::Res<crate::clock::SimClock>,
+) {
+    if let Err(violation) = exchange.check_invariants(&ledger, &mut done) {
+        panic!("trading invariant violated at {}: {violation}", clock.now);
+    }
+}

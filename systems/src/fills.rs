@@ -1,0 +1,319 @@
+//! Booking an execution (D5, D6, D7): fees from each side's fee profile, the net position
+//! moved (realised PnL on the part that reduces it), one trade-family ledger movement and one
+//! trade record per side, the public fill, and the margin that moves with all of it.
+
+use perpsim_core::Decimal;
+use perpsim_core::decimal::round_ledger;
+use perpsim_core::ids::{CustomerCode, FillCode, PositionCode, TradeCode};
+use perpsim_core::order::Side;
+use perpsim_core::rng::SimRng;
+use perpsim_core::time::Timestamp;
+
+use crate::book::Lots;
+use crate::exchange::{
+    Exchange, Liquidity, MarketId, Position, PublicFill, TradeKind, TradeRecord,
+};
+use crate::ledger::{Ledger, MovementKind, TradeInfo};
+
+/// How a fill changes a net position: the new signed size and prices, and the PnL realised
+/// on the part that closed exposure. Pure: `size` and `q` are signed (long/buy positive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PositionChange {
+    pub size: Decimal,
+    pub entry_price: Decimal,
+    pub avg_fill_price: Decimal,
+    /// Rounded half-even to 10 decimals at booking (D7).
+    pub realised_pnl: Decimal,
+    /// A new position starts (open, reopen or flip): it gets a new code (D6).
+    pub new_position: bool,
+}
+
+pub fn position_change(current: Option<&Position>, q: Decimal, price: Decimal) -> PositionChange {
+    let Some(p) = current.filter(|p| !p.size.is_zero()) else {
+        return PositionChange {
+            size: q,
+            entry_price: price,
+            avg_fill_price: price,
+            realised_pnl: Decimal::ZERO,
+            new_position: true,
+        };
+    };
+    let (s, e) = (p.size, p.entry_price);
+    if s.is_sign_negative() == q.is_sign_negative() {
+        // Adding exposure: quantity-weighted averages of what is held.
+        let weighted =
+            |held: Decimal| round_ledger((held * s.abs() + price * q.abs()) / (s + q).abs());
+        return PositionChange {
+            size: s + q,
+            entry_price: weighted(e),
+            avg_fill_price: weighted(p.avg_fill_price),
+            realised_pnl: Decimal::ZERO,
+            new_position: false,
+        };
+    }
+    let closed = s.abs().min(q.abs());
+    let direction = if s.is_sign_negative() {
+        -Decimal::ONE
+    } else {
+        Decimal::ONE
+    };
+    let realised_pnl = round_ledger(closed * (price - e) * direction);
+    let size = s + q;
+    if size.is_zero() || size.is_sign_negative() == s.is_sign_negative() {
+        // Reduced or closed: what is still held keeps its prices.
+        PositionChange {
+            size,
+            entry_price: e,
+            avg_fill_price: p.avg_fill_price,
+            realised_pnl,
+            new_position: false,
+        }
+    } else {
+        // Flipped: the new side's exposure all comes from this fill.
+        PositionChange {
+            size,
+            entry_price: price,
+            avg_fill_price: price,
+            realised_pnl,
+            new_position: true,
+        }
+    }
+}
+
+/// A fee in basis points of the notional, rounded half-even to 10 decimals; negative bps is
+/// a rebate.
+pub fn fee(notional: Decimal, bps: Decimal) -> Decimal {
+    round_ledger(notional * bps / Decimal::from(10_000))
+}
+
+/// One side of a fill, as the booking needs it.
+pub struct FillSide {
+    pub order: u64,
+    pub customer: CustomerCode,
+    pub side: Side,
+    pub fee_bps: Decimal,
+    /// The customer's initial margin fraction (its profile).
+    pub initial_margin: Decimal,
+    pub liquidity: Liquidity,
+}
+
+/// One execution: `lots` at `price` in a market, at an instant.
+#[derive(Debug, Clone, Copy)]
+pub struct Execution {
+    pub at: Timestamp,
+    pub market: MarketId,
+    pub price: Decimal,
+    pub lots: Lots,
+}
+
+/// Books one execution between its two sides, the taker first.
+pub fn book_fill(
+    exchange: &mut Exchange,
+    ledger: &mut Ledger,
+    rng: &mut SimRng,
+    execution: Execution,
+    sides: [FillSide; 2],
+) {
+    let Execution {
+        at: now,
+        market,
+        price,
+        lots,
+    } = execution;
+    let (amount, asset, symbol) = {
+        let m = &exchange.markets[market as usize];
+        (m.amount(lots), m.spec.settlement, m.spec.symbol.clone())
+    };
+    let notional = amount * price;
+    let taker_side = sides[0].side;
+    let fill = exchange.fills.len() as u64;
+    exchange.fills.push(PublicFill {
+        seq: fill,
+        code: FillCode(rng.uuid()),
+        market,
+        price,
+        amount,
+        taker_side,
+        timestamp: now,
+    });
+    exchange.markets[market as usize].last_price = Some(price);
+    exchange.dirty.markets.insert(market);
+    for s in sides {
+        let order = &mut exchange.orders[s.order as usize];
+        let (broker, reference) = (order.broker, order.reference_id.clone());
+        order.filled_amount += amount;
+        order.filled_quote += notional;
+        order.created = now;
+        order.updated = now;
+        // The opening part that rested now fills: its reserve gives way to position margin.
+        let released = order.reserve_lots.min(lots);
+        order.reserve_lots -= released;
+        let release = Decimal::from(released) * order.reserve_rate;
+        exchange.mark_order(s.order);
+
+        let key = (s.customer, market);
+        let q = match s.side {
+            Side::Buy => amount,
+            Side::Sell => -amount,
+        };
+        let change = position_change(exchange.positions.get(&key), q, price);
+        let before = exchange
+            .positions
+            .get(&key)
+            .map_or(Decimal::ZERO, |p| p.size);
+        exchange.markets[market as usize].open_interest +=
+            change.size.max(Decimal::ZERO) - before.max(Decimal::ZERO);
+        let old_margin = exchange
+            .positions
+            .get(&key)
+            .map_or(Decimal::ZERO, |p| p.margin);
+        let margin = round_ledger(change.size.abs() * change.entry_price * s.initial_margin);
+        let code = match exchange.positions.get(&key) {
+            Some(p) if !change.new_position => p.code,
+            _ => PositionCode(rng.uuid()),
+        };
+        if let Some(old) = exchange.positions.get(&key).filter(|p| p.code != code) {
+            exchange.dirty.closed.push((s.customer, market, old.code));
+        }
+        if change.size.is_zero() {
+            let old = exchange
+                .positions
+                .remove(&key)
+                .expect("a closed position existed");
+            exchange.dirty.closed.push((s.customer, market, old.code));
+        } else {
+            let created_at = match exchange.positions.get(&key) {
+                Some(p) if p.code == code => p.created_at,
+                _ => now,
+            };
+            exchange.positions.insert(
+                key,
+                Position {
+                    code,
+                    customer: s.customer,
+                    broker,
+                    market,
+                    size: change.size,
+                    entry_price: change.entry_price,
+                    avg_fill_price: change.avg_fill_price,
+                    margin,
+                    created_at,
+                    updated_at: now,
+                },
+            );
+        }
+        exchange.dirty.positions.insert(key);
+        ledger.adjust_locked(s.customer, asset, margin - old_margin - release, now);
+
+        let fee = fee(notional, s.fee_bps);
+        let trade_code = TradeCode(rng.uuid());
+        let movement = ledger.book_trade(
+            rng,
+            now,
+            (s.customer, broker),
+            asset,
+            MovementKind::Trade,
+            TradeInfo {
+                realised_pnl: change.realised_pnl,
+                fee,
+                reference_id: Some(reference.clone()),
+                symbol: symbol.clone(),
+                trade_code,
+            },
+        );
+        let seq = exchange.trades.len() as u64;
+        exchange.trades.push(TradeRecord {
+            seq,
+            code: trade_code,
+            fill,
+            customer: s.customer,
+            broker,
+            kind: TradeKind::Trade,
+            market,
+            side: s.side,
+            price,
+            amount,
+            fee,
+            realised_pnl: change.realised_pnl,
+            reference_id: Some(reference),
+            liquidity: s.liquidity,
+            position_code: code,
+            timestamp: now,
+            movement,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perpsim_core::Uuid;
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    fn pos(size: &str, entry: &str) -> Position {
+        Position {
+            code: PositionCode(Uuid::from_u128(1)),
+            customer: CustomerCode(Uuid::from_u128(2)),
+            broker: perpsim_core::ids::BrokerCode(Uuid::from_u128(3)),
+            market: 0,
+            size: d(size),
+            entry_price: d(entry),
+            avg_fill_price: d(entry),
+            margin: Decimal::ZERO,
+            created_at: Timestamp::EPOCH,
+            updated_at: Timestamp::EPOCH,
+        }
+    }
+
+    #[test]
+    fn opening_sets_entry_to_the_fill_price_under_a_new_code() {
+        let c = position_change(None, d("-2"), d("100"));
+        assert_eq!(
+            (c.size, c.entry_price, c.realised_pnl, c.new_position),
+            (d("-2"), d("100"), d("0"), true)
+        );
+    }
+
+    #[test]
+    fn adding_averages_entry_by_quantity_d6() {
+        let c = position_change(Some(&pos("1", "100")), d("3"), d("104"));
+        assert_eq!(
+            (c.size, c.entry_price, c.new_position),
+            (d("4"), d("103"), false)
+        );
+        // 1 @ 100 + 2 @ 101 = 302 / 3, rounded half-even to 10 decimals.
+        let c = position_change(Some(&pos("1", "100")), d("2"), d("101"));
+        assert_eq!(c.entry_price, d("100.6666666667"));
+    }
+
+    #[test]
+    fn reducing_realises_pnl_and_keeps_entry_and_code_d6() {
+        let c = position_change(Some(&pos("-4", "100")), d("1"), d("90"));
+        assert_eq!(
+            (c.size, c.entry_price, c.realised_pnl, c.new_position),
+            (d("-3"), d("100"), d("10"), false)
+        );
+        let c = position_change(Some(&pos("2", "100")), d("-2"), d("95"));
+        assert_eq!((c.size, c.realised_pnl), (d("0"), d("-10")));
+    }
+
+    #[test]
+    fn flipping_realises_the_closed_part_and_opens_at_the_fill_price_d6() {
+        let c = position_change(Some(&pos("1", "100")), d("-3"), d("110"));
+        assert_eq!(
+            (c.size, c.entry_price, c.realised_pnl, c.new_position),
+            (d("-2"), d("110"), d("10"), true)
+        );
+    }
+
+    #[test]
+    fn fees_are_basis_points_of_notional_rounded_half_even() {
+        assert_eq!(fee(d("60000"), d("5")), d("30"));
+        assert_eq!(fee(d("0.00015"), d("5")), d("0.0000000750"));
+        assert_eq!(fee(d("100"), d("-1")), d("-0.01"));
+        assert_eq!(fee(d("0.0000000000125"), d("10000")), d("0.0000000000"));
+    }
+}

@@ -1,0 +1,190 @@
+//! The published side of trading: orders, positions, trades, public fills and per-market
+//! data (book tops, candles), as persistent maps the API reads without touching the engine.
+
+use bevy_ecs::prelude::ResMut;
+use imbl::{OrdMap, OrdSet, Vector};
+use perpsim_core::Decimal;
+use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode, TradeCode};
+use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
+
+use crate::exchange::{Exchange, MarketId, Order, Position, PublicFill, RefEntry, TradeRecord};
+use crate::view::ReadView;
+
+/// Candle intervals of D8, in milliseconds, with their wire names.
+pub const INTERVALS: [(&str, i64); 6] = [
+    ("1m", MINUTE_MS),
+    ("5m", 5 * MINUTE_MS),
+    ("15m", 15 * MINUTE_MS),
+    ("1h", HOUR_MS),
+    ("4h", 4 * HOUR_MS),
+    ("1d", DAY_MS),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candle {
+    pub open: Decimal,
+    pub high: Decimal,
+    pub low: Decimal,
+    pub close: Decimal,
+    pub volume: Decimal,
+}
+
+/// One market as the read side sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarketView {
+    pub symbol: String,
+    pub last_price: Option<Decimal>,
+    pub best_bid: Option<Decimal>,
+    pub best_ask: Option<Decimal>,
+    pub open_interest: Decimal,
+    /// Per interval of [`INTERVALS`], candles by open time; only periods with trades.
+    pub candles: Vec<OrdMap<i64, Candle>>,
+    /// Its public fills (seq), oldest first.
+    pub fills: Vector<u64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TradingView {
+    pub markets: Vec<MarketView>,
+    pub orders: OrdMap<u64, Order>,
+    pub refs: OrdMap<(CustomerCode, String), RefEntry>,
+    /// A customer's open orders by (placement time, id): the open-orders list (§4.2).
+    pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, u64)>>,
+    pub positions: OrdMap<CustomerCode, OrdMap<MarketId, Position>>,
+    pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
+    pub trades: Vector<TradeRecord>,
+    pub trades_by_customer: OrdMap<CustomerCode, OrdSet<u64>>,
+    pub trades_by_broker: OrdMap<BrokerCode, OrdSet<u64>>,
+    pub trade_codes: OrdMap<TradeCode, u64>,
+    pub fills: Vector<PublicFill>,
+}
+
+impl TradingView {
+    pub fn market(&self, symbol: &str) -> Option<(MarketId, &MarketView)> {
+        self.markets
+            .iter()
+            .enumerate()
+            .find(|(_, m)| m.symbol == symbol)
+            .map(|(i, m)| (i as MarketId, m))
+    }
+
+    /// The order a reference names for reads: the open one, else the one updated last.
+    pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
+        self.refs
+            .get(&(customer, reference.to_owned()))
+            .and_then(|e| self.orders.get(&e.open.unwrap_or(e.last)))
+    }
+
+    pub fn symbol(&self, market: MarketId) -> &str {
+        &self.markets[market as usize].symbol
+    }
+}
+
+fn add_to_candle(
+    candles: &mut OrdMap<i64, Candle>,
+    open_time: i64,
+    price: Decimal,
+    amount: Decimal,
+) {
+    match candles.get_mut(&open_time) {
+        Some(c) => {
+            c.high = c.high.max(price);
+            c.low = c.low.min(price);
+            c.close = price;
+            c.volume += amount;
+        }
+        None => {
+            candles.insert(
+                open_time,
+                Candle {
+                    open: price,
+                    high: price,
+                    low: price,
+                    close: price,
+                    volume: amount,
+                },
+            );
+        }
+    }
+}
+
+/// PublishSystems: what trading changed since the last run.
+pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange>) {
+    let exchange = &mut *exchange;
+    let t = &mut view.trading;
+    while t.markets.len() < exchange.markets.len() {
+        let m = &exchange.markets[t.markets.len()];
+        t.markets.push(MarketView {
+            symbol: m.spec.symbol.clone(),
+            last_price: None,
+            best_bid: None,
+            best_ask: None,
+            open_interest: Decimal::ZERO,
+            candles: vec![OrdMap::new(); INTERVALS.len()],
+            fills: Vector::new(),
+        });
+    }
+    let mut ids = std::mem::take(&mut exchange.dirty.orders);
+    ids.sort_unstable();
+    ids.dedup();
+    for id in ids {
+        let o = &exchange.orders[id as usize];
+        let key = (o.placed_at, id);
+        let open = t.open_orders.entry(o.customer).or_default();
+        if o.is_open() {
+            open.insert(key);
+        } else {
+            open.remove(&key);
+        }
+        let r = (o.customer, o.reference_id.clone());
+        if let Some(entry) = exchange.refs.get(&r) {
+            t.refs.insert(r, *entry);
+        }
+        t.orders.insert(id, o.clone());
+    }
+    for (customer, market, code) in std::mem::take(&mut exchange.dirty.closed) {
+        t.position_codes.remove(&code);
+        if let Some(held) = t.positions.get_mut(&customer) {
+            held.remove(&market);
+        }
+    }
+    for key in std::mem::take(&mut exchange.dirty.positions) {
+        if let Some(p) = exchange.positions.get(&key) {
+            t.position_codes.insert(p.code, key);
+            t.positions
+                .entry(key.0)
+                .or_default()
+                .insert(key.1, p.clone());
+        }
+    }
+    for trade in &exchange.trades[exchange.dirty.trades_published..] {
+        t.trades_by_customer
+            .entry(trade.customer)
+            .or_default()
+            .insert(trade.seq);
+        t.trades_by_broker
+            .entry(trade.broker)
+            .or_default()
+            .insert(trade.seq);
+        t.trade_codes.insert(trade.code, trade.seq);
+        t.trades.push_back(trade.clone());
+    }
+    exchange.dirty.trades_published = exchange.trades.len();
+    for fill in &exchange.fills[exchange.dirty.fills_published..] {
+        let m = &mut t.markets[fill.market as usize];
+        for (i, (_, ms)) in INTERVALS.iter().enumerate() {
+            let open_time = fill.timestamp.millis().div_euclid(*ms) * ms;
+            add_to_candle(&mut m.candles[i], open_time, fill.price, fill.amount);
+        }
+        m.fills.push_back(fill.seq);
+        t.fills.push_back(fill.clone());
+    }
+    exchange.dirty.fills_published = exchange.fills.len();
+    for (i, m) in exchange.markets.iter().enumerate() {
+        let v = &mut t.markets[i];
+        v.last_price = m.last_price;
+        v.best_bid = m.book.best_bid().map(|(p, _)| m.price(p));
+        v.best_ask = m.book.best_ask().map(|(p, _)| m.price(p));
+        v.open_interest = m.open_interest;
+    }
+}
