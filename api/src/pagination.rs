@@ -296,6 +296,97 @@ impl poem_openapi::types::Example for ResponseMetadata {
     }
 }
 
+impl CursorKey for (perpsim_core::time::Timestamp, u64) {
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut v = self.0.millis().to_be_bytes().to_vec();
+        v.extend_from_slice(&self.1.to_be_bytes());
+        v
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let (t, id) = bytes.split_at_checked(8)?;
+        Some((
+            perpsim_core::time::Timestamp::from_millis(i64::from_be_bytes(t.try_into().ok()?)),
+            u64::from_be_bytes(id.try_into().ok()?),
+        ))
+    }
+}
+
+impl CursorKey for u64 {
+    fn to_bytes(&self) -> Vec<u8> {
+        self.to_be_bytes().to_vec()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        Some(u64::from_be_bytes(bytes.try_into().ok()?))
+    }
+}
+
+/// Like [`page`], for a list shown in the reverse of the set's order (newest first over
+/// ascending keys), so one index serves both sort directions.
+pub fn page_desc<K: CursorKey>(
+    set: &OrdSet<K>,
+    bounds: (Bound<K>, Bound<K>),
+    req: &PageRequest<K>,
+    cursors: &Cursors,
+    scope: &Scope<'_>,
+) -> Page<K> {
+    let within = |k: &K| bounds.contains(k);
+    let keys: Vec<K> = match &req.position {
+        Position::First => set
+            .range::<_, K>(bounds.clone())
+            .rev()
+            .take(req.limit)
+            .cloned()
+            .collect(),
+        Position::After(k) => set
+            .range::<_, K>(..k.clone())
+            .rev()
+            .skip_while(|x| !within(x))
+            .take_while(|x| within(x))
+            .take(req.limit)
+            .cloned()
+            .collect(),
+        Position::Before(k) => {
+            let mut v: Vec<K> = set
+                .range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
+                .skip_while(|x| !within(x))
+                .take_while(|x| within(x))
+                .take(req.limit)
+                .cloned()
+                .collect();
+            v.reverse();
+            v
+        }
+    };
+    // In list order, "previous" keys are the larger ones.
+    let larger = |k: &K| {
+        set.range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
+            .next()
+            .is_some_and(&within)
+    };
+    let smaller = |k: &K| {
+        set.range::<_, K>(..k.clone())
+            .next_back()
+            .is_some_and(&within)
+    };
+    let (has_previous, has_next) = match (keys.first(), keys.last()) {
+        (Some(first), Some(last)) => (larger(first), smaller(last)),
+        _ => match &req.position {
+            Position::First => (false, false),
+            Position::After(k) => (within(k) || larger(k), false),
+            Position::Before(k) => (false, within(k) || smaller(k)),
+        },
+    };
+    let metadata = ResponseMetadata {
+        start_cursor: keys.first().map(|k| cursors.issue(scope, k)),
+        end_cursor: keys.last().map(|k| cursors.issue(scope, k)),
+        has_previous,
+        has_next,
+    };
+    Page { keys, metadata }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

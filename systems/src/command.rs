@@ -99,7 +99,7 @@ pub enum Command {
     PlaceOrder {
         customer: CustomerCode,
         symbol: String,
-        entry: OrderEntry,
+        entry: Box<OrderEntry>,
     },
     /// DELETE: cancels the open order of a reference.
     CancelOrder {

@@ -818,7 +818,7 @@ impl Desk<'_, '_> {
     fn ledger_locked(&self, code: CustomerCode, asset: perpsim_core::instrument::Asset) -> Decimal {
         self.ledger
             .balance(&(crate::ledger::Owner::Customer(code), asset))
-            .map_or(Decimal::ZERO, |b| b.locked + b.pending)
+            .map_or(Decimal::ZERO, |b| b.locked)
     }
 
     /// PUT margin-profile (§2.7, §4.2): selects the account-wide profile; a no-op when

@@ -53,8 +53,9 @@ pub struct TradingView {
     pub positions: OrdMap<CustomerCode, OrdMap<MarketId, Position>>,
     pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
     pub trades: Vector<TradeRecord>,
-    pub trades_by_customer: OrdMap<CustomerCode, OrdSet<u64>>,
-    pub trades_by_broker: OrdMap<BrokerCode, OrdSet<u64>>,
+    /// Trade seqs per customer, for all markets (None) and per market.
+    pub trades_by_customer: OrdMap<(CustomerCode, Option<MarketId>), OrdSet<u64>>,
+    pub trades_by_broker: OrdMap<(BrokerCode, Option<MarketId>), OrdSet<u64>>,
     pub trade_codes: OrdMap<TradeCode, u64>,
     pub fills: Vector<PublicFill>,
 }
@@ -158,14 +159,16 @@ pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange
         }
     }
     for trade in &exchange.trades[exchange.dirty.trades_published..] {
-        t.trades_by_customer
-            .entry(trade.customer)
-            .or_default()
-            .insert(trade.seq);
-        t.trades_by_broker
-            .entry(trade.broker)
-            .or_default()
-            .insert(trade.seq);
+        for market in [None, Some(trade.market)] {
+            t.trades_by_customer
+                .entry((trade.customer, market))
+                .or_default()
+                .insert(trade.seq);
+            t.trades_by_broker
+                .entry((trade.broker, market))
+                .or_default()
+                .insert(trade.seq);
+        }
         t.trade_codes.insert(trade.code, trade.seq);
         t.trades.push_back(trade.clone());
     }

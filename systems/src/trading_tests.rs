@@ -79,7 +79,7 @@ fn place(customer: CustomerCode, entry: OrderEntry) -> Command {
     Command::PlaceOrder {
         customer,
         symbol: BTC.into(),
-        entry,
+        entry: Box::new(entry),
     }
 }
 

@@ -11,7 +11,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::pkcs8::DecodePrivateKey;
 use ed25519_dalek::{Signer, SigningKey};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A fixed manual-clock start for reproducible runs: 2026-01-01T00:00:00Z.
 pub const START: &str = "2026-01-01T00:00:00Z";
@@ -375,4 +375,43 @@ pub fn replay_hash(data_dir: &Path) -> String {
         "{report}"
     );
     report["state_hash"].as_str().unwrap().to_owned()
+}
+
+/// A server on the manual clock at [`START`].
+pub fn manual() -> Server {
+    Server::start(&["--clock", "manual", "--start", crate::START])
+}
+
+pub fn customer(c: &Client) -> String {
+    c.create_customer(None)["customer_code"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+pub fn transfer(c: &Client, code: &str, kind: &str, body: Value) -> crate::Resp {
+    c.send("POST", &format!("/v1/customers/{code}/{kind}"), Some(body))
+}
+
+pub fn advance(server: &Server, seconds: i64) {
+    let r = server.admin(
+        "POST",
+        "/admin/v1/clock/advance",
+        Some(json!({"seconds": seconds})),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
+/// A new customer holding `amount` of `asset`, its deposit completed.
+pub fn funded(server: &Server, c: &Client, asset: &str, amount: &str) -> String {
+    let code = customer(c);
+    let r = transfer(
+        c,
+        &code,
+        "deposits",
+        json!({"asset": asset, "amount": amount}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text);
+    advance(server, 1);
+    code
 }

@@ -2,46 +2,8 @@
 //! ledger (§2.9, §4.2) with D4 pagination. The binary under test is a debug build, so the
 //! engine asserts the money invariants after every run of its schedule as well.
 
-use perpsim_tests::{Client, Server};
+use perpsim_tests::{Client, advance, customer, funded, manual, transfer};
 use serde_json::{Value, json};
-
-fn manual() -> Server {
-    Server::start(&["--clock", "manual", "--start", perpsim_tests::START])
-}
-
-fn customer(c: &Client) -> String {
-    c.create_customer(None)["customer_code"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
-fn transfer(c: &Client, code: &str, kind: &str, body: Value) -> perpsim_tests::Resp {
-    c.send("POST", &format!("/v1/customers/{code}/{kind}"), Some(body))
-}
-
-fn advance(server: &Server, seconds: i64) {
-    let r = server.admin(
-        "POST",
-        "/admin/v1/clock/advance",
-        Some(json!({"seconds": seconds})),
-    );
-    assert_eq!(r.status, 200, "{}", r.text);
-}
-
-/// A new customer holding `amount` of `asset`, its deposit completed.
-fn funded(server: &Server, c: &Client, asset: &str, amount: &str) -> String {
-    let code = customer(c);
-    let r = transfer(
-        c,
-        &code,
-        "deposits",
-        json!({"asset": asset, "amount": amount}),
-    );
-    assert_eq!(r.status, 201, "{}", r.text);
-    advance(server, 1);
-    code
-}
 
 fn balances(c: &Client, code: &str, query: &str) -> Value {
     let r = c.send(

@@ -3,8 +3,12 @@
 
 pub mod customers;
 pub mod instruments;
+pub mod market;
 pub mod money;
+pub mod orders;
+pub mod positions;
 pub mod profiles;
+pub mod trades;
 
 use perpsim_core::ids::BrokerCode;
 use poem::Request;
@@ -52,6 +56,8 @@ pub enum Tag {
     MarketData,
     /// Customers of the broker and everything per customer.
     Customers,
+    /// Orders, positions and trades.
+    Orders,
 }
 
 pub type BrokerApi = (
@@ -59,6 +65,10 @@ pub type BrokerApi = (
     customers::CustomersApi,
     money::MoneyApi,
     profiles::ProfilesApi,
+    orders::OrdersApi,
+    positions::PositionsApi,
+    trades::TradesApi,
+    market::MarketApi,
 );
 
 pub fn api() -> BrokerApi {
@@ -67,5 +77,9 @@ pub fn api() -> BrokerApi {
         customers::CustomersApi,
         money::MoneyApi,
         profiles::ProfilesApi,
+        orders::OrdersApi,
+        positions::PositionsApi,
+        trades::TradesApi,
+        market::MarketApi,
     )
 }

@@ -102,8 +102,25 @@ fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
         rows.into_iter().flat_map(|r| r.values()).map(f).sum()
     };
     let (total, locked, pending) = (sum(&|b| b.total), sum(&|b| b.locked), sum(&|b| b.pending));
-    let unrealised = Decimal::ZERO;
+    // Unrealised PnL and notional of the open positions at their instruments' mark prices.
+    let (mut unrealised, mut notional) = (Decimal::ZERO, Decimal::ZERO);
+    for p in view
+        .trading
+        .positions
+        .get(&customer.code)
+        .into_iter()
+        .flat_map(|held| held.values())
+    {
+        let mark = view.instruments[view.trading.symbol(p.market)].mark_price;
+        unrealised += p.unrealised_pnl(mark);
+        notional += p.size.abs() * mark;
+    }
     let equity = total + unrealised;
+    let leverage_ratio = if notional.is_zero() {
+        Decimal::ONE
+    } else {
+        (total - pending + unrealised) / notional
+    };
     let margin_ratio = if equity.is_zero() {
         Decimal::ZERO
     } else {
@@ -121,8 +138,8 @@ fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
         used_margin: DecimalOut::ledger(locked),
         unrealised_pnl: DecimalOut::ledger(unrealised),
         margin_ratio: ratio(margin_ratio, RoundingStrategy::MidpointNearestEven),
-        // No open positions yet: the interface fixes the ratio at 1.0000.
-        leverage_ratio: ratio(Decimal::ONE, RoundingStrategy::ToZero),
+        // 1.0000 with no open positions (§2.6).
+        leverage_ratio: ratio(leverage_ratio, RoundingStrategy::ToZero),
         initial_margin_requirement: DecimalOut::new(profile.initial, 2),
         margin_call_threshold: DecimalOut::new(profile.maintenance, 2),
         liquidation_threshold: DecimalOut::new(profile.liquidation, 2),

@@ -1,0 +1,332 @@
+//! Trade records (interface §2.10, §4.1, §4.2; D5): per customer, one by code, broker-wide.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use perpsim_core::Error;
+use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
+use perpsim_core::time::Timestamp;
+use perpsim_systems::ReadView;
+use perpsim_systems::exchange::TradeRecord as Trade;
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::{Enum, Object, OpenApi};
+
+use super::orders::SideApi;
+use super::{Signed, Tag, customer_of};
+use crate::app::AppState;
+use crate::errors::ApiError;
+use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::wire::{DecimalOut, Time, query_time};
+
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum TradeType {
+    Trade,
+    Liquidation,
+    AutoDeleveraging,
+}
+
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum LiquidityApi {
+    Maker,
+    Taker,
+}
+
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum SortApi {
+    Asc,
+    Desc,
+}
+
+/// One side's record of a fill (§2.10, D5).
+#[derive(Object, Debug, Clone)]
+#[oai(example)]
+pub struct TradeRecord {
+    pub code: String,
+    pub customer_code: String,
+    #[oai(rename = "type")]
+    pub kind: TradeType,
+    pub symbol: String,
+    pub side: SideApi,
+    pub price: DecimalOut,
+    pub amount: DecimalOut,
+    /// Ledger precision; negative for a rebate.
+    pub fee: DecimalOut,
+    pub realised_pnl: DecimalOut,
+    /// Null on forced fills.
+    pub reference_id: Option<String>,
+    pub liquidity: LiquidityApi,
+    pub position_code: String,
+    pub timestamp: Time,
+}
+
+/// A page of trades.
+#[derive(Object, Debug)]
+#[oai(example)]
+pub struct TradePage {
+    pub data: Vec<TradeRecord>,
+    pub response_metadata: ResponseMetadata,
+}
+
+fn record(view: &ReadView, t: &Trade) -> TradeRecord {
+    let symbol = view.trading.symbol(t.market).to_owned();
+    let spec = &view.instruments[&symbol].spec;
+    TradeRecord {
+        code: t.code.to_string(),
+        customer_code: t.customer.to_string(),
+        kind: match t.kind {
+            perpsim_systems::exchange::TradeKind::Trade => TradeType::Trade,
+            perpsim_systems::exchange::TradeKind::Liquidation => TradeType::Liquidation,
+            perpsim_systems::exchange::TradeKind::AutoDeleveraging => TradeType::AutoDeleveraging,
+        },
+        symbol,
+        side: t.side.into(),
+        price: DecimalOut::new(t.price, spec.price_decimals()),
+        amount: DecimalOut::new(t.amount, spec.amount_decimals()),
+        fee: DecimalOut::ledger(t.fee),
+        realised_pnl: DecimalOut::ledger(t.realised_pnl),
+        reference_id: t.reference_id.clone(),
+        liquidity: match t.liquidity {
+            perpsim_systems::exchange::Liquidity::Maker => LiquidityApi::Maker,
+            perpsim_systems::exchange::Liquidity::Taker => LiquidityApi::Taker,
+        },
+        position_code: t.position_code.to_string(),
+        timestamp: t.timestamp.into(),
+    }
+}
+
+/// The trade seqs inside `[from, to]`: trades are recorded in non-decreasing time, so the
+/// window is one range of seqs.
+fn window(
+    view: &ReadView,
+    from: Option<Timestamp>,
+    to: Option<Timestamp>,
+) -> (Bound<u64>, Bound<u64>) {
+    let trades = &view.trading.trades;
+    let first = |pred: &dyn Fn(Timestamp) -> bool| {
+        let (mut lo, mut hi) = (0usize, trades.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(trades[mid].timestamp) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo as u64
+    };
+    let lo = from.map_or(0, |f| first(&|t| t >= f));
+    let end = to.map_or(trades.len() as u64, |t_to| first(&|t| t > t_to));
+    (Bound::Included(lo), Bound::Excluded(end.max(lo)))
+}
+
+/// The filters every trade list shares.
+struct TradeQuery {
+    symbol: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    sort: Option<SortApi>,
+    limit: Option<u32>,
+    after: Option<String>,
+    before: Option<String>,
+}
+
+fn list(
+    state: &AppState,
+    view: &ReadView,
+    broker: BrokerCode,
+    customer: Option<CustomerCode>,
+    q: TradeQuery,
+) -> Result<TradePage, Error> {
+    let from = query_time("from", q.from.as_deref())?;
+    let to = query_time("to", q.to.as_deref())?;
+    let sort = q.sort.unwrap_or(SortApi::Desc);
+    let filters = format!(
+        "customer={customer:?};symbol={:?};from={from:?};to={to:?};sort={sort:?}",
+        q.symbol
+    );
+    let scope = Scope {
+        list: "trades",
+        broker,
+        filters: &filters,
+    };
+    let req = PageRequest::<u64>::parse(
+        &state.cursors,
+        &scope,
+        q.limit,
+        q.after.as_deref(),
+        q.before.as_deref(),
+    )?;
+    let empty = imbl::OrdSet::new();
+    // An unknown symbol is an empty page (§4.1), not an error.
+    let market = match &q.symbol {
+        Some(s) => view.trading.market(s).map(|(id, _)| Some(id)),
+        None => Some(None),
+    };
+    let set = match (market, customer) {
+        (None, _) => &empty,
+        (Some(m), Some(c)) => view
+            .trading
+            .trades_by_customer
+            .get(&(c, m))
+            .unwrap_or(&empty),
+        (Some(m), None) => view
+            .trading
+            .trades_by_broker
+            .get(&(broker, m))
+            .unwrap_or(&empty),
+    };
+    let bounds = window(view, from, to);
+    let page = match sort {
+        SortApi::Asc => pagination::page(set, bounds, &req, &state.cursors, &scope),
+        SortApi::Desc => pagination::page_desc(set, bounds, &req, &state.cursors, &scope),
+    };
+    Ok(TradePage {
+        data: page
+            .keys
+            .iter()
+            .map(|seq| record(view, &view.trading.trades[*seq as usize]))
+            .collect(),
+        response_metadata: page.metadata,
+    })
+}
+
+pub struct TradesApi;
+
+#[OpenApi(tag = "Tag::Orders")]
+impl TradesApi {
+    /// A customer's trades.
+    ///
+    /// `from` / `to` (inclusive; RFC 3339 or milliseconds since the epoch, both optional),
+    /// `sort` `asc` or `desc` (default `desc`), `symbol` (exact; unknown gives an empty page),
+    /// cursor pagination.
+    #[oai(
+        path = "/customers/:code/trades",
+        method = "get",
+        operation_id = "listCustomerTrades"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn customer_trades(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+        symbol: Query<Option<String>>,
+        from: Query<Option<String>>,
+        to: Query<Option<String>>,
+        sort: Query<Option<SortApi>>,
+        limit: Query<Option<u32>>,
+        after: Query<Option<String>>,
+        before: Query<Option<String>>,
+    ) -> Result<Json<TradePage>, ApiError> {
+        let view = state.engine.view();
+        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let q = TradeQuery {
+            symbol: symbol.0,
+            from: from.0,
+            to: to.0,
+            sort: sort.0,
+            limit: limit.0,
+            after: after.0,
+            before: before.0,
+        };
+        Ok(Json(list(&state, &view, auth.0, Some(customer), q)?))
+    }
+
+    /// One trade of a customer by its code.
+    #[oai(
+        path = "/customers/:code/trades/:trade_code",
+        method = "get",
+        operation_id = "getCustomerTrade"
+    )]
+    async fn customer_trade(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        code: Path<String>,
+        trade_code: Path<String>,
+    ) -> Result<Json<TradeRecord>, ApiError> {
+        let view = state.engine.view();
+        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let not_found = || Error::not_found(format!("trade {} does not exist", trade_code.0));
+        let seq = TradeCode::parse(&trade_code.0)
+            .and_then(|c| view.trading.trade_codes.get(&c))
+            .ok_or_else(not_found)?;
+        let trade = &view.trading.trades[*seq as usize];
+        if trade.customer != customer {
+            return Err(not_found().into());
+        }
+        Ok(Json(record(&view, trade)))
+    }
+
+    /// The broker's trades across its customers.
+    ///
+    /// Query `customer_code`, `from`, `to`, `symbol` (exact; unknown gives an empty page),
+    /// `sort`, `limit`, `after`, `before`; any other parameter is refused with 400 naming it
+    /// and the supported set.
+    #[oai(path = "/trades", method = "get", operation_id = "listTrades")]
+    #[allow(clippy::too_many_arguments)]
+    async fn trades(
+        &self,
+        state: Data<&Arc<AppState>>,
+        auth: Signed,
+        customer_code: Query<Option<String>>,
+        symbol: Query<Option<String>>,
+        from: Query<Option<String>>,
+        to: Query<Option<String>>,
+        sort: Query<Option<SortApi>>,
+        limit: Query<Option<u32>>,
+        after: Query<Option<String>>,
+        before: Query<Option<String>>,
+    ) -> Result<Json<TradePage>, ApiError> {
+        let view = state.engine.view();
+        let customer = customer_code
+            .0
+            .as_deref()
+            .map(|c| customer_of(&view, auth.0, c).map(|c| c.code))
+            .transpose()?;
+        let q = TradeQuery {
+            symbol: symbol.0,
+            from: from.0,
+            to: to.0,
+            sort: sort.0,
+            limit: limit.0,
+            after: after.0,
+            before: before.0,
+        };
+        Ok(Json(list(&state, &view, auth.0, customer, q)?))
+    }
+}
+
+impl poem_openapi::types::Example for TradeRecord {
+    fn example() -> Self {
+        TradeRecord {
+            code: "0c7d1f0e-6a9b-4a4e-8f6d-3b2a1c0d9e8f".into(),
+            customer_code: "5b0b5d2e-8a7e-4b8e-9c59-2f0e6f9b1a11".into(),
+            kind: TradeType::Trade,
+            symbol: "BTC-USDC-PERP".into(),
+            side: SideApi::Buy,
+            price: DecimalOut("59000.0".into()),
+            amount: DecimalOut("0.0100".into()),
+            fee: DecimalOut("0.2950000000".into()),
+            realised_pnl: DecimalOut("0.0000000000".into()),
+            reference_id: Some("my-order-1".into()),
+            liquidity: LiquidityApi::Taker,
+            position_code: "7e4f2a1b-3c5d-4e6f-8a9b-0c1d2e3f4a5b".into(),
+            timestamp: Time("2026-01-01T00:00:01.000Z".into()),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for TradePage {
+    fn example() -> Self {
+        TradePage {
+            data: vec![TradeRecord::example()],
+            response_metadata: ResponseMetadata::example(),
+        }
+    }
+}
