@@ -2,6 +2,11 @@
 //! add-only, cancel-only, aggressive walk, and mixed 70 % add / 20 % cancel / 10 % aggressive.
 //! Criterion measures throughput side by side; a timed pass prints p50/p99 per operation;
 //! a counting allocator measures memory per resting order at 1 000 000 resting orders.
+//! The same workloads also run through the whole engine (`engine`): each operation is a
+//! journaled-form command (place limit GTC, cancel by reference, market IOC) for one of 16
+//! funded customers, applied in ticks of 1 000 as the host does, with order entry rules,
+//! margin checks, fills booked into positions, trades and the ledger; publishing off, as
+//! during replay (the read view's upkeep is measured by the serving benches).
 //! Run: `cargo bench -p perpsim-benches --bench book`.
 #![allow(unsafe_code)] // the counting allocator below; nothing else
 
@@ -12,9 +17,18 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use orderbook_rs::{Id, OrderBook, TimeInForce};
+use perpsim_core::Decimal;
+use perpsim_core::clock::ClockMode;
+use perpsim_core::entry::OrderEntry;
+use perpsim_core::ids::{CustomerCode, PublicKey};
+use perpsim_core::instrument::{Asset, default_instruments};
+use perpsim_core::order::OrderType;
 use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
+use perpsim_core::time::Timestamp;
 use perpsim_systems::book::{Book, Fill, OrderRef};
+use perpsim_systems::command::TransferKind;
+use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 /// Counts live heap bytes, for the memory-per-order measurement.
 struct Counting;
@@ -338,8 +352,179 @@ fn report() {
     );
 }
 
+/// Commands applied per engine tick, as the host batches them.
+const TICK: usize = 1_000;
+const CUSTOMERS: u64 = 16;
+
+/// A genesis engine with funded customers, and the workload as command batches.
+struct EngineRun {
+    engine: Engine,
+    customers: Vec<CustomerCode>,
+    batches: Vec<Vec<Command>>,
+}
+
+fn engine_command(op: Op, customers: &[CustomerCode]) -> Command {
+    let tick = Decimal::new(1, 1);
+    let lot = Decimal::new(1, 4);
+    let entry = |id: u64, side, kind, lots: u64, price: Option<i64>| OrderEntry {
+        side,
+        kind,
+        reference_id: format!("o{id}"),
+        amount: Some(Decimal::from(lots) * lot),
+        cash_amount: None,
+        limit_price: price.map(|p| Decimal::from(p) * tick),
+        trigger_price: None,
+        trigger_price_type: None,
+        take_profit_price: None,
+        stop_loss_price: None,
+        time_in_force: None,
+        expire_time: None,
+        post_only: false,
+        leverage: None,
+        customer_ip: None,
+    };
+    let who = |id: u64| customers[(id % CUSTOMERS) as usize];
+    match op {
+        Op::Add {
+            id,
+            side,
+            price,
+            lots,
+        } => Command::PlaceOrder {
+            customer: who(id),
+            symbol: "BTC-USDC-PERP".into(),
+            entry: Box::new(entry(id, side, OrderType::Limit, lots, Some(price))),
+        },
+        Op::Cancel { id } => Command::CancelOrder {
+            customer: who(id),
+            reference_id: format!("o{id}"),
+        },
+        Op::Aggress { id, side, lots } => Command::PlaceOrder {
+            customer: who(id),
+            symbol: "BTC-USDC-PERP".into(),
+            entry: Box::new(entry(id, side, OrderType::Market, lots, None)),
+        },
+    }
+}
+
+fn engine_loaded(w: &Workload) -> EngineRun {
+    let start = Timestamp::from_millis(1_767_225_600_000);
+    let mut engine = Engine::genesis(Genesis {
+        seed: 1,
+        clock_mode: ClockMode::Manual,
+        start,
+        instruments: default_instruments(),
+    });
+    let out = engine.tick(
+        start,
+        vec![Command::CreateBroker {
+            name: "bench".into(),
+            public_key: PublicKey([9; 32]),
+        }],
+    );
+    let Ok(Outcome::Broker(b)) = &out.results[0] else {
+        panic!("broker")
+    };
+    let create = (0..CUSTOMERS)
+        .map(|_| Command::CreateCustomer {
+            broker: b.code,
+            external_id: None,
+        })
+        .collect();
+    let customers: Vec<CustomerCode> = engine
+        .tick(start, create)
+        .results
+        .into_iter()
+        .map(|r| match r {
+            Ok(Outcome::Customer(c)) => c.code,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let deposits = customers
+        .iter()
+        .map(|c| Command::RequestTransfer {
+            customer: *c,
+            kind: TransferKind::Deposit,
+            asset: Asset::Usdc,
+            amount: Decimal::from(1_000_000_000_000i64),
+            delay_ms: 0,
+        })
+        .collect();
+    engine.tick(start, deposits);
+    engine.tick(start.plus_millis(1), vec![]);
+    engine.set_publishing(false);
+    let preload: Vec<Command> = w
+        .preload
+        .iter()
+        .map(|op| engine_command(*op, &customers))
+        .collect();
+    for batch in preload.chunks(TICK) {
+        engine.tick(start.plus_millis(1), batch.to_vec());
+    }
+    let ops: Vec<Command> = w
+        .ops
+        .iter()
+        .map(|op| engine_command(*op, &customers))
+        .collect();
+    EngineRun {
+        engine,
+        customers,
+        batches: ops.chunks(TICK).map(<[Command]>::to_vec).collect(),
+    }
+}
+
+fn run_engine(mut run: EngineRun) -> Engine {
+    let at = run.engine.clock().now;
+    for batch in run.batches {
+        let out = run.engine.tick(at, batch);
+        debug_assert!(out.results.iter().all(|r| r.is_ok()));
+    }
+    run.engine
+}
+
+fn engine_report() {
+    for w in workloads() {
+        let run = engine_loaded(&w);
+        let started = Instant::now();
+        let engine = run_engine(run);
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "{:<16} engine {:>12.0} orders/s",
+            w.name,
+            w.ops.len() as f64 / secs
+        );
+        drop(engine);
+    }
+    // Memory through the engine: every order record, its reference index entry and its
+    // slot. Commands are built a tick at a time and dropped, so they do not count.
+    let n = 1_000_000u64;
+    let mut rng = SimRng::from_seed(7);
+    let empty = Workload {
+        name: "memory",
+        preload: vec![],
+        ops: vec![],
+    };
+    let mut run = engine_loaded(&empty);
+    let at = run.engine.clock().now;
+    let before = LIVE.load(Relaxed);
+    let mut id = 0;
+    while id < n {
+        let batch = (id..(id + TICK as u64).min(n))
+            .map(|i| engine_command(passive(&mut rng, i, 20_000), &run.customers))
+            .collect();
+        run.engine.tick(at, batch);
+        id += TICK as u64;
+    }
+    let after = LIVE.load(Relaxed);
+    println!(
+        "memory per resting order at 1 000 000 through the engine: {:.0} B (order record, reference index, book)\n",
+        (after - before) as f64 / n as f64
+    );
+}
+
 fn compare(c: &mut Criterion) {
     report();
+    engine_report();
     for w in workloads() {
         let mut group = c.benchmark_group(format!("book/{}", w.name));
         group
@@ -353,6 +538,9 @@ fn compare(c: &mut Criterion) {
                 |mut v| w.ops.iter().for_each(|op| v.apply(*op)),
                 BatchSize::LargeInput,
             )
+        });
+        group.bench_function("engine", |b| {
+            b.iter_batched(|| engine_loaded(&w), run_engine, BatchSize::LargeInput)
         });
         group.bench_function("orderbook-rs", |b| {
             b.iter_batched(
