@@ -217,23 +217,36 @@ pub fn page<K: CursorKey>(
             v
         }
     };
-    let before = |k: &K| {
+    let smaller = |k: &K| {
         set.range::<_, K>(..k.clone())
             .next_back()
             .is_some_and(&within)
     };
-    let after = |k: &K| {
+    let larger = |k: &K| {
         set.range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
             .next()
             .is_some_and(&within)
     };
+    finish(keys, req, &within, (smaller, larger), cursors, scope)
+}
+
+/// A page's metadata. `earlier` / `later` say whether a key in the bounds lies before /
+/// after a given key in the list's own order.
+fn finish<K: CursorKey>(
+    keys: Vec<K>,
+    req: &PageRequest<K>,
+    within: &dyn Fn(&K) -> bool,
+    (earlier, later): (impl Fn(&K) -> bool, impl Fn(&K) -> bool),
+    cursors: &Cursors,
+    scope: &Scope<'_>,
+) -> Page<K> {
     let (has_previous, has_next) = match (keys.first(), keys.last()) {
-        (Some(first), Some(last)) => (before(first), after(last)),
+        (Some(first), Some(last)) => (earlier(first), later(last)),
         // An empty page: what lies on either side of the cursor.
         _ => match &req.position {
             Position::First => (false, false),
-            Position::After(k) => (within(k) || before(k), false),
-            Position::Before(k) => (false, within(k) || after(k)),
+            Position::After(k) => (within(k) || earlier(k), false),
+            Position::Before(k) => (false, within(k) || later(k)),
         },
     };
     let metadata = ResponseMetadata {
@@ -359,7 +372,7 @@ pub fn page_desc<K: CursorKey>(
             v
         }
     };
-    // In list order, "previous" keys are the larger ones.
+    // In list order, earlier keys are the larger ones.
     let larger = |k: &K| {
         set.range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
             .next()
@@ -370,21 +383,7 @@ pub fn page_desc<K: CursorKey>(
             .next_back()
             .is_some_and(&within)
     };
-    let (has_previous, has_next) = match (keys.first(), keys.last()) {
-        (Some(first), Some(last)) => (larger(first), smaller(last)),
-        _ => match &req.position {
-            Position::First => (false, false),
-            Position::After(k) => (within(k) || larger(k), false),
-            Position::Before(k) => (false, within(k) || smaller(k)),
-        },
-    };
-    let metadata = ResponseMetadata {
-        start_cursor: keys.first().map(|k| cursors.issue(scope, k)),
-        end_cursor: keys.last().map(|k| cursors.issue(scope, k)),
-        has_previous,
-        has_next,
-    };
-    Page { keys, metadata }
+    finish(keys, req, &within, (larger, smaller), cursors, scope)
 }
 
 #[cfg(test)]

@@ -367,21 +367,9 @@ fn engine_command(op: Op, customers: &[CustomerCode]) -> Command {
     let tick = Decimal::new(1, 1);
     let lot = Decimal::new(1, 4);
     let entry = |id: u64, side, kind, lots: u64, price: Option<i64>| OrderEntry {
-        side,
-        kind,
-        reference_id: format!("o{id}"),
         amount: Some(Decimal::from(lots) * lot),
-        cash_amount: None,
         limit_price: price.map(|p| Decimal::from(p) * tick),
-        trigger_price: None,
-        trigger_price_type: None,
-        take_profit_price: None,
-        stop_loss_price: None,
-        time_in_force: None,
-        expire_time: None,
-        post_only: false,
-        leverage: None,
-        customer_ip: None,
+        ..OrderEntry::new(side, kind, format!("o{id}"))
     };
     let who = |id: u64| customers[(id % CUSTOMERS) as usize];
     match op {

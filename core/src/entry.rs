@@ -52,6 +52,29 @@ pub struct OrderEntry {
     pub customer_ip: Option<String>,
 }
 
+impl OrderEntry {
+    /// An entry with only the required fields; every optional one absent.
+    pub fn new(side: Side, kind: OrderType, reference_id: impl Into<String>) -> Self {
+        OrderEntry {
+            side,
+            kind,
+            reference_id: reference_id.into(),
+            amount: None,
+            cash_amount: None,
+            limit_price: None,
+            trigger_price: None,
+            trigger_price_type: None,
+            take_profit_price: None,
+            stop_loss_price: None,
+            time_in_force: None,
+            expire_time: None,
+            post_only: false,
+            leverage: None,
+            customer_ip: None,
+        }
+    }
+}
+
 /// An amend (D5 PATCH): any of these, at least one.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Amend {

@@ -25,21 +25,8 @@ fn reference() -> Reference {
 
 fn entry(kind: OrderType) -> OrderEntry {
     OrderEntry {
-        side: Side::Buy,
-        kind,
-        reference_id: "r-1".into(),
         amount: Some(d("0.01")),
-        cash_amount: None,
-        limit_price: None,
-        trigger_price: None,
-        trigger_price_type: None,
-        take_profit_price: None,
-        stop_loss_price: None,
-        time_in_force: None,
-        expire_time: None,
-        post_only: false,
-        leverage: None,
-        customer_ip: None,
+        ..OrderEntry::new(Side::Buy, kind, "r-1")
     }
 }
 

@@ -563,21 +563,10 @@ impl Desk<'_, '_> {
         if let Some(t) = amend.trigger_price {
             // Rule 8 holds for the new trigger as it did at entry.
             let entry = OrderEntry {
-                side: o.side,
-                kind: o.kind,
-                reference_id: o.reference_id.clone(),
                 amount: Some(amount),
-                cash_amount: None,
                 limit_price: limit,
                 trigger_price: Some(t),
-                trigger_price_type: None,
-                take_profit_price: None,
-                stop_loss_price: None,
-                time_in_force: None,
-                expire_time: None,
-                post_only: false,
-                leverage: None,
-                customer_ip: None,
+                ..OrderEntry::new(o.side, o.kind, o.reference_id.clone())
             };
             let reference = Reference {
                 last_trade_price: m.last_price.unwrap_or(mark),

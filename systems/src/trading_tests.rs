@@ -41,23 +41,7 @@ fn funded(e: &mut Engine, n: usize, usdc: &str) -> Vec<CustomerCode> {
 }
 
 fn entry(side: Side, kind: OrderType, reference: &str) -> OrderEntry {
-    OrderEntry {
-        side,
-        kind,
-        reference_id: reference.into(),
-        amount: None,
-        cash_amount: None,
-        limit_price: None,
-        trigger_price: None,
-        trigger_price_type: None,
-        take_profit_price: None,
-        stop_loss_price: None,
-        time_in_force: None,
-        expire_time: None,
-        post_only: false,
-        leverage: None,
-        customer_ip: None,
-    }
+    OrderEntry::new(side, kind, reference)
 }
 
 fn limit(side: Side, reference: &str, amount: &str, price: &str) -> OrderEntry {
