@@ -99,6 +99,65 @@ pub fn round_ledger(value: Decimal) -> Decimal {
     value.round_dp_with_strategy(LEDGER_DECIMALS, RoundingStrategy::MidpointNearestEven)
 }
 
+/// Powers of ten up to 10^28, the largest scale a `Decimal` carries.
+const POW10: [i128; 29] = {
+    let mut table = [1i128; 29];
+    let mut i = 1;
+    while i < table.len() {
+        table[i] = table[i - 1] * 10;
+        i += 1;
+    }
+    table
+};
+
+/// `value / unit` when it is a whole number, computed exactly on the mantissas with integer
+/// arithmetic: the matching path turns every price into ticks and every amount into lots,
+/// and a `Decimal` division there costs more than the rest of an order's book work. None
+/// when the quotient is not whole, or (beyond any instrument's grid) when the scaled
+/// mantissa leaves i128. `unit` must be positive.
+pub fn whole_units(value: Decimal, unit: Decimal) -> Option<i128> {
+    assert!(unit > Decimal::ZERO, "a unit is positive");
+    let (mut num, mut den) = (value.mantissa(), unit.mantissa());
+    let (sv, su) = (value.scale() as usize, unit.scale() as usize);
+    // value / unit = (m_v / 10^sv) / (m_u / 10^su) = m_v · 10^su / (m_u · 10^sv)
+    if su >= sv {
+        num = num.checked_mul(POW10[su - sv])?;
+    } else {
+        den = den.checked_mul(POW10[sv - su])?;
+    }
+    if den == 1 {
+        return Some(num);
+    }
+    // Most grids and values fit 64 bits, where division is several times cheaper.
+    if let (Ok(n), Ok(d)) = (i64::try_from(num), i64::try_from(den)) {
+        return (n % d == 0).then(|| i128::from(n / d));
+    }
+    (num % den == 0).then(|| num / den)
+}
+
+/// `value` is a whole multiple of `unit` (exact; falls back to `Decimal` remainder only where
+/// [`whole_units`] cannot tell).
+pub fn is_multiple(value: Decimal, unit: Decimal) -> bool {
+    whole_units(value, unit).is_some() || (value % unit).is_zero()
+}
+
+/// `n` units of `unit`, with the unit's scale: the same value and representation as
+/// `Decimal::from(n) * unit`, without the general multiplication.
+pub fn from_units(n: i64, unit: Decimal) -> Decimal {
+    if n == 0 {
+        // A zero product carries no scale.
+        return Decimal::ZERO;
+    }
+    Decimal::from_i128_with_scale(i128::from(n) * unit.mantissa(), unit.scale())
+}
+
+/// Whether `value` is already at the ledger precision: what [`round_ledger`] leaves alone. A
+/// scale within the precision answers without rounding (the bookings assert this on every
+/// movement).
+pub fn is_ledger_rounded(value: Decimal) -> bool {
+    value.scale() <= LEDGER_DECIMALS || round_ledger(value) == value
+}
+
 /// Serde adapter storing a decimal as its 16-byte binary form: compact and exact, used by the
 /// journal and snapshots where no human reads the bytes.
 pub mod bin {
@@ -135,6 +194,85 @@ mod tests {
 
     fn d(s: &str) -> Decimal {
         Decimal::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn is_ledger_rounded_is_what_rounding_leaves_alone() {
+        for v in [
+            "1.2345678901",
+            "1.23456789010000",
+            "0.00000000005",
+            "-7",
+            "1.00000000001",
+        ] {
+            let v = d(v);
+            assert_eq!(is_ledger_rounded(v), round_ledger(v) == v, "{v}");
+        }
+    }
+
+    #[test]
+    fn whole_units_is_the_exact_quotient_or_none() {
+        assert_eq!(whole_units(d("60000"), d("0.1")), Some(600_000));
+        assert_eq!(whole_units(d("60000.30"), d("0.1")), Some(600_003));
+        assert_eq!(whole_units(d("60000.35"), d("0.1")), None);
+        assert_eq!(whole_units(d("0.0025"), d("0.0001")), Some(25));
+        assert_eq!(whole_units(d("150.001"), d("0.001")), Some(150_001));
+        assert_eq!(whole_units(d("-0.3"), d("0.1")), Some(-3));
+        assert_eq!(whole_units(d("0"), d("0.01")), Some(0));
+        // Units whose mantissa is not 1 go through the division.
+        assert_eq!(whole_units(d("7.5"), d("2.5")), Some(3));
+        assert_eq!(whole_units(d("7.6"), d("2.5")), None);
+        assert_eq!(whole_units(d("1.25"), d("0.25")), Some(5));
+        // Wide values take the 128-bit path and stay exact.
+        let wide = Decimal::from_i128_with_scale(79_228_162_514_264_337_593_543_950_335, 0);
+        assert_eq!(
+            whole_units(wide, d("1")),
+            Some(79_228_162_514_264_337_593_543_950_335)
+        );
+        assert_eq!(
+            whole_units(wide, d("5")),
+            Some(15_845_632_502_852_867_518_708_790_067)
+        );
+        assert_eq!(whole_units(wide, d("2")), None);
+    }
+
+    #[test]
+    fn whole_units_agrees_with_decimal_division() {
+        let values = [
+            "0", "1", "0.1", "60000", "59999.9", "0.0001", "123.456", "1e-3", "42.000",
+        ];
+        let units = [
+            "0.1", "0.01", "0.001", "0.0001", "1", "0.5", "0.25", "2.5", "10",
+        ];
+        for v in values {
+            let v = Decimal::from_scientific(v).unwrap_or_else(|_| d(v));
+            for u in units {
+                let u = d(u);
+                let q = v / u;
+                let expected = q
+                    .fract()
+                    .is_zero()
+                    .then(|| q.trunc().mantissa() / 10i128.pow(q.trunc().scale()));
+                assert_eq!(whole_units(v, u), expected, "{v} / {u}");
+                assert_eq!(is_multiple(v, u), (v % u).is_zero(), "{v} % {u}");
+            }
+        }
+    }
+
+    #[test]
+    fn from_units_matches_multiplication_in_value_and_scale() {
+        for (n, unit) in [
+            (600_003i64, "0.1"),
+            (25, "0.0001"),
+            (-3, "0.01"),
+            (3, "2.5"),
+            (0, "0.001"),
+        ] {
+            let unit = d(unit);
+            let expected = Decimal::from(n) * unit;
+            let got = from_units(n, unit);
+            assert_eq!((got, got.scale()), (expected, expected.scale()));
+        }
     }
 
     #[test]

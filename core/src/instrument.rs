@@ -82,12 +82,12 @@ pub struct InstrumentSpec {
 impl InstrumentSpec {
     /// `price` is a whole multiple of the tick size.
     pub fn on_tick(&self, price: Decimal) -> bool {
-        (price % self.tick_size).is_zero()
+        crate::decimal::is_multiple(price, self.tick_size)
     }
 
     /// `amount` is a whole multiple of the lot size.
     pub fn on_lot(&self, amount: Decimal) -> bool {
-        (amount % self.lot_size).is_zero()
+        crate::decimal::is_multiple(amount, self.lot_size)
     }
 
     /// Decimals of the tick size: the minimum decimals of every price of this instrument.
