@@ -28,11 +28,14 @@ fn every_acknowledged_command_survives_kill_9_and_recovery_equals_a_fresh_replay
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         let body = json!({"external_id": format!("r{round}w{w}")}).to_string();
+                        // Four writers share one key: two of them reading the same nanosecond
+                        // would reuse a nonce (401), so each keeps to its own residue mod 4.
+                        let nonce = now_ns() / 4 * 4 + w as u128;
                         match client.try_send_with_nonce(
                             "POST",
                             "/v1/customers",
                             body.as_bytes(),
-                            &now_ns().to_string(),
+                            &nonce.to_string(),
                         ) {
                             Ok(r) if r.status == 201 => acked
                                 .lock()
