@@ -104,12 +104,12 @@ pub enum Quantity {
     Cash(Decimal),
 }
 
-/// A checked order, as the engine receives it.
+/// A checked order, as the engine receives it. The reference stays in the entry: the engine
+/// takes it from there once, into the shared [`crate::order::ReferenceId`] its records hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewOrder {
     pub side: Side,
     pub kind: OrderType,
-    pub reference_id: String,
     pub quantity: Quantity,
     pub limit_price: Option<Decimal>,
     pub trigger_price: Option<Decimal>,
@@ -496,7 +496,6 @@ pub fn validate(
     Ok(NewOrder {
         side,
         kind,
-        reference_id: entry.reference_id.clone(),
         quantity,
         limit_price,
         trigger_price,

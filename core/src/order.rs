@@ -2,6 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A client order id (§2.3) as the engine holds it: shared, so an order, its entry in the
+/// reference index, its trade records and its ledger rows hold one allocation between them.
+/// It serializes exactly as a string.
+pub type ReferenceId = std::sync::Arc<str>;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Side {
     Buy,

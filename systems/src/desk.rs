@@ -6,21 +6,30 @@
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::entry::{self, Amend, NewOrder, OrderEntry, Quantity, Reference};
-use perpsim_core::ids::CustomerCode;
+use perpsim_core::ids::{BrokerCode, CustomerCode};
 use perpsim_core::instrument::InstrumentStatus;
-use perpsim_core::money::{DEFAULT_FEES, MAX_LEVERAGE, margin_profile};
-use perpsim_core::order::{EndReason, OrderStatus, OrderType, Side, TimeInForce};
+use perpsim_core::money::{DEFAULT_FEES, FeeRates, MAX_LEVERAGE, margin_profile};
+use perpsim_core::order::{EndReason, OrderStatus, OrderType, ReferenceId, Side, TimeInForce};
 use perpsim_core::{Decimal, Error, ErrorCode};
 
-use crate::book::{Lots, Ticks};
+use crate::book::{Fill, Lots, Ticks};
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
 use crate::command::{Command, Outcome};
-use crate::exchange::{Exchange, Liquidity, MarketId, Order, RefEntry, Watch};
+use crate::exchange::{Exchange, Liquidity, MarketId, Order, Trigger, Watch};
 use crate::fills::{Execution, FillSide, book_fill};
 use crate::ingest::Results;
 use crate::ledger::Ledger;
 use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
 use crate::view::CustomerView;
+
+/// What a fill needs of one side's customer: its broker, its fee rates in the market and its
+/// initial margin fraction (its profile), read once per side of an execution.
+#[derive(Debug, Clone, Copy)]
+struct Terms {
+    broker: BrokerCode,
+    fees: FeeRates,
+    initial_margin: Decimal,
+}
 
 /// Order commands of the current run, with the index of their result, in arrival order.
 #[derive(Resource, Debug, Default)]
@@ -139,10 +148,7 @@ impl Desk<'_, '_> {
         symbol: &str,
         entry: &OrderEntry,
     ) -> Result<u64, Error> {
-        let (broker, leverage_now) = {
-            let c = self.customer(code)?;
-            (c.broker, c.leverage)
-        };
+        let leverage_now = self.customer(code)?.leverage;
         let market = self
             .exchange
             .market_id(symbol)
@@ -163,15 +169,14 @@ impl Desk<'_, '_> {
         self.check_status(market, status, &new)?;
         if self
             .exchange
-            .refs
-            .get(&(code, new.reference_id.clone()))
-            .is_some_and(|r| r.open.is_some())
+            .order_by_ref(code, &entry.reference_id)
+            .is_some_and(Order::is_open)
         {
             return Err(Error::new(
                 ErrorCode::DuplicateReferenceId,
                 format!(
                     "reference_id {} is already used by an open order (rule 11)",
-                    new.reference_id
+                    entry.reference_id
                 ),
             ));
         }
@@ -208,7 +213,7 @@ impl Desk<'_, '_> {
         if leverage != leverage_now {
             self.apply_leverage(code, leverage);
         }
-        let id = self.create(code, broker, market, &new, now);
+        let id = self.create(code, market, &entry.reference_id, &new, now);
         let rests = new.kind == OrderType::Limit
             && matches!(new.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd);
         if let (true, Quantity::Amount(a)) = (rests, new.quantity) {
@@ -270,8 +275,8 @@ impl Desk<'_, '_> {
     fn create(
         &mut self,
         code: CustomerCode,
-        broker: perpsim_core::ids::BrokerCode,
         market: MarketId,
+        reference: &str,
         new: &NewOrder,
         now: perpsim_core::time::Timestamp,
     ) -> u64 {
@@ -280,29 +285,35 @@ impl Desk<'_, '_> {
             Quantity::Amount(a) => (a, None),
             Quantity::Cash(c) => (Decimal::ZERO, Some(c)),
         };
-        self.exchange.orders.push(Order {
+        let trigger = new.kind.is_conditional().then(|| {
+            Box::new(Trigger {
+                trigger_price: new.trigger_price,
+                trigger_price_type: new
+                    .trigger_price_type
+                    .expect("rule 6 gives every conditional type one"),
+                take_profit_price: new.take_profit_price,
+                stop_loss_price: new.stop_loss_price,
+                fired: false,
+            })
+        });
+        self.exchange.push_order(Order {
             id,
             customer: code,
-            broker,
             market,
             side: new.side,
             kind: new.kind,
-            reference_id: new.reference_id.clone(),
+            reference_id: ReferenceId::from(reference),
             amount,
             cash_amount,
             filled_amount: Decimal::ZERO,
             filled_quote: Decimal::ZERO,
             limit_price: new.limit_price,
-            trigger_price: new.trigger_price,
-            trigger_price_type: new.trigger_price_type,
-            take_profit_price: new.take_profit_price,
-            stop_loss_price: new.stop_loss_price,
+            trigger,
             time_in_force: new.time_in_force,
             expire_time: new.expire_time,
             post_only: new.post_only,
             status: OrderStatus::Open,
             reason: None,
-            triggered: false,
             placed_at: now,
             created: now,
             updated: now,
@@ -311,20 +322,11 @@ impl Desk<'_, '_> {
             reserve_lots: 0,
             reserve_rate: Decimal::ZERO,
         });
-        self.exchange.refs.insert(
-            (code, new.reference_id.clone()),
-            RefEntry {
-                open: Some(id),
-                last: id,
-            },
-        );
-        self.exchange.mark_order(id);
         id
     }
 
     /// Runs an order against its book: fill what crosses, then rest (GTC/GTD limit) or end.
     fn execute(&mut self, id: u64) {
-        let now = self.clock.now;
         let o = &self.exchange.orders[id as usize];
         let (market, side, customer) = (o.market, o.side, o.customer);
         let m = &self.exchange.markets[market as usize];
@@ -352,50 +354,10 @@ impl Desk<'_, '_> {
         let left = self.exchange.markets[market as usize]
             .book
             .take(side, limit, want, &mut fills);
-        let symbol = self.exchange.markets[market as usize].spec.symbol.clone();
-        let taker_rates = self.fee_rates(customer, &symbol);
-        let taker_im = self.initial_margin(customer);
-        for f in &fills {
-            let maker = &self.exchange.orders[f.maker_id as usize];
-            let maker_customer = maker.customer;
-            let price = self.exchange.markets[market as usize].price(f.price);
-            let sides = [
-                FillSide {
-                    order: id,
-                    customer,
-                    side,
-                    fee_bps: taker_rates.taker_bps,
-                    initial_margin: taker_im,
-                    liquidity: Liquidity::Taker,
-                },
-                FillSide {
-                    order: f.maker_id,
-                    customer: maker_customer,
-                    side: side.opposite(),
-                    fee_bps: self.fee_rates(maker_customer, &symbol).maker_bps,
-                    initial_margin: self.initial_margin(maker_customer),
-                    liquidity: Liquidity::Maker,
-                },
-            ];
-            book_fill(
-                &mut self.exchange,
-                &mut self.ledger,
-                &mut self.rng.0,
-                Execution {
-                    at: now,
-                    market,
-                    price,
-                    lots: f.lots,
-                },
-                sides,
-            );
-            if f.maker_done {
-                let maker = &mut self.exchange.orders[f.maker_id as usize];
-                maker.resting = None;
-                maker.priority = None;
-                self.finish(f.maker_id, OrderStatus::Filled, None);
-            } else {
-                self.exchange.orders[f.maker_id as usize].status = OrderStatus::PartiallyFilled;
+        if !fills.is_empty() {
+            let taker = self.terms(customer, market);
+            for f in &fills {
+                self.settle(id, side, taker, market, f);
             }
         }
         let o = &self.exchange.orders[id as usize];
@@ -407,22 +369,83 @@ impl Desk<'_, '_> {
             if !fills.is_empty() {
                 self.exchange.orders[id as usize].status = OrderStatus::PartiallyFilled;
             }
-            self.exchange.rest(id);
+            self.exchange.rest(
+                id,
+                limit.expect("GTC and GTD orders here have a limit"),
+                left,
+            );
         } else {
             // IOC and market orders keep what they filled (D5).
             self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
         }
     }
 
-    fn fee_rates(&self, code: CustomerCode, symbol: &str) -> perpsim_core::money::FeeRates {
-        self.customer(code)
-            .ok()
-            .and_then(|c| c.fees.get(symbol).copied())
-            .unwrap_or(DEFAULT_FEES)
+    /// One lookup of what a fill needs of a customer in a market.
+    fn terms(&self, code: CustomerCode, market: MarketId) -> Terms {
+        let c = self
+            .customer(code)
+            .expect("orders belong to existing customers");
+        let symbol = self.exchange.markets[market as usize].spec.symbol.as_str();
+        Terms {
+            broker: c.broker,
+            fees: c.fees.get(symbol).copied().unwrap_or(DEFAULT_FEES),
+            initial_margin: margin_profile(c.leverage)
+                .expect("customers hold a valid leverage")
+                .initial,
+        }
     }
 
-    /// Ends an order: out of the book and the trigger index, its reserve released, its
-    /// reference free again (rule 11).
+    /// Books one execution of taker order `id` against a resting order, and moves the maker
+    /// on: filled and out of the book, or partially filled.
+    fn settle(&mut self, id: u64, side: Side, taker: Terms, market: MarketId, f: &Fill) {
+        let maker_customer = self.exchange.orders[f.maker_id as usize].customer;
+        let maker = self.terms(maker_customer, market);
+        let taker_customer = self.exchange.orders[id as usize].customer;
+        let sides = [
+            FillSide {
+                order: id,
+                customer: taker_customer,
+                broker: taker.broker,
+                side,
+                fee_bps: taker.fees.taker_bps,
+                initial_margin: taker.initial_margin,
+                liquidity: Liquidity::Taker,
+            },
+            FillSide {
+                order: f.maker_id,
+                customer: maker_customer,
+                broker: maker.broker,
+                side: side.opposite(),
+                fee_bps: maker.fees.maker_bps,
+                initial_margin: maker.initial_margin,
+                liquidity: Liquidity::Maker,
+            },
+        ];
+        let price = self.exchange.markets[market as usize].price(f.price);
+        book_fill(
+            &mut self.exchange,
+            &mut self.ledger,
+            &mut self.rng.0,
+            Execution {
+                at: self.clock.now,
+                market,
+                price,
+                lots: f.lots,
+            },
+            sides,
+        );
+        if f.maker_done {
+            let maker = &mut self.exchange.orders[f.maker_id as usize];
+            maker.resting = None;
+            maker.priority = None;
+            self.finish(f.maker_id, OrderStatus::Filled, None);
+        } else {
+            self.exchange.orders[f.maker_id as usize].status = OrderStatus::PartiallyFilled;
+        }
+    }
+
+    /// Ends an order: out of the book and the trigger index, its reserve released. Its
+    /// reference is free again (rule 11) by its status alone: see [`crate::exchange::RefIndex`].
     fn finish(&mut self, id: u64, status: OrderStatus, reason: Option<EndReason>) {
         let now = self.clock.now;
         self.disarm(id);
@@ -440,14 +463,9 @@ impl Desk<'_, '_> {
         o.updated = now;
         let release = o.reserved();
         o.reserve_lots = 0;
-        let (customer, reference) = (o.customer, o.reference_id.clone());
+        let customer = o.customer;
         let asset = self.exchange.markets[market as usize].spec.settlement;
         self.ledger.adjust_locked(customer, asset, -release, now);
-        if let Some(r) = self.exchange.refs.get_mut(&(customer, reference))
-            && r.open == Some(id)
-        {
-            r.open = None;
-        }
         self.exchange.mark_order(id);
     }
 
@@ -467,21 +485,20 @@ impl Desk<'_, '_> {
         verb: &str,
     ) -> Result<u64, Error> {
         self.customer(code)?;
-        let entry = self
+        let o = self
             .exchange
-            .refs
-            .get(&(code, reference.to_owned()))
+            .order_by_ref(code, reference)
             .ok_or_else(|| Error::not_found(format!("order {reference} does not exist")))?;
-        entry.open.ok_or_else(|| {
-            let status = self.exchange.orders[entry.last as usize].status;
-            Error::new(
+        if !o.is_open() {
+            return Err(Error::new(
                 conflict,
                 format!(
                     "order {reference} is {} and cannot be {verb}",
-                    status.as_str()
+                    o.status.as_str()
                 ),
-            )
-        })
+            ));
+        }
+        Ok(o.id)
     }
 
     fn amend(&mut self, code: CustomerCode, reference: &str, amend: &Amend) -> Result<u64, Error> {
@@ -501,8 +518,8 @@ impl Desk<'_, '_> {
             )));
         }
         let uses_limit = o.limit_price.is_some();
-        let untriggered = o.kind.is_conditional() && !o.triggered;
-        let uses_trigger = o.trigger_price.is_some() && untriggered;
+        let untriggered = o.waiting();
+        let uses_trigger = o.trigger_price().is_some() && untriggered;
         let refuse = |field: &str| {
             Error::validation(format!(
                 "{field} cannot be amended on a {} order",
@@ -566,7 +583,7 @@ impl Desk<'_, '_> {
                 amount: Some(amount),
                 limit_price: limit,
                 trigger_price: Some(t),
-                ..OrderEntry::new(o.side, o.kind, o.reference_id.clone())
+                ..OrderEntry::new(o.side, o.kind, o.reference_id.to_string())
             };
             let reference = Reference {
                 last_trade_price: m.last_price.unwrap_or(mark),
@@ -632,8 +649,11 @@ impl Desk<'_, '_> {
         }
         if untriggered {
             self.disarm(id);
-            if let Some(t) = amend.trigger_price {
-                self.exchange.orders[id as usize].trigger_price = Some(t);
+            if let (Some(t), Some(trigger)) = (
+                amend.trigger_price,
+                self.exchange.orders[id as usize].trigger.as_mut(),
+            ) {
+                trigger.trigger_price = Some(t);
             }
             self.arm(id);
         } else if let Some(r) = o.resting {
@@ -675,7 +695,7 @@ impl Desk<'_, '_> {
 
     fn watches(&self, id: u64) -> Vec<(Watch, Ticks)> {
         let o = &self.exchange.orders[id as usize];
-        if !o.kind.is_conditional() || o.triggered {
+        if !o.waiting() {
             return Vec::new();
         }
         let m = &self.exchange.markets[o.market as usize];
@@ -691,23 +711,23 @@ impl Desk<'_, '_> {
             OrderType::StopLoss | OrderType::StopLossLimit => {
                 vec![(
                     pick(buy, true),
-                    m.ticks(o.trigger_price.expect("stop types have one")),
+                    m.ticks(o.trigger_price().expect("stop types have one")),
                 )]
             }
             OrderType::TakeProfit | OrderType::TakeProfitLimit => {
                 vec![(
                     pick(!buy, true),
-                    m.ticks(o.trigger_price.expect("tp types have one")),
+                    m.ticks(o.trigger_price().expect("tp types have one")),
                 )]
             }
             OrderType::TakeProfitStopLoss => vec![
                 (
                     pick(!buy, false),
-                    m.ticks(o.take_profit_price.expect("combo has both")),
+                    m.ticks(o.take_profit_price().expect("combo has both")),
                 ),
                 (
                     pick(buy, false),
-                    m.ticks(o.stop_loss_price.expect("combo has both")),
+                    m.ticks(o.stop_loss_price().expect("combo has both")),
                 ),
             ],
             OrderType::Market | OrderType::Limit => Vec::new(),
@@ -765,7 +785,9 @@ impl Desk<'_, '_> {
         self.disarm(id);
         let now = self.clock.now;
         let o = &mut self.exchange.orders[id as usize];
-        o.triggered = true;
+        if let Some(t) = o.trigger.as_mut() {
+            t.fired = true;
+        }
         o.created = now;
         o.updated = now;
         self.exchange.mark_order(id);
@@ -864,7 +886,7 @@ pub fn relock_positions(
         let margin = perpsim_core::decimal::round_ledger(p.size.abs() * p.entry_price * im);
         let delta = margin - p.margin;
         p.margin = margin;
-        exchange.dirty.positions.insert(key);
+        exchange.dirty.positions.push(key);
         ledger.adjust_locked(code, asset, delta, now);
     }
 }

@@ -193,7 +193,7 @@ impl Engine {
         self.fire_due_until(now);
         self.set_now(now);
         let mut results: Vec<Option<CommandResult>> = (0..count).map(|_| None).collect();
-        let mut segment: Vec<(usize, Command)> = Vec::new();
+        let mut segment: Vec<(usize, Command)> = Vec::with_capacity(count);
         for (index, command) in commands.into_iter().enumerate() {
             match command {
                 Command::AdvanceClock { to } => {

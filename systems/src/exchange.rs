@@ -8,32 +8,38 @@
 //! a time window is one range of ids.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use bevy_ecs::prelude::Resource;
 use perpsim_core::Decimal;
+use perpsim_core::decimal::{from_units, whole_units};
 use perpsim_core::ids::{BrokerCode, CustomerCode, FillCode, PositionCode, TradeCode};
 use perpsim_core::instrument::InstrumentSpec;
 use perpsim_core::order::{
-    EndReason, OrderStatus, OrderType, PositionSide, Side, TimeInForce, TriggerPriceType,
+    EndReason, OrderStatus, OrderType, PositionSide, ReferenceId, Side, TimeInForce,
+    TriggerPriceType,
 };
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::book::{Book, Lots, OrderRef, Ticks};
+pub use crate::refs::RefIndex;
 
 /// Index of a market in [`Exchange::markets`] (genesis order; instruments never go away).
 pub type MarketId = u32;
 
-/// One order, as accepted (D5 read fields; `created` is the time of its last event).
+/// One order, as accepted (D5 read fields; `created` is the time of its last event). The
+/// matching path touches every field of every resting order's record, and a million may rest
+/// (issue 4: at most 512 bytes each), so what only conditional orders use lives behind
+/// `trigger`, and the broker is the customer's (looked up when a fill needs it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Order {
     pub id: u64,
     pub customer: CustomerCode,
-    pub broker: BrokerCode,
     pub market: MarketId,
     pub side: Side,
     pub kind: OrderType,
-    pub reference_id: String,
+    pub reference_id: ReferenceId,
     /// Contracts; for a cash order, what its notional resolved to (rule 2).
     #[serde(with = "perpsim_core::decimal::bin")]
     pub amount: Decimal,
@@ -45,20 +51,13 @@ pub struct Order {
     pub filled_quote: Decimal,
     #[serde(with = "perpsim_core::decimal::bin_opt")]
     pub limit_price: Option<Decimal>,
-    #[serde(with = "perpsim_core::decimal::bin_opt")]
-    pub trigger_price: Option<Decimal>,
-    pub trigger_price_type: Option<TriggerPriceType>,
-    #[serde(with = "perpsim_core::decimal::bin_opt")]
-    pub take_profit_price: Option<Decimal>,
-    #[serde(with = "perpsim_core::decimal::bin_opt")]
-    pub stop_loss_price: Option<Decimal>,
+    /// Conditional orders only (stop, take-profit and the combo).
+    pub trigger: Option<Box<Trigger>>,
     pub time_in_force: TimeInForce,
     pub expire_time: Option<Timestamp>,
     pub post_only: bool,
     pub status: OrderStatus,
     pub reason: Option<EndReason>,
-    /// A conditional order whose trigger fired (it then works as its mechanical type).
-    pub triggered: bool,
     pub placed_at: Timestamp,
     pub created: Timestamp,
     pub updated: Timestamp,
@@ -76,9 +75,45 @@ pub struct Order {
     pub reserve_rate: Decimal,
 }
 
+/// What a conditional order waits for (rules 4–6, 8): its trigger price, or both legs of the
+/// combo, and whether it has fired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trigger {
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub trigger_price: Option<Decimal>,
+    pub trigger_price_type: TriggerPriceType,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub take_profit_price: Option<Decimal>,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub stop_loss_price: Option<Decimal>,
+    /// The trigger fired: the order now works as its mechanical type.
+    pub fired: bool,
+}
+
 impl Order {
     pub fn is_open(&self) -> bool {
         self.status.is_open()
+    }
+
+    pub fn trigger_price(&self) -> Option<Decimal> {
+        self.trigger.as_ref().and_then(|t| t.trigger_price)
+    }
+
+    pub fn trigger_price_type(&self) -> Option<TriggerPriceType> {
+        self.trigger.as_ref().map(|t| t.trigger_price_type)
+    }
+
+    pub fn take_profit_price(&self) -> Option<Decimal> {
+        self.trigger.as_ref().and_then(|t| t.take_profit_price)
+    }
+
+    pub fn stop_loss_price(&self) -> Option<Decimal> {
+        self.trigger.as_ref().and_then(|t| t.stop_loss_price)
+    }
+
+    /// A conditional order still waiting for its trigger.
+    pub fn waiting(&self) -> bool {
+        self.trigger.as_ref().is_some_and(|t| !t.fired)
     }
 
     /// Contracts not yet filled.
@@ -96,14 +131,6 @@ impl Order {
     pub fn reserved(&self) -> Decimal {
         Decimal::from(self.reserve_lots) * self.reserve_rate
     }
-}
-
-/// Which orders a reference names: the open one (at most one, rule 11) and the one updated
-/// last, which the single read returns when none is open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RefEntry {
-    pub open: Option<u64>,
-    pub last: u64,
 }
 
 /// A net position (D6): `size` is signed (long positive); `amount` on the wire is |size|.
@@ -192,7 +219,7 @@ pub struct TradeRecord {
     pub fee: Decimal,
     #[serde(with = "perpsim_core::decimal::bin")]
     pub realised_pnl: Decimal,
-    pub reference_id: Option<String>,
+    pub reference_id: Option<ReferenceId>,
     pub liquidity: Liquidity,
     pub position_code: PositionCode,
     pub timestamp: Timestamp,
@@ -229,6 +256,9 @@ pub enum Watch {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Market {
     pub spec: InstrumentSpec,
+    /// `spec.symbol`, shared with the trade rows booked in this market.
+    #[serde(skip)]
+    pub symbol: Arc<str>,
     pub book: Book,
     #[serde(with = "perpsim_core::decimal::bin_opt")]
     pub last_price: Option<Decimal>,
@@ -243,6 +273,7 @@ pub struct Market {
 impl Market {
     pub fn new(spec: InstrumentSpec) -> Self {
         Market {
+            symbol: Arc::from(spec.symbol.as_str()),
             spec,
             book: Book::new(),
             last_price: None,
@@ -253,26 +284,27 @@ impl Market {
 
     /// A price on the tick grid as whole ticks (order entry refuses anything else).
     pub fn ticks(&self, price: Decimal) -> Ticks {
-        let t = price / self.spec.tick_size;
-        debug_assert!(t.fract().is_zero(), "{price} is on the tick grid");
-        i64::try_from(t.trunc().mantissa() / 10i128.pow(t.trunc().scale()))
-            .expect("prices are bounded by the venue maximum notional")
+        whole_units(price, self.spec.tick_size)
+            .and_then(|t| Ticks::try_from(t).ok())
+            .expect("prices are on the tick grid and bounded by the venue maximum notional")
     }
 
     pub fn price(&self, ticks: Ticks) -> Decimal {
-        Decimal::from(ticks) * self.spec.tick_size
+        from_units(ticks, self.spec.tick_size)
     }
 
     /// An amount on the lot grid as whole lots.
     pub fn lots(&self, amount: Decimal) -> Lots {
-        let l = amount / self.spec.lot_size;
-        debug_assert!(l.fract().is_zero(), "{amount} is on the lot grid");
-        u64::try_from(l.trunc().mantissa() / 10i128.pow(l.trunc().scale()))
-            .expect("amounts are bounded by the venue maximum notional")
+        whole_units(amount, self.spec.lot_size)
+            .and_then(|l| Lots::try_from(l).ok())
+            .expect("amounts are on the lot grid and bounded by the venue maximum notional")
     }
 
     pub fn amount(&self, lots: Lots) -> Decimal {
-        Decimal::from(lots) * self.spec.lot_size
+        from_units(
+            i64::try_from(lots).expect("lots are bounded by the venue maximum notional"),
+            self.spec.lot_size,
+        )
     }
 }
 
@@ -280,9 +312,9 @@ impl Market {
 #[derive(Debug, Clone, Default)]
 pub struct Dirty {
     pub orders: Vec<u64>,
-    pub positions: BTreeSet<(CustomerCode, MarketId)>,
+    /// Duplicates are removed when the view takes them (cheaper than a set on every fill).
+    pub positions: Vec<(CustomerCode, MarketId)>,
     pub closed: Vec<(CustomerCode, MarketId, PositionCode)>,
-    pub markets: BTreeSet<MarketId>,
     pub trades_published: usize,
     pub fills_published: usize,
 }
@@ -292,7 +324,6 @@ pub struct Dirty {
 pub struct ExchangeState {
     pub markets: Vec<MarketState>,
     pub orders: Vec<Order>,
-    pub refs: BTreeMap<(CustomerCode, String), RefEntry>,
     pub positions: BTreeMap<(CustomerCode, MarketId), Position>,
     pub trades: Vec<TradeRecord>,
     pub fills: Vec<PublicFill>,
@@ -316,7 +347,7 @@ pub struct Exchange {
     pub markets: Vec<Market>,
     pub by_symbol: BTreeMap<String, MarketId>,
     pub orders: Vec<Order>,
-    pub refs: BTreeMap<(CustomerCode, String), RefEntry>,
+    pub refs: RefIndex,
     pub positions: BTreeMap<(CustomerCode, MarketId), Position>,
     pub trades: Vec<TradeRecord>,
     pub fills: Vec<PublicFill>,
@@ -336,7 +367,6 @@ impl Exchange {
     fn add_market(&mut self, market: Market) {
         let id = self.markets.len() as MarketId;
         self.by_symbol.insert(market.spec.symbol.clone(), id);
-        self.dirty.markets.insert(id);
         self.markets.push(market);
     }
 
@@ -344,23 +374,39 @@ impl Exchange {
         self.by_symbol.get(symbol).copied()
     }
 
-    /// The order a reference names for reads: the open one, else the one updated last.
+    /// The order a reference names (see [`RefIndex`]): the open one, else the one updated
+    /// last.
     pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
-        self.refs
-            .get(&(customer, reference.to_owned()))
-            .map(|e| &self.orders[e.open.unwrap_or(e.last) as usize])
+        let id = self.refs.get(&self.orders, customer, reference)?;
+        Some(&self.orders[id as usize])
+    }
+
+    /// Appends a new order; it becomes the latest under its reference.
+    pub fn push_order(&mut self, order: Order) {
+        let id = self.orders.len() as u64;
+        assert_eq!(order.id, id, "an order's id is its position");
+        self.orders.push(order);
+        self.refs.insert(&self.orders, id);
+        self.mark_order(id);
     }
 
     pub fn mark_order(&mut self, id: u64) {
         self.dirty.orders.push(id);
     }
 
-    /// Rests (the rest of) an order in its book, behind everything already there.
-    pub fn rest(&mut self, id: u64) {
+    /// Rests what is left of an order (`lots` at its limit `price`, as the matching that
+    /// just ran computed them) in its book, behind everything already there.
+    pub fn rest(&mut self, id: u64, price: Ticks, lots: Lots) {
         let o = &self.orders[id as usize];
         let market = &mut self.markets[o.market as usize];
-        let price = market.ticks(o.limit_price.expect("resting orders have a limit"));
-        let lots = market.lots(o.remaining());
+        debug_assert_eq!(
+            (Some(price), lots),
+            (
+                o.limit_price.map(|p| market.ticks(p)),
+                market.lots(o.remaining())
+            ),
+            "an order rests at its limit with what is left"
+        );
         let r = market.book.rest(id, o.side, price, lots);
         let priority = self.next_priority;
         self.next_priority += 1;
@@ -382,7 +428,6 @@ impl Exchange {
                 })
                 .collect(),
             orders: self.orders.clone(),
-            refs: self.refs.clone(),
             positions: self.positions.clone(),
             trades: self.trades.clone(),
             fills: self.fills.clone(),
@@ -395,15 +440,14 @@ impl Exchange {
         let mut exchange = Exchange::default();
         for m in state.markets {
             exchange.add_market(Market {
-                spec: m.spec,
-                book: Book::new(),
                 last_price: m.last_price,
                 triggers: m.triggers,
                 open_interest: m.open_interest,
+                ..Market::new(m.spec)
             });
         }
         exchange.orders = state.orders;
-        exchange.refs = state.refs;
+        exchange.refs = RefIndex::rebuild(&exchange.orders);
         exchange.positions = state.positions;
         exchange.trades = state.trades;
         exchange.fills = state.fills;
@@ -510,9 +554,12 @@ impl Exchange {
             let asset = self.markets[p.market as usize].spec.settlement;
             *locked.entry((p.customer, asset)).or_default() += p.margin;
         }
-        for entry in self.refs.values() {
-            if let Some(id) = entry.open {
-                let o = &self.orders[id as usize];
+        if !self.refs.is_consistent(&self.orders) {
+            return Err("the reference index does not match the orders".to_owned());
+        }
+        for id in self.refs.ids() {
+            let o = &self.orders[id as usize];
+            if o.is_open() {
                 let asset = self.markets[o.market as usize].spec.settlement;
                 *locked.entry((o.customer, asset)).or_default() += o.reserved();
             }

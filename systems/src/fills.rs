@@ -4,7 +4,7 @@
 
 use perpsim_core::Decimal;
 use perpsim_core::decimal::round_ledger;
-use perpsim_core::ids::{CustomerCode, FillCode, PositionCode, TradeCode};
+use perpsim_core::ids::{BrokerCode, CustomerCode, FillCode, PositionCode, TradeCode};
 use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
@@ -90,6 +90,7 @@ pub fn fee(notional: Decimal, bps: Decimal) -> Decimal {
 pub struct FillSide {
     pub order: u64,
     pub customer: CustomerCode,
+    pub broker: BrokerCode,
     pub side: Side,
     pub fee_bps: Decimal,
     /// The customer's initial margin fraction (its profile).
@@ -122,7 +123,7 @@ pub fn book_fill(
     } = execution;
     let (amount, asset, symbol) = {
         let m = &exchange.markets[market as usize];
-        (m.amount(lots), m.spec.settlement, m.spec.symbol.clone())
+        (m.amount(lots), m.spec.settlement, m.symbol.clone())
     };
     let notional = amount * price;
     let taker_side = sides[0].side;
@@ -137,10 +138,9 @@ pub fn book_fill(
         timestamp: now,
     });
     exchange.markets[market as usize].last_price = Some(price);
-    exchange.dirty.markets.insert(market);
     for s in sides {
         let order = &mut exchange.orders[s.order as usize];
-        let (broker, reference) = (order.broker, order.reference_id.clone());
+        let reference = order.reference_id.clone();
         order.filled_amount += amount;
         order.filled_quote += notional;
         order.created = now;
@@ -156,53 +156,45 @@ pub fn book_fill(
             Side::Buy => amount,
             Side::Sell => -amount,
         };
-        let change = position_change(exchange.positions.get(&key), q, price);
-        let before = exchange
-            .positions
-            .get(&key)
-            .map_or(Decimal::ZERO, |p| p.size);
+        let held = exchange.positions.get(&key).cloned();
+        let change = position_change(held.as_ref(), q, price);
+        let (before, old_margin) = held
+            .as_ref()
+            .map_or((Decimal::ZERO, Decimal::ZERO), |p| (p.size, p.margin));
         exchange.markets[market as usize].open_interest +=
             change.size.max(Decimal::ZERO) - before.max(Decimal::ZERO);
-        let old_margin = exchange
-            .positions
-            .get(&key)
-            .map_or(Decimal::ZERO, |p| p.margin);
         let margin = round_ledger(change.size.abs() * change.entry_price * s.initial_margin);
-        let code = match exchange.positions.get(&key) {
-            Some(p) if !change.new_position => p.code,
-            _ => PositionCode(rng.uuid()),
-        };
+        let kept = held.filter(|_| !change.new_position);
+        let code = kept
+            .as_ref()
+            .map_or_else(|| PositionCode(rng.uuid()), |p| p.code);
         if let Some(old) = exchange.positions.get(&key).filter(|p| p.code != code) {
             exchange.dirty.closed.push((s.customer, market, old.code));
         }
         if change.size.is_zero() {
-            let old = exchange
+            exchange
                 .positions
                 .remove(&key)
                 .expect("a closed position existed");
-            exchange.dirty.closed.push((s.customer, market, old.code));
+            exchange.dirty.closed.push((s.customer, market, code));
         } else {
-            let created_at = match exchange.positions.get(&key) {
-                Some(p) if p.code == code => p.created_at,
-                _ => now,
-            };
             exchange.positions.insert(
                 key,
                 Position {
                     code,
                     customer: s.customer,
-                    broker,
+                    broker: s.broker,
                     market,
                     size: change.size,
                     entry_price: change.entry_price,
                     avg_fill_price: change.avg_fill_price,
                     margin,
-                    created_at,
+                    created_at: kept.map_or(now, |p| p.created_at),
                     updated_at: now,
                 },
             );
         }
-        exchange.dirty.positions.insert(key);
+        exchange.dirty.positions.push(key);
         ledger.adjust_locked(s.customer, asset, margin - old_margin - release, now);
 
         let fee = fee(notional, s.fee_bps);
@@ -210,7 +202,7 @@ pub fn book_fill(
         let movement = ledger.book_trade(
             rng,
             now,
-            (s.customer, broker),
+            (s.customer, s.broker),
             asset,
             MovementKind::Trade,
             TradeInfo {
@@ -227,7 +219,7 @@ pub fn book_fill(
             code: trade_code,
             fill,
             customer: s.customer,
-            broker,
+            broker: s.broker,
             kind: TradeKind::Trade,
             market,
             side: s.side,

@@ -18,24 +18,28 @@ pub struct Inbox(pub Vec<Command>);
 pub struct Results(pub Vec<Option<CommandResult>>);
 
 pub fn ingest_commands(world: &mut World) {
+    // The run's vectors are taken out once (a resource lookup costs about as much as queueing
+    // an order request) and put back at the end; `apply` never touches them.
     let commands = std::mem::take(&mut world.resource_mut::<Inbox>().0);
+    let mut results = std::mem::take(&mut world.resource_mut::<Results>().0);
+    let mut requests = std::mem::take(&mut world.resource_mut::<OrderRequests>().0);
+    results.reserve(commands.len());
     for command in commands {
-        let index = world.resource::<Results>().0.len();
+        let index = results.len();
         let result = match command {
             Command::PlaceOrder { .. }
             | Command::CancelOrder { .. }
             | Command::AmendOrder { .. }
             | Command::SetLeverage { .. } => {
-                world
-                    .resource_mut::<OrderRequests>()
-                    .0
-                    .push((index, command));
+                requests.push((index, command));
                 None
             }
             other => Some(apply(world, &other)),
         };
-        world.resource_mut::<Results>().0.push(result);
+        results.push(result);
     }
+    world.resource_mut::<Results>().0 = results;
+    world.resource_mut::<OrderRequests>().0 = requests;
 }
 
 fn apply(world: &mut World, command: &Command) -> CommandResult {

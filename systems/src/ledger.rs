@@ -6,12 +6,14 @@
 //! of all accounts equals completed deposits minus completed withdrawals, per asset; every
 //! other customer movement (trades, funding, settlement) is booked against a venue account.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bevy_ecs::prelude::Resource;
-use perpsim_core::decimal::round_ledger;
+use perpsim_core::decimal::{is_ledger_rounded, round_ledger};
 use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, TradeCode};
 use perpsim_core::instrument::Asset;
+use perpsim_core::order::ReferenceId;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Decimal, Error, ErrorCode};
@@ -142,8 +144,8 @@ pub struct TradeInfo {
     pub realised_pnl: Decimal,
     #[serde(with = "perpsim_core::decimal::bin")]
     pub fee: Decimal,
-    pub reference_id: Option<String>,
-    pub symbol: String,
+    pub reference_id: Option<ReferenceId>,
+    pub symbol: Arc<str>,
     pub trade_code: TradeCode,
 }
 
@@ -177,7 +179,7 @@ pub struct Ledger {
     /// Changed since the read view last took them (publish drains these; duplicates are
     /// removed at the drain, which is cheaper than a set on every booking).
     dirty_movements: Vec<u64>,
-    dirty_accounts: BTreeSet<AccountId>,
+    dirty_accounts: Vec<AccountId>,
 }
 
 impl Default for Ledger {
@@ -240,7 +242,9 @@ impl Ledger {
         let mut movements = std::mem::take(&mut self.dirty_movements);
         movements.sort_unstable();
         movements.dedup();
-        let accounts = std::mem::take(&mut self.dirty_accounts);
+        let mut accounts = std::mem::take(&mut self.dirty_accounts);
+        accounts.sort_unstable();
+        accounts.dedup();
         let balances = accounts
             .into_iter()
             .map(|id| (id, self.state.accounts[&id]))
@@ -256,7 +260,7 @@ impl Ledger {
 
     /// The account to change; its `as_of` becomes `now`, since every caller changes it.
     fn account_mut(&mut self, id: AccountId, now: Timestamp) -> &mut Balance {
-        self.dirty_accounts.insert(id);
+        self.dirty_accounts.push(id);
         let account = self.state.accounts.entry(id).or_default();
         account.as_of = now;
         account
@@ -278,7 +282,7 @@ impl Ledger {
             "transfers only"
         );
         assert!(
-            amount > Decimal::ZERO && round_ledger(amount) == amount,
+            amount > Decimal::ZERO && is_ledger_rounded(amount),
             "amounts are validated at the edge"
         );
         if !self.state.transfers_available {
@@ -433,8 +437,7 @@ impl Ledger {
         info: TradeInfo,
     ) -> u64 {
         assert!(
-            round_ledger(info.realised_pnl) == info.realised_pnl
-                && round_ledger(info.fee) == info.fee,
+            is_ledger_rounded(info.realised_pnl) && is_ledger_rounded(info.fee),
             "trade amounts are rounded at booking"
         );
         let amount = info.realised_pnl - info.fee;

@@ -18,6 +18,7 @@ pub mod fills;
 pub mod ingest;
 pub mod ledger;
 pub mod market_view;
+pub mod refs;
 pub mod registry;
 pub mod sets;
 pub mod snapshot;

@@ -5,9 +5,10 @@ use bevy_ecs::prelude::ResMut;
 use imbl::{OrdMap, OrdSet, Vector};
 use perpsim_core::Decimal;
 use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode, TradeCode};
+use perpsim_core::order::ReferenceId;
 use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 
-use crate::exchange::{Exchange, MarketId, Order, Position, PublicFill, RefEntry, TradeRecord};
+use crate::exchange::{Exchange, MarketId, Order, Position, PublicFill, TradeRecord};
 use crate::view::ReadView;
 
 /// Candle intervals of D8, in milliseconds, with their wire names.
@@ -47,7 +48,9 @@ pub struct MarketView {
 pub struct TradingView {
     pub markets: Vec<MarketView>,
     pub orders: OrdMap<u64, Order>,
-    pub refs: OrdMap<(CustomerCode, String), RefEntry>,
+    /// Per customer, the latest order under each reference_id (the engine's
+    /// [`crate::exchange::RefIndex`]).
+    pub refs: OrdMap<CustomerCode, OrdMap<ReferenceId, u64>>,
     /// A customer's open orders by (placement time, id): the open-orders list (§4.2).
     pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, u64)>>,
     pub positions: OrdMap<CustomerCode, OrdMap<MarketId, Position>>,
@@ -71,9 +74,7 @@ impl TradingView {
 
     /// The order a reference names for reads: the open one, else the one updated last.
     pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
-        self.refs
-            .get(&(customer, reference.to_owned()))
-            .and_then(|e| self.orders.get(&e.open.unwrap_or(e.last)))
+        self.orders.get(self.refs.get(&customer)?.get(reference)?)
     }
 
     pub fn symbol(&self, market: MarketId) -> &str {
@@ -137,10 +138,10 @@ pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange
         } else {
             open.remove(&key);
         }
-        let r = (o.customer, o.reference_id.clone());
-        if let Some(entry) = exchange.refs.get(&r) {
-            t.refs.insert(r, *entry);
-        }
+        t.refs
+            .entry(o.customer)
+            .or_default()
+            .insert(o.reference_id.clone(), id);
         t.orders.insert(id, o.clone());
     }
     for (customer, market, code) in std::mem::take(&mut exchange.dirty.closed) {
@@ -149,7 +150,10 @@ pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange
             held.remove(&market);
         }
     }
-    for key in std::mem::take(&mut exchange.dirty.positions) {
+    let mut keys = std::mem::take(&mut exchange.dirty.positions);
+    keys.sort_unstable();
+    keys.dedup();
+    for key in keys {
         if let Some(p) = exchange.positions.get(&key) {
             t.position_codes.insert(p.code, key);
             t.positions

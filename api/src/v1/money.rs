@@ -124,8 +124,11 @@ impl From<&Movement> for TransactionRecord {
             direction,
             realised_pnl: m.trade.as_ref().map(|t| DecimalOut::ledger(t.realised_pnl)),
             fee: m.trade.as_ref().map(|t| DecimalOut::ledger(t.fee)),
-            reference_id: m.trade.as_ref().and_then(|t| t.reference_id.clone()),
-            symbol: m.trade.as_ref().map(|t| t.symbol.clone()),
+            reference_id: m
+                .trade
+                .as_ref()
+                .and_then(|t| t.reference_id.as_deref().map(str::to_owned)),
+            symbol: m.trade.as_ref().map(|t| t.symbol.to_string()),
             mark_price: None,
             funding_rate: None,
             trade_code: m.trade.as_ref().map(|t| t.trade_code.to_string()),

@@ -212,7 +212,7 @@ pub fn record(view: &ReadView, o: &Order, how: Rendering) -> OrderRecord {
     let price = |p: Option<perpsim_core::Decimal>| p.map(|p| DecimalOut::new(p, pd));
     let ended = !o.is_open() && o.status != OrderStatus::Rejected;
     OrderRecord {
-        reference_id: o.reference_id.clone(),
+        reference_id: o.reference_id.to_string(),
         customer_code: o.customer.to_string(),
         symbol,
         side: o.side.into(),
@@ -227,10 +227,10 @@ pub fn record(view: &ReadView, o: &Order, how: Rendering) -> OrderRecord {
         filled_quote: DecimalOut::new(o.filled_quote, pd),
         avg_fill_price: price(o.avg_fill_price().map(|p| p.normalize())),
         limit_price: price(o.limit_price),
-        trigger_price: price(o.trigger_price),
-        trigger_price_type: o.trigger_price_type.map(|t| t.as_str().to_owned()),
-        take_profit_price: price(o.take_profit_price),
-        stop_loss_price: price(o.stop_loss_price),
+        trigger_price: price(o.trigger_price()),
+        trigger_price_type: o.trigger_price_type().map(|t| t.as_str().to_owned()),
+        take_profit_price: price(o.take_profit_price()),
+        stop_loss_price: price(o.stop_loss_price()),
         time_in_force: o.time_in_force.as_str().to_owned(),
         expire_time: match (how, ended) {
             (Rendering::Read, true) => None,

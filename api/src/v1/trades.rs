@@ -89,7 +89,7 @@ fn record(view: &ReadView, t: &Trade) -> TradeRecord {
         amount: DecimalOut::new(t.amount, spec.amount_decimals()),
         fee: DecimalOut::ledger(t.fee),
         realised_pnl: DecimalOut::ledger(t.realised_pnl),
-        reference_id: t.reference_id.clone(),
+        reference_id: t.reference_id.as_deref().map(str::to_owned),
         liquidity: match t.liquidity {
             perpsim_systems::exchange::Liquidity::Maker => LiquidityApi::Maker,
             perpsim_systems::exchange::Liquidity::Taker => LiquidityApi::Taker,
