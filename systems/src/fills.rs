@@ -40,13 +40,20 @@ pub fn position_change(current: Option<&Position>, q: Decimal, price: Decimal) -
     };
     let (s, e) = (p.size, p.entry_price);
     if s.is_sign_negative() == q.is_sign_negative() {
-        // Adding exposure: quantity-weighted averages of what is held.
+        // Adding exposure: quantity-weighted averages of what is held. Entry and average
+        // fill price agree until a daily settlement moves the entry, and then one division
+        // (the costly part) serves both.
         let weighted =
             |held: Decimal| round_ledger((held * s.abs() + price * q.abs()) / (s + q).abs());
+        let entry_price = weighted(e);
         return PositionChange {
             size: s + q,
-            entry_price: weighted(e),
-            avg_fill_price: weighted(p.avg_fill_price),
+            entry_price,
+            avg_fill_price: if p.avg_fill_price == e {
+                entry_price
+            } else {
+                weighted(p.avg_fill_price)
+            },
             realised_pnl: Decimal::ZERO,
             new_position: false,
         };
@@ -83,7 +90,16 @@ pub fn position_change(current: Option<&Position>, q: Decimal, price: Decimal) -
 /// A fee in basis points of the notional, rounded half-even to 10 decimals; negative bps is
 /// a rebate.
 pub fn fee(notional: Decimal, bps: Decimal) -> Decimal {
-    round_ledger(notional * bps / Decimal::from(10_000))
+    let mut fee = notional * bps;
+    // Dividing by 10 000 is exactly four more decimals; a general division costs as much as
+    // the rest of the fee's arithmetic and is only needed where the scale would overflow.
+    if fee.scale() + 4 <= 28 {
+        fee.set_scale(fee.scale() + 4)
+            .expect("a scale of at most 28 is valid");
+    } else {
+        fee /= Decimal::from(10_000);
+    }
+    round_ledger(fee)
 }
 
 /// One side of a fill, as the booking needs it.
@@ -279,6 +295,13 @@ mod tests {
         // 1 @ 100 + 2 @ 101 = 302 / 3, rounded half-even to 10 decimals.
         let c = position_change(Some(&pos("1", "100")), d("2"), d("101"));
         assert_eq!(c.entry_price, d("100.6666666667"));
+        // After a daily settlement moved the entry, each average keeps its own history.
+        let settled = Position {
+            avg_fill_price: d("95"),
+            ..pos("1", "100")
+        };
+        let c = position_change(Some(&settled), d("1"), d("104"));
+        assert_eq!((c.entry_price, c.avg_fill_price), (d("102"), d("99.5")));
     }
 
     #[test]
@@ -307,5 +330,11 @@ mod tests {
         assert_eq!(fee(d("0.00015"), d("5")), d("0.0000000750"));
         assert_eq!(fee(d("100"), d("-1")), d("-0.01"));
         assert_eq!(fee(d("0.0000000000125"), d("10000")), d("0.0000000000"));
+        // Half-even at the tenth decimal, on both sides of the shift.
+        assert_eq!(fee(d("0.00000025"), d("2")), d("0.0000000000"));
+        assert_eq!(fee(d("0.00000075"), d("2")), d("0.0000000002"));
+        // A notional already at 28 decimals takes the division, same value.
+        let deep = Decimal::from_i128_with_scale(12_345, 28);
+        assert_eq!(fee(deep, d("5")), round_ledger(deep * d("5") / Decimal::from(10_000)));
     }
 }
