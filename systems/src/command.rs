@@ -129,7 +129,9 @@ pub enum Outcome {
     Clock(ClockView),
     Movement(Movement),
     TransfersAvailable(bool),
-    Order(Box<Order>),
+    /// Inline, not boxed: the reply to every order request, where an allocation and free
+    /// per order cost more than carrying the record (the enum is already sized by Movement).
+    Order(Order),
 }
 
 pub type CommandResult = Result<Outcome, perpsim_core::Error>;

@@ -77,7 +77,7 @@ pub fn handle_order_requests(
             other => unreachable!("not an order request: {other:?}"),
         };
         let outcome =
-            result.map(|id| Outcome::Order(Box::new(desk.exchange.orders[id as usize].clone())));
+            result.map(|id| Outcome::Order(desk.exchange.orders[id as usize].clone()));
         results.0[index] = Some(outcome);
     }
 }
