@@ -557,12 +557,15 @@ impl Exchange {
         if !self.refs.is_consistent(&self.orders) {
             return Err("the reference index does not match the orders".to_owned());
         }
-        for id in self.refs.ids() {
-            let o = &self.orders[id as usize];
-            if o.is_open() {
-                let asset = self.markets[o.market as usize].spec.settlement;
-                *locked.entry((o.customer, asset)).or_default() += o.reserved();
+        for o in self.orders.iter().filter(|o| o.is_open()) {
+            if self.refs.get(&self.orders, o.customer, &o.reference_id) != Some(o.id) {
+                return Err(format!(
+                    "open order {} is not what its reference {} names (rule 11)",
+                    o.id, o.reference_id
+                ));
             }
+            let asset = self.markets[o.market as usize].spec.settlement;
+            *locked.entry((o.customer, asset)).or_default() += o.reserved();
         }
         for ((owner, asset), b) in &ledger.state().accounts {
             if let crate::ledger::Owner::Customer(c) = owner {

@@ -7,8 +7,11 @@
 //! changes again), which is what the single read returns.
 //!
 //! Every order entry, cancel and amend looks a reference up, so the index is built for that:
-//! a map from a 64-bit hash of (customer, reference) to the order id, compared as integers
-//! instead of strings behind pointers, 16 bytes an entry, one descent a lookup. A lookup
+//! maps from a 64-bit hash of (customer, reference) to the order id, compared as integers
+//! instead of strings behind pointers, 16 bytes an entry. The hash's top bits pick one of
+//! [`PARTITIONS`] maps, so a lookup searches a map of a few hundred entries even at a
+//! million references (one leaf at tens of thousands) instead of descending one deep tree;
+//! references aimed at one partition only make that one map deeper, still O(log n). A lookup
 //! confirms the hit against the order's own customer and reference. A reference whose hash
 //! slot already belongs to another reference is kept in an overflow map by its full key, so
 //! two references never mix. The hash is therefore only about speed, not correctness: a
@@ -19,17 +22,24 @@
 //! rebuilds it. Its hash values and its iteration order never reach output.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::ReferenceId;
 
 use crate::exchange::Order;
 
-#[derive(Debug, Clone, Default)]
+/// Partitions of the index (a power of two; an empty `BTreeMap` allocates nothing, so this
+/// costs 24 bytes each up front).
+pub const PARTITIONS: usize = 4096;
+
+#[derive(Debug, Clone)]
 pub struct RefIndex {
-    by_hash: BTreeMap<u64, u64>,
+    by_hash: Vec<BTreeMap<u64, u64>>,
     /// References whose hash slot another reference holds.
     overflow: BTreeMap<(CustomerCode, ReferenceId), u64>,
+    /// Distinct (customer, reference) pairs held.
+    len: usize,
 }
 
 /// Word-at-a-time multiply-rotate mixing (as rustc's FxHasher) with a final avalanche, so
@@ -53,6 +63,20 @@ fn hash(customer: CustomerCode, reference: &str) -> u64 {
     h ^ (h >> 33)
 }
 
+impl Default for RefIndex {
+    fn default() -> Self {
+        RefIndex {
+            by_hash: vec![BTreeMap::new(); PARTITIONS],
+            overflow: BTreeMap::new(),
+            len: 0,
+        }
+    }
+}
+
+fn partition(h: u64) -> usize {
+    (h >> (64 - PARTITIONS.trailing_zeros())) as usize
+}
+
 fn names(o: &Order, customer: CustomerCode, reference: &str) -> bool {
     o.customer == customer && *o.reference_id == *reference
 }
@@ -69,7 +93,7 @@ impl RefIndex {
 
     /// Number of distinct (customer, reference) pairs.
     pub fn len(&self) -> usize {
-        self.by_hash.len() + self.overflow.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
@@ -88,7 +112,7 @@ impl RefIndex {
         customer: CustomerCode,
         reference: &str,
     ) -> Option<u64> {
-        let id = *self.by_hash.get(&h)?;
+        let id = *self.by_hash[partition(h)].get(&h)?;
         if names(&orders[id as usize], customer, reference) {
             return Some(id);
         }
@@ -108,43 +132,53 @@ impl RefIndex {
 
     fn insert_hashed(&mut self, orders: &[Order], h: u64, id: u64) {
         let o = &orders[id as usize];
-        let slot = self.by_hash.entry(h).or_insert(id);
-        let holder = *slot;
-        if names(&orders[holder as usize], o.customer, &o.reference_id) {
-            assert!(holder <= id, "a reference moves on only to a newer order");
+        let slot = match self.by_hash[partition(h)].entry(h) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(id);
+                self.len += 1;
+                return;
+            }
+            Entry::Occupied(occupied) => occupied.into_mut(),
+        };
+        if names(&orders[*slot as usize], o.customer, &o.reference_id) {
+            assert!(*slot < id, "a reference moves on only to a newer order");
             *slot = id;
-        } else {
-            let before = self
-                .overflow
-                .insert((o.customer, o.reference_id.clone()), id);
-            assert!(
-                before.is_none_or(|b| b < id),
-                "a reference moves on only to a newer order"
-            );
+            return;
         }
-    }
-
-    /// Every indexed order id, in no meaningful order (for invariant checks).
-    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.by_hash.values().chain(self.overflow.values()).copied()
+        match self
+            .overflow
+            .insert((o.customer, o.reference_id.clone()), id)
+        {
+            None => self.len += 1,
+            Some(before) => assert!(before < id, "a reference moves on only to a newer order"),
+        }
     }
 
     /// Whether each entry is found again from its own order: right hash slot, or overflow
     /// only where another reference holds that slot.
     pub fn is_consistent(&self, orders: &[Order]) -> bool {
-        let slots = self.by_hash.iter().all(|(&h, &id)| {
-            let o = &orders[id as usize];
-            h == hash(o.customer, &o.reference_id)
-        });
+        let mut held = self.overflow.len();
+        for (p, map) in self.by_hash.iter().enumerate() {
+            if map.is_empty() {
+                continue;
+            }
+            held += map.len();
+            let placed = map.iter().all(|(&h, &id)| {
+                let o = &orders[id as usize];
+                partition(h) == p && h == hash(o.customer, &o.reference_id)
+            });
+            if !placed {
+                return false;
+            }
+        }
         let overflow = self.overflow.iter().all(|((customer, reference), &id)| {
-            let o = &orders[id as usize];
-            names(o, *customer, reference)
-                && self
-                    .by_hash
-                    .get(&hash(*customer, reference))
+            let h = hash(*customer, reference);
+            names(&orders[id as usize], *customer, reference)
+                && self.by_hash[partition(h)]
+                    .get(&h)
                     .is_some_and(|&holder| !names(&orders[holder as usize], *customer, reference))
         });
-        slots && overflow
+        held == self.len && overflow
     }
 }
 
@@ -233,9 +267,6 @@ mod tests {
         assert_eq!(index.find(&orders, 7, c(2), "x"), Some(2));
         assert_eq!(index.find(&orders, 7, c(2), "y"), None);
         assert_eq!(index.len(), 3);
-        let mut ids: Vec<u64> = index.ids().collect();
-        ids.sort_unstable();
-        assert_eq!(ids, [0, 2, 3]);
         assert!(
             !index.is_consistent(&orders),
             "entries under a foreign hash are caught"
