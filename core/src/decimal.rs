@@ -116,7 +116,11 @@ const POW10: [i128; 29] = {
 /// when the quotient is not whole, or (beyond any instrument's grid) when the scaled
 /// mantissa leaves i128. `unit` must be positive.
 pub fn whole_units(value: Decimal, unit: Decimal) -> Option<i128> {
-    assert!(unit > Decimal::ZERO, "a unit is positive");
+    // Sign and zero tests, not a comparison: this runs several times per order.
+    assert!(
+        unit.is_sign_positive() && !unit.is_zero(),
+        "a unit is positive"
+    );
     let (mut num, mut den) = (value.mantissa(), unit.mantissa());
     let (sv, su) = (value.scale() as usize, unit.scale() as usize);
     // value / unit = (m_v / 10^sv) / (m_u / 10^su) = m_v · 10^su / (m_u · 10^sv)

@@ -166,7 +166,8 @@ pub fn check_customer_ip(ip: &str) -> Result<(), Error> {
 
 fn positive(field: &str, value: Option<Decimal>, rule: u8) -> Result<Option<Decimal>, Error> {
     match value {
-        Some(v) if v <= Decimal::ZERO => {
+        // Sign and zero tests: a general comparison costs more, and this runs per field.
+        Some(v) if v.is_sign_negative() || v.is_zero() => {
             Err(invalid(format!("{field} must be positive (rule {rule})")))
         }
         other => Ok(other),

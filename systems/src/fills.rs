@@ -2,6 +2,8 @@
 //! moved (realised PnL on the part that reduces it), one trade-family ledger movement and one
 //! trade record per side, the public fill, and the margin that moves with all of it.
 
+use std::collections::btree_map::Entry;
+
 use perpsim_core::Decimal;
 use perpsim_core::decimal::round_ledger;
 use perpsim_core::ids::{BrokerCode, CustomerCode, FillCode, PositionCode, TradeCode};
@@ -87,6 +89,98 @@ pub fn position_change(current: Option<&Position>, q: Decimal, price: Decimal) -
     }
 }
 
+/// One side's position after a fill, and what it held before.
+struct Moved {
+    change: PositionChange,
+    /// The position the fill belongs to (new on open, reopen or flip).
+    code: PositionCode,
+    /// Initial margin locked now and before: |size| × entry price × initial margin.
+    margin: Decimal,
+    old_margin: Decimal,
+    /// Signed size before the fill.
+    before: Decimal,
+}
+
+/// Moves one side's net position by `q` (signed) at `price` (D6), with one search of the
+/// position map: a new code on open, reopen or flip (the old one is reported closed), the
+/// entry removed when it closes.
+fn move_position(
+    exchange: &mut Exchange,
+    rng: &mut SimRng,
+    s: &FillSide,
+    market: MarketId,
+    q: Decimal,
+    price: Decimal,
+    now: Timestamp,
+) -> Moved {
+    let key = (s.customer, market);
+    let Exchange {
+        positions, dirty, ..
+    } = exchange;
+    dirty.positions.push(key);
+    let margin_of =
+        |c: &PositionChange| round_ledger(c.size.abs() * c.entry_price * s.initial_margin);
+    let mut held = match positions.entry(key) {
+        Entry::Occupied(held) => held,
+        Entry::Vacant(vacant) => {
+            let change = position_change(None, q, price);
+            let margin = margin_of(&change);
+            let code = PositionCode(rng.uuid());
+            vacant.insert(Position {
+                code,
+                customer: s.customer,
+                broker: s.broker,
+                market,
+                size: change.size,
+                entry_price: change.entry_price,
+                avg_fill_price: change.avg_fill_price,
+                margin,
+                created_at: now,
+                updated_at: now,
+            });
+            return Moved {
+                change,
+                code,
+                margin,
+                old_margin: Decimal::ZERO,
+                before: Decimal::ZERO,
+            };
+        }
+    };
+    let p = held.get_mut();
+    let change = position_change(Some(p), q, price);
+    let (before, old_margin) = (p.size, p.margin);
+    let margin = margin_of(&change);
+    if change.size.is_zero() {
+        let code = held.remove().code;
+        dirty.closed.push((s.customer, market, code));
+        return Moved {
+            change,
+            code,
+            margin,
+            old_margin,
+            before,
+        };
+    }
+    if change.new_position {
+        dirty.closed.push((s.customer, market, p.code));
+        p.code = PositionCode(rng.uuid());
+        p.created_at = now;
+    }
+    p.size = change.size;
+    p.entry_price = change.entry_price;
+    p.avg_fill_price = change.avg_fill_price;
+    p.margin = margin;
+    p.updated_at = now;
+    Moved {
+        change,
+        code: p.code,
+        margin,
+        old_margin,
+        before,
+    }
+}
+
 /// A fee in basis points of the notional, rounded half-even to 10 decimals; negative bps is
 /// a rebate.
 pub fn fee(notional: Decimal, bps: Decimal) -> Decimal {
@@ -167,51 +261,15 @@ pub fn book_fill(
         let release = Decimal::from(released) * order.reserve_rate;
         exchange.mark_order(s.order);
 
-        let key = (s.customer, market);
         let q = match s.side {
             Side::Buy => amount,
             Side::Sell => -amount,
         };
-        let held = exchange.positions.get(&key).cloned();
-        let change = position_change(held.as_ref(), q, price);
-        let (before, old_margin) = held
-            .as_ref()
-            .map_or((Decimal::ZERO, Decimal::ZERO), |p| (p.size, p.margin));
+        let moved = move_position(exchange, rng, &s, market, q, price, now);
         exchange.markets[market as usize].open_interest +=
-            change.size.max(Decimal::ZERO) - before.max(Decimal::ZERO);
-        let margin = round_ledger(change.size.abs() * change.entry_price * s.initial_margin);
-        let kept = held.filter(|_| !change.new_position);
-        let code = kept
-            .as_ref()
-            .map_or_else(|| PositionCode(rng.uuid()), |p| p.code);
-        if let Some(old) = exchange.positions.get(&key).filter(|p| p.code != code) {
-            exchange.dirty.closed.push((s.customer, market, old.code));
-        }
-        if change.size.is_zero() {
-            exchange
-                .positions
-                .remove(&key)
-                .expect("a closed position existed");
-            exchange.dirty.closed.push((s.customer, market, code));
-        } else {
-            exchange.positions.insert(
-                key,
-                Position {
-                    code,
-                    customer: s.customer,
-                    broker: s.broker,
-                    market,
-                    size: change.size,
-                    entry_price: change.entry_price,
-                    avg_fill_price: change.avg_fill_price,
-                    margin,
-                    created_at: kept.map_or(now, |p| p.created_at),
-                    updated_at: now,
-                },
-            );
-        }
-        exchange.dirty.positions.push(key);
-        ledger.adjust_locked(s.customer, asset, margin - old_margin - release, now);
+            moved.change.size.max(Decimal::ZERO) - moved.before.max(Decimal::ZERO);
+        let change = moved.change;
+        let code = moved.code;
 
         let fee = fee(notional, s.fee_bps);
         let trade_code = TradeCode(rng.uuid());
@@ -221,6 +279,8 @@ pub fn book_fill(
             (s.customer, s.broker),
             asset,
             MovementKind::Trade,
+            // The position's margin moves, and the reserve of the part that rested gives way.
+            moved.margin - moved.old_margin - release,
             TradeInfo {
                 realised_pnl: change.realised_pnl,
                 fee,
@@ -335,6 +395,9 @@ mod tests {
         assert_eq!(fee(d("0.00000075"), d("2")), d("0.0000000002"));
         // A notional already at 28 decimals takes the division, same value.
         let deep = Decimal::from_i128_with_scale(12_345, 28);
-        assert_eq!(fee(deep, d("5")), round_ledger(deep * d("5") / Decimal::from(10_000)));
+        assert_eq!(
+            fee(deep, d("5")),
+            round_ledger(deep * d("5") / Decimal::from(10_000))
+        );
     }
 }

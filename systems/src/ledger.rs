@@ -168,6 +168,16 @@ pub struct LedgerState {
     pub transfers_available: bool,
 }
 
+/// Moves an account's locked margin, which never goes below zero (money depends on it).
+fn shift_locked(account: &mut Balance, customer: CustomerCode, delta: Decimal) {
+    account.locked += delta;
+    assert!(
+        !account.locked.is_sign_negative() || account.locked.is_zero(),
+        "locked margin of {customer} went negative: {}",
+        account.locked
+    );
+}
+
 /// A new ledger has its venue accounts and transfers switched on ([`Ledger::new`], which
 /// `Default` is too); a restored one comes from [`Ledger::from_state`].
 #[derive(Resource, Debug)]
@@ -427,6 +437,10 @@ impl Ledger {
     /// movement nets to zero across the ledger (D7). Both parts are already rounded to 10
     /// decimals; the row is booked even when they cancel out, as every fill appears exactly
     /// once in the ledger (§2.9). Returns the movement's seq.
+    ///
+    /// The fill moves the customer's locked margin by `locked_delta` too, in the same touch of
+    /// the account (see [`Self::adjust_locked`]).
+    #[allow(clippy::too_many_arguments)] // one booking: the fill's side, its row and its margin
     pub fn book_trade(
         &mut self,
         rng: &mut SimRng,
@@ -434,6 +448,7 @@ impl Ledger {
         customer: (CustomerCode, BrokerCode),
         asset: Asset,
         kind: MovementKind,
+        locked_delta: Decimal,
         info: TradeInfo,
     ) -> u64 {
         assert!(
@@ -447,6 +462,7 @@ impl Ledger {
             .total += info.fee;
         let account = self.account_mut((Owner::Customer(customer.0), asset), now);
         account.total += amount;
+        shift_locked(account, customer.0, locked_delta);
         let total = account.total;
         let seq = self.state.movements.len() as u64;
         self.state.movements.push(Movement {
@@ -479,12 +495,7 @@ impl Ledger {
             return;
         }
         let account = self.account_mut((Owner::Customer(customer), asset), now);
-        account.locked += delta;
-        assert!(
-            account.locked >= Decimal::ZERO,
-            "locked margin of {customer} went negative: {}",
-            account.locked
-        );
+        shift_locked(account, customer, delta);
     }
 
     /// What a customer may still commit: total − locked − pending (zero without a row).
