@@ -7,8 +7,23 @@ use uuid::Uuid;
 macro_rules! uuid_code {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub struct $name(pub Uuid);
+
+        // The engine's indexes are B-trees keyed by ids, so this comparison runs on every
+        // step of every lookup. The big-endian u128 orders exactly as the bytes do (what
+        // `Uuid`'s own ordering compares, through memcmp), in two integer comparisons.
+        impl Ord for $name {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.0.as_u128().cmp(&other.0.as_u128())
+            }
+        }
+
+        impl PartialOrd for $name {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
 
         impl $name {
             /// Parses the hyphenated textual form (any case).
@@ -58,3 +73,23 @@ uuid_code!(
     /// A public trade (`code` of a PublicTrade): one per fill.
     FillCode
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_order_exactly_as_their_bytes_do() {
+        let mut rng = crate::rng::SimRng::from_seed(11);
+        let mut ids: Vec<CustomerCode> = (0..500).map(|_| CustomerCode(rng.uuid())).collect();
+        // Neighbours that differ only in the last byte or only in the first.
+        ids.push(CustomerCode(Uuid::from_u128(1)));
+        ids.push(CustomerCode(Uuid::from_u128(2)));
+        ids.push(CustomerCode(Uuid::from_u128(1 << 120)));
+        for a in &ids {
+            for b in ids.iter().step_by(7) {
+                assert_eq!(a.cmp(b), a.0.as_bytes().cmp(b.0.as_bytes()), "{a} vs {b}");
+            }
+        }
+    }
+}
