@@ -76,8 +76,7 @@ pub fn handle_order_requests(
             }
             other => unreachable!("not an order request: {other:?}"),
         };
-        let outcome =
-            result.map(|id| Outcome::Order(desk.exchange.orders[id as usize].clone()));
+        let outcome = result.map(|id| Outcome::Order(desk.exchange.orders[id as usize].clone()));
         results.0[index] = Some(outcome);
     }
 }

@@ -168,6 +168,8 @@ impl Engine {
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.
     pub fn set_publishing(&mut self, on: bool) {
         self.world.resource_mut::<Publishing>().0 = on;
+        self.world.resource_mut::<Ledger>().track_changes(on);
+        self.world.resource_mut::<Exchange>().track_changes(on);
         if on {
             self.run_schedule();
         }

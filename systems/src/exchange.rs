@@ -23,6 +23,7 @@ use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::book::{Book, Lots, OrderRef, Ticks};
+use crate::dirty::DirtyKeys;
 pub use crate::refs::RefIndex;
 
 /// Index of a market in [`Exchange::markets`] (genesis order; instruments never go away).
@@ -311,10 +312,12 @@ impl Market {
 /// What changed since the read view last looked (not part of the state).
 #[derive(Debug, Clone, Default)]
 pub struct Dirty {
-    pub orders: Vec<u64>,
-    /// Duplicates are removed when the view takes them (cheaper than a set on every fill).
-    pub positions: Vec<(CustomerCode, MarketId)>,
+    pub orders: DirtyKeys<u64>,
+    pub positions: DirtyKeys<(CustomerCode, MarketId)>,
     pub closed: Vec<(CustomerCode, MarketId, PositionCode)>,
+    /// The view's positions are to be rebuilt from scratch: tracking resumed, and positions
+    /// closed while it was paused were never reported.
+    pub rebuild_positions: bool,
     pub trades_published: usize,
     pub fills_published: usize,
 }
@@ -355,6 +358,15 @@ pub struct Exchange {
     pub dirty: Dirty,
 }
 
+impl Dirty {
+    /// A position left the book of open positions under `code`.
+    pub fn close(&mut self, customer: CustomerCode, market: MarketId, code: PositionCode) {
+        if self.positions.is_tracking() {
+            self.closed.push((customer, market, code));
+        }
+    }
+}
+
 impl Exchange {
     pub fn new(specs: impl IntoIterator<Item = InstrumentSpec>) -> Self {
         let mut exchange = Exchange::default();
@@ -392,6 +404,24 @@ impl Exchange {
 
     pub fn mark_order(&mut self, id: u64) {
         self.dirty.orders.push(id);
+    }
+
+    /// Tracks what changes for the read view, or not (see `Ledger::track_changes`).
+    pub fn track_changes(&mut self, on: bool) {
+        let d = &mut self.dirty;
+        match (on, d.orders.is_tracking()) {
+            (false, _) => {
+                d.orders.pause();
+                d.positions.pause();
+                d.closed = Vec::new();
+            }
+            (true, false) => {
+                d.orders.resume(0..self.orders.len() as u64);
+                d.positions.resume(self.positions.keys().copied());
+                d.rebuild_positions = true;
+            }
+            (true, true) => {}
+        }
     }
 
     /// Rests what is left of an order (`lots` at its limit `price`, as the matching that
@@ -466,8 +496,9 @@ impl Exchange {
             let r = market.book.rest(id, o.side, price, lots);
             exchange.orders[id as usize].resting = Some(r);
         }
-        exchange.dirty.orders = (0..exchange.orders.len() as u64).collect();
-        exchange.dirty.positions = exchange.positions.keys().copied().collect();
+        // Everything is new to a read view built from here.
+        exchange.track_changes(false);
+        exchange.track_changes(true);
         exchange
     }
 }

@@ -153,7 +153,7 @@ fn move_position(
     let margin = margin_of(&change);
     if change.size.is_zero() {
         let code = held.remove().code;
-        dirty.closed.push((s.customer, market, code));
+        dirty.close(s.customer, market, code);
         return Moved {
             change,
             code,
@@ -163,7 +163,7 @@ fn move_position(
         };
     }
     if change.new_position {
-        dirty.closed.push((s.customer, market, p.code));
+        dirty.close(s.customer, market, p.code);
         p.code = PositionCode(rng.uuid());
         p.created_at = now;
     }

@@ -14,6 +14,8 @@ use perpsim_core::decimal::{is_ledger_rounded, round_ledger};
 use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, TradeCode};
 use perpsim_core::instrument::Asset;
 use perpsim_core::order::ReferenceId;
+
+use crate::dirty::DirtyKeys;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Decimal, Error, ErrorCode};
@@ -186,10 +188,9 @@ pub struct Ledger {
     /// Transfers still pending, by code: what an admin may cancel. Bounded by the transfers
     /// in flight (those inside the transfer delay), unlike an index of every movement.
     pending: BTreeMap<MovementCode, u64>,
-    /// Changed since the read view last took them (publish drains these; duplicates are
-    /// removed at the drain, which is cheaper than a set on every booking).
-    dirty_movements: Vec<u64>,
-    dirty_accounts: Vec<AccountId>,
+    /// Changed since the read view last took them (publish drains these).
+    dirty_movements: DirtyKeys<u64>,
+    dirty_accounts: DirtyKeys<AccountId>,
 }
 
 impl Default for Ledger {
@@ -221,13 +222,33 @@ impl Ledger {
             .filter(|m| m.status == MovementStatus::Pending)
             .map(|m| (m.code, m.seq))
             .collect();
-        let dirty_movements = state.movements.iter().map(|m| m.seq).collect();
-        let dirty_accounts = state.accounts.keys().copied().collect();
-        Ledger {
+        let mut ledger = Ledger {
             state,
             pending,
-            dirty_movements,
-            dirty_accounts,
+            dirty_movements: DirtyKeys::default(),
+            dirty_accounts: DirtyKeys::default(),
+        };
+        // Everything is new to a read view built from here.
+        ledger.track_changes(false);
+        ledger.track_changes(true);
+        ledger
+    }
+
+    /// Tracks what changes for the read view, or not (publishing off: a replay builds the
+    /// view once, at the end). Turning it on marks everything, so the view catches up.
+    pub fn track_changes(&mut self, on: bool) {
+        match (on, self.dirty_accounts.is_tracking()) {
+            (false, _) => {
+                self.dirty_movements.pause();
+                self.dirty_accounts.pause();
+            }
+            (true, false) => {
+                self.dirty_movements
+                    .resume(0..self.state.movements.len() as u64);
+                self.dirty_accounts
+                    .resume(self.state.accounts.keys().copied());
+            }
+            (true, true) => {}
         }
     }
 
@@ -249,13 +270,10 @@ impl Ledger {
 
     /// Takes what changed since the last call, for the read view.
     pub fn drain_dirty(&mut self) -> (Vec<&Movement>, Vec<(AccountId, Balance)>) {
-        let mut movements = std::mem::take(&mut self.dirty_movements);
-        movements.sort_unstable();
-        movements.dedup();
-        let mut accounts = std::mem::take(&mut self.dirty_accounts);
-        accounts.sort_unstable();
-        accounts.dedup();
-        let balances = accounts
+        let movements = self.dirty_movements.take();
+        let balances = self
+            .dirty_accounts
+            .take()
             .into_iter()
             .map(|id| (id, self.state.accounts[&id]))
             .collect();

@@ -12,6 +12,7 @@ pub mod book;
 pub mod clock;
 pub mod command;
 pub mod desk;
+pub mod dirty;
 pub mod engine;
 pub mod exchange;
 pub mod fills;

@@ -126,10 +126,7 @@ pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange
             fills: Vector::new(),
         });
     }
-    let mut ids = std::mem::take(&mut exchange.dirty.orders);
-    ids.sort_unstable();
-    ids.dedup();
-    for id in ids {
+    for id in exchange.dirty.orders.take() {
         let o = &exchange.orders[id as usize];
         let key = (o.placed_at, id);
         let open = t.open_orders.entry(o.customer).or_default();
@@ -144,16 +141,17 @@ pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange
             .insert(o.reference_id.clone(), id);
         t.orders.insert(id, o.clone());
     }
+    if std::mem::take(&mut exchange.dirty.rebuild_positions) {
+        t.positions = OrdMap::new();
+        t.position_codes = OrdMap::new();
+    }
     for (customer, market, code) in std::mem::take(&mut exchange.dirty.closed) {
         t.position_codes.remove(&code);
         if let Some(held) = t.positions.get_mut(&customer) {
             held.remove(&market);
         }
     }
-    let mut keys = std::mem::take(&mut exchange.dirty.positions);
-    keys.sort_unstable();
-    keys.dedup();
-    for key in keys {
+    for key in exchange.dirty.positions.take() {
         if let Some(p) = exchange.positions.get(&key) {
             t.position_codes.insert(p.code, key);
             t.positions
