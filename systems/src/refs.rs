@@ -6,40 +6,41 @@
 //! latest; when none is open, the latest is also the one updated last (an ended order never
 //! changes again), which is what the single read returns.
 //!
-//! Every order entry, cancel and amend looks a reference up, so the index is built for that:
-//! maps from a 64-bit hash of (customer, reference) to the order id, compared as integers
-//! instead of strings behind pointers, 16 bytes an entry. The hash's top bits pick one of
-//! [`PARTITIONS`] maps, so a lookup searches a map of a few hundred entries even at a
-//! million references (one leaf at tens of thousands) instead of descending one deep tree;
-//! references aimed at one partition only make that one map deeper, still O(log n). A lookup
-//! confirms the hit against the order's own customer and reference. A reference whose hash
-//! slot already belongs to another reference is kept in an overflow map by its full key, so
-//! two references never mix. The hash is therefore only about speed, not correctness: a
-//! cheap word-at-a-time mix is enough, and references chosen to collide on purpose only
-//! move themselves to the overflow map, which costs what a map keyed by strings costs.
+//! Every order entry, cancel and amend looks a reference up, and at a million references the
+//! cost of that is cache misses, so the index is an open-addressing table of (hash of
+//! customer and reference, order id) pairs: 16 bytes each, at most half full, one cache line
+//! for most lookups. A hit is confirmed against the order's own customer and reference, so
+//! references that share a hash never mix. Probing is bounded: a reference whose
+//! [`MAX_PROBE`]-slot window is full (or whose hash another reference holds) goes to an
+//! overflow map keyed by the reference itself. The hash is therefore only about speed: a
+//! cheap word-at-a-time mix is enough, and references crafted to crowd one window only move
+//! themselves to the overflow map, which costs what a map keyed by strings costs.
 //!
 //! Not state: the index is derived from the orders, so snapshots leave it out and a restore
-//! rebuilds it. Its hash values and its iteration order never reach output.
+//! rebuilds it. Its hash values and its layout never reach output.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::ReferenceId;
 
 use crate::exchange::Order;
 
-/// Partitions of the index (a power of two; an empty `BTreeMap` allocates nothing, so this
-/// costs 24 bytes each up front).
-pub const PARTITIONS: usize = 4096;
+/// Slots a lookup probes at most before it turns to the overflow map.
+pub const MAX_PROBE: usize = 32;
+/// Slots of a new index (a power of two, like every size it grows to).
+const INITIAL_SLOTS: usize = 1024;
+/// An empty slot (ids are stored plus one).
+const EMPTY: (u64, u64) = (0, 0);
 
 #[derive(Debug, Clone)]
 pub struct RefIndex {
-    by_hash: Vec<BTreeMap<u64, u64>>,
-    /// References whose hash slot another reference holds.
+    /// (hash, order id + 1); the id part is 0 in an empty slot.
+    slots: Vec<(u64, u64)>,
+    /// Occupied slots.
+    used: usize,
+    /// References the table has no slot for (window full, or hash held by another).
     overflow: BTreeMap<(CustomerCode, ReferenceId), u64>,
-    /// Distinct (customer, reference) pairs held.
-    len: usize,
 }
 
 /// Word-at-a-time multiply-rotate mixing (as rustc's FxHasher) with a final avalanche, so
@@ -66,19 +67,25 @@ fn hash(customer: CustomerCode, reference: &str) -> u64 {
 impl Default for RefIndex {
     fn default() -> Self {
         RefIndex {
-            by_hash: vec![BTreeMap::new(); PARTITIONS],
+            slots: vec![EMPTY; INITIAL_SLOTS],
+            used: 0,
             overflow: BTreeMap::new(),
-            len: 0,
         }
     }
 }
 
-fn partition(h: u64) -> usize {
-    (h >> (64 - PARTITIONS.trailing_zeros())) as usize
-}
-
 fn names(o: &Order, customer: CustomerCode, reference: &str) -> bool {
     o.customer == customer && *o.reference_id == *reference
+}
+
+/// Where a probe for hash `h` ended.
+enum Probe {
+    /// The slot holding this hash (it may still belong to another reference).
+    Hash(usize),
+    /// The first empty slot of the window: the hash is not in the table.
+    Empty(usize),
+    /// The window is full and the hash is not in it.
+    Full,
 }
 
 impl RefIndex {
@@ -93,11 +100,24 @@ impl RefIndex {
 
     /// Number of distinct (customer, reference) pairs.
     pub fn len(&self) -> usize {
-        self.len
+        self.used + self.overflow.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    fn probe(&self, h: u64) -> Probe {
+        let mask = self.slots.len() - 1;
+        for step in 0..MAX_PROBE {
+            let i = (h as usize).wrapping_add(step) & mask;
+            match self.slots[i] {
+                (_, 0) => return Probe::Empty(i),
+                (held, _) if held == h => return Probe::Hash(i),
+                _ => {}
+            }
+        }
+        Probe::Full
     }
 
     /// The latest order of `customer` under `reference`.
@@ -112,10 +132,23 @@ impl RefIndex {
         customer: CustomerCode,
         reference: &str,
     ) -> Option<u64> {
-        let id = *self.by_hash[partition(h)].get(&h)?;
-        if names(&orders[id as usize], customer, reference) {
-            return Some(id);
+        match self.probe(h) {
+            // Nothing is ever removed, so a reference sent to the overflow map met a full
+            // window or a foreign holder of its hash, and still would.
+            Probe::Empty(_) => None,
+            Probe::Hash(i) => {
+                let id = self.slots[i].1 - 1;
+                if names(&orders[id as usize], customer, reference) {
+                    Some(id)
+                } else {
+                    self.overflow_get(customer, reference)
+                }
+            }
+            Probe::Full => self.overflow_get(customer, reference),
         }
+    }
+
+    fn overflow_get(&self, customer: CustomerCode, reference: &str) -> Option<u64> {
         if self.overflow.is_empty() {
             return None;
         }
@@ -132,53 +165,71 @@ impl RefIndex {
 
     fn insert_hashed(&mut self, orders: &[Order], h: u64, id: u64) {
         let o = &orders[id as usize];
-        let slot = match self.by_hash[partition(h)].entry(h) {
-            Entry::Vacant(vacant) => {
-                vacant.insert(id);
-                self.len += 1;
+        match self.probe(h) {
+            Probe::Empty(i) => {
+                self.slots[i] = (h, id + 1);
+                self.used += 1;
+                if 2 * self.used > self.slots.len() {
+                    self.grow(orders);
+                }
                 return;
             }
-            Entry::Occupied(occupied) => occupied.into_mut(),
-        };
-        if names(&orders[*slot as usize], o.customer, &o.reference_id) {
-            assert!(*slot < id, "a reference moves on only to a newer order");
-            *slot = id;
-            return;
+            Probe::Hash(i)
+                if names(
+                    &orders[self.slots[i].1 as usize - 1],
+                    o.customer,
+                    &o.reference_id,
+                ) =>
+            {
+                assert!(
+                    self.slots[i].1 - 1 < id,
+                    "a reference moves on only to a newer order"
+                );
+                self.slots[i].1 = id + 1;
+                return;
+            }
+            Probe::Hash(_) | Probe::Full => {}
         }
-        match self
-            .overflow
-            .insert((o.customer, o.reference_id.clone()), id)
-        {
-            None => self.len += 1,
-            Some(before) => assert!(before < id, "a reference moves on only to a newer order"),
+        let key = (o.customer, o.reference_id.clone());
+        if let Some(before) = self.overflow.insert(key, id) {
+            assert!(before < id, "a reference moves on only to a newer order");
         }
     }
 
-    /// Whether each entry is found again from its own order: right hash slot, or overflow
-    /// only where another reference holds that slot.
+    /// Doubles the table and places every entry again, the overflow map's included (a
+    /// larger table may have room for them now).
+    fn grow(&mut self, orders: &[Order]) {
+        let larger = vec![EMPTY; 2 * self.slots.len()];
+        let slots = std::mem::replace(&mut self.slots, larger);
+        let overflow = std::mem::take(&mut self.overflow);
+        self.used = 0;
+        let ids = slots
+            .into_iter()
+            .filter(|&(_, id)| id != 0)
+            .map(|(h, id)| (h, id - 1))
+            .chain(overflow.into_iter().map(|((c, r), id)| (hash(c, &r), id)));
+        for (h, id) in ids {
+            self.insert_hashed(orders, h, id);
+        }
+    }
+
+    /// Whether every entry is found again from its own order, and the count is right.
     pub fn is_consistent(&self, orders: &[Order]) -> bool {
-        let mut held = self.overflow.len();
-        for (p, map) in self.by_hash.iter().enumerate() {
-            if map.is_empty() {
-                continue;
-            }
-            held += map.len();
-            let placed = map.iter().all(|(&h, &id)| {
-                let o = &orders[id as usize];
-                partition(h) == p && h == hash(o.customer, &o.reference_id)
-            });
-            if !placed {
+        let mut used = 0;
+        for &(h, id) in self.slots.iter().filter(|&&(_, id)| id != 0) {
+            used += 1;
+            let o = &orders[id as usize - 1];
+            if h != hash(o.customer, &o.reference_id)
+                || self.find(orders, h, o.customer, &o.reference_id) != Some(id - 1)
+            {
                 return false;
             }
         }
         let overflow = self.overflow.iter().all(|((customer, reference), &id)| {
-            let h = hash(*customer, reference);
             names(&orders[id as usize], *customer, reference)
-                && self.by_hash[partition(h)]
-                    .get(&h)
-                    .is_some_and(|&holder| !names(&orders[holder as usize], *customer, reference))
+                && self.get(orders, *customer, reference) == Some(id)
         });
-        held == self.len && overflow
+        used == self.used && overflow
     }
 }
 
@@ -271,5 +322,39 @@ mod tests {
             !index.is_consistent(&orders),
             "entries under a foreign hash are caught"
         );
+    }
+
+    #[test]
+    fn a_crowded_window_spills_to_the_overflow_map_and_growth_keeps_every_entry() {
+        // Hashes that differ only above the table's mask all start at one slot.
+        let n = MAX_PROBE + 8;
+        let orders: Vec<Order> = (0..n as u64)
+            .map(|id| order(id, 1, &format!("r{id}")))
+            .collect();
+        let mut index = RefIndex::default();
+        for id in 0..n as u64 {
+            index.insert_hashed(&orders, 5 + id * (1 << 20), id);
+        }
+        assert_eq!((index.used, index.overflow.len()), (MAX_PROBE, 8));
+        for id in 0..n as u64 {
+            let found = index.find(&orders, 5 + id * (1 << 20), c(1), &format!("r{id}"));
+            assert_eq!(found, Some(id));
+        }
+        // With real hashes: filling past half the table doubles it (three times here), and
+        // every entry is found again from its own order afterwards.
+        let more: Vec<Order> = (0..3_000u64)
+            .map(|id| order(id, 2 + id as u128 % 7, &format!("m{id}")))
+            .collect();
+        let grown = RefIndex::rebuild(&more);
+        assert!(
+            grown.slots.len() >= 2 * 3_000,
+            "grown to {}",
+            grown.slots.len()
+        );
+        assert_eq!(grown.len(), 3_000);
+        assert!(grown.is_consistent(&more));
+        for o in &more {
+            assert_eq!(grown.get(&more, o.customer, &o.reference_id), Some(o.id));
+        }
     }
 }
