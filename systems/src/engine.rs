@@ -194,24 +194,18 @@ impl Engine {
         let count = commands.len();
         self.fire_due_until(now);
         self.set_now(now);
-        let mut results: Vec<Option<CommandResult>> = (0..count).map(|_| None).collect();
-        let mut segment: Vec<(usize, Command)> = Vec::with_capacity(count);
-        for (index, command) in commands.into_iter().enumerate() {
-            match command {
-                Command::AdvanceClock { to } => {
-                    self.run_segment(std::mem::take(&mut segment), &mut results, false);
-                    results[index] = Some(self.advance_clock(to));
-                }
-                Command::SetClockMode { mode } => {
-                    self.run_segment(std::mem::take(&mut segment), &mut results, false);
-                    self.world.resource_mut::<SimClock>().mode = mode;
-                    results[index] = Some(Ok(Outcome::Clock(self.clock_view())));
-                }
-                other => segment.push((index, other)),
-            }
-        }
-        // The tick always ends with one run, so its instant is published even with no commands.
-        self.run_segment(segment, &mut results, true);
+        let clock_commands = commands.iter().any(|c| {
+            matches!(
+                c,
+                Command::AdvanceClock { .. } | Command::SetClockMode { .. }
+            )
+        });
+        let results = if clock_commands {
+            self.run_around_clock_commands(commands)
+        } else {
+            // The common tick: one run of the schedule with every command, nothing to split.
+            self.run_commands(commands)
+        };
         let counters = {
             let mut c = self.world.resource_mut::<Counters>();
             c.ticks += 1;
@@ -225,10 +219,7 @@ impl Engine {
             self.world.check_change_ticks();
         }
         let events = std::mem::take(&mut self.world.resource_mut::<TickEvents>().0);
-        let results = results
-            .into_iter()
-            .map(|r| r.expect("every command has a result"))
-            .collect();
+        assert_eq!(results.len(), count, "every command has a result");
         TickOutput { results, events }
     }
 
@@ -282,26 +273,52 @@ impl Engine {
         }
     }
 
-    fn run_segment(
-        &mut self,
-        segment: Vec<(usize, Command)>,
-        results: &mut [Option<CommandResult>],
-        always: bool,
-    ) {
-        if segment.is_empty() && !always {
-            return;
-        }
-        let (indices, commands): (Vec<usize>, Vec<Command>) = segment.into_iter().unzip();
+    /// One run of the schedule with `commands` (possibly none: the run still publishes the
+    /// instant); their results, in order.
+    fn run_commands(&mut self, commands: Vec<Command>) -> Vec<CommandResult> {
+        let count = commands.len();
         self.world.resource_mut::<Inbox>().0 = commands;
         self.run_schedule();
         let produced = std::mem::take(&mut self.world.resource_mut::<Results>().0);
-        assert_eq!(
-            produced.len(),
-            indices.len(),
-            "ingest answers every command once"
-        );
-        for (index, result) in indices.into_iter().zip(produced) {
-            results[index] = Some(result.expect("every request is answered within its run"));
+        assert_eq!(produced.len(), count, "ingest answers every command once");
+        produced
+            .into_iter()
+            .map(|r| r.expect("every request is answered within its run"))
+            .collect()
+    }
+
+    /// A tick with clock commands: the commands between them run as segments, each clock
+    /// command at its place, and the tick ends with one run (of what follows the last).
+    fn run_around_clock_commands(&mut self, commands: Vec<Command>) -> Vec<CommandResult> {
+        let mut results: Vec<CommandResult> = Vec::with_capacity(commands.len());
+        let mut segment: Vec<Command> = Vec::new();
+        for command in commands {
+            let result = match command {
+                Command::AdvanceClock { to } => {
+                    self.flush(&mut segment, &mut results);
+                    self.advance_clock(to)
+                }
+                Command::SetClockMode { mode } => {
+                    self.flush(&mut segment, &mut results);
+                    self.world.resource_mut::<SimClock>().mode = mode;
+                    Ok(Outcome::Clock(self.clock_view()))
+                }
+                other => {
+                    segment.push(other);
+                    continue;
+                }
+            };
+            results.push(result);
+        }
+        results.extend(self.run_commands(segment));
+        results
+    }
+
+    /// Runs the commands gathered before a clock command, if any.
+    fn flush(&mut self, segment: &mut Vec<Command>, results: &mut Vec<CommandResult>) {
+        if !segment.is_empty() {
+            let commands = std::mem::take(segment);
+            results.extend(self.run_commands(commands));
         }
     }
 
