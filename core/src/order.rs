@@ -136,12 +136,15 @@ impl OrderStatus {
     }
 }
 
-/// Why an order ended without filling (interface §2.3).
+/// Why an order ended without filling (interface §2.3). `InsufficientFunds` is a
+/// fired stop_loss_limit or take_profit_limit order refused because the initial margin of
+/// the part that would rest and open exposure was not available (status rejected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EndReason {
     UserInitiated,
     TimeInForce,
     Expired,
+    InsufficientFunds,
 }
 
 impl EndReason {
@@ -150,6 +153,7 @@ impl EndReason {
             EndReason::UserInitiated => "USER_INITIATED",
             EndReason::TimeInForce => "TIME_IN_FORCE",
             EndReason::Expired => "EXPIRED",
+            EndReason::InsufficientFunds => "INSUFFICIENT_FUNDS",
         }
     }
 }

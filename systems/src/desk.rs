@@ -186,12 +186,7 @@ impl Desk<'_, '_> {
         }
         // D5: the order's opening part needs amount × price × initial margin available.
         let price = new.limit_price.unwrap_or(mark);
-        let size = self.position_size(code, market);
-        let reducible = match new.side {
-            Side::Buy if size < Decimal::ZERO => -size,
-            Side::Sell if size > Decimal::ZERO => size,
-            _ => Decimal::ZERO,
-        };
+        let reducible = self.reducible(code, market, new.side);
         let opening_notional = match new.quantity {
             Quantity::Amount(a) => (a - reducible).max(Decimal::ZERO) * price,
             Quantity::Cash(c) => (c - reducible * price).max(Decimal::ZERO),
@@ -219,11 +214,7 @@ impl Desk<'_, '_> {
             let m = &self.exchange.markets[market as usize];
             let lots = m.lots((a - reducible).max(Decimal::ZERO));
             let rate = price * m.spec.lot_size * profile.initial;
-            let o = &mut self.exchange.orders[id as usize];
-            o.reserve_lots = lots;
-            o.reserve_rate = rate;
-            self.ledger
-                .adjust_locked(code, asset, Decimal::from(lots) * rate, now);
+            self.hold_reserve(id, lots, rate);
         }
         if let Some(at) = new.expire_time {
             self.scheduler.schedule(at, ScheduledEvent::OrderExpiry(id));
@@ -601,14 +592,9 @@ impl Desk<'_, '_> {
         let asset = m.spec.settlement;
         let im = self.initial_margin(code);
         let new_reserve_lots = if o.reserve_lots > 0 || amount > o.amount {
-            let size = self.position_size(code, market);
-            let reducible = match o.side {
-                Side::Buy if size < Decimal::ZERO => -size,
-                Side::Sell if size > Decimal::ZERO => size,
-                _ => Decimal::ZERO,
-            };
+            let reducible = self.reducible(code, market, o.side);
             let m = &self.exchange.markets[market as usize];
-            if o.kind == OrderType::Limit {
+            if o.works_as_limit() {
                 m.lots((amount - o.filled_amount - reducible).max(Decimal::ZERO))
             } else {
                 0
@@ -790,7 +776,51 @@ impl Desk<'_, '_> {
         o.created = now;
         o.updated = now;
         self.exchange.mark_order(id);
+        // D5: a fired stop_limit works as a limit GTC order, and what of it rests holds the
+        // initial margin of its opening part like any resting limit order (reserved now,
+        // released lot by lot as it fills). Without that margin available it is refused.
+        let o = &self.exchange.orders[id as usize];
+        if let Some(price) = o.limit_price {
+            let (code, market) = (o.customer, o.market);
+            let opening = (o.remaining() - self.reducible(code, market, o.side)).max(Decimal::ZERO);
+            let m = &self.exchange.markets[market as usize];
+            let lots = m.lots(opening);
+            let rate = price * m.spec.lot_size * self.initial_margin(code);
+            let available = self.ledger.available(code, m.spec.settlement);
+            if Decimal::from(lots) * rate > available {
+                self.finish(
+                    id,
+                    OrderStatus::Rejected,
+                    Some(EndReason::InsufficientFunds),
+                );
+                return;
+            }
+            self.hold_reserve(id, lots, rate);
+        }
         self.execute(id);
+    }
+
+    /// The part of an order on `side` that would reduce the customer's position in a
+    /// market rather than open exposure: its size against the position, else zero.
+    fn reducible(&self, code: CustomerCode, market: MarketId, side: Side) -> Decimal {
+        let size = self.position_size(code, market);
+        match side {
+            Side::Buy if size < Decimal::ZERO => -size,
+            Side::Sell if size > Decimal::ZERO => size,
+            _ => Decimal::ZERO,
+        }
+    }
+
+    /// Reserves `lots` × `rate` of initial margin for an order's resting opening part (D5):
+    /// per lot, so each fill releases exactly its share.
+    fn hold_reserve(&mut self, id: u64, lots: Lots, rate: Decimal) {
+        let o = &mut self.exchange.orders[id as usize];
+        o.reserve_lots = lots;
+        o.reserve_rate = rate;
+        let (code, market) = (o.customer, o.market);
+        let asset = self.exchange.markets[market as usize].spec.settlement;
+        self.ledger
+            .adjust_locked(code, asset, Decimal::from(lots) * rate, self.clock.now);
     }
 
     /// D8/§4.2: a leverage change is refused when it would put an open position into margin

@@ -117,6 +117,12 @@ impl Order {
         self.trigger.as_ref().is_some_and(|t| !t.fired)
     }
 
+    /// Works as a limit order: a limit order, or a stop_loss_limit or take_profit_limit
+    /// order whose trigger has fired (D5).
+    pub fn works_as_limit(&self) -> bool {
+        self.limit_price.is_some() && !self.waiting()
+    }
+
     /// Contracts not yet filled.
     pub fn remaining(&self) -> Decimal {
         self.amount - self.filled_amount

@@ -322,6 +322,93 @@ fn gtd_orders_expire_at_expire_time_through_the_scheduler_d5() {
     assert_eq!(v.balances[&c[0]][&Asset::Usdc].locked, d("0"));
 }
 
+fn stop_limit(reference: &str) -> OrderEntry {
+    OrderEntry {
+        amount: Some(d("1")),
+        trigger_price: Some(d("60100")),
+        limit_price: Some(d("60000")),
+        ..entry(Side::Buy, OrderType::StopLossLimit, reference)
+    }
+}
+
+/// A trade at 60100 (fires buy stops at or below it), with nothing left offered after it.
+fn trade_at_60100(makers: &[CustomerCode]) -> Vec<Command> {
+    vec![
+        place(makers[0], limit(Side::Sell, "m1", "0.1", "60100")),
+        place(makers[1], market(Side::Buy, "t", "0.1")),
+    ]
+}
+
+#[test]
+fn a_fired_stop_limit_rests_holding_the_initial_margin_of_its_opening_part_d5() {
+    let mut e = engine(10);
+    let c = funded(&mut e, 3, "1000000");
+    let r = run(&mut e, vec![place(c[2], stop_limit("sl"))]);
+    assert_eq!(order(&r[0]).status, OrderStatus::Open);
+    let locked = |e: &Engine| e.view().balances[&c[2]][&Asset::Usdc].locked;
+    assert_eq!(locked(&e), d("0"), "nothing is held while it waits");
+    // Fired, it works as a limit GTC order; nothing is offered at or below 60000: it rests.
+    run(&mut e, trade_at_60100(&c));
+    let v = e.view();
+    let s = v.trading.order_by_ref(c[2], "sl").unwrap();
+    assert_eq!((s.status, s.reserve_lots), (OrderStatus::Open, 10_000));
+    assert_eq!(
+        locked(&e),
+        d("60000"),
+        "1 BTC x 60000 x initial margin 1.00"
+    );
+    // Filled, the reserve gives way to the position's margin, the same amount.
+    run(
+        &mut e,
+        vec![place(c[0], limit(Side::Sell, "m2", "1", "60000"))],
+    );
+    let v = e.view();
+    let s = v.trading.order_by_ref(c[2], "sl").unwrap();
+    assert_eq!((s.status, s.reserve_lots), (OrderStatus::Filled, 0));
+    assert_eq!(locked(&e), d("60000"));
+}
+
+#[test]
+fn a_fired_stop_limit_without_that_margin_is_rejected_insufficient_funds() {
+    let mut e = engine(10);
+    let c = funded(&mut e, 3, "1000000");
+    let poor = c[2];
+    // Both pass entry: the stop_limit's 60000 is checked, not held, while it waits.
+    let r = run(
+        &mut e,
+        vec![
+            place(poor, stop_limit("sl")),
+            place(poor, limit(Side::Buy, "b", "16", "59000")),
+        ],
+    );
+    assert!(r.iter().all(|r| order(r).is_open()));
+    // 944000 is held for the bid; the 56000 left is short of the 60000 it needs when fired.
+    run(&mut e, trade_at_60100(&c));
+    let v = e.view();
+    let s = v.trading.order_by_ref(poor, "sl").unwrap();
+    assert_eq!(
+        (s.status, s.reason, s.reserve_lots, s.filled_amount),
+        (
+            OrderStatus::Rejected,
+            Some(EndReason::InsufficientFunds),
+            0,
+            d("0")
+        )
+    );
+    assert_eq!(v.balances[&poor][&Asset::Usdc].locked, d("944000"));
+    let (_, btc) = v.trading.market(BTC).unwrap();
+    assert_eq!(btc.best_bid, Some(d("59000")), "nothing of it rests");
+    // Ended, it cannot be cancelled.
+    let r = run(
+        &mut e,
+        vec![Command::CancelOrder {
+            customer: poor,
+            reference_id: "sl".into(),
+        }],
+    );
+    assert_eq!(code(&r[0]), ErrorCode::OrderNotCancellable);
+}
+
 #[test]
 fn a_stop_fires_on_the_last_trade_price_and_executes_as_market_ioc_d5() {
     let mut e = engine(10);

@@ -191,7 +191,9 @@ pub struct OrderRecord {
     pub post_only: bool,
     /// open, partially_filled, filled, canceled, expired or rejected.
     pub status: String,
-    /// USER_INITIATED, TIME_IN_FORCE or EXPIRED; null while open.
+    /// USER_INITIATED, TIME_IN_FORCE or EXPIRED; INSUFFICIENT_FUNDS (status rejected) when a
+    /// stop_loss_limit or take_profit_limit order fires and the initial margin of the part
+    /// that would rest and open exposure is not available; null while open.
     pub reason: Option<String>,
     /// The time of the last event on the order.
     pub created: Time,
