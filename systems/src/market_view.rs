@@ -47,7 +47,9 @@ pub struct MarketView {
 #[derive(Debug, Clone, Default)]
 pub struct TradingView {
     pub markets: Vec<MarketView>,
-    pub orders: OrdMap<u64, Order>,
+    /// Every order, by id: ids are dense, so a vector holds them with no keys and full
+    /// chunks (a map filled in id order leaves its nodes half empty).
+    pub orders: Vector<Order>,
     /// Per customer, the latest order under each reference_id (the engine's
     /// [`crate::exchange::RefIndex`]).
     pub refs: OrdMap<CustomerCode, OrdMap<ReferenceId, u64>>,
@@ -74,7 +76,8 @@ impl TradingView {
 
     /// The order a reference names for reads: the open one, else the one updated last.
     pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
-        self.orders.get(self.refs.get(&customer)?.get(reference)?)
+        self.orders
+            .get(*self.refs.get(&customer)?.get(reference)? as usize)
     }
 
     pub fn symbol(&self, market: MarketId) -> &str {
@@ -139,7 +142,17 @@ pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange
             .entry(o.customer)
             .or_default()
             .insert(o.reference_id.clone(), id);
-        t.orders.insert(id, o.clone());
+        // Ids come sorted, and every new order is marked: each is the next slot or an old one.
+        if (id as usize) < t.orders.len() {
+            t.orders.set(id as usize, o.clone());
+        } else {
+            assert_eq!(
+                id as usize,
+                t.orders.len(),
+                "new orders are published in id order"
+            );
+            t.orders.push_back(o.clone());
+        }
     }
     if std::mem::take(&mut exchange.dirty.rebuild_positions) {
         t.positions = OrdMap::new();

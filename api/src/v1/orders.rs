@@ -398,7 +398,7 @@ impl OrdersApi {
         let data = page
             .keys
             .iter()
-            .map(|(_, id)| record(&view, &view.trading.orders[id], Rendering::Read))
+            .map(|(_, id)| record(&view, &view.trading.orders[*id as usize], Rendering::Read))
             .collect();
         Ok(Json(OrderPage {
             data,
