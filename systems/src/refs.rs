@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn references_sharing_a_hash_are_told_apart_by_the_order() {
-        // Force what SipHash makes vanishingly rare: three references under one hash value.
+        // Force what the hash makes rare: three references under one hash value.
         let orders = vec![
             order(0, 1, "x"),
             order(1, 1, "y"),
