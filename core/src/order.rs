@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A client order id (§2.3) as the engine holds it: shared, so an order, its entry in the
-/// reference index, its trade records and its ledger rows hold one allocation between them.
+/// A client order id (§2.3) as the engine holds it: shared, so an order, its trade records,
+/// its ledger rows and the read view's reference index hold one allocation between them.
 /// It serializes exactly as a string.
 pub type ReferenceId = std::sync::Arc<str>;
 

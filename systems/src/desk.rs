@@ -212,8 +212,10 @@ impl Desk<'_, '_> {
             && matches!(new.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd);
         if let (true, Quantity::Amount(a)) = (rests, new.quantity) {
             let m = &self.exchange.markets[market as usize];
-            let lots = m.lots((a - reducible).max(Decimal::ZERO));
-            let rate = price * m.spec.lot_size * profile.initial;
+            let (lots, rate) = (
+                m.opening_lots(a, reducible),
+                m.reserve_rate(price, profile.initial),
+            );
             self.hold_reserve(id, lots, rate);
         }
         if let Some(at) = new.expire_time {
@@ -591,19 +593,16 @@ impl Desk<'_, '_> {
         // The reserve follows the resting opening part at the new price and size.
         let asset = m.spec.settlement;
         let im = self.initial_margin(code);
-        let new_reserve_lots = if o.reserve_lots > 0 || amount > o.amount {
-            let reducible = self.reducible(code, market, o.side);
-            let m = &self.exchange.markets[market as usize];
-            if o.works_as_limit() {
-                m.lots((amount - o.filled_amount - reducible).max(Decimal::ZERO))
-            } else {
-                0
-            }
+        let m = &self.exchange.markets[market as usize];
+        let new_reserve_lots = if o.works_as_limit() && (o.reserve_lots > 0 || amount > o.amount) {
+            m.opening_lots(
+                amount - o.filled_amount,
+                self.reducible(code, market, o.side),
+            )
         } else {
             0
         };
-        let m = &self.exchange.markets[market as usize];
-        let new_rate = limit.map_or(Decimal::ZERO, |p| p * m.spec.lot_size * im);
+        let new_rate = limit.map_or(Decimal::ZERO, |p| m.reserve_rate(p, im));
         let delta = Decimal::from(new_reserve_lots) * new_rate - o.reserved();
         if delta > self.ledger.available(code, asset) {
             return Err(Error::new(
@@ -782,10 +781,9 @@ impl Desk<'_, '_> {
         let o = &self.exchange.orders[id as usize];
         if let Some(price) = o.limit_price {
             let (code, market) = (o.customer, o.market);
-            let opening = (o.remaining() - self.reducible(code, market, o.side)).max(Decimal::ZERO);
             let m = &self.exchange.markets[market as usize];
-            let lots = m.lots(opening);
-            let rate = price * m.spec.lot_size * self.initial_margin(code);
+            let lots = m.opening_lots(o.remaining(), self.reducible(code, market, o.side));
+            let rate = m.reserve_rate(price, self.initial_margin(code));
             let available = self.ledger.available(code, m.spec.settlement);
             if Decimal::from(lots) * rate > available {
                 self.finish(

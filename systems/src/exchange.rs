@@ -307,6 +307,18 @@ impl Market {
             .expect("amounts are on the lot grid and bounded by the venue maximum notional")
     }
 
+    /// The lots a resting order reserves initial margin for (D5): what is `unfilled` of it
+    /// less the part that reduces the customer's position (`reducible`), never below zero.
+    pub fn opening_lots(&self, unfilled: Decimal, reducible: Decimal) -> Lots {
+        self.lots((unfilled - reducible).max(Decimal::ZERO))
+    }
+
+    /// Initial margin per lot of a resting order at `price`: each fill releases exactly its
+    /// share of the reserve.
+    pub fn reserve_rate(&self, price: Decimal, initial_margin: Decimal) -> Decimal {
+        price * self.spec.lot_size * initial_margin
+    }
+
     pub fn amount(&self, lots: Lots) -> Decimal {
         from_units(
             i64::try_from(lots).expect("lots are bounded by the venue maximum notional"),
@@ -421,13 +433,18 @@ impl Exchange {
                 d.positions.pause();
                 d.closed = Vec::new();
             }
-            (true, false) => {
-                d.orders.resume(0..self.orders.len() as u64);
-                d.positions.resume(self.positions.keys().copied());
-                d.rebuild_positions = true;
-            }
+            (true, false) => self.mark_everything(),
             (true, true) => {}
         }
+    }
+
+    /// Every order and position marked changed, and the view's positions to be rebuilt: what
+    /// a view needs that starts from here (a restore) or stopped following (publishing off).
+    fn mark_everything(&mut self) {
+        let d = &mut self.dirty;
+        d.orders.resume(0..self.orders.len() as u64);
+        d.positions.resume(self.positions.keys().copied());
+        d.rebuild_positions = true;
     }
 
     /// Rests what is left of an order (`lots` at its limit `price`, as the matching that
@@ -502,9 +519,7 @@ impl Exchange {
             let r = market.book.rest(id, o.side, price, lots);
             exchange.orders[id as usize].resting = Some(r);
         }
-        // Everything is new to a read view built from here.
-        exchange.track_changes(false);
-        exchange.track_changes(true);
+        exchange.mark_everything();
         exchange
     }
 }

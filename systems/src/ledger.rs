@@ -228,9 +228,7 @@ impl Ledger {
             dirty_movements: DirtyKeys::default(),
             dirty_accounts: DirtyKeys::default(),
         };
-        // Everything is new to a read view built from here.
-        ledger.track_changes(false);
-        ledger.track_changes(true);
+        ledger.mark_everything();
         ledger
     }
 
@@ -242,14 +240,18 @@ impl Ledger {
                 self.dirty_movements.pause();
                 self.dirty_accounts.pause();
             }
-            (true, false) => {
-                self.dirty_movements
-                    .resume(0..self.state.movements.len() as u64);
-                self.dirty_accounts
-                    .resume(self.state.accounts.keys().copied());
-            }
+            (true, false) => self.mark_everything(),
             (true, true) => {}
         }
+    }
+
+    /// Every movement and account marked changed: what a view needs that starts from here
+    /// (a restore) or stopped following (publishing off).
+    fn mark_everything(&mut self) {
+        self.dirty_movements
+            .resume(0..self.state.movements.len() as u64);
+        self.dirty_accounts
+            .resume(self.state.accounts.keys().copied());
     }
 
     pub fn state(&self) -> &LedgerState {

@@ -138,10 +138,18 @@ pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange
         } else {
             open.remove(&key);
         }
-        t.refs
-            .entry(o.customer)
-            .or_default()
-            .insert(o.reference_id.clone(), id);
+        // A reference moves only to a newer order (rule 11), and most changes are fills and
+        // cancels of the order it already names: write only what moves.
+        let named = t
+            .refs
+            .get(&o.customer)
+            .and_then(|by| by.get(&o.reference_id));
+        if named.is_none_or(|&latest| latest < id) {
+            t.refs
+                .entry(o.customer)
+                .or_default()
+                .insert(o.reference_id.clone(), id);
+        }
         // Ids come sorted, and every new order is marked: each is the next slot or an old one.
         if (id as usize) < t.orders.len() {
             t.orders.set(id as usize, o.clone());
