@@ -258,7 +258,7 @@ impl AdminApi {
         Ok(BrokerCreated::Created(Json(broker(
             state
                 .engine
-                .submit(Command::CreateBroker { name, public_key })
+                .submit(Command::CreateBroker { name, public_key }, None)
                 .await?,
         ))))
     }
@@ -282,7 +282,7 @@ impl AdminApi {
             public_key: key_from_body(&body.0.public_key)?,
         };
         Ok(BrokerCreated::Created(Json(broker(
-            state.engine.submit(command).await?,
+            state.engine.submit(command, None).await?,
         ))))
     }
 
@@ -312,7 +312,7 @@ impl AdminApi {
             broker: self::broker_code(&broker_code.0)?,
             public_key: PublicKey(key),
         };
-        Ok(Json(broker(state.engine.submit(command).await?)))
+        Ok(Json(broker(state.engine.submit(command, None).await?)))
     }
 
     /// Set an instrument's index price and mark price (the mark defaults to the index).
@@ -339,7 +339,7 @@ impl AdminApi {
             index_price,
             mark_price,
         };
-        Ok(Json(instrument(state.engine.submit(command).await?)))
+        Ok(Json(instrument(state.engine.submit(command, None).await?)))
     }
 
     /// Set an instrument's status.
@@ -360,7 +360,7 @@ impl AdminApi {
             symbol: symbol.0,
             status: body.0.status.into(),
         };
-        Ok(Json(instrument(state.engine.submit(command).await?)))
+        Ok(Json(instrument(state.engine.submit(command, None).await?)))
     }
 
     /// Switch deposits and withdrawals on or off (D3).
@@ -378,9 +378,12 @@ impl AdminApi {
     ) -> Result<Json<TransfersRecord>, ApiError> {
         match state
             .engine
-            .submit(Command::SetTransfersAvailable {
-                available: body.0.available,
-            })
+            .submit(
+                Command::SetTransfersAvailable {
+                    available: body.0.available,
+                },
+                None,
+            )
             .await?
         {
             Outcome::TransfersAvailable(available) => Ok(Json(TransfersRecord { available })),
@@ -406,7 +409,7 @@ impl AdminApi {
             .ok_or_else(|| Error::not_found(format!("transfer {} does not exist", code.0)))?;
         match state
             .engine
-            .submit(Command::CancelTransfer { code })
+            .submit(Command::CancelTransfer { code }, None)
             .await?
         {
             Outcome::Movement(m) => Ok(Json((&m).into())),
@@ -432,10 +435,13 @@ impl AdminApi {
             .ok_or_else(|| Error::not_found(format!("customer {} does not exist", code.0)))?;
         match state
             .engine
-            .submit(Command::SetProvisioned {
-                customer,
-                provisioned: body.0.provisioned,
-            })
+            .submit(
+                Command::SetProvisioned {
+                    customer,
+                    provisioned: body.0.provisioned,
+                },
+                None,
+            )
             .await?
         {
             Outcome::Customer(c) => Ok(Json(ProvisionedRecord {
@@ -489,7 +495,11 @@ impl AdminApi {
             })?,
             _ => return Err(Error::validation("give exactly one of seconds and to").into()),
         };
-        match state.engine.submit(Command::AdvanceClock { to }).await? {
+        match state
+            .engine
+            .submit(Command::AdvanceClock { to }, None)
+            .await?
+        {
             Outcome::Clock(c) => Ok(Json(ClockRecord::new(c, crate::host::wall_clock_ms()))),
             other => unreachable!("AdvanceClock answers the clock, got {other:?}"),
         }

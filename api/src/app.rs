@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use perpsim_core::ErrorCode;
 use poem::http::{HeaderValue, StatusCode, header};
@@ -17,8 +16,9 @@ use crate::admin::{AdminApi, AdminAuthed};
 use crate::auth::{
     AuthError, Authenticator, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders,
 };
+use crate::connections::ConnectionWatch;
 use crate::errors::{self, error_response};
-use crate::host::EngineHandle;
+use crate::host::{EngineHandle, wall_clock_ns};
 use crate::metrics::Metrics;
 use crate::pagination::Cursors;
 use crate::query_guard::QueryGuard;
@@ -87,13 +87,6 @@ pub fn admin_service() -> OpenApiService<AdminApi, ()> {
         .url_prefix("/admin/v1")
 }
 
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_nanos() as u64
-}
-
 /// Reads the body within the limit: a declared or actual size over it answers 413.
 async fn read_body(req: &mut Request) -> Result<Vec<u8>, Response> {
     let too_large = || {
@@ -122,7 +115,12 @@ async fn admit(req: &mut Request) -> Result<(Arc<AppState>, Vec<u8>), Response> 
         .data::<Arc<AppState>>()
         .expect("state is attached")
         .clone();
-    read_body(req).await.map(|body| (state, body))
+    let body = read_body(req).await?;
+    // The body is in: what follows is the service's own time, not the client's.
+    if let Some(watch) = req.extensions().get::<Arc<ConnectionWatch>>() {
+        watch.body_read();
+    }
+    Ok((state, body))
 }
 
 /// The D2 signing check in front of the broker API.
@@ -147,26 +145,50 @@ async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respo
         req.method().as_str(),
         path_and_query,
         &body,
-        now_ns(),
+        wall_clock_ns(),
     );
-    match verdict {
-        Ok(broker) => {
-            req.extensions_mut().insert(AuthedBroker(broker));
-        }
+    let admission = match verdict {
+        Ok(admission) => Arc::new(admission),
         Err(AuthError::Unauthorized(message)) => {
             state.metrics.unauthorized.fetch_add(1, Relaxed);
             return Ok(error_response(ErrorCode::Unauthorized, message));
         }
         Err(AuthError::RateLimited { retry_after_secs }) => {
             state.metrics.rate_limited.fetch_add(1, Relaxed);
-            let mut resp =
-                error_response(ErrorCode::RateLimited, "rate limit exceeded; retry later");
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
-            return Ok(resp);
+            return Ok(too_many(
+                "rate limit exceeded; retry later".into(),
+                retry_after_secs,
+            ));
         }
+        Err(AuthError::NonceMemoryFull {
+            bound,
+            retry_after_secs,
+        }) => {
+            state.metrics.rate_limited.fetch_add(1, Relaxed);
+            return Ok(too_many(
+                format!(
+                    "nonce memory full: this public key already spent {bound} nonces inside the \
+                     35 s window (--max-nonces-per-key); retry when the oldest leaves it"
+                ),
+                retry_after_secs,
+            ));
+        }
+    };
+    req.extensions_mut().insert(AuthedBroker(admission.clone()));
+    let resp = forward(&*ep, req, body, &state.broker_guard).await;
+    // At most once, across restarts too: no answer leaves before the nonce is durable. A
+    // command already spent it in its own tick; anything else spends it here.
+    match state.engine.spend_nonce(&admission).await {
+        Ok(()) => resp,
+        Err(e) => Ok(error_response(e.code, e.message)),
     }
-    forward(&*ep, req, body, &state.broker_guard).await
+}
+
+fn too_many(message: String, retry_after_secs: u64) -> Response {
+    let mut resp = error_response(ErrorCode::RateLimited, message);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    resp
 }
 
 /// After authentication: unsupported query parameters are refused, then the request goes on
@@ -215,7 +237,7 @@ async fn admin<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respon
 }
 
 /// HTTP-date of the wall clock, for the `Date` header.
-fn http_date() -> HeaderValue {
+pub fn http_date() -> HeaderValue {
     let text = chrono::Utc::now()
         .format("%a, %d %b %Y %H:%M:%S GMT")
         .to_string();

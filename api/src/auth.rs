@@ -3,15 +3,22 @@
 //! Order of work for a request: body limit (in the middleware), key lookup, rate limit, nonce
 //! form and window, nonce not yet seen, signature (`verify_strict`), and only then is the
 //! nonce recorded, so a request with a bad signature never consumes a nonce. Nonce memory
-//! holds only nonces inside the window, and each key's memory is bounded.
+//! holds only nonces inside the window, and each key's memory is bounded by what its rate
+//! limit can admit in that window (with a hard cap).
+//!
+//! This memory is the fast check; the durable one is the journal's nonce table. An admitted
+//! request carries its [`Admission`], and is answered only once its nonce is journaled (with
+//! its command, or on its own), so a restart rebuilds exactly the nonces that were spent.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, VerifyingKey};
 use perpsim_core::ids::{BrokerCode, PublicKey};
+use perpsim_storage::UsedNonce;
 
 pub const HEADER_PUBLIC_KEY: &str = "X-Public-Key";
 pub const HEADER_NONCE: &str = "X-Nonce";
@@ -24,8 +31,13 @@ pub const AHEAD_NS: u64 = 5_000_000_000;
 /// Nonces below this (2001-09-09 in nanoseconds) cannot be nanosecond timestamps of today:
 /// they are counters, seconds or milliseconds.
 const NANOSECOND_FLOOR: u64 = 1_000_000_000_000_000_000;
-/// Hard bound on remembered nonces per key; the rate limit keeps real use far below it.
-pub const MAX_NONCES_PER_KEY: usize = 100_000;
+/// A nonce is remembered while it is inside the window, and a request admitted at `t` carries
+/// a nonce of at most `t + 5 s` that is forgotten at `nonce + 30 s`: so the nonces remembered
+/// at any instant were all admitted in the last 35 s.
+const WINDOW_SECS: u64 = (BEHIND_NS + AHEAD_NS) / NANO;
+/// Default hard cap on remembered nonces per key, whatever the rate limit: at about 40 bytes a
+/// nonce in a B-tree set, 40 MiB per key at the most.
+pub const DEFAULT_MAX_NONCES_PER_KEY: u64 = 1 << 20;
 
 /// The bytes a client signs: `{nonce}\n{METHOD}\n{path_and_query}\n{body}`.
 pub fn canonical_message(nonce: &str, method: &str, path_and_query: &str, body: &[u8]) -> Vec<u8> {
@@ -50,6 +62,33 @@ pub enum AuthError {
     Unauthorized(String),
     /// 429, with the seconds after which a retry will be admitted.
     RateLimited { retry_after_secs: u64 },
+    /// 429: the key's nonce memory is at its bound (only when the hard cap is below what the
+    /// rate limit admits in the window); a retry is admitted once its oldest nonce leaves it.
+    NonceMemoryFull { bound: u64, retry_after_secs: u64 },
+}
+
+/// A signed request that passed every check: its broker, and the nonce it spent. The nonce
+/// must be journaled before the request is answered ([`Admission::journaled`]).
+#[derive(Debug)]
+pub struct Admission {
+    pub broker: BrokerCode,
+    used: UsedNonce,
+    journaled: AtomicBool,
+}
+
+impl Admission {
+    pub fn used(&self) -> UsedNonce {
+        self.used
+    }
+
+    /// Whether the nonce is durable: written with a command's tick or on its own.
+    pub fn journaled(&self) -> bool {
+        self.journaled.load(Ordering::Acquire)
+    }
+
+    pub fn mark_journaled(&self) {
+        self.journaled.store(true, Ordering::Release);
+    }
 }
 
 fn unauthorized(msg: impl Into<String>) -> AuthError {
@@ -80,21 +119,49 @@ struct KeyState {
 
 pub struct Authenticator {
     rate: RateLimit,
-    /// Only keys registered in the engine's view get an entry; `prune` drops revoked ones.
+    /// Most nonces remembered per key: what the rate limit admits in the window, capped.
+    nonce_bound: u64,
+    /// Only keys registered in the engine's view get an entry; `prune` drops revoked ones once
+    /// none of their nonces is inside the window any more.
     keys: Mutex<HashMap<PublicKey, Arc<Mutex<KeyState>>>>,
 }
 
 const NANO: u64 = 1_000_000_000;
 
+/// The most nonces one key can spend inside the window: a full burst plus the refill over the
+/// window (both ends of the window count, hence the one more), never more than `cap`.
+pub fn nonce_bound(rate: RateLimit, cap: u64) -> u64 {
+    let admitted = u64::from(rate.burst) + u64::from(rate.per_second) * WINDOW_SECS + 1;
+    admitted.min(cap)
+}
+
 impl Authenticator {
-    pub fn new(rate: RateLimit) -> Self {
+    pub fn new(rate: RateLimit, max_nonces_per_key: u64) -> Self {
         assert!(
-            rate.per_second > 0 && rate.burst > 0,
-            "rate limit must admit requests"
+            rate.per_second > 0 && rate.burst > 0 && max_nonces_per_key > 0,
+            "rate limit and nonce bound must admit requests"
         );
         Authenticator {
             rate,
+            nonce_bound: nonce_bound(rate, max_nonces_per_key),
             keys: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn nonce_bound(&self) -> u64 {
+        self.nonce_bound
+    }
+
+    /// Remembers nonces spent before a restart (the journal's window), so they stay refused.
+    pub fn restore(&self, spent: impl IntoIterator<Item = UsedNonce>) {
+        for used in spent {
+            if let Some(state) = self.state_for(used.key) {
+                state
+                    .lock()
+                    .expect("key state lock")
+                    .nonces
+                    .insert(used.nonce);
+            }
         }
     }
 
@@ -108,7 +175,7 @@ impl Authenticator {
         path_and_query: &str,
         body: &[u8],
         now_ns: u64,
-    ) -> Result<BrokerCode, AuthError> {
+    ) -> Result<Admission, AuthError> {
         let key_text = headers
             .public_key
             .ok_or_else(|| unauthorized(format!("missing header {HEADER_PUBLIC_KEY}")))?;
@@ -149,9 +216,12 @@ impl Authenticator {
         // Forget nonces that fell out of the window: they would be refused as too old anyway.
         let floor = now_ns.saturating_sub(BEHIND_NS);
         st.nonces = st.nonces.split_off(&floor);
-        if st.nonces.len() >= MAX_NONCES_PER_KEY {
-            return Err(AuthError::RateLimited {
-                retry_after_secs: 1,
+        if st.nonces.len() as u64 >= self.nonce_bound {
+            let oldest = st.nonces.first().copied().unwrap_or(floor);
+            let leaves_in = (oldest + BEHIND_NS + 1).saturating_sub(now_ns);
+            return Err(AuthError::NonceMemoryFull {
+                bound: self.nonce_bound,
+                retry_after_secs: leaves_in.div_ceil(NANO).max(1),
             });
         }
         if !st.nonces.insert(nonce) {
@@ -159,7 +229,11 @@ impl Authenticator {
                 "nonce reused: this public key has already used it",
             ));
         }
-        Ok(broker)
+        Ok(Admission {
+            broker,
+            used: UsedNonce { key, nonce },
+            journaled: AtomicBool::new(false),
+        })
     }
 
     fn state_for(&self, key: PublicKey) -> Option<Arc<Mutex<KeyState>>> {
@@ -195,12 +269,20 @@ impl Authenticator {
         Ok(())
     }
 
-    /// Drops the state of keys that are no longer registered, bounding memory to live keys.
-    pub fn prune(&self, registered: impl Fn(&PublicKey) -> bool) {
-        self.keys
-            .lock()
-            .expect("key map lock")
-            .retain(|k, _| registered(k));
+    /// Drops the state of keys that are no longer registered, bounding memory to live keys;
+    /// a revoked key keeps its nonces until they leave the window, so adding it back at once
+    /// cannot reopen them.
+    pub fn prune(&self, registered: impl Fn(&PublicKey) -> bool, now_ns: u64) {
+        let floor = now_ns.saturating_sub(BEHIND_NS);
+        self.keys.lock().expect("key map lock").retain(|k, st| {
+            registered(k)
+                || st
+                    .lock()
+                    .expect("key state lock")
+                    .nonces
+                    .last()
+                    .is_some_and(|n| *n >= floor)
+        });
     }
 
     pub fn tracked_keys(&self) -> usize {
@@ -315,13 +397,16 @@ mod tests {
             b"{}",
             now,
         )
+        .map(|admitted| admitted.broker)
     }
 
+    const DEFAULTS: RateLimit = RateLimit {
+        per_second: 100,
+        burst: 200,
+    };
+
     fn auth() -> Authenticator {
-        Authenticator::new(RateLimit {
-            per_second: 100,
-            burst: 200,
-        })
+        Authenticator::new(DEFAULTS, DEFAULT_MAX_NONCES_PER_KEY)
     }
 
     fn message(r: Result<BrokerCode, AuthError>) -> String {
@@ -408,10 +493,13 @@ mod tests {
     #[test]
     fn rate_limit_admits_the_burst_then_refuses_with_retry_after() {
         let (a, c) = (
-            Authenticator::new(RateLimit {
-                per_second: 10,
-                burst: 3,
-            }),
+            Authenticator::new(
+                RateLimit {
+                    per_second: 10,
+                    burst: 3,
+                },
+                DEFAULT_MAX_NONCES_PER_KEY,
+            ),
             Client::new(1),
         );
         let mut results = Vec::new();
@@ -442,7 +530,7 @@ mod tests {
             signature: Some(&sig),
         };
         let r = a.authenticate(&headers, |_| None, "POST", "/v1/customers", b"{}", NOW);
-        assert!(message(r).contains("unknown public key"));
+        assert!(message(r.map(|a| a.broker)).contains("unknown public key"));
         let headers = SignedHeaders {
             public_key: Some(&c.public),
             nonce: None,
@@ -456,8 +544,77 @@ mod tests {
             b"{}",
             NOW,
         );
-        assert!(message(r).contains("missing header X-Nonce"));
-        a.prune(|_| false);
+        assert!(message(r.map(|a| a.broker)).contains("missing header X-Nonce"));
+    }
+
+    #[test]
+    fn the_nonce_bound_follows_the_rate_limit_up_to_the_hard_cap() {
+        // D4 defaults: a burst of 200 and 100/s refilled over the 35 s window.
+        assert_eq!(nonce_bound(DEFAULTS, DEFAULT_MAX_NONCES_PER_KEY), 3_701);
+        let load_test = RateLimit {
+            per_second: 10_000,
+            burst: 20_000,
+        };
+        assert_eq!(
+            nonce_bound(load_test, DEFAULT_MAX_NONCES_PER_KEY),
+            370_001,
+            "a raised rate limit raises the bound with it"
+        );
+        assert_eq!(nonce_bound(load_test, 5_000), 5_000, "the hard cap holds");
+    }
+
+    #[test]
+    fn the_nonce_bound_refuses_with_its_own_error_and_the_rate_limit_is_not_blamed() {
+        let rate = RateLimit {
+            per_second: 1_000,
+            burst: 1_000,
+        };
+        let (a, c) = (Authenticator::new(rate, 3), Client::new(1));
+        for i in 0..3u64 {
+            let n = (NOW - 10 * NANO + i).to_string();
+            assert!(run(&a, &c, &n, &c.sign(&n, b"{}"), NOW).is_ok());
+        }
+        let n = NOW.to_string();
+        assert_eq!(
+            run(&a, &c, &n, &c.sign(&n, b"{}"), NOW),
+            Err(AuthError::NonceMemoryFull {
+                bound: 3,
+                retry_after_secs: 21,
+            }),
+            "the oldest nonce leaves the window 20 s and a nanosecond later"
+        );
+        let later = NOW + 21 * NANO;
+        let n = later.to_string();
+        assert!(run(&a, &c, &n, &c.sign(&n, b"{}"), later).is_ok());
+    }
+
+    #[test]
+    fn restored_nonces_stay_spent_and_unused_ones_stay_acceptable() {
+        let (a, c) = (auth(), Client::new(1));
+        let key = parse_public_key(&c.public).unwrap();
+        a.restore([UsedNonce {
+            key,
+            nonce: NOW - NANO,
+        }]);
+        let spent = (NOW - NANO).to_string();
+        assert!(message(run(&a, &c, &spent, &c.sign(&spent, b"{}"), NOW)).contains("reused"));
+        let fresh = (NOW - 2 * NANO).to_string();
+        assert_eq!(
+            run(&a, &c, &fresh, &c.sign(&fresh, b"{}"), NOW),
+            Ok(broker()),
+            "an older nonce never used is still inside the window"
+        );
+    }
+
+    #[test]
+    fn a_revoked_key_keeps_its_nonces_until_they_leave_the_window() {
+        let (a, c) = (auth(), Client::new(1));
+        let n = NOW.to_string();
+        assert!(run(&a, &c, &n, &c.sign(&n, b"{}"), NOW).is_ok());
+        a.prune(|_| false, NOW + NANO);
+        assert_eq!(a.tracked_keys(), 1, "re-adding the key must not reopen {n}");
+        assert!(message(run(&a, &c, &n, &c.sign(&n, b"{}"), NOW + NANO)).contains("reused"));
+        a.prune(|_| false, NOW + BEHIND_NS + 1);
         assert_eq!(a.tracked_keys(), 0);
     }
 }

@@ -3,6 +3,9 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::auth::DEFAULT_MAX_NONCES_PER_KEY;
 
 use clap::Args;
 use perpsim_core::clock::ClockMode;
@@ -51,6 +54,22 @@ pub struct ServeArgs {
     /// Burst per public key [default: 200].
     #[arg(long, env = "PERPSIM_RATE_BURST")]
     pub rate_burst: Option<u32>,
+    /// Hard cap on the nonces one public key may have spent inside the 35 s window; the bound
+    /// in force is the smaller of this and what the rate limit admits in the window
+    /// [default: 1048576].
+    #[arg(long, env = "PERPSIM_MAX_NONCES_PER_KEY")]
+    pub max_nonces_per_key: Option<u64>,
+    /// Seconds a client has to send a request's headers, and its body, once it started
+    /// [default: 10].
+    #[arg(long, env = "PERPSIM_HEADER_READ_TIMEOUT")]
+    pub header_read_timeout: Option<u64>,
+    /// Seconds a keep-alive connection may sit idle between requests [default: 60].
+    #[arg(long, env = "PERPSIM_IDLE_TIMEOUT")]
+    pub idle_timeout: Option<u64>,
+    /// Open connections at the most; past it a connection is answered 503 and closed
+    /// [default: 4096].
+    #[arg(long, env = "PERPSIM_MAX_CONNECTIONS")]
+    pub max_connections: Option<u32>,
 }
 
 /// The TOML file: the same settings, all optional; unknown keys are refused.
@@ -69,6 +88,10 @@ struct FileConfig {
     snapshot_every: Option<u64>,
     rate_limit: Option<u32>,
     rate_burst: Option<u32>,
+    max_nonces_per_key: Option<u64>,
+    header_read_timeout: Option<u64>,
+    idle_timeout: Option<u64>,
+    max_connections: Option<u32>,
 }
 
 /// Resolved settings.
@@ -84,6 +107,28 @@ pub struct ServeConfig {
     pub snapshot_every: u64,
     pub rate_limit: u32,
     pub rate_burst: u32,
+    pub max_nonces_per_key: u64,
+    pub connections: ConnectionLimits,
+}
+
+/// Bounds on what clients may hold open (slow and idle clients cannot take the service down).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// From a request's first byte to the end of its headers, and again for its body.
+    pub header_read_timeout: Duration,
+    /// Between the end of a response and the first byte of the next request.
+    pub idle_timeout: Duration,
+    pub max_connections: u32,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 4_096,
+        }
+    }
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, String> {
@@ -131,8 +176,36 @@ impl ServeArgs {
             .unwrap_or(100_000);
         let rate_limit = self.rate_limit.or(file.rate_limit).unwrap_or(100);
         let rate_burst = self.rate_burst.or(file.rate_burst).unwrap_or(200);
-        if snapshot_every == 0 || rate_limit == 0 || rate_burst == 0 {
-            return Err("--snapshot-every, --rate-limit and --rate-burst must be positive".into());
+        let max_nonces_per_key = self
+            .max_nonces_per_key
+            .or(file.max_nonces_per_key)
+            .unwrap_or(DEFAULT_MAX_NONCES_PER_KEY);
+        let defaults = ConnectionLimits::default();
+        let header_read_timeout = self.header_read_timeout.or(file.header_read_timeout);
+        let idle_timeout = self.idle_timeout.or(file.idle_timeout);
+        let connections = ConnectionLimits {
+            header_read_timeout: header_read_timeout
+                .map_or(defaults.header_read_timeout, Duration::from_secs),
+            idle_timeout: idle_timeout.map_or(defaults.idle_timeout, Duration::from_secs),
+            max_connections: self
+                .max_connections
+                .or(file.max_connections)
+                .unwrap_or(defaults.max_connections),
+        };
+        if snapshot_every == 0
+            || rate_limit == 0
+            || rate_burst == 0
+            || max_nonces_per_key == 0
+            || connections.header_read_timeout.is_zero()
+            || connections.idle_timeout.is_zero()
+            || connections.max_connections == 0
+        {
+            return Err(
+                "--snapshot-every, --rate-limit, --rate-burst, --max-nonces-per-key, \
+                        --header-read-timeout, --idle-timeout and --max-connections must be \
+                        positive"
+                    .into(),
+            );
         }
         Ok(ServeConfig {
             listen: self
@@ -151,6 +224,8 @@ impl ServeArgs {
             snapshot_every,
             rate_limit,
             rate_burst,
+            max_nonces_per_key,
+            connections,
         })
     }
 }
@@ -179,6 +254,37 @@ mod tests {
         assert_eq!(cfg.clock, ClockMode::Manual);
         assert_eq!(cfg.data_dir, PathBuf::from("./data"));
         assert_eq!(cfg.transfer_delay_secs, 1);
+        assert_eq!(cfg.connections, ConnectionLimits::default());
+        assert_eq!(cfg.max_nonces_per_key, DEFAULT_MAX_NONCES_PER_KEY);
+    }
+
+    #[test]
+    fn connection_limits_come_from_flags_and_file_and_zero_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perpsim.toml");
+        std::fs::write(&path, "idle_timeout = 7\nmax_connections = 9\n").unwrap();
+        let cfg = ServeArgs {
+            config: Some(path.clone()),
+            header_read_timeout: Some(2),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            cfg.connections,
+            ConnectionLimits {
+                header_read_timeout: Duration::from_secs(2),
+                idle_timeout: Duration::from_secs(7),
+                max_connections: 9,
+            }
+        );
+        let err = ServeArgs {
+            max_connections: Some(0),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(err.contains("--max-connections"), "{err}");
     }
 
     #[test]

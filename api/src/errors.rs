@@ -95,17 +95,15 @@ impl From<Error> for ApiError {
 
 /// A JSON error response outside poem-openapi's typed responses (middleware, fallbacks).
 pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response {
-    let body = ErrorBody {
-        code: code.code().to_owned(),
-        message: message.into(),
-    };
     Response::builder()
         .status(StatusCode::from_u16(code.status()).expect("catalogue statuses are valid"))
         .content_type("application/json")
-        .body(
-            serde_json::to_vec(&serde_json::json!({"code": body.code, "message": body.message}))
-                .expect("json"),
-        )
+        .body(body_text(code, &message.into()))
+}
+
+/// The D4 body as JSON text, for answers written outside poem (a refused connection).
+pub fn body_text(code: ErrorCode, message: &str) -> String {
+    serde_json::json!({"code": code.code(), "message": message}).to_string()
 }
 
 /// The catalogue code for an error status that did not come from our own handlers (router,

@@ -3,6 +3,10 @@
 //! It takes requests from a bounded channel, applies the waiting commands as one tick, appends
 //! the tick to the journal in one durable transaction, and only then publishes the new read
 //! view and answers the senders. Reads never touch this thread: they load the published view.
+//!
+//! It also spends the nonces of signed requests durably (D2, at most once across restarts): a
+//! command's nonce is written in its tick's own transaction; a request that sends no command
+//! has its nonce written in the next group commit, with or without a tick.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -13,10 +17,11 @@ use arc_swap::ArcSwap;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Error, ErrorCode};
-use perpsim_storage::{Journal, JournalError, TickRecord};
+use perpsim_storage::{Journal, JournalError, NonceWrites, TickRecord, UsedNonce};
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
 use tokio::sync::{broadcast, oneshot, watch};
 
+use crate::auth::{Admission, BEHIND_NS};
 use crate::metrics::Metrics;
 
 /// Bounds of the host (TigerBeetle style: everything has one).
@@ -24,7 +29,7 @@ use crate::metrics::Metrics;
 pub struct HostLimits {
     /// Requests waiting for the engine; senders wait when it is full.
     pub queue: usize,
-    /// Most commands in one tick (one journal transaction).
+    /// Most requests (commands and nonces to spend) in one tick: one journal transaction.
     pub max_tick_commands: usize,
     /// A snapshot is written once this many commands were journaled since the last one.
     pub snapshot_every: u64,
@@ -49,7 +54,10 @@ pub struct StateReport {
 }
 
 enum Request {
-    Command(Command, oneshot::Sender<CommandResult>),
+    /// A command, with the nonce of the signed request that sent it.
+    Command(Command, Option<UsedNonce>, oneshot::Sender<CommandResult>),
+    /// A nonce to spend durably for a signed request that sent no command.
+    Nonce(UsedNonce, oneshot::Sender<()>),
     State(oneshot::Sender<StateReport>),
     Shutdown(oneshot::Sender<Result<(), String>>),
 }
@@ -69,28 +77,64 @@ pub struct EngineHandle {
     stopped: watch::Receiver<bool>,
 }
 
+/// What a request hears when the engine is gone, or when its tick could not be journaled (the
+/// host drops the replies of a tick it could not make durable, so nothing of it is confirmed).
 fn stopped() -> Error {
-    Error::new(ErrorCode::ExchangeError, "the engine has stopped")
+    Error::new(
+        ErrorCode::ExchangeError,
+        "the engine has stopped; nothing of this request was confirmed",
+    )
 }
 
 impl EngineHandle {
-    /// Sends a command and waits until its tick is durable.
-    pub async fn submit(&self, command: Command) -> Result<Outcome, Error> {
+    /// Sends a command and waits until its tick is durable. A command sent for a signed request
+    /// carries its [`Admission`]: the nonce is spent in the same transaction as the command,
+    /// and the admission is marked so.
+    pub async fn submit(
+        &self,
+        command: Command,
+        signed: Option<&Admission>,
+    ) -> Result<Outcome, Error> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send_async(Request::Command(command, reply))
+            .send_async(Request::Command(
+                command,
+                signed.map(Admission::used),
+                reply,
+            ))
             .await
             .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        // A reply comes only after the tick's commit: from here on the nonce is spent.
+        let result = answer.await.map_err(|_| stopped())?;
+        if let Some(admission) = signed {
+            admission.mark_journaled();
+        }
+        result
     }
 
-    /// Blocking twin of [`Self::submit`] for start-up code outside the runtime.
+    /// Blocking twin of [`Self::submit`] for start-up code outside the runtime (unsigned).
     pub fn submit_blocking(&self, command: Command) -> Result<Outcome, Error> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send(Request::Command(command, reply))
+            .send(Request::Command(command, None, reply))
             .map_err(|_| stopped())?;
         answer.blocking_recv().map_err(|_| stopped())?
+    }
+
+    /// Spends a signed request's nonce durably when no command of it did; returns once the
+    /// nonce is journaled.
+    pub async fn spend_nonce(&self, admission: &Admission) -> Result<(), Error> {
+        if admission.journaled() {
+            return Ok(());
+        }
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send_async(Request::Nonce(admission.used(), reply))
+            .await
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?;
+        admission.mark_journaled();
+        Ok(())
     }
 
     pub async fn state(&self) -> Result<StateReport, Error> {
@@ -128,6 +172,17 @@ impl EngineHandle {
         let mut rx = self.stopped.clone();
         let _ = rx.wait_for(|stopped| *stopped).await;
     }
+}
+
+/// Spent nonces are kept this long after their own time: the window's 30 s, and 5 s more so a
+/// small step back of the wall clock cannot bring a forgotten nonce back into the window.
+const FORGET_AFTER_NS: u64 = BEHIND_NS + 5_000_000_000;
+
+pub fn wall_clock_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_nanos() as u64
 }
 
 pub fn wall_clock_ms() -> Timestamp {
@@ -185,24 +240,43 @@ struct Host {
     since_snapshot: u64,
 }
 
-/// Requests drained for one tick: commands with their reply slots, and the requests that are
-/// answered once the tick is durable (so they see its effects).
+/// Requests drained for one tick: commands with their reply slots, nonces to spend, and the
+/// requests that are answered once the tick is durable (so they see its effects).
 #[derive(Default)]
 struct Batch {
     commands: Vec<Command>,
     replies: Vec<oneshot::Sender<CommandResult>>,
+    nonces: Vec<UsedNonce>,
+    nonce_replies: Vec<oneshot::Sender<()>>,
     after_tick: Vec<Request>,
 }
 
 impl Batch {
     fn take(&mut self, request: Request) {
         match request {
-            Request::Command(c, reply) => {
+            Request::Command(c, nonce, reply) => {
                 self.commands.push(c);
                 self.replies.push(reply);
+                self.nonces.extend(nonce);
+            }
+            Request::Nonce(nonce, reply) => {
+                self.nonces.push(nonce);
+                self.nonce_replies.push(reply);
             }
             other => self.after_tick.push(other),
         }
+    }
+
+    fn len(&self) -> usize {
+        self.replies.len() + self.nonce_replies.len() + self.after_tick.len()
+    }
+}
+
+/// Tells the waiting requests that their nonces are journaled (a requester that has gone
+/// away no longer needs to hear it).
+fn answer_nonces(replies: Vec<oneshot::Sender<()>>) {
+    for reply in replies {
+        let _ = reply.send(());
     }
 }
 
@@ -221,14 +295,15 @@ impl Host {
             if let Some(request) = first {
                 batch.take(request);
             }
-            while batch.replies.len() < self.limits.max_tick_commands {
+            while batch.len() < self.limits.max_tick_commands {
                 match rx.try_recv() {
                     Ok(request) => batch.take(request),
                     Err(_) => break,
                 }
             }
-            self.tick(batch.commands, batch.replies)?;
-            for request in batch.after_tick {
+            let after_tick = std::mem::take(&mut batch.after_tick);
+            self.tick(batch)?;
+            for request in after_tick {
                 match request {
                     Request::State(reply) => {
                         let c = self.engine.counters();
@@ -243,7 +318,9 @@ impl Host {
                         let _ = reply.send(result);
                         return Ok(());
                     }
-                    Request::Command(..) => unreachable!("commands go into the tick"),
+                    Request::Command(..) | Request::Nonce(..) => {
+                        unreachable!("commands and nonces go into the tick")
+                    }
                 }
             }
         }
@@ -268,14 +345,27 @@ impl Host {
         }
     }
 
-    fn tick(
-        &mut self,
-        commands: Vec<Command>,
-        replies: Vec<oneshot::Sender<CommandResult>>,
-    ) -> Result<(), JournalError> {
+    fn tick(&mut self, batch: Batch) -> Result<(), JournalError> {
+        let Batch {
+            commands,
+            replies,
+            nonces,
+            nonce_replies,
+            ..
+        } = batch;
         let now = self.now();
         let due = self.engine.next_due().is_some_and(|t| t <= now);
+        let nonces = NonceWrites {
+            used: &nonces,
+            forget_below: wall_clock_ns().saturating_sub(FORGET_AFTER_NS),
+        };
         if commands.is_empty() && !due {
+            if !nonces.used.is_empty() {
+                self.journal.record_nonces(nonces).inspect_err(|e| {
+                    tracing::error!(error = %e, "nonce write failed; stopping the engine");
+                })?;
+                answer_nonces(nonce_replies);
+            }
             return Ok(());
         }
         let at = self.engine.counters();
@@ -283,17 +373,13 @@ impl Host {
         let encoded = TickRecord::encode(now, at.commands, &commands);
         let out = self.engine.tick(now, commands);
         let started = Instant::now();
-        if let Err(e) = self.journal.append(at.ticks + 1, &encoded) {
-            // The engine is ahead of the journal now; nothing of this tick may be confirmed.
-            for reply in replies {
-                let _ = reply.send(Err(Error::new(
-                    ErrorCode::ExchangeError,
-                    "journal write failed; the service stops",
-                )));
-            }
+        if let Err(e) = self.journal.append(at.ticks + 1, &encoded, nonces) {
+            // The engine is ahead of the journal now; nothing of this tick may be confirmed:
+            // the replies are dropped unsent, so every waiting request hears that it was not.
             tracing::error!(error = %e, "journal append failed; stopping the engine");
             return Err(e);
         }
+        answer_nonces(nonce_replies);
         self.metrics
             .record_commit(started.elapsed().as_nanos() as u64);
         self.view.store(self.engine.view());

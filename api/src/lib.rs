@@ -3,7 +3,8 @@
 //! The engine host thread ([`host`]) owns the engine and the journal; the poem application
 //! ([`app`]) authenticates requests ([`auth`]), serves reads from the published view and sends
 //! commands to the host. API types (poem-openapi objects) live here and only here; engine
-//! components never reach the wire. The `perpsim` binary ([`cli`]) wires it together.
+//! components never reach the wire. [`connections`] drives the HTTP/1.1 connections with
+//! their timeouts and bound. The `perpsim` binary ([`cli`]) wires it together.
 
 pub mod admin;
 pub mod app;
@@ -11,6 +12,7 @@ pub mod auth;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod connections;
 pub mod docs;
 pub mod errors;
 pub mod host;

@@ -10,12 +10,11 @@ use perpsim_core::instrument::default_instruments;
 use perpsim_core::time::{SECOND_MS, Timestamp};
 use perpsim_storage::{Journal, recover};
 use perpsim_systems::{Command, Engine, Genesis};
-use poem::Server;
-use poem::listener::{Acceptor, Listener, TcpListener};
 
 use crate::app::{AppState, app};
-use crate::auth::{Authenticator, RateLimit};
+use crate::auth::{Authenticator, BEHIND_NS, RateLimit};
 use crate::config::ServeConfig;
+use crate::connections;
 use crate::host::{self, HostLimits};
 use crate::metrics::Metrics;
 use crate::pagination::Cursors;
@@ -63,6 +62,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let journal =
         Journal::open(&journal_path).map_err(|e| format!("{}: {e}", journal_path.display()))?;
     let (engine, fresh) = open_engine(&cfg, &journal)?;
+    // The nonces spent inside the window before this start stay spent (D2, at most once).
+    let spent = journal
+        .nonces_since(host::wall_clock_ns().saturating_sub(BEHIND_NS))
+        .map_err(|e| format!("reading spent nonces: {e}"))?;
     let mode_changed = engine.clock().mode != cfg.clock;
     let metrics = Arc::new(Metrics::default());
     let limits = HostLimits {
@@ -96,10 +99,27 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         "transfer delay"
     );
     let cursors = Cursors::new(secrets::cursor_secret(&cfg.data_dir)?);
-    let auth = Authenticator::new(RateLimit {
-        per_second: cfg.rate_limit,
-        burst: cfg.rate_burst,
-    });
+    let auth = Authenticator::new(
+        RateLimit {
+            per_second: cfg.rate_limit,
+            burst: cfg.rate_burst,
+        },
+        cfg.max_nonces_per_key,
+    );
+    tracing::info!(
+        restored = spent.len(),
+        bound_per_key = auth.nonce_bound(),
+        "spent nonces inside the window"
+    );
+    auth.restore(spent);
+    let limits = cfg.connections;
+    raise_open_files(u64::from(limits.max_connections));
+    tracing::info!(
+        header_read_timeout_secs = limits.header_read_timeout.as_secs(),
+        idle_timeout_secs = limits.idle_timeout.as_secs(),
+        max_connections = limits.max_connections,
+        "connection limits"
+    );
     let transfer_delay_ms =
         i64::try_from(cfg.transfer_delay_secs.saturating_mul(1_000)).unwrap_or(i64::MAX);
     let state = Arc::new(AppState::new(
@@ -120,16 +140,11 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         // must already find our handler, or the process dies without its final snapshot.
         let signals =
             Signals::register().map_err(|e| format!("cannot install signal handlers: {e}"))?;
-        let acceptor = TcpListener::bind(cfg.listen)
-            .into_acceptor()
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
-        let local = acceptor
-            .local_addr()
-            .first()
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        tracing::info!(address = %local, "listening");
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        tracing::info!(address = %format!("socket://{local}"), "listening");
         state.ready.store(true, Relaxed);
         let prune = tokio::spawn(prune_keys(state.clone()));
         let stop = {
@@ -141,8 +156,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
                 }
             }
         };
-        let result = Server::new_with_acceptor(acceptor)
-            .run_with_graceful_shutdown(app(state.clone()), stop, Some(Duration::from_secs(5)))
+        let result = connections::serve(listener, app(state.clone()), limits, stop)
             .await
             .map_err(|e| e.to_string());
         state.ready.store(false, Relaxed);
@@ -163,13 +177,31 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     served
 }
 
+/// Room for every allowed connection, the journal and the process's own files: the soft
+/// open-files limit is raised towards the hard one when it is lower (a warning if it cannot be).
+fn raise_open_files(connections: u64) {
+    const OWN_FILES: u64 = 64;
+    let wanted = connections + OWN_FILES;
+    match rlimit::increase_nofile_limit(wanted) {
+        Ok(got) if got >= wanted => {}
+        Ok(got) => tracing::warn!(
+            open_files = got,
+            wanted,
+            "open-files limit is below --max-connections; accept will back off when it is reached"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot read or raise the open-files limit"),
+    }
+}
+
 /// Drops authentication state of revoked keys every few seconds, bounding it to live keys.
 async fn prune_keys(state: Arc<AppState>) {
     let mut every = tokio::time::interval(Duration::from_secs(5));
     loop {
         every.tick().await;
         let view = state.engine.view();
-        state.auth.prune(|k| view.keys.contains_key(k));
+        state
+            .auth
+            .prune(|k| view.keys.contains_key(k), host::wall_clock_ns());
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use perpsim_benches::{START, broker_command, engine_with_broker, genesis, mixed_commands};
-use perpsim_storage::{Journal, TickRecord, recover, replay_from_genesis};
+use perpsim_storage::{Journal, NonceWrites, TickRecord, recover, replay_from_genesis};
 
 /// The host's path for one tick: encode, apply, append durably.
 fn durable_tick(
@@ -18,7 +18,9 @@ fn durable_tick(
     let at = engine.counters();
     let encoded = TickRecord::encode(START, at.commands, &commands);
     let out = engine.tick(START, commands);
-    journal.append(at.ticks + 1, &encoded).expect("append");
+    journal
+        .append(at.ticks + 1, &encoded, NonceWrites::default())
+        .expect("append");
     assert!(out.results.iter().all(Result::is_ok));
 }
 
@@ -33,7 +35,11 @@ fn new_journal(
     journal.init(&genesis()).unwrap();
     let (engine, broker) = engine_with_broker();
     journal
-        .append(1, &TickRecord::encode(START, 0, &[broker_command()]))
+        .append(
+            1,
+            &TickRecord::encode(START, 0, &[broker_command()]),
+            NonceWrites::default(),
+        )
         .unwrap();
     (journal, engine, broker)
 }

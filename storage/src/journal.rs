@@ -4,8 +4,12 @@ use std::path::Path;
 
 use perpsim_core::time::Timestamp;
 use perpsim_systems::{Command, EngineState, Genesis, StateHash};
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+};
 use serde::{Deserialize, Serialize};
+
+use crate::nonces::{self, NONCES, NonceWrites};
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// tick number (1-based) → encoded [`TickRecord`].
@@ -106,6 +110,7 @@ impl Journal {
             }
             txn.open_table(TICKS)?;
             txn.open_table(SNAPSHOTS)?;
+            txn.open_table(NONCES)?;
         }
         txn.commit()?;
         Ok(journal)
@@ -138,18 +143,39 @@ impl Journal {
         Ok(())
     }
 
-    /// Appends one tick, durably: when this returns, the tick survives a crash.
-    pub fn append(&self, tick: u64, encoded: &[u8]) -> Result<(), JournalError> {
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    /// Runs `write` in one `Durability::Immediate` transaction and commits it.
+    pub(crate) fn write_durably(
+        &self,
+        write: impl FnOnce(&WriteTransaction) -> Result<(), JournalError>,
+    ) -> Result<(), JournalError> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
-        {
-            let mut ticks = txn.open_table(TICKS)?;
-            let last = ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0);
-            assert_eq!(tick, last + 1, "ticks are appended in order without gaps");
-            ticks.insert(tick, encoded)?;
-        }
+        write(&txn)?;
         txn.commit()?;
         Ok(())
+    }
+
+    /// Appends one tick, durably, with the nonces of the signed requests whose commands it
+    /// carries: when this returns, the tick survives a crash and those nonces stay spent.
+    pub fn append(
+        &self,
+        tick: u64,
+        encoded: &[u8],
+        nonces: NonceWrites<'_>,
+    ) -> Result<(), JournalError> {
+        self.write_durably(|txn| {
+            {
+                let mut ticks = txn.open_table(TICKS)?;
+                let last = ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+                assert_eq!(tick, last + 1, "ticks are appended in order without gaps");
+                ticks.insert(tick, encoded)?;
+            }
+            nonces::write(txn, nonces)
+        })
     }
 
     /// Number of the last journaled tick (0 when none).

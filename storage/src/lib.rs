@@ -3,11 +3,15 @@
 //! One redb file holds the genesis, every tick's commands (one row per tick, written in one
 //! `Durability::Immediate` transaction: group commit), and snapshots of the engine state.
 //! Recovery restores the newest snapshot and replays the ticks after it; a fresh replay from
-//! genesis reaches the same state hash. This crate knows the engine's command and state types
-//! but nothing of HTTP; it never decides anything, it only remembers.
+//! genesis reaches the same state hash. It also keeps the spent nonces of signed requests
+//! inside D2's window (written with the tick that carries each command), so a restart refuses
+//! a replayed request exactly as the running service did. This crate knows the engine's
+//! command and state types but nothing of HTTP; it never decides anything, it only remembers.
 
 mod journal;
+mod nonces;
 mod recovery;
 
 pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
+pub use nonces::{NonceWrites, UsedNonce};
 pub use recovery::{Recovered, recover, replay_from_genesis};

@@ -98,7 +98,7 @@ fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TickRecord;
+    use crate::{NonceWrites, TickRecord};
     use perpsim_core::clock::ClockMode;
     use perpsim_core::ids::PublicKey;
     use perpsim_core::instrument::default_instruments;
@@ -119,7 +119,11 @@ mod tests {
                 }];
                 let c = engine.counters();
                 journal
-                    .append(c.ticks + 1, &TickRecord::encode(START, c.commands, &cmds))
+                    .append(
+                        c.ticks + 1,
+                        &TickRecord::encode(START, c.commands, &cmds),
+                        NonceWrites::default(),
+                    )
                     .unwrap();
                 let Ok(Outcome::Broker(b)) = &engine.tick(START, cmds).results[0] else {
                     panic!()
@@ -140,7 +144,11 @@ mod tests {
                 },
             ];
             journal
-                .append(c.ticks + 1, &TickRecord::encode(now, c.commands, &cmds))
+                .append(
+                    c.ticks + 1,
+                    &TickRecord::encode(now, c.commands, &cmds),
+                    NonceWrites::default(),
+                )
                 .unwrap();
             engine.tick(now, cmds);
             if engine.counters().ticks.is_multiple_of(every) {
@@ -200,7 +208,11 @@ mod tests {
     fn a_gap_in_the_sequence_is_reported_as_corruption() {
         let (_dir, journal, _engine) = fresh();
         journal
-            .append(1, &TickRecord::encode(START, 5, &[]))
+            .append(
+                1,
+                &TickRecord::encode(START, 5, &[]),
+                NonceWrites::default(),
+            )
             .unwrap();
         assert!(matches!(recover(&journal), Err(JournalError::Corrupt(_))));
     }

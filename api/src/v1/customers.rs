@@ -105,10 +105,10 @@ impl CustomersApi {
     ) -> Result<CustomerCreated, ApiError> {
         validate_external_id(&body.0.external_id)?;
         let command = Command::CreateCustomer {
-            broker: auth.0,
+            broker: auth.broker(),
             external_id: body.0.external_id,
         };
-        match state.engine.submit(command).await? {
+        match state.engine.submit(command, auth.admission()).await? {
             Outcome::Customer(c) => Ok(CustomerCreated::Created(Json(CustomerRecord::from(&c)))),
             other => unreachable!("CreateCustomer answers a customer, got {other:?}"),
         }
@@ -130,7 +130,7 @@ impl CustomersApi {
         code: Path<String>,
     ) -> Result<Json<CustomerRecord>, ApiError> {
         let view = state.engine.view();
-        let customer = super::customer_of(&view, auth.0, &code.0)?;
+        let customer = super::customer_of(&view, auth.broker(), &code.0)?;
         Ok(Json(CustomerRecord::from(customer)))
     }
 
@@ -152,7 +152,7 @@ impl CustomersApi {
     ) -> Result<poem_openapi::payload::Json<CustomerPage>, ApiError> {
         let scope = Scope {
             list: "customers",
-            broker: auth.0,
+            broker: auth.broker(),
             filters: "",
         };
         let req = PageRequest::<(Timestamp, CustomerCode)>::parse(
@@ -164,7 +164,10 @@ impl CustomersApi {
         )?;
         let view = state.engine.view();
         let empty = imbl::OrdSet::new();
-        let set = view.customers_by_broker.get(&auth.0).unwrap_or(&empty);
+        let set = view
+            .customers_by_broker
+            .get(&auth.broker())
+            .unwrap_or(&empty);
         let page = pagination::page(set, pagination::all(), &req, &state.cursors, &scope);
         let data = page
             .keys

@@ -10,14 +10,19 @@ pub mod positions;
 pub mod profiles;
 pub mod trades;
 
+use std::sync::Arc;
+
 use perpsim_core::ids::BrokerCode;
 use poem::Request;
 use poem_openapi::auth::ApiKey;
 use poem_openapi::{SecurityScheme, Tags};
 
-/// The broker a request was authenticated as; put into the request by the signing middleware.
-#[derive(Debug, Clone, Copy)]
-pub struct AuthedBroker(pub BrokerCode);
+use crate::auth::Admission;
+
+/// The admission of an authenticated request (its broker and spent nonce); put into the
+/// request by the signing middleware.
+#[derive(Debug, Clone)]
+pub struct AuthedBroker(pub Arc<Admission>);
 
 /// ed25519 request signing (D2). Send three headers on every `/v1` request:
 /// `X-Public-Key` (standard base64 of the 32-byte public key), `X-Nonce` (nanosecond Unix
@@ -32,10 +37,21 @@ pub struct AuthedBroker(pub BrokerCode);
     key_in = "header",
     checker = "signed_broker"
 )]
-pub struct Signed(pub BrokerCode);
+pub struct Signed(pub Arc<Admission>);
 
-async fn signed_broker(req: &Request, _: ApiKey) -> Option<BrokerCode> {
-    req.extensions().get::<AuthedBroker>().map(|b| b.0)
+impl Signed {
+    pub fn broker(&self) -> BrokerCode {
+        self.0.broker
+    }
+
+    /// What a handler passes with its command, so the nonce is spent in the command's tick.
+    pub fn admission(&self) -> Option<&Admission> {
+        Some(&self.0)
+    }
+}
+
+async fn signed_broker(req: &Request, _: ApiKey) -> Option<Arc<Admission>> {
+    req.extensions().get::<AuthedBroker>().map(|b| b.0.clone())
 }
 
 /// The broker's customer addressed by a path's `{code}`. Unknown codes and other brokers'

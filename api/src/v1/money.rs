@@ -272,7 +272,7 @@ impl MoneyApi {
         kind: TransferKind,
         body: TransferRequest,
     ) -> Result<TransferCreated, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.0, code)?.code;
+        let customer = customer_of(&state.engine.view(), auth.broker(), code)?.code;
         let asset = asset("asset", &body.asset)?;
         let amount = check_transfer_amount("amount", body.amount.parse("amount", Sign::Signed)?)?;
         let command = Command::RequestTransfer {
@@ -282,7 +282,7 @@ impl MoneyApi {
             amount,
             delay_ms: state.transfer_delay_ms,
         };
-        match state.engine.submit(command).await? {
+        match state.engine.submit(command, auth.admission()).await? {
             Outcome::Movement(m) => Ok(TransferCreated::Created(Json(TransactionRecord::from(&m)))),
             other => unreachable!("transfers answer a movement, got {other:?}"),
         }
@@ -348,7 +348,7 @@ impl MoneyApi {
         asset: Query<Option<String>>,
     ) -> Result<Json<Vec<BalanceRecord>>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
         let only = asset
             .0
             .as_deref()
@@ -391,7 +391,7 @@ impl MoneyApi {
         let customer = customer_code
             .0
             .as_deref()
-            .map(|c| customer_of(&view, auth.0, c).map(|c| c.code))
+            .map(|c| customer_of(&view, auth.broker(), c).map(|c| c.code))
             .transpose()?;
         let created = (
             query_time("created_from", created_from.0.as_deref())?,
@@ -400,7 +400,7 @@ impl MoneyApi {
         Ok(Json(transactions(
             &state,
             &view,
-            auth.0,
+            auth.broker(),
             customer,
             created,
             (limit.0, after.0, before.0),
@@ -427,7 +427,7 @@ impl MoneyApi {
         before: Query<Option<String>>,
     ) -> Result<Json<TransactionPage>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
         let created = (
             query_time("created_from", created_from.0.as_deref())?,
             query_time("created_to", created_to.0.as_deref())?,
@@ -435,7 +435,7 @@ impl MoneyApi {
         Ok(Json(transactions(
             &state,
             &view,
-            auth.0,
+            auth.broker(),
             Some(customer),
             created,
             (limit.0, after.0, before.0),

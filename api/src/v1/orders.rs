@@ -312,10 +312,11 @@ pub struct OrdersApi;
 impl OrdersApi {
     async fn submit_order(
         state: &AppState,
+        auth: &Signed,
         command: Command,
         how: Rendering,
     ) -> Result<OrderRecord, ApiError> {
-        match state.engine.submit(command).await? {
+        match state.engine.submit(command, auth.admission()).await? {
             Outcome::Order(o) => Ok(record(&state.engine.view(), &o, how)),
             other => unreachable!("order requests answer an order, got {other:?}"),
         }
@@ -343,14 +344,14 @@ impl OrdersApi {
         code: Path<String>,
         body: Json<OrderRequest>,
     ) -> Result<OrderCreated, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.0, &code.0)?.code;
+        let customer = customer_of(&state.engine.view(), auth.broker(), &code.0)?.code;
         let entry = decode(&body.0)?;
         let command = Command::PlaceOrder {
             customer,
             symbol: body.0.symbol.clone(),
             entry: Box::new(entry),
         };
-        let record = Self::submit_order(&state, command, Rendering::Entry).await?;
+        let record = Self::submit_order(&state, &auth, command, Rendering::Entry).await?;
         Ok(OrderCreated::Created(Json(record)))
     }
 
@@ -375,14 +376,14 @@ impl OrdersApi {
         before: Query<Option<String>>,
     ) -> Result<Json<OrderPage>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
         if let Some(s) = status.0.as_deref().filter(|s| *s != "open") {
             return Err(Error::validation(format!("status supports only open, got {s:?}")).into());
         }
         let filters = customer.to_string();
         let scope = Scope {
             list: "orders",
-            broker: auth.0,
+            broker: auth.broker(),
             filters: &filters,
         };
         let req = PageRequest::parse(
@@ -422,7 +423,7 @@ impl OrdersApi {
         reference_id: Path<String>,
     ) -> Result<Json<OrderRecord>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
         entry::check_reference_id("reference_id", &reference_id.0)?;
         let order = view
             .trading
@@ -448,14 +449,14 @@ impl OrdersApi {
         code: Path<String>,
         reference_id: Path<String>,
     ) -> Result<Json<OrderRecord>, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.0, &code.0)?.code;
+        let customer = customer_of(&state.engine.view(), auth.broker(), &code.0)?.code;
         entry::check_reference_id("reference_id", &reference_id.0)?;
         let command = Command::CancelOrder {
             customer,
             reference_id: reference_id.0,
         };
         Ok(Json(
-            Self::submit_order(&state, command, Rendering::Read).await?,
+            Self::submit_order(&state, &auth, command, Rendering::Read).await?,
         ))
     }
 
@@ -476,7 +477,7 @@ impl OrdersApi {
         reference_id: Path<String>,
         body: Json<AmendRequest>,
     ) -> Result<Json<OrderRecord>, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.0, &code.0)?.code;
+        let customer = customer_of(&state.engine.view(), auth.broker(), &code.0)?.code;
         entry::check_reference_id("reference_id", &reference_id.0)?;
         let amend = Amend {
             amount: decimal("amount", &body.0.amount)?,
@@ -496,7 +497,7 @@ impl OrdersApi {
             amend,
         };
         Ok(Json(
-            Self::submit_order(&state, command, Rendering::Read).await?,
+            Self::submit_order(&state, &auth, command, Rendering::Read).await?,
         ))
     }
 }

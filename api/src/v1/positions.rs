@@ -93,7 +93,7 @@ impl PositionsApi {
         side: Query<Option<PositionSideApi>>,
     ) -> Result<Json<Vec<PositionRecord>>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
         let rows = view
             .trading
             .positions
@@ -121,7 +121,7 @@ impl PositionsApi {
         position_code: Path<String>,
     ) -> Result<Json<PositionRecord>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
         let position = PositionCode::parse(&position_code.0)
             .and_then(|c| view.trading.position_codes.get(&c))
             .filter(|(c, _)| *c == customer)

@@ -204,7 +204,7 @@ impl ProfilesApi {
         symbol: Option<String>,
         body: FeeProfileRequest,
     ) -> Result<CustomerView, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.0, code)?.code;
+        let customer = customer_of(&state.engine.view(), auth.broker(), code)?.code;
         let maker_bps = fee_value("maker_fee", &body.maker_fee)?;
         let taker_bps = fee_value("taker_fee", &body.taker_fee)?;
         if maker_bps.is_none() && taker_bps.is_none() {
@@ -216,7 +216,9 @@ impl ProfilesApi {
             maker_bps,
             taker_bps,
         };
-        Ok(updated_customer(state.engine.submit(command).await?))
+        Ok(updated_customer(
+            state.engine.submit(command, auth.admission()).await?,
+        ))
     }
 }
 
@@ -235,7 +237,7 @@ impl ProfilesApi {
         code: Path<String>,
     ) -> Result<Json<AccountSummary>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?;
+        let customer = customer_of(&view, auth.broker(), &code.0)?;
         Ok(Json(summary(&view, customer)))
     }
 
@@ -255,7 +257,7 @@ impl ProfilesApi {
         code: Path<String>,
     ) -> Result<Json<MarginProfileRecord>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?;
+        let customer = customer_of(&view, auth.broker(), &code.0)?;
         if !customer.provisioned {
             return Err(Error::new(
                 ErrorCode::ProfileNotProvisioned,
@@ -280,12 +282,15 @@ impl ProfilesApi {
         code: Path<String>,
         body: Json<MarginProfileRequest>,
     ) -> Result<Json<MarginProfileRecord>, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.0, &code.0)?.code;
+        let customer = customer_of(&state.engine.view(), auth.broker(), &code.0)?.code;
         let leverage = body.0.leverage.parse("leverage")?;
         let updated = updated_customer(
             state
                 .engine
-                .submit(Command::SetLeverage { customer, leverage })
+                .submit(
+                    Command::SetLeverage { customer, leverage },
+                    auth.admission(),
+                )
                 .await?,
         );
         Ok(Json(profile_record(&updated)))
@@ -304,7 +309,7 @@ impl ProfilesApi {
         code: Path<String>,
     ) -> Result<Json<Vec<FeeProfileItem>>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?;
+        let customer = customer_of(&view, auth.broker(), &code.0)?;
         Ok(Json(fee_list(&view, customer)))
     }
 

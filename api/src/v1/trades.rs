@@ -224,7 +224,7 @@ impl TradesApi {
         before: Query<Option<String>>,
     ) -> Result<Json<TradePage>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
         let q = TradeQuery {
             symbol: symbol.0,
             from: from.0,
@@ -234,7 +234,7 @@ impl TradesApi {
             after: after.0,
             before: before.0,
         };
-        Ok(Json(list(&state, &view, auth.0, Some(customer), q)?))
+        Ok(Json(list(&state, &view, auth.broker(), Some(customer), q)?))
     }
 
     /// One trade of a customer by its code.
@@ -251,7 +251,7 @@ impl TradesApi {
         trade_code: Path<String>,
     ) -> Result<Json<TradeRecord>, ApiError> {
         let view = state.engine.view();
-        let customer = customer_of(&view, auth.0, &code.0)?.code;
+        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
         let not_found = || Error::not_found(format!("trade {} does not exist", trade_code.0));
         let seq = TradeCode::parse(&trade_code.0)
             .and_then(|c| view.trading.trade_codes.get(&c))
@@ -287,7 +287,7 @@ impl TradesApi {
         let customer = customer_code
             .0
             .as_deref()
-            .map(|c| customer_of(&view, auth.0, c).map(|c| c.code))
+            .map(|c| customer_of(&view, auth.broker(), c).map(|c| c.code))
             .transpose()?;
         let q = TradeQuery {
             symbol: symbol.0,
@@ -298,7 +298,7 @@ impl TradesApi {
             after: after.0,
             before: before.0,
         };
-        Ok(Json(list(&state, &view, auth.0, customer, q)?))
+        Ok(Json(list(&state, &view, auth.broker(), customer, q)?))
     }
 }
 

@@ -1,0 +1,288 @@
+//! HTTP/1.1 connections, with a bound on what any one client may hold.
+//!
+//! poem's own server keeps a connection whose headers never end open for ever, so a small
+//! script holding a few thousand of them takes the service off the air. Here each connection
+//! has a watchdog with one deadline at a time, moved by what the connection does:
+//! - from accept, and from the first byte of every later request, the headers must be
+//!   complete within the header-read timeout;
+//! - from the end of the headers, the body must be read within that timeout again (the
+//!   middleware reports when it has read it, [`ConnectionWatch::body_read`]);
+//! - while a handler works there is no deadline: waiting for the engine is not the client's
+//!   doing;
+//! - from the end of a response, the next request must begin within the idle timeout.
+//!
+//! A connection past its deadline is dropped. At most `max_connections` are open; a
+//! connection past the bound is answered `503 EXCHANGE_ERROR` naming the bound, then closed.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use perpsim_core::ErrorCode;
+use poem::http::uri::Scheme;
+use poem::web::{LocalAddr, RemoteAddr};
+use poem::{Endpoint, Response};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::time::Instant;
+
+use crate::config::ConnectionLimits;
+
+/// Refusals being written at once; past it a connection over the bound is closed unanswered.
+const REFUSALS_AT_ONCE: usize = 256;
+/// Time a refusal may take: reading the request it answers, then writing the answer.
+const REFUSAL_TIME: Duration = Duration::from_secs(1);
+/// Pause after a failed accept (out of file descriptors, say), so the loop never spins.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// Time open connections get to finish their requests once shutdown begins.
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
+const AWAITING_HEAD: u8 = 0;
+const READING_BODY: u8 = 1;
+const HANDLING: u8 = 2;
+const IDLE: u8 = 3;
+
+/// Where one connection stands and its deadline (milliseconds after `opened`).
+pub struct ConnectionWatch {
+    opened: Instant,
+    phase: AtomicU8,
+    deadline_ms: AtomicU64,
+    limits: ConnectionLimits,
+}
+
+impl ConnectionWatch {
+    fn new(limits: ConnectionLimits) -> Self {
+        let watch = ConnectionWatch {
+            opened: Instant::now(),
+            phase: AtomicU8::new(AWAITING_HEAD),
+            deadline_ms: AtomicU64::new(0),
+            limits,
+        };
+        watch.enter(AWAITING_HEAD, limits.header_read_timeout);
+        watch
+    }
+
+    fn enter(&self, phase: u8, allowed: Duration) {
+        let deadline = self.opened.elapsed() + allowed;
+        self.deadline_ms
+            .store(deadline.as_millis() as u64, Ordering::Release);
+        self.phase.store(phase, Ordering::Release);
+    }
+
+    /// The request's body is in: from here the handler works without a deadline.
+    pub fn body_read(&self) {
+        self.phase.store(HANDLING, Ordering::Release);
+    }
+
+    fn head_read(&self) {
+        self.enter(READING_BODY, self.limits.header_read_timeout);
+    }
+
+    fn response_ready(&self) {
+        self.enter(IDLE, self.limits.idle_timeout);
+    }
+
+    /// Bytes arrived: on an idle connection they begin a request, whose headers now have
+    /// their own deadline.
+    fn bytes_read(&self) {
+        if self
+            .phase
+            .compare_exchange(IDLE, AWAITING_HEAD, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.enter(AWAITING_HEAD, self.limits.header_read_timeout);
+        }
+    }
+
+    /// Resolves when the connection has outstayed its deadline.
+    async fn expired(&self) {
+        loop {
+            let phase = self.phase.load(Ordering::Acquire);
+            let deadline = Duration::from_millis(self.deadline_ms.load(Ordering::Acquire));
+            if phase != HANDLING && self.opened.elapsed() >= deadline {
+                return;
+            }
+            // Deadlines only move later, so waking at the one seen (or, while a handler works,
+            // after a header timeout) and looking again never misses one.
+            let wake = match phase {
+                HANDLING => self.opened.elapsed() + self.limits.header_read_timeout,
+                _ => deadline,
+            };
+            tokio::time::sleep_until(self.opened + wake).await;
+        }
+    }
+}
+
+/// The socket, telling the watch when bytes arrive.
+struct Watched {
+    socket: TcpStream,
+    watch: Arc<ConnectionWatch>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.socket).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.watch.bytes_read();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.socket).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.socket).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.socket).poll_shutdown(cx)
+    }
+}
+
+/// Serves `ep` on `listener` until `stop` resolves, then gives open connections
+/// [`DRAIN_TIME`] to finish.
+pub async fn serve<E>(
+    listener: TcpListener,
+    ep: E,
+    limits: ConnectionLimits,
+    stop: impl Future<Output = ()>,
+) -> io::Result<()>
+where
+    E: Endpoint<Output = Response> + 'static,
+{
+    let ep = Arc::new(ep);
+    let local = listener.local_addr()?;
+    let open = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let refusing = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    let (shutdown, shutting_down) = watch::channel(false);
+    tokio::pin!(stop);
+    loop {
+        let (socket, remote) = tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed; backing off");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            if let Ok(slot) = refusing.clone().try_acquire_owned() {
+                tokio::spawn(async move {
+                    refuse(socket, limits.max_connections).await;
+                    drop(slot);
+                });
+            }
+            continue;
+        };
+        let ep = ep.clone();
+        let shutting_down = shutting_down.clone();
+        tokio::spawn(async move {
+            connection(socket, local, remote, ep, limits, shutting_down).await;
+            drop(permit);
+        });
+    }
+    let _ = shutdown.send(true);
+    let all = limits.max_connections;
+    let _ = tokio::time::timeout(DRAIN_TIME, open.acquire_many(all)).await;
+    Ok(())
+}
+
+async fn connection<E>(
+    socket: TcpStream,
+    local: SocketAddr,
+    remote: SocketAddr,
+    ep: Arc<E>,
+    limits: ConnectionLimits,
+    mut shutting_down: watch::Receiver<bool>,
+) where
+    E: Endpoint<Output = Response> + 'static,
+{
+    let _ = socket.set_nodelay(true);
+    let watch = Arc::new(ConnectionWatch::new(limits));
+    let service = service_fn({
+        let watch = watch.clone();
+        move |mut req: poem::http::Request<Incoming>| {
+            let (ep, watch) = (ep.clone(), watch.clone());
+            async move {
+                watch.head_read();
+                req.extensions_mut().insert(watch.clone());
+                let addrs = (LocalAddr(local.into()), RemoteAddr(remote.into()));
+                let req = poem::Request::from((req, addrs.0, addrs.1, Scheme::HTTP));
+                let resp = ep.get_response(req).await;
+                watch.response_ready();
+                Ok::<_, Infallible>(hyper::Response::from(resp))
+            }
+        }
+    });
+    let io = TokioIo::new(Watched {
+        socket,
+        watch: watch.clone(),
+    });
+    let conn = http1::Builder::new()
+        .serve_connection(io, service)
+        .with_upgrades();
+    tokio::pin!(conn);
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            _ = &mut conn => return,
+            _ = watch.expired() => {
+                tracing::debug!(%remote, "connection past its deadline; closed");
+                return;
+            }
+            _ = shutting_down.changed(), if !draining => {
+                draining = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Answers a connection over the bound: reads what request it sent (so closing does not reset
+/// the answer away), writes a 503 with the D4 body, closes. Bounded by [`REFUSAL_TIME`].
+async fn refuse(mut socket: TcpStream, bound: u32) {
+    let body = crate::errors::body_text(
+        ErrorCode::ExchangeUnavailable,
+        &format!("too many open connections (--max-connections {bound}); retry later"),
+    );
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\ndate: {}\r\n\r\n{body}",
+        body.len(),
+        crate::app::http_date().to_str().unwrap_or_default(),
+    );
+    let _ = tokio::time::timeout(REFUSAL_TIME, async {
+        let mut request = [0u8; 4096];
+        let _ = tokio::time::timeout(REFUSAL_TIME / 4, socket.read(&mut request)).await;
+        socket.write_all(answer.as_bytes()).await?;
+        socket.shutdown().await
+    })
+    .await;
+}
