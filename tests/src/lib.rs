@@ -13,23 +13,28 @@ use ed25519_dalek::pkcs8::DecodePrivateKey;
 use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{Value, json};
 
+pub mod campaign;
+
 /// A fixed manual-clock start for reproducible runs: 2026-01-01T00:00:00Z.
 pub const START: &str = "2026-01-01T00:00:00Z";
 
-/// The `perpsim` binary built by `cargo test --workspace` next to this test's executable.
+/// The `perpsim` binary built by `cargo test --workspace` (or `cargo build`) in the same
+/// profile: beside this executable (a tool in `target/<profile>/`) or one folder up (a test in
+/// `target/<profile>/deps/`).
 pub fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let bin = dir.join("perpsim");
-    assert!(
-        bin.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`",
-        bin.display()
-    );
-    bin
+    let exe = std::env::current_exe().expect("executable path");
+    let here = exe.parent().expect("target/<profile>");
+    let bin = [Some(here), here.parent()]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join("perpsim"))
+        .find(|bin| bin.exists());
+    bin.unwrap_or_else(|| {
+        panic!(
+            "no perpsim binary beside {}: run the tests with `cargo test --workspace`",
+            exe.display()
+        )
+    })
 }
 
 pub fn now_ns() -> u128 {
