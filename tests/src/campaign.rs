@@ -207,8 +207,8 @@ impl Worker {
         format!("{}.{}", price / 10, price % 10)
     }
 
-    /// Sends one op and books its answer in the model; `Err` once the server is gone.
-    fn step(&mut self) -> Result<Op, Op> {
+    /// Sends one op and books its answer in the model (in flight once the server is gone).
+    fn step(&mut self) -> Op {
         let (kind, method, path, body) = self.next_op();
         let body = if body.is_null() {
             String::new()
@@ -248,10 +248,7 @@ impl Worker {
             outcome,
         };
         self.book(&op);
-        match op.outcome {
-            Outcome::InFlight => Err(op),
-            _ => Ok(op),
-        }
+        op
     }
 
     fn book(&mut self, op: &Op) {
@@ -561,10 +558,11 @@ fn load(
                 let mut w = w.lock().unwrap();
                 let mut ops = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    match w.step() {
-                        Ok(op) => ops.push(op),
-                        Err(op) => return (ops, Some(op)),
+                    let op = w.step();
+                    if matches!(op.outcome, Outcome::InFlight) {
+                        return (ops, Some(op));
                     }
+                    ops.push(op);
                 }
                 (ops, None)
             })
