@@ -1,27 +1,112 @@
 //! Durable commands per second through engine + journal, by tick size; replay speed.
 //!
 //! Targets (issue 2): ≥ 50 000 durable commands/s in ticks of 1 000; replay ≥ 1 000 000
-//! commands/s. Run: `cargo bench -p perpsim-benches --bench journal`.
+//! commands/s. `journal/nonces` prices the at-most-once rule (issue 14): a tick of 1 000
+//! commands with and without their nonces, and nonce-only group commits of 1 and 1 000 (what
+//! reads wait for). Run: `cargo bench -p perpsim-benches --bench journal`.
 
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use perpsim_benches::{START, broker_command, engine_with_broker, genesis, mixed_commands};
-use perpsim_storage::{Journal, NonceWrites, TickRecord, recover, replay_from_genesis};
+use perpsim_core::ids::PublicKey;
+use perpsim_storage::{Journal, NonceWrites, TickRecord, UsedNonce, recover, replay_from_genesis};
 
-/// The host's path for one tick: encode, apply, append durably.
-fn durable_tick(
+/// The host's path for one tick: encode, apply, append durably (with `nonces`).
+fn durable_tick_with(
     engine: &mut perpsim_systems::Engine,
     journal: &Journal,
     commands: Vec<perpsim_systems::Command>,
+    nonces: NonceWrites<'_>,
 ) {
     let at = engine.counters();
     let encoded = TickRecord::encode(START, at.commands, &commands);
     let out = engine.tick(START, commands);
     journal
-        .append(at.ticks + 1, &encoded, NonceWrites::default())
+        .append(at.ticks + 1, &encoded, nonces)
         .expect("append");
     assert!(out.results.iter().all(Result::is_ok));
+}
+
+fn durable_tick(
+    engine: &mut perpsim_systems::Engine,
+    journal: &Journal,
+    commands: Vec<perpsim_systems::Command>,
+) {
+    durable_tick_with(engine, journal, commands, NonceWrites::default());
+}
+
+/// `n` fresh nonces of 16 keys after `*next`, and the floor a host would forget below.
+fn nonces(next: &mut u64, n: usize) -> (Vec<UsedNonce>, u64) {
+    let used = (0..n)
+        .map(|i| {
+            *next += 1;
+            UsedNonce {
+                key: PublicKey([(i % 16) as u8; 32]),
+                nonce: *next,
+            }
+        })
+        .collect();
+    // Forgetting keeps the table at about 35 s of traffic; here, the last 100 000 nonces.
+    (used, next.saturating_sub(100_000))
+}
+
+fn nonce_costs(c: &mut Criterion) {
+    let mut group = c.benchmark_group("journal/nonces");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    const TICK: usize = 1_000;
+    for with_nonces in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, mut engine, broker) = new_journal(&dir);
+        let (mut offset, mut next) = (0, 1u64 << 60);
+        group.throughput(Throughput::Elements(TICK as u64));
+        let name = if with_nonces {
+            "tick_1000_with_nonces"
+        } else {
+            "tick_1000_without"
+        };
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    offset += TICK;
+                    let n = if with_nonces { TICK } else { 0 };
+                    (mixed_commands(broker, TICK, offset), nonces(&mut next, n))
+                },
+                |(commands, (used, forget_below))| {
+                    let writes = NonceWrites {
+                        used: &used,
+                        forget_below,
+                    };
+                    durable_tick_with(&mut engine, &journal, commands, writes)
+                },
+                criterion::BatchSize::PerIteration,
+            )
+        });
+    }
+    for per_commit in [1usize, 1_000] {
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, _, _) = new_journal(&dir);
+        let mut next = 1u64 << 60;
+        group.throughput(Throughput::Elements(per_commit as u64));
+        group.bench_function(BenchmarkId::new("nonce_only_commit", per_commit), |b| {
+            b.iter_batched(
+                || nonces(&mut next, per_commit),
+                |(used, forget_below)| {
+                    journal
+                        .record_nonces(NonceWrites {
+                            used: &used,
+                            forget_below,
+                        })
+                        .expect("nonces")
+                },
+                criterion::BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
 }
 
 fn new_journal(
@@ -113,5 +198,5 @@ fn replay(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, durable_commands, replay);
+criterion_group!(benches, durable_commands, nonce_costs, replay);
 criterion_main!(benches);

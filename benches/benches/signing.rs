@@ -12,7 +12,8 @@ use base64::engine::general_purpose::STANDARD;
 use criterion::{Criterion, criterion_group, criterion_main};
 use ed25519_dalek::{Signer, SigningKey};
 use perpsim_api::auth::{
-    Authenticator, RateLimit, SignedHeaders, canonical_message, encode_public_key,
+    Authenticator, DEFAULT_MAX_NONCES_PER_KEY, RateLimit, SignedHeaders, canonical_message,
+    encode_public_key,
 };
 use perpsim_core::ids::{BrokerCode, PublicKey};
 
@@ -53,10 +54,13 @@ fn signing(c: &mut Criterion) {
             verifying.verify_strict(&msg, &signature).unwrap()
         })
     });
-    let auth = Authenticator::new(RateLimit {
-        per_second: u32::MAX,
-        burst: u32::MAX,
-    });
+    let auth = Authenticator::new(
+        RateLimit {
+            per_second: u32::MAX,
+            burst: u32::MAX,
+        },
+        DEFAULT_MAX_NONCES_PER_KEY,
+    );
     let next = Cell::new(0usize);
     group.bench_function("auth_path", |b| {
         b.iter(|| {
