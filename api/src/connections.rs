@@ -38,6 +38,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
 use crate::config::ConnectionLimits;
+use crate::metrics::Metrics;
 
 /// Refusals being written at once; past it a connection over the bound is closed unanswered.
 const REFUSALS_AT_ONCE: usize = 256;
@@ -164,11 +165,12 @@ impl AsyncWrite for Watched {
 }
 
 /// Serves `ep` on `listener` until `stop` resolves, then gives open connections
-/// [`DRAIN_TIME`] to finish.
+/// [`DRAIN_TIME`] to finish. Counts open, refused and timed-out connections in `metrics`.
 pub async fn serve<E>(
     listener: TcpListener,
     ep: E,
     limits: ConnectionLimits,
+    metrics: Arc<Metrics>,
     stop: impl Future<Output = ()>,
 ) -> io::Result<()>
 where
@@ -193,6 +195,7 @@ where
             },
         };
         let Ok(permit) = open.clone().try_acquire_owned() else {
+            metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
             if let Ok(slot) = refusing.clone().try_acquire_owned() {
                 tokio::spawn(async move {
                     refuse(socket, limits.max_connections).await;
@@ -201,10 +204,17 @@ where
             }
             continue;
         };
-        let ep = ep.clone();
+        let (ep, metrics) = (ep.clone(), metrics.clone());
         let shutting_down = shutting_down.clone();
+        metrics.connections_open.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
-            connection(socket, local, remote, ep, limits, shutting_down).await;
+            let timed_out = connection(socket, local, remote, ep, limits, shutting_down).await;
+            if timed_out {
+                metrics
+                    .connections_timed_out
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
             drop(permit);
         });
     }
@@ -214,6 +224,7 @@ where
     Ok(())
 }
 
+/// Serves one connection until it ends; `true` when it was dropped past its deadline.
 async fn connection<E>(
     socket: TcpStream,
     local: SocketAddr,
@@ -221,7 +232,8 @@ async fn connection<E>(
     ep: Arc<E>,
     limits: ConnectionLimits,
     mut shutting_down: watch::Receiver<bool>,
-) where
+) -> bool
+where
     E: Endpoint<Output = Response> + 'static,
 {
     let _ = socket.set_nodelay(true);
@@ -252,10 +264,10 @@ async fn connection<E>(
     let mut draining = false;
     loop {
         tokio::select! {
-            _ = &mut conn => return,
+            _ = &mut conn => return false,
             _ = watch.expired() => {
                 tracing::debug!(%remote, "connection past its deadline; closed");
-                return;
+                return true;
             }
             _ = shutting_down.changed(), if !draining => {
                 draining = true;

@@ -14,6 +14,11 @@ pub struct Metrics {
     pub responses: [AtomicU64; 6],
     pub unauthorized: AtomicU64,
     pub rate_limited: AtomicU64,
+    pub connections_open: AtomicU64,
+    /// Connections answered 503 past `--max-connections`.
+    pub connections_refused: AtomicU64,
+    /// Connections closed past their header, body or idle deadline.
+    pub connections_timed_out: AtomicU64,
 }
 
 impl Metrics {
@@ -83,6 +88,24 @@ impl Metrics {
             "counter",
             "Requests refused with 429.",
             self.rate_limited.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_connections_open",
+            "gauge",
+            "HTTP connections open now.",
+            self.connections_open.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_connections_refused_total",
+            "counter",
+            "Connections refused past --max-connections.",
+            self.connections_refused.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_connections_timed_out_total",
+            "counter",
+            "Connections closed past their header, body or idle deadline.",
+            self.connections_timed_out.load(Relaxed).to_string(),
         );
         let _ = writeln!(
             out,

@@ -156,7 +156,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
                 }
             }
         };
-        let result = connections::serve(listener, app(state.clone()), limits, stop)
+        let metrics = state.metrics.clone();
+        let result = connections::serve(listener, app(state.clone()), limits, metrics, stop)
             .await
             .map_err(|e| e.to_string());
         state.ready.store(false, Relaxed);

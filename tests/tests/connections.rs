@@ -56,6 +56,16 @@ fn headers_that_never_end_are_closed_after_the_header_timeout_while_others_are_s
         );
     }
     assert_eq!(healthy(&server).status, 200);
+    assert_eq!(metric(&server, "perpsim_connections_timed_out_total"), 50);
+}
+
+fn metric(server: &Server, name: &str) -> u64 {
+    let text = raw("GET", &format!("{}/metrics", server.url), &[], b"").text;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
 #[test]
@@ -126,4 +136,5 @@ fn past_the_connection_bound_a_connection_is_refused_with_503_and_served_again_b
         assert!(Instant::now() < deadline, "never served again: {}", r.text);
         std::thread::sleep(Duration::from_millis(50));
     }
+    assert_eq!(metric(&server, "perpsim_connections_refused_total"), 1);
 }
