@@ -17,17 +17,17 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use orderbook_rs::{Id, OrderBook, TimeInForce};
+use perpsim_benches::{create_customers, created, instant_deposits};
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::entry::OrderEntry;
 use perpsim_core::ids::{CustomerCode, PublicKey};
-use perpsim_core::instrument::{Asset, default_instruments};
+use perpsim_core::instrument::default_instruments;
 use perpsim_core::order::OrderType;
 use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 use perpsim_systems::book::{Book, Fill, OrderRef};
-use perpsim_systems::command::TransferKind;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 /// Counts live heap bytes, for the memory-per-order measurement.
@@ -413,31 +413,10 @@ fn engine_loaded(w: &Workload) -> EngineRun {
     let Ok(Outcome::Broker(b)) = &out.results[0] else {
         panic!("broker")
     };
-    let create = (0..CUSTOMERS)
-        .map(|_| Command::CreateCustomer {
-            broker: b.code,
-            external_id: None,
-        })
-        .collect();
-    let customers: Vec<CustomerCode> = engine
-        .tick(start, create)
-        .results
-        .into_iter()
-        .map(|r| match r {
-            Ok(Outcome::Customer(c)) => c.code,
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    let deposits = customers
-        .iter()
-        .map(|c| Command::RequestTransfer {
-            customer: *c,
-            kind: TransferKind::Deposit,
-            asset: Asset::Usdc,
-            amount: Decimal::from(1_000_000_000_000i64),
-            delay_ms: 0,
-        })
-        .collect();
+    let create = create_customers(b.code, CUSTOMERS as usize);
+    let results = engine.tick(start, create).results;
+    let customers = created(results.into_iter().map(|r| r.expect("customer")));
+    let deposits = instant_deposits(&customers, Decimal::from(1_000_000_000_000i64));
     engine.tick(start, deposits);
     engine.tick(start.plus_millis(1), vec![]);
     engine.set_publishing(false);

@@ -3,9 +3,10 @@
 
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
-use perpsim_core::ids::{BrokerCode, PublicKey};
-use perpsim_core::instrument::default_instruments;
+use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
+use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::time::Timestamp;
+use perpsim_systems::command::TransferKind;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 /// 2026-01-01T00:00:00Z.
@@ -53,6 +54,41 @@ pub fn mixed_commands(broker: BrokerCode, n: usize, offset: usize) -> Vec<Comman
                 broker,
                 external_id: None,
             },
+        })
+        .collect()
+}
+
+/// `n` new customers of `broker`, as one tick's commands.
+pub fn create_customers(broker: BrokerCode, n: usize) -> Vec<Command> {
+    (0..n)
+        .map(|_| Command::CreateCustomer {
+            broker,
+            external_id: None,
+        })
+        .collect()
+}
+
+/// The codes of the customers a [`create_customers`] tick answered.
+pub fn created(outcomes: impl IntoIterator<Item = Outcome>) -> Vec<CustomerCode> {
+    outcomes
+        .into_iter()
+        .map(|o| match o {
+            Outcome::Customer(c) => c.code,
+            other => panic!("a customer was created, got {other:?}"),
+        })
+        .collect()
+}
+
+/// A deposit of `amount` USDC per customer, completing at the next instant (no delay).
+pub fn instant_deposits(customers: &[CustomerCode], amount: Decimal) -> Vec<Command> {
+    customers
+        .iter()
+        .map(|c| Command::RequestTransfer {
+            customer: *c,
+            kind: TransferKind::Deposit,
+            asset: Asset::Usdc,
+            amount,
+            delay_ms: 0,
         })
         .collect()
 }

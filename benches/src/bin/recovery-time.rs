@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
 
-use perpsim_benches::{START, broker_command, genesis};
+use perpsim_benches::{
+    START, broker_command, create_customers, created, genesis, instant_deposits,
+};
 use perpsim_core::Decimal;
 use perpsim_core::entry::OrderEntry;
 use perpsim_core::ids::CustomerCode;
-use perpsim_core::instrument::Asset;
 use perpsim_core::order::{OrderType, Side};
 use perpsim_storage::{Journal, NonceWrites, TickRecord};
-use perpsim_systems::command::TransferKind;
 use perpsim_systems::{Command, Engine, Outcome};
 
 const CUSTOMERS: usize = 1_000;
@@ -102,31 +102,11 @@ fn build(dir: &Path, commands: u64) {
     let Outcome::Broker(broker) = &w.tick(vec![broker_command()])[0] else {
         panic!("broker")
     };
-    let create = (0..CUSTOMERS)
-        .map(|_| Command::CreateCustomer {
-            broker: broker.code,
-            external_id: None,
-        })
-        .collect();
-    let customers: Vec<CustomerCode> = w
-        .tick(create)
-        .into_iter()
-        .map(|o| match o {
-            Outcome::Customer(c) => c.code,
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    let deposits = customers
-        .iter()
-        .map(|c| Command::RequestTransfer {
-            customer: *c,
-            kind: TransferKind::Deposit,
-            asset: Asset::Usdc,
-            amount: Decimal::from(1_000_000_000i64),
-            delay_ms: 0,
-        })
-        .collect();
-    w.tick(deposits);
+    let customers = created(w.tick(create_customers(broker.code, CUSTOMERS)));
+    w.tick(instant_deposits(
+        &customers,
+        Decimal::from(1_000_000_000i64),
+    ));
     w.tick(vec![Command::AdvanceClock {
         to: START.plus_millis(1_000),
     }]);
