@@ -21,6 +21,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi, SecurityScheme, Tags};
 
 use crate::app::AppState;
 use crate::auth::{encode_public_key, parse_public_key};
+use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::types::InstrumentStatusApi;
 use crate::wire::DecimalIn;
@@ -56,16 +57,16 @@ const MAX_NAME: usize = 64;
 #[oai(deny_unknown_fields)]
 pub struct CreateBrokerRequest {
     /// 1 to 64 characters.
-    pub name: String,
+    pub name: Text,
     /// Standard base64 (with padding) of the 32-byte ed25519 public key.
-    pub public_key: String,
+    pub public_key: Text,
 }
 
 #[derive(Object, Debug)]
 #[oai(deny_unknown_fields)]
 pub struct AddKeyRequest {
     /// Standard base64 (with padding) of the 32-byte ed25519 public key.
-    pub public_key: String,
+    pub public_key: Text,
 }
 
 #[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -164,7 +165,7 @@ pub struct AdvanceRequest {
     /// Whole seconds to advance, > 0.
     pub seconds: Option<i64>,
     /// RFC 3339 instant to advance to; later than now.
-    pub to: Option<String>,
+    pub to: Option<Text>,
 }
 
 #[derive(Object, Debug)]

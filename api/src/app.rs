@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use perpsim_core::ErrorCode;
+use poem::endpoint::make_sync;
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::web::Data;
 use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler};
@@ -17,11 +18,12 @@ use crate::auth::{
     AuthError, Authenticator, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders,
 };
 use crate::connections::ConnectionWatch;
+use crate::contract;
 use crate::errors::{self, error_response};
 use crate::host::{EngineHandle, wall_clock_ns};
 use crate::metrics::Metrics;
 use crate::pagination::Cursors;
-use crate::query_guard::QueryGuard;
+use crate::request_guard::RequestGuard;
 use crate::v1::{self, AuthedBroker, BrokerApi};
 
 /// Request bodies over this are refused with 413 before any other work (D4).
@@ -36,8 +38,8 @@ pub struct AppState {
     pub admin_token: String,
     pub metrics: Arc<Metrics>,
     pub ready: AtomicBool,
-    broker_guard: QueryGuard,
-    admin_guard: QueryGuard,
+    broker_guard: RequestGuard,
+    admin_guard: RequestGuard,
 }
 
 impl AppState {
@@ -57,8 +59,8 @@ impl AppState {
             admin_token,
             metrics,
             ready: AtomicBool::new(false),
-            broker_guard: QueryGuard::from_spec(&broker_service().spec()),
-            admin_guard: QueryGuard::from_spec(&admin_service().spec()),
+            broker_guard: RequestGuard::from_document(&broker_document()),
+            admin_guard: RequestGuard::from_document(&admin_document()),
         }
     }
 }
@@ -79,6 +81,25 @@ pub fn broker_service() -> OpenApiService<BrokerApi, ()> {
     OpenApiService::new(v1::api(), "perpsim broker API", VERSION)
         .description(BROKER_DESCRIPTION)
         .url_prefix("/v1")
+}
+
+/// The broker API's document as served and checked in: poem-openapi's, through the contract.
+pub fn broker_document() -> serde_json::Value {
+    contract::document(&broker_service().spec())
+}
+
+/// The admin API's document as served and checked in.
+pub fn admin_document() -> serde_json::Value {
+    contract::document(&admin_service().spec())
+}
+
+/// Serves a fixed text with its content type.
+fn fixed(content_type: &'static str, text: String) -> impl Endpoint<Output = Response> {
+    make_sync(move |_| {
+        Response::builder()
+            .content_type(content_type)
+            .body(text.clone())
+    })
 }
 
 pub fn admin_service() -> OpenApiService<AdminApi, ()> {
@@ -197,10 +218,14 @@ async fn forward<E: Endpoint>(
     ep: &E,
     mut req: Request,
     body: Vec<u8>,
-    guard: &QueryGuard,
+    guard: &RequestGuard,
 ) -> poem::Result<Response> {
     let uri = req.original_uri();
-    if let Err(e) = guard.check(req.method().as_str(), uri.path(), uri.query()) {
+    let method = req.method().as_str();
+    let checked = guard
+        .check(method, uri.path(), uri.query())
+        .and_then(|()| guard.check_body(method, uri.path(), &body));
+    if let Err(e) = checked {
         return Ok(error_response(e.code, e.message));
     }
     req.set_body(body);
@@ -244,15 +269,46 @@ pub fn http_date() -> HeaderValue {
     HeaderValue::from_str(&text).expect("http date is ascii")
 }
 
-/// Last step of every response: the D4 error body, the Date header, the status counter.
-async fn finish(result: poem::Result<Response>, metrics: Arc<Metrics>) -> Response {
+/// Routes outside the two APIs; each answers GET only.
+const PLAIN_ROUTES: [&str; 8] = [
+    "/openapi.json",
+    "/openapi.yaml",
+    "/docs",
+    "/docs/",
+    "/admin/openapi.json",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+];
+
+impl AppState {
+    /// The methods `path` answers, for the `Allow` header of a 405 (RFC 9110 §15.5.6).
+    fn allowed_methods(&self, path: &str) -> Vec<String> {
+        if PLAIN_ROUTES.contains(&path) {
+            return vec!["GET".into()];
+        }
+        let mut methods = self.broker_guard.methods(path);
+        methods.extend(self.admin_guard.methods(path));
+        methods.into_iter().collect()
+    }
+}
+
+/// Last step of every response: the D4 error body, `Allow` on a 405, the Date header, the
+/// status counter.
+async fn finish(result: poem::Result<Response>, state: &AppState, path: &str) -> Response {
     let resp = match result {
         Ok(resp) => resp,
         Err(err) => errors::from_poem_error(err),
     };
     let mut resp = errors::normalize(resp).await;
+    if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
+        let allow = state.allowed_methods(path).join(", ");
+        if let Ok(value) = HeaderValue::from_str(&allow) {
+            resp.headers_mut().insert(header::ALLOW, value);
+        }
+    }
     resp.headers_mut().insert(header::DATE, http_date());
-    metrics.record_response(resp.status().as_u16());
+    state.metrics.record_response(resp.status().as_u16());
     resp
 }
 
@@ -291,24 +347,40 @@ fn json_status(status: StatusCode, text: &str) -> Response {
 pub fn app(state: Arc<AppState>) -> impl Endpoint<Output = Response> {
     let broker = broker_service();
     let admin_api = admin_service();
-    let metrics = state.metrics.clone();
+    let document = broker_document();
+    let json = contract::json_text(&document);
+    // The page embeds poem-openapi's own document; it shows the contract's instead.
+    let page = broker.swagger_ui_html().replace(&broker.spec(), &json);
     Route::new()
-        .at("/openapi.json", broker.spec_endpoint())
-        .at("/openapi.yaml", broker.spec_endpoint_yaml())
-        .nest("/docs", broker.swagger_ui())
-        .at("/admin/openapi.json", admin_api.spec_endpoint())
+        .at("/openapi.json", get(fixed("application/json", json)))
+        .at(
+            "/openapi.yaml",
+            get(fixed("application/x-yaml", contract::yaml_text(&document))),
+        )
+        .at(
+            "/docs",
+            get(fixed("text/html; charset=utf-8", page.clone())),
+        )
+        .at("/docs/", get(fixed("text/html; charset=utf-8", page)))
+        .at(
+            "/admin/openapi.json",
+            get(fixed(
+                "application/json",
+                contract::json_text(&admin_document()),
+            )),
+        )
         .at("/healthz", get(healthz))
         .at("/readyz", get(readyz))
         .at("/metrics", get(prometheus))
         .nest("/v1", broker.around(signed))
         .nest("/admin/v1", admin_api.around(admin))
-        .data(state)
+        .data(state.clone())
         .around(move |ep, req| {
-            let metrics = metrics.clone();
+            let state = state.clone();
             async move {
-                Ok::<Response, poem::Error>(
-                    finish(ep.call(req).await.map(IntoResponse::into_response), metrics).await,
-                )
+                let path = req.uri().path().to_owned();
+                let result = ep.call(req).await.map(IntoResponse::into_response);
+                Ok::<Response, poem::Error>(finish(result, &state, &path).await)
             }
         })
 }

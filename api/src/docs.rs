@@ -2,14 +2,16 @@
 
 use std::path::Path;
 
-use crate::app::{admin_service, broker_service};
+use crate::app::{admin_document, broker_document};
+use crate::contract::{json_text, yaml_text};
 
-/// (file name, contents) of every checked-in document.
+/// (file name, contents) of every checked-in document: exactly what the service serves.
 pub fn documents() -> Vec<(&'static str, String)> {
+    let broker = broker_document();
     vec![
-        ("broker.json", broker_service().spec()),
-        ("broker.yaml", broker_service().spec_yaml()),
-        ("admin.json", admin_service().spec()),
+        ("broker.json", json_text(&broker)),
+        ("broker.yaml", yaml_text(&broker)),
+        ("admin.json", json_text(&admin_document())),
     ]
 }
 

@@ -5,6 +5,7 @@
 //! HMAC-SHA256 under a server secret kept in the data dir. A changed byte, a cursor of another
 //! server, list, broker or filter set fails the MAC or the scope check → 400.
 
+use crate::contract::Nullable;
 use std::ops::{Bound, RangeBounds};
 
 use base64::Engine as _;
@@ -165,10 +166,10 @@ impl<K: CursorKey> PageRequest<K> {
 pub struct ResponseMetadata {
     /// Cursor of the first item of this page (pass as `before` for the previous page); null on
     /// an empty page.
-    pub start_cursor: Option<String>,
+    pub start_cursor: Nullable<String>,
     /// Cursor of the last item of this page (pass as `after` for the next page); null on an
     /// empty page.
-    pub end_cursor: Option<String>,
+    pub end_cursor: Nullable<String>,
     /// Whether items exist before this page.
     pub has_previous: bool,
     /// Whether items exist after this page.
@@ -250,8 +251,8 @@ fn finish<K: CursorKey>(
         },
     };
     let metadata = ResponseMetadata {
-        start_cursor: keys.first().map(|k| cursors.issue(scope, k)),
-        end_cursor: keys.last().map(|k| cursors.issue(scope, k)),
+        start_cursor: keys.first().map(|k| cursors.issue(scope, k)).into(),
+        end_cursor: keys.last().map(|k| cursors.issue(scope, k)).into(),
         has_previous,
         has_next,
     };
@@ -301,8 +302,8 @@ fn uuid_from(bytes: &[u8]) -> Option<perpsim_core::Uuid> {
 impl poem_openapi::types::Example for ResponseMetadata {
     fn example() -> Self {
         ResponseMetadata {
-            start_cursor: Some("AQIDBAUGBwgAAAGUEQ3aAA0GZXhhbXBsZS1jdXJzb3I".into()),
-            end_cursor: Some("AQIDBAUGBwgAAAGUEQ3aIA0GZXhhbXBsZS1jdXJzb3I".into()),
+            start_cursor: Some("AQIDBAUGBwgAAAGUEQ3aAA0GZXhhbXBsZS1jdXJzb3I".into()).into(),
+            end_cursor: Some("AQIDBAUGBwgAAAGUEQ3aIA0GZXhhbXBsZS1jdXJzb3I".into()).into(),
             has_previous: false,
             has_next: true,
         }

@@ -40,8 +40,7 @@ fn the_broker_document_holds_no_admin_paths_and_the_admin_document_no_broker_pat
 /// success response of the broker API.
 #[test]
 fn every_broker_request_body_and_success_response_has_an_example() {
-    let doc: serde_json::Value =
-        serde_json::from_str(&perpsim_api::app::broker_service().spec()).unwrap();
+    let doc = perpsim_api::app::broker_document();
     let schemas = &doc["components"]["schemas"];
     let schema_name = |schema: &serde_json::Value| -> Option<String> {
         let r = schema
@@ -78,4 +77,109 @@ fn every_broker_request_body_and_success_response_has_an_example() {
         missing.is_empty(),
         "schemas without an example: {missing:?}"
     );
+}
+
+/// Every object schema reachable from `schema` (through `$ref`, `allOf`, `oneOf`, `items`
+/// and properties), by name or by the path that reached it.
+fn objects<'d>(
+    doc: &'d serde_json::Value,
+    schema: &'d serde_json::Value,
+    at: String,
+    out: &mut std::collections::BTreeMap<String, &'d serde_json::Value>,
+) {
+    if let Some(name) = schema["$ref"].as_str().and_then(|r| r.rsplit('/').next()) {
+        if out.contains_key(name) {
+            return;
+        }
+        let resolved = &doc["components"]["schemas"][name];
+        return objects(doc, resolved, name.to_owned(), out);
+    }
+    if schema["properties"].is_object() {
+        out.insert(at.clone(), schema);
+        for (name, property) in schema["properties"].as_object().unwrap() {
+            objects(doc, property, format!("{at}.{name}"), out);
+        }
+    }
+    for key in ["allOf", "oneOf", "anyOf"] {
+        for (i, sub) in schema[key].as_array().into_iter().flatten().enumerate() {
+            objects(doc, sub, format!("{at}/{key}{i}"), out);
+        }
+    }
+    if schema["items"].is_object() {
+        objects(doc, &schema["items"], format!("{at}[]"), out);
+    }
+}
+
+/// Issue 10 item 1: in every answer, a field is required exactly when it is always there;
+/// the only ones that may be absent are those the service leaves out on purpose (D5:
+/// `cash_amount` is present only on cash orders). Nullability is pinned against real answers
+/// by `tests/tests/contract.rs`.
+#[test]
+fn every_response_field_is_required_unless_the_service_leaves_it_out() {
+    const SOMETIMES_ABSENT: [&str; 1] = ["OrderRecord.cash_amount"];
+    let doc = perpsim_api::app::broker_document();
+    let mut reached = std::collections::BTreeMap::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            for (status, response) in op["responses"].as_object().unwrap() {
+                for media in response["content"].as_object().into_iter().flatten() {
+                    let at = format!("{method} {path} {status}");
+                    objects(&doc, &media.1["schema"], at, &mut reached);
+                }
+            }
+        }
+    }
+    assert!(reached.contains_key("OrderRecord") && reached.contains_key("ErrorBody"));
+    let mut optional = Vec::new();
+    for (name, schema) in &reached {
+        let required = schema["required"].as_array().cloned().unwrap_or_default();
+        for field in schema["properties"].as_object().unwrap().keys() {
+            if !required.contains(&serde_json::Value::String(field.clone())) {
+                optional.push(format!("{name}.{field}"));
+            }
+        }
+    }
+    assert_eq!(optional, SOMETIMES_ABSENT, "fields answers may leave out");
+}
+
+/// Issue 10 item 1: client generators cannot take `allOf` of an enum, and a nullable enum
+/// must list `null` among its values (OpenAPI 3.0.3).
+#[test]
+fn no_enum_is_wrapped_in_all_of_and_every_nullable_enum_lists_null() {
+    fn walk(doc: &serde_json::Value, value: &serde_json::Value, at: &str, bad: &mut Vec<String>) {
+        if let Some(map) = value.as_object() {
+            for part in map
+                .get("allOf")
+                .and_then(|a| a.as_array())
+                .into_iter()
+                .flatten()
+            {
+                let name = part["$ref"].as_str().and_then(|r| r.rsplit('/').next());
+                if name.is_some_and(|n| doc["components"]["schemas"][n]["enum"].is_array()) {
+                    bad.push(format!("{at}: allOf of enum {}", name.unwrap()));
+                }
+            }
+            if map.get("nullable") == Some(&serde_json::Value::Bool(true))
+                && let Some(values) = map.get("enum").and_then(|e| e.as_array())
+                && !values.contains(&serde_json::Value::Null)
+            {
+                bad.push(format!("{at}: nullable enum without null"));
+            }
+            for (k, v) in map {
+                walk(doc, v, &format!("{at}/{k}"), bad);
+            }
+        } else if let Some(items) = value.as_array() {
+            for (i, v) in items.iter().enumerate() {
+                walk(doc, v, &format!("{at}/{i}"), bad);
+            }
+        }
+    }
+    for doc in [
+        perpsim_api::app::broker_document(),
+        perpsim_api::app::admin_document(),
+    ] {
+        let mut bad = Vec::new();
+        walk(&doc, &doc, "", &mut bad);
+        assert!(bad.is_empty(), "{bad:?}");
+    }
 }

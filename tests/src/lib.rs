@@ -14,6 +14,7 @@ use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{Value, json};
 
 pub mod campaign;
+pub mod schema;
 
 /// A fixed manual-clock start for reproducible runs: 2026-01-01T00:00:00Z.
 pub const START: &str = "2026-01-01T00:00:00Z";

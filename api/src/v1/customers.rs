@@ -13,6 +13,8 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::{Signed, Tag};
 use crate::app::AppState;
+use crate::contract::Nullable;
+use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
 
@@ -25,7 +27,7 @@ pub const MAX_EXTERNAL_ID: usize = 64;
 pub struct CreateCustomerRequest {
     /// The broker's own identifier for the customer: 1 to 64 characters, no control
     /// characters. Not required to be unique.
-    pub external_id: Option<String>,
+    pub external_id: Option<Text>,
 }
 
 /// A customer of the broker.
@@ -35,7 +37,7 @@ pub struct CustomerRecord {
     /// Addresses the customer in every `/v1/customers/{code}/…` path.
     pub customer_code: String,
     pub broker_code: String,
-    pub external_id: Option<String>,
+    pub external_id: Nullable<String>,
     /// RFC 3339 UTC (simulation time).
     pub created_at: String,
 }
@@ -45,7 +47,7 @@ impl poem_openapi::types::Example for CustomerRecord {
         CustomerRecord {
             customer_code: "5b0b5d2e-8a7e-4b8e-9c59-2f0e6f9b1a11".into(),
             broker_code: "0f2c3b1e-7d4a-4c55-8f0e-1b2a3c4d5e6f".into(),
-            external_id: Some("crm-42".into()),
+            external_id: Some("crm-42".into()).into(),
             created_at: "2026-01-01T00:00:00.000Z".into(),
         }
     }
@@ -56,7 +58,7 @@ impl From<&CustomerView> for CustomerRecord {
         CustomerRecord {
             customer_code: c.code.to_string(),
             broker_code: c.broker.to_string(),
-            external_id: c.external_id.clone(),
+            external_id: c.external_id.clone().into(),
             created_at: c.created_at.to_rfc3339(),
         }
     }
@@ -103,10 +105,11 @@ impl CustomersApi {
         auth: Signed,
         body: Json<CreateCustomerRequest>,
     ) -> Result<CustomerCreated, ApiError> {
-        validate_external_id(&body.0.external_id)?;
+        let external_id = body.0.external_id.map(String::from);
+        validate_external_id(&external_id)?;
         let command = Command::CreateCustomer {
             broker: auth.broker(),
-            external_id: body.0.external_id,
+            external_id,
         };
         match state.engine.submit(command, auth.admission()).await? {
             Outcome::Customer(c) => Ok(CustomerCreated::Created(Json(CustomerRecord::from(&c)))),

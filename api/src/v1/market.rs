@@ -17,6 +17,7 @@ use poem_openapi::{Object, OpenApi};
 use super::orders::SideApi;
 use super::{Signed, Tag};
 use crate::app::AppState;
+use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
 use crate::wire::{DecimalOut, Time, query_time};
@@ -40,17 +41,17 @@ pub struct PublicTrade {
 #[oai(example)]
 pub struct Ticker {
     pub symbol: String,
-    pub last_price: Option<DecimalOut>,
+    pub last_price: Nullable<DecimalOut>,
     pub mark_price: DecimalOut,
     pub index_price: DecimalOut,
-    pub best_bid: Option<DecimalOut>,
-    pub best_ask: Option<DecimalOut>,
+    pub best_bid: Nullable<DecimalOut>,
+    pub best_ask: Nullable<DecimalOut>,
     pub volume_24h: DecimalOut,
-    pub high_24h: Option<DecimalOut>,
-    pub low_24h: Option<DecimalOut>,
+    pub high_24h: Nullable<DecimalOut>,
+    pub low_24h: Nullable<DecimalOut>,
     pub open_interest: DecimalOut,
-    pub funding_rate: Option<DecimalOut>,
-    pub predicted_rate: Option<DecimalOut>,
+    pub funding_rate: Nullable<DecimalOut>,
+    pub predicted_rate: Nullable<DecimalOut>,
     pub next_funding_time: Time,
     pub timestamp: Time,
 }
@@ -93,17 +94,17 @@ fn ticker(view: &ReadView, i: &InstrumentView, m: &MarketView) -> Ticker {
     let price = |p| DecimalOut::new(p, pd);
     Ticker {
         symbol: i.spec.symbol.clone(),
-        last_price: m.last_price.map(price),
+        last_price: m.last_price.map(price).into(),
         mark_price: price(i.mark_price),
         index_price: price(i.index_price),
-        best_bid: m.best_bid.map(price),
-        best_ask: m.best_ask.map(price),
+        best_bid: m.best_bid.map(price).into(),
+        best_ask: m.best_ask.map(price).into(),
         volume_24h: DecimalOut::new(day.iter().map(|c| c.volume).sum(), ad),
-        high_24h: day.iter().map(|c| c.high).max().map(price),
-        low_24h: day.iter().map(|c| c.low).min().map(price),
+        high_24h: day.iter().map(|c| c.high).max().map(price).into(),
+        low_24h: day.iter().map(|c| c.low).min().map(price).into(),
         open_interest: DecimalOut::new(m.open_interest, ad),
-        funding_rate: None,
-        predicted_rate: None,
+        funding_rate: None.into(),
+        predicted_rate: None.into(),
         next_funding_time: Timestamp::from_millis((now.millis().div_euclid(HOUR_MS) + 1) * HOUR_MS)
             .into(),
         timestamp: now.into(),
@@ -293,17 +294,17 @@ impl poem_openapi::types::Example for Ticker {
     fn example() -> Self {
         Ticker {
             symbol: "BTC-USDC-PERP".into(),
-            last_price: Some(DecimalOut("59000.0".into())),
+            last_price: Some(DecimalOut("59000.0".into())).into(),
             mark_price: DecimalOut("60000.0".into()),
             index_price: DecimalOut("60000.0".into()),
-            best_bid: Some(DecimalOut("58999.9".into())),
-            best_ask: Some(DecimalOut("59000.1".into())),
+            best_bid: Some(DecimalOut("58999.9".into())).into(),
+            best_ask: Some(DecimalOut("59000.1".into())).into(),
             volume_24h: DecimalOut("12.3400".into()),
-            high_24h: Some(DecimalOut("60100.0".into())),
-            low_24h: Some(DecimalOut("58800.0".into())),
+            high_24h: Some(DecimalOut("60100.0".into())).into(),
+            low_24h: Some(DecimalOut("58800.0".into())).into(),
             open_interest: DecimalOut("5.0000".into()),
-            funding_rate: None,
-            predicted_rate: None,
+            funding_rate: None.into(),
+            predicted_rate: None.into(),
             next_funding_time: Time("2026-01-01T01:00:00.000Z".into()),
             timestamp: Time("2026-01-01T00:00:01.000Z".into()),
         }

@@ -22,6 +22,8 @@ use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 
 use super::{Signed, Tag, customer_of};
 use crate::app::AppState;
+use crate::contract::Nullable;
+use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
 use crate::wire::{DecimalIn, DecimalOut, Time, query_time};
@@ -31,7 +33,7 @@ use crate::wire::{DecimalIn, DecimalOut, Time, query_time};
 #[oai(deny_unknown_fields, example)]
 pub struct TransferRequest {
     /// `USDC` or `USDT`.
-    pub asset: String,
+    pub asset: Text,
     /// Strictly positive, at most 10 decimals, as a decimal string.
     pub amount: DecimalIn,
 }
@@ -81,13 +83,13 @@ pub struct TransactionRecord {
     #[oai(deprecated)]
     pub amount: DecimalOut,
     pub direction: Direction,
-    pub realised_pnl: Option<DecimalOut>,
-    pub fee: Option<DecimalOut>,
-    pub reference_id: Option<String>,
-    pub symbol: Option<String>,
-    pub mark_price: Option<DecimalOut>,
-    pub funding_rate: Option<DecimalOut>,
-    pub trade_code: Option<String>,
+    pub realised_pnl: Nullable<DecimalOut>,
+    pub fee: Nullable<DecimalOut>,
+    pub reference_id: Nullable<String>,
+    pub symbol: Nullable<String>,
+    pub mark_price: Nullable<DecimalOut>,
+    pub funding_rate: Nullable<DecimalOut>,
+    pub trade_code: Nullable<String>,
     pub created_at: Time,
     pub updated_at: Time,
 }
@@ -122,16 +124,21 @@ impl From<&Movement> for TransactionRecord {
             total_amount: DecimalOut::ledger(m.amount.abs()),
             amount: DecimalOut::ledger(m.amount.abs()),
             direction,
-            realised_pnl: m.trade.as_ref().map(|t| DecimalOut::ledger(t.realised_pnl)),
-            fee: m.trade.as_ref().map(|t| DecimalOut::ledger(t.fee)),
+            realised_pnl: m
+                .trade
+                .as_ref()
+                .map(|t| DecimalOut::ledger(t.realised_pnl))
+                .into(),
+            fee: m.trade.as_ref().map(|t| DecimalOut::ledger(t.fee)).into(),
             reference_id: m
                 .trade
                 .as_ref()
-                .and_then(|t| t.reference_id.as_deref().map(str::to_owned)),
-            symbol: m.trade.as_ref().map(|t| t.symbol.to_string()),
-            mark_price: None,
-            funding_rate: None,
-            trade_code: m.trade.as_ref().map(|t| t.trade_code.to_string()),
+                .and_then(|t| t.reference_id.as_deref().map(str::to_owned))
+                .into(),
+            symbol: m.trade.as_ref().map(|t| t.symbol.to_string()).into(),
+            mark_price: None.into(),
+            funding_rate: None.into(),
+            trade_code: m.trade.as_ref().map(|t| t.trade_code.to_string()).into(),
             created_at: m.created_at.into(),
             updated_at: m.updated_at.into(),
         }
@@ -463,13 +470,13 @@ impl poem_openapi::types::Example for TransactionRecord {
             total_amount: DecimalOut("100.2500000000".into()),
             amount: DecimalOut("100.2500000000".into()),
             direction: Direction::Credit,
-            realised_pnl: None,
-            fee: None,
-            reference_id: None,
-            symbol: None,
-            mark_price: None,
-            funding_rate: None,
-            trade_code: None,
+            realised_pnl: None.into(),
+            fee: None.into(),
+            reference_id: None.into(),
+            symbol: None.into(),
+            mark_price: None.into(),
+            funding_rate: None.into(),
+            trade_code: None.into(),
             created_at: Time("2026-01-01T00:00:00.000Z".into()),
             updated_at: Time("2026-01-01T00:00:01.000Z".into()),
         }

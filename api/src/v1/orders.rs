@@ -18,6 +18,8 @@ use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 
 use super::{Signed, Tag, customer_of};
 use crate::app::AppState;
+use crate::contract::Nullable;
+use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
 use crate::wire::{DecimalIn, DecimalOut, LeverageIn, NumberIn, Time};
@@ -121,12 +123,12 @@ impl From<TriggerPriceTypeApi> for core_order::TriggerPriceType {
 #[derive(Object, Debug)]
 #[oai(deny_unknown_fields, example)]
 pub struct OrderRequest {
-    pub symbol: String,
+    pub symbol: Text,
     pub side: SideApi,
     #[oai(rename = "type")]
     pub kind: OrderEntryType,
     /// 1–40 characters of `[a-zA-Z0-9_-]`; unique among the customer's open orders.
-    pub reference_id: String,
+    pub reference_id: Text,
     /// Contracts, on the instrument's lot grid. Required unless `cash_amount` is used.
     pub amount: Option<DecimalIn>,
     /// Notional in the quote currency (market and limit only, IOC): resolved to whole lots.
@@ -139,13 +141,13 @@ pub struct OrderRequest {
     /// Defaults: market and cash orders IOC, limit GTC, conditional types their required value.
     pub time_in_force: Option<TimeInForceApi>,
     /// Required for GTD and only for GTD; RFC 3339, in the future.
-    pub expire_time: Option<String>,
+    pub expire_time: Option<Text>,
     /// Limit orders only: refused with ORDER_REJECTED if it would take liquidity.
     pub post_only: Option<bool>,
     /// Selects the account-wide margin profile (1 or 2).
     pub leverage: Option<LeverageIn>,
     /// IPv4 or IPv6 text without port, CIDR suffix or zone; never echoed.
-    pub customer_ip: Option<String>,
+    pub customer_ip: Option<Text>,
 }
 
 /// Amend (D5): any of the fields, at least one. A price change or size increase loses time
@@ -156,7 +158,7 @@ pub struct AmendRequest {
     pub amount: Option<DecimalIn>,
     pub limit_price: Option<DecimalIn>,
     pub trigger_price: Option<DecimalIn>,
-    pub expire_time: Option<String>,
+    pub expire_time: Option<Text>,
 }
 
 /// An order (§2.3, D5). Fields that do not apply are null; `cash_amount` appears only on
@@ -173,20 +175,20 @@ pub struct OrderRecord {
     #[oai(rename = "type")]
     pub kind: String,
     /// Contracts; for a cash order, what its notional resolved to.
-    pub amount: Option<DecimalOut>,
+    pub amount: Nullable<DecimalOut>,
     #[oai(skip_serializing_if_is_none)]
     pub cash_amount: Option<DecimalOut>,
     pub filled_amount: DecimalOut,
     pub filled_quote: DecimalOut,
-    pub avg_fill_price: Option<DecimalOut>,
-    pub limit_price: Option<DecimalOut>,
-    pub trigger_price: Option<DecimalOut>,
-    pub trigger_price_type: Option<String>,
-    pub take_profit_price: Option<DecimalOut>,
-    pub stop_loss_price: Option<DecimalOut>,
+    pub avg_fill_price: Nullable<DecimalOut>,
+    pub limit_price: Nullable<DecimalOut>,
+    pub trigger_price: Nullable<DecimalOut>,
+    pub trigger_price_type: Nullable<String>,
+    pub take_profit_price: Nullable<DecimalOut>,
+    pub stop_loss_price: Nullable<DecimalOut>,
     pub time_in_force: String,
     /// Null except for GTD; on reads null once the order is filled, canceled or expired.
-    pub expire_time: Option<Time>,
+    pub expire_time: Nullable<Time>,
     /// Echoed on POST; false on every read.
     pub post_only: bool,
     /// open, partially_filled, filled, canceled, expired or rejected.
@@ -194,7 +196,7 @@ pub struct OrderRecord {
     /// USER_INITIATED, TIME_IN_FORCE or EXPIRED; INSUFFICIENT_FUNDS (status rejected) when a
     /// stop_loss_limit or take_profit_limit order fires and the initial margin of the part
     /// that would rest and open exposure is not available; null while open.
-    pub reason: Option<String>,
+    pub reason: Nullable<String>,
     /// The time of the last event on the order.
     pub created: Time,
     pub updated: Time,
@@ -223,24 +225,24 @@ pub fn record(view: &ReadView, o: &Order, how: Rendering) -> OrderRecord {
             Rendering::Read => o.kind.stored_str(),
         }
         .to_owned(),
-        amount: Some(DecimalOut::new(o.amount, ad)),
+        amount: Some(DecimalOut::new(o.amount, ad)).into(),
         cash_amount: o.cash_amount.map(|c| DecimalOut::new(c, 0)),
         filled_amount: DecimalOut::new(o.filled_amount, ad),
         filled_quote: DecimalOut::new(o.filled_quote, pd),
-        avg_fill_price: price(o.avg_fill_price().map(|p| p.normalize())),
-        limit_price: price(o.limit_price),
-        trigger_price: price(o.trigger_price()),
-        trigger_price_type: o.trigger_price_type().map(|t| t.as_str().to_owned()),
-        take_profit_price: price(o.take_profit_price()),
-        stop_loss_price: price(o.stop_loss_price()),
+        avg_fill_price: price(o.avg_fill_price().map(|p| p.normalize())).into(),
+        limit_price: price(o.limit_price).into(),
+        trigger_price: price(o.trigger_price()).into(),
+        trigger_price_type: o.trigger_price_type().map(|t| t.as_str().to_owned()).into(),
+        take_profit_price: price(o.take_profit_price()).into(),
+        stop_loss_price: price(o.stop_loss_price()).into(),
         time_in_force: o.time_in_force.as_str().to_owned(),
         expire_time: match (how, ended) {
-            (Rendering::Read, true) => None,
-            _ => o.expire_time.map(Time::from),
+            (Rendering::Read, true) => None.into(),
+            _ => o.expire_time.map(Time::from).into(),
         },
         post_only: how == Rendering::Entry && o.post_only,
         status: o.status.as_str().to_owned(),
-        reason: o.reason.map(|r| r.as_str().to_owned()),
+        reason: o.reason.map(|r| r.as_str().to_owned()).into(),
         created: o.created.into(),
         updated: o.updated.into(),
     }
@@ -265,7 +267,7 @@ fn decimal(field: &str, v: &Option<DecimalIn>) -> Result<Option<perpsim_core::De
     v.as_ref().map(|d| d.parse(field, Sign::Signed)).transpose()
 }
 
-fn time(field: &str, v: &Option<String>) -> Result<Option<Timestamp>, Error> {
+fn time(field: &str, v: &Option<Text>) -> Result<Option<Timestamp>, Error> {
     v.as_deref()
         .map(|t| {
             Timestamp::parse_rfc3339(t).ok_or_else(|| {
@@ -282,7 +284,7 @@ fn decode(body: &OrderRequest) -> Result<OrderEntry, Error> {
     Ok(OrderEntry {
         side: body.side.into(),
         kind: body.kind.into(),
-        reference_id: body.reference_id.clone(),
+        reference_id: body.reference_id.to_string(),
         amount: decimal("amount", &body.amount)?,
         cash_amount: body
             .cash_amount
@@ -348,7 +350,7 @@ impl OrdersApi {
         let entry = decode(&body.0)?;
         let command = Command::PlaceOrder {
             customer,
-            symbol: body.0.symbol.clone(),
+            symbol: body.0.symbol.to_string(),
             entry: Box::new(entry),
         };
         let record = Self::submit_order(&state, &auth, command, Rendering::Entry).await?;
@@ -544,21 +546,21 @@ impl poem_openapi::types::Example for OrderRecord {
             symbol: "BTC-USDC-PERP".into(),
             side: SideApi::Buy,
             kind: "limit".into(),
-            amount: Some(DecimalOut("0.0100".into())),
+            amount: Some(DecimalOut("0.0100".into())).into(),
             cash_amount: None,
             filled_amount: DecimalOut("0.0040".into()),
             filled_quote: DecimalOut("236.0".into()),
-            avg_fill_price: Some(DecimalOut("59000.0".into())),
-            limit_price: Some(DecimalOut("59000.0".into())),
-            trigger_price: None,
-            trigger_price_type: None,
-            take_profit_price: None,
-            stop_loss_price: None,
+            avg_fill_price: Some(DecimalOut("59000.0".into())).into(),
+            limit_price: Some(DecimalOut("59000.0".into())).into(),
+            trigger_price: None.into(),
+            trigger_price_type: None.into(),
+            take_profit_price: None.into(),
+            stop_loss_price: None.into(),
             time_in_force: "GTC".into(),
-            expire_time: None,
+            expire_time: None.into(),
             post_only: false,
             status: "partially_filled".into(),
-            reason: None,
+            reason: None.into(),
             created: Time("2026-01-01T00:00:01.000Z".into()),
             updated: Time("2026-01-01T00:00:01.000Z".into()),
         }

@@ -16,6 +16,7 @@ use poem_openapi::{Enum, Object, OpenApi};
 use super::orders::SideApi;
 use super::{Signed, Tag, customer_of};
 use crate::app::AppState;
+use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
 use crate::wire::{DecimalOut, Time, query_time};
@@ -58,7 +59,7 @@ pub struct TradeRecord {
     pub fee: DecimalOut,
     pub realised_pnl: DecimalOut,
     /// Null on forced fills.
-    pub reference_id: Option<String>,
+    pub reference_id: Nullable<String>,
     pub liquidity: LiquidityApi,
     pub position_code: String,
     pub timestamp: Time,
@@ -89,7 +90,7 @@ fn record(view: &ReadView, t: &Trade) -> TradeRecord {
         amount: DecimalOut::new(t.amount, spec.amount_decimals()),
         fee: DecimalOut::ledger(t.fee),
         realised_pnl: DecimalOut::ledger(t.realised_pnl),
-        reference_id: t.reference_id.as_deref().map(str::to_owned),
+        reference_id: t.reference_id.as_deref().map(str::to_owned).into(),
         liquidity: match t.liquidity {
             perpsim_systems::exchange::Liquidity::Maker => LiquidityApi::Maker,
             perpsim_systems::exchange::Liquidity::Taker => LiquidityApi::Taker,
@@ -314,7 +315,7 @@ impl poem_openapi::types::Example for TradeRecord {
             amount: DecimalOut("0.0100".into()),
             fee: DecimalOut("0.2950000000".into()),
             realised_pnl: DecimalOut("0.0000000000".into()),
-            reference_id: Some("my-order-1".into()),
+            reference_id: Some("my-order-1".into()).into(),
             liquidity: LiquidityApi::Taker,
             position_code: "7e4f2a1b-3c5d-4e6f-8a9b-0c1d2e3f4a5b".into(),
             timestamp: Time("2026-01-01T00:00:01.000Z".into()),

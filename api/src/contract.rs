@@ -1,0 +1,343 @@
+//! The contract's shape rules, in one place, so that every API object — and every one added
+//! later — is described exactly as it is answered.
+//!
+//! - [`Nullable<T>`] is a response field that is always present and may be `null`: required
+//!   and `nullable: true` in the document. (A plain `Option<T>` in a response is the other case:
+//!   a field that is sometimes absent, `#[oai(skip_serializing_if_is_none)]`, neither required
+//!   nor nullable.) In a request, `Option<T>` is an optional field; `null` is read as absent,
+//!   and [`document`] says so by marking such fields nullable.
+//! - [`Text`] is a string input that must be a JSON string: poem-openapi's `String` also takes
+//!   numbers and booleans (`false` would become `"false"`), and a value of the wrong JSON type
+//!   must be refused with 400 VALIDATION_ERROR naming the field.
+//! - [`document`] turns poem-openapi's document into the one served and checked in. Client
+//!   generators cannot take `allOf` of an enum, which is how poem-openapi attaches a field's
+//!   description (or `nullable`) to a `$ref`: such enums are written inline, with the field's
+//!   description, and a nullable enum lists `null` among its values (OpenAPI 3.0.3).
+
+use std::borrow::Cow;
+
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
+use poem_openapi::types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
+use serde_json::{Map, Value};
+
+/// A response field that is always present and may be `null` (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Nullable<T>(pub Option<T>);
+
+impl<T> std::ops::Deref for Nullable<T> {
+    type Target = Option<T>;
+
+    fn deref(&self) -> &Option<T> {
+        &self.0
+    }
+}
+
+impl<T> From<Option<T>> for Nullable<T> {
+    fn from(value: Option<T>) -> Self {
+        Nullable(value)
+    }
+}
+
+impl<T: Type> Type for Nullable<T> {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = T::RawValueType;
+    type RawElementValueType = T::RawElementValueType;
+
+    fn name() -> Cow<'static, str> {
+        format!("nullable_{}", T::name()).into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref().merge(MetaSchema {
+            nullable: true,
+            ..MetaSchema::ANY
+        })
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        self.0.as_ref().and_then(Type::as_raw_value)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        match &self.0 {
+            Some(value) => value.raw_element_iter(),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+}
+
+impl<T: ToJSON> ToJSON for Nullable<T> {
+    fn to_json(&self) -> Option<Value> {
+        Some(
+            self.0
+                .as_ref()
+                .and_then(ToJSON::to_json)
+                .unwrap_or(Value::Null),
+        )
+    }
+}
+
+impl<T: ParseFromJSON> ParseFromJSON for Nullable<T> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value.unwrap_or_default() {
+            Value::Null => Ok(Nullable(None)),
+            value => T::parse_from_json(Some(value))
+                .map(|v| Nullable(Some(v)))
+                .map_err(ParseError::propagate),
+        }
+    }
+}
+
+/// A string input that must be a JSON string (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Text(pub String);
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Self {
+        Text(text.to_owned())
+    }
+}
+
+impl From<Text> for String {
+    fn from(text: Text) -> Self {
+        text.0
+    }
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Type for Text {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> Cow<'static, str> {
+        "string".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        String::schema_ref()
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self> + 'a> {
+        Box::new(std::iter::once(self))
+    }
+}
+
+impl ParseFromJSON for Text {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value.unwrap_or_default() {
+            Value::String(text) => Ok(Text(text)),
+            other => Err(ParseError::custom(format!(
+                "must be a JSON string, got {}",
+                json_type(&other)
+            ))),
+        }
+    }
+}
+
+impl ToJSON for Text {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::String(self.0.clone()))
+    }
+}
+
+/// The JSON type of a value, as a refusal names it.
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// poem-openapi's document (JSON text) made generator-proof (see the module docs).
+pub fn document(generated: &str) -> Value {
+    let mut doc: Value = serde_json::from_str(generated).expect("generated document is JSON");
+    let schemas = doc["components"]["schemas"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    mark_optional_request_fields_nullable(&mut doc);
+    inline_enums(&mut doc, &schemas);
+    doc
+}
+
+/// The document as pretty JSON text, as served at `/openapi.json` and checked in.
+pub fn json_text(doc: &Value) -> String {
+    serde_json::to_string_pretty(doc).expect("document encodes")
+}
+
+/// The document as YAML text, as served at `/openapi.yaml` and checked in.
+pub fn yaml_text(doc: &Value) -> String {
+    serde_saphyr::to_string(doc).expect("document encodes as YAML")
+}
+
+/// The enum a `$ref` names, if it names one.
+fn enum_of<'s>(reference: &Value, schemas: &'s Map<String, Value>) -> Option<&'s Value> {
+    let name = reference.as_str()?.strip_prefix("#/components/schemas/")?;
+    schemas.get(name).filter(|s| s.get("enum").is_some())
+}
+
+/// Replaces every `allOf: [{$ref: <enum>}, patches…]` with the enum written inline and the
+/// patches merged into it, and lists `null` among the values of every nullable enum.
+fn inline_enums(value: &mut Value, schemas: &Map<String, Value>) {
+    match value {
+        Value::Object(map) => {
+            let inlined = map
+                .get("allOf")
+                .and_then(Value::as_array)
+                .and_then(|parts| {
+                    let first = parts.first()?.get("$ref")?;
+                    let mut inline = enum_of(first, schemas)?.as_object()?.clone();
+                    for patch in parts[1..].iter().filter_map(Value::as_object) {
+                        inline.extend(patch.clone());
+                    }
+                    Some(inline)
+                });
+            if let Some(mut inline) = inlined {
+                map.remove("allOf");
+                inline.extend(std::mem::take(map));
+                *map = inline;
+            }
+            if map.get("nullable") == Some(&Value::Bool(true))
+                && let Some(Value::Array(values)) = map.get_mut("enum")
+                && !values.contains(&Value::Null)
+            {
+                values.push(Value::Null);
+            }
+            map.values_mut().for_each(|v| inline_enums(v, schemas));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| inline_enums(v, schemas)),
+        _ => {}
+    }
+}
+
+/// Request bodies read `null` as an absent optional field: the schemas they use say so.
+fn mark_optional_request_fields_nullable(doc: &mut Value) {
+    let mut request_schemas = Vec::new();
+    for item in doc["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|p| p.values())
+    {
+        for op in item.as_object().into_iter().flat_map(|o| o.values()) {
+            let media = op["requestBody"]["content"]
+                .as_object()
+                .into_iter()
+                .flatten();
+            for (_, body) in media {
+                if let Some(name) = body["schema"]["$ref"]
+                    .as_str()
+                    .and_then(|r| r.rsplit('/').next())
+                {
+                    request_schemas.push(name.to_owned());
+                }
+            }
+        }
+    }
+    for name in request_schemas {
+        let schema = &mut doc["components"]["schemas"][&name];
+        let required: Vec<Value> = schema["required"].as_array().cloned().unwrap_or_default();
+        let Some(properties) = schema["properties"].as_object_mut() else {
+            continue;
+        };
+        for (field, property) in properties.iter_mut() {
+            if required.contains(&Value::String(field.clone())) {
+                continue;
+            }
+            match property.as_object_mut() {
+                Some(p) if p.contains_key("$ref") => {
+                    let reference = p.remove("$ref").expect("checked");
+                    p.insert(
+                        "allOf".into(),
+                        Value::Array(vec![serde_json::json!({ "$ref": reference })]),
+                    );
+                    p.insert("nullable".into(), Value::Bool(true));
+                }
+                Some(p) => {
+                    p.insert("nullable".into(), Value::Bool(true));
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_enum_behind_all_of_is_written_inline_and_a_nullable_one_lists_null() {
+        let generated = json!({
+            "paths": {},
+            "components": {"schemas": {
+                "Tif": {"type": "string", "enum": ["IOC", "GTC"]},
+                "Obj": {"type": "object", "properties": {
+                    "a": {"allOf": [{"$ref": "#/components/schemas/Tif"},
+                                    {"description": "the field's own words"}]},
+                    "b": {"allOf": [{"$ref": "#/components/schemas/Tif"}, {"nullable": true}]},
+                    "c": {"$ref": "#/components/schemas/Tif"}
+                }}
+            }}
+        });
+        let doc = document(&generated.to_string());
+        let props = &doc["components"]["schemas"]["Obj"]["properties"];
+        assert_eq!(
+            props["a"],
+            json!({"type": "string", "enum": ["IOC", "GTC"], "description": "the field's own words"})
+        );
+        assert_eq!(
+            props["b"],
+            json!({"type": "string", "enum": ["IOC", "GTC", null], "nullable": true})
+        );
+        assert_eq!(props["c"], json!({"$ref": "#/components/schemas/Tif"}));
+    }
+
+    #[test]
+    fn text_refuses_every_json_type_but_a_string() {
+        assert_eq!(
+            Text::parse_from_json(Some(json!("crm-1"))).unwrap(),
+            Text("crm-1".into())
+        );
+        for value in [json!(false), json!(12), json!(null), json!([]), json!({})] {
+            let err = Text::parse_from_json(Some(value.clone())).unwrap_err();
+            assert!(
+                err.into_message().contains("must be a JSON string"),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn nullable_is_required_in_the_schema_and_answers_null() {
+        const { assert!(<Nullable<String> as Type>::IS_REQUIRED) };
+        match <Nullable<String> as Type>::schema_ref() {
+            MetaSchemaRef::Inline(schema) => assert!(schema.nullable && schema.ty == "string"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Nullable::<String>(None).to_json(), Some(Value::Null));
+    }
+}

@@ -1,0 +1,374 @@
+//! What the OpenAPI document declares about a request, enforced before any handler runs:
+//! - unsupported query parameters → 400 VALIDATION_ERROR naming them and the supported set
+//!   (D4);
+//! - a body field of the wrong JSON type → 400 VALIDATION_ERROR naming the field, the types it
+//!   takes and the one it got (`{"external_id": false}` is refused, not stored as `"false"`);
+//! - the methods of a path, for the `Allow` header of a 405.
+//!
+//! Everything is read from the document the service serves, so it is exactly what the
+//! handlers declare and cannot drift from them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use perpsim_core::Error;
+use serde_json::Value;
+
+use crate::contract::json_type;
+
+struct Operation {
+    method: String,
+    segments: Vec<Option<String>>,
+    allowed: BTreeSet<String>,
+    /// Body field → the JSON types it takes (`integer` also stands for itself within
+    /// `number`; `null` where the field is nullable).
+    body: BTreeMap<String, BTreeSet<&'static str>>,
+}
+
+impl Operation {
+    fn matches(&self, parts: &[&str]) -> bool {
+        self.segments.len() == parts.len()
+            && self
+                .segments
+                .iter()
+                .zip(parts)
+                .all(|(s, p)| s.as_deref().is_none_or(|s| s == *p))
+    }
+}
+
+pub struct RequestGuard {
+    operations: Vec<Operation>,
+}
+
+/// The JSON types a property schema admits, resolving `$ref`, `allOf` and `oneOf`.
+fn json_types(schema: &Value, schemas: &Value, out: &mut BTreeSet<&'static str>) {
+    if let Some(name) = schema["$ref"].as_str().and_then(|r| r.rsplit('/').next()) {
+        return json_types(&schemas[name], schemas, out);
+    }
+    if schema["nullable"] == true {
+        out.insert("null");
+    }
+    for part in ["allOf", "oneOf", "anyOf"] {
+        for sub in schema[part].as_array().into_iter().flatten() {
+            json_types(sub, schemas, out);
+        }
+    }
+    if let Some(ty) = schema["type"].as_str() {
+        out.insert(match ty {
+            "string" => "string",
+            "integer" => "integer",
+            "number" => "number",
+            "boolean" => "boolean",
+            "array" => "array",
+            _ => "object",
+        });
+    }
+}
+
+/// Each body field of an operation with the JSON types it takes.
+fn body_fields(op: &Value, doc: &Value) -> BTreeMap<String, BTreeSet<&'static str>> {
+    let schemas = &doc["components"]["schemas"];
+    let mut fields = BTreeMap::new();
+    for media in op["requestBody"]["content"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        let mut schema = &media.1["schema"];
+        if let Some(name) = schema["$ref"].as_str().and_then(|r| r.rsplit('/').next()) {
+            schema = &schemas[name];
+        }
+        for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+            let mut types = BTreeSet::new();
+            json_types(property, schemas, &mut types);
+            if !types.is_empty() {
+                fields.insert(name.clone(), types);
+            }
+        }
+    }
+    fields
+}
+
+/// The JSON type of a value as the document names types.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+impl RequestGuard {
+    /// Builds the guard from the OpenAPI document the service serves.
+    pub fn from_document(doc: &Value) -> Self {
+        let mut operations = Vec::new();
+        let paths = doc["paths"].as_object().expect("spec has paths");
+        for (path, item) in paths {
+            let segments = path
+                .split('/')
+                .map(|s| (!(s.starts_with('{') && s.ends_with('}'))).then(|| s.to_owned()))
+                .collect::<Vec<_>>();
+            for (method, op) in item.as_object().expect("path item is an object") {
+                let allowed = op["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p["in"] == "query")
+                    .filter_map(|p| p["name"].as_str().map(str::to_owned))
+                    .collect();
+                operations.push(Operation {
+                    method: method.to_ascii_uppercase(),
+                    segments: segments.clone(),
+                    allowed,
+                    body: body_fields(op, doc),
+                });
+            }
+        }
+        RequestGuard { operations }
+    }
+
+    /// Checks the JSON type of each body field the operation declares. A body that is not a
+    /// JSON object, and fields the operation does not declare, are left to the operation's
+    /// own parsing (400 naming the malformed body or the unknown field).
+    pub fn check_body(&self, method: &str, path: &str, body: &[u8]) -> Result<(), Error> {
+        if body.is_empty() {
+            return Ok(());
+        }
+        let parts: Vec<&str> = path.split('/').collect();
+        let Some(op) = self
+            .operations
+            .iter()
+            .find(|op| op.method == method && op.matches(&parts))
+        else {
+            return Ok(());
+        };
+        let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) else {
+            return Ok(());
+        };
+        for (name, value) in &fields {
+            let Some(takes) = op.body.get(name) else {
+                continue;
+            };
+            let got = kind(value);
+            let fits = takes.contains(got) || (got == "integer" && takes.contains("number"));
+            if !fits {
+                let takes: Vec<&str> = takes.iter().copied().collect();
+                return Err(Error::validation(format!(
+                    "{name} must be a JSON {}, got {}",
+                    takes.join(" or "),
+                    json_type(value)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The methods the document declares for `path` (upper case, sorted): what a 405 lists
+    /// in its `Allow` header.
+    pub fn methods(&self, path: &str) -> BTreeSet<String> {
+        let parts: Vec<&str> = path.split('/').collect();
+        self.operations
+            .iter()
+            .filter(|op| op.matches(&parts))
+            .map(|op| op.method.clone())
+            .collect()
+    }
+
+    /// Checks a request's query against its operation. Requests that match no operation pass:
+    /// the router answers them (404 or 405).
+    pub fn check(&self, method: &str, path: &str, query: Option<&str>) -> Result<(), Error> {
+        let Some(query) = query.filter(|q| !q.is_empty()) else {
+            return Ok(());
+        };
+        let parts: Vec<&str> = path.split('/').collect();
+        let Some(op) = self
+            .operations
+            .iter()
+            .find(|op| op.method == method && op.matches(&parts))
+        else {
+            return Ok(());
+        };
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+            let name = percent_decode(name);
+            *seen.entry(name).or_default() += 1;
+        }
+        let supported = || {
+            if op.allowed.is_empty() {
+                "this endpoint takes no query parameters".to_owned()
+            } else {
+                format!(
+                    "supported: {}",
+                    op.allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+                )
+            }
+        };
+        let unknown: Vec<&str> = seen
+            .keys()
+            .filter(|n| !op.allowed.contains(*n))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Error::validation(format!(
+                "unsupported query parameter {} ({})",
+                unknown.join(", "),
+                supported()
+            )));
+        }
+        if let Some((name, _)) = seen.iter().find(|(_, n)| **n > 1) {
+            return Err(Error::validation(format!(
+                "query parameter {name} is given more than once"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Decodes `%XX` and `+` in a query parameter name; invalid escapes are kept as text (the
+/// name is then simply unsupported).
+fn percent_decode(text: &str) -> String {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => Some((hi * 16 + lo) as u8),
+            _ => None,
+        };
+        match (escaped, bytes[i]) {
+            (Some(b), _) => {
+                out.push(b);
+                i += 3;
+            }
+            (None, b'+') => {
+                out.push(b' ');
+                i += 1;
+            }
+            (None, b) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = r##"{"paths": {
+        "/v1/instruments": {"get": {"parameters": [{"name": "symbol", "in": "query"}, {"name": "status", "in": "query"}]}},
+        "/v1/customers/{code}/balances": {"get": {"parameters": [{"name": "code", "in": "path"}, {"name": "asset", "in": "query"}]}},
+        "/v1/customers": {"post": {"requestBody": {"content": {"application/json; charset=utf-8":
+            {"schema": {"$ref": "#/components/schemas/Req"}}}}}}
+    }, "components": {"schemas": {
+        "Req": {"type": "object", "properties": {
+            "external_id": {"type": "string", "nullable": true},
+            "tif": {"type": "string", "enum": ["IOC", "GTC"]},
+            "leverage": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+            "cash": {"oneOf": [{"type": "string"}, {"type": "number"}]}
+        }}
+    }}}"##;
+
+    fn guard() -> RequestGuard {
+        RequestGuard::from_document(&serde_json::from_str(SPEC).unwrap())
+    }
+
+    #[test]
+    fn body_fields_of_the_wrong_json_type_are_named_and_declared_unions_pass() {
+        let g = guard();
+        let check = |body: &str| g.check_body("POST", "/v1/customers", body.as_bytes());
+        for ok in [
+            r#"{"external_id": "crm-1"}"#,
+            r#"{"external_id": null}"#,
+            r#"{"leverage": 2, "cash": 10.5}"#,
+            r#"{"leverage": "2", "cash": "10.5", "tif": "IOC"}"#,
+            r#"{"unknown": 1}"#,
+            "not json",
+            "",
+        ] {
+            assert!(check(ok).is_ok(), "{ok}");
+        }
+        for (bad, message) in [
+            (
+                r#"{"external_id": false}"#,
+                "external_id must be a JSON null or string, got a boolean",
+            ),
+            (r#"{"tif": 1}"#, "tif must be a JSON string, got a number"),
+            (
+                r#"{"leverage": 1.5}"#,
+                "leverage must be a JSON integer or string, got a number",
+            ),
+            (
+                r#"{"cash": []}"#,
+                "cash must be a JSON number or string, got an array",
+            ),
+        ] {
+            assert_eq!(check(bad).unwrap_err().message, message, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_methods_of_a_path_are_those_the_document_declares() {
+        let g = guard();
+        assert_eq!(
+            g.methods("/v1/customers/abc/balances"),
+            BTreeSet::from(["GET".to_owned()])
+        );
+        assert!(g.methods("/v1/nowhere").is_empty());
+    }
+
+    #[test]
+    fn supported_parameters_pass_and_others_are_named_with_the_supported_set() {
+        let g = guard();
+        assert!(
+            g.check("GET", "/v1/instruments", Some("symbol=BTC*&status=active"))
+                .is_ok()
+        );
+        let e = g
+            .check("GET", "/v1/instruments", Some("symbol=x&foo=1"))
+            .unwrap_err();
+        assert_eq!(
+            e.message,
+            "unsupported query parameter foo (supported: status, symbol)"
+        );
+        assert!(
+            g.check("GET", "/v1/customers/abc/balances", Some("asset=USDC"))
+                .is_ok()
+        );
+        assert!(
+            g.check("GET", "/v1/customers/abc/balances", Some("code=1"))
+                .is_err(),
+            "path params are not query params"
+        );
+        let e = g.check("POST", "/v1/customers", Some("x=1")).unwrap_err();
+        assert!(e.message.contains("takes no query parameters"));
+    }
+
+    #[test]
+    fn repeated_and_encoded_names_are_caught_and_unknown_routes_pass() {
+        let g = guard();
+        assert!(
+            g.check("GET", "/v1/instruments", Some("symbol=a&symbol=b"))
+                .unwrap_err()
+                .message
+                .contains("more than once")
+        );
+        assert!(
+            g.check("GET", "/v1/instruments", Some("sym%62ol=a"))
+                .is_ok()
+        );
+        assert!(g.check("GET", "/v1/nowhere", Some("a=1")).is_ok());
+        assert!(g.check("GET", "/v1/instruments", Some("%zz=1")).is_err());
+    }
+}
