@@ -460,11 +460,15 @@ impl AdminApi {
         tag = "AdminTag::Simulation",
         operation_id = "getClock"
     )]
-    async fn clock(&self, state: Data<&Arc<AppState>>, _auth: AdminToken) -> Json<ClockRecord> {
-        Json(ClockRecord::new(
+    async fn clock(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+    ) -> Result<Json<ClockRecord>, ApiError> {
+        Ok(Json(ClockRecord::new(
             state.engine.view().clock,
             crate::host::wall_clock_ms(),
-        ))
+        )))
     }
 
     /// Advance the manual clock by `seconds` or to `to`, running every timed event inside the

@@ -11,7 +11,7 @@ use poem::endpoint::make_sync;
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::web::Data;
 use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler};
-use poem_openapi::OpenApiService;
+use poem_openapi::{LicenseObject, OpenApiService, ServerObject};
 
 use crate::admin::{AdminApi, AdminAuthed};
 use crate::auth::{
@@ -77,9 +77,21 @@ parameters are refused with 400 VALIDATION_ERROR naming them. Request bodies are
 64 KiB (413 PAYLOAD_TOO_LARGE); each public key may send 100 requests/s with bursts of 200 \
 (429 RATE_LIMITED with Retry-After).";
 
+/// Where `perpsim serve` listens with its defaults (D1): the base URL generated SDKs start with.
+const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
+
+/// The license of the service, stated in both documents.
+const LICENSE: &str = "MIT OR Apache-2.0";
+
+fn server() -> ServerObject {
+    ServerObject::new(DEFAULT_SERVER).description("`perpsim serve` with its defaults (D1)")
+}
+
 pub fn broker_service() -> OpenApiService<BrokerApi, ()> {
     OpenApiService::new(v1::api(), "perpsim broker API", VERSION)
         .description(BROKER_DESCRIPTION)
+        .license(LicenseObject::new(LICENSE))
+        .server(server())
         .url_prefix("/v1")
 }
 
@@ -104,6 +116,8 @@ fn fixed(content_type: &'static str, text: String) -> impl Endpoint<Output = Res
 
 pub fn admin_service() -> OpenApiService<AdminApi, ()> {
     OpenApiService::new(AdminApi, "perpsim admin API", VERSION)
+        .license(LicenseObject::new(LICENSE))
+        .server(server())
         .description("Simulation control for operators and tests (D3). Not part of the broker API.")
         .url_prefix("/admin/v1")
 }

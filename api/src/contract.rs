@@ -180,7 +180,44 @@ pub fn document(generated: &str) -> Value {
         .unwrap_or_default();
     mark_optional_request_fields_nullable(&mut doc);
     inline_enums(&mut doc, &schemas);
+    drop_unreferenced_schemas(&mut doc);
+    drop_nulls_from_examples(&mut doc);
     doc
+}
+
+/// An example shows an absent optional field by leaving it out: a `null` stays only where the
+/// field is nullable (poem-openapi writes every `None` of an example as `null`).
+fn drop_nulls_from_examples(doc: &mut Value) {
+    let Some(schemas) = doc["components"]["schemas"].as_object_mut() else {
+        return;
+    };
+    for schema in schemas.values_mut() {
+        let properties = schema["properties"].clone();
+        if let Some(example) = schema.get_mut("example").and_then(Value::as_object_mut) {
+            example.retain(|field, value| {
+                !value.is_null() || properties[field.as_str()]["nullable"] == true
+            });
+        }
+    }
+}
+
+/// Schemas nothing refers to any more (enums now written inline) leave the document.
+fn drop_unreferenced_schemas(doc: &mut Value) {
+    loop {
+        let text = doc.to_string();
+        let Some(schemas) = doc["components"]["schemas"].as_object_mut() else {
+            return;
+        };
+        let before = schemas.len();
+        schemas.retain(|name, _| {
+            let reference = format!("\"#/components/schemas/{name}\"");
+            text.contains(&reference)
+        });
+        // Dropping one may leave another unreferenced.
+        if schemas.len() == before {
+            return;
+        }
+    }
 }
 
 /// The document as pretty JSON text, as served at `/openapi.json` and checked in.
@@ -267,6 +304,9 @@ fn mark_optional_request_fields_nullable(doc: &mut Value) {
                 continue;
             }
             match property.as_object_mut() {
+                // OpenAPI 3.0 has no null type to add to a union (`oneOf`): such a field is
+                // optional but not nullable, and `null` is refused.
+                Some(p) if p.contains_key("oneOf") => {}
                 Some(p) if p.contains_key("$ref") => {
                     let reference = p.remove("$ref").expect("checked");
                     p.insert(
@@ -292,8 +332,10 @@ mod tests {
     #[test]
     fn an_enum_behind_all_of_is_written_inline_and_a_nullable_one_lists_null() {
         let generated = json!({
-            "paths": {},
+            "paths": {"/x": {"get": {"responses": {"200": {"content": {"application/json":
+                {"schema": {"$ref": "#/components/schemas/Obj"}}}}}}}},
             "components": {"schemas": {
+                "Unused": {"type": "string", "enum": ["A"]},
                 "Tif": {"type": "string", "enum": ["IOC", "GTC"]},
                 "Obj": {"type": "object", "properties": {
                     "a": {"allOf": [{"$ref": "#/components/schemas/Tif"},
@@ -314,6 +356,12 @@ mod tests {
             json!({"type": "string", "enum": ["IOC", "GTC", null], "nullable": true})
         );
         assert_eq!(props["c"], json!({"$ref": "#/components/schemas/Tif"}));
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        assert_eq!(
+            schemas.keys().collect::<Vec<_>>(),
+            ["Obj", "Tif"],
+            "a schema nothing refers to leaves the document"
+        );
     }
 
     #[test]
