@@ -183,3 +183,43 @@ fn no_enum_is_wrapped_in_all_of_and_every_nullable_enum_lists_null() {
         assert!(bad.is_empty(), "{bad:?}");
     }
 }
+
+/// Issue 10 item 2: each broker operation lists exactly the errors it can answer, from one
+/// table that must know every operation (an operation added without an entry fails here),
+/// each error with an example body; and every operation requires D2's three headers.
+#[test]
+fn every_broker_operation_lists_its_own_errors_with_examples_and_the_three_signing_headers() {
+    let doc = perpsim_api::app::broker_document();
+    let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
+    let headers: Vec<&str> = schemes
+        .values()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(headers, ["X-Nonce", "X-Public-Key", "X-Signature"]);
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let id = op["operationId"].as_str().unwrap();
+            assert!(
+                perpsim_api::contract::knows_errors_of(id),
+                "{method} {path}: {id} is not in the error table"
+            );
+            assert_eq!(
+                op["security"],
+                serde_json::json!([{"PublicKey": [], "Nonce": [], "Signature": []}]),
+                "{id}"
+            );
+            for (status, response) in op["responses"].as_object().unwrap() {
+                if status.starts_with('2') {
+                    continue;
+                }
+                for media in response["content"].as_object().unwrap().values() {
+                    let example = &media["example"];
+                    assert!(
+                        example["code"].is_string() && example["message"].is_string(),
+                        "{id} {status}: example error body"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -12,7 +12,13 @@
 //! - [`document`] turns poem-openapi's document into the one served and checked in. Client
 //!   generators cannot take `allOf` of an enum, which is how poem-openapi attaches a field's
 //!   description (or `nullable`) to a `$ref`: such enums are written inline, with the field's
-//!   description, and a nullable enum lists `null` among its values (OpenAPI 3.0.3).
+//!   description, and a nullable enum lists `null` among its values (OpenAPI 3.0.3). Each
+//!   broker operation lists exactly the error statuses it can answer ([`errors`]), and D2's
+//!   three headers are three API-key schemes required together.
+
+mod errors;
+
+pub use errors::known as knows_errors_of;
 
 use std::borrow::Cow;
 
@@ -182,7 +188,57 @@ pub fn document(generated: &str) -> Value {
     inline_enums(&mut doc, &schemas);
     drop_unreferenced_schemas(&mut doc);
     drop_nulls_from_examples(&mut doc);
+    errors::narrow(&mut doc);
+    split_signing_schemes(&mut doc);
     doc
+}
+
+/// D2 signs with three headers; poem-openapi checks them as one scheme (`Signed`, named for
+/// `X-Signature`). The document names all three, required together on every operation.
+fn split_signing_schemes(doc: &mut Value) {
+    let Some(schemes) = doc["components"]["securitySchemes"].as_object_mut() else {
+        return;
+    };
+    let Some(signed) = schemes.remove("Signed") else {
+        return;
+    };
+    let header = |name: &str, description: &str| serde_json::json!({"type": "apiKey", "in": "header", "name": name, "description": description});
+    schemes.insert(
+        "PublicKey".into(),
+        header(
+            "X-Public-Key",
+            "The caller's 32-byte ed25519 public key, standard base64 with padding (D2).",
+        ),
+    );
+    schemes.insert(
+        "Nonce".into(),
+        header(
+            "X-Nonce",
+            "Nanosecond Unix timestamp in decimal digits: at most 30 s behind and 5 s ahead of \
+             server time (see the `Date` response header), never reused by the key (D2).",
+        ),
+    );
+    let described = signed["description"].as_str().unwrap_or_default();
+    schemes.insert("Signature".into(), header("X-Signature", described));
+    let together = serde_json::json!([{"PublicKey": [], "Nonce": [], "Signature": []}]);
+    for item in doc["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|p| p.values_mut())
+    {
+        for op in item
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|o| o.values_mut())
+        {
+            let signed_op = op["security"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|r| r.get("Signed").is_some()));
+            if signed_op {
+                op["security"] = together.clone();
+            }
+        }
+    }
 }
 
 /// An example shows an absent optional field by leaving it out: a `null` stays only where the
