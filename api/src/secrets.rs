@@ -10,7 +10,7 @@ use std::path::Path;
 
 use ed25519_dalek::SigningKey;
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
-use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
+use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey, KeypairBytes};
 
 pub const DEMO_KEY_FILE: &str = "demo-broker.key";
 pub const ADMIN_TOKEN_FILE: &str = "admin.token";
@@ -55,10 +55,17 @@ pub fn generate_signing_key() -> SigningKey {
     SigningKey::from_bytes(&random_bytes::<32>())
 }
 
+/// The key as PKCS#8 v1 PEM (RFC 8410: the private key alone), the form OpenSSL, Python's
+/// `cryptography`, Node's `crypto` and Go's `x509` all read; v2 (RFC 5958, with the public key)
+/// is refused by some of them. Both are read here.
 pub fn signing_key_pem(key: &SigningKey) -> String {
-    key.to_pkcs8_pem(LineEnding::LF)
-        .expect("ed25519 keys encode as PKCS#8")
-        .to_string()
+    KeypairBytes {
+        secret_key: key.to_bytes(),
+        public_key: None,
+    }
+    .to_pkcs8_pem(LineEnding::LF)
+    .expect("ed25519 keys encode as PKCS#8")
+    .to_string()
 }
 
 /// Reads a PKCS#8 PEM ed25519 private key (as written by `perpsim keygen` and first start).
@@ -120,6 +127,26 @@ pub fn demo_key(dir: &Path) -> Result<SigningKey, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_written_as_pkcs8_v1_and_v2_keys_are_still_read() {
+        let key = generate_signing_key();
+        let pem = signing_key_pem(&key);
+        let der = ed25519_dalek::pkcs8::spki::der::pem::decode_vec(pem.as_bytes())
+            .unwrap()
+            .1;
+        // v1 (RFC 8410): version 0 and no public key; 48 bytes in all.
+        assert_eq!((der.len(), der[4]), (48, 0), "{pem}");
+        assert_eq!(
+            SigningKey::from_pkcs8_pem(&pem).unwrap().to_bytes(),
+            key.to_bytes()
+        );
+        let v2 = key.to_pkcs8_pem(LineEnding::LF).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v2.key");
+        fs::write(&path, v2.as_bytes()).unwrap();
+        assert_eq!(load_signing_key(&path).unwrap().to_bytes(), key.to_bytes());
+    }
 
     #[test]
     fn secrets_are_owner_only_and_stable_across_reads() {

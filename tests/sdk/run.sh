@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Judges of the OpenAPI documents in openapi/: the OpenAPI specification's own validator
-# (openapi-spec-validator, PyPI) and a linter with a recommended ruleset (@redocly/cli, npm),
-# each pinned here and installed by this script into tests/sdk/.venv and tests/sdk/node_modules
-# (kept between runs, reinstalled when the pins change). Zero errors and zero warnings pass.
+# Judges of the OpenAPI documents in openapi/, each pinned here and installed by this script
+# into tests/sdk/.venv and tests/sdk/node_modules (kept between runs, reinstalled when the
+# pins change):
+#  1. the OpenAPI specification's own validator (openapi-spec-validator, PyPI) and a linter
+#     with a recommended ruleset (@redocly/cli, npm): zero errors and zero warnings;
+#  2. SDKs generated from openapi/broker.json, with no generator warning, each running its
+#     smoke test against the real perpsim binary on loopback (manual clock).
+# The binary is the one `cargo test --workspace` built (built here if it is missing).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -44,3 +48,32 @@ if [ "$failed" -ne 0 ]; then
   exit 1
 fi
 echo "OpenAPI documents: 1 passed, 0 failed"
+
+# The real binary, on a manual clock in a fresh data dir; its address is read from its log.
+bin="${CARGO_TARGET_DIR:-$root/target}/debug/perpsim"
+[ -x "$bin" ] || (cd "$root" && cargo build --quiet -p perpsim-api --bin perpsim)
+work="$(mktemp -d)"
+trap 'rm -f "$lint"; [ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+PERPSIM_LOG=info "$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --clock manual \
+  --start 2026-01-01T00:00:00Z 2>"$work/server.log" &
+server=$!
+for _ in $(seq 1 200); do
+  address="$(grep -o 'address=socket://[0-9.:]*' "$work/server.log" | head -1 | cut -d/ -f3 || true)"
+  [ -n "$address" ] && break
+  sleep 0.05
+done
+[ -n "$address" ] || { cat "$work/server.log"; echo "perpsim did not start"; exit 1; }
+url="http://$address"
+
+# Python: openapi-python-client.
+generated="$here/.generated"
+rm -rf "$generated/python" && mkdir -p "$generated/python"
+.venv/bin/openapi-python-client generate --path "$root/openapi/broker.json" --meta none \
+  --config python/config.yml --output-path "$generated/python/perpsim_client" \
+  >"$work/python-gen.log" 2>&1 || { cat "$work/python-gen.log"; exit 1; }
+if grep -qi 'warning' "$work/python-gen.log"; then
+  cat "$work/python-gen.log"
+  echo "python sdk: the generator warned: 0 passed, 1 failed"
+  exit 1
+fi
+PYTHONPATH="$generated/python:$here/python" .venv/bin/python python/smoke.py "$url" "$work/data"

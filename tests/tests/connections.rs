@@ -118,9 +118,18 @@ fn a_body_that_never_ends_is_closed_after_the_timeout() {
 #[test]
 fn past_the_connection_bound_a_connection_is_refused_with_503_and_served_again_below_it() {
     let server = Server::start(&["--max-connections", "4"]);
-    let mut held: Vec<TcpStream> = (0..4).map(|_| connect(&server)).collect();
-    // Give the server a moment to accept all four.
-    std::thread::sleep(Duration::from_millis(200));
+    // Each held connection is served once and kept alive: accepted for sure, holding a slot.
+    let mut held: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = connect(&server);
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            let mut buf = [0u8; 1024];
+            let n = s.read(&mut buf).unwrap();
+            assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+            s
+        })
+        .collect();
     let refused = healthy(&server);
     let message = refused.assert_error(503, "EXCHANGE_ERROR");
     assert!(message.contains("too many open connections"), "{message}");

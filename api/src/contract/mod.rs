@@ -4,8 +4,8 @@
 //! - [`Nullable<T>`] is a response field that is always present and may be `null`: required
 //!   and `nullable: true` in the document. (A plain `Option<T>` in a response is the other case:
 //!   a field that is sometimes absent, `#[oai(skip_serializing_if_is_none)]`, neither required
-//!   nor nullable.) In a request, `Option<T>` is an optional field; `null` is read as absent,
-//!   and [`document`] says so by marking such fields nullable.
+//!   nor nullable.) In a request, `Option<T>` is an optional field; for a plain scalar `null`
+//!   is read as absent, and [`document`] says so by marking it nullable.
 //! - [`Text`] is a string input that must be a JSON string: poem-openapi's `String` also takes
 //!   numbers and booleans (`false` would become `"false"`), and a value of the wrong JSON type
 //!   must be refused with 400 VALIDATION_ERROR naming the field.
@@ -359,22 +359,14 @@ fn mark_optional_request_fields_nullable(doc: &mut Value) {
             if required.contains(&Value::String(field.clone())) {
                 continue;
             }
-            match property.as_object_mut() {
-                // OpenAPI 3.0 has no null type to add to a union (`oneOf`): such a field is
-                // optional but not nullable, and `null` is refused.
-                Some(p) if p.contains_key("oneOf") => {}
-                Some(p) if p.contains_key("$ref") => {
-                    let reference = p.remove("$ref").expect("checked");
-                    p.insert(
-                        "allOf".into(),
-                        Value::Array(vec![serde_json::json!({ "$ref": reference })]),
-                    );
-                    p.insert("nullable".into(), Value::Bool(true));
-                }
-                Some(p) => {
-                    p.insert("nullable".into(), Value::Bool(true));
-                }
-                None => {}
+            // Only plain scalars: OpenAPI 3.0 has no null type to add to a union (`oneOf`),
+            // and a nullable enum turns into a tangle of types in generated clients. Those
+            // fields are optional but not nullable, and `null` is refused naming them.
+            let scalar = property.get("type").is_some()
+                && property.get("enum").is_none()
+                && property.get("oneOf").is_none();
+            if let (true, Some(p)) = (scalar, property.as_object_mut()) {
+                p.insert("nullable".into(), Value::Bool(true));
             }
         }
     }
