@@ -77,3 +77,19 @@ if grep -qi 'warning' "$work/python-gen.log"; then
   exit 1
 fi
 PYTHONPATH="$generated/python:$here/python" .venv/bin/python python/smoke.py "$url" "$work/data"
+
+# TypeScript: openapi-typescript types and the openapi-fetch client, compiled by tsc --strict
+# so the document's null types are what the smoke test must handle.
+ts="$generated/typescript"
+rm -rf "$ts" && mkdir -p "$ts"
+./node_modules/.bin/openapi-typescript "$root/openapi/broker.json" -o "$ts/schema.d.ts" \
+  >"$work/ts-gen.log" 2>&1 || { cat "$work/ts-gen.log"; exit 1; }
+if grep -qi 'warn' "$work/ts-gen.log"; then
+  cat "$work/ts-gen.log"
+  echo "typescript sdk: the generator warned: 0 passed, 1 failed"
+  exit 1
+fi
+cp typescript/signing.ts typescript/smoke.ts typescript/tsconfig.json "$ts/"
+echo '{"type": "module"}' >"$ts/package.json"
+./node_modules/.bin/tsc -p "$ts/tsconfig.json"
+node "$ts/out/smoke.js" "$url" "$work/data"
