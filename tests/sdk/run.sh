@@ -93,3 +93,14 @@ cp typescript/signing.ts typescript/smoke.ts typescript/tsconfig.json "$ts/"
 echo '{"type": "module"}' >"$ts/package.json"
 ./node_modules/.bin/tsc -p "$ts/tsconfig.json"
 node "$ts/out/smoke.js" "$url" "$work/data"
+
+# Rust: progenitor generates the client at build time (build.rs) from openapi/broker.json;
+# a generator error or a compiler warning fails.
+rust_target="${CARGO_TARGET_DIR:-$root/target}/sdk-rust"
+if ! cargo build --manifest-path rust/Cargo.toml --target-dir "$rust_target" \
+    >"$work/rust-build.log" 2>&1 || grep -q '^warning' "$work/rust-build.log"; then
+  cat "$work/rust-build.log"
+  echo "rust sdk: build failed or warned: 0 passed, 1 failed"
+  exit 1
+fi
+"$rust_target/debug/perpsim-sdk-smoke" "$url" "$work/data"
