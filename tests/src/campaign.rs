@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,6 +59,8 @@ impl Rng {
 }
 
 const SYMBOL: &str = "BTC-USDC-PERP";
+/// Answers a round waits for before its random kill delay starts.
+const MIN_ANSWERS_BEFORE_KILL: usize = 6;
 /// Manual clock (the campaign moves it, so nothing ticks between the kill and the checks),
 /// frequent snapshots (recovery is snapshot plus tail), and a rate limit the load never meets.
 const FLAGS: [&str; 10] = [
@@ -560,6 +562,7 @@ fn load(
     kill_after: Duration,
 ) -> Vec<(Vec<Op>, Option<Op>)> {
     let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicUsize::new(0));
     for w in workers.iter_mut() {
         w.model.touched.clear();
     }
@@ -567,7 +570,7 @@ fn load(
     let threads: Vec<_> = shared
         .iter()
         .map(|w| {
-            let (w, stop) = (w.clone(), stop.clone());
+            let (w, stop, answered) = (w.clone(), stop.clone(), answered.clone());
             std::thread::spawn(move || {
                 let mut w = w.lock().unwrap();
                 let mut ops = Vec::new();
@@ -577,6 +580,7 @@ fn load(
                         return (ops, Some(op));
                     }
                     ops.push(op);
+                    answered.fetch_add(1, Ordering::Relaxed);
                 }
                 (ops, None)
             })
@@ -601,6 +605,13 @@ fn load(
             }
         })
     };
+    // The kill comes at a random moment once the round has done some work, however busy the
+    // machine is.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while answered.load(Ordering::Relaxed) < MIN_ANSWERS_BEFORE_KILL {
+        assert!(std::time::Instant::now() < deadline, "no answer in 30 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     std::thread::sleep(kill_after);
     server.kill9();
     stop.store(true, Ordering::Relaxed);
@@ -630,7 +641,7 @@ pub fn run(settings: Settings, root: &Path, mut progress: impl FnMut(u32, &Repor
         let rounds_here = settings.rounds_per_dir.min(settings.rounds - round);
         let mut dir_commands = 0;
         for round_here in 1..=rounds_here {
-            let kill_after = Duration::from_millis(150 + rng.below(600));
+            let kill_after = Duration::from_millis(rng.below(600));
             let results = load(&mut server, &mut workers, kill_after);
             let replayed = replay_hash(&dir);
             server = Server::start_in(&dir, &flags);

@@ -53,7 +53,15 @@ fn every_acknowledged_command_survives_kill_9_and_recovery_equals_a_fresh_replay
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(100 + random_below(400)));
+        // The kill comes at a random moment once the round has done some work, however busy
+        // the machine (a fixed window saw almost nothing acknowledged under load).
+        let before = acknowledged.lock().unwrap().len();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while acknowledged.lock().unwrap().len() < before + 8 {
+            assert!(std::time::Instant::now() < deadline, "no progress in 30 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(random_below(300)));
         server.kill9();
         stop.store(true, Ordering::Relaxed);
         for w in writers {
