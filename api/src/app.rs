@@ -69,7 +69,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 const BROKER_DESCRIPTION: &str = "\
 perpsim simulates a perpetual-derivatives venue behind the Broker Derivatives Trading Service \
-Interface. Every `/v1` request is signed with ed25519 (see the `Signed` security scheme).\n\n\
+Interface. Every `/v1` request is signed with ed25519 (D2): see the `PublicKey`, `Nonce` and \
+`Signature` security schemes, three headers sent together.\n\n\
 Conventions: decimal quantities are JSON strings in plain notation (no exponent, no `+`); \
 timestamps are RFC 3339 UTC with a `Z`, in simulation time; every error answers \
 `{\"code\", \"message\"}` and clients match on `code`. Unknown body fields and unsupported query \

@@ -5,7 +5,9 @@
 #  1. the OpenAPI specification's own validator (openapi-spec-validator, PyPI) and a linter
 #     with a recommended ruleset (@redocly/cli, npm): zero errors and zero warnings;
 #  2. SDKs generated from openapi/broker.json, with no generator warning, each running its
-#     smoke test against the real perpsim binary on loopback (manual clock).
+#     smoke test against the real perpsim binary on loopback (manual clock);
+#  3. the /docs page opened in a real headless Chromium (Debian's package, installed here when
+#     missing): it renders and lists every tag; the screenshot stays in .generated/docs.png.
 # The binary is the one `cargo test --workspace` built (built here if it is missing).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -104,3 +106,25 @@ if ! cargo build --manifest-path rust/Cargo.toml --target-dir "$rust_target" \
   exit 1
 fi
 "$rust_target/debug/perpsim-sdk-smoke" "$url" "$work/data"
+
+# The docs page in Debian's Chromium: rendered, every tag of the document listed.
+if ! command -v chromium >/dev/null; then
+  [ "$(id -u)" -eq 0 ] || { echo "chromium is missing: apt-get install chromium (as root)"; exit 1; }
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+browser=(chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run
+  --disable-background-networking --disable-component-update --disable-sync
+  --user-data-dir="$work/chromium" --virtual-time-budget=20000 --window-size=1280,2400)
+"${browser[@]}" --dump-dom "$url/docs" >"$work/docs.html" 2>/dev/null
+"${browser[@]}" --screenshot="$generated/docs.png" "$url/docs" >/dev/null 2>&1
+missing=0
+for tag in $(.venv/bin/python -c 'import json,sys; print(" ".join(t["name"] for t in json.load(open(sys.argv[1]))["tags"]))' "$root/openapi/broker.json"); do
+  grep -q "data-tag=\"$tag\"" "$work/docs.html" || { echo "docs page: tag $tag is not listed"; missing=1; }
+done
+grep -q 'perpsim broker API' "$work/docs.html" || { echo "docs page: no title"; missing=1; }
+[ -s "$generated/docs.png" ] || { echo "docs page: no screenshot"; missing=1; }
+if [ "$missing" -ne 0 ]; then
+  echo "docs page: 0 passed, 1 failed"
+  exit 1
+fi
+echo "docs page: 1 passed, 0 failed (screenshot: tests/sdk/.generated/docs.png, $(chromium --version 2>/dev/null))"
