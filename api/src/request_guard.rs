@@ -137,12 +137,7 @@ impl RequestGuard {
         if body.is_empty() {
             return Ok(());
         }
-        let parts: Vec<&str> = path.split('/').collect();
-        let Some(op) = self
-            .operations
-            .iter()
-            .find(|op| op.method == method && op.matches(&parts))
-        else {
+        let Some(op) = self.operation(method, path) else {
             return Ok(());
         };
         let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) else {
@@ -166,6 +161,14 @@ impl RequestGuard {
         Ok(())
     }
 
+    /// The operation `method path` names, if the document declares it.
+    fn operation(&self, method: &str, path: &str) -> Option<&Operation> {
+        let parts: Vec<&str> = path.split('/').collect();
+        self.operations
+            .iter()
+            .find(|op| op.method == method && op.matches(&parts))
+    }
+
     /// The methods the document declares for `path` (upper case, sorted): what a 405 lists
     /// in its `Allow` header.
     pub fn methods(&self, path: &str) -> BTreeSet<String> {
@@ -183,12 +186,7 @@ impl RequestGuard {
         let Some(query) = query.filter(|q| !q.is_empty()) else {
             return Ok(());
         };
-        let parts: Vec<&str> = path.split('/').collect();
-        let Some(op) = self
-            .operations
-            .iter()
-            .find(|op| op.method == method && op.matches(&parts))
-        else {
+        let Some(op) = self.operation(method, path) else {
             return Ok(());
         };
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();

@@ -159,41 +159,31 @@ fn answers(operation_id: &str, extra: Extra) -> Vec<(u16, String, Value)> {
 /// Rewrites each known operation's error responses to exactly its table entry. The schema,
 /// media type and headers poem-openapi declared are kept; description and example are set.
 pub(super) fn narrow(doc: &mut Value) {
-    for item in doc["paths"]
-        .as_object_mut()
-        .into_iter()
-        .flat_map(|p| p.values_mut())
-    {
-        for op in item
-            .as_object_mut()
-            .into_iter()
-            .flat_map(|o| o.values_mut())
-        {
-            let Some(id) = op["operationId"].as_str().map(str::to_owned) else {
-                continue;
-            };
-            let Some(extra) = extra(&id) else {
-                continue;
-            };
-            let Some(responses) = op["responses"].as_object_mut() else {
-                continue;
-            };
-            let template = responses
-                .iter()
-                .find(|(status, _)| status.starts_with(['4', '5']))
-                .map(|(_, r)| r.clone());
-            responses.retain(|status, _| status.starts_with('2'));
-            let Some(template) = template else {
-                continue;
-            };
-            for (status, description, example) in answers(&id, extra) {
-                let mut response = op_response(&template, status);
-                response["description"] = Value::String(description);
-                for media in response["content"].as_object_mut().into_iter().flatten() {
-                    media.1["example"] = example.clone();
-                }
-                responses.insert(status.to_string(), response);
+    for op in super::operations_mut(doc) {
+        let Some(id) = op["operationId"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let Some(extra) = extra(&id) else {
+            continue;
+        };
+        let Some(responses) = op["responses"].as_object_mut() else {
+            continue;
+        };
+        let template = responses
+            .iter()
+            .find(|(status, _)| status.starts_with(['4', '5']))
+            .map(|(_, r)| r.clone());
+        responses.retain(|status, _| status.starts_with('2'));
+        let Some(template) = template else {
+            continue;
+        };
+        for (status, description, example) in answers(&id, extra) {
+            let mut response = op_response(&template, status);
+            response["description"] = Value::String(description);
+            for media in response["content"].as_object_mut().into_iter().flatten() {
+                media.1["example"] = example.clone();
             }
+            responses.insert(status.to_string(), response);
         }
     }
 }

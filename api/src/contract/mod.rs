@@ -221,24 +221,24 @@ fn split_signing_schemes(doc: &mut Value) {
     let described = signed["description"].as_str().unwrap_or_default();
     schemes.insert("Signature".into(), header("X-Signature", described));
     let together = serde_json::json!([{"PublicKey": [], "Nonce": [], "Signature": []}]);
-    for item in doc["paths"]
-        .as_object_mut()
-        .into_iter()
-        .flat_map(|p| p.values_mut())
-    {
-        for op in item
-            .as_object_mut()
-            .into_iter()
-            .flat_map(|o| o.values_mut())
-        {
-            let signed_op = op["security"]
-                .as_array()
-                .is_some_and(|s| s.iter().any(|r| r.get("Signed").is_some()));
-            if signed_op {
-                op["security"] = together.clone();
-            }
+    for op in operations_mut(doc) {
+        let signed_op = op["security"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|r| r.get("Signed").is_some()));
+        if signed_op {
+            op["security"] = together.clone();
         }
     }
+}
+
+/// Every operation object of the document (each method of each path).
+fn operations_mut(doc: &mut Value) -> impl Iterator<Item = &mut Value> {
+    doc["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
 }
 
 /// An example shows an absent optional field by leaving it out: a `null` stays only where the
@@ -329,23 +329,17 @@ fn inline_enums(value: &mut Value, schemas: &Map<String, Value>) {
 /// Request bodies read `null` as an absent optional field: the schemas they use say so.
 fn mark_optional_request_fields_nullable(doc: &mut Value) {
     let mut request_schemas = Vec::new();
-    for item in doc["paths"]
-        .as_object()
-        .into_iter()
-        .flat_map(|p| p.values())
-    {
-        for op in item.as_object().into_iter().flat_map(|o| o.values()) {
-            let media = op["requestBody"]["content"]
-                .as_object()
-                .into_iter()
-                .flatten();
-            for (_, body) in media {
-                if let Some(name) = body["schema"]["$ref"]
-                    .as_str()
-                    .and_then(|r| r.rsplit('/').next())
-                {
-                    request_schemas.push(name.to_owned());
-                }
+    for op in operations_mut(doc) {
+        let media = op["requestBody"]["content"]
+            .as_object()
+            .into_iter()
+            .flatten();
+        for (_, body) in media {
+            if let Some(name) = body["schema"]["$ref"]
+                .as_str()
+                .and_then(|r| r.rsplit('/').next())
+            {
+                request_schemas.push(name.to_owned());
             }
         }
     }
