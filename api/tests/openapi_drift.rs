@@ -223,3 +223,36 @@ fn every_broker_operation_lists_its_own_errors_with_examples_and_the_three_signi
         }
     }
 }
+
+/// The post-processing never leaves a `null` where the document expects a value (indexing a
+/// missing key of a `serde_json::Value` mutably inserts one): nulls stand only among enum
+/// values and in examples.
+#[test]
+fn the_documents_hold_no_null_outside_enums_and_examples() {
+    fn walk(value: &serde_json::Value, at: &str, bad: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Null => bad.push(at.to_owned()),
+            serde_json::Value::Object(map) => {
+                for (key, v) in map {
+                    if !matches!(key.as_str(), "enum" | "example" | "examples" | "default") {
+                        walk(v, &format!("{at}/{key}"), bad);
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, &format!("{at}/{i}"), bad);
+                }
+            }
+            _ => {}
+        }
+    }
+    for doc in [
+        perpsim_api::app::broker_document(),
+        perpsim_api::app::admin_document(),
+    ] {
+        let mut bad = Vec::new();
+        walk(&doc, "", &mut bad);
+        assert!(bad.is_empty(), "nulls at {bad:?}");
+    }
+}

@@ -14,7 +14,8 @@ impl Pattern {
     /// Parses a filter. Empty alternatives (`"A||B"`, `""`) are refused as they match nothing
     /// a client could mean.
     pub fn parse(text: &str) -> Result<Self, String> {
-        if text.len() > MAX_FILTER_LEN {
+        // Characters, as the message (and the document's maxLength) say: at most 4 bytes each.
+        if text.chars().count() > MAX_FILTER_LEN {
             return Err(format!("is longer than {MAX_FILTER_LEN} characters"));
         }
         let alternatives: Vec<Vec<u8>> = text

@@ -228,3 +228,49 @@ fn every_405_carries_an_allow_header_naming_the_paths_methods() {
     r.assert_error(405, "METHOD_NOT_ALLOWED");
     assert_eq!(r.header("allow"), Some("GET"));
 }
+
+/// Every constraint the document states of a parameter (`api/src/contract/params.rs`) is the
+/// one the service checks: its edges, just inside and just outside.
+#[test]
+fn every_stated_parameter_constraint_is_exactly_what_the_service_checks() {
+    let server = manual();
+    let c = server.demo();
+    let code = c.create_customer(None)["customer_code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let orders = format!("/v1/customers/{code}/orders");
+    let accented = |n: usize| "%C3%A9".repeat(n); // é, two bytes each
+    let cases = [
+        ("/v1/customers?limit=1".to_owned(), true),
+        ("/v1/customers?limit=1000".to_owned(), true),
+        ("/v1/customers?limit=0".to_owned(), false),
+        ("/v1/customers?limit=1001".to_owned(), false),
+        ("/v1/customers?after=".to_owned(), false),
+        ("/v1/customers?before=".to_owned(), false),
+        (format!("/v1/ohlc?symbol={BTC}&interval=60m"), true),
+        (format!("/v1/ohlc?symbol={BTC}&interval=1d"), true),
+        (format!("/v1/ohlc?symbol={BTC}&interval=2h"), false),
+        (format!("/v1/ohlc?symbol={BTC}&interval=1H"), false),
+        (format!("/v1/customers/{code}/balances?asset=USDT"), true),
+        (format!("/v1/customers/{code}/balances?asset=usdc"), false),
+        (format!("{orders}?status=open"), true),
+        (format!("{orders}?status=OPEN"), false),
+        (format!("{orders}/{}", "x".repeat(40)), true),
+        (format!("{orders}/{}", "x".repeat(41)), false),
+        (format!("{orders}/a.b"), false),
+        ("/v1/instruments?symbol=btc-*%7Ceth-*".to_owned(), true),
+        ("/v1/instruments?symbol=a%7C%7Cb".to_owned(), false),
+        ("/v1/instruments?symbol=a%7C".to_owned(), false),
+        (format!("/v1/tickers?underlying={}", accented(256)), true),
+        (format!("/v1/tickers?underlying={}", accented(257)), false),
+    ];
+    for (path, accepted) in cases {
+        let r = c.send("GET", &path, None);
+        if accepted {
+            assert!(r.status == 200 || r.status == 404, "{path}: {}", r.text);
+        } else {
+            r.assert_error(400, "VALIDATION_ERROR");
+        }
+    }
+}

@@ -166,7 +166,7 @@ pub(super) fn narrow(doc: &mut Value) {
         let Some(extra) = extra(&id) else {
             continue;
         };
-        let Some(responses) = op["responses"].as_object_mut() else {
+        let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
             continue;
         };
         let template = responses
@@ -180,7 +180,8 @@ pub(super) fn narrow(doc: &mut Value) {
         for (status, description, example) in answers(&id, extra) {
             let mut response = op_response(&template, status);
             response["description"] = Value::String(description);
-            for media in response["content"].as_object_mut().into_iter().flatten() {
+            let content = response.get_mut("content").and_then(Value::as_object_mut);
+            for media in content.into_iter().flatten() {
                 media.1["example"] = example.clone();
             }
             responses.insert(status.to_string(), response);

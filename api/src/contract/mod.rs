@@ -13,10 +13,12 @@
 //!   generators cannot take `allOf` of an enum, which is how poem-openapi attaches a field's
 //!   description (or `nullable`) to a `$ref`: such enums are written inline, with the field's
 //!   description, and a nullable enum lists `null` among its values (OpenAPI 3.0.3). Each
-//!   broker operation lists exactly the error statuses it can answer ([`errors`]), and D2's
-//!   three headers are three API-key schemes required together.
+//!   broker operation lists exactly the error statuses it can answer ([`errors`]), each
+//!   parameter states what the service checks of it (`params`), and D2's three headers are
+//!   three API-key schemes required together.
 
 mod errors;
+mod params;
 
 pub use errors::known as knows_errors_of;
 
@@ -189,6 +191,7 @@ pub fn document(generated: &str) -> Value {
     drop_unreferenced_schemas(&mut doc);
     drop_nulls_from_examples(&mut doc);
     errors::narrow(&mut doc);
+    params::constrain(&mut doc);
     split_signing_schemes(&mut doc);
     doc
 }
@@ -196,7 +199,10 @@ pub fn document(generated: &str) -> Value {
 /// D2 signs with three headers; poem-openapi checks them as one scheme (`Signed`, named for
 /// `X-Signature`). The document names all three, required together on every operation.
 fn split_signing_schemes(doc: &mut Value) {
-    let Some(schemes) = doc["components"]["securitySchemes"].as_object_mut() else {
+    let Some(schemes) = doc
+        .pointer_mut("/components/securitySchemes")
+        .and_then(Value::as_object_mut)
+    else {
         return;
     };
     let Some(signed) = schemes.remove("Signed") else {
@@ -244,7 +250,10 @@ fn operations_mut(doc: &mut Value) -> impl Iterator<Item = &mut Value> {
 /// An example shows an absent optional field by leaving it out: a `null` stays only where the
 /// field is nullable (poem-openapi writes every `None` of an example as `null`).
 fn drop_nulls_from_examples(doc: &mut Value) {
-    let Some(schemas) = doc["components"]["schemas"].as_object_mut() else {
+    let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    else {
         return;
     };
     for schema in schemas.values_mut() {
@@ -261,7 +270,10 @@ fn drop_nulls_from_examples(doc: &mut Value) {
 fn drop_unreferenced_schemas(doc: &mut Value) {
     loop {
         let text = doc.to_string();
-        let Some(schemas) = doc["components"]["schemas"].as_object_mut() else {
+        let Some(schemas) = doc
+            .pointer_mut("/components/schemas")
+            .and_then(Value::as_object_mut)
+        else {
             return;
         };
         let before = schemas.len();
@@ -326,7 +338,8 @@ fn inline_enums(value: &mut Value, schemas: &Map<String, Value>) {
     }
 }
 
-/// Request bodies read `null` as an absent optional field: the schemas they use say so.
+/// Request bodies refuse unknown fields and read `null` as an absent optional scalar field:
+/// the schemas they use say so.
 fn mark_optional_request_fields_nullable(doc: &mut Value) {
     let mut request_schemas = Vec::new();
     for op in operations_mut(doc) {
@@ -345,8 +358,11 @@ fn mark_optional_request_fields_nullable(doc: &mut Value) {
     }
     for name in request_schemas {
         let schema = &mut doc["components"]["schemas"][&name];
+        // Every request object is `deny_unknown_fields` (D4: an unknown field is refused,
+        // never ignored); poem-openapi does not write that down.
+        schema["additionalProperties"] = Value::Bool(false);
         let required: Vec<Value> = schema["required"].as_array().cloned().unwrap_or_default();
-        let Some(properties) = schema["properties"].as_object_mut() else {
+        let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
             continue;
         };
         for (field, property) in properties.iter_mut() {

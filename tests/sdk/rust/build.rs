@@ -12,7 +12,9 @@ fn main() {
         .with_inner_type(quote::quote!(crate::signing::Signer))
         .with_pre_hook(quote::quote!(crate::signing::sign));
     let mut generator = progenitor::Generator::new(&settings);
-    let tokens = generator.generate_tokens(&spec).expect("progenitor takes the document");
+    let tokens = generator
+        .generate_tokens(&spec)
+        .expect("progenitor takes the document");
     let file = syn::parse2(tokens).expect("generated code parses");
     let out = Path::new(&std::env::var("OUT_DIR").unwrap()).join("client.rs");
     std::fs::write(out, prettyplease::unparse(&file)).unwrap();

@@ -17,12 +17,16 @@ fn check(condition: bool, what: &str) {
     println!("ok   {what}");
 }
 
-fn order(reference: &str, side: types::SideApi, kind: types::OrderEntryType) -> types::OrderRequest {
+fn order(
+    reference: &str,
+    side: types::SideApi,
+    kind: types::OrderEntryType,
+) -> types::OrderRequest {
     types::OrderRequest {
         symbol: BTC.into(),
         side,
         type_: kind,
-        reference_id: reference.into(),
+        reference_id: reference.parse().unwrap(),
         amount: Some("0.010".parse().unwrap()),
         cash_amount: None,
         customer_ip: None,
@@ -56,8 +60,14 @@ async fn main() {
             asset: "USDC".into(),
             amount: "100000".parse().unwrap(),
         };
-        let row = client.create_deposit(&customer.customer_code, &deposit).await.unwrap();
-        check(row.into_inner().status == types::TransactionStatus::Pending, "a deposit answers pending");
+        let row = client
+            .create_deposit(&customer.customer_code, &deposit)
+            .await
+            .unwrap();
+        check(
+            row.into_inner().status == types::TransactionStatus::Pending,
+            "a deposit answers pending",
+        );
         customers.push(customer.customer_code);
     }
     let (a, b) = (&customers[0], &customers[1]);
@@ -70,43 +80,87 @@ async fn main() {
         .unwrap();
     check(advanced.status().is_success(), "clock advanced 1 s");
     let balances = client.list_balances(a, None).await.unwrap().into_inner();
-    check(balances[0].total.to_string() == "100000.0000000000", "deposit completed");
+    check(
+        balances[0].total.to_string() == "100000.0000000000",
+        "deposit completed",
+    );
 
     let mut limit = order("rs-1", types::SideApi::Buy, types::OrderEntryType::Limit);
     limit.limit_price = Some("50000".parse().unwrap());
     let placed = client.create_order(a, &limit).await.unwrap().into_inner();
-    check(placed.status == "open" && placed.expire_time.is_none(), "order open, expire_time null");
+    check(
+        placed.status == "open" && placed.expire_time.is_none(),
+        "order open, expire_time null",
+    );
     let amend = types::AmendRequest {
         amount: None,
         expire_time: None,
         limit_price: Some("50100".parse().unwrap()),
         trigger_price: None,
     };
-    let amended = client.amend_order(a, "rs-1", &amend).await.unwrap().into_inner();
-    check(amended.limit_price.map(|p| p.to_string()).as_deref() == Some("50100.0"), "order amended");
-    let open = client.list_open_orders(a, None, None, None, None).await.unwrap().into_inner();
-    check(open.data.len() == 1 && open.data[0].reference_id == "rs-1", "open orders listed");
-    let canceled = client.cancel_order(a, "rs-1").await.unwrap().into_inner();
+    let rs1 = "rs-1".parse().unwrap();
+    let amended = client
+        .amend_order(a, &rs1, &amend)
+        .await
+        .unwrap()
+        .into_inner();
+    check(
+        amended.limit_price.map(|p| p.to_string()).as_deref() == Some("50100.0"),
+        "order amended",
+    );
+    let open = client
+        .list_open_orders(a, None, None, None, None)
+        .await
+        .unwrap()
+        .into_inner();
+    check(
+        open.data.len() == 1 && open.data[0].reference_id == "rs-1",
+        "open orders listed",
+    );
+    let canceled = client
+        .cancel_order(a, &"rs-1".parse().unwrap())
+        .await
+        .unwrap()
+        .into_inner();
     check(canceled.status == "canceled", "order canceled");
 
     let mut ask = order("rs-ask", types::SideApi::Sell, types::OrderEntryType::Limit);
     ask.limit_price = Some("60000".parse().unwrap());
     client.create_order(b, &ask).await.unwrap();
-    let take = order("rs-take", types::SideApi::Buy, types::OrderEntryType::Market);
+    let take = order(
+        "rs-take",
+        types::SideApi::Buy,
+        types::OrderEntryType::Market,
+    );
     let taken = client.create_order(a, &take).await.unwrap().into_inner();
     check(taken.status == "filled", "market order filled");
-    let positions = client.list_positions(a, None, None).await.unwrap().into_inner();
-    check(positions.len() == 1 && positions[0].side == types::PositionSideApi::Long, "a long position");
-
-    let first = client
-        .list_transactions(None, None, None, None, Some(a), Some(1))
+    let positions = client
+        .list_positions(a, None, None)
         .await
         .unwrap()
         .into_inner();
-    let cursor = first.response_metadata.end_cursor.clone();
-    check(first.response_metadata.has_next && cursor.is_some(), "first page, more after it");
+    check(
+        positions.len() == 1 && positions[0].side == types::PositionSideApi::Long,
+        "a long position",
+    );
+
+    let one = std::num::NonZeroU32::new(1);
+    let first = client
+        .list_transactions(None, None, None, None, Some(a), one)
+        .await
+        .unwrap()
+        .into_inner();
+    let cursor: Option<types::ListTransactionsAfter> = first
+        .response_metadata
+        .end_cursor
+        .as_deref()
+        .map(|c| c.parse().unwrap());
+    check(
+        first.response_metadata.has_next && cursor.is_some(),
+        "first page, more after it",
+    );
     let second = client
-        .list_transactions(cursor.as_deref(), None, None, None, Some(a), Some(1))
+        .list_transactions(cursor.as_ref(), None, None, None, Some(a), one)
         .await
         .unwrap()
         .into_inner();
@@ -115,7 +169,7 @@ async fn main() {
         "second page through the cursor",
     );
 
-    match client.get_order(a, "nope").await {
+    match client.get_order(a, &"nope".parse().unwrap()).await {
         Err(Error::ErrorResponse(e)) => check(
             e.status().as_u16() == 404 && e.into_inner().code == "NOT_FOUND",
             "a 404 decoded into ErrorBody",

@@ -33,13 +33,18 @@ impl Signer {
 impl std::fmt::Debug for Signer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let public = STANDARD.encode(self.key.verifying_key().as_bytes());
-        f.debug_struct("Signer").field("public_key", &public).finish()
+        f.debug_struct("Signer")
+            .field("public_key", &public)
+            .finish()
     }
 }
 
 /// The pre-hook: signs `request` in place.
 pub fn sign(signer: &Signer, request: &mut reqwest::Request) {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
     // Nonces strictly increase, so two requests never share one.
     let previous = signer.last.fetch_max(now, Ordering::SeqCst);
     let nonce = if previous >= now {
