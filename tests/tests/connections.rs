@@ -12,6 +12,17 @@ fn connect(server: &Server) -> TcpStream {
     TcpStream::connect(server.url.trim_start_matches("http://")).unwrap()
 }
 
+/// A keep-alive connection that has been served one request: accepted for sure, and open.
+fn served_once(server: &Server) -> TcpStream {
+    let mut s = connect(server);
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    s
+}
+
 /// Waits for the server to close `socket`: the time it took, or `None` if still open at `limit`.
 fn closed_within(socket: &mut TcpStream, limit: Duration) -> Option<Duration> {
     let started = Instant::now();
@@ -71,12 +82,7 @@ fn metric(server: &Server, name: &str) -> u64 {
 #[test]
 fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout_not_before() {
     let server = Server::start(&["--header-read-timeout", "1", "--idle-timeout", "3"]);
-    let mut s = connect(&server);
-    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut buf = [0u8; 1024];
-    let n = s.read(&mut buf).unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let mut s = served_once(&server);
     // Idle for longer than the header timeout: still open, the idle timeout governs here.
     assert_eq!(closed_within(&mut s, Duration::from_millis(1_800)), None);
     let took = closed_within(&mut s, Duration::from_secs(5)).expect("closed when idle");
@@ -119,17 +125,7 @@ fn a_body_that_never_ends_is_closed_after_the_timeout() {
 fn past_the_connection_bound_a_connection_is_refused_with_503_and_served_again_below_it() {
     let server = Server::start(&["--max-connections", "4"]);
     // Each held connection is served once and kept alive: accepted for sure, holding a slot.
-    let mut held: Vec<TcpStream> = (0..4)
-        .map(|_| {
-            let mut s = connect(&server);
-            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-                .unwrap();
-            let mut buf = [0u8; 1024];
-            let n = s.read(&mut buf).unwrap();
-            assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-            s
-        })
-        .collect();
+    let mut held: Vec<TcpStream> = (0..4).map(|_| served_once(&server)).collect();
     let refused = healthy(&server);
     let message = refused.assert_error(503, "EXCHANGE_ERROR");
     assert!(message.contains("too many open connections"), "{message}");

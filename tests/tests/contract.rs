@@ -5,7 +5,7 @@
 //! wrong JSON type is refused naming it (D4).
 
 use perpsim_tests::schema::Document;
-use perpsim_tests::{Client, Resp, advance, funded, manual, raw};
+use perpsim_tests::{Client, Resp, advance, customer, funded, manual, raw};
 use serde_json::{Value, json};
 
 const BTC: &str = "BTC-USDC-PERP";
@@ -202,10 +202,7 @@ fn a_body_field_of_the_wrong_json_type_is_refused_naming_the_field() {
 fn every_405_carries_an_allow_header_naming_the_paths_methods() {
     let server = manual();
     let c = server.demo();
-    let code = c.create_customer(None)["customer_code"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let code = customer(&c);
     for (method, path, allow) in [
         ("TRACE", "/v1/customers".to_owned(), "GET, POST"),
         (
@@ -235,10 +232,7 @@ fn every_405_carries_an_allow_header_naming_the_paths_methods() {
 fn every_stated_parameter_constraint_is_exactly_what_the_service_checks() {
     let server = manual();
     let c = server.demo();
-    let code = c.create_customer(None)["customer_code"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let code = customer(&c);
     let orders = format!("/v1/customers/{code}/orders");
     let accented = |n: usize| "%C3%A9".repeat(n); // é, two bytes each
     let cases = [
