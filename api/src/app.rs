@@ -284,26 +284,16 @@ pub fn http_date() -> HeaderValue {
     HeaderValue::from_str(&text).expect("http date is ascii")
 }
 
-/// Routes outside the two APIs; each answers GET only.
-const PLAIN_ROUTES: [&str; 8] = [
-    "/openapi.json",
-    "/openapi.yaml",
-    "/docs",
-    "/docs/",
-    "/admin/openapi.json",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-];
-
 impl AppState {
-    /// The methods `path` answers, for the `Allow` header of a 405 (RFC 9110 §15.5.6).
+    /// The methods `path` answers, for the `Allow` header of a 405 (RFC 9110 §15.5.6): those
+    /// the two documents declare; a path neither declares answered 405, so it is one of the
+    /// routes outside the APIs (documents, docs, health, metrics), which all answer GET only.
     fn allowed_methods(&self, path: &str) -> Vec<String> {
-        if PLAIN_ROUTES.contains(&path) {
-            return vec!["GET".into()];
-        }
         let mut methods = self.broker_guard.methods(path);
         methods.extend(self.admin_guard.methods(path));
+        if methods.is_empty() {
+            return vec!["GET".into()];
+        }
         methods.into_iter().collect()
     }
 }

@@ -186,10 +186,7 @@ pub fn wall_clock_ns() -> u64 {
 }
 
 pub fn wall_clock_ms() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis();
+    let ms = wall_clock_ns() / 1_000_000;
     Timestamp::from_millis(i64::try_from(ms).expect("wall clock fits i64 ms"))
 }
 

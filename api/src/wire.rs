@@ -1,8 +1,9 @@
 //! Wire types for decimals, times and leverage, documented exactly in the OpenAPI schema and
 //! parsed strictly at the edge (D4).
 //!
-//! Inputs are permissive at the JSON parser and strict in the handler, where the field's name
-//! is known: every refusal says which field and why. Numbers keep their exact text
+//! A body field's JSON type is checked before any handler (`request_guard`, from the
+//! document); its content is checked here, in the handler, where the field's name is known:
+//! every refusal says which field and why. Numbers keep their exact text
 //! (serde_json's `arbitrary_precision`), so a JSON number is never read through a float.
 
 use std::borrow::Cow;
