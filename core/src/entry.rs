@@ -131,6 +131,41 @@ fn rejected(message: String) -> Error {
 }
 
 /// `reference_id`: 1 to 40 characters of `[a-zA-Z0-9_-]` (§2.3, rule 11's shape).
+/// The venue's maximum notional (400 ORDER_REJECTED past it), at entry and on every amend.
+/// The product is checked, not computed blindly: two inputs of 28 digits each would overflow
+/// a decimal, and every later figure of the order (reserve, fees, margin) stays small only
+/// because this bound holds.
+pub fn check_notional(amount: Decimal, price: Decimal) -> Result<(), Error> {
+    let max = Decimal::from(MAX_ORDER_NOTIONAL);
+    match amount.checked_mul(price) {
+        Some(notional) if notional <= max => Ok(()),
+        Some(notional) => Err(rejected(format!(
+            "notional {notional} exceeds the venue maximum {MAX_ORDER_NOTIONAL}"
+        ))),
+        None => Err(rejected(format!(
+            "notional {amount} × {price} exceeds the venue maximum {MAX_ORDER_NOTIONAL}"
+        ))),
+    }
+}
+
+/// A price on the instrument's tick grid at which one lot stays within the venue maximum
+/// notional: so every price the book or a trigger holds is a bounded number of ticks.
+pub fn check_price(field: &str, price: Decimal, instrument: &InstrumentSpec) -> Result<(), Error> {
+    if !instrument.on_tick(price) {
+        return Err(rejected(format!(
+            "{field} {price} is not a multiple of the tick size {}",
+            instrument.tick_size
+        )));
+    }
+    check_notional(instrument.lot_size, price).map_err(|_| {
+        rejected(format!(
+            "{field} {price} is too high: one lot ({}) at it exceeds the venue maximum notional \
+             {MAX_ORDER_NOTIONAL}",
+            instrument.lot_size
+        ))
+    })
+}
+
 pub fn check_reference_id(field: &str, id: &str) -> Result<(), Error> {
     let ok = !id.is_empty()
         && id.len() <= MAX_REFERENCE_ID
@@ -462,11 +497,8 @@ pub fn validate(
         ("take_profit_price", take_profit),
         ("stop_loss_price", stop_loss),
     ] {
-        if let Some(p) = price.filter(|p| !instrument.on_tick(*p)) {
-            return Err(rejected(format!(
-                "{field} {p} is not a multiple of the tick size {}",
-                instrument.tick_size
-            )));
+        if let Some(p) = price {
+            check_price(field, p, instrument)?;
         }
     }
     if let Quantity::Amount(a) = quantity {
@@ -479,12 +511,7 @@ pub fn validate(
         let price = limit_price
             .or(trigger_price)
             .unwrap_or(reference.mark_price);
-        if a * price > Decimal::from(MAX_ORDER_NOTIONAL) {
-            return Err(rejected(format!(
-                "notional {} exceeds the venue maximum {MAX_ORDER_NOTIONAL}",
-                a * price
-            )));
-        }
+        check_notional(a, price)?;
     }
     if let Quantity::Cash(c) = quantity
         && c > Decimal::from(MAX_ORDER_NOTIONAL)

@@ -602,6 +602,28 @@ fn off_grid_prices_and_amounts_and_oversized_notionals_are_order_rejected() {
         ErrorCode::OrderRejected,
         &["notional", "venue maximum"],
     );
+    // Inputs whose product would overflow a decimal are refused, never multiplied blindly.
+    refused(
+        OrderEntry {
+            amount: Some(d("9999999999999999999")),
+            limit_price: Some(d("99999999999999999")),
+            ..limit()
+        },
+        ErrorCode::OrderRejected,
+        &["notional", "venue maximum"],
+    );
+    // A price at which one lot alone exceeds the maximum, even where nothing multiplies it
+    // (a take-profit price), is refused: every stored price is a bounded number of ticks.
+    refused(
+        OrderEntry {
+            take_profit_price: Some(d("99999999999999999999999999")),
+            stop_loss_price: Some(d("50000")),
+            side: Side::Sell,
+            ..entry(OrderType::TakeProfitStopLoss)
+        },
+        ErrorCode::OrderRejected,
+        &["take_profit_price", "too high", "venue maximum"],
+    );
     let cash = OrderEntry {
         amount: None,
         cash_amount: Some(d("20000000")),

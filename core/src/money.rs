@@ -55,12 +55,23 @@ pub const DEFAULT_FEES: FeeRates = FeeRates {
 /// Fee rates are bounded so a typo cannot book a fee larger than the notional: |bps| ≤ 10 000.
 pub const MAX_FEE_BPS: i64 = 10_000;
 
-/// A transfer amount: strictly positive, at most the ledger's 10 decimals as written (§4.2,
-/// §7): `1.50000000000` has 11 and is refused, so the rule is the same for every client.
+/// Integer digits a transfer amount may have: amounts are below 10^12. With it every balance
+/// stays many orders of magnitude inside a decimal's range (about 7.9 × 10^28) however many
+/// transfers a customer makes, so no sum the ledger computes can overflow.
+pub const MAX_TRANSFER_INTEGER_DIGITS: u32 = 12;
+
+/// A transfer amount: strictly positive, below 10^12, at most the ledger's 10 decimals as
+/// written (§4.2, §7): `1.50000000000` has 11 and is refused, so the rule is the same for
+/// every client.
 pub fn check_transfer_amount(field: &str, amount: Decimal) -> Result<Decimal, Error> {
     if amount <= Decimal::ZERO {
         return Err(Error::validation(format!(
             "{field} must be strictly positive"
+        )));
+    }
+    if amount >= Decimal::from(10_i64.pow(MAX_TRANSFER_INTEGER_DIGITS)) {
+        return Err(Error::validation(format!(
+            "{field} must be below 10^{MAX_TRANSFER_INTEGER_DIGITS}"
         )));
     }
     if amount.scale() > LEDGER_DECIMALS {
@@ -102,7 +113,7 @@ mod tests {
     }
 
     #[test]
-    fn transfer_amounts_are_positive_with_at_most_ten_decimals() {
+    fn transfer_amounts_are_positive_below_10_pow_12_with_at_most_ten_decimals() {
         let d = |s| Decimal::from_str(s).unwrap();
         assert!(check_transfer_amount("amount", d("0.0000000001")).is_ok());
         assert!(check_transfer_amount("amount", d("1.5000000000")).is_ok());
@@ -118,5 +129,7 @@ mod tests {
         );
         assert!(check_transfer_amount("amount", d("0")).is_err());
         assert!(check_transfer_amount("amount", d("-1")).is_err());
+        assert!(check_transfer_amount("amount", d("999999999999.9999999999")).is_ok());
+        assert!(check_transfer_amount("amount", d("1000000000000")).is_err());
     }
 }

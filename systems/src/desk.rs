@@ -549,12 +549,7 @@ impl Desk<'_, '_> {
                     return Err(refuse(field));
                 }
                 positive(field, p)?;
-                if !m.spec.on_tick(p) {
-                    return Err(rejected(format!(
-                        "{field} {p} is not a multiple of the tick size {}",
-                        m.spec.tick_size
-                    )));
-                }
+                entry::check_price(field, p, &m.spec)?;
             }
         }
         if let Some(t) = amend.expire_time {
@@ -569,6 +564,9 @@ impl Desk<'_, '_> {
         }
         let amount = amend.amount.unwrap_or(o.amount);
         let limit = amend.limit_price.or(o.limit_price);
+        // The venue maximum holds for the amended order as it did at entry.
+        let trigger = amend.trigger_price.or(o.trigger_price());
+        entry::check_notional(amount, limit.or(trigger).unwrap_or(mark))?;
         if let Some(t) = amend.trigger_price {
             // Rule 8 holds for the new trigger as it did at entry.
             let entry = OrderEntry {

@@ -132,6 +132,9 @@ fn every_bad_transfer_input_is_refused_naming_the_field_and_nothing_is_booked() 
         json!("-5"),
         json!("1e3"),
         json!("+1"),
+        // At or past 10^12 (a balance must never be able to overflow a decimal).
+        json!("1000000000000"),
+        json!("9999999999999999999999999999"),
         json!(""),
         json!(" 1"),
         json!(10),

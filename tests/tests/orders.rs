@@ -285,6 +285,41 @@ fn every_entry_rule_refuses_its_violation_and_accepts_its_valid_form() {
     );
 }
 
+/// Inputs whose product would overflow a decimal, at entry or on an amend, are refused by
+/// the venue maximum notional (§7 ORDER_REJECTED) and the engine goes on serving.
+#[test]
+fn oversized_amounts_and_prices_are_refused_at_entry_and_on_amend_and_the_engine_lives() {
+    let (_server, c, a, _b) = setup();
+    let huge = json!({"side": "buy", "type": "limit", "amount": "9999999999999999999",
+        "limit_price": "99999999999999999"});
+    let msg = order(&c, &a, huge).assert_error(400, "ORDER_REJECTED");
+    assert!(msg.contains("venue maximum"), "{msg}");
+    let open = json!({"reference_id": "small", "side": "buy", "type": "limit",
+        "amount": "0.010", "limit_price": "50000"});
+    assert_eq!(order(&c, &a, open).status, 201);
+    let path = format!("/v1/customers/{a}/orders/small");
+    for (amend, words) in [
+        (json!({"amount": "9999999999999999999"}), "notional"),
+        (
+            json!({"limit_price": "99999999999999999999999999"}),
+            "too high",
+        ),
+    ] {
+        let msg = c
+            .send("PATCH", &path, Some(amend.clone()))
+            .assert_error(400, "ORDER_REJECTED");
+        assert!(
+            msg.contains(words) && msg.contains("venue maximum"),
+            "{amend}: {msg}"
+        );
+    }
+    let kept = get(&c, &path);
+    assert_eq!(
+        (kept["amount"].as_str(), kept["limit_price"].as_str()),
+        (Some("0.0100"), Some("50000.0"))
+    );
+}
+
 #[test]
 fn lifecycle_rows_of_section_3_1_cancel_expire_fill_and_amend() {
     let (server, c, a, b) = setup();
