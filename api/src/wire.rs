@@ -9,7 +9,8 @@
 use std::borrow::Cow;
 
 use perpsim_core::decimal::{self, Sign};
-use perpsim_core::time::Timestamp;
+use perpsim_core::money::MAX_LEVERAGE;
+use perpsim_core::time::{MAX_QUERY_MILLIS_DIGITS, TimeBound, Timestamp};
 use perpsim_core::{Decimal, Error};
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
 use poem_openapi::types::{ParseFromJSON, ParseResult, ToJSON, Type};
@@ -155,17 +156,22 @@ impl NumberIn {
     }
 }
 
-/// Leverage as a JSON integer ≥ 1 or a string matching `^[1-9][0-9]*$` (D4).
+/// Leverage as a JSON integer ≥ 1 or a string matching `^[1-9][0-9]*$` (D4). The document
+/// states the range the rules accept, 1 to max_leverage (§8: currently 2, one digit, so the
+/// string form is one character); the parser reads up to 9 digits so a larger value gets the
+/// rule's own message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeverageIn(Value);
+
+const _: () = assert!(MAX_LEVERAGE <= 9, "the documented string form is one digit");
 
 wire_type!(
     LeverageIn,
     "Leverage",
     MetaSchema {
         one_of: vec![
-            MetaSchemaRef::Inline(Box::new(MetaSchema { minimum: Some(1.0), format: Some("int32"), ..MetaSchema::new("integer") })),
-            MetaSchemaRef::Inline(Box::new(MetaSchema { pattern: Some("^[1-9][0-9]*$".to_owned()), ..MetaSchema::new("string") })),
+            MetaSchemaRef::Inline(Box::new(MetaSchema { minimum: Some(1.0), maximum: Some(f64::from(MAX_LEVERAGE)), format: Some("int32"), ..MetaSchema::new("integer") })),
+            MetaSchemaRef::Inline(Box::new(MetaSchema { pattern: Some(format!("^[1-{MAX_LEVERAGE}]$")), ..MetaSchema::new("string") })),
         ],
         example: Some(Value::from(2)),
         ..MetaSchema::ANY
@@ -226,13 +232,19 @@ wire_type!(
     json: |t: &Time| Value::String(t.0.clone())
 );
 
-/// A query time: RFC 3339 or milliseconds since the epoch.
-pub fn query_time(field: &str, value: Option<&str>) -> Result<Option<Timestamp>, Error> {
+/// An inclusive query time bound: RFC 3339 or milliseconds since the epoch (see
+/// [`Timestamp::parse_query_bound`]; the document states the same in `contract::params`).
+pub fn query_time(
+    field: &str,
+    value: Option<&str>,
+    bound: TimeBound,
+) -> Result<Option<Timestamp>, Error> {
     value
         .map(|v| {
-            Timestamp::parse_rfc3339_or_millis(v).ok_or_else(|| {
+            Timestamp::parse_query_bound(v, bound).ok_or_else(|| {
                 Error::validation(format!(
-                    "{field} must be RFC 3339 or milliseconds since the epoch, got {v:?}"
+                    "{field} must be an RFC 3339 date-time or 1 to {MAX_QUERY_MILLIS_DIGITS} \
+                     digits of milliseconds since the epoch, got {v:?}"
                 ))
             })
         })

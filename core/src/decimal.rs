@@ -37,7 +37,7 @@ pub enum DecimalError {
 
 /// Longest input we look at; anything longer cannot be an exact 96-bit decimal anyway and
 /// bounding it keeps error messages short.
-const MAX_INPUT_LEN: usize = 64;
+pub const MAX_INPUT_LEN: usize = 64;
 
 /// Parses `text` as a strict plain-notation decimal; `field` names the field in the error.
 pub fn parse(field: &str, text: &str, sign: Sign) -> Result<Decimal, DecimalError> {

@@ -61,14 +61,37 @@ impl Timestamp {
         (0..YEAR_10000_MS).contains(&ms).then_some(Timestamp(ms))
     }
 
-    /// Parses a query time: RFC 3339, or milliseconds since the epoch as plain digits.
-    pub fn parse_rfc3339_or_millis(text: &str) -> Option<Self> {
-        if !text.is_empty() && text.len() <= 16 && text.bytes().all(|b| b.is_ascii_digit()) {
-            let ms: i64 = text.parse().ok()?;
-            return (ms < YEAR_10000_MS).then_some(Timestamp(ms));
+    /// Parses an inclusive query bound (`from`, `to`, `created_from`, `created_to`): any RFC
+    /// 3339 instant (years 0000–9999, any offset, any fraction), or milliseconds since the
+    /// epoch as 1 to [`MAX_QUERY_MILLIS_DIGITS`] digits. Stored times are whole milliseconds,
+    /// so a finer instant rounds the way that keeps exactly the stored times it admits: a
+    /// lower bound up, an upper bound down.
+    pub fn parse_query_bound(text: &str, bound: TimeBound) -> Option<Self> {
+        if text.bytes().all(|b| b.is_ascii_digit()) {
+            if text.is_empty() || text.len() > MAX_QUERY_MILLIS_DIGITS {
+                return None;
+            }
+            return text.parse().ok().map(Timestamp);
         }
-        Self::parse_rfc3339(text)
+        let dt = DateTime::parse_from_rfc3339(text).ok()?;
+        let ms = dt.timestamp_millis();
+        let finer = dt.timestamp_subsec_nanos() % 1_000_000 != 0;
+        Some(Timestamp(match bound {
+            TimeBound::From if finer => ms + 1,
+            _ => ms,
+        }))
     }
+}
+
+/// Most digits of a query time given in milliseconds: enough for any instant before year
+/// 10000, and a bound that keeps the value far inside `i64`.
+pub const MAX_QUERY_MILLIS_DIGITS: usize = 15;
+
+/// Which end of an inclusive time range a query time is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeBound {
+    From,
+    To,
 }
 
 impl std::fmt::Display for Timestamp {
@@ -97,13 +120,37 @@ mod tests {
     fn parses_rfc3339_with_offsets_and_millis() {
         let t = Timestamp::parse_rfc3339("2026-01-01T01:00:00+01:00").unwrap();
         assert_eq!(t, Timestamp::parse_rfc3339("2026-01-01T00:00:00Z").unwrap());
-        assert_eq!(
-            Timestamp::parse_rfc3339_or_millis("1767225600123"),
-            Some(Timestamp::from_millis(1_767_225_600_123))
-        );
         assert_eq!(Timestamp::parse_rfc3339("2026-01-01T00:00:00.0001Z"), None);
         assert_eq!(Timestamp::parse_rfc3339("2026-01-01"), None);
-        assert_eq!(Timestamp::parse_rfc3339_or_millis("-5"), None);
+    }
+
+    #[test]
+    fn query_bounds_take_millis_or_any_rfc3339_instant_rounded_inward() {
+        let parse = Timestamp::parse_query_bound;
+        assert_eq!(
+            parse("1767225600123", TimeBound::From),
+            Some(Timestamp::from_millis(1_767_225_600_123))
+        );
+        assert_eq!(parse("000000000000007", TimeBound::To), Some(Timestamp(7)));
+        assert_eq!(parse("1000000000000000", TimeBound::To), None);
+        assert_eq!(parse("", TimeBound::To), None);
+        assert_eq!(parse("-5", TimeBound::From), None);
+        // A finer instant keeps exactly the whole milliseconds inside the range.
+        let fine = "1970-01-01T00:00:00.0015Z";
+        assert_eq!(parse(fine, TimeBound::From), Some(Timestamp(2)));
+        assert_eq!(parse(fine, TimeBound::To), Some(Timestamp(1)));
+        let before_epoch = "1969-12-31T23:59:59.9995Z";
+        assert_eq!(parse(before_epoch, TimeBound::From), Some(Timestamp(0)));
+        assert_eq!(parse(before_epoch, TimeBound::To), Some(Timestamp(-1)));
+        assert_eq!(
+            parse("0000-01-01T00:00:00Z", TimeBound::From),
+            Some(Timestamp(-62_167_219_200_000))
+        );
+        assert_eq!(
+            parse("2026-01-01T01:00:00+01:00", TimeBound::To),
+            Timestamp::parse_rfc3339("2026-01-01T00:00:00Z")
+        );
+        assert_eq!(parse("2026-01-01", TimeBound::To), None);
     }
 
     #[test]

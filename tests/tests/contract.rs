@@ -258,11 +258,147 @@ fn every_stated_parameter_constraint_is_exactly_what_the_service_checks() {
         ("/v1/instruments?symbol=a%7C".to_owned(), false),
         (format!("/v1/tickers?underlying={}", accented(256)), true),
         (format!("/v1/tickers?underlying={}", accented(257)), false),
+        // Time bounds: any RFC 3339 instant (before 1970, finer than a millisecond, any
+        // offset) or 1 to 15 digits of milliseconds.
+        ("/v1/trades?from=0001-01-01T00:00:00Z".to_owned(), true),
+        (
+            "/v1/trades?to=2026-01-01T00:00:00.123456789%2B05:30".to_owned(),
+            true,
+        ),
+        ("/v1/trades?from=999999999999999".to_owned(), true),
+        ("/v1/trades?from=1000000000000000".to_owned(), false),
+        ("/v1/trades?to=2026-01-01".to_owned(), false),
+        (
+            "/v1/customers/transactions?created_from=-1".to_owned(),
+            false,
+        ),
     ];
     for (path, accepted) in cases {
         let r = c.send("GET", &path, None);
         if accepted {
             assert!(r.status == 200 || r.status == 404, "{path}: {}", r.text);
+        } else {
+            r.assert_error(400, "VALIDATION_ERROR");
+        }
+    }
+}
+
+/// Every constraint the document states of a request body field beyond its type
+/// (`api/src/contract/params.rs`) is the one the service checks, at its edges.
+#[test]
+fn every_stated_body_constraint_is_exactly_what_the_service_checks() {
+    let server = manual();
+    let c = server.demo();
+    let code = customer(&c);
+    let deposit = |amount: &str, asset: &str| json!({"asset": asset, "amount": amount});
+    let fees = |body: Value| (format!("/v1/customers/{code}/fee-profile"), "PUT", body);
+    let cases = [
+        (
+            (
+                "/v1/customers".to_owned(),
+                "POST",
+                json!({"external_id": "x".repeat(64)}),
+            ),
+            true,
+        ),
+        (
+            (
+                "/v1/customers".to_owned(),
+                "POST",
+                json!({"external_id": "x".repeat(65)}),
+            ),
+            false,
+        ),
+        (
+            (
+                "/v1/customers".to_owned(),
+                "POST",
+                json!({"external_id": ""}),
+            ),
+            false,
+        ),
+        (
+            (
+                "/v1/customers".to_owned(),
+                "POST",
+                json!({"external_id": "a\u{85}b"}),
+            ),
+            false,
+        ),
+        (
+            (
+                "/v1/customers".to_owned(),
+                "POST",
+                json!({"external_id": "é ü"}),
+            ),
+            true,
+        ),
+        (
+            (
+                format!("/v1/customers/{code}/deposits"),
+                "POST",
+                deposit("0.0000000001", "USDC"),
+            ),
+            true,
+        ),
+        (
+            (
+                format!("/v1/customers/{code}/deposits"),
+                "POST",
+                deposit("000999999999999.5", "USDT"),
+            ),
+            true,
+        ),
+        (
+            (
+                format!("/v1/customers/{code}/deposits"),
+                "POST",
+                deposit("1000000000000", "USDC"),
+            ),
+            false,
+        ),
+        (
+            (
+                format!("/v1/customers/{code}/deposits"),
+                "POST",
+                deposit("0.00000000000", "USDC"),
+            ),
+            false,
+        ),
+        (
+            (
+                format!("/v1/customers/{code}/deposits"),
+                "POST",
+                deposit("1", "usdc"),
+            ),
+            false,
+        ),
+        (fees(json!({"maker_fee": "-10000.0"})), true),
+        (fees(json!({"taker_fee": 9999.5})), true),
+        (fees(json!({"maker_fee": "10000.01"})), false),
+        (fees(json!({"taker_fee": -10001})), false),
+        (fees(json!({})), false),
+        (
+            (
+                format!("/v1/customers/{code}/margin-profile"),
+                "PUT",
+                json!({"leverage": "2"}),
+            ),
+            true,
+        ),
+        (
+            (
+                format!("/v1/customers/{code}/margin-profile"),
+                "PUT",
+                json!({"leverage": 3}),
+            ),
+            false,
+        ),
+    ];
+    for ((path, method, body), accepted) in cases {
+        let r = c.send(method, &path, Some(body.clone()));
+        if accepted {
+            assert!(r.status < 300, "{method} {path} {body}: {}", r.text);
         } else {
             r.assert_error(400, "VALIDATION_ERROR");
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use perpsim_core::Error;
 use perpsim_core::filter::Pattern;
-use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
+use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, TimeBound, Timestamp};
 use perpsim_systems::ReadView;
 use perpsim_systems::market_view::{INTERVALS, MarketView};
 use perpsim_systems::view::InstrumentView;
@@ -251,8 +251,8 @@ impl MarketApi {
             })?;
         let view = state.engine.view();
         let (i, _, m) = market(&view, &symbol.0)?;
-        let from = query_time("from", from.0.as_deref())?;
-        let to = query_time("to", to.0.as_deref())?;
+        let from = query_time("from", from.0.as_deref(), TimeBound::From)?;
+        let to = query_time("to", to.0.as_deref(), TimeBound::To)?;
         let last = to.unwrap_or(view.clock.now).millis().div_euclid(period) * period;
         let first = from.map_or(last - 99 * period, |f| f.millis());
         let (pd, ad) = (i.spec.price_decimals(), i.spec.amount_decimals());

@@ -9,7 +9,7 @@ use perpsim_core::decimal::Sign;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 use perpsim_core::money::check_transfer_amount;
-use perpsim_core::time::Timestamp;
+use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_core::{Decimal, Error};
 use perpsim_systems::ReadView;
 use perpsim_systems::command::TransferKind;
@@ -34,7 +34,7 @@ use crate::wire::{DecimalIn, DecimalOut, Time, query_time};
 pub struct TransferRequest {
     /// `USDC` or `USDT`.
     pub asset: Text,
-    /// Strictly positive, at most 10 decimals, as a decimal string.
+    /// Strictly positive, below 10^12, at most 10 decimals, as a decimal string.
     pub amount: DecimalIn,
 }
 
@@ -401,8 +401,8 @@ impl MoneyApi {
             .map(|c| customer_of(&view, auth.broker(), c).map(|c| c.code))
             .transpose()?;
         let created = (
-            query_time("created_from", created_from.0.as_deref())?,
-            query_time("created_to", created_to.0.as_deref())?,
+            query_time("created_from", created_from.0.as_deref(), TimeBound::From)?,
+            query_time("created_to", created_to.0.as_deref(), TimeBound::To)?,
         );
         Ok(Json(transactions(
             &state,
@@ -436,8 +436,8 @@ impl MoneyApi {
         let view = state.engine.view();
         let customer = customer_of(&view, auth.broker(), &code.0)?.code;
         let created = (
-            query_time("created_from", created_from.0.as_deref())?,
-            query_time("created_to", created_to.0.as_deref())?,
+            query_time("created_from", created_from.0.as_deref(), TimeBound::From)?,
+            query_time("created_to", created_to.0.as_deref(), TimeBound::To)?,
         );
         Ok(Json(transactions(
             &state,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use perpsim_core::Error;
 use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
-use perpsim_core::time::Timestamp;
+use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_systems::ReadView;
 use perpsim_systems::exchange::TradeRecord as Trade;
 use poem::web::Data;
@@ -143,8 +143,8 @@ fn list(
     customer: Option<CustomerCode>,
     q: TradeQuery,
 ) -> Result<TradePage, Error> {
-    let from = query_time("from", q.from.as_deref())?;
-    let to = query_time("to", q.to.as_deref())?;
+    let from = query_time("from", q.from.as_deref(), TimeBound::From)?;
+    let to = query_time("to", q.to.as_deref(), TimeBound::To)?;
     let sort = q.sort.unwrap_or(SortApi::Desc);
     let filters = format!(
         "customer={customer:?};symbol={:?};from={from:?};to={to:?};sort={sort:?}",

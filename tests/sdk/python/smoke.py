@@ -31,6 +31,7 @@ from perpsim_client.models import (
     OrderRequest,
     SideApi,
     TransferRequest,
+    TransferRequestAsset,
 )
 
 from signing import signed_client
@@ -64,7 +65,7 @@ def main(base_url: str, data_dir: Path) -> None:
         deposit = create_deposit.sync(
             customer.customer_code,
             client=client,
-            body=TransferRequest(asset="USDC", amount="100000"),
+            body=TransferRequest(asset=TransferRequestAsset.USDC, amount="100000"),
         )
         check(deposit.status == "pending", "a deposit answers pending")
         return customer.customer_code

@@ -53,11 +53,11 @@ async fn main() {
     let mut customers = Vec::new();
     for name in ["sdk-rs-a", "sdk-rs-b"] {
         let body = types::CreateCustomerRequest {
-            external_id: Some(name.into()),
+            external_id: Some(name.parse().unwrap()),
         };
         let customer = client.create_customer(&body).await.unwrap().into_inner();
         let deposit = types::TransferRequest {
-            asset: "USDC".into(),
+            asset: types::TransferRequestAsset::Usdc,
             amount: "100000".parse().unwrap(),
         };
         let row = client
