@@ -6,7 +6,9 @@
 #     with a recommended ruleset (@redocly/cli, npm): zero errors and zero warnings;
 #  2. SDKs generated from openapi/broker.json, with no generator warning, each running its
 #     smoke test against the real perpsim binary on loopback (manual clock);
-#  3. the /docs page opened in a real headless Chromium (Debian's package, installed here when
+#  3. schemathesis with every check over the broker API, a few examples per operation
+#     (fuzz.sh; the full budget is a separate command);
+#  4. the /docs page opened in a real headless Chromium (Debian's package, installed here when
 #     missing): it renders and lists every tag; the screenshot stays in .generated/docs.png.
 # The binary is the one `cargo test --workspace` built (built here if it is missing).
 set -euo pipefail
@@ -106,6 +108,11 @@ if ! cargo build --manifest-path rust/Cargo.toml --target-dir "$rust_target" \
   exit 1
 fi
 "$rust_target/debug/perpsim-sdk-smoke" "$url" "$work/data"
+
+# Property-based fuzzing with a small budget (the full run is `bash fuzz.sh`; README).
+bash "$here/fuzz.sh" "${PERPSIM_FUZZ_EXAMPLES:-5}" 1 >"$work/fuzz.log" 2>&1 \
+  || { cat "$work/fuzz.log"; echo "schemathesis: 0 passed, 1 failed"; exit 1; }
+grep -E '^  [0-9]+ generated' "$work/fuzz.log" | sed 's/^ */schemathesis: /'
 
 # The docs page in Debian's Chromium: rendered, every tag of the document listed.
 if ! command -v chromium >/dev/null; then
