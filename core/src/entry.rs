@@ -130,7 +130,6 @@ fn rejected(message: String) -> Error {
     Error::new(ErrorCode::OrderRejected, message)
 }
 
-/// `reference_id`: 1 to 40 characters of `[a-zA-Z0-9_-]` (§2.3, rule 11's shape).
 /// The venue's maximum notional (400 ORDER_REJECTED past it), at entry and on every amend.
 /// The product is checked, not computed blindly: two inputs of 28 digits each would overflow
 /// a decimal, and every later figure of the order (reserve, fees, margin) stays small only
@@ -166,6 +165,7 @@ pub fn check_price(field: &str, price: Decimal, instrument: &InstrumentSpec) -> 
     })
 }
 
+/// `reference_id`: 1 to 40 characters of `[a-zA-Z0-9_-]` (§2.3, rule 11's shape).
 pub fn check_reference_id(field: &str, id: &str) -> Result<(), Error> {
     let ok = !id.is_empty()
         && id.len() <= MAX_REFERENCE_ID

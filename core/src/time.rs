@@ -83,8 +83,8 @@ impl Timestamp {
     }
 }
 
-/// Most digits of a query time given in milliseconds: enough for any instant before year
-/// 10000, and a bound that keeps the value far inside `i64`.
+/// Most digits of a query time given in milliseconds: enough for every instant before year
+/// 10000 (253 402 300 800 000 has 15), and a bound that keeps the value far inside `i64`.
 pub const MAX_QUERY_MILLIS_DIGITS: usize = 15;
 
 /// Which end of an inclusive time range a query time is.
