@@ -19,10 +19,10 @@ use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi, SecurityScheme, Tags};
 
-use crate::app::AppState;
-use crate::auth::{encode_public_key, parse_public_key};
 use crate::contract::Text;
 use crate::errors::ApiError;
+use crate::server::app::AppState;
+use crate::signing::{encode_public_key, parse_public_key};
 use crate::types::InstrumentStatusApi;
 use crate::wire::DecimalIn;
 
@@ -467,7 +467,7 @@ impl AdminApi {
     ) -> Result<Json<ClockRecord>, ApiError> {
         Ok(Json(ClockRecord::new(
             state.engine.view().clock,
-            crate::host::wall_clock_ms(),
+            crate::server::host::wall_clock_ms(),
         )))
     }
 
@@ -505,7 +505,10 @@ impl AdminApi {
             .submit(Command::AdvanceClock { to }, None)
             .await?
         {
-            Outcome::Clock(c) => Ok(Json(ClockRecord::new(c, crate::host::wall_clock_ms()))),
+            Outcome::Clock(c) => Ok(Json(ClockRecord::new(
+                c,
+                crate::server::host::wall_clock_ms(),
+            ))),
             other => unreachable!("AdvanceClock answers the clock, got {other:?}"),
         }
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 #[test]
 fn checked_in_openapi_documents_equal_what_the_code_generates() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../openapi");
-    for (name, generated) in perpsim_api::docs::documents() {
+    for (name, generated) in perpsim_api::server::docs::documents() {
         let path = dir.join(name);
         let on_disk =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -22,7 +22,7 @@ fn checked_in_openapi_documents_equal_what_the_code_generates() {
 
 #[test]
 fn the_broker_document_holds_no_admin_paths_and_the_admin_document_no_broker_paths() {
-    let docs = perpsim_api::docs::documents();
+    let docs = perpsim_api::server::docs::documents();
     let paths = |name: &str| -> Vec<String> {
         let text = &docs.iter().find(|(n, _)| *n == name).unwrap().1;
         let doc: serde_json::Value = serde_json::from_str(text).unwrap();
@@ -40,7 +40,7 @@ fn the_broker_document_holds_no_admin_paths_and_the_admin_document_no_broker_pat
 /// success response of the broker API.
 #[test]
 fn every_broker_request_body_and_success_response_has_an_example() {
-    let doc = perpsim_api::app::broker_document();
+    let doc = perpsim_api::server::app::broker_document();
     let schemas = &doc["components"]["schemas"];
     let schema_name = |schema: &serde_json::Value| -> Option<String> {
         let r = schema
@@ -117,7 +117,7 @@ fn objects<'d>(
 #[test]
 fn every_response_field_is_required_unless_the_service_leaves_it_out() {
     const SOMETIMES_ABSENT: [&str; 1] = ["OrderRecord.cash_amount"];
-    let doc = perpsim_api::app::broker_document();
+    let doc = perpsim_api::server::app::broker_document();
     let mut reached = std::collections::BTreeMap::new();
     for (path, ops) in doc["paths"].as_object().unwrap() {
         for (method, op) in ops.as_object().unwrap() {
@@ -175,8 +175,8 @@ fn no_enum_is_wrapped_in_all_of_and_every_nullable_enum_lists_null() {
         }
     }
     for doc in [
-        perpsim_api::app::broker_document(),
-        perpsim_api::app::admin_document(),
+        perpsim_api::server::app::broker_document(),
+        perpsim_api::server::app::admin_document(),
     ] {
         let mut bad = Vec::new();
         walk(&doc, &doc, "", &mut bad);
@@ -189,7 +189,7 @@ fn no_enum_is_wrapped_in_all_of_and_every_nullable_enum_lists_null() {
 /// each error with an example body; and every operation requires D2's three headers.
 #[test]
 fn every_broker_operation_lists_its_own_errors_with_examples_and_the_three_signing_headers() {
-    let doc = perpsim_api::app::broker_document();
+    let doc = perpsim_api::server::app::broker_document();
     let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
     let headers: Vec<&str> = schemes
         .values()
@@ -248,8 +248,8 @@ fn the_documents_hold_no_null_outside_enums_and_examples() {
         }
     }
     for doc in [
-        perpsim_api::app::broker_document(),
-        perpsim_api::app::admin_document(),
+        perpsim_api::server::app::broker_document(),
+        perpsim_api::server::app::admin_document(),
     ] {
         let mut bad = Vec::new();
         walk(&doc, "", &mut bad);

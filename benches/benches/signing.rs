@@ -11,7 +11,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use criterion::{Criterion, criterion_group, criterion_main};
 use ed25519_dalek::{Signer, SigningKey};
-use perpsim_api::auth::{
+use perpsim_api::signing::{
     Authenticator, DEFAULT_MAX_NONCES_PER_KEY, RateLimit, SignedHeaders, canonical_message,
     encode_public_key,
 };

@@ -12,11 +12,11 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::{Signed, Tag};
-use crate::app::AppState;
 use crate::contract::Nullable;
 use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::server::app::AppState;
 
 /// Longest `external_id` accepted.
 pub const MAX_EXTERNAL_ID: usize = 64;

@@ -9,8 +9,8 @@ use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 
 use super::{Signed, Tag};
-use crate::app::AppState;
 use crate::errors::ApiError;
+use crate::server::app::AppState;
 use crate::types::{InstrumentRecord, InstrumentStatusApi};
 
 pub struct InstrumentsApi;

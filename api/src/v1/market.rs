@@ -16,10 +16,10 @@ use poem_openapi::{Object, OpenApi};
 
 use super::orders::SideApi;
 use super::{Signed, Tag};
-use crate::app::AppState;
 use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::server::app::AppState;
 use crate::wire::{DecimalOut, Time, query_time};
 
 /// A fill as the market sees it (D8).

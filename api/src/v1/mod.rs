@@ -17,7 +17,7 @@ use poem::Request;
 use poem_openapi::auth::ApiKey;
 use poem_openapi::{SecurityScheme, Tags};
 
-use crate::auth::Admission;
+use crate::signing::Admission;
 
 /// The admission of an authenticated request (its broker and spent nonce); put into the
 /// request by the signing middleware.

@@ -17,11 +17,11 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 
 use super::{Signed, Tag, customer_of};
-use crate::app::AppState;
 use crate::contract::Nullable;
 use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::server::app::AppState;
 use crate::wire::{DecimalIn, DecimalOut, LeverageIn, NumberIn, Time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]

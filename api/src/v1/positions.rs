@@ -13,8 +13,8 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};
 
 use super::{Signed, Tag, customer_of};
-use crate::app::AppState;
 use crate::errors::ApiError;
+use crate::server::app::AppState;
 use crate::wire::{DecimalOut, Time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use poem_openapi::{Object, OpenApi};
 use rust_decimal::RoundingStrategy;
 
 use super::{Signed, Tag, customer_of};
-use crate::app::AppState;
 use crate::errors::ApiError;
+use crate::server::app::AppState;
 use crate::wire::{DecimalOut, LeverageIn, NumberIn, Time};
 
 /// Margin metrics of an account (§2.6). Both settlement currencies count as collateral at

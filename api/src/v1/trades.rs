@@ -15,10 +15,10 @@ use poem_openapi::{Enum, Object, OpenApi};
 
 use super::orders::SideApi;
 use super::{Signed, Tag, customer_of};
-use crate::app::AppState;
 use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::server::app::AppState;
 use crate::wire::{DecimalOut, Time, query_time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]

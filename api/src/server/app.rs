@@ -14,16 +14,16 @@ use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, h
 use poem_openapi::{LicenseObject, OpenApiService, ServerObject};
 
 use crate::admin::{AdminApi, AdminAuthed};
-use crate::auth::{
-    AuthError, Authenticator, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders,
-};
-use crate::connections::ConnectionWatch;
 use crate::contract;
 use crate::errors::{self, error_response};
-use crate::host::{EngineHandle, wall_clock_ns};
-use crate::metrics::Metrics;
 use crate::pagination::Cursors;
-use crate::request_guard::RequestGuard;
+use crate::server::connections::ConnectionWatch;
+use crate::server::host::{EngineHandle, wall_clock_ns};
+use crate::server::metrics::Metrics;
+use crate::server::request_guard::RequestGuard;
+use crate::signing::{
+    AuthError, Authenticator, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders,
+};
 use crate::v1::{self, AuthedBroker, BrokerApi};
 
 /// Request bodies over this are refused with 413 before any other work (D4).

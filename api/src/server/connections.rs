@@ -37,8 +37,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
-use crate::config::ConnectionLimits;
-use crate::metrics::Metrics;
+use crate::cli::config::ConnectionLimits;
+use crate::server::metrics::Metrics;
 
 /// Refusals being written at once; past it a connection over the bound is closed unanswered.
 const REFUSALS_AT_ONCE: usize = 256;
@@ -288,7 +288,7 @@ async fn refuse(mut socket: TcpStream, bound: u32) {
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
          content-length: {}\r\nretry-after: 1\r\nconnection: close\r\ndate: {}\r\n\r\n{body}",
         body.len(),
-        crate::app::http_date().to_str().unwrap_or_default(),
+        crate::server::app::http_date().to_str().unwrap_or_default(),
     );
     let _ = tokio::time::timeout(REFUSAL_TIME, async {
         let mut request = [0u8; 4096];

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use crate::app::{admin_document, broker_document};
 use crate::contract::{json_text, yaml_text};
+use crate::server::app::{admin_document, broker_document};
 
 /// (file name, contents) of every checked-in document: exactly what the service serves.
 pub fn documents() -> Vec<(&'static str, String)> {

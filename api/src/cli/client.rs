@@ -6,7 +6,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signer, SigningKey};
 
-use crate::auth::{HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, canonical_message};
+use crate::signing::{HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, canonical_message};
 
 pub struct Answer {
     pub status: u16,

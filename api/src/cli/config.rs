@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::auth::DEFAULT_MAX_NONCES_PER_KEY;
+use crate::signing::DEFAULT_MAX_NONCES_PER_KEY;
 
 use clap::Args;
 use perpsim_core::clock::ClockMode;

@@ -10,6 +10,8 @@
 //! request carries its [`Admission`], and is answered only once its nonce is journaled (with
 //! its command, or on its own), so a restart rebuilds exactly the nonces that were spent.
 
+pub mod secrets;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,9 @@
-//! The `perpsim` command line: serve, keygen, curl, admin, openapi, replay.
+//! The `perpsim` command line: serve, keygen, curl, admin, openapi, replay; its configuration
+//! ([`config`]: flags, environment, TOML) and the signing HTTP client of `curl`/`admin`
+//! ([`client`]).
+
+pub mod client;
+pub mod config;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,10 +13,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
-use crate::auth::parse_public_key;
-use crate::client::{self, Auth};
-use crate::config::ServeArgs;
-use crate::secrets;
+use self::client::Auth;
+use self::config::ServeArgs;
+use crate::signing::parse_public_key;
+use crate::signing::secrets;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -115,7 +120,7 @@ pub enum AdminCmd {
 /// Runs a parsed command line; the exit code.
 pub fn run(cli: Cli) -> Result<i32, String> {
     match cli.command {
-        Cmd::Serve(args) => crate::serve::serve(args.resolve()?).map(|_| 0),
+        Cmd::Serve(args) => crate::server::serve::serve(args.resolve()?).map(|_| 0),
         Cmd::Keygen { out } => keygen(&out).map(|_| 0),
         Cmd::Curl {
             method,
@@ -160,7 +165,7 @@ pub fn run(cli: Cli) -> Result<i32, String> {
                 &body,
             )?))
         }
-        Cmd::Openapi { out } => crate::docs::write(&out).map(|_| 0),
+        Cmd::Openapi { out } => crate::server::docs::write(&out).map(|_| 0),
         Cmd::Replay { journal } => replay(&journal),
     }
 }
@@ -170,7 +175,7 @@ fn keygen(out: &Path) -> Result<(), String> {
     secrets::write_secret(out, secrets::signing_key_pem(&key).as_bytes())?;
     println!(
         "{}",
-        crate::auth::encode_public_key(&perpsim_core::ids::PublicKey(
+        crate::signing::encode_public_key(&perpsim_core::ids::PublicKey(
             key.verifying_key().to_bytes()
         ))
     );
