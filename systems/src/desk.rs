@@ -19,6 +19,7 @@ use crate::exchange::{Exchange, Liquidity, MarketId, Order, Trigger, Watch};
 use crate::fills::{Execution, FillSide, book_fill};
 use crate::ingest::Results;
 use crate::ledger::Ledger;
+use crate::positions::{MarginRate, OpenPositions};
 use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
 use crate::view::CustomerView;
 
@@ -28,7 +29,7 @@ use crate::view::CustomerView;
 struct Terms {
     broker: BrokerCode,
     fees: FeeRates,
-    initial_margin: Decimal,
+    rate: MarginRate,
 }
 
 /// Order commands of the current run, with the index of their result, in arrival order.
@@ -46,6 +47,7 @@ pub struct Desk<'w, 's> {
     registry: Res<'w, Registry>,
     customers: Query<'w, 's, &'static mut Customer>,
     instruments: Query<'w, 's, &'static InstrumentState>,
+    positions: OpenPositions<'w, 's>,
 }
 
 /// MatchSystems: the tick's order requests, one at a time.
@@ -79,6 +81,7 @@ pub fn handle_order_requests(
         let outcome = result.map(|id| Outcome::Order(desk.exchange.orders[id as usize].clone()));
         results.0[index] = Some(outcome);
     }
+    desk.positions.flush();
 }
 
 /// MatchSystems: GTD orders whose expire_time has come end `expired` with reason EXPIRED.
@@ -93,6 +96,7 @@ pub fn expire_orders(due: Res<DueEvents>, mut desk: Desk) {
             }
         }
     }
+    desk.positions.flush();
 }
 
 /// TriggerSystems: conditional orders whose trigger price is reached fire, in trigger order
@@ -103,6 +107,7 @@ pub fn fire_triggers(mut desk: Desk) {
             desk.trigger(id);
         }
     }
+    desk.positions.flush();
 }
 
 fn rejected(message: String) -> Error {
@@ -135,9 +140,8 @@ impl Desk<'_, '_> {
 
     /// Signed size of the customer's position in a market (long positive).
     fn position_size(&self, code: CustomerCode, market: MarketId) -> Decimal {
-        self.exchange
-            .positions
-            .get(&(code, market))
+        self.positions
+            .get((code, market))
             .map_or(Decimal::ZERO, |p| p.size)
     }
 
@@ -381,9 +385,7 @@ impl Desk<'_, '_> {
         Terms {
             broker: c.broker,
             fees: c.fees.get(symbol).copied().unwrap_or(DEFAULT_FEES),
-            initial_margin: margin_profile(c.leverage)
-                .expect("customers hold a valid leverage")
-                .initial,
+            rate: MarginRate::of_leverage(c.leverage),
         }
     }
 
@@ -400,7 +402,7 @@ impl Desk<'_, '_> {
                 broker: taker.broker,
                 side,
                 fee_bps: taker.fees.taker_bps,
-                initial_margin: taker.initial_margin,
+                rate: taker.rate,
                 liquidity: Liquidity::Taker,
             },
             FillSide {
@@ -409,13 +411,14 @@ impl Desk<'_, '_> {
                 broker: maker.broker,
                 side: side.opposite(),
                 fee_bps: maker.fees.maker_bps,
-                initial_margin: maker.initial_margin,
+                rate: maker.rate,
                 liquidity: Liquidity::Maker,
             },
         ];
         let price = self.exchange.markets[market as usize].price(f.price);
         book_fill(
             &mut self.exchange,
+            &mut self.positions,
             &mut self.ledger,
             &mut self.rng.0,
             Execution {
@@ -824,12 +827,9 @@ impl Desk<'_, '_> {
     fn check_leverage_change(&self, code: CustomerCode, leverage: u32) -> Result<(), Error> {
         let profile = margin_profile(leverage).expect("validated leverage");
         let (mut notional, mut upnl) = (Decimal::ZERO, Decimal::ZERO);
-        for ((_, market), p) in self
-            .exchange
-            .positions
-            .range((code, 0)..=(code, MarketId::MAX))
-        {
-            let mark = self.instrument(*market).mark_price;
+        for key in self.positions.keys_of(code) {
+            let p = self.positions.get(key).expect("listed above");
+            let mark = self.instrument(key.1).mark_price;
             notional += p.size.abs() * mark;
             upnl += p.unrealised_pnl(mark);
         }
@@ -878,41 +878,26 @@ impl Desk<'_, '_> {
             .get_mut(entity)
             .expect("indexed customer")
             .leverage = leverage;
-        relock_positions(
-            &mut self.exchange,
-            &mut self.ledger,
-            code,
-            leverage,
-            self.clock.now,
-        );
+        self.relock_positions(code, MarginRate::of_leverage(leverage));
     }
-}
 
-/// Positions lock `|size| × entry_price × initial margin` of the customer's profile: after a
-/// profile change every position's margin is recomputed and `locked` follows.
-pub fn relock_positions(
-    exchange: &mut Exchange,
-    ledger: &mut Ledger,
-    code: CustomerCode,
-    leverage: u32,
-    now: perpsim_core::time::Timestamp,
-) {
-    let im = margin_profile(leverage)
-        .expect("validated leverage")
-        .initial;
-    let keys: Vec<_> = exchange
-        .positions
-        .range((code, 0)..=(code, MarketId::MAX))
-        .map(|(k, _)| *k)
-        .collect();
-    for key in keys {
-        let asset = exchange.markets[key.1 as usize].spec.settlement;
-        let p = exchange.positions.get_mut(&key).expect("listed above");
-        let margin = perpsim_core::decimal::round_ledger(p.size.abs() * p.entry_price * im);
-        let delta = margin - p.margin;
-        p.margin = margin;
-        exchange.dirty.positions.push(key);
-        ledger.adjust_locked(code, asset, delta, now);
+    /// Positions lock `|size| × entry_price × initial margin` of the customer's profile:
+    /// after a profile change every position's margin and rate are recomputed and `locked`
+    /// follows.
+    fn relock_positions(&mut self, code: CustomerCode, new_rate: MarginRate) {
+        for key in self.positions.keys_of(code) {
+            let asset = self.exchange.markets[key.1 as usize].spec.settlement;
+            let (p, rate) = self.positions.get_mut(key).expect("listed above");
+            let margin = perpsim_core::decimal::round_ledger(
+                p.size.abs() * p.entry_price * new_rate.initial,
+            );
+            let delta = margin - p.margin;
+            p.margin = margin;
+            *rate = new_rate;
+            self.exchange.dirty.positions.push(key);
+            self.ledger
+                .adjust_locked(code, asset, delta, self.clock.now);
+        }
     }
 }
 

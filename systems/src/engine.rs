@@ -18,7 +18,8 @@ use crate::desk::OrderRequests;
 use crate::exchange::Exchange;
 use crate::ingest::{Inbox, Results};
 use crate::ledger::Ledger;
-use crate::registry::{EngineRng, InstrumentState, Registry};
+use crate::positions::ValuedMarks;
+use crate::registry::{EngineRng, InstrumentState, PositionIndex, Registry};
 use crate::snapshot::{self, EngineState, StateHash};
 use crate::view::{ClockView, Publishing, ReadView};
 
@@ -82,6 +83,8 @@ impl Engine {
         world.insert_resource(counters);
         world.insert_resource(scheduler);
         world.insert_resource(Registry::default());
+        world.insert_resource(PositionIndex::default());
+        world.insert_resource(ValuedMarks::default());
         world.insert_resource(DueEvents::default());
         world.insert_resource(Inbox::default());
         world.insert_resource(Results::default());
@@ -148,6 +151,12 @@ impl Engine {
         engine
     }
 
+    /// The world itself, for the crate's tests to query components.
+    #[cfg(test)]
+    pub(crate) fn world_mut(&mut self) -> &mut World {
+        &mut self.world
+    }
+
     pub fn genesis_config(&self) -> &Genesis {
         &self.genesis
     }
@@ -169,7 +178,16 @@ impl Engine {
     pub fn set_publishing(&mut self, on: bool) {
         self.world.resource_mut::<Publishing>().0 = on;
         self.world.resource_mut::<Ledger>().track_changes(on);
-        self.world.resource_mut::<Exchange>().track_changes(on);
+        let positions: Vec<_> = self
+            .world
+            .resource::<PositionIndex>()
+            .0
+            .keys()
+            .copied()
+            .collect();
+        self.world
+            .resource_mut::<Exchange>()
+            .track_changes(on, positions.into_iter());
         if on {
             self.run_schedule();
         }

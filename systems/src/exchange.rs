@@ -16,14 +16,14 @@ use perpsim_core::decimal::{from_units, whole_units};
 use perpsim_core::ids::{BrokerCode, CustomerCode, FillCode, PositionCode, TradeCode};
 use perpsim_core::instrument::InstrumentSpec;
 use perpsim_core::order::{
-    EndReason, OrderStatus, OrderType, PositionSide, ReferenceId, Side, TimeInForce,
-    TriggerPriceType,
+    EndReason, OrderStatus, OrderType, ReferenceId, Side, TimeInForce, TriggerPriceType,
 };
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::book::{Book, Lots, OrderRef, Ticks};
 use crate::dirty::DirtyKeys;
+use crate::positions::{Position, PositionKey};
 pub use crate::refs::RefIndex;
 
 /// Index of a market in [`Exchange::markets`] (genesis order; instruments never go away).
@@ -137,41 +137,6 @@ impl Order {
     /// The reserve still held, in money.
     pub fn reserved(&self) -> Decimal {
         Decimal::from(self.reserve_lots) * self.reserve_rate
-    }
-}
-
-/// A net position (D6): `size` is signed (long positive); `amount` on the wire is |size|.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Position {
-    pub code: PositionCode,
-    pub customer: CustomerCode,
-    pub broker: BrokerCode,
-    pub market: MarketId,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub size: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub entry_price: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub avg_fill_price: Decimal,
-    /// Initial margin locked: |size| × entry_price × initial margin (§2.5).
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub margin: Decimal,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-impl Position {
-    pub fn side(&self) -> PositionSide {
-        if self.size.is_sign_negative() {
-            PositionSide::Short
-        } else {
-            PositionSide::Long
-        }
-    }
-
-    /// Unrealised PnL at `mark`, at the ledger's 10 decimals.
-    pub fn unrealised_pnl(&self, mark: Decimal) -> Decimal {
-        perpsim_core::decimal::round_ledger(self.size * (mark - self.entry_price))
     }
 }
 
@@ -369,7 +334,6 @@ pub struct Exchange {
     pub by_symbol: BTreeMap<String, MarketId>,
     pub orders: Vec<Order>,
     pub refs: RefIndex,
-    pub positions: BTreeMap<(CustomerCode, MarketId), Position>,
     pub trades: Vec<TradeRecord>,
     pub fills: Vec<PublicFill>,
     pub next_priority: u64,
@@ -424,8 +388,9 @@ impl Exchange {
         self.dirty.orders.push(id);
     }
 
-    /// Tracks what changes for the read view, or not (see `Ledger::track_changes`).
-    pub fn track_changes(&mut self, on: bool) {
+    /// Tracks what changes for the read view, or not (see `Ledger::track_changes`);
+    /// `positions` are the keys of the open positions, marked when tracking resumes.
+    pub fn track_changes(&mut self, on: bool, positions: impl Iterator<Item = PositionKey>) {
         let d = &mut self.dirty;
         match (on, d.orders.is_tracking()) {
             (false, _) => {
@@ -433,17 +398,18 @@ impl Exchange {
                 d.positions.pause();
                 d.closed = Vec::new();
             }
-            (true, false) => self.mark_everything(),
+            (true, false) => self.mark_everything(positions),
             (true, true) => {}
         }
     }
 
-    /// Every order and position marked changed, and the view's positions to be rebuilt: what
-    /// a view needs that starts from here (a restore) or stopped following (publishing off).
-    fn mark_everything(&mut self) {
+    /// Every order and open position marked changed, and the view's positions to be rebuilt:
+    /// what a view needs that starts from here (a restore) or stopped following (publishing
+    /// off).
+    fn mark_everything(&mut self, positions: impl Iterator<Item = PositionKey>) {
         let d = &mut self.dirty;
         d.orders.resume(0..self.orders.len() as u64);
-        d.positions.resume(self.positions.keys().copied());
+        d.positions.resume(positions);
         d.rebuild_positions = true;
     }
 
@@ -468,7 +434,8 @@ impl Exchange {
         o.priority = Some(priority);
     }
 
-    pub fn state(&self) -> ExchangeState {
+    /// The snapshot form, with the open positions (entities, so the caller collects them).
+    pub fn state(&self, positions: BTreeMap<PositionKey, Position>) -> ExchangeState {
         ExchangeState {
             markets: self
                 .markets
@@ -481,14 +448,16 @@ impl Exchange {
                 })
                 .collect(),
             orders: self.orders.clone(),
-            positions: self.positions.clone(),
+            positions,
             trades: self.trades.clone(),
             fills: self.fills.clone(),
             next_priority: self.next_priority,
         }
     }
 
-    /// Rebuilds the books from the resting orders in their recorded time priority.
+    /// Rebuilds the books from the resting orders in their recorded time priority. The open
+    /// positions become entities (`snapshot::restore_entities`); here they are only marked
+    /// for the view.
     pub fn from_state(state: ExchangeState) -> Self {
         let mut exchange = Exchange::default();
         for m in state.markets {
@@ -501,7 +470,6 @@ impl Exchange {
         }
         exchange.orders = state.orders;
         exchange.refs = RefIndex::rebuild(&exchange.orders);
-        exchange.positions = state.positions;
         exchange.trades = state.trades;
         exchange.fills = state.fills;
         exchange.next_priority = state.next_priority;
@@ -519,7 +487,7 @@ impl Exchange {
             let r = market.book.rest(id, o.side, price, lots);
             exchange.orders[id as usize].resting = Some(r);
         }
-        exchange.mark_everything();
+        exchange.mark_everything(state.positions.keys().copied());
         exchange
     }
 }
@@ -540,6 +508,7 @@ impl Exchange {
     /// reserves. Returns the first violation.
     pub fn check_invariants(
         &self,
+        positions: &[&Position],
         ledger: &crate::ledger::Ledger,
         done: &mut CheckedUpTo,
     ) -> Result<(), String> {
@@ -549,7 +518,7 @@ impl Exchange {
             }
         }
         let mut sums = vec![Decimal::ZERO; self.markets.len()];
-        for p in self.positions.values() {
+        for p in positions {
             if p.size.is_zero() {
                 return Err(format!("{}: an empty position is kept", p.code));
             }
@@ -602,7 +571,7 @@ impl Exchange {
         }
         let mut locked: BTreeMap<(CustomerCode, perpsim_core::instrument::Asset), Decimal> =
             BTreeMap::new();
-        for p in self.positions.values() {
+        for p in positions {
             let asset = self.markets[p.market as usize].spec.settlement;
             *locked.entry((p.customer, asset)).or_default() += p.margin;
         }
@@ -635,13 +604,33 @@ impl Exchange {
 }
 
 /// PublishSystems, debug and test builds: a violated trading invariant stops the engine.
+#[allow(clippy::too_many_arguments)]
 pub fn assert_trading_invariants(
     exchange: bevy_ecs::prelude::Res<Exchange>,
     ledger: bevy_ecs::prelude::Res<crate::ledger::Ledger>,
     mut done: bevy_ecs::prelude::ResMut<CheckedUpTo>,
     clock: bevy_ecs::prelude::Res<crate::clock::SimClock>,
+    registry: bevy_ecs::prelude::Res<crate::registry::Registry>,
+    index: bevy_ecs::prelude::Res<crate::registry::PositionIndex>,
+    instruments: bevy_ecs::prelude::Query<&crate::registry::InstrumentState>,
+    customers: bevy_ecs::prelude::Query<&crate::registry::Customer>,
+    positions: bevy_ecs::prelude::Query<(
+        &Position,
+        &crate::positions::MarginRate,
+        &crate::positions::Valuation,
+    )>,
 ) {
-    if let Err(violation) = exchange.check_invariants(&ledger, &mut done) {
+    let marks = crate::positions::current_marks(&exchange, &registry, &instruments);
+    let leverage = |c| {
+        customers
+            .get(registry.customers[&c])
+            .expect("positions belong to customers")
+            .leverage
+    };
+    let open: Vec<&Position> = positions.iter().map(|(p, _, _)| p).collect();
+    let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
+        .and_then(|()| exchange.check_invariants(&open, &ledger, &mut done));
+    if let Err(violation) = checked {
         panic!("trading invariant violated at {}: {violation}", clock.now);
     }
 }

@@ -2,8 +2,6 @@
 //! moved (realised PnL on the part that reduces it), one trade-family ledger movement and one
 //! trade record per side, the public fill, and the margin that moves with all of it.
 
-use std::collections::btree_map::Entry;
-
 use perpsim_core::Decimal;
 use perpsim_core::decimal::round_ledger;
 use perpsim_core::ids::{BrokerCode, CustomerCode, FillCode, PositionCode, TradeCode};
@@ -12,10 +10,9 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 
 use crate::book::Lots;
-use crate::exchange::{
-    Exchange, Liquidity, MarketId, Position, PublicFill, TradeKind, TradeRecord,
-};
+use crate::exchange::{Exchange, Liquidity, MarketId, PublicFill, TradeKind, TradeRecord};
 use crate::ledger::{Ledger, MovementKind, TradeInfo};
+use crate::positions::{MarginRate, OpenPositions, Position};
 
 /// How a fill changes a net position: the new signed size and prices, and the PnL realised
 /// on the part that closed exposure. Pure: `size` and `q` are signed (long/buy positive).
@@ -101,11 +98,13 @@ struct Moved {
     before: Decimal,
 }
 
-/// Moves one side's net position by `q` (signed) at `price` (D6), with one search of the
-/// position map: a new code on open, reopen or flip (the old one is reported closed), the
-/// entry removed when it closes.
+/// Moves one side's net position by `q` (signed) at `price` (D6), with one index lookup: a
+/// new code on open, reopen or flip (the old one is reported closed), the entity despawned
+/// when it closes.
+#[allow(clippy::too_many_arguments)]
 fn move_position(
     exchange: &mut Exchange,
+    positions: &mut OpenPositions,
     rng: &mut SimRng,
     s: &FillSide,
     market: MarketId,
@@ -114,45 +113,44 @@ fn move_position(
     now: Timestamp,
 ) -> Moved {
     let key = (s.customer, market);
-    let Exchange {
-        positions, dirty, ..
-    } = exchange;
+    let dirty = &mut exchange.dirty;
     dirty.positions.push(key);
     let margin_of =
-        |c: &PositionChange| round_ledger(c.size.abs() * c.entry_price * s.initial_margin);
-    let mut held = match positions.entry(key) {
-        Entry::Occupied(held) => held,
-        Entry::Vacant(vacant) => {
-            let change = position_change(None, q, price);
-            let margin = margin_of(&change);
-            let code = PositionCode(rng.uuid());
-            vacant.insert(Position {
-                code,
-                customer: s.customer,
-                broker: s.broker,
-                market,
-                size: change.size,
-                entry_price: change.entry_price,
-                avg_fill_price: change.avg_fill_price,
-                margin,
-                created_at: now,
-                updated_at: now,
-            });
-            return Moved {
-                change,
-                code,
-                margin,
-                old_margin: Decimal::ZERO,
-                before: Decimal::ZERO,
-            };
-        }
+        |c: &PositionChange| round_ledger(c.size.abs() * c.entry_price * s.rate.initial);
+    let Some((p, rate)) = positions.get_mut(key) else {
+        let change = position_change(None, q, price);
+        let margin = margin_of(&change);
+        let code = PositionCode(rng.uuid());
+        let position = Position {
+            code,
+            customer: s.customer,
+            broker: s.broker,
+            market,
+            size: change.size,
+            entry_price: change.entry_price,
+            avg_fill_price: change.avg_fill_price,
+            margin,
+            created_at: now,
+            updated_at: now,
+        };
+        positions.open(key, position, s.rate);
+        return Moved {
+            change,
+            code,
+            margin,
+            old_margin: Decimal::ZERO,
+            before: Decimal::ZERO,
+        };
     };
-    let p = held.get_mut();
+    debug_assert_eq!(
+        *rate, s.rate,
+        "a position is held under its customer's profile"
+    );
     let change = position_change(Some(p), q, price);
     let (before, old_margin) = (p.size, p.margin);
     let margin = margin_of(&change);
     if change.size.is_zero() {
-        let code = held.remove().code;
+        let code = positions.close(key).code;
         dirty.close(s.customer, market, code);
         return Moved {
             change,
@@ -203,8 +201,8 @@ pub struct FillSide {
     pub broker: BrokerCode,
     pub side: Side,
     pub fee_bps: Decimal,
-    /// The customer's initial margin fraction (its profile).
-    pub initial_margin: Decimal,
+    /// The margin fractions of the customer's profile.
+    pub rate: MarginRate,
     pub liquidity: Liquidity,
 }
 
@@ -220,6 +218,7 @@ pub struct Execution {
 /// Books one execution between its two sides, the taker first.
 pub fn book_fill(
     exchange: &mut Exchange,
+    positions: &mut OpenPositions,
     ledger: &mut Ledger,
     rng: &mut SimRng,
     execution: Execution,
@@ -265,7 +264,7 @@ pub fn book_fill(
             Side::Buy => amount,
             Side::Sell => -amount,
         };
-        let moved = move_position(exchange, rng, &s, market, q, price, now);
+        let moved = move_position(exchange, positions, rng, &s, market, q, price, now);
         exchange.markets[market as usize].open_interest +=
             moved.change.size.max(Decimal::ZERO) - moved.before.max(Decimal::ZERO);
         let change = moved.change;

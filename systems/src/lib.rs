@@ -19,6 +19,7 @@ pub mod fills;
 pub mod ingest;
 pub mod ledger;
 pub mod market_view;
+pub mod positions;
 pub mod refs;
 pub mod registry;
 pub mod sets;
@@ -32,6 +33,8 @@ pub use view::ReadView;
 
 #[cfg(test)]
 mod ledger_tests;
+#[cfg(test)]
+mod positions_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! The published side of trading: orders, positions, trades, public fills and per-market
 //! data (book tops, candles), as persistent maps the API reads without touching the engine.
 
-use bevy_ecs::prelude::ResMut;
+use bevy_ecs::prelude::{Query, Res, ResMut};
 use imbl::{OrdMap, OrdSet, Vector};
 use perpsim_core::Decimal;
 use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode, TradeCode};
 use perpsim_core::order::ReferenceId;
 use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 
-use crate::exchange::{Exchange, MarketId, Order, Position, PublicFill, TradeRecord};
+use crate::exchange::{Exchange, MarketId, Order, PublicFill, TradeRecord};
+use crate::positions::Position;
+use crate::registry::PositionIndex;
 use crate::view::ReadView;
 
 /// Candle intervals of D8, in milliseconds, with their wire names.
@@ -114,7 +116,12 @@ fn add_to_candle(
 }
 
 /// PublishSystems: what trading changed since the last run.
-pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange>) {
+pub fn publish_trading(
+    mut view: ResMut<ReadView>,
+    mut exchange: ResMut<Exchange>,
+    index: Res<PositionIndex>,
+    positions: Query<&Position>,
+) {
     let exchange = &mut *exchange;
     let t = &mut view.trading;
     while t.markets.len() < exchange.markets.len() {
@@ -173,7 +180,11 @@ pub fn publish_trading(mut view: ResMut<ReadView>, mut exchange: ResMut<Exchange
         }
     }
     for key in exchange.dirty.positions.take() {
-        if let Some(p) = exchange.positions.get(&key) {
+        if let Some(p) = index
+            .0
+            .get(&key)
+            .map(|&e| positions.get(e).expect("indexed"))
+        {
             t.position_codes.insert(p.code, key);
             t.positions
                 .entry(key.0)

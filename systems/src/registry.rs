@@ -1,6 +1,8 @@
 //! Brokers, their keys, customers and instruments: entities with one component per concept,
-//! plus index resources keyed by stable ids (never by `Entity`, which is not stable across a
-//! snapshot restore).
+//! plus the stable-id → `Entity` indexes of every entity kind (here, in this one module):
+//! brokers, keys, customers, instruments ([`Registry`]) and open positions
+//! ([`PositionIndex`]). Indexes are keyed by stable ids, and an `Entity` never leaves the
+//! engine: it is not stable across a snapshot restore.
 
 use std::collections::BTreeMap;
 
@@ -66,6 +68,11 @@ pub struct Registry {
     pub customers: BTreeMap<CustomerCode, Entity>,
     pub instruments: BTreeMap<String, Entity>,
 }
+
+/// Open positions by (customer, market) — see `positions::OpenPositions`. Its own resource,
+/// since fills write it while order handling reads the registry.
+#[derive(Resource, Debug, Default)]
+pub struct PositionIndex(pub BTreeMap<(CustomerCode, crate::exchange::MarketId), Entity>);
 
 /// The seeded RNG as a resource: the engine's only randomness.
 #[derive(Resource, Debug, Clone)]

@@ -7,7 +7,7 @@
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, SystemSet};
 use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings, SingleThreadedExecutor};
 
-use crate::{accounts, clock, desk, ingest, view};
+use crate::{accounts, clock, desk, ingest, positions, view};
 
 /// Commands of the tick applied in arrival order; due timers handed to their domains.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
@@ -21,7 +21,7 @@ pub struct TriggerSystems;
 /// Fills booked: positions, fees, ledger movements.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FillSystems;
-/// Daily settlement at the mark price.
+/// Open positions valued at the mark price (daily settlement lands here too).
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MarkToMarketSystems;
 /// Hourly funding.
@@ -79,6 +79,7 @@ pub fn build_schedule() -> Schedule {
     );
     schedule.add_systems(desk::fire_triggers.in_set(TriggerSystems));
     schedule.add_systems(accounts::complete_due_transfers.in_set(FillSystems));
+    schedule.add_systems(positions::value_positions.in_set(MarkToMarketSystems));
     schedule.add_systems(clock::rearm_funding_hour.in_set(FundingSystems));
     schedule.add_systems(
         (

@@ -2,6 +2,8 @@
 //! encoded with postcard. Snapshots store it; the state hash is SHA-256 over it, so two
 //! engines with the same hash hold the same state, bit for bit.
 
+use std::collections::BTreeMap;
+
 use bevy_ecs::prelude::World;
 use perpsim_core::rng::SimRng;
 use serde::{Deserialize, Serialize};
@@ -12,8 +14,9 @@ use crate::command::Genesis;
 use crate::engine::Counters;
 use crate::exchange::{Exchange, ExchangeState};
 use crate::ledger::{Ledger, LedgerState};
+use crate::positions::{MarginRate, Position, PositionKey, Valuation};
 use crate::registry::{
-    Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, Registry,
+    Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, PositionIndex, Registry,
 };
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
@@ -102,8 +105,18 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         customers,
         instruments,
         ledger: world.resource::<Ledger>().state().clone(),
-        exchange: world.resource::<Exchange>().state(),
+        exchange: world.resource::<Exchange>().state(open_positions(world)),
     }
+}
+
+/// The open positions by key (the index's order), out of their entities.
+fn open_positions(world: &World) -> BTreeMap<PositionKey, Position> {
+    world
+        .resource::<PositionIndex>()
+        .0
+        .iter()
+        .map(|(key, &e)| (*key, world.get::<Position>(e).expect("indexed").clone()))
+        .collect()
 }
 
 /// Spawns the state's entities into a world that holds the engine's resources.
@@ -127,5 +140,18 @@ pub(crate) fn restore_entities(world: &mut World, state: &EngineState) {
     }
     for (instrument, st) in &state.instruments {
         crate::registry::spawn_instrument(world, instrument.0.clone(), st.clone());
+    }
+    for (key, position) in &state.exchange.positions {
+        let leverage = state.customers[state
+            .customers
+            .binary_search_by_key(&key.0, |c| c.code)
+            .expect("positions belong to customers")]
+        .leverage;
+        let rate = MarginRate::of_leverage(leverage);
+        // Valued by the first run of the schedule after the restore.
+        let entity = world
+            .spawn((position.clone(), rate, Valuation::default()))
+            .id();
+        world.resource_mut::<PositionIndex>().0.insert(*key, entity);
     }
 }

@@ -16,14 +16,14 @@ use crate::exchange::Order;
 use crate::ledger_tests::{START, customers, engine};
 use crate::{Command, CommandResult, Engine, Outcome};
 
-const BTC: &str = "BTC-USDC-PERP";
+pub(crate) const BTC: &str = "BTC-USDC-PERP";
 
-fn d(s: &str) -> Decimal {
+pub(crate) fn d(s: &str) -> Decimal {
     s.parse().unwrap()
 }
 
 /// `n` customers with `usdc` each, deposits completed.
-fn funded(e: &mut Engine, n: usize, usdc: &str) -> Vec<CustomerCode> {
+pub(crate) fn funded(e: &mut Engine, n: usize, usdc: &str) -> Vec<CustomerCode> {
     let cs = customers(e, n);
     let cmds = cs
         .iter()
@@ -44,7 +44,7 @@ fn entry(side: Side, kind: OrderType, reference: &str) -> OrderEntry {
     OrderEntry::new(side, kind, reference)
 }
 
-fn limit(side: Side, reference: &str, amount: &str, price: &str) -> OrderEntry {
+pub(crate) fn limit(side: Side, reference: &str, amount: &str, price: &str) -> OrderEntry {
     OrderEntry {
         amount: Some(d(amount)),
         limit_price: Some(d(price)),
@@ -59,7 +59,7 @@ fn market(side: Side, reference: &str, amount: &str) -> OrderEntry {
     }
 }
 
-fn place(customer: CustomerCode, entry: OrderEntry) -> Command {
+pub(crate) fn place(customer: CustomerCode, entry: OrderEntry) -> Command {
     Command::PlaceOrder {
         customer,
         symbol: BTC.into(),
@@ -71,12 +71,12 @@ fn now(e: &Engine) -> Timestamp {
     e.clock().now
 }
 
-fn run(e: &mut Engine, cmds: Vec<Command>) -> Vec<CommandResult> {
+pub(crate) fn run(e: &mut Engine, cmds: Vec<Command>) -> Vec<CommandResult> {
     let t = now(e);
     e.tick(t, cmds).results
 }
 
-fn order(r: &CommandResult) -> &Order {
+pub(crate) fn order(r: &CommandResult) -> &Order {
     match r {
         Ok(Outcome::Order(o)) => o,
         other => panic!("expected an order, got {other:?}"),

@@ -1,0 +1,262 @@
+//! Open positions as entities (D6). Each open net position is an entity with three
+//! components, each written by one concern:
+//! - [`Position`]: size, prices and locked margin, written by fills (and by a profile change,
+//!   which re-locks margin);
+//! - [`MarginRate`]: the initial and maintenance fractions of its customer's profile, set at
+//!   open and by a profile change, so a pass over positions never looks up the customer;
+//! - [`Valuation`]: mark price, unrealised PnL and maintenance margin at the mark, written
+//!   only by [`value_positions`] in `MarkToMarketSystems`.
+//!
+//! A position that closes is despawned: what it traded stays in the trade log. Systems reach
+//! positions by their stable key (customer, market) through [`OpenPositions`], over the
+//! `registry::PositionIndex`; an `Entity` never reaches output, snapshots or the state hash.
+
+use std::collections::BTreeMap;
+
+use bevy_ecs::change_detection::DetectChanges;
+use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Ref, Res, ResMut, Resource};
+use bevy_ecs::system::SystemParam;
+use perpsim_core::Decimal;
+use perpsim_core::decimal::round_ledger;
+use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode};
+use perpsim_core::money::margin_profile;
+use perpsim_core::order::PositionSide;
+use perpsim_core::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::exchange::{Exchange, MarketId};
+use crate::registry::{InstrumentState, PositionIndex, Registry};
+
+/// A position's key: its customer and market (one net position per pair, D6).
+pub type PositionKey = (CustomerCode, MarketId);
+
+/// A net position (D6): `size` is signed (long positive); `amount` on the wire is |size|.
+/// Written by fills and profile changes only.
+#[derive(Component, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub code: PositionCode,
+    pub customer: CustomerCode,
+    pub broker: BrokerCode,
+    pub market: MarketId,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub size: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub entry_price: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub avg_fill_price: Decimal,
+    /// Initial margin locked: |size| × entry_price × initial margin (§2.5).
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub margin: Decimal,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Position {
+    pub fn side(&self) -> PositionSide {
+        if self.size.is_sign_negative() {
+            PositionSide::Short
+        } else {
+            PositionSide::Long
+        }
+    }
+
+    /// Unrealised PnL at `mark`, at the ledger's 10 decimals.
+    pub fn unrealised_pnl(&self, mark: Decimal) -> Decimal {
+        perpsim_core::decimal::round_ledger(self.size * (mark - self.entry_price))
+    }
+}
+
+/// The margin fractions of the customer's profile (D8) a position is held under.
+#[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarginRate {
+    pub initial: Decimal,
+    pub maintenance: Decimal,
+}
+
+impl MarginRate {
+    pub fn of_leverage(leverage: u32) -> Self {
+        let profile = margin_profile(leverage).expect("customers hold a valid leverage");
+        MarginRate {
+            initial: profile.initial,
+            maintenance: profile.maintenance,
+        }
+    }
+}
+
+/// A position valued at its market's mark price.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Valuation {
+    pub mark_price: Decimal,
+    /// `size × (mark − entry)`, at the ledger's 10 decimals.
+    pub unrealised_pnl: Decimal,
+    /// `|size| × mark × maintenance`, at the ledger's 10 decimals.
+    pub maintenance_margin: Decimal,
+}
+
+impl Valuation {
+    /// Pure: the valuation of `p` under `rate` at `mark`.
+    pub fn of(p: &Position, rate: MarginRate, mark: Decimal) -> Self {
+        Valuation {
+            mark_price: mark,
+            unrealised_pnl: p.unrealised_pnl(mark),
+            maintenance_margin: round_ledger(p.size.abs() * mark * rate.maintenance),
+        }
+    }
+}
+
+/// The mark each market's positions were last valued at.
+#[derive(Resource, Debug, Default)]
+pub struct ValuedMarks(pub Vec<Decimal>);
+
+/// Every market's current mark price, by market id.
+pub fn current_marks(
+    exchange: &Exchange,
+    registry: &Registry,
+    instruments: &Query<&InstrumentState>,
+) -> Vec<Decimal> {
+    exchange
+        .markets
+        .iter()
+        .map(|m| {
+            instruments
+                .get(registry.instruments[&m.spec.symbol])
+                .expect("every market is an instrument")
+                .mark_price
+        })
+        .collect()
+}
+
+/// MarkToMarketSystems: every open position valued at its market's current mark. A position
+/// is revalued when its market's mark moved since the last pass, or when it or its margin
+/// rate changed (a fill, an open, a profile change); everything else keeps its valuation.
+pub fn value_positions(
+    exchange: Res<Exchange>,
+    registry: Res<Registry>,
+    instruments: Query<&InstrumentState>,
+    mut valued: ResMut<ValuedMarks>,
+    mut positions: Query<(Ref<Position>, Ref<MarginRate>, &mut Valuation)>,
+) {
+    let marks = current_marks(&exchange, &registry, &instruments);
+    let moved: Vec<bool> = marks
+        .iter()
+        .enumerate()
+        .map(|(i, mark)| valued.0.get(i) != Some(mark))
+        .collect();
+    for (p, rate, mut valuation) in &mut positions {
+        let market = p.market as usize;
+        if moved[market] || p.is_changed() || rate.is_changed() {
+            *valuation = Valuation::of(&p, *rate, marks[market]);
+        }
+    }
+    valued.0 = marks;
+}
+
+/// Open positions by key, for the systems that open, move, re-lock and close them in one
+/// run (fills, profile changes). A position opened during the run is staged here with its
+/// reserved entity until [`OpenPositions::flush`], so the run's later fills see it at once;
+/// every system using this calls `flush` before it returns.
+#[derive(SystemParam)]
+pub struct OpenPositions<'w, 's> {
+    index: ResMut<'w, PositionIndex>,
+    live: Query<'w, 's, (&'static mut Position, &'static mut MarginRate)>,
+    commands: Commands<'w, 's>,
+    staged: Local<'s, BTreeMap<Entity, (Position, MarginRate)>>,
+}
+
+impl OpenPositions<'_, '_> {
+    pub fn get(&self, key: PositionKey) -> Option<&Position> {
+        let entity = *self.index.0.get(&key)?;
+        match self.staged.get(&entity) {
+            Some((p, _)) => Some(p),
+            None => Some(self.live.get(entity).expect("indexed positions are live").0),
+        }
+    }
+
+    pub fn get_mut(&mut self, key: PositionKey) -> Option<(&mut Position, &mut MarginRate)> {
+        let entity = *self.index.0.get(&key)?;
+        if self.staged.contains_key(&entity) {
+            let (p, rate) = self.staged.get_mut(&entity).expect("checked above");
+            return Some((p, rate));
+        }
+        let (p, rate) = self
+            .live
+            .get_mut(entity)
+            .expect("indexed positions are live");
+        Some((p.into_inner(), rate.into_inner()))
+    }
+
+    /// Opens the position of `key` (none is open there).
+    pub fn open(&mut self, key: PositionKey, position: Position, rate: MarginRate) {
+        let entity = self.commands.spawn_empty().id();
+        let previous = self.index.0.insert(key, entity);
+        assert!(
+            previous.is_none(),
+            "one open position per customer and market"
+        );
+        self.staged.insert(entity, (position, rate));
+    }
+
+    /// Closes the position of `key` and returns it.
+    pub fn close(&mut self, key: PositionKey) -> Position {
+        let entity = self.index.0.remove(&key).expect("closing an open position");
+        self.commands.entity(entity).despawn();
+        match self.staged.remove(&entity) {
+            Some((p, _)) => p,
+            None => self.live.get(entity).expect("indexed").0.clone(),
+        }
+    }
+
+    /// The keys of a customer's open positions, by market.
+    pub fn keys_of(&self, customer: CustomerCode) -> Vec<PositionKey> {
+        self.index
+            .0
+            .range((customer, 0)..=(customer, MarketId::MAX))
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// Gives the positions opened during this run their components.
+    pub fn flush(&mut self) {
+        for (entity, (position, rate)) in std::mem::take(&mut *self.staged) {
+            self.commands
+                .entity(entity)
+                .insert((position, rate, Valuation::default()));
+        }
+    }
+}
+
+/// The position invariants (debug and test builds, after every run): the index and the
+/// entities agree one to one; each position is held under its customer's profile and valued
+/// at its market's current mark.
+pub fn check_positions(
+    index: &PositionIndex,
+    positions: &Query<(&Position, &MarginRate, &Valuation)>,
+    marks: &[Decimal],
+    leverage: impl Fn(CustomerCode) -> u32,
+) -> Result<(), String> {
+    if positions.iter().count() != index.0.len() {
+        return Err(format!(
+            "{} position entities but {} indexed",
+            positions.iter().count(),
+            index.0.len()
+        ));
+    }
+    for (&(customer, market), &entity) in &index.0 {
+        let (p, rate, valuation) = positions
+            .get(entity)
+            .map_err(|_| format!("indexed position of {customer} in market {market} is gone"))?;
+        if (p.customer, p.market) != (customer, market) {
+            return Err(format!("position {} is indexed under another key", p.code));
+        }
+        if *rate != MarginRate::of_leverage(leverage(customer)) {
+            return Err(format!("position {} is not held under its profile", p.code));
+        }
+        if *valuation != Valuation::of(p, *rate, marks[market as usize]) {
+            return Err(format!(
+                "position {} is not valued at the current mark",
+                p.code
+            ));
+        }
+    }
+    Ok(())
+}
