@@ -178,13 +178,12 @@ impl Engine {
     pub fn set_publishing(&mut self, on: bool) {
         self.world.resource_mut::<Publishing>().0 = on;
         self.world.resource_mut::<Ledger>().track_changes(on);
-        let positions: Vec<_> = self
-            .world
-            .resource::<PositionIndex>()
-            .0
-            .keys()
-            .copied()
-            .collect();
+        // Resuming marks every open position; pausing needs none of them.
+        let index = &self.world.resource::<PositionIndex>().0;
+        let positions: Vec<_> = match on {
+            true => index.keys().copied().collect(),
+            false => Vec::new(),
+        };
         self.world
             .resource_mut::<Exchange>()
             .track_changes(on, positions.into_iter());

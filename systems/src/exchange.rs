@@ -1,7 +1,8 @@
-//! The venue's trading state (interface §2.3, §2.4, §2.10; D5, D6): one market per
-//! instrument with its order book, every order ever accepted, the open net positions, and the
-//! trade records and public fills. Plain data and pure leaf functions; the systems that
-//! change it live in `desk` (order handling) and `fills` (booking executions).
+//! The venue's trading state (interface §2.3, §2.10; D5): one market per instrument with its
+//! order book, every order ever accepted, and the trade records and public fills. Open
+//! positions are entities (see `positions`); the snapshot form here carries them too. Plain
+//! data and pure leaf functions; the systems that change it live in `desk` (order handling)
+//! and `fills` (booking executions).
 //!
 //! Ids are sequence numbers: an order's id is its index in `orders`, a trade's its index in
 //! `trades`, a fill's its index in `fills`. All three only grow, in non-decreasing time, so
