@@ -12,7 +12,6 @@ use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode};
 use perpsim_core::instrument::{InstrumentStatus, default_instruments};
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
-use perpsim_systems::exchange::Exchange;
 use perpsim_systems::positions::{MarginRate, Position, Valuation, ValuedMarks, value_positions};
 use perpsim_systems::registry::{InstrumentState, Registry, spawn_instrument};
 
@@ -20,17 +19,16 @@ use perpsim_systems::registry::{InstrumentState, Registry, spawn_instrument};
 fn world_with(n: usize) -> (World, Schedule) {
     let mut world = World::new();
     let specs = default_instruments();
-    world.insert_resource(Exchange::new(specs.iter().cloned()));
     world.insert_resource(Registry::default());
     world.insert_resource(ValuedMarks::default());
-    for spec in &specs {
+    for (market, spec) in specs.iter().enumerate() {
         let state = InstrumentState {
             status: InstrumentStatus::Active,
             index_price: spec.start_price,
             mark_price: spec.start_price,
             price_time: Timestamp::EPOCH,
         };
-        spawn_instrument(&mut world, spec.clone(), state);
+        spawn_instrument(&mut world, spec.clone(), state, market as u32);
     }
     let mut rng = SimRng::from_seed(11);
     let positions: Vec<_> = (0..n)

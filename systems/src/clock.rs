@@ -11,6 +11,13 @@ use perpsim_core::clock::ClockMode;
 use perpsim_core::time::{HOUR_MS, Timestamp};
 use serde::{Deserialize, Serialize};
 
+/// The clock as the read view and the clock commands report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockView {
+    pub mode: ClockMode,
+    pub now: Timestamp,
+}
+
 #[derive(Resource, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SimClock {
     pub mode: ClockMode,

@@ -1,18 +1,22 @@
 //! Commands: every change to the engine's state is one of these. They are journaled as they
 //! arrive and applied in order, so replaying the journal rebuilds the state bit for bit.
 
+use bevy_ecs::prelude::Resource;
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, PublicKey};
 use perpsim_core::instrument::{Asset, InstrumentSpec, InstrumentStatus};
 use perpsim_core::time::Timestamp;
+
+use crate::clock::ScheduledEvent;
 use serde::{Deserialize, Serialize};
 
 use perpsim_core::entry::{Amend, OrderEntry};
 
-use crate::exchange::Order;
-use crate::ledger::Movement;
-use crate::view::{BrokerView, ClockView, CustomerView, InstrumentView};
+use crate::clock::ClockView;
+use crate::money::ledger::Movement;
+use crate::registry::{BrokerView, CustomerView, InstrumentView};
+use crate::trading::exchange::Order;
 
 /// What a fresh engine starts from; stored once at the head of the journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,3 +139,24 @@ pub enum Outcome {
 }
 
 pub type CommandResult = Result<Outcome, perpsim_core::Error>;
+
+/// One result per command of the inbox, same order. Order requests (and leverage changes,
+/// which move margin) are answered by MatchSystems, which fills in their slot.
+#[derive(Resource, Debug, Default)]
+pub struct Results(pub Vec<Option<CommandResult>>);
+
+/// Something that happened during a tick, for push channels and observers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineEvent {
+    /// A timed event ran at its instant.
+    TimerFired {
+        at: Timestamp,
+        event: ScheduledEvent,
+    },
+    /// A ledger movement reached a terminal status (the balance-changes channel, §2.1).
+    Movement(crate::money::ledger::Movement),
+}
+
+/// Events collected during a tick.
+#[derive(Resource, Debug, Default)]
+pub struct TickEvents(pub Vec<EngineEvent>);

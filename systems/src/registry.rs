@@ -5,11 +5,12 @@
 //! engine: it is not stable across a snapshot restore.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bevy_ecs::prelude::{Component, Entity, Resource, World};
 use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
 use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
-use perpsim_core::money::{DEFAULT_LEVERAGE, FeeRates};
+use perpsim_core::money::{DEFAULT_FEES, DEFAULT_LEVERAGE, FeeRates};
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Decimal, Error};
@@ -17,7 +18,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::SimClock;
 use crate::command::{CommandResult, Outcome};
-use crate::view::{BrokerView, CustomerView, InstrumentView};
 
 /// Most keys one broker may hold at once; bounds the auth index per broker.
 pub const MAX_KEYS_PER_BROKER: usize = 16;
@@ -50,6 +50,15 @@ pub struct Customer {
 #[derive(Component, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Instrument(pub InstrumentSpec);
 
+/// Index of an instrument's market (genesis order; instruments never go away): the dense id
+/// the trading state and positions use for it.
+pub type MarketId = u32;
+
+/// An instrument's market id, on its entity, so a pass over instruments needs no lookup.
+/// Derived (from the genesis order), so not in snapshots.
+#[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarketSlot(pub MarketId);
+
 /// The moving state of an instrument: status and prices.
 #[derive(Component, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstrumentState {
@@ -59,6 +68,81 @@ pub struct InstrumentState {
     #[serde(with = "perpsim_core::decimal::bin")]
     pub mark_price: Decimal,
     pub price_time: Timestamp,
+}
+
+// The records of brokers, customers and instruments the engine answers commands with and
+// publishes in the read view.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerView {
+    pub code: BrokerCode,
+    pub name: String,
+    pub public_keys: Vec<PublicKey>,
+    pub created_at: Timestamp,
+}
+
+impl BrokerView {
+    pub fn new(broker: &Broker, keys: &BrokerKeys) -> Self {
+        BrokerView {
+            code: broker.code,
+            name: broker.name.clone(),
+            public_keys: keys.0.clone(),
+            created_at: broker.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomerView {
+    pub code: CustomerCode,
+    pub broker: BrokerCode,
+    pub external_id: Option<String>,
+    pub created_at: Timestamp,
+    pub leverage: u32,
+    pub provisioned: bool,
+    /// Fee overrides by symbol; others use [`perpsim_core::money::DEFAULT_FEES`].
+    pub fees: Arc<BTreeMap<String, FeeRates>>,
+}
+
+impl From<&Customer> for CustomerView {
+    fn from(c: &Customer) -> Self {
+        CustomerView {
+            code: c.code,
+            broker: c.broker,
+            external_id: c.external_id.clone(),
+            created_at: c.created_at,
+            leverage: c.leverage,
+            provisioned: c.provisioned,
+            fees: Arc::new(c.fees.clone()),
+        }
+    }
+}
+
+impl CustomerView {
+    pub fn fee_rates(&self, symbol: &str) -> FeeRates {
+        self.fees.get(symbol).copied().unwrap_or(DEFAULT_FEES)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstrumentView {
+    pub spec: Arc<InstrumentSpec>,
+    pub status: InstrumentStatus,
+    pub index_price: Decimal,
+    pub mark_price: Decimal,
+    pub price_time: Timestamp,
+}
+
+impl InstrumentView {
+    pub fn new(spec: &InstrumentSpec, state: &InstrumentState) -> Self {
+        InstrumentView {
+            spec: Arc::new(spec.clone()),
+            status: state.status,
+            index_price: state.index_price,
+            mark_price: state.mark_price,
+            price_time: state.price_time,
+        }
+    }
 }
 
 #[derive(Resource, Debug, Default)]
@@ -72,7 +156,7 @@ pub struct Registry {
 /// Open positions by (customer, market) — see `positions::OpenPositions`. Its own resource,
 /// since fills write it while order handling reads the registry.
 #[derive(Resource, Debug, Default)]
-pub struct PositionIndex(pub BTreeMap<(CustomerCode, crate::exchange::MarketId), Entity>);
+pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
 
 /// The seeded RNG as a resource: the engine's only randomness.
 #[derive(Resource, Debug, Clone)]
@@ -246,9 +330,16 @@ pub fn set_instrument_price(
 }
 
 /// Spawns an instrument at genesis or restore.
-pub fn spawn_instrument(world: &mut World, spec: InstrumentSpec, state: InstrumentState) {
+pub fn spawn_instrument(
+    world: &mut World,
+    spec: InstrumentSpec,
+    state: InstrumentState,
+    market: MarketId,
+) {
     let symbol = spec.symbol.clone();
-    let entity = world.spawn((Instrument(spec), state)).id();
+    let entity = world
+        .spawn((Instrument(spec), state, MarketSlot(market)))
+        .id();
     let previous = world
         .resource_mut::<Registry>()
         .instruments

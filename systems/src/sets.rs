@@ -4,10 +4,8 @@
 //! where its capability plugs in when it lands. The executor is single-threaded and ambiguity
 //! detection is an error, so the order of any two systems touching the same data is explicit.
 
-use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, SystemSet};
+use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, SystemSet, World};
 use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings, SingleThreadedExecutor};
-
-use crate::{accounts, clock, desk, ingest, positions, view};
 
 /// Commands of the tick applied in arrival order; due timers handed to their domains.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
@@ -50,7 +48,9 @@ pub const ORDER: [&str; 9] = [
     "PublishSystems",
 ];
 
-pub fn build_schedule() -> Schedule {
+/// The schedule, with each concern's systems and default resources registered by its
+/// plugin. The set order above is the only order between concerns.
+pub fn build(world: &mut World) -> Schedule {
     let mut schedule = Schedule::default();
     schedule.set_executor(SingleThreadedExecutor::new());
     schedule.set_build_settings(ScheduleBuildSettings {
@@ -71,43 +71,11 @@ pub fn build_schedule() -> Schedule {
         )
             .chain(),
     );
-    schedule.add_systems(ingest::ingest_commands.in_set(IngestSystems));
-    schedule.add_systems(
-        (desk::handle_order_requests, desk::expire_orders)
-            .chain()
-            .in_set(MatchSystems),
-    );
-    schedule.add_systems(desk::fire_triggers.in_set(TriggerSystems));
-    schedule.add_systems(accounts::complete_due_transfers.in_set(FillSystems));
-    schedule.add_systems(positions::value_positions.in_set(MarkToMarketSystems));
-    schedule.add_systems(clock::rearm_funding_hour.in_set(FundingSystems));
-    schedule.add_systems(
-        (
-            view::publish_clock,
-            view::publish_brokers,
-            view::publish_customers,
-            view::publish_instruments,
-            view::publish_ledger,
-            crate::market_view::publish_trading,
-        )
-            .chain()
-            .in_set(PublishSystems)
-            .run_if(view::publishing_enabled),
-    );
-    // Debug and test builds check the money invariants after every run; release builds
-    // (benchmarks, production) trust the arithmetic the tests proved.
-    #[cfg(debug_assertions)]
-    schedule.add_systems(
-        accounts::assert_money_invariants
-            .in_set(PublishSystems)
-            .after(view::publish_ledger),
-    );
-    #[cfg(debug_assertions)]
-    schedule.add_systems(
-        crate::exchange::assert_trading_invariants
-            .in_set(PublishSystems)
-            .after(accounts::assert_money_invariants)
-            .after(crate::market_view::publish_trading),
-    );
+    crate::engine::plugin(world, &mut schedule);
+    crate::trading::plugin(world, &mut schedule);
+    crate::money::plugin(world, &mut schedule);
+    crate::positions::plugin(world, &mut schedule);
+    crate::publish::plugin(world, &mut schedule);
+    crate::audit::plugin(world, &mut schedule);
     schedule
 }

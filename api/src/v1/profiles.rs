@@ -5,7 +5,7 @@ use std::sync::Arc;
 use perpsim_core::decimal::Sign;
 use perpsim_core::money::{MAX_FEE_BPS, MAX_LEVERAGE, margin_profile};
 use perpsim_core::{Decimal, Error, ErrorCode};
-use perpsim_systems::view::CustomerView;
+use perpsim_systems::registry::CustomerView;
 use perpsim_systems::{Command, Outcome, ReadView};
 use poem::web::Data;
 use poem_openapi::param::Path;
@@ -98,7 +98,7 @@ fn ratio(value: Decimal, strategy: RoundingStrategy) -> DecimalOut {
 fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
     let profile = margin_profile(customer.leverage).expect("customers hold a valid leverage");
     let rows = view.balances.get(&customer.code);
-    let sum = |f: &dyn Fn(&perpsim_systems::ledger::Balance) -> Decimal| -> Decimal {
+    let sum = |f: &dyn Fn(&perpsim_systems::money::ledger::Balance) -> Decimal| -> Decimal {
         rows.into_iter().flat_map(|r| r.values()).map(f).sum()
     };
     let (total, locked, pending) = (sum(&|b| b.total), sum(&|b| b.locked), sum(&|b| b.pending));

@@ -50,7 +50,7 @@ fn schedule_runs_the_sets_in_the_documented_order() {
     schedule.add_systems(
         (|mut t: ResMut<Trace>| t.0.push("IngestSystems"))
             .in_set(IngestSystems)
-            .after(crate::ingest::ingest_commands),
+            .after(crate::engine::ingest::ingest_commands),
     );
     probe!(DepreciationSystems);
     probe!(MatchSystems);

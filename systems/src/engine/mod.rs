@@ -3,25 +3,29 @@
 //! `tick(now, commands)` is a pure function of the engine's state and its arguments: the host
 //! journals exactly those arguments, and replaying them rebuilds the same state.
 
+pub mod ingest;
+pub mod snapshot;
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{Resource, Schedule, World};
+use bevy_ecs::prelude::{IntoScheduleConfigs, Resource, Schedule, World};
 use perpsim_core::Error;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::{HOUR_MS, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use self::ingest::Inbox;
+use self::snapshot::{EngineState, StateHash};
+use crate::clock::ClockView;
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
-use crate::command::{Command, CommandResult, Genesis, Outcome};
-use crate::desk::OrderRequests;
-use crate::exchange::Exchange;
-use crate::ingest::{Inbox, Results};
-use crate::ledger::Ledger;
-use crate::positions::ValuedMarks;
-use crate::registry::{EngineRng, InstrumentState, PositionIndex, Registry};
-use crate::snapshot::{self, EngineState, StateHash};
-use crate::view::{ClockView, Publishing, ReadView};
+use crate::command::{Command, CommandResult, EngineEvent, Genesis, Outcome, Results, TickEvents};
+use crate::money::ledger::Ledger;
+use crate::publish::view::{Publishing, ReadView};
+use crate::registry::{EngineRng, InstrumentState, MarketId, PositionIndex, Registry};
+use crate::trading::exchange::Exchange;
 
 /// How many ticks and commands the engine has applied: the journal position it stands at.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,22 +33,6 @@ pub struct Counters {
     pub ticks: u64,
     pub commands: u64,
 }
-
-/// Something that happened during a tick, for push channels and observers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EngineEvent {
-    /// A timed event ran at its instant.
-    TimerFired {
-        at: Timestamp,
-        event: ScheduledEvent,
-    },
-    /// A ledger movement reached a terminal status (the balance-changes channel, §2.1).
-    Movement(crate::ledger::Movement),
-}
-
-/// Events collected during a tick.
-#[derive(Resource, Debug, Default)]
-pub struct TickEvents(pub Vec<EngineEvent>);
 
 #[derive(Debug)]
 pub struct TickOutput {
@@ -76,27 +64,20 @@ impl Engine {
         let mut world = World::new();
         world.insert_resource(ledger);
         world.insert_resource(exchange);
-        world.insert_resource(OrderRequests::default());
-        world.insert_resource(crate::exchange::CheckedUpTo::default());
         world.insert_resource(clock);
         world.insert_resource(EngineRng(rng));
         world.insert_resource(counters);
         world.insert_resource(scheduler);
         world.insert_resource(Registry::default());
-        world.insert_resource(PositionIndex::default());
-        world.insert_resource(ValuedMarks::default());
-        world.insert_resource(DueEvents::default());
-        world.insert_resource(Inbox::default());
-        world.insert_resource(Results::default());
-        world.insert_resource(TickEvents::default());
         world.insert_resource(Publishing(true));
         world.insert_resource(ReadView::new(ClockView {
             mode: clock.mode,
             now: clock.now,
         }));
+        let schedule = crate::sets::build(&mut world);
         Engine {
             world,
-            schedule: crate::sets::build_schedule(),
+            schedule,
             genesis,
         }
     }
@@ -122,14 +103,14 @@ impl Engine {
             Ledger::new(),
             Exchange::new(genesis.instruments.iter().cloned()),
         );
-        for spec in genesis.instruments {
+        for (market, spec) in genesis.instruments.into_iter().enumerate() {
             let state = InstrumentState {
                 status: perpsim_core::instrument::InstrumentStatus::Active,
                 index_price: spec.start_price,
                 mark_price: spec.start_price,
                 price_time: genesis.start,
             };
-            crate::registry::spawn_instrument(&mut engine.world, spec, state);
+            crate::registry::spawn_instrument(&mut engine.world, spec, state, market as MarketId);
         }
         engine.run_schedule();
         engine
@@ -347,4 +328,14 @@ impl Engine {
     pub(crate) fn parts(&mut self) -> (&mut World, &mut Schedule) {
         (&mut self.world, &mut self.schedule)
     }
+}
+
+/// The engine's own systems: commands applied at ingest, and the hourly timer re-armed.
+pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<DueEvents>();
+    world.init_resource::<Inbox>();
+    world.init_resource::<Results>();
+    world.init_resource::<TickEvents>();
+    schedule.add_systems(ingest::ingest_commands.in_set(crate::sets::IngestSystems));
+    schedule.add_systems(crate::clock::rearm_funding_hour.in_set(crate::sets::FundingSystems));
 }

@@ -14,7 +14,10 @@
 use std::collections::BTreeMap;
 
 use bevy_ecs::change_detection::DetectChanges;
-use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Ref, Res, ResMut, Resource};
+use bevy_ecs::prelude::{
+    Commands, Component, Entity, IntoScheduleConfigs, Local, Query, Ref, ResMut, Resource,
+    Schedule, World,
+};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
 use perpsim_core::decimal::round_ledger;
@@ -24,8 +27,18 @@ use perpsim_core::order::PositionSide;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::exchange::{Exchange, MarketId};
-use crate::registry::{InstrumentState, PositionIndex, Registry};
+use crate::registry::{InstrumentState, MarketId, MarketSlot, PositionIndex};
+use crate::sets::MarkToMarketSystems;
+
+#[cfg(test)]
+mod tests;
+
+/// Open positions are valued in `MarkToMarketSystems`.
+pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<PositionIndex>();
+    world.init_resource::<ValuedMarks>();
+    schedule.add_systems(value_positions.in_set(MarkToMarketSystems));
+}
 
 /// A position's key: its customer and market (one net position per pair, D6).
 pub type PositionKey = (CustomerCode, MarketId);
@@ -109,34 +122,23 @@ impl Valuation {
 pub struct ValuedMarks(pub Vec<Decimal>);
 
 /// Every market's current mark price, by market id.
-pub fn current_marks(
-    exchange: &Exchange,
-    registry: &Registry,
-    instruments: &Query<&InstrumentState>,
-) -> Vec<Decimal> {
-    exchange
-        .markets
-        .iter()
-        .map(|m| {
-            instruments
-                .get(registry.instruments[&m.spec.symbol])
-                .expect("every market is an instrument")
-                .mark_price
-        })
-        .collect()
+pub fn current_marks(instruments: &Query<(&MarketSlot, &InstrumentState)>) -> Vec<Decimal> {
+    let mut marks = vec![Decimal::ZERO; instruments.iter().count()];
+    for (slot, state) in instruments {
+        marks[slot.0 as usize] = state.mark_price;
+    }
+    marks
 }
 
 /// MarkToMarketSystems: every open position valued at its market's current mark. A position
 /// is revalued when its market's mark moved since the last pass, or when it or its margin
 /// rate changed (a fill, an open, a profile change); everything else keeps its valuation.
 pub fn value_positions(
-    exchange: Res<Exchange>,
-    registry: Res<Registry>,
-    instruments: Query<&InstrumentState>,
+    instruments: Query<(&MarketSlot, &InstrumentState)>,
     mut valued: ResMut<ValuedMarks>,
     mut positions: Query<(Ref<Position>, Ref<MarginRate>, &mut Valuation)>,
 ) {
-    let marks = current_marks(&exchange, &registry, &instruments);
+    let marks = current_marks(&instruments);
     let moved: Vec<bool> = marks
         .iter()
         .enumerate()

@@ -8,10 +8,11 @@ use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode, TradeCode};
 use perpsim_core::order::ReferenceId;
 use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 
-use crate::exchange::{Exchange, MarketId, Order, PublicFill, TradeRecord};
 use crate::positions::Position;
+use crate::publish::view::ReadView;
+use crate::registry::MarketId;
 use crate::registry::PositionIndex;
-use crate::view::ReadView;
+use crate::trading::exchange::{Exchange, Order, PublicFill, TradeRecord};
 
 /// Candle intervals of D8, in milliseconds, with their wire names.
 pub const INTERVALS: [(&str, i64); 6] = [
@@ -53,7 +54,7 @@ pub struct TradingView {
     /// chunks (a map filled in id order leaves its nodes half empty).
     pub orders: Vector<Order>,
     /// Per customer, the latest order under each reference_id (the engine's
-    /// [`crate::exchange::RefIndex`]).
+    /// [`crate::trading::exchange::RefIndex`]).
     pub refs: OrdMap<CustomerCode, OrdMap<ReferenceId, u64>>,
     /// A customer's open orders by (placement time, id): the open-orders list (§4.2).
     pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, u64)>>,

@@ -2,56 +2,16 @@
 //! property test of random money sequences holds every invariant after every step (the debug
 //! build's invariant system panics on a violation) and replays to the same state hash.
 
-use perpsim_core::clock::ClockMode;
-use perpsim_core::ids::{CustomerCode, MovementCode, PublicKey};
-use perpsim_core::instrument::{Asset, default_instruments};
+use perpsim_core::ids::{CustomerCode, MovementCode};
+use perpsim_core::instrument::Asset;
 use perpsim_core::time::{SECOND_MS, Timestamp};
 use perpsim_core::{Decimal, ErrorCode};
 use proptest::prelude::*;
 
 use crate::command::TransferKind;
-use crate::ledger::{MovementKind, MovementStatus};
-use crate::{Command, Engine, EngineEvent, Genesis, Outcome};
-
-pub(crate) const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
-
-pub(crate) fn engine(seed: u64) -> Engine {
-    Engine::genesis(Genesis {
-        seed,
-        clock_mode: ClockMode::Manual,
-        start: START,
-        instruments: default_instruments(),
-    })
-}
-
-/// A broker with `n` customers; returns their codes.
-pub(crate) fn customers(engine: &mut Engine, n: usize) -> Vec<CustomerCode> {
-    let out = engine.tick(
-        START,
-        vec![Command::CreateBroker {
-            name: "b".into(),
-            public_key: PublicKey([1; 32]),
-        }],
-    );
-    let Ok(Outcome::Broker(b)) = &out.results[0] else {
-        panic!()
-    };
-    let cmds = (0..n)
-        .map(|_| Command::CreateCustomer {
-            broker: b.code,
-            external_id: None,
-        })
-        .collect();
-    engine
-        .tick(START, cmds)
-        .results
-        .into_iter()
-        .map(|r| match r {
-            Ok(Outcome::Customer(c)) => c.code,
-            other => panic!("{other:?}"),
-        })
-        .collect()
-}
+use crate::money::ledger::{MovementKind, MovementStatus};
+use crate::testkit::{START, customers, engine};
+use crate::{Command, Engine, EngineEvent, Outcome};
 
 fn transfer(customer: CustomerCode, kind: TransferKind, asset: Asset, amount: Decimal) -> Command {
     Command::RequestTransfer {
@@ -63,7 +23,7 @@ fn transfer(customer: CustomerCode, kind: TransferKind, asset: Asset, amount: De
     }
 }
 
-fn movement(result: &crate::CommandResult) -> &crate::ledger::Movement {
+fn movement(result: &crate::CommandResult) -> &crate::money::ledger::Movement {
     match result {
         Ok(Outcome::Movement(m)) => m,
         other => panic!("expected a movement, got {other:?}"),

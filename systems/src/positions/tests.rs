@@ -5,7 +5,7 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{OrderStatus, Side};
 
 use crate::positions::{MarginRate, Position, Valuation};
-use crate::trading_tests::{BTC, d, funded, limit, order, place, run};
+use crate::testkit::{BTC, d, engine, funded, limit, order, place, run};
 use crate::{Command, Engine};
 
 /// Each open position's customer and valuation, by customer.
@@ -31,7 +31,7 @@ fn mark(e: &mut Engine, price: &str) {
 
 #[test]
 fn positions_are_entities_valued_at_the_mark_and_despawned_when_closed_d6() {
-    let mut e = crate::ledger_tests::engine(3);
+    let mut e = engine(3);
     let c = funded(&mut e, 2, "100000");
     let (short, long) = (c[0], c[1]);
     let r = run(

@@ -12,12 +12,12 @@ use sha2::{Digest, Sha256};
 use crate::clock::{Scheduler, SimClock};
 use crate::command::Genesis;
 use crate::engine::Counters;
-use crate::exchange::{Exchange, ExchangeState};
-use crate::ledger::{Ledger, LedgerState};
+use crate::money::ledger::{Ledger, LedgerState};
 use crate::positions::{MarginRate, Position, PositionKey, Valuation};
 use crate::registry::{
     Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, PositionIndex, Registry,
 };
+use crate::trading::exchange::{Exchange, ExchangeState};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
@@ -139,7 +139,19 @@ pub(crate) fn restore_entities(world: &mut World, state: &EngineState) {
             .insert(code, entity);
     }
     for (instrument, st) in &state.instruments {
-        crate::registry::spawn_instrument(world, instrument.0.clone(), st.clone());
+        // Market ids are the genesis order, which the trading state keeps.
+        let market = state
+            .exchange
+            .markets
+            .iter()
+            .position(|m| m.spec.symbol == instrument.0.symbol)
+            .expect("every instrument has its market");
+        crate::registry::spawn_instrument(
+            world,
+            instrument.0.clone(),
+            st.clone(),
+            market as crate::registry::MarketId,
+        );
     }
     for (key, position) in &state.exchange.positions {
         let leverage = state.customers[state

@@ -22,13 +22,12 @@ use perpsim_core::order::{
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::book::{Book, Lots, OrderRef, Ticks};
 use crate::dirty::DirtyKeys;
 use crate::positions::{Position, PositionKey};
-pub use crate::refs::RefIndex;
+use crate::trading::book::{Book, Lots, OrderRef, Ticks};
+pub use crate::trading::refs::RefIndex;
 
-/// Index of a market in [`Exchange::markets`] (genesis order; instruments never go away).
-pub type MarketId = u32;
+use crate::registry::MarketId;
 
 /// One order, as accepted (D5 read fields; `created` is the time of its last event). The
 /// matching path touches every field of every resting order's record, and a million may rest
@@ -510,7 +509,7 @@ impl Exchange {
     pub fn check_invariants(
         &self,
         positions: &[&Position],
-        ledger: &crate::ledger::Ledger,
+        ledger: &crate::money::ledger::Ledger,
         done: &mut CheckedUpTo,
     ) -> Result<(), String> {
         for m in &self.markets {
@@ -590,7 +589,7 @@ impl Exchange {
             *locked.entry((o.customer, asset)).or_default() += o.reserved();
         }
         for ((owner, asset), b) in &ledger.state().accounts {
-            if let crate::ledger::Owner::Customer(c) = owner {
+            if let crate::money::ledger::Owner::Customer(c) = owner {
                 let expected = locked.get(&(*c, *asset)).copied().unwrap_or_default();
                 if b.locked != expected {
                     return Err(format!(
@@ -601,37 +600,5 @@ impl Exchange {
             }
         }
         Ok(())
-    }
-}
-
-/// PublishSystems, debug and test builds: a violated trading invariant stops the engine.
-#[allow(clippy::too_many_arguments)]
-pub fn assert_trading_invariants(
-    exchange: bevy_ecs::prelude::Res<Exchange>,
-    ledger: bevy_ecs::prelude::Res<crate::ledger::Ledger>,
-    mut done: bevy_ecs::prelude::ResMut<CheckedUpTo>,
-    clock: bevy_ecs::prelude::Res<crate::clock::SimClock>,
-    registry: bevy_ecs::prelude::Res<crate::registry::Registry>,
-    index: bevy_ecs::prelude::Res<crate::registry::PositionIndex>,
-    instruments: bevy_ecs::prelude::Query<&crate::registry::InstrumentState>,
-    customers: bevy_ecs::prelude::Query<&crate::registry::Customer>,
-    positions: bevy_ecs::prelude::Query<(
-        &Position,
-        &crate::positions::MarginRate,
-        &crate::positions::Valuation,
-    )>,
-) {
-    let marks = crate::positions::current_marks(&exchange, &registry, &instruments);
-    let leverage = |c| {
-        customers
-            .get(registry.customers[&c])
-            .expect("positions belong to customers")
-            .leverage
-    };
-    let open: Vec<&Position> = positions.iter().map(|(p, _, _)| p).collect();
-    let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
-        .and_then(|()| exchange.check_invariants(&open, &ledger, &mut done));
-    if let Err(violation) = checked {
-        panic!("trading invariant violated at {}: {violation}", clock.now);
     }
 }

@@ -3,19 +3,15 @@
 use bevy_ecs::prelude::{Resource, World};
 
 use crate::command::TransferKind;
-use crate::command::{Command, CommandResult};
-use crate::desk::OrderRequests;
-use crate::ledger::MovementKind;
-use crate::{accounts, registry};
+use crate::command::{Command, CommandResult, Results};
+use crate::money::accounts;
+use crate::money::ledger::MovementKind;
+use crate::registry;
+use crate::trading::desk::OrderRequests;
 
 /// Commands of the current run, in sequence order.
 #[derive(Resource, Debug, Default)]
 pub struct Inbox(pub Vec<Command>);
-
-/// One result per command of the inbox, same order. Order requests (and leverage changes,
-/// which move margin) are answered by MatchSystems, which fills in their slot.
-#[derive(Resource, Debug, Default)]
-pub struct Results(pub Vec<Option<CommandResult>>);
 
 pub fn ingest_commands(world: &mut World) {
     // The run's vectors are taken out once (a resource lookup costs about as much as queueing

@@ -3,102 +3,23 @@
 //! an O(1) clone and each tick updates only what changed (bevy change detection).
 
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bevy_ecs::prelude::{Changed, Query, Res, ResMut, Resource};
 use imbl::{OrdMap, OrdSet};
-use perpsim_core::Decimal;
-use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
-use perpsim_core::instrument::{Asset, InstrumentSpec, InstrumentStatus};
-use perpsim_core::money::{DEFAULT_FEES, FeeRates};
+use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
 
+use crate::clock::ClockView;
 use crate::clock::SimClock;
-use crate::ledger::{Balance, Ledger, Movement, Owner};
-use crate::registry::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClockView {
-    pub mode: ClockMode,
-    pub now: Timestamp,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrokerView {
-    pub code: BrokerCode,
-    pub name: String,
-    pub public_keys: Vec<PublicKey>,
-    pub created_at: Timestamp,
-}
-
-impl BrokerView {
-    pub fn new(broker: &Broker, keys: &BrokerKeys) -> Self {
-        BrokerView {
-            code: broker.code,
-            name: broker.name.clone(),
-            public_keys: keys.0.clone(),
-            created_at: broker.created_at,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CustomerView {
-    pub code: CustomerCode,
-    pub broker: BrokerCode,
-    pub external_id: Option<String>,
-    pub created_at: Timestamp,
-    pub leverage: u32,
-    pub provisioned: bool,
-    /// Fee overrides by symbol; others use [`perpsim_core::money::DEFAULT_FEES`].
-    pub fees: Arc<BTreeMap<String, FeeRates>>,
-}
-
-impl From<&Customer> for CustomerView {
-    fn from(c: &Customer) -> Self {
-        CustomerView {
-            code: c.code,
-            broker: c.broker,
-            external_id: c.external_id.clone(),
-            created_at: c.created_at,
-            leverage: c.leverage,
-            provisioned: c.provisioned,
-            fees: Arc::new(c.fees.clone()),
-        }
-    }
-}
-
-impl CustomerView {
-    pub fn fee_rates(&self, symbol: &str) -> FeeRates {
-        self.fees.get(symbol).copied().unwrap_or(DEFAULT_FEES)
-    }
-}
+use crate::money::ledger::{Balance, Ledger, Movement, Owner};
+use crate::registry::{
+    Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
+    InstrumentView,
+};
 
 /// A transaction list's sort key: newest first.
 pub type TxKey = Reverse<u64>;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstrumentView {
-    pub spec: Arc<InstrumentSpec>,
-    pub status: InstrumentStatus,
-    pub index_price: Decimal,
-    pub mark_price: Decimal,
-    pub price_time: Timestamp,
-}
-
-impl InstrumentView {
-    pub fn new(spec: &InstrumentSpec, state: &InstrumentState) -> Self {
-        InstrumentView {
-            spec: Arc::new(spec.clone()),
-            status: state.status,
-            index_price: state.index_price,
-            mark_price: state.mark_price,
-            price_time: state.price_time,
-        }
-    }
-}
 
 /// Sort key of a broker's customer list: oldest first, ties by code.
 pub type CustomerListKey = (Timestamp, CustomerCode);
@@ -124,7 +45,7 @@ pub struct ReadView {
     /// A customer's balance per asset it ever moved.
     pub balances: OrdMap<CustomerCode, OrdMap<Asset, Balance>>,
     pub transfers_available: bool,
-    pub trading: crate::market_view::TradingView,
+    pub trading: crate::publish::market_view::TradingView,
 }
 
 impl ReadView {

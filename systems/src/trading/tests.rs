@@ -11,77 +11,8 @@ use perpsim_core::time::{SECOND_MS, Timestamp};
 use perpsim_core::{Decimal, ErrorCode};
 use proptest::prelude::*;
 
-use crate::command::TransferKind;
-use crate::exchange::Order;
-use crate::ledger_tests::{START, customers, engine};
-use crate::{Command, CommandResult, Engine, Outcome};
-
-pub(crate) const BTC: &str = "BTC-USDC-PERP";
-
-pub(crate) fn d(s: &str) -> Decimal {
-    s.parse().unwrap()
-}
-
-/// `n` customers with `usdc` each, deposits completed.
-pub(crate) fn funded(e: &mut Engine, n: usize, usdc: &str) -> Vec<CustomerCode> {
-    let cs = customers(e, n);
-    let cmds = cs
-        .iter()
-        .map(|c| Command::RequestTransfer {
-            customer: *c,
-            kind: TransferKind::Deposit,
-            asset: Asset::Usdc,
-            amount: d(usdc),
-            delay_ms: 0,
-        })
-        .collect();
-    e.tick(START, cmds);
-    e.tick(START.plus_millis(1), vec![]);
-    cs
-}
-
-fn entry(side: Side, kind: OrderType, reference: &str) -> OrderEntry {
-    OrderEntry::new(side, kind, reference)
-}
-
-pub(crate) fn limit(side: Side, reference: &str, amount: &str, price: &str) -> OrderEntry {
-    OrderEntry {
-        amount: Some(d(amount)),
-        limit_price: Some(d(price)),
-        ..entry(side, OrderType::Limit, reference)
-    }
-}
-
-fn market(side: Side, reference: &str, amount: &str) -> OrderEntry {
-    OrderEntry {
-        amount: Some(d(amount)),
-        ..entry(side, OrderType::Market, reference)
-    }
-}
-
-pub(crate) fn place(customer: CustomerCode, entry: OrderEntry) -> Command {
-    Command::PlaceOrder {
-        customer,
-        symbol: BTC.into(),
-        entry: Box::new(entry),
-    }
-}
-
-fn now(e: &Engine) -> Timestamp {
-    e.clock().now
-}
-
-pub(crate) fn run(e: &mut Engine, cmds: Vec<Command>) -> Vec<CommandResult> {
-    let t = now(e);
-    e.tick(t, cmds).results
-}
-
-pub(crate) fn order(r: &CommandResult) -> &Order {
-    match r {
-        Ok(Outcome::Order(o)) => o,
-        other => panic!("expected an order, got {other:?}"),
-    }
-}
+use crate::testkit::{BTC, d, engine, entry, funded, limit, market, now, order, place, run};
+use crate::{Command, CommandResult, Engine};
 
 fn code(r: &CommandResult) -> ErrorCode {
     r.as_ref().expect_err("expected a refusal").code

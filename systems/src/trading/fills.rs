@@ -9,10 +9,11 @@ use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 
-use crate::book::Lots;
-use crate::exchange::{Exchange, Liquidity, MarketId, PublicFill, TradeKind, TradeRecord};
-use crate::ledger::{Ledger, MovementKind, TradeInfo};
+use crate::money::ledger::{Ledger, MovementKind, TradeInfo};
 use crate::positions::{MarginRate, OpenPositions, Position};
+use crate::registry::MarketId;
+use crate::trading::book::Lots;
+use crate::trading::exchange::{Exchange, Liquidity, PublicFill, TradeKind, TradeRecord};
 
 /// How a fill changes a net position: the new signed size and prices, and the PnL realised
 /// on the part that closed exposure. Pure: `size` and `q` are signed (long/buy positive).

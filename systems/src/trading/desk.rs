@@ -12,16 +12,17 @@ use perpsim_core::money::{DEFAULT_FEES, FeeRates, MAX_LEVERAGE, margin_profile};
 use perpsim_core::order::{EndReason, OrderStatus, OrderType, ReferenceId, Side, TimeInForce};
 use perpsim_core::{Decimal, Error, ErrorCode};
 
-use crate::book::{Fill, Lots, Ticks};
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
+use crate::command::Results;
 use crate::command::{Command, Outcome};
-use crate::exchange::{Exchange, Liquidity, MarketId, Order, Trigger, Watch};
-use crate::fills::{Execution, FillSide, book_fill};
-use crate::ingest::Results;
-use crate::ledger::Ledger;
+use crate::money::ledger::Ledger;
 use crate::positions::{MarginRate, OpenPositions};
+use crate::registry::CustomerView;
+use crate::registry::MarketId;
 use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
-use crate::view::CustomerView;
+use crate::trading::book::{Fill, Lots, Ticks};
+use crate::trading::exchange::{Exchange, Liquidity, Order, Trigger, Watch};
+use crate::trading::fills::{Execution, FillSide, book_fill};
 
 /// What a fill needs of one side's customer: its broker, its fee rates in the market and its
 /// initial margin fraction (its profile), read once per side of an execution.
@@ -440,7 +441,7 @@ impl Desk<'_, '_> {
     }
 
     /// Ends an order: out of the book and the trigger index, its reserve released. Its
-    /// reference is free again (rule 11) by its status alone: see [`crate::exchange::RefIndex`].
+    /// reference is free again (rule 11) by its status alone: see [`crate::trading::exchange::RefIndex`].
     fn finish(&mut self, id: u64, status: OrderStatus, reason: Option<EndReason>) {
         let now = self.clock.now;
         self.disarm(id);
@@ -853,7 +854,7 @@ impl Desk<'_, '_> {
 
     fn ledger_locked(&self, code: CustomerCode, asset: perpsim_core::instrument::Asset) -> Decimal {
         self.ledger
-            .balance(&(crate::ledger::Owner::Customer(code), asset))
+            .balance(&(crate::money::ledger::Owner::Customer(code), asset))
             .map_or(Decimal::ZERO, |b| b.locked)
     }
 

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::ReferenceId;
 
-use crate::exchange::Order;
+use crate::trading::exchange::Order;
 
 /// Slots a lookup probes at most before it turns to the overflow map.
 pub const MAX_PROBE: usize = 32;

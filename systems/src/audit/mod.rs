@@ -1,0 +1,72 @@
+//! The invariants money and trading depend on, checked after every run of the schedule in
+//! debug and test builds (release builds — benchmarks, production — trust the arithmetic the
+//! tests proved). A violation stops the engine loudly. The checks themselves live with the
+//! state they read (`Ledger::check_invariants`, `Exchange::check_invariants`,
+//! `positions::check_positions`); this concern only runs them, last in `PublishSystems`.
+
+use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, World};
+
+use crate::clock::SimClock;
+use crate::money::ledger::Ledger;
+use crate::positions::{MarginRate, Position, Valuation};
+use crate::registry::{Customer, InstrumentState, MarketSlot, PositionIndex, Registry};
+use crate::trading::exchange::{CheckedUpTo, Exchange};
+
+#[cfg(debug_assertions)]
+pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
+    use bevy_ecs::prelude::IntoScheduleConfigs;
+
+    use crate::publish::{market_view, view};
+    use crate::sets::PublishSystems;
+
+    world.init_resource::<CheckedUpTo>();
+    schedule.add_systems(
+        assert_money_invariants
+            .in_set(PublishSystems)
+            .after(view::publish_ledger),
+    );
+    schedule.add_systems(
+        assert_trading_invariants
+            .in_set(PublishSystems)
+            .after(assert_money_invariants)
+            .after(market_view::publish_trading),
+    );
+}
+
+#[cfg(not(debug_assertions))]
+pub(crate) fn plugin(_world: &mut World, _schedule: &mut Schedule) {}
+
+/// The money invariants (D7; issue 3 item 6).
+pub fn assert_money_invariants(ledger: Res<Ledger>, clock: Res<SimClock>) {
+    if let Err(violation) = ledger.check_invariants() {
+        panic!("money invariant violated at {}: {violation}", clock.now);
+    }
+}
+
+/// The trading and position invariants (issue 4 item 7, issue 11).
+#[allow(clippy::too_many_arguments)]
+pub fn assert_trading_invariants(
+    exchange: Res<Exchange>,
+    ledger: Res<Ledger>,
+    mut done: ResMut<CheckedUpTo>,
+    clock: Res<SimClock>,
+    registry: Res<Registry>,
+    index: Res<PositionIndex>,
+    instruments: Query<(&MarketSlot, &InstrumentState)>,
+    customers: Query<&Customer>,
+    positions: Query<(&Position, &MarginRate, &Valuation)>,
+) {
+    let marks = crate::positions::current_marks(&instruments);
+    let leverage = |c| {
+        customers
+            .get(registry.customers[&c])
+            .expect("positions belong to customers")
+            .leverage
+    };
+    let open: Vec<&Position> = positions.iter().map(|(p, _, _)| p).collect();
+    let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
+        .and_then(|()| exchange.check_invariants(&open, &ledger, &mut done));
+    if let Err(violation) = checked {
+        panic!("trading invariant violated at {}: {violation}", clock.now);
+    }
+}

@@ -1,0 +1,25 @@
+//! Publishing the read view (`view`, `market_view`) from what changed (`crate::dirty`), in
+//! `PublishSystems`, unless publishing is off (a replay).
+
+use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
+
+use crate::sets::PublishSystems;
+
+pub mod market_view;
+pub mod view;
+
+pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
+    schedule.add_systems(
+        (
+            view::publish_clock,
+            view::publish_brokers,
+            view::publish_customers,
+            view::publish_instruments,
+            view::publish_ledger,
+            market_view::publish_trading,
+        )
+            .chain()
+            .in_set(PublishSystems)
+            .run_if(view::publishing_enabled),
+    );
+}

@@ -1,0 +1,121 @@
+//! What the engine's tests share: an engine on the manual clock at a fixed start, a broker
+//! with funded customers, order entries and commands, and one run of the schedule.
+
+use perpsim_core::Decimal;
+use perpsim_core::clock::ClockMode;
+use perpsim_core::entry::OrderEntry;
+use perpsim_core::ids::{CustomerCode, PublicKey};
+use perpsim_core::instrument::{Asset, default_instruments};
+use perpsim_core::order::{OrderType, Side};
+use perpsim_core::time::Timestamp;
+
+use crate::command::TransferKind;
+use crate::trading::exchange::Order;
+use crate::{Command, CommandResult, Engine, Genesis, Outcome};
+
+pub(crate) const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
+
+pub(crate) fn engine(seed: u64) -> Engine {
+    Engine::genesis(Genesis {
+        seed,
+        clock_mode: ClockMode::Manual,
+        start: START,
+        instruments: default_instruments(),
+    })
+}
+
+/// A broker with `n` customers; returns their codes.
+pub(crate) fn customers(engine: &mut Engine, n: usize) -> Vec<CustomerCode> {
+    let out = engine.tick(
+        START,
+        vec![Command::CreateBroker {
+            name: "b".into(),
+            public_key: PublicKey([1; 32]),
+        }],
+    );
+    let Ok(Outcome::Broker(b)) = &out.results[0] else {
+        panic!()
+    };
+    let cmds = (0..n)
+        .map(|_| Command::CreateCustomer {
+            broker: b.code,
+            external_id: None,
+        })
+        .collect();
+    engine
+        .tick(START, cmds)
+        .results
+        .into_iter()
+        .map(|r| match r {
+            Ok(Outcome::Customer(c)) => c.code,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+pub(crate) const BTC: &str = "BTC-USDC-PERP";
+
+pub(crate) fn d(s: &str) -> Decimal {
+    s.parse().unwrap()
+}
+
+/// `n` customers with `usdc` each, deposits completed.
+pub(crate) fn funded(e: &mut Engine, n: usize, usdc: &str) -> Vec<CustomerCode> {
+    let cs = customers(e, n);
+    let cmds = cs
+        .iter()
+        .map(|c| Command::RequestTransfer {
+            customer: *c,
+            kind: TransferKind::Deposit,
+            asset: Asset::Usdc,
+            amount: d(usdc),
+            delay_ms: 0,
+        })
+        .collect();
+    e.tick(START, cmds);
+    e.tick(START.plus_millis(1), vec![]);
+    cs
+}
+
+pub(crate) fn entry(side: Side, kind: OrderType, reference: &str) -> OrderEntry {
+    OrderEntry::new(side, kind, reference)
+}
+
+pub(crate) fn limit(side: Side, reference: &str, amount: &str, price: &str) -> OrderEntry {
+    OrderEntry {
+        amount: Some(d(amount)),
+        limit_price: Some(d(price)),
+        ..entry(side, OrderType::Limit, reference)
+    }
+}
+
+pub(crate) fn market(side: Side, reference: &str, amount: &str) -> OrderEntry {
+    OrderEntry {
+        amount: Some(d(amount)),
+        ..entry(side, OrderType::Market, reference)
+    }
+}
+
+pub(crate) fn place(customer: CustomerCode, entry: OrderEntry) -> Command {
+    Command::PlaceOrder {
+        customer,
+        symbol: BTC.into(),
+        entry: Box::new(entry),
+    }
+}
+
+pub(crate) fn now(e: &Engine) -> Timestamp {
+    e.clock().now
+}
+
+pub(crate) fn run(e: &mut Engine, cmds: Vec<Command>) -> Vec<CommandResult> {
+    let t = now(e);
+    e.tick(t, cmds).results
+}
+
+pub(crate) fn order(r: &CommandResult) -> &Order {
+    match r {
+        Ok(Outcome::Order(o)) => o,
+        other => panic!("expected an order, got {other:?}"),
+    }
+}

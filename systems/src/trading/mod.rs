@@ -1,0 +1,27 @@
+//! Trading (interface §3.1, §4.3; D5, D6): `exchange` is the state — the markets with their
+//! books, every order, the trade records and public fills; `book` one limit order book;
+//! `refs` the reference index; `desk` order handling and matching; `fills` the booking of an
+//! execution.
+
+use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
+
+use crate::sets::{MatchSystems, TriggerSystems};
+
+pub mod book;
+pub mod desk;
+pub mod exchange;
+pub mod fills;
+pub mod refs;
+#[cfg(test)]
+mod tests;
+
+/// Order requests then GTD expiry in `MatchSystems`; triggers in `TriggerSystems`.
+pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<desk::OrderRequests>();
+    schedule.add_systems(
+        (desk::handle_order_requests, desk::expire_orders)
+            .chain()
+            .in_set(MatchSystems),
+    );
+    schedule.add_systems(desk::fire_triggers.in_set(TriggerSystems));
+}
