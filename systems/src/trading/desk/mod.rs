@@ -1,0 +1,471 @@
+//! The order desk (interface §3.1, §4.3; D5): placement with the stateful checks, matching
+//! against the market's book, cancel, amend, GTD expiry and conditional triggers. Every path
+//! runs in MatchSystems or TriggerSystems through [`Desk`], one request at a time in arrival
+//! order, so a request sees every effect of the ones before it (fills included).
+
+mod amend;
+mod margin;
+mod triggers;
+
+use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
+use bevy_ecs::system::SystemParam;
+use perpsim_core::entry::{self, Amend, NewOrder, OrderEntry, Quantity, Reference};
+use perpsim_core::ids::{BrokerCode, CustomerCode};
+use perpsim_core::instrument::InstrumentStatus;
+use perpsim_core::money::{DEFAULT_FEES, FeeRates, MAX_LEVERAGE, margin_profile};
+use perpsim_core::order::{EndReason, OrderStatus, OrderType, ReferenceId, Side, TimeInForce};
+use perpsim_core::{Decimal, Error, ErrorCode};
+
+use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
+use crate::command::Results;
+use crate::command::{Command, Outcome};
+use crate::money::ledger::Ledger;
+use crate::positions::{MarginRate, OpenPositions};
+use crate::registry::CustomerView;
+use crate::registry::MarketId;
+use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
+use crate::trading::book::{Fill, Lots, Ticks};
+use crate::trading::exchange::{Exchange, Liquidity, Order, Trigger, Watch};
+use crate::trading::fills::{Execution, FillSide, book_fill};
+
+/// What a fill needs of one side's customer: its broker, its fee rates in the market and its
+/// initial margin fraction (its profile), read once per side of an execution.
+#[derive(Debug, Clone, Copy)]
+struct Terms {
+    broker: BrokerCode,
+    fees: FeeRates,
+    rate: MarginRate,
+}
+
+/// Order commands of the current run, with the index of their result, in arrival order.
+#[derive(Resource, Debug, Default)]
+pub struct OrderRequests(pub Vec<(usize, Command)>);
+
+/// Everything order handling reads and writes.
+#[derive(SystemParam)]
+pub struct Desk<'w, 's> {
+    exchange: ResMut<'w, Exchange>,
+    ledger: ResMut<'w, Ledger>,
+    rng: ResMut<'w, EngineRng>,
+    clock: Res<'w, SimClock>,
+    scheduler: ResMut<'w, Scheduler>,
+    registry: Res<'w, Registry>,
+    customers: Query<'w, 's, &'static mut Customer>,
+    instruments: Query<'w, 's, &'static InstrumentState>,
+    positions: OpenPositions<'w, 's>,
+}
+
+/// MatchSystems: the tick's order requests, one at a time.
+pub fn handle_order_requests(
+    mut requests: ResMut<OrderRequests>,
+    mut results: ResMut<Results>,
+    mut desk: Desk,
+) {
+    for (index, command) in requests.0.drain(..) {
+        let result = match command {
+            Command::PlaceOrder {
+                customer,
+                symbol,
+                entry,
+            } => desk.place(customer, &symbol, &entry),
+            Command::CancelOrder {
+                customer,
+                reference_id,
+            } => desk.cancel(customer, &reference_id),
+            Command::AmendOrder {
+                customer,
+                reference_id,
+                amend,
+            } => desk.amend(customer, &reference_id, &amend),
+            Command::SetLeverage { customer, leverage } => {
+                results.0[index] = Some(desk.set_leverage(customer, leverage));
+                continue;
+            }
+            other => unreachable!("not an order request: {other:?}"),
+        };
+        let outcome = result.map(|id| Outcome::Order(desk.exchange.orders[id as usize].clone()));
+        results.0[index] = Some(outcome);
+    }
+    desk.positions.flush();
+}
+
+/// MatchSystems: GTD orders whose expire_time has come end `expired` with reason EXPIRED.
+pub fn expire_orders(due: Res<DueEvents>, mut desk: Desk) {
+    for event in &due.0 {
+        if let ScheduledEvent::OrderExpiry(id) = *event {
+            let now = desk.clock.now;
+            let o = &desk.exchange.orders[id as usize];
+            // An amend may have moved the time on; the event for the new time expires it.
+            if o.is_open() && o.expire_time.is_some_and(|t| t <= now) {
+                desk.finish(id, OrderStatus::Expired, Some(EndReason::Expired));
+            }
+        }
+    }
+    desk.positions.flush();
+}
+
+/// TriggerSystems: conditional orders whose trigger price is reached fire, in trigger order
+/// then placement order, until no more fire (each fires at most once, so this ends).
+pub fn fire_triggers(mut desk: Desk) {
+    for market in 0..desk.exchange.markets.len() as MarketId {
+        while let Some(id) = desk.next_triggered(market) {
+            desk.trigger(id);
+        }
+    }
+    desk.positions.flush();
+}
+
+fn rejected(message: String) -> Error {
+    Error::new(ErrorCode::OrderRejected, message)
+}
+
+impl Desk<'_, '_> {
+    fn instrument(&self, market: MarketId) -> &InstrumentState {
+        let symbol = &self.exchange.markets[market as usize].spec.symbol;
+        let entity = self.registry.instruments[symbol];
+        self.instruments
+            .get(entity)
+            .expect("every market is an instrument")
+    }
+
+    fn customer(&self, code: CustomerCode) -> Result<&Customer, Error> {
+        self.registry
+            .customers
+            .get(&code)
+            .and_then(|e| self.customers.get(*e).ok())
+            .ok_or_else(|| Error::not_found(format!("customer {code} does not exist")))
+    }
+
+    fn initial_margin(&self, code: CustomerCode) -> Decimal {
+        let leverage = self.customer(code).map_or(1, |c| c.leverage);
+        margin_profile(leverage)
+            .expect("customers hold a valid leverage")
+            .initial
+    }
+
+    /// Signed size of the customer's position in a market (long positive).
+    fn position_size(&self, code: CustomerCode, market: MarketId) -> Decimal {
+        self.positions
+            .get((code, market))
+            .map_or(Decimal::ZERO, |p| p.size)
+    }
+
+    fn place(
+        &mut self,
+        code: CustomerCode,
+        symbol: &str,
+        entry: &OrderEntry,
+    ) -> Result<u64, Error> {
+        let leverage_now = self.customer(code)?.leverage;
+        let market = self
+            .exchange
+            .market_id(symbol)
+            .ok_or_else(|| Error::not_found(format!("symbol {symbol} does not exist")))?;
+        let (status, mark) = {
+            let i = self.instrument(market);
+            (i.status, i.mark_price)
+        };
+        let m = &self.exchange.markets[market as usize];
+        let now = self.clock.now;
+        let reference = Reference {
+            // Before the first trade, triggers are judged against the mark price.
+            last_trade_price: m.last_price.unwrap_or(mark),
+            mark_price: mark,
+            now,
+        };
+        let new = entry::validate(entry, &m.spec, &reference)?;
+        self.check_status(market, status, &new)?;
+        if self
+            .exchange
+            .order_by_ref(code, &entry.reference_id)
+            .is_some_and(Order::is_open)
+        {
+            return Err(Error::new(
+                ErrorCode::DuplicateReferenceId,
+                format!(
+                    "reference_id {} is already used by an open order (rule 11)",
+                    entry.reference_id
+                ),
+            ));
+        }
+        let leverage = new.leverage.unwrap_or(leverage_now);
+        let profile = margin_profile(leverage).expect("validated leverage");
+        if leverage != leverage_now {
+            self.check_leverage_change(code, leverage)?;
+        }
+        // D5: the order's opening part needs amount × price × initial margin available.
+        let price = new.limit_price.unwrap_or(mark);
+        let reducible = self.reducible(code, market, new.side);
+        let opening_notional = match new.quantity {
+            Quantity::Amount(a) => (a - reducible).max(Decimal::ZERO) * price,
+            Quantity::Cash(c) => (c - reducible * price).max(Decimal::ZERO),
+        };
+        let required = opening_notional * profile.initial;
+        let asset = m.spec.settlement;
+        let available = self.ledger.available(code, asset);
+        if required > available {
+            return Err(Error::new(
+                ErrorCode::InsufficientFunds,
+                format!(
+                    "the order needs {} {} of initial margin; {available} is available",
+                    perpsim_core::decimal::round_ledger(required),
+                    asset.as_str()
+                ),
+            ));
+        }
+        if leverage != leverage_now {
+            self.apply_leverage(code, leverage);
+        }
+        let id = self.create(code, market, &entry.reference_id, &new, now);
+        let rests = new.kind == OrderType::Limit
+            && matches!(new.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd);
+        if let (true, Quantity::Amount(a)) = (rests, new.quantity) {
+            let m = &self.exchange.markets[market as usize];
+            let (lots, rate) = (
+                m.opening_lots(a, reducible),
+                m.reserve_rate(price, profile.initial),
+            );
+            self.hold_reserve(id, lots, rate);
+        }
+        if let Some(at) = new.expire_time {
+            self.scheduler.schedule(at, ScheduledEvent::OrderExpiry(id));
+        }
+        if new.kind.is_conditional() {
+            self.arm(id);
+        } else {
+            self.execute(id);
+        }
+        Ok(id)
+    }
+
+    /// D5: trade_halt refuses every new order; post_only takes only limit orders that rest.
+    fn check_status(
+        &self,
+        market: MarketId,
+        status: InstrumentStatus,
+        new: &NewOrder,
+    ) -> Result<(), Error> {
+        let m = &self.exchange.markets[market as usize];
+        let crosses = |o: &NewOrder| {
+            o.limit_price
+                .is_some_and(|p| m.book.crosses(o.side, Some(m.ticks(p))))
+        };
+        match status {
+            InstrumentStatus::TradeHalt => Err(rejected(format!(
+                "{} is in trade_halt: new orders are rejected",
+                m.spec.symbol
+            ))),
+            InstrumentStatus::PostOnly
+                if new.kind != OrderType::Limit
+                    || !matches!(new.quantity, Quantity::Amount(_))
+                    || !matches!(new.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd)
+                    || crosses(new) =>
+            {
+                Err(rejected(format!(
+                    "{} is post_only: only limit orders that rest are accepted",
+                    m.spec.symbol
+                )))
+            }
+            _ if new.post_only && crosses(new) => Err(rejected(
+                "a post_only order would take liquidity".to_owned(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn create(
+        &mut self,
+        code: CustomerCode,
+        market: MarketId,
+        reference: &str,
+        new: &NewOrder,
+        now: perpsim_core::time::Timestamp,
+    ) -> u64 {
+        let id = self.exchange.orders.len() as u64;
+        let (amount, cash_amount) = match new.quantity {
+            Quantity::Amount(a) => (a, None),
+            Quantity::Cash(c) => (Decimal::ZERO, Some(c)),
+        };
+        let trigger = new.kind.is_conditional().then(|| {
+            Box::new(Trigger {
+                trigger_price: new.trigger_price,
+                trigger_price_type: new
+                    .trigger_price_type
+                    .expect("rule 6 gives every conditional type one"),
+                take_profit_price: new.take_profit_price,
+                stop_loss_price: new.stop_loss_price,
+                fired: false,
+            })
+        });
+        self.exchange.push_order(Order {
+            id,
+            customer: code,
+            market,
+            side: new.side,
+            kind: new.kind,
+            reference_id: ReferenceId::from(reference),
+            amount,
+            cash_amount,
+            filled_amount: Decimal::ZERO,
+            filled_quote: Decimal::ZERO,
+            limit_price: new.limit_price,
+            trigger,
+            time_in_force: new.time_in_force,
+            expire_time: new.expire_time,
+            post_only: new.post_only,
+            status: OrderStatus::Open,
+            reason: None,
+            placed_at: now,
+            created: now,
+            updated: now,
+            priority: None,
+            resting: None,
+            reserve_lots: 0,
+            reserve_rate: Decimal::ZERO,
+        });
+        id
+    }
+
+    /// Runs an order against its book: fill what crosses, then rest (GTC/GTD limit) or end.
+    fn execute(&mut self, id: u64) {
+        let o = &self.exchange.orders[id as usize];
+        let (market, side, customer) = (o.market, o.side, o.customer);
+        let m = &self.exchange.markets[market as usize];
+        let limit: Option<Ticks> = o.limit_price.map(|p| m.ticks(p));
+        let want: Lots = match o.cash_amount {
+            Some(cash) if o.amount.is_zero() => {
+                let unit = m.spec.tick_size * m.spec.lot_size;
+                let budget = (cash / unit).floor();
+                let budget = budget.mantissa() / 10i128.pow(budget.scale());
+                let lots = m.book.lots_within_budget(side, limit, budget);
+                let amount = m.amount(lots);
+                self.exchange.orders[id as usize].amount = amount;
+                lots
+            }
+            _ => m.lots(o.remaining()),
+        };
+        let o = &self.exchange.orders[id as usize];
+        let m = &self.exchange.markets[market as usize];
+        let all_or_none = o.time_in_force == TimeInForce::Fok;
+        if want == 0 || (all_or_none && m.book.fillable(side, limit, want) < want) {
+            self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
+            return;
+        }
+        let mut fills = Vec::new();
+        let left = self.exchange.markets[market as usize]
+            .book
+            .take(side, limit, want, &mut fills);
+        if !fills.is_empty() {
+            let taker = self.terms(customer, market);
+            for f in &fills {
+                self.settle(id, side, taker, market, f);
+            }
+        }
+        let o = &self.exchange.orders[id as usize];
+        if left == 0 {
+            self.finish(id, OrderStatus::Filled, None);
+        } else if o.limit_price.is_some()
+            && matches!(o.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd)
+        {
+            if !fills.is_empty() {
+                self.exchange.orders[id as usize].status = OrderStatus::PartiallyFilled;
+            }
+            self.exchange.rest(
+                id,
+                limit.expect("GTC and GTD orders here have a limit"),
+                left,
+            );
+        } else {
+            // IOC and market orders keep what they filled (D5).
+            self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
+        }
+    }
+
+    /// One lookup of what a fill needs of a customer in a market.
+    fn terms(&self, code: CustomerCode, market: MarketId) -> Terms {
+        let c = self
+            .customer(code)
+            .expect("orders belong to existing customers");
+        let symbol = self.exchange.markets[market as usize].spec.symbol.as_str();
+        Terms {
+            broker: c.broker,
+            fees: c.fees.get(symbol).copied().unwrap_or(DEFAULT_FEES),
+            rate: MarginRate::of_leverage(c.leverage),
+        }
+    }
+
+    /// Books one execution of taker order `id` against a resting order, and moves the maker
+    /// on: filled and out of the book, or partially filled.
+    fn settle(&mut self, id: u64, side: Side, taker: Terms, market: MarketId, f: &Fill) {
+        let maker_customer = self.exchange.orders[f.maker_id as usize].customer;
+        let maker = self.terms(maker_customer, market);
+        let taker_customer = self.exchange.orders[id as usize].customer;
+        let sides = [
+            FillSide {
+                order: id,
+                customer: taker_customer,
+                broker: taker.broker,
+                side,
+                fee_bps: taker.fees.taker_bps,
+                rate: taker.rate,
+                liquidity: Liquidity::Taker,
+            },
+            FillSide {
+                order: f.maker_id,
+                customer: maker_customer,
+                broker: maker.broker,
+                side: side.opposite(),
+                fee_bps: maker.fees.maker_bps,
+                rate: maker.rate,
+                liquidity: Liquidity::Maker,
+            },
+        ];
+        let price = self.exchange.markets[market as usize].price(f.price);
+        book_fill(
+            &mut self.exchange,
+            &mut self.positions,
+            &mut self.ledger,
+            &mut self.rng.0,
+            Execution {
+                at: self.clock.now,
+                market,
+                price,
+                lots: f.lots,
+            },
+            sides,
+        );
+        if f.maker_done {
+            let maker = &mut self.exchange.orders[f.maker_id as usize];
+            maker.resting = None;
+            maker.priority = None;
+            self.finish(f.maker_id, OrderStatus::Filled, None);
+        } else {
+            self.exchange.orders[f.maker_id as usize].status = OrderStatus::PartiallyFilled;
+        }
+    }
+
+    /// Ends an order: out of the book and the trigger index, its reserve released. Its
+    /// reference is free again (rule 11) by its status alone: see [`crate::trading::exchange::RefIndex`].
+    fn finish(&mut self, id: u64, status: OrderStatus, reason: Option<EndReason>) {
+        let now = self.clock.now;
+        self.disarm(id);
+        let o = &mut self.exchange.orders[id as usize];
+        debug_assert!(o.is_open(), "only open orders end");
+        let market = o.market;
+        if let Some(r) = o.resting.take() {
+            self.exchange.markets[market as usize].book.cancel(r);
+        }
+        let o = &mut self.exchange.orders[id as usize];
+        o.priority = None;
+        o.status = status;
+        o.reason = reason;
+        o.created = now;
+        o.updated = now;
+        let release = o.reserved();
+        o.reserve_lots = 0;
+        let customer = o.customer;
+        let asset = self.exchange.markets[market as usize].spec.settlement;
+        self.ledger.adjust_locked(customer, asset, -release, now);
+        self.exchange.mark_order(id);
+    }
+}

@@ -1,0 +1,156 @@
+//! Conditional orders (rules 4–8; D5): armed under the price that fires them, fired in
+//! trigger then placement order, then working as their mechanical type.
+
+use super::*;
+
+impl Desk<'_, '_> {
+    /// Registers a waiting conditional order under the price(s) that fire it (rule 8: a
+    /// sell take-profit lies above, a sell stop-loss below; a buy the reverse).
+    pub(super) fn arm(&mut self, id: u64) {
+        let market = self.exchange.orders[id as usize].market as usize;
+        for (watch, ticks) in self.watches(id) {
+            self.exchange.markets[market]
+                .triggers
+                .insert((watch, ticks, id));
+        }
+    }
+
+    pub(super) fn disarm(&mut self, id: u64) {
+        let market = self.exchange.orders[id as usize].market as usize;
+        for (watch, ticks) in self.watches(id) {
+            self.exchange.markets[market]
+                .triggers
+                .remove(&(watch, ticks, id));
+        }
+    }
+
+    pub(super) fn watches(&self, id: u64) -> Vec<(Watch, Ticks)> {
+        let o = &self.exchange.orders[id as usize];
+        if !o.waiting() {
+            return Vec::new();
+        }
+        let m = &self.exchange.markets[o.market as usize];
+        let buy = o.side == Side::Buy;
+        let pick = |rising: bool, trade: bool| match (rising, trade) {
+            (true, true) => Watch::TradeRising,
+            (false, true) => Watch::TradeFalling,
+            (true, false) => Watch::MarkRising,
+            (false, false) => Watch::MarkFalling,
+        };
+        match o.kind {
+            // A buy stop fires on a rise, a sell stop on a fall; take-profits the reverse.
+            OrderType::StopLoss | OrderType::StopLossLimit => {
+                vec![(
+                    pick(buy, true),
+                    m.ticks(o.trigger_price().expect("stop types have one")),
+                )]
+            }
+            OrderType::TakeProfit | OrderType::TakeProfitLimit => {
+                vec![(
+                    pick(!buy, true),
+                    m.ticks(o.trigger_price().expect("tp types have one")),
+                )]
+            }
+            OrderType::TakeProfitStopLoss => vec![
+                (
+                    pick(!buy, false),
+                    m.ticks(o.take_profit_price().expect("combo has both")),
+                ),
+                (
+                    pick(buy, false),
+                    m.ticks(o.stop_loss_price().expect("combo has both")),
+                ),
+            ],
+            OrderType::Market | OrderType::Limit => Vec::new(),
+        }
+    }
+
+    /// The first waiting order of a market whose trigger is reached, if any. Nothing fires
+    /// while matching is off (post_only, trade_halt).
+    pub(super) fn next_triggered(&self, market: MarketId) -> Option<u64> {
+        let state = self.instrument(market);
+        if state.status != InstrumentStatus::Active {
+            return None;
+        }
+        let m = &self.exchange.markets[market as usize];
+        if m.triggers.is_empty() {
+            return None;
+        }
+        let tick = m.spec.tick_size;
+        let mut fired: Option<u64> = None;
+        let mut consider = |watch: Watch, price: Decimal| {
+            let (lo, hi) = match watch {
+                // Rising: fires when the price is at or above the trigger.
+                Watch::TradeRising | Watch::MarkRising => {
+                    let hi = (price / tick).floor();
+                    (Ticks::MIN, to_ticks(hi))
+                }
+                Watch::TradeFalling | Watch::MarkFalling => {
+                    let lo = (price / tick).ceil();
+                    (to_ticks(lo), Ticks::MAX)
+                }
+            };
+            if let Some(&(_, _, id)) = m
+                .triggers
+                .range((watch, lo, 0)..=(watch, hi, u64::MAX))
+                .min_by_key(|(_, _, id)| *id)
+            {
+                fired = Some(fired.map_or(id, |f| f.min(id)));
+            }
+        };
+        if let Some(last) = m.last_price {
+            consider(Watch::TradeRising, last);
+            consider(Watch::TradeFalling, last);
+        } else {
+            consider(Watch::TradeRising, state.mark_price);
+            consider(Watch::TradeFalling, state.mark_price);
+        }
+        consider(Watch::MarkRising, state.mark_price);
+        consider(Watch::MarkFalling, state.mark_price);
+        fired
+    }
+
+    /// A fired conditional order: a stop_market (and the combo's leg) executes as a market
+    /// IOC order, a stop_limit works as a limit GTC order (D5).
+    pub(super) fn trigger(&mut self, id: u64) {
+        self.disarm(id);
+        let now = self.clock.now;
+        let o = &mut self.exchange.orders[id as usize];
+        if let Some(t) = o.trigger.as_mut() {
+            t.fired = true;
+        }
+        o.created = now;
+        o.updated = now;
+        self.exchange.mark_order(id);
+        // D5: a fired stop_limit works as a limit GTC order, and what of it rests holds the
+        // initial margin of its opening part like any resting limit order (reserved now,
+        // released lot by lot as it fills). Without that margin available it is refused.
+        let o = &self.exchange.orders[id as usize];
+        if let Some(price) = o.limit_price {
+            let (code, market) = (o.customer, o.market);
+            let m = &self.exchange.markets[market as usize];
+            let lots = m.opening_lots(o.remaining(), self.reducible(code, market, o.side));
+            let rate = m.reserve_rate(price, self.initial_margin(code));
+            let available = self.ledger.available(code, m.spec.settlement);
+            if Decimal::from(lots) * rate > available {
+                self.finish(
+                    id,
+                    OrderStatus::Rejected,
+                    Some(EndReason::InsufficientFunds),
+                );
+                return;
+            }
+            self.hold_reserve(id, lots, rate);
+        }
+        self.execute(id);
+    }
+}
+
+fn to_ticks(d: Decimal) -> Ticks {
+    let t = d.trunc();
+    i64::try_from(t.mantissa() / 10i128.pow(t.scale())).unwrap_or(if t.is_sign_negative() {
+        Ticks::MIN
+    } else {
+        Ticks::MAX
+    })
+}
