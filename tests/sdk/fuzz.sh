@@ -14,30 +14,13 @@ examples="${1:-100}"
 seed="${2:-$RANDOM}"
 cd "$here"
 
-# Python tools, in the venv keyed by the pins (shared with run.sh).
-stamp=".venv/.pins-$(sha256sum requirements.txt | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  rm -rf .venv
-  python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
-  touch "$stamp"
-fi
-
-bin="${CARGO_TARGET_DIR:-$root/target}/debug/perpsim"
-[ -x "$bin" ] || (cd "$root" && cargo build --quiet -p perpsim-api --bin perpsim)
+source "$here/common.sh"
+ensure_venv
 work="$(mktemp -d)"
 trap '[ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 # The fuzzer sends far more than a broker's default 100 requests/s; the manual clock keeps
 # every transfer pending, so nothing moves under it between a request and its check.
-PERPSIM_LOG=info "$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --clock manual \
-  --start 2026-01-01T00:00:00Z --rate-limit 100000 --rate-burst 100000 2>"$work/server.log" &
-server=$!
-for _ in $(seq 1 200); do
-  address="$(grep -o 'address=socket://[0-9.:]*' "$work/server.log" | head -1 | cut -d/ -f3 || true)"
-  [ -n "$address" ] && break
-  sleep 0.05
-done
-[ -n "$address" ] || { cat "$work/server.log"; echo "perpsim did not start"; exit 1; }
+start_server --rate-limit 100000 --rate-burst 100000
 
 cd fuzz
 # Real resources for the generated requests to address (see schemathesis.toml).

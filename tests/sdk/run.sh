@@ -16,14 +16,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$here"
 
-# Python tools, in a venv keyed by the pins.
-stamp=".venv/.pins-$(sha256sum requirements.txt | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  rm -rf .venv
-  python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
-  touch "$stamp"
-fi
+source "$here/common.sh"
+ensure_venv
 
 # Node tools, exactly as package-lock.json pins them.
 lockstamp="node_modules/.pins-$(sha256sum package-lock.json | cut -c1-16)"
@@ -53,20 +47,10 @@ if [ "$failed" -ne 0 ]; then
 fi
 echo "OpenAPI documents: 1 passed, 0 failed"
 
-# The real binary, on a manual clock in a fresh data dir; its address is read from its log.
-bin="${CARGO_TARGET_DIR:-$root/target}/debug/perpsim"
-[ -x "$bin" ] || (cd "$root" && cargo build --quiet -p perpsim-api --bin perpsim)
+# The real binary, on a manual clock in a fresh data dir.
 work="$(mktemp -d)"
 trap 'rm -f "$lint"; [ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
-PERPSIM_LOG=info "$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --clock manual \
-  --start 2026-01-01T00:00:00Z 2>"$work/server.log" &
-server=$!
-for _ in $(seq 1 200); do
-  address="$(grep -o 'address=socket://[0-9.:]*' "$work/server.log" | head -1 | cut -d/ -f3 || true)"
-  [ -n "$address" ] && break
-  sleep 0.05
-done
-[ -n "$address" ] || { cat "$work/server.log"; echo "perpsim did not start"; exit 1; }
+start_server
 url="http://$address"
 
 # Python: openapi-python-client.

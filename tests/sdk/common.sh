@@ -1,0 +1,30 @@
+# Shared by run.sh and fuzz.sh (sourced, with $here and $root set and `set -euo pipefail`).
+
+# The Python tools, in tests/sdk/.venv keyed by the pins: reinstalled when they change.
+ensure_venv() {
+  local stamp=".venv/.pins-$(sha256sum requirements.txt | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    rm -rf .venv
+    python3 -m venv .venv
+    .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+    touch "$stamp"
+  fi
+}
+
+# Starts the perpsim binary `cargo test --workspace` built (building it if missing) on a
+# manual clock in "$work/data", with any extra flags; sets $server (its pid) and $address
+# (read from its log).
+start_server() {
+  local bin="${CARGO_TARGET_DIR:-$root/target}/debug/perpsim"
+  [ -x "$bin" ] || (cd "$root" && cargo build --quiet -p perpsim-api --bin perpsim)
+  PERPSIM_LOG=info "$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --clock manual \
+    --start 2026-01-01T00:00:00Z "$@" 2>"$work/server.log" &
+  server=$!
+  address=""
+  for _ in $(seq 1 200); do
+    address="$(grep -o 'address=socket://[0-9.:]*' "$work/server.log" | head -1 | cut -d/ -f3 || true)"
+    [ -n "$address" ] && break
+    sleep 0.05
+  done
+  [ -n "$address" ] || { cat "$work/server.log"; echo "perpsim did not start"; exit 1; }
+}
