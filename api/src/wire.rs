@@ -131,7 +131,7 @@ wire_type!(
     MetaSchema {
         one_of: vec![
             MetaSchemaRef::Inline(Box::new(decimal_schema("Decimal string in plain notation.", "2.5"))),
-            MetaSchemaRef::Inline(Box::new(MetaSchema { description: Some("JSON number, read from its exact text (no exponent)."), ..MetaSchema::new("number") })),
+            MetaSchemaRef::Inline(Box::new(MetaSchema { description: Some("JSON number, read from its exact text (exponent notation included), never through a float; a value with more than 28 decimals or 28 significant digits is refused."), ..MetaSchema::new("number") })),
         ],
         ..MetaSchema::ANY
     },
@@ -148,7 +148,7 @@ impl NumberIn {
     pub fn parse(&self, field: &str, sign: Sign) -> Result<Decimal, Error> {
         match &self.0 {
             Value::String(text) => Ok(decimal::parse(field, text, sign)?),
-            Value::Number(n) => Ok(decimal::parse(field, &n.to_string(), sign)?),
+            Value::Number(n) => Ok(decimal::parse_json_number(field, &n.to_string(), sign)?),
             other => Err(Error::validation(format!(
                 "{field} must be a decimal string or a JSON number, got {other}"
             ))),
@@ -261,10 +261,14 @@ mod tests {
         let n: Value = serde_json::from_str("0.100000000000000005551115123").unwrap();
         let exact = NumberIn(n).parse("maker_fee", Sign::Signed).unwrap();
         assert_eq!(exact.to_string(), "0.100000000000000005551115123");
-        assert!(
-            NumberIn(serde_json::from_str("1e3").unwrap())
+        // JSON's exponent form is a number's exact text too: 1e3 is exactly 1000.
+        let exponent = NumberIn(serde_json::from_str("1e-7").unwrap());
+        assert_eq!(
+            exponent
                 .parse("maker_fee", Sign::Signed)
-                .is_err()
+                .unwrap()
+                .to_string(),
+            "0.0000001"
         );
         assert!(
             DecimalIn(serde_json::json!(5))

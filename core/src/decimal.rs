@@ -2,7 +2,8 @@
 //!
 //! Input is strict plain notation: an optional `-` (only where the field allows a sign),
 //! digits, and optionally a point followed by digits. No exponent, no `+`, no whitespace, no
-//! NaN or infinity, no leading or trailing point. Output pads to a minimum number of decimals
+//! NaN or infinity, no leading or trailing point. A JSON number (where D4 admits one) may
+//! also carry JSON's exponent, read exactly ([`parse_json_number`]). Output pads to a minimum number of decimals
 //! and never rounds a digit away; the only rounding in the system is [`round_ledger`], applied
 //! once when a movement is booked.
 
@@ -33,6 +34,8 @@ pub enum DecimalError {
         "{field} has more digits than can be represented exactly (at most 28 significant digits)"
     )]
     TooLarge { field: String },
+    #[error("{field} has more decimals than can be represented exactly (at most 28), got {got}")]
+    TooPrecise { field: String, got: String },
 }
 
 /// Longest input we look at; anything longer cannot be an exact 96-bit decimal anyway and
@@ -72,6 +75,40 @@ pub fn parse(field: &str, text: &str, sign: Sign) -> Result<Decimal, DecimalErro
     Decimal::from_str_exact(text).map_err(|_| DecimalError::TooLarge {
         field: field.to_owned(),
     })
+}
+
+/// Parses the text of a JSON number, read exactly (D4: never through a float): plain
+/// notation as [`parse`] takes it, or JSON's exponent form (`1e-7`, `-2.5E+3`), whose exact
+/// value is taken. A value a decimal cannot hold exactly is refused, never rounded: more than
+/// 28 decimals (`5e-324`) or more than 28 significant digits.
+pub fn parse_json_number(field: &str, text: &str, sign: Sign) -> Result<Decimal, DecimalError> {
+    let Some((mantissa, exponent)) = text.split_once(['e', 'E']) else {
+        return parse(field, text, sign);
+    };
+    let too_precise = || DecimalError::TooPrecise {
+        field: field.to_owned(),
+        got: text.chars().take(MAX_INPUT_LEN).collect(),
+    };
+    let too_large = || DecimalError::TooLarge {
+        field: field.to_owned(),
+    };
+    let mantissa = parse(field, mantissa, sign)?;
+    // JSON allows a sign and any digits; past ±28 nothing representable remains anyway.
+    let exponent: i64 = exponent.parse().map_err(|_| too_large())?;
+    if exponent >= 0 {
+        let shift = u32::try_from(exponent).map_err(|_| too_large())?;
+        let factor = 10i128.checked_pow(shift).ok_or_else(too_large)?;
+        let factor = Decimal::try_from_i128_with_scale(factor, 0).map_err(|_| too_large())?;
+        return mantissa.checked_mul(factor).ok_or_else(too_large);
+    }
+    let scale = u64::from(mantissa.scale()) + exponent.unsigned_abs();
+    let scale = u32::try_from(scale)
+        .ok()
+        .filter(|s| *s <= 28)
+        .ok_or_else(too_precise)?;
+    let mut value = mantissa;
+    value.set_scale(scale).map_err(|_| too_precise())?;
+    Ok(value)
 }
 
 /// Number of decimals a value carries after removing trailing zeros.
@@ -198,6 +235,27 @@ mod tests {
 
     fn d(s: &str) -> Decimal {
         Decimal::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn json_numbers_with_an_exponent_are_read_exactly_or_refused_d4() {
+        let n = |t: &str| parse_json_number("maker_fee", t, Sign::Signed);
+        assert_eq!(n("1e-7").unwrap().to_string(), "0.0000001");
+        assert_eq!(n("-2.5E+3").unwrap(), d("-2500"));
+        assert_eq!(n("7.25").unwrap().to_string(), "7.25");
+        assert_eq!(n("1E0").unwrap(), d("1"));
+        assert_eq!(n("1e-28").unwrap(), d("0.0000000000000000000000000001"));
+        // Not held exactly: refused, never rounded.
+        assert!(matches!(n("5e-324"), Err(DecimalError::TooPrecise { .. })));
+        assert!(matches!(n("1.5e-28"), Err(DecimalError::TooPrecise { .. })));
+        assert!(matches!(n("1e29"), Err(DecimalError::TooLarge { .. })));
+        assert!(matches!(
+            n("1e99999999999"),
+            Err(DecimalError::TooLarge { .. })
+        ));
+        // The mantissa keeps the plain-notation rules, the sign rule included.
+        assert!(n(".5e1").is_err());
+        assert!(parse_json_number("cash_amount", "-1e2", Sign::Unsigned).is_err());
     }
 
     #[test]

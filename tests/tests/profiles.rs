@@ -165,6 +165,16 @@ fn the_fee_profile_defaults_to_2_and_5_bps_and_accepts_strings_numbers_and_rebat
         .assert_error(400, "VALIDATION_ERROR");
     c.send("PUT", &path, Some(json!({"maker_fee": "1e2"})))
         .assert_error(400, "VALIDATION_ERROR");
+    // A JSON number is read from its exact text, JSON's exponent form included (D4), as a
+    // JavaScript client writes 0.0000001; one no decimal holds exactly is refused.
+    // (serde_json writes these floats as `1e-7` and `5e-324`.)
+    let sol = format!("{path}/SOL-USDC-PERP");
+    let set = c.send("PUT", &sol, Some(json!({"maker_fee": 1e-7})));
+    assert_eq!(set.json()["maker_fee"], "0.0000001", "{}", set.text);
+    let msg = c
+        .send("PUT", &path, Some(json!({"maker_fee": 5e-324})))
+        .assert_error(400, "VALIDATION_ERROR");
+    assert!(msg.contains("maker_fee") && msg.contains("28"), "{msg}");
     c.send("PUT", &path, Some(json!({"maker_fee": "+2"})))
         .assert_error(400, "VALIDATION_ERROR");
     c.send("PUT", &path, Some(json!({"maker_fee": "20000"})))

@@ -72,6 +72,8 @@ perpsim simulates a perpetual-derivatives venue behind the Broker Derivatives Tr
 Interface. Every `/v1` request is signed with ed25519 (D2): see the `PublicKey`, `Nonce` and \
 `Signature` security schemes, three headers sent together.\n\n\
 Conventions: decimal quantities are JSON strings in plain notation (no exponent, no `+`); \
+where a value is a number (`cash_amount`, fee values) a JSON number is accepted too, read from \
+its exact text, exponent included; \
 timestamps are RFC 3339 UTC with a `Z`, in simulation time; every error answers \
 `{\"code\", \"message\"}` and clients match on `code`. Unknown body fields and unsupported query \
 parameters are refused with 400 VALIDATION_ERROR naming them. Request bodies are limited to \
