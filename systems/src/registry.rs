@@ -158,6 +158,11 @@ pub struct Registry {
 #[derive(Resource, Debug, Default)]
 pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
 
+/// Accounts by (owner, asset) — see `money::store`. Customers' money per asset and the
+/// venue's accounts are entities with a `Balance`.
+#[derive(Resource, Debug, Default)]
+pub struct AccountIndex(pub BTreeMap<crate::money::ledger::AccountId, Entity>);
+
 /// The seeded RNG as a resource: the engine's only randomness.
 #[derive(Resource, Debug, Clone)]
 pub struct EngineRng(pub SimRng);

@@ -7,9 +7,11 @@
 use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, World};
 
 use crate::clock::SimClock;
-use crate::money::ledger::Ledger;
+use crate::money::ledger::{Balance, Ledger};
 use crate::positions::{MarginRate, Position, Valuation};
-use crate::registry::{Customer, InstrumentState, MarketSlot, PositionIndex, Registry};
+use crate::registry::{
+    AccountIndex, Customer, InstrumentState, MarketSlot, PositionIndex, Registry,
+};
 use crate::trading::exchange::{CheckedUpTo, Exchange};
 
 #[cfg(debug_assertions)]
@@ -37,8 +39,25 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
 pub(crate) fn plugin(_world: &mut World, _schedule: &mut Schedule) {}
 
 /// The money invariants (D7; issue 3 item 6).
-pub fn assert_money_invariants(ledger: Res<Ledger>, clock: Res<SimClock>) {
-    if let Err(violation) = ledger.check_invariants() {
+pub fn assert_money_invariants(
+    ledger: Res<Ledger>,
+    clock: Res<SimClock>,
+    index: Res<AccountIndex>,
+    balances: Query<&Balance>,
+) {
+    let accounts = index
+        .0
+        .iter()
+        .map(|(id, &e)| (id, balances.get(e).expect("indexed accounts are live")));
+    let agree = match balances.iter().count() == index.0.len() {
+        true => Ok(()),
+        false => Err(format!(
+            "{} account entities but {} indexed",
+            balances.iter().count(),
+            index.0.len()
+        )),
+    };
+    if let Err(violation) = agree.and_then(|()| ledger.check_invariants(accounts)) {
         panic!("money invariant violated at {}: {violation}", clock.now);
     }
 }
@@ -55,6 +74,8 @@ pub fn assert_trading_invariants(
     instruments: Query<(&MarketSlot, &InstrumentState)>,
     customers: Query<&Customer>,
     positions: Query<(&Position, &MarginRate, &Valuation)>,
+    account_index: Res<AccountIndex>,
+    balances: Query<&Balance>,
 ) {
     let marks = crate::positions::current_marks(&instruments);
     let leverage = |c| {
@@ -64,8 +85,13 @@ pub fn assert_trading_invariants(
             .leverage
     };
     let open: Vec<&Position> = positions.iter().map(|(p, _, _)| p).collect();
+    let accounts: Vec<_> = account_index
+        .0
+        .iter()
+        .map(|(id, &e)| (id, balances.get(e).expect("indexed accounts are live")))
+        .collect();
     let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
-        .and_then(|()| exchange.check_invariants(&open, &ledger, &mut done));
+        .and_then(|()| exchange.check_invariants(&open, &ledger, &accounts, &mut done));
     if let Err(violation) = checked {
         panic!("trading invariant violated at {}: {violation}", clock.now);
     }

@@ -22,9 +22,12 @@ use self::snapshot::{EngineState, StateHash};
 use crate::clock::ClockView;
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
 use crate::command::{Command, CommandResult, EngineEvent, Genesis, Outcome, Results, TickEvents};
-use crate::money::ledger::Ledger;
+use crate::money::ledger::{Ledger, venue_accounts};
+use crate::money::store::spawn_accounts;
 use crate::publish::view::{Publishing, ReadView};
-use crate::registry::{EngineRng, InstrumentState, MarketId, PositionIndex, Registry};
+use crate::registry::{
+    AccountIndex, EngineRng, InstrumentState, MarketId, PositionIndex, Registry,
+};
 use crate::trading::exchange::Exchange;
 
 /// How many ticks and commands the engine has applied: the journal position it stands at.
@@ -103,6 +106,7 @@ impl Engine {
             Ledger::new(),
             Exchange::new(genesis.instruments.iter().cloned()),
         );
+        spawn_accounts(&mut engine.world, venue_accounts());
         for (market, spec) in genesis.instruments.into_iter().enumerate() {
             let state = InstrumentState {
                 status: perpsim_core::instrument::InstrumentStatus::Active,
@@ -118,15 +122,17 @@ impl Engine {
 
     /// An engine holding exactly `state`.
     pub fn restore(state: &EngineState) -> Self {
+        let (ledger, accounts) = Ledger::from_state(state.ledger.clone());
         let mut engine = Self::empty(
             state.genesis.clone(),
             state.clock,
             state.rng.clone(),
             state.counters,
             state.scheduler.clone(),
-            Ledger::from_state(state.ledger.clone()),
+            ledger,
             Exchange::from_state(state.exchange.clone()),
         );
+        spawn_accounts(&mut engine.world, accounts);
         snapshot::restore_entities(&mut engine.world, state);
         engine.run_schedule();
         engine
@@ -158,7 +164,20 @@ impl Engine {
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.
     pub fn set_publishing(&mut self, on: bool) {
         self.world.resource_mut::<Publishing>().0 = on;
-        self.world.resource_mut::<Ledger>().track_changes(on);
+        // Resuming marks every account; pausing needs none of them.
+        let accounts: Vec<_> = match on {
+            true => self
+                .world
+                .resource::<AccountIndex>()
+                .0
+                .keys()
+                .copied()
+                .collect(),
+            false => Vec::new(),
+        };
+        self.world
+            .resource_mut::<Ledger>()
+            .track_changes(on, accounts.into_iter());
         // Resuming marks every open position; pausing needs none of them.
         let index = &self.world.resource::<PositionIndex>().0;
         let positions: Vec<_> = match on {

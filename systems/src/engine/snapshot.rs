@@ -13,6 +13,7 @@ use crate::clock::{Scheduler, SimClock};
 use crate::command::Genesis;
 use crate::engine::Counters;
 use crate::money::ledger::{Ledger, LedgerState};
+use crate::money::store::all_accounts;
 use crate::positions::{MarginRate, Position, PositionKey, Valuation};
 use crate::registry::{
     Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, PositionIndex, Registry,
@@ -104,7 +105,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         brokers,
         customers,
         instruments,
-        ledger: world.resource::<Ledger>().state().clone(),
+        ledger: world.resource::<Ledger>().state(all_accounts(world)),
         exchange: world.resource::<Exchange>().state(open_positions(world)),
     }
 }

@@ -11,6 +11,7 @@ use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
 use crate::command::{CommandResult, Outcome};
 use crate::command::{EngineEvent, TickEvents};
 use crate::money::ledger::{Ledger, MovementKind};
+use crate::money::store::{Accounts, WorldAccounts};
 use crate::registry::CustomerView;
 use crate::registry::{Customer, EngineRng, Registry, customer_entity, instrument_entity};
 
@@ -30,10 +31,20 @@ pub fn request_transfer(
         .broker;
     let now = world.resource::<SimClock>().now;
     let movement = world.resource_scope(|world, mut rng: Mut<EngineRng>| {
-        world
-            .resource_mut::<Ledger>()
-            .request_transfer(&mut rng.0, now, (customer, broker), kind, asset, amount)
-            .cloned()
+        world.resource_scope(|world, mut ledger: Mut<Ledger>| {
+            let mut accounts = WorldAccounts(world);
+            ledger
+                .request_transfer(
+                    &mut accounts,
+                    &mut rng.0,
+                    now,
+                    (customer, broker),
+                    kind,
+                    asset,
+                    amount,
+                )
+                .cloned()
+        })
     })?;
     world.resource_mut::<Scheduler>().schedule(
         now.plus_millis(delay_ms),
@@ -45,10 +56,11 @@ pub fn request_transfer(
 /// Ends a pending transfer without booking it (admin: the venue refused it).
 pub fn cancel_transfer(world: &mut World, code: MovementCode) -> CommandResult {
     let now = world.resource::<SimClock>().now;
-    let movement = world
-        .resource_mut::<Ledger>()
-        .cancel_transfer(code, now)?
-        .clone();
+    let movement = world.resource_scope(|world, mut ledger: Mut<Ledger>| {
+        ledger
+            .cancel_transfer(&mut WorldAccounts(world), code, now)
+            .cloned()
+    })?;
     world
         .resource_mut::<TickEvents>()
         .0
@@ -125,14 +137,16 @@ pub fn complete_due_transfers(
     clock: Res<SimClock>,
     due: Res<DueEvents>,
     mut ledger: ResMut<Ledger>,
+    mut accounts: Accounts,
     mut events: ResMut<TickEvents>,
 ) {
     for event in &due.0 {
         if let ScheduledEvent::TransferDue(seq) = event {
             // A transfer cancelled meanwhile is simply no longer pending.
-            if let Ok(m) = ledger.complete_transfer(*seq, clock.now) {
+            if let Ok(m) = ledger.complete_transfer(&mut accounts, *seq, clock.now) {
                 events.0.push(EngineEvent::Movement(m.clone()));
             }
         }
     }
+    accounts.flush();
 }

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bevy_ecs::prelude::Resource;
+use bevy_ecs::prelude::{Component, Resource};
 use perpsim_core::decimal::{is_ledger_rounded, round_ledger};
 use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, TradeCode};
 use perpsim_core::instrument::Asset;
@@ -93,9 +93,9 @@ impl MovementStatus {
     }
 }
 
-/// Balance of one account. `available = total − locked − pending` (D7) is derived, never
-/// stored, so it cannot disagree.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Balance of one account, a component of its account entity. `available = total − locked −
+/// pending` (D7) is derived, never stored, so it cannot disagree.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Balance {
     #[serde(with = "perpsim_core::decimal::bin")]
     pub total: Decimal,
@@ -170,6 +170,36 @@ pub struct LedgerState {
     pub transfers_available: bool,
 }
 
+/// Where the accounts' balances live: on account entities while the engine runs (see
+/// `money::accounts::Accounts`), in a plain map in tests and benchmarks. The ledger decides
+/// every change; the store only holds the balances.
+pub trait AccountStore {
+    fn balance(&self, id: &AccountId) -> Option<&Balance>;
+    /// The account's balance, opened empty on its first touch.
+    fn balance_mut(&mut self, id: AccountId) -> &mut Balance;
+}
+
+impl AccountStore for BTreeMap<AccountId, Balance> {
+    fn balance(&self, id: &AccountId) -> Option<&Balance> {
+        self.get(id)
+    }
+
+    fn balance_mut(&mut self, id: AccountId) -> &mut Balance {
+        self.entry(id).or_default()
+    }
+}
+
+/// Every venue account, empty: what a new ledger starts with.
+pub fn venue_accounts() -> BTreeMap<AccountId, Balance> {
+    let mut accounts = BTreeMap::new();
+    for venue in VenueAccount::ALL {
+        for asset in Asset::ALL {
+            accounts.insert((Owner::Venue(venue), asset), Balance::default());
+        }
+    }
+    accounts
+}
+
 /// Moves an account's locked margin, which never goes below zero (money depends on it).
 fn shift_locked(account: &mut Balance, customer: CustomerCode, delta: Decimal) {
     account.locked += delta;
@@ -180,8 +210,10 @@ fn shift_locked(account: &mut Balance, customer: CustomerCode, delta: Decimal) {
     );
 }
 
-/// A new ledger has its venue accounts and transfers switched on ([`Ledger::new`], which
-/// `Default` is too); a restored one comes from [`Ledger::from_state`].
+/// A new ledger has transfers switched on ([`Ledger::new`], which `Default` is too; its
+/// venue accounts are [`venue_accounts`]); a restored one comes from [`Ledger::from_state`].
+/// The balances are not here but in an [`AccountStore`] every booking is given; `state`
+/// keeps the rest of [`LedgerState`], its `accounts` left empty.
 #[derive(Resource, Debug)]
 pub struct Ledger {
     state: LedgerState,
@@ -201,21 +233,18 @@ impl Default for Ledger {
 
 impl Ledger {
     pub fn new() -> Self {
-        let mut accounts = BTreeMap::new();
-        for venue in VenueAccount::ALL {
-            for asset in Asset::ALL {
-                accounts.insert((Owner::Venue(venue), asset), Balance::default());
-            }
-        }
         Self::from_state(LedgerState {
-            accounts,
+            accounts: BTreeMap::new(),
             movements: Vec::new(),
             flows: BTreeMap::new(),
             transfers_available: true,
         })
+        .0
     }
 
-    pub fn from_state(state: LedgerState) -> Self {
+    /// The ledger of a snapshot, and the balances it held, for the caller to store.
+    pub fn from_state(mut state: LedgerState) -> (Self, BTreeMap<AccountId, Balance>) {
+        let accounts = std::mem::take(&mut state.accounts);
         let pending = state
             .movements
             .iter()
@@ -228,34 +257,43 @@ impl Ledger {
             dirty_movements: DirtyKeys::default(),
             dirty_accounts: DirtyKeys::default(),
         };
-        ledger.mark_everything();
-        ledger
+        ledger.mark_everything(accounts.keys().copied());
+        (ledger, accounts)
     }
 
     /// Tracks what changes for the read view, or not (publishing off: a replay builds the
-    /// view once, at the end). Turning it on marks everything, so the view catches up.
-    pub fn track_changes(&mut self, on: bool) {
+    /// view once, at the end). Turning it on marks everything (`accounts` are every
+    /// account's id), so the view catches up.
+    pub fn track_changes(&mut self, on: bool, accounts: impl Iterator<Item = AccountId>) {
         match (on, self.dirty_accounts.is_tracking()) {
             (false, _) => {
                 self.dirty_movements.pause();
                 self.dirty_accounts.pause();
             }
-            (true, false) => self.mark_everything(),
+            (true, false) => self.mark_everything(accounts),
             (true, true) => {}
         }
     }
 
     /// Every movement and account marked changed: what a view needs that starts from here
     /// (a restore) or stopped following (publishing off).
-    fn mark_everything(&mut self) {
+    fn mark_everything(&mut self, accounts: impl Iterator<Item = AccountId>) {
         self.dirty_movements
             .resume(0..self.state.movements.len() as u64);
-        self.dirty_accounts
-            .resume(self.state.accounts.keys().copied());
+        self.dirty_accounts.resume(accounts);
     }
 
-    pub fn state(&self) -> &LedgerState {
-        &self.state
+    /// The snapshot form, with the balances (held by the caller's store).
+    pub fn state(&self, accounts: BTreeMap<AccountId, Balance>) -> LedgerState {
+        LedgerState {
+            accounts,
+            ..self.state.clone()
+        }
+    }
+
+    /// Every movement, indexed by `seq`.
+    pub fn movements(&self) -> &[Movement] {
+        &self.state.movements
     }
 
     pub fn transfers_available(&self) -> bool {
@@ -266,18 +304,17 @@ impl Ledger {
         self.state.transfers_available = available;
     }
 
-    pub fn balance(&self, id: &AccountId) -> Option<&Balance> {
-        self.state.accounts.get(id)
-    }
-
     /// Takes what changed since the last call, for the read view.
-    pub fn drain_dirty(&mut self) -> (Vec<&Movement>, Vec<(AccountId, Balance)>) {
+    pub fn drain_dirty(
+        &mut self,
+        balance: impl Fn(&AccountId) -> Balance,
+    ) -> (Vec<&Movement>, Vec<(AccountId, Balance)>) {
         let movements = self.dirty_movements.take();
         let balances = self
             .dirty_accounts
             .take()
             .into_iter()
-            .map(|id| (id, self.state.accounts[&id]))
+            .map(|id| (id, balance(&id)))
             .collect();
         (
             movements
@@ -289,17 +326,24 @@ impl Ledger {
     }
 
     /// The account to change; its `as_of` becomes `now`, since every caller changes it.
-    fn account_mut(&mut self, id: AccountId, now: Timestamp) -> &mut Balance {
+    fn account_mut<'a, S: AccountStore>(
+        &mut self,
+        accounts: &'a mut S,
+        id: AccountId,
+        now: Timestamp,
+    ) -> &'a mut Balance {
         self.dirty_accounts.push(id);
-        let account = self.state.accounts.entry(id).or_default();
+        let account = accounts.balance_mut(id);
         account.as_of = now;
         account
     }
 
     /// A deposit or withdrawal request, pending until [`Self::complete_transfer`] (§3.2).
     /// A withdrawal is held in `pending` at once; beyond `available` it is refused.
+    #[allow(clippy::too_many_arguments)] // one request: who, what, and where balances live
     pub fn request_transfer(
         &mut self,
+        accounts: &mut impl AccountStore,
         rng: &mut SimRng,
         now: Timestamp,
         customer: (CustomerCode, BrokerCode),
@@ -324,10 +368,8 @@ impl Ledger {
         let id = (Owner::Customer(customer.0), asset);
         if kind == MovementKind::Withdrawal {
             // Checked before the row is touched: a refused request leaves no trace.
-            let available = self
-                .state
-                .accounts
-                .get(&id)
+            let available = accounts
+                .balance(&id)
                 .map_or(Decimal::ZERO, Balance::available);
             if available < amount {
                 return Err(Error::new(
@@ -339,7 +381,7 @@ impl Ledger {
                 ));
             }
         }
-        let account = self.account_mut(id, now);
+        let account = self.account_mut(accounts, id, now);
         let signed = match kind {
             MovementKind::Withdrawal => {
                 account.pending += amount;
@@ -393,13 +435,18 @@ impl Ledger {
     }
 
     /// Books a pending transfer: the customer's total moves, the boundary flow is counted.
-    pub fn complete_transfer(&mut self, seq: u64, now: Timestamp) -> Result<&Movement, Error> {
+    pub fn complete_transfer(
+        &mut self,
+        accounts: &mut impl AccountStore,
+        seq: u64,
+        now: Timestamp,
+    ) -> Result<&Movement, Error> {
         let seq = self.pending_transfer(seq)?;
         let (customer, asset, amount, kind) = {
             let m = &self.state.movements[seq as usize];
             (m.customer, m.asset, m.amount, m.kind)
         };
-        let account = self.account_mut((Owner::Customer(customer), asset), now);
+        let account = self.account_mut(accounts, (Owner::Customer(customer), asset), now);
         if kind == MovementKind::Withdrawal {
             account.pending += amount; // amount is negative: releases the hold
         }
@@ -416,6 +463,7 @@ impl Ledger {
     /// Ends a pending transfer without booking it; a withdrawal's hold is released.
     pub fn cancel_transfer(
         &mut self,
+        accounts: &mut impl AccountStore,
         code: MovementCode,
         now: Timestamp,
     ) -> Result<&Movement, Error> {
@@ -425,7 +473,7 @@ impl Ledger {
             (m.customer, m.asset, m.amount, m.kind)
         };
         if kind == MovementKind::Withdrawal {
-            self.account_mut((Owner::Customer(customer), asset), now)
+            self.account_mut(accounts, (Owner::Customer(customer), asset), now)
                 .pending += amount;
         }
         self.finish(seq, MovementStatus::Cancelled, now, None)
@@ -463,6 +511,7 @@ impl Ledger {
     #[allow(clippy::too_many_arguments)] // one booking: the fill's side, its row and its margin
     pub fn book_trade(
         &mut self,
+        accounts: &mut impl AccountStore,
         rng: &mut SimRng,
         now: Timestamp,
         customer: (CustomerCode, BrokerCode),
@@ -476,11 +525,11 @@ impl Ledger {
             "trade amounts are rounded at booking"
         );
         let amount = info.realised_pnl - info.fee;
-        self.account_mut((Owner::Venue(VenueAccount::Clearing), asset), now)
+        self.account_mut(accounts, (Owner::Venue(VenueAccount::Clearing), asset), now)
             .total -= info.realised_pnl;
-        self.account_mut((Owner::Venue(VenueAccount::Fees), asset), now)
+        self.account_mut(accounts, (Owner::Venue(VenueAccount::Fees), asset), now)
             .total += info.fee;
-        let account = self.account_mut((Owner::Customer(customer.0), asset), now);
+        let account = self.account_mut(accounts, (Owner::Customer(customer.0), asset), now);
         account.total += amount;
         shift_locked(account, customer.0, locked_delta);
         let total = account.total;
@@ -506,6 +555,7 @@ impl Ledger {
     /// Moves a customer's locked initial margin by `delta` (positions and resting orders).
     pub fn adjust_locked(
         &mut self,
+        accounts: &mut impl AccountStore,
         customer: CustomerCode,
         asset: Asset,
         delta: Decimal,
@@ -514,22 +564,29 @@ impl Ledger {
         if delta.is_zero() {
             return;
         }
-        let account = self.account_mut((Owner::Customer(customer), asset), now);
+        let account = self.account_mut(accounts, (Owner::Customer(customer), asset), now);
         shift_locked(account, customer, delta);
     }
 
     /// What a customer may still commit: total − locked − pending (zero without a row).
-    pub fn available(&self, customer: CustomerCode, asset: Asset) -> Decimal {
-        self.state
-            .accounts
-            .get(&(Owner::Customer(customer), asset))
+    pub fn available(
+        accounts: &impl AccountStore,
+        customer: CustomerCode,
+        asset: Asset,
+    ) -> Decimal {
+        accounts
+            .balance(&(Owner::Customer(customer), asset))
             .map_or(Decimal::ZERO, Balance::available)
     }
 
-    /// The money invariants of D7, checked in full. Returns the first violation.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    /// The money invariants of D7 over every account, checked in full. Returns the first
+    /// violation.
+    pub fn check_invariants<'a>(
+        &self,
+        accounts: impl Iterator<Item = (&'a AccountId, &'a Balance)>,
+    ) -> Result<(), String> {
         let mut sums: BTreeMap<Asset, Decimal> = BTreeMap::new();
-        for ((owner, asset), b) in &self.state.accounts {
+        for ((owner, asset), b) in accounts {
             *sums.entry(*asset).or_default() += b.total;
             if b.locked < Decimal::ZERO || b.pending < Decimal::ZERO {
                 return Err(format!(
@@ -579,13 +636,15 @@ mod tests {
 
     #[test]
     fn a_deposit_books_only_when_completed_and_keeps_its_code() {
-        let (mut l, mut rng, t) = (
+        let (mut l, mut a, mut rng, t) = (
             Ledger::new(),
+            venue_accounts(),
             SimRng::from_seed(1),
             Timestamp::from_millis(1_000),
         );
         let (code, seq) = l
             .request_transfer(
+                &mut a,
                 &mut rng,
                 t,
                 who(),
@@ -597,32 +656,36 @@ mod tests {
             .unwrap();
         let id = (Owner::Customer(who().0), Asset::Usdc);
         assert_eq!(
-            l.balance(&id).unwrap().total,
+            a.get(&id).unwrap().total,
             Decimal::ZERO,
             "pending deposits are not money yet"
         );
-        let m = l.complete_transfer(seq, t.plus_millis(1_000)).unwrap();
+        let m = l
+            .complete_transfer(&mut a, seq, t.plus_millis(1_000))
+            .unwrap();
         assert_eq!(
             (m.code, m.status, m.balance_after),
             (code, MovementStatus::Completed, Some(d("100.5")))
         );
-        assert_eq!(l.balance(&id).unwrap().total, d("100.5"));
+        assert_eq!(a.get(&id).unwrap().total, d("100.5"));
         assert!(
-            l.complete_transfer(seq, t).is_err(),
+            l.complete_transfer(&mut a, seq, t).is_err(),
             "a completed transfer cannot complete again"
         );
-        l.check_invariants().unwrap();
+        l.check_invariants(a.iter()).unwrap();
     }
 
     #[test]
     fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
-        let (mut l, mut rng, t) = (
+        let (mut l, mut a, mut rng, t) = (
             Ledger::new(),
+            venue_accounts(),
             SimRng::from_seed(1),
             Timestamp::from_millis(1_000),
         );
         let dep = l
             .request_transfer(
+                &mut a,
                 &mut rng,
                 t,
                 who(),
@@ -632,9 +695,10 @@ mod tests {
             )
             .unwrap()
             .seq;
-        l.complete_transfer(dep, t).unwrap();
+        l.complete_transfer(&mut a, dep, t).unwrap();
         let w = l
             .request_transfer(
+                &mut a,
                 &mut rng,
                 t,
                 who(),
@@ -645,13 +709,14 @@ mod tests {
             .unwrap()
             .code;
         let id = (Owner::Customer(who().0), Asset::Usdt);
-        let b = *l.balance(&id).unwrap();
+        let b = *a.get(&id).unwrap();
         assert_eq!(
             (b.total, b.pending, b.available()),
             (d("10"), d("7"), d("3"))
         );
         let err = l
             .request_transfer(
+                &mut a,
                 &mut rng,
                 t,
                 who(),
@@ -661,10 +726,11 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::InsufficientFunds);
-        l.cancel_transfer(w, t).unwrap();
-        assert_eq!(l.balance(&id).unwrap().available(), d("10"));
+        l.cancel_transfer(&mut a, w, t).unwrap();
+        assert_eq!(a.get(&id).unwrap().available(), d("10"));
         let w = l
             .request_transfer(
+                &mut a,
                 &mut rng,
                 t,
                 who(),
@@ -674,34 +740,36 @@ mod tests {
             )
             .unwrap()
             .seq;
-        l.complete_transfer(w, t).unwrap();
+        l.complete_transfer(&mut a, w, t).unwrap();
         assert_eq!(
-            *l.balance(&id).unwrap(),
+            *a.get(&id).unwrap(),
             Balance {
                 as_of: t,
                 ..Balance::default()
             }
         );
         assert_eq!(
-            l.state().flows[&Asset::Usdt],
+            l.state.flows[&Asset::Usdt],
             Flows {
                 deposited: d("10"),
                 withdrawn: d("10")
             }
         );
-        l.check_invariants().unwrap();
+        l.check_invariants(a.iter()).unwrap();
     }
 
     #[test]
     fn the_switch_refuses_transfers_with_nothing_booked() {
-        let (mut l, mut rng, t) = (
+        let (mut l, mut a, mut rng, t) = (
             Ledger::new(),
+            venue_accounts(),
             SimRng::from_seed(1),
             Timestamp::from_millis(1_000),
         );
         l.set_transfers_available(false);
         let err = l
             .request_transfer(
+                &mut a,
                 &mut rng,
                 t,
                 who(),
@@ -711,19 +779,17 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::ExchangeUnavailable);
-        assert!(l.state().movements.is_empty());
+        assert!(l.movements().is_empty());
     }
 
     #[test]
     fn invariants_catch_money_that_appears_from_nowhere() {
-        let mut l = Ledger::new();
-        l.state
-            .accounts
-            .get_mut(&(Owner::Venue(VenueAccount::Fees), Asset::Usdc))
+        let (l, mut a) = (Ledger::new(), venue_accounts());
+        a.get_mut(&(Owner::Venue(VenueAccount::Fees), Asset::Usdc))
             .unwrap()
             .total = d("0.01");
         assert!(
-            l.check_invariants()
+            l.check_invariants(a.iter())
                 .unwrap_err()
                 .contains("deposits − withdrawals")
         );

@@ -9,7 +9,8 @@ use perpsim_core::{Decimal, ErrorCode};
 use proptest::prelude::*;
 
 use crate::command::TransferKind;
-use crate::money::ledger::{MovementKind, MovementStatus};
+use crate::money::ledger::{Balance, MovementKind, MovementStatus, Owner};
+use crate::registry::AccountIndex;
 use crate::testkit::{START, customers, engine};
 use crate::{Command, Engine, EngineEvent, Outcome};
 
@@ -84,6 +85,14 @@ fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
     );
     assert_eq!(
         view.movements[&m.seq].balance_after,
+        Some(Decimal::new(2_500, 2))
+    );
+    // The money itself is a component: the customer's USDC account is an entity whose
+    // Balance holds it, found through the account index.
+    let world = e.world_mut();
+    let account = world.resource::<AccountIndex>().0[&(Owner::Customer(c), Asset::Usdc)];
+    assert_eq!(
+        world.get::<Balance>(account).map(|b| b.total),
         Some(Decimal::new(2_500, 2))
     );
 }

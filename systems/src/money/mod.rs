@@ -1,5 +1,6 @@
-//! Money (D7): `ledger` is the double-entry ledger (accounts, movements, flows), `accounts`
-//! the commands on money and account settings and the completion of due transfers.
+//! Money (D7): `ledger` is the double-entry ledger (movements, flows, and every rule of a
+//! booking), `store` the balances as account entities, `accounts` the commands on money and
+//! account settings and the completion of due transfers.
 
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
 
@@ -9,8 +10,10 @@ pub mod accounts;
 pub mod ledger;
 #[cfg(test)]
 mod ledger_tests;
+pub mod store;
 
 /// Transfers whose delay has passed are booked in `FillSystems`.
-pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
+pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<crate::registry::AccountIndex>();
     schedule.add_systems(accounts::complete_due_transfers.in_set(FillSystems));
 }

@@ -14,8 +14,8 @@ use crate::clock::ClockView;
 use crate::clock::SimClock;
 use crate::money::ledger::{Balance, Ledger, Movement, Owner};
 use crate::registry::{
-    Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
-    InstrumentView,
+    AccountIndex, Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument,
+    InstrumentState, InstrumentView,
 };
 
 /// A transaction list's sort key: newest first.
@@ -132,9 +132,18 @@ pub fn publish_clock(mut view: ResMut<ReadView>, clock: Res<SimClock>) {
     };
 }
 
-pub fn publish_ledger(mut view: ResMut<ReadView>, mut ledger: ResMut<Ledger>) {
+pub fn publish_ledger(
+    mut view: ResMut<ReadView>,
+    mut ledger: ResMut<Ledger>,
+    index: Res<AccountIndex>,
+    accounts: Query<&Balance>,
+) {
     view.transfers_available = ledger.transfers_available();
-    let (movements, balances) = ledger.drain_dirty();
+    let (movements, balances) = ledger.drain_dirty(|id| {
+        *accounts
+            .get(index.0[id])
+            .expect("a touched account is an entity")
+    });
     for m in movements {
         view.movements_by_broker
             .entry(m.broker)

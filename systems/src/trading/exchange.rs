@@ -510,6 +510,10 @@ impl Exchange {
         &self,
         positions: &[&Position],
         ledger: &crate::money::ledger::Ledger,
+        accounts: &[(
+            &crate::money::ledger::AccountId,
+            &crate::money::ledger::Balance,
+        )],
         done: &mut CheckedUpTo,
     ) -> Result<(), String> {
         for m in &self.markets {
@@ -537,7 +541,7 @@ impl Exchange {
                 self.trades.len()
             ));
         }
-        let movements = &ledger.state().movements;
+        let movements = ledger.movements();
         for t in &self.trades[done.trades..] {
             if t.fill != t.seq / 2 {
                 return Err(format!(
@@ -588,7 +592,7 @@ impl Exchange {
             let asset = self.markets[o.market as usize].spec.settlement;
             *locked.entry((o.customer, asset)).or_default() += o.reserved();
         }
-        for ((owner, asset), b) in &ledger.state().accounts {
+        for ((owner, asset), b) in accounts {
             if let crate::money::ledger::Owner::Customer(c) = owner {
                 let expected = locked.get(&(*c, *asset)).copied().unwrap_or_default();
                 if b.locked != expected {

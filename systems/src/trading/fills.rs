@@ -9,7 +9,7 @@ use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 
-use crate::money::ledger::{Ledger, MovementKind, TradeInfo};
+use crate::money::ledger::{AccountStore, Ledger, MovementKind, TradeInfo};
 use crate::positions::{MarginRate, OpenPositions, Position};
 use crate::registry::MarketId;
 use crate::trading::book::Lots;
@@ -221,6 +221,7 @@ pub fn book_fill(
     exchange: &mut Exchange,
     positions: &mut OpenPositions,
     ledger: &mut Ledger,
+    accounts: &mut impl AccountStore,
     rng: &mut SimRng,
     execution: Execution,
     sides: [FillSide; 2],
@@ -274,6 +275,7 @@ pub fn book_fill(
         let fee = fee(notional, s.fee_bps);
         let trade_code = TradeCode(rng.uuid());
         let movement = ledger.book_trade(
+            accounts,
             rng,
             now,
             (s.customer, s.broker),

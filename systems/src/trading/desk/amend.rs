@@ -149,7 +149,7 @@ impl Desk<'_, '_> {
         };
         let new_rate = limit.map_or(Decimal::ZERO, |p| m.reserve_rate(p, im));
         let delta = Decimal::from(new_reserve_lots) * new_rate - o.reserved();
-        if delta > self.ledger.available(code, asset) {
+        if delta > Ledger::available(&self.accounts, code, asset) {
             return Err(Error::new(
                 ErrorCode::InsufficientFunds,
                 format!(
@@ -159,7 +159,8 @@ impl Desk<'_, '_> {
             ));
         }
         // Accepted: apply.
-        self.ledger.adjust_locked(code, asset, delta, now);
+        self.ledger
+            .adjust_locked(&mut self.accounts, code, asset, delta, now);
         let loses_priority = amount > o.amount || limit != o.limit_price;
         {
             let e = &mut self.exchange.orders[id as usize];

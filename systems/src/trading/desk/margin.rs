@@ -24,8 +24,14 @@ impl Desk<'_, '_> {
         o.reserve_rate = rate;
         let (code, market) = (o.customer, o.market);
         let asset = self.exchange.markets[market as usize].spec.settlement;
-        self.ledger
-            .adjust_locked(code, asset, Decimal::from(lots) * rate, self.clock.now);
+        let now = self.clock.now;
+        self.ledger.adjust_locked(
+            &mut self.accounts,
+            code,
+            asset,
+            Decimal::from(lots) * rate,
+            now,
+        );
     }
 
     /// D8/§4.2: a leverage change is refused when it would put an open position into margin
@@ -48,7 +54,7 @@ impl Desk<'_, '_> {
         }
         let collateral: Decimal = perpsim_core::instrument::Asset::ALL
             .iter()
-            .map(|a| self.ledger.available(code, *a) + self.ledger_locked(code, *a))
+            .map(|a| Ledger::available(&self.accounts, code, *a) + self.ledger_locked(code, *a))
             .sum();
         let ratio = (collateral + upnl) / notional;
         if ratio < profile.maintenance {
@@ -66,7 +72,7 @@ impl Desk<'_, '_> {
         code: CustomerCode,
         asset: perpsim_core::instrument::Asset,
     ) -> Decimal {
-        self.ledger
+        self.accounts
             .balance(&(crate::money::ledger::Owner::Customer(code), asset))
             .map_or(Decimal::ZERO, |b| b.locked)
     }
@@ -113,8 +119,9 @@ impl Desk<'_, '_> {
             p.margin = margin;
             *rate = new_rate;
             self.exchange.dirty.positions.push(key);
+            let now = self.clock.now;
             self.ledger
-                .adjust_locked(code, asset, delta, self.clock.now);
+                .adjust_locked(&mut self.accounts, code, asset, delta, now);
         }
     }
 }

@@ -19,7 +19,8 @@ use perpsim_core::{Decimal, Error, ErrorCode};
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
 use crate::command::Results;
 use crate::command::{Command, Outcome};
-use crate::money::ledger::Ledger;
+use crate::money::ledger::{AccountStore, Ledger};
+use crate::money::store::Accounts;
 use crate::positions::{MarginRate, OpenPositions};
 use crate::registry::CustomerView;
 use crate::registry::MarketId;
@@ -53,6 +54,7 @@ pub struct Desk<'w, 's> {
     customers: Query<'w, 's, &'static mut Customer>,
     instruments: Query<'w, 's, &'static InstrumentState>,
     positions: OpenPositions<'w, 's>,
+    accounts: Accounts<'w, 's>,
 }
 
 /// MatchSystems: the tick's order requests, one at a time.
@@ -87,6 +89,7 @@ pub fn handle_order_requests(
         results.0[index] = Some(outcome);
     }
     desk.positions.flush();
+    desk.accounts.flush();
 }
 
 /// MatchSystems: GTD orders whose expire_time has come end `expired` with reason EXPIRED.
@@ -102,6 +105,7 @@ pub fn expire_orders(due: Res<DueEvents>, mut desk: Desk) {
         }
     }
     desk.positions.flush();
+    desk.accounts.flush();
 }
 
 /// TriggerSystems: conditional orders whose trigger price is reached fire, in trigger order
@@ -113,6 +117,7 @@ pub fn fire_triggers(mut desk: Desk) {
         }
     }
     desk.positions.flush();
+    desk.accounts.flush();
 }
 
 fn rejected(message: String) -> Error {
@@ -202,7 +207,7 @@ impl Desk<'_, '_> {
         };
         let required = opening_notional * profile.initial;
         let asset = m.spec.settlement;
-        let available = self.ledger.available(code, asset);
+        let available = Ledger::available(&self.accounts, code, asset);
         if required > available {
             return Err(Error::new(
                 ErrorCode::InsufficientFunds,
@@ -425,6 +430,7 @@ impl Desk<'_, '_> {
             &mut self.exchange,
             &mut self.positions,
             &mut self.ledger,
+            &mut self.accounts,
             &mut self.rng.0,
             Execution {
                 at: self.clock.now,
@@ -465,7 +471,8 @@ impl Desk<'_, '_> {
         o.reserve_lots = 0;
         let customer = o.customer;
         let asset = self.exchange.markets[market as usize].spec.settlement;
-        self.ledger.adjust_locked(customer, asset, -release, now);
+        self.ledger
+            .adjust_locked(&mut self.accounts, customer, asset, -release, now);
         self.exchange.mark_order(id);
     }
 }
