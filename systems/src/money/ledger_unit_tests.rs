@@ -1,0 +1,177 @@
+//! The ledger's bookings on their own, over a plain map of balances: deposits, withdrawals,
+//! the transfer switch and the invariants (D7, §3.2).
+
+use super::*;
+use perpsim_core::Uuid;
+
+fn who() -> (CustomerCode, BrokerCode) {
+    (
+        CustomerCode(Uuid::from_u128(1)),
+        BrokerCode(Uuid::from_u128(2)),
+    )
+}
+
+fn d(s: &str) -> Decimal {
+    s.parse().unwrap()
+}
+
+#[test]
+fn a_deposit_books_only_when_completed_and_keeps_its_code() {
+    let (mut l, mut a, mut rng, t) = (
+        Ledger::new(),
+        venue_accounts(),
+        SimRng::from_seed(1),
+        Timestamp::from_millis(1_000),
+    );
+    let (code, seq) = l
+        .request_transfer(
+            &mut a,
+            &mut rng,
+            t,
+            who(),
+            MovementKind::Deposit,
+            Asset::Usdc,
+            d("100.5"),
+        )
+        .map(|m| (m.code, m.seq))
+        .unwrap();
+    let id = (Owner::Customer(who().0), Asset::Usdc);
+    assert_eq!(
+        a.get(&id).unwrap().total,
+        Decimal::ZERO,
+        "pending deposits are not money yet"
+    );
+    let m = l
+        .complete_transfer(&mut a, seq, t.plus_millis(1_000))
+        .unwrap();
+    assert_eq!(
+        (m.code, m.status, m.balance_after),
+        (code, MovementStatus::Completed, Some(d("100.5")))
+    );
+    assert_eq!(a.get(&id).unwrap().total, d("100.5"));
+    assert!(
+        l.complete_transfer(&mut a, seq, t).is_err(),
+        "a completed transfer cannot complete again"
+    );
+    l.check_invariants(a.iter()).unwrap();
+}
+
+#[test]
+fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
+    let (mut l, mut a, mut rng, t) = (
+        Ledger::new(),
+        venue_accounts(),
+        SimRng::from_seed(1),
+        Timestamp::from_millis(1_000),
+    );
+    let dep = l
+        .request_transfer(
+            &mut a,
+            &mut rng,
+            t,
+            who(),
+            MovementKind::Deposit,
+            Asset::Usdt,
+            d("10"),
+        )
+        .unwrap()
+        .seq;
+    l.complete_transfer(&mut a, dep, t).unwrap();
+    let w = l
+        .request_transfer(
+            &mut a,
+            &mut rng,
+            t,
+            who(),
+            MovementKind::Withdrawal,
+            Asset::Usdt,
+            d("7"),
+        )
+        .unwrap()
+        .code;
+    let id = (Owner::Customer(who().0), Asset::Usdt);
+    let b = *a.get(&id).unwrap();
+    assert_eq!(
+        (b.total, b.pending, b.available()),
+        (d("10"), d("7"), d("3"))
+    );
+    let err = l
+        .request_transfer(
+            &mut a,
+            &mut rng,
+            t,
+            who(),
+            MovementKind::Withdrawal,
+            Asset::Usdt,
+            d("3.0000000001"),
+        )
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InsufficientFunds);
+    l.cancel_transfer(&mut a, w, t).unwrap();
+    assert_eq!(a.get(&id).unwrap().available(), d("10"));
+    let w = l
+        .request_transfer(
+            &mut a,
+            &mut rng,
+            t,
+            who(),
+            MovementKind::Withdrawal,
+            Asset::Usdt,
+            d("10"),
+        )
+        .unwrap()
+        .seq;
+    l.complete_transfer(&mut a, w, t).unwrap();
+    assert_eq!(
+        *a.get(&id).unwrap(),
+        Balance {
+            as_of: t,
+            ..Balance::default()
+        }
+    );
+    assert_eq!(
+        l.state.flows[&Asset::Usdt],
+        Flows {
+            deposited: d("10"),
+            withdrawn: d("10")
+        }
+    );
+    l.check_invariants(a.iter()).unwrap();
+}
+
+#[test]
+fn the_switch_refuses_transfers_with_nothing_booked() {
+    let (mut l, mut a, mut rng, t) = (
+        Ledger::new(),
+        venue_accounts(),
+        SimRng::from_seed(1),
+        Timestamp::from_millis(1_000),
+    );
+    l.set_transfers_available(false);
+    let err = l
+        .request_transfer(
+            &mut a,
+            &mut rng,
+            t,
+            who(),
+            MovementKind::Deposit,
+            Asset::Usdc,
+            d("1"),
+        )
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::ExchangeUnavailable);
+    assert!(l.movements().is_empty());
+}
+
+#[test]
+fn invariants_catch_money_that_appears_from_nowhere() {
+    let (l, mut a) = (Ledger::new(), venue_accounts());
+    a.get_mut(&(Owner::Venue(VenueAccount::Fees), Asset::Usdc))
+        .unwrap()
+        .total = d("0.01");
+    assert!(
+        l.check_invariants(a.iter())
+            .unwrap_err()
+            .contains("deposits − withdrawals")
+    );
+}
