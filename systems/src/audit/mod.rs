@@ -7,7 +7,7 @@
 use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, World};
 
 use crate::clock::SimClock;
-use crate::money::ledger::{Balance, Ledger};
+use crate::money::ledger::{AccountId, Balance, Ledger};
 use crate::positions::{MarginRate, Position, Valuation};
 use crate::registry::{
     AccountIndex, Customer, InstrumentState, MarketSlot, PositionIndex, Registry,
@@ -38,6 +38,31 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
 #[cfg(not(debug_assertions))]
 pub(crate) fn plugin(_world: &mut World, _schedule: &mut Schedule) {}
 
+/// Every indexed account with its balance; a violation if the index and the account
+/// entities do not agree one to one.
+fn indexed_balances<'a>(
+    index: &'a AccountIndex,
+    balances: &'a Query<&Balance>,
+) -> Result<Vec<(&'a AccountId, &'a Balance)>, String> {
+    let entities = balances.iter().count();
+    if entities != index.0.len() {
+        return Err(format!(
+            "{entities} account entities but {} indexed",
+            index.0.len()
+        ));
+    }
+    index
+        .0
+        .iter()
+        .map(|(id, &e)| {
+            let balance = balances
+                .get(e)
+                .map_err(|_| format!("indexed account {id:?} is not an entity"))?;
+            Ok((id, balance))
+        })
+        .collect()
+}
+
 /// The money invariants (D7; issue 3 item 6).
 pub fn assert_money_invariants(
     ledger: Res<Ledger>,
@@ -45,19 +70,9 @@ pub fn assert_money_invariants(
     index: Res<AccountIndex>,
     balances: Query<&Balance>,
 ) {
-    let accounts = index
-        .0
-        .iter()
-        .map(|(id, &e)| (id, balances.get(e).expect("indexed accounts are live")));
-    let agree = match balances.iter().count() == index.0.len() {
-        true => Ok(()),
-        false => Err(format!(
-            "{} account entities but {} indexed",
-            balances.iter().count(),
-            index.0.len()
-        )),
-    };
-    if let Err(violation) = agree.and_then(|()| ledger.check_invariants(accounts)) {
+    let checked = indexed_balances(&index, &balances)
+        .and_then(|accounts| ledger.check_invariants(accounts.into_iter()));
+    if let Err(violation) = checked {
         panic!("money invariant violated at {}: {violation}", clock.now);
     }
 }
@@ -85,13 +100,9 @@ pub fn assert_trading_invariants(
             .leverage
     };
     let open: Vec<&Position> = positions.iter().map(|(p, _, _)| p).collect();
-    let accounts: Vec<_> = account_index
-        .0
-        .iter()
-        .map(|(id, &e)| (id, balances.get(e).expect("indexed accounts are live")))
-        .collect();
     let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
-        .and_then(|()| exchange.check_invariants(&open, &ledger, &accounts, &mut done));
+        .and_then(|()| indexed_balances(&account_index, &balances))
+        .and_then(|accounts| exchange.check_invariants(&open, &ledger, &accounts, &mut done));
     if let Err(violation) = checked {
         panic!("trading invariant violated at {}: {violation}", clock.now);
     }
