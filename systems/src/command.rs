@@ -133,9 +133,9 @@ pub enum Outcome {
     Clock(ClockView),
     Movement(Movement),
     TransfersAvailable(bool),
-    /// Inline, not boxed: the reply to every order request, where an allocation and free
-    /// per order cost more than carrying the record (the enum is already sized by Movement).
-    Order(Order),
+    /// The order's record as the request left it, shared with the engine and the view (no
+    /// copy per reply).
+    Order(std::sync::Arc<Order>),
 }
 
 pub type CommandResult = Result<Outcome, perpsim_core::Error>;

@@ -1,7 +1,7 @@
 //! Brokers, their keys, customers and instruments: entities with one component per concept,
 //! plus the stable-id → `Entity` indexes of every entity kind (here, in this one module):
-//! brokers, keys, customers, instruments ([`Registry`]) and open positions
-//! ([`PositionIndex`]). Indexes are keyed by stable ids, and an `Entity` never leaves the
+//! brokers, keys, customers, instruments ([`Registry`]), open positions ([`PositionIndex`]),
+//! accounts ([`AccountIndex`]) and orders ([`OrderIndex`]). Indexes are keyed by stable ids, and an `Entity` never leaves the
 //! engine: it is not stable across a snapshot restore.
 
 use std::collections::BTreeMap;
@@ -160,6 +160,23 @@ pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
 
 /// Accounts by (owner, asset) — see `money::store`. Customers' money per asset and the
 /// venue's accounts are entities with a `Balance`.
+/// Where an order is, by its id. Ids are dense sequence numbers (an order's id is the count
+/// of orders accepted before it), so the index is a `Vec` and a lookup is one load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderSlot {
+    /// Accepted during the current run: staged in the order store (at this position) until
+    /// its `flush` spawns the entity.
+    Staged(u32),
+    /// Live (resting in a book or waiting on a trigger): an entity with a `LiveOrder`.
+    Live(Entity),
+    /// Ended: its position in the `OrderArchive`, the log of terminal orders.
+    Ended(u64),
+}
+
+/// Every order ever accepted, by id: live ones to their entity, ended ones to the archive.
+#[derive(Resource, Debug, Default)]
+pub struct OrderIndex(pub Vec<OrderSlot>);
+
 #[derive(Resource, Debug, Default)]
 pub struct AccountIndex(pub BTreeMap<crate::money::ledger::AccountId, Entity>);
 

@@ -4,7 +4,7 @@
 //! state they read (`Ledger::check_invariants`, `Exchange::check_invariants`,
 //! `positions::check_positions`); this concern only runs them, last in `PublishSystems`.
 
-use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, World};
+use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, With, World};
 
 use crate::clock::SimClock;
 use crate::money::ledger::{AccountId, Balance, Ledger};
@@ -13,6 +13,7 @@ use crate::registry::{
     AccountIndex, Customer, InstrumentState, MarketSlot, PositionIndex, Registry,
 };
 use crate::trading::exchange::{CheckedUpTo, Exchange};
+use crate::trading::orders::{LiveOrder, OrderRecords, Waiting};
 
 #[cfg(debug_assertions)]
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
@@ -81,6 +82,8 @@ pub fn assert_money_invariants(
 #[allow(clippy::too_many_arguments)]
 pub fn assert_trading_invariants(
     exchange: Res<Exchange>,
+    orders: OrderRecords,
+    waiting: Query<&LiveOrder, With<Waiting>>,
     ledger: Res<Ledger>,
     mut done: ResMut<CheckedUpTo>,
     clock: Res<SimClock>,
@@ -102,7 +105,19 @@ pub fn assert_trading_invariants(
     let open: Vec<&Position> = positions.iter().map(|(p, _, _)| p).collect();
     let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
         .and_then(|()| indexed_balances(&account_index, &balances))
-        .and_then(|accounts| exchange.check_invariants(&open, &ledger, &accounts, &mut done));
+        .and_then(|accounts| {
+            exchange.check_invariants(&orders, &open, &ledger, &accounts, &mut done)
+        })
+        .and_then(|()| {
+            let marked = waiting.iter().filter(|o| o.0.waiting()).count();
+            let waits = orders.live().filter(|o| o.waiting()).count();
+            match (marked, waiting.iter().count()) {
+                (m, all) if m == waits && all == waits => Ok(()),
+                (_, all) => Err(format!(
+                    "{all} orders marked waiting but {waits} live orders wait"
+                )),
+            }
+        });
     if let Err(violation) = checked {
         panic!("trading invariant violated at {}: {violation}", clock.now);
     }

@@ -26,7 +26,7 @@ use crate::money::ledger::{Ledger, venue_accounts};
 use crate::money::store::spawn_accounts;
 use crate::publish::view::{Publishing, ReadView};
 use crate::registry::{
-    AccountIndex, EngineRng, InstrumentState, MarketId, PositionIndex, Registry,
+    AccountIndex, EngineRng, InstrumentState, MarketId, OrderIndex, PositionIndex, Registry,
 };
 use crate::trading::exchange::Exchange;
 
@@ -123,6 +123,7 @@ impl Engine {
     /// An engine holding exactly `state`.
     pub fn restore(state: &EngineState) -> Self {
         let (ledger, accounts) = Ledger::from_state(state.ledger.clone());
+        let (exchange, live, ended) = Exchange::from_state(state.exchange.clone());
         let mut engine = Self::empty(
             state.genesis.clone(),
             state.clock,
@@ -130,9 +131,10 @@ impl Engine {
             state.counters,
             state.scheduler.clone(),
             ledger,
-            Exchange::from_state(state.exchange.clone()),
+            exchange,
         );
         spawn_accounts(&mut engine.world, accounts);
+        crate::trading::orders::restore(&mut engine.world, live, ended);
         snapshot::restore_entities(&mut engine.world, state);
         engine.run_schedule();
         engine
@@ -184,9 +186,10 @@ impl Engine {
             true => index.keys().copied().collect(),
             false => Vec::new(),
         };
+        let orders = self.world.resource::<OrderIndex>().0.len() as u64;
         self.world
             .resource_mut::<Exchange>()
-            .track_changes(on, positions.into_iter());
+            .track_changes(on, orders, positions.into_iter());
         if on {
             self.run_schedule();
         }

@@ -22,7 +22,7 @@ use crate::trading::exchange::{Exchange, ExchangeState};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
-pub const STATE_VERSION: u32 = 4;
+pub const STATE_VERSION: u32 = 5;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -106,7 +106,10 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         customers,
         instruments,
         ledger: world.resource::<Ledger>().state(all_accounts(world)),
-        exchange: world.resource::<Exchange>().state(open_positions(world)),
+        exchange: world.resource::<Exchange>().state(
+            crate::trading::orders::extract(world),
+            open_positions(world),
+        ),
     }
 }
 

@@ -1,6 +1,8 @@
 //! The published side of trading: orders, positions, trades, public fills and per-market
 //! data (book tops, candles), as persistent maps the API reads without touching the engine.
 
+use std::sync::Arc;
+
 use bevy_ecs::prelude::{Query, Res, ResMut};
 use imbl::{OrdMap, OrdSet, Vector};
 use perpsim_core::Decimal;
@@ -13,6 +15,7 @@ use crate::publish::view::ReadView;
 use crate::registry::MarketId;
 use crate::registry::PositionIndex;
 use crate::trading::exchange::{Exchange, Order, PublicFill, TradeRecord};
+use crate::trading::orders::OrderRecords;
 
 /// Candle intervals of D8, in milliseconds, with their wire names.
 pub const INTERVALS: [(&str, i64); 6] = [
@@ -51,8 +54,9 @@ pub struct MarketView {
 pub struct TradingView {
     pub markets: Vec<MarketView>,
     /// Every order, by id: ids are dense, so a vector holds them with no keys and full
-    /// chunks (a map filled in id order leaves its nodes half empty).
-    pub orders: Vector<Order>,
+    /// chunks (a map filled in id order leaves its nodes half empty). Each record is the
+    /// engine's own, shared: the engine copies it before its next change.
+    pub orders: Vector<Arc<Order>>,
     /// Per customer, the latest order under each reference_id (the engine's
     /// [`crate::trading::exchange::RefIndex`]).
     pub refs: OrdMap<CustomerCode, OrdMap<ReferenceId, u64>>,
@@ -81,6 +85,7 @@ impl TradingView {
     pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
         self.orders
             .get(*self.refs.get(&customer)?.get(reference)? as usize)
+            .map(|o| &**o)
     }
 
     pub fn symbol(&self, market: MarketId) -> &str {
@@ -120,6 +125,7 @@ fn add_to_candle(
 pub fn publish_trading(
     mut view: ResMut<ReadView>,
     mut exchange: ResMut<Exchange>,
+    orders: OrderRecords,
     index: Res<PositionIndex>,
     positions: Query<&Position>,
 ) {
@@ -138,7 +144,7 @@ pub fn publish_trading(
         });
     }
     for id in exchange.dirty.orders.take() {
-        let o = &exchange.orders[id as usize];
+        let o = orders.record(id);
         let key = (o.placed_at, id);
         let open = t.open_orders.entry(o.customer).or_default();
         if o.is_open() {
@@ -160,14 +166,14 @@ pub fn publish_trading(
         }
         // Ids come sorted, and every new order is marked: each is the next slot or an old one.
         if (id as usize) < t.orders.len() {
-            t.orders.set(id as usize, o.clone());
+            t.orders.set(id as usize, Arc::clone(o));
         } else {
             assert_eq!(
                 id as usize,
                 t.orders.len(),
                 "new orders are published in id order"
             );
-            t.orders.push_back(o.clone());
+            t.orders.push_back(Arc::clone(o));
         }
     }
     if std::mem::take(&mut exchange.dirty.rebuild_positions) {

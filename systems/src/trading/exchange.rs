@@ -1,12 +1,12 @@
 //! The venue's trading state (interface §2.3, §2.10; D5): one market per instrument with its
-//! order book, every order ever accepted, and the trade records and public fills. Open
-//! positions are entities (see `positions`); the snapshot form here carries them too. Plain
+//! order book, and the trade records and public fills. Live orders and open positions are
+//! entities (see `orders` and `positions`); the snapshot form here carries them too. Plain
 //! data and pure leaf functions; the systems that change it live in `desk` (order handling)
 //! and `fills` (booking executions).
 //!
-//! Ids are sequence numbers: an order's id is its index in `orders`, a trade's its index in
-//! `trades`, a fill's its index in `fills`. All three only grow, in non-decreasing time, so
-//! a time window is one range of ids.
+//! Ids are sequence numbers: an order's id is the count of orders accepted before it, a
+//! trade's its index in `trades`, a fill's its index in `fills`. All three only grow, in
+//! non-decreasing time, so a time window is one range of ids.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -25,9 +25,9 @@ use serde::{Deserialize, Serialize};
 use crate::dirty::DirtyKeys;
 use crate::positions::{Position, PositionKey};
 use crate::trading::book::{Book, Lots, OrderRef, Ticks};
-pub use crate::trading::refs::RefIndex;
 
 use crate::registry::MarketId;
+use crate::trading::orders::OrderRecords;
 
 /// One order, as accepted (D5 read fields; `created` is the time of its last event). The
 /// matching path touches every field of every resting order's record, and a million may rest
@@ -305,11 +305,15 @@ pub struct Dirty {
     pub fills_published: usize,
 }
 
-/// The persistent part of [`Exchange`] (what snapshots hold).
+/// The persistent part of [`Exchange`] with the live orders and open positions (what
+/// snapshots hold).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExchangeState {
     pub markets: Vec<MarketState>,
-    pub orders: Vec<Order>,
+    /// Live orders, by id.
+    pub live_orders: Vec<Order>,
+    /// Ended orders, in the order they ended (the archive).
+    pub ended_orders: Vec<Order>,
     pub positions: BTreeMap<(CustomerCode, MarketId), Position>,
     pub trades: Vec<TradeRecord>,
     pub fills: Vec<PublicFill>,
@@ -332,8 +336,6 @@ pub struct MarketState {
 pub struct Exchange {
     pub markets: Vec<Market>,
     pub by_symbol: BTreeMap<String, MarketId>,
-    pub orders: Vec<Order>,
-    pub refs: RefIndex,
     pub trades: Vec<TradeRecord>,
     pub fills: Vec<PublicFill>,
     pub next_priority: u64,
@@ -368,29 +370,19 @@ impl Exchange {
         self.by_symbol.get(symbol).copied()
     }
 
-    /// The order a reference names (see [`RefIndex`]): the open one, else the one updated
-    /// last.
-    pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
-        let id = self.refs.get(&self.orders, customer, reference)?;
-        Some(&self.orders[id as usize])
-    }
-
-    /// Appends a new order; it becomes the latest under its reference.
-    pub fn push_order(&mut self, order: Order) {
-        let id = self.orders.len() as u64;
-        assert_eq!(order.id, id, "an order's id is its position");
-        self.orders.push(order);
-        self.refs.insert(&self.orders, id);
-        self.mark_order(id);
-    }
-
     pub fn mark_order(&mut self, id: u64) {
         self.dirty.orders.push(id);
     }
 
     /// Tracks what changes for the read view, or not (see `Ledger::track_changes`);
-    /// `positions` are the keys of the open positions, marked when tracking resumes.
-    pub fn track_changes(&mut self, on: bool, positions: impl Iterator<Item = PositionKey>) {
+    /// `orders` (the count of orders accepted) and `positions` (the keys of the open
+    /// positions) are marked when tracking resumes.
+    pub fn track_changes(
+        &mut self,
+        on: bool,
+        orders: u64,
+        positions: impl Iterator<Item = PositionKey>,
+    ) {
         let d = &mut self.dirty;
         match (on, d.orders.is_tracking()) {
             (false, _) => {
@@ -398,7 +390,7 @@ impl Exchange {
                 d.positions.pause();
                 d.closed = Vec::new();
             }
-            (true, false) => self.mark_everything(positions),
+            (true, false) => self.mark_everything(orders, positions),
             (true, true) => {}
         }
     }
@@ -406,17 +398,16 @@ impl Exchange {
     /// Every order and open position marked changed, and the view's positions to be rebuilt:
     /// what a view needs that starts from here (a restore) or stopped following (publishing
     /// off).
-    fn mark_everything(&mut self, positions: impl Iterator<Item = PositionKey>) {
+    fn mark_everything(&mut self, orders: u64, positions: impl Iterator<Item = PositionKey>) {
         let d = &mut self.dirty;
-        d.orders.resume(0..self.orders.len() as u64);
+        d.orders.resume(0..orders);
         d.positions.resume(positions);
         d.rebuild_positions = true;
     }
 
     /// Rests what is left of an order (`lots` at its limit `price`, as the matching that
     /// just ran computed them) in its book, behind everything already there.
-    pub fn rest(&mut self, id: u64, price: Ticks, lots: Lots) {
-        let o = &self.orders[id as usize];
+    pub fn rest(&mut self, o: &mut Order, price: Ticks, lots: Lots) {
         let market = &mut self.markets[o.market as usize];
         debug_assert_eq!(
             (Some(price), lots),
@@ -426,16 +417,20 @@ impl Exchange {
             ),
             "an order rests at its limit with what is left"
         );
-        let r = market.book.rest(id, o.side, price, lots);
+        let r = market.book.rest(o.id, o.side, price, lots);
         let priority = self.next_priority;
         self.next_priority += 1;
-        let o = &mut self.orders[id as usize];
         o.resting = Some(r);
         o.priority = Some(priority);
     }
 
-    /// The snapshot form, with the open positions (entities, so the caller collects them).
-    pub fn state(&self, positions: BTreeMap<PositionKey, Position>) -> ExchangeState {
+    /// The snapshot form, with the orders and open positions (entities, so the caller
+    /// collects them).
+    pub fn state(
+        &self,
+        (live_orders, ended_orders): (Vec<Order>, Vec<Order>),
+        positions: BTreeMap<PositionKey, Position>,
+    ) -> ExchangeState {
         ExchangeState {
             markets: self
                 .markets
@@ -447,7 +442,8 @@ impl Exchange {
                     open_interest: m.open_interest,
                 })
                 .collect(),
-            orders: self.orders.clone(),
+            live_orders,
+            ended_orders,
             positions,
             trades: self.trades.clone(),
             fills: self.fills.clone(),
@@ -455,10 +451,11 @@ impl Exchange {
         }
     }
 
-    /// Rebuilds the books from the resting orders in their recorded time priority. The open
-    /// positions become entities (`snapshot::restore_entities`); here they are only marked
-    /// for the view.
-    pub fn from_state(state: ExchangeState) -> Self {
+    /// Rebuilds the books from the resting orders in their recorded time priority, and
+    /// hands back the live orders (with their places in the books) and the ended ones, which
+    /// become entities and the archive (`orders::restore`). The open positions become
+    /// entities too (`snapshot::restore_entities`); here they are only marked for the view.
+    pub fn from_state(state: ExchangeState) -> (Self, Vec<Order>, Vec<Order>) {
         let mut exchange = Exchange::default();
         for m in state.markets {
             exchange.add_market(Market {
@@ -468,27 +465,26 @@ impl Exchange {
                 ..Market::new(m.spec)
             });
         }
-        exchange.orders = state.orders;
-        exchange.refs = RefIndex::rebuild(&exchange.orders);
         exchange.trades = state.trades;
         exchange.fills = state.fills;
         exchange.next_priority = state.next_priority;
-        let mut resting: Vec<(u64, u64)> = exchange
-            .orders
+        let mut live = state.live_orders;
+        let mut resting: Vec<(u64, usize)> = live
             .iter()
-            .filter_map(|o| o.priority.map(|p| (p, o.id)))
+            .enumerate()
+            .filter_map(|(i, o)| o.priority.map(|p| (p, i)))
             .collect();
         resting.sort_unstable();
-        for (_, id) in resting {
-            let o = &exchange.orders[id as usize];
+        for (_, i) in resting {
+            let o = &mut live[i];
             let market = &mut exchange.markets[o.market as usize];
             let price = market.ticks(o.limit_price.expect("resting orders have a limit"));
             let lots = market.lots(o.remaining());
-            let r = market.book.rest(id, o.side, price, lots);
-            exchange.orders[id as usize].resting = Some(r);
+            o.resting = Some(market.book.rest(o.id, o.side, price, lots));
         }
-        exchange.mark_everything(state.positions.keys().copied());
-        exchange
+        let orders = (live.len() + state.ended_orders.len()) as u64;
+        exchange.mark_everything(orders, state.positions.keys().copied());
+        (exchange, live, state.ended_orders)
     }
 }
 
@@ -508,6 +504,7 @@ impl Exchange {
     /// reserves. Returns the first violation.
     pub fn check_invariants(
         &self,
+        orders: &OrderRecords,
         positions: &[&Position],
         ledger: &crate::money::ledger::Ledger,
         accounts: &[(
@@ -579,11 +576,28 @@ impl Exchange {
             let asset = self.markets[p.market as usize].spec.settlement;
             *locked.entry((p.customer, asset)).or_default() += p.margin;
         }
-        if !self.refs.is_consistent(&self.orders) {
+        if !orders.refs().is_consistent(orders) {
             return Err("the reference index does not match the orders".to_owned());
         }
-        for o in self.orders.iter().filter(|o| o.is_open()) {
-            if self.refs.get(&self.orders, o.customer, &o.reference_id) != Some(o.id) {
+        let armed: BTreeSet<u64> = self
+            .markets
+            .iter()
+            .flat_map(|m| m.triggers.iter().map(|&(_, _, id)| id))
+            .collect();
+        let mut waiting = 0;
+        for o in orders.live() {
+            if !o.is_open() {
+                return Err(format!("order {} is live but {}", o.id, o.status.as_str()));
+            }
+            if o.waiting() {
+                waiting += 1;
+                if !armed.contains(&o.id) {
+                    return Err(format!("waiting order {} is not armed", o.id));
+                }
+            } else if o.resting.is_none() {
+                return Err(format!("live order {} neither rests nor waits", o.id));
+            }
+            if orders.refs().get(orders, o.customer, &o.reference_id) != Some(o.id) {
                 return Err(format!(
                     "open order {} is not what its reference {} names (rule 11)",
                     o.id, o.reference_id
@@ -591,6 +605,12 @@ impl Exchange {
             }
             let asset = self.markets[o.market as usize].spec.settlement;
             *locked.entry((o.customer, asset)).or_default() += o.reserved();
+        }
+        if waiting != armed.len() {
+            return Err(format!(
+                "{} orders armed but {waiting} live orders wait",
+                armed.len()
+            ));
         }
         for ((owner, asset), b) in accounts {
             if let crate::money::ledger::Owner::Customer(c) = owner {

@@ -14,6 +14,7 @@ use crate::positions::{MarginRate, OpenPositions, Position};
 use crate::registry::MarketId;
 use crate::trading::book::Lots;
 use crate::trading::exchange::{Exchange, Liquidity, PublicFill, TradeKind, TradeRecord};
+use crate::trading::orders::Orders;
 
 /// How a fill changes a net position: the new signed size and prices, and the PnL realised
 /// on the part that closed exposure. Pure: `size` and `q` are signed (long/buy positive).
@@ -217,8 +218,10 @@ pub struct Execution {
 }
 
 /// Books one execution between its two sides, the taker first.
+#[allow(clippy::too_many_arguments)]
 pub fn book_fill(
     exchange: &mut Exchange,
+    orders: &mut Orders,
     positions: &mut OpenPositions,
     ledger: &mut Ledger,
     accounts: &mut impl AccountStore,
@@ -250,7 +253,7 @@ pub fn book_fill(
     });
     exchange.markets[market as usize].last_price = Some(price);
     for s in sides {
-        let order = &mut exchange.orders[s.order as usize];
+        let order = orders.get_mut(s.order);
         let reference = order.reference_id.clone();
         order.filled_amount += amount;
         order.filled_quote += notional;

@@ -1,7 +1,7 @@
 //! Trading (interface §3.1, §4.3; D5, D6): `exchange` is the state — the markets with their
-//! books, every order, the trade records and public fills; `book` one limit order book;
-//! `refs` the reference index; `desk` order handling and matching; `fills` the booking of an
-//! execution.
+//! books, the trade records and public fills; `orders` the live orders (entities) and the
+//! archive of ended ones; `book` one limit order book; `refs` the reference index; `desk`
+//! order handling and matching; `fills` the booking of an execution.
 
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
 
@@ -11,6 +11,9 @@ pub mod book;
 pub mod desk;
 pub mod exchange;
 pub mod fills;
+pub mod orders;
+#[cfg(test)]
+mod orders_tests;
 pub mod refs;
 #[cfg(test)]
 mod tests;
@@ -18,6 +21,9 @@ mod tests;
 /// Order requests then GTD expiry in `MatchSystems`; triggers in `TriggerSystems`.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<desk::OrderRequests>();
+    world.init_resource::<crate::registry::OrderIndex>();
+    world.init_resource::<orders::OrderArchive>();
+    world.init_resource::<refs::RefIndex>();
     schedule.add_systems(
         (desk::handle_order_requests, desk::expire_orders)
             .chain()

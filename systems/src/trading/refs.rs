@@ -24,7 +24,26 @@ use std::collections::BTreeMap;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::ReferenceId;
 
+use bevy_ecs::prelude::Resource;
+
 use crate::trading::exchange::Order;
+
+/// What the index confirms a hit against: the order of an id (live or ended).
+pub trait OrderLookup {
+    fn order(&self, id: u64) -> &Order;
+}
+
+impl OrderLookup for [Order] {
+    fn order(&self, id: u64) -> &Order {
+        &self[id as usize]
+    }
+}
+
+impl OrderLookup for [std::sync::Arc<Order>] {
+    fn order(&self, id: u64) -> &Order {
+        &self[id as usize]
+    }
+}
 
 /// Slots a lookup probes at most before it turns to the overflow map.
 pub const MAX_PROBE: usize = 32;
@@ -33,7 +52,7 @@ const INITIAL_SLOTS: usize = 1024;
 /// An empty slot (ids are stored plus one).
 const EMPTY: (u64, u64) = (0, 0);
 
-#[derive(Debug, Clone)]
+#[derive(Resource, Debug, Clone)]
 pub struct RefIndex {
     /// (hash, order id + 1); the id part is 0 in an empty slot.
     slots: Vec<(u64, u64)>,
@@ -89,10 +108,11 @@ enum Probe {
 }
 
 impl RefIndex {
-    /// Rebuilt from every order, oldest first, so each reference ends at its latest order.
-    pub fn rebuild(orders: &[Order]) -> Self {
+    /// Rebuilt from the `count` orders there are, oldest first, so each reference ends at
+    /// its latest order.
+    pub fn rebuild(orders: &(impl OrderLookup + ?Sized), count: u64) -> Self {
         let mut index = RefIndex::default();
-        for id in 0..orders.len() as u64 {
+        for id in 0..count {
             index.insert(orders, id);
         }
         index
@@ -121,13 +141,18 @@ impl RefIndex {
     }
 
     /// The latest order of `customer` under `reference`.
-    pub fn get(&self, orders: &[Order], customer: CustomerCode, reference: &str) -> Option<u64> {
+    pub fn get(
+        &self,
+        orders: &(impl OrderLookup + ?Sized),
+        customer: CustomerCode,
+        reference: &str,
+    ) -> Option<u64> {
         self.find(orders, hash(customer, reference), customer, reference)
     }
 
     fn find(
         &self,
-        orders: &[Order],
+        orders: &(impl OrderLookup + ?Sized),
         h: u64,
         customer: CustomerCode,
         reference: &str,
@@ -138,7 +163,7 @@ impl RefIndex {
             Probe::Empty(_) => None,
             Probe::Hash(i) => {
                 let id = self.slots[i].1 - 1;
-                if names(&orders[id as usize], customer, reference) {
+                if names(orders.order(id), customer, reference) {
                     Some(id)
                 } else {
                     self.overflow_get(customer, reference)
@@ -158,13 +183,13 @@ impl RefIndex {
     }
 
     /// Order `id` (already in `orders`) becomes the latest under its reference.
-    pub fn insert(&mut self, orders: &[Order], id: u64) {
-        let o = &orders[id as usize];
+    pub fn insert(&mut self, orders: &(impl OrderLookup + ?Sized), id: u64) {
+        let o = orders.order(id);
         self.insert_hashed(orders, hash(o.customer, &o.reference_id), id);
     }
 
-    fn insert_hashed(&mut self, orders: &[Order], h: u64, id: u64) {
-        let o = &orders[id as usize];
+    fn insert_hashed(&mut self, orders: &(impl OrderLookup + ?Sized), h: u64, id: u64) {
+        let o = orders.order(id);
         match self.probe(h) {
             Probe::Empty(i) => {
                 self.slots[i] = (h, id + 1);
@@ -176,7 +201,7 @@ impl RefIndex {
             }
             Probe::Hash(i)
                 if names(
-                    &orders[self.slots[i].1 as usize - 1],
+                    orders.order(self.slots[i].1 - 1),
                     o.customer,
                     &o.reference_id,
                 ) =>
@@ -198,7 +223,7 @@ impl RefIndex {
 
     /// Doubles the table and places every entry again, the overflow map's included (a
     /// larger table may have room for them now).
-    fn grow(&mut self, orders: &[Order]) {
+    fn grow(&mut self, orders: &(impl OrderLookup + ?Sized)) {
         let larger = vec![EMPTY; 2 * self.slots.len()];
         let slots = std::mem::replace(&mut self.slots, larger);
         let overflow = std::mem::take(&mut self.overflow);
@@ -214,11 +239,11 @@ impl RefIndex {
     }
 
     /// Whether every entry is found again from its own order, and the count is right.
-    pub fn is_consistent(&self, orders: &[Order]) -> bool {
+    pub fn is_consistent(&self, orders: &(impl OrderLookup + ?Sized)) -> bool {
         let mut used = 0;
         for &(h, id) in self.slots.iter().filter(|&&(_, id)| id != 0) {
             used += 1;
-            let o = &orders[id as usize - 1];
+            let o = orders.order(id - 1);
             if h != hash(o.customer, &o.reference_id)
                 || self.find(orders, h, o.customer, &o.reference_id) != Some(id - 1)
             {
@@ -226,7 +251,7 @@ impl RefIndex {
             }
         }
         let overflow = self.overflow.iter().all(|((customer, reference), &id)| {
-            names(&orders[id as usize], *customer, reference)
+            names(orders.order(id), *customer, reference)
                 && self.get(orders, *customer, reference) == Some(id)
         });
         used == self.used && overflow
@@ -282,18 +307,18 @@ mod tests {
             order(2, 1, "b"),
             order(3, 1, "a"),
         ];
-        let index = RefIndex::rebuild(&orders);
-        assert_eq!(index.get(&orders, c(1), "a"), Some(3));
-        assert_eq!(index.get(&orders, c(2), "a"), Some(1));
-        assert_eq!(index.get(&orders, c(1), "b"), Some(2));
-        assert_eq!(index.get(&orders, c(2), "b"), None);
+        let index = RefIndex::rebuild(orders.as_slice(), orders.len() as u64);
+        assert_eq!(index.get(orders.as_slice(), c(1), "a"), Some(3));
+        assert_eq!(index.get(orders.as_slice(), c(2), "a"), Some(1));
+        assert_eq!(index.get(orders.as_slice(), c(1), "b"), Some(2));
+        assert_eq!(index.get(orders.as_slice(), c(2), "b"), None);
         assert_eq!(
-            index.get(&orders, c(1), "A"),
+            index.get(orders.as_slice(), c(1), "A"),
             None,
             "references are case-sensitive"
         );
         assert_eq!(index.len(), 3);
-        assert!(index.is_consistent(&orders));
+        assert!(index.is_consistent(orders.as_slice()));
     }
 
     #[test]
@@ -307,19 +332,19 @@ mod tests {
         ];
         let mut index = RefIndex::default();
         for id in 0..orders.len() as u64 {
-            index.insert_hashed(&orders, 7, id);
+            index.insert_hashed(orders.as_slice(), 7, id);
         }
-        assert_eq!(index.find(&orders, 7, c(1), "x"), Some(0));
+        assert_eq!(index.find(orders.as_slice(), 7, c(1), "x"), Some(0));
         assert_eq!(
-            index.find(&orders, 7, c(1), "y"),
+            index.find(orders.as_slice(), 7, c(1), "y"),
             Some(3),
             "the overflow moves on too"
         );
-        assert_eq!(index.find(&orders, 7, c(2), "x"), Some(2));
-        assert_eq!(index.find(&orders, 7, c(2), "y"), None);
+        assert_eq!(index.find(orders.as_slice(), 7, c(2), "x"), Some(2));
+        assert_eq!(index.find(orders.as_slice(), 7, c(2), "y"), None);
         assert_eq!(index.len(), 3);
         assert!(
-            !index.is_consistent(&orders),
+            !index.is_consistent(orders.as_slice()),
             "entries under a foreign hash are caught"
         );
     }
@@ -333,11 +358,16 @@ mod tests {
             .collect();
         let mut index = RefIndex::default();
         for id in 0..n as u64 {
-            index.insert_hashed(&orders, 5 + id * (1 << 20), id);
+            index.insert_hashed(orders.as_slice(), 5 + id * (1 << 20), id);
         }
         assert_eq!((index.used, index.overflow.len()), (MAX_PROBE, 8));
         for id in 0..n as u64 {
-            let found = index.find(&orders, 5 + id * (1 << 20), c(1), &format!("r{id}"));
+            let found = index.find(
+                orders.as_slice(),
+                5 + id * (1 << 20),
+                c(1),
+                &format!("r{id}"),
+            );
             assert_eq!(found, Some(id));
         }
         // With real hashes: filling past half the table doubles it (three times here), and
@@ -345,16 +375,19 @@ mod tests {
         let more: Vec<Order> = (0..3_000u64)
             .map(|id| order(id, 2 + id as u128 % 7, &format!("m{id}")))
             .collect();
-        let grown = RefIndex::rebuild(&more);
+        let grown = RefIndex::rebuild(more.as_slice(), more.len() as u64);
         assert!(
             grown.slots.len() >= 2 * 3_000,
             "grown to {}",
             grown.slots.len()
         );
         assert_eq!(grown.len(), 3_000);
-        assert!(grown.is_consistent(&more));
+        assert!(grown.is_consistent(more.as_slice()));
         for o in &more {
-            assert_eq!(grown.get(&more, o.customer, &o.reference_id), Some(o.id));
+            assert_eq!(
+                grown.get(more.as_slice(), o.customer, &o.reference_id),
+                Some(o.id)
+            );
         }
     }
 }

@@ -20,8 +20,8 @@ impl Desk<'_, '_> {
     ) -> Result<u64, Error> {
         self.customer(code)?;
         let o = self
-            .exchange
-            .order_by_ref(code, reference)
+            .orders
+            .by_ref(code, reference)
             .ok_or_else(|| Error::not_found(format!("order {reference} does not exist")))?;
         if !o.is_open() {
             return Err(Error::new(
@@ -43,7 +43,7 @@ impl Desk<'_, '_> {
     ) -> Result<u64, Error> {
         let id = self.open_order(code, reference, ErrorCode::OrderNotAmendable, "amended")?;
         let now = self.clock.now;
-        let o = self.exchange.orders[id as usize].clone();
+        let o = self.orders.get(id).clone();
         let market = o.market;
         let (status, mark) = {
             let i = self.instrument(market);
@@ -163,7 +163,7 @@ impl Desk<'_, '_> {
             .adjust_locked(&mut self.accounts, code, asset, delta, now);
         let loses_priority = amount > o.amount || limit != o.limit_price;
         {
-            let e = &mut self.exchange.orders[id as usize];
+            let e = self.orders.get_mut(id);
             e.amount = amount;
             e.limit_price = limit;
             e.reserve_lots = new_reserve_lots;
@@ -179,18 +179,18 @@ impl Desk<'_, '_> {
         }
         if untriggered {
             self.disarm(id);
-            if let (Some(t), Some(trigger)) = (
-                amend.trigger_price,
-                self.exchange.orders[id as usize].trigger.as_mut(),
-            ) {
-                trigger.trigger_price = Some(t);
+            if let Some(t) = amend.trigger_price {
+                let trigger = self.orders.get_mut(id).trigger.as_mut();
+                trigger
+                    .expect("a waiting order has a trigger")
+                    .trigger_price = Some(t);
             }
             self.arm(id);
         } else if let Some(r) = o.resting {
             let m = &mut self.exchange.markets[market as usize];
             if loses_priority {
                 m.book.cancel(r);
-                let e = &mut self.exchange.orders[id as usize];
+                let e = self.orders.get_mut(id);
                 e.resting = None;
                 e.priority = None;
                 self.execute(id);

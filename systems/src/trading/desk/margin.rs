@@ -19,7 +19,7 @@ impl Desk<'_, '_> {
     /// Reserves `lots` × `rate` of initial margin for an order's resting opening part (D5):
     /// per lot, so each fill releases exactly its share.
     pub(super) fn hold_reserve(&mut self, id: u64, lots: Lots, rate: Decimal) {
-        let o = &mut self.exchange.orders[id as usize];
+        let o = self.orders.get_mut(id);
         o.reserve_lots = lots;
         o.reserve_rate = rate;
         let (code, market) = (o.customer, o.market);

@@ -28,6 +28,7 @@ use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
 use crate::trading::book::{Fill, Lots, Ticks};
 use crate::trading::exchange::{Exchange, Liquidity, Order, Trigger, Watch};
 use crate::trading::fills::{Execution, FillSide, book_fill};
+use crate::trading::orders::Orders;
 
 /// What a fill needs of one side's customer: its broker, its fee rates in the market and its
 /// initial margin fraction (its profile), read once per side of an execution.
@@ -46,6 +47,7 @@ pub struct OrderRequests(pub Vec<(usize, Command)>);
 #[derive(SystemParam)]
 pub struct Desk<'w, 's> {
     exchange: ResMut<'w, Exchange>,
+    orders: Orders<'w, 's>,
     ledger: ResMut<'w, Ledger>,
     rng: ResMut<'w, EngineRng>,
     clock: Res<'w, SimClock>,
@@ -85,11 +87,10 @@ pub fn handle_order_requests(
             }
             other => unreachable!("not an order request: {other:?}"),
         };
-        let outcome = result.map(|id| Outcome::Order(desk.exchange.orders[id as usize].clone()));
+        let outcome = result.map(|id| Outcome::Order(desk.orders.record(id)));
         results.0[index] = Some(outcome);
     }
-    desk.positions.flush();
-    desk.accounts.flush();
+    desk.flush();
 }
 
 /// MatchSystems: GTD orders whose expire_time has come end `expired` with reason EXPIRED.
@@ -97,15 +98,14 @@ pub fn expire_orders(due: Res<DueEvents>, mut desk: Desk) {
     for event in &due.0 {
         if let ScheduledEvent::OrderExpiry(id) = *event {
             let now = desk.clock.now;
-            let o = &desk.exchange.orders[id as usize];
+            let o = desk.orders.get(id);
             // An amend may have moved the time on; the event for the new time expires it.
             if o.is_open() && o.expire_time.is_some_and(|t| t <= now) {
                 desk.finish(id, OrderStatus::Expired, Some(EndReason::Expired));
             }
         }
     }
-    desk.positions.flush();
-    desk.accounts.flush();
+    desk.flush();
 }
 
 /// TriggerSystems: conditional orders whose trigger price is reached fire, in trigger order
@@ -116,8 +116,7 @@ pub fn fire_triggers(mut desk: Desk) {
             desk.trigger(id);
         }
     }
-    desk.positions.flush();
-    desk.accounts.flush();
+    desk.flush();
 }
 
 fn rejected(message: String) -> Error {
@@ -125,6 +124,14 @@ fn rejected(message: String) -> Error {
 }
 
 impl Desk<'_, '_> {
+    /// Gives what the run staged (orders, positions, accounts) its entities; every system
+    /// using the desk calls it before it returns.
+    fn flush(&mut self) {
+        self.orders.flush();
+        self.positions.flush();
+        self.accounts.flush();
+    }
+
     fn instrument(&self, market: MarketId) -> &InstrumentState {
         let symbol = &self.exchange.markets[market as usize].spec.symbol;
         let entity = self.registry.instruments[symbol];
@@ -181,8 +188,8 @@ impl Desk<'_, '_> {
         let new = entry::validate(entry, &m.spec, &reference)?;
         self.check_status(market, status, &new)?;
         if self
-            .exchange
-            .order_by_ref(code, &entry.reference_id)
+            .orders
+            .by_ref(code, &entry.reference_id)
             .is_some_and(Order::is_open)
         {
             return Err(Error::new(
@@ -286,7 +293,7 @@ impl Desk<'_, '_> {
         new: &NewOrder,
         now: perpsim_core::time::Timestamp,
     ) -> u64 {
-        let id = self.exchange.orders.len() as u64;
+        let id = self.orders.next_id();
         let (amount, cash_amount) = match new.quantity {
             Quantity::Amount(a) => (a, None),
             Quantity::Cash(c) => (Decimal::ZERO, Some(c)),
@@ -302,7 +309,7 @@ impl Desk<'_, '_> {
                 fired: false,
             })
         });
-        self.exchange.push_order(Order {
+        self.orders.push(Order {
             id,
             customer: code,
             market,
@@ -328,12 +335,13 @@ impl Desk<'_, '_> {
             reserve_lots: 0,
             reserve_rate: Decimal::ZERO,
         });
+        self.exchange.mark_order(id);
         id
     }
 
     /// Runs an order against its book: fill what crosses, then rest (GTC/GTD limit) or end.
     fn execute(&mut self, id: u64) {
-        let o = &self.exchange.orders[id as usize];
+        let o = self.orders.get(id);
         let (market, side, customer) = (o.market, o.side, o.customer);
         let m = &self.exchange.markets[market as usize];
         let limit: Option<Ticks> = o.limit_price.map(|p| m.ticks(p));
@@ -344,12 +352,12 @@ impl Desk<'_, '_> {
                 let budget = budget.mantissa() / 10i128.pow(budget.scale());
                 let lots = m.book.lots_within_budget(side, limit, budget);
                 let amount = m.amount(lots);
-                self.exchange.orders[id as usize].amount = amount;
+                self.orders.get_mut(id).amount = amount;
                 lots
             }
             _ => m.lots(o.remaining()),
         };
-        let o = &self.exchange.orders[id as usize];
+        let o = self.orders.get(id);
         let m = &self.exchange.markets[market as usize];
         let all_or_none = o.time_in_force == TimeInForce::Fok;
         if want == 0 || (all_or_none && m.book.fillable(side, limit, want) < want) {
@@ -366,17 +374,18 @@ impl Desk<'_, '_> {
                 self.settle(id, side, taker, market, f);
             }
         }
-        let o = &self.exchange.orders[id as usize];
+        let o = self.orders.get(id);
         if left == 0 {
             self.finish(id, OrderStatus::Filled, None);
         } else if o.limit_price.is_some()
             && matches!(o.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd)
         {
+            let o = self.orders.get_mut(id);
             if !fills.is_empty() {
-                self.exchange.orders[id as usize].status = OrderStatus::PartiallyFilled;
+                o.status = OrderStatus::PartiallyFilled;
             }
             self.exchange.rest(
-                id,
+                o,
                 limit.expect("GTC and GTD orders here have a limit"),
                 left,
             );
@@ -402,9 +411,9 @@ impl Desk<'_, '_> {
     /// Books one execution of taker order `id` against a resting order, and moves the maker
     /// on: filled and out of the book, or partially filled.
     fn settle(&mut self, id: u64, side: Side, taker: Terms, market: MarketId, f: &Fill) {
-        let maker_customer = self.exchange.orders[f.maker_id as usize].customer;
+        let maker_customer = self.orders.get(f.maker_id).customer;
         let maker = self.terms(maker_customer, market);
-        let taker_customer = self.exchange.orders[id as usize].customer;
+        let taker_customer = self.orders.get(id).customer;
         let sides = [
             FillSide {
                 order: id,
@@ -428,6 +437,7 @@ impl Desk<'_, '_> {
         let price = self.exchange.markets[market as usize].price(f.price);
         book_fill(
             &mut self.exchange,
+            &mut self.orders,
             &mut self.positions,
             &mut self.ledger,
             &mut self.accounts,
@@ -440,28 +450,28 @@ impl Desk<'_, '_> {
             },
             sides,
         );
+        let maker = self.orders.get_mut(f.maker_id);
         if f.maker_done {
-            let maker = &mut self.exchange.orders[f.maker_id as usize];
             maker.resting = None;
             maker.priority = None;
             self.finish(f.maker_id, OrderStatus::Filled, None);
         } else {
-            self.exchange.orders[f.maker_id as usize].status = OrderStatus::PartiallyFilled;
+            maker.status = OrderStatus::PartiallyFilled;
         }
     }
 
-    /// Ends an order: out of the book and the trigger index, its reserve released. Its
-    /// reference is free again (rule 11) by its status alone: see [`crate::trading::exchange::RefIndex`].
+    /// Ends an order: out of the book and the trigger index, its reserve released, and out
+    /// of the live set into the archive. Its reference is free again (rule 11) by its status
+    /// alone: see [`crate::trading::refs::RefIndex`].
     fn finish(&mut self, id: u64, status: OrderStatus, reason: Option<EndReason>) {
         let now = self.clock.now;
         self.disarm(id);
-        let o = &mut self.exchange.orders[id as usize];
+        let o = self.orders.get_mut(id);
         debug_assert!(o.is_open(), "only open orders end");
         let market = o.market;
         if let Some(r) = o.resting.take() {
             self.exchange.markets[market as usize].book.cancel(r);
         }
-        let o = &mut self.exchange.orders[id as usize];
         o.priority = None;
         o.status = status;
         o.reason = reason;
@@ -473,6 +483,7 @@ impl Desk<'_, '_> {
         let asset = self.exchange.markets[market as usize].spec.settlement;
         self.ledger
             .adjust_locked(&mut self.accounts, customer, asset, -release, now);
+        self.orders.archive(id);
         self.exchange.mark_order(id);
     }
 }

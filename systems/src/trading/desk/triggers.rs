@@ -7,7 +7,7 @@ impl Desk<'_, '_> {
     /// Registers a waiting conditional order under the price(s) that fire it (rule 8: a
     /// sell take-profit lies above, a sell stop-loss below; a buy the reverse).
     pub(super) fn arm(&mut self, id: u64) {
-        let market = self.exchange.orders[id as usize].market as usize;
+        let market = self.orders.get(id).market as usize;
         for (watch, ticks) in self.watches(id) {
             self.exchange.markets[market]
                 .triggers
@@ -16,7 +16,7 @@ impl Desk<'_, '_> {
     }
 
     pub(super) fn disarm(&mut self, id: u64) {
-        let market = self.exchange.orders[id as usize].market as usize;
+        let market = self.orders.get(id).market as usize;
         for (watch, ticks) in self.watches(id) {
             self.exchange.markets[market]
                 .triggers
@@ -25,7 +25,7 @@ impl Desk<'_, '_> {
     }
 
     pub(super) fn watches(&self, id: u64) -> Vec<(Watch, Ticks)> {
-        let o = &self.exchange.orders[id as usize];
+        let o = self.orders.get(id);
         if !o.waiting() {
             return Vec::new();
         }
@@ -115,17 +115,18 @@ impl Desk<'_, '_> {
     pub(super) fn trigger(&mut self, id: u64) {
         self.disarm(id);
         let now = self.clock.now;
-        let o = &mut self.exchange.orders[id as usize];
+        let o = self.orders.get_mut(id);
         if let Some(t) = o.trigger.as_mut() {
             t.fired = true;
         }
         o.created = now;
         o.updated = now;
+        self.orders.fired(id);
         self.exchange.mark_order(id);
         // D5: a fired stop_limit works as a limit GTC order, and what of it rests holds the
         // initial margin of its opening part like any resting limit order (reserved now,
         // released lot by lot as it fills). Without that margin available it is refused.
-        let o = &self.exchange.orders[id as usize];
+        let o = self.orders.get(id);
         if let Some(price) = o.limit_price {
             let (code, market) = (o.customer, o.market);
             let m = &self.exchange.markets[market as usize];

@@ -1,0 +1,295 @@
+//! Live orders as entities (interface §3.1; D5). An order resting in a book or waiting on a
+//! trigger is an entity with a [`LiveOrder`] (and [`Waiting`] while a conditional order has
+//! not fired); when it reaches a terminal status it leaves the live set for the
+//! [`OrderArchive`], the append-only log of ended orders, as a journal keeps what is done.
+//! `registry::OrderIndex` says where each id is.
+//!
+//! The record is shared, copy-on-write, with the read view: a `LiveOrder` holds an
+//! `Arc<Order>`, publishing hands the view the same `Arc`, and the engine's next change to
+//! that order copies it first (`Arc::make_mut`). A resting order that never changes again is
+//! held once, not once by the engine and once by the view.
+//!
+//! Systems reach orders by id through [`Orders`]; an order accepted during a run is staged
+//! there until [`Orders::flush`], so the run's later requests see it at once (the same
+//! pattern as `positions::OpenPositions` and `money::store::Accounts`). Readers that run
+//! after the flush (publishing, the invariants) use [`OrderRecords`].
+
+use std::sync::Arc;
+
+use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Res, ResMut, Resource, World};
+use bevy_ecs::system::SystemParam;
+use perpsim_core::ids::CustomerCode;
+
+use crate::registry::{OrderIndex, OrderSlot};
+use crate::trading::exchange::Order;
+use crate::trading::refs::{OrderLookup, RefIndex};
+
+/// A live order: resting in its market's book, or waiting on its trigger.
+#[derive(Component, Debug, Clone)]
+pub struct LiveOrder(pub Arc<Order>);
+
+/// Marks a conditional order armed under its trigger price(s) and not yet fired; the
+/// market's trigger index holds exactly these (checked in debug and test builds).
+#[derive(Component, Debug, Clone, Copy, Default)]
+pub struct Waiting;
+
+/// Ended orders in the order they ended. Never updated: an ended order does not change.
+#[derive(Resource, Debug, Default)]
+pub struct OrderArchive(pub Vec<Arc<Order>>);
+
+/// The record at `slot`, wherever it is.
+fn resolve<'a>(
+    slot: OrderSlot,
+    staged: &'a [Option<Arc<Order>>],
+    live: impl FnOnce(Entity) -> &'a Arc<Order>,
+    archive: &'a [Arc<Order>],
+) -> &'a Arc<Order> {
+    match slot {
+        OrderSlot::Staged(i) => staged[i as usize]
+            .as_ref()
+            .expect("a staged slot holds its order until it ends"),
+        OrderSlot::Live(entity) => live(entity),
+        OrderSlot::Ended(i) => &archive[i as usize],
+    }
+}
+
+/// The orders as the reference index sees them while the store is borrowed apart.
+struct Lookup<'a, 'w, 's> {
+    index: &'a [OrderSlot],
+    staged: &'a [Option<Arc<Order>>],
+    live: &'a Query<'w, 's, &'static mut LiveOrder>,
+    archive: &'a [Arc<Order>],
+}
+
+impl OrderLookup for Lookup<'_, '_, '_> {
+    fn order(&self, id: u64) -> &Order {
+        resolve(
+            self.index[id as usize],
+            self.staged,
+            |e| &self.live.get(e).expect("indexed orders are live").0,
+            self.archive,
+        )
+    }
+}
+
+/// The orders a system places, changes and ends.
+#[derive(SystemParam)]
+pub struct Orders<'w, 's> {
+    index: ResMut<'w, OrderIndex>,
+    refs: ResMut<'w, RefIndex>,
+    archive: ResMut<'w, OrderArchive>,
+    live: Query<'w, 's, &'static mut LiveOrder>,
+    commands: Commands<'w, 's>,
+    /// Orders accepted during this run; an entry is taken when its order ends before the
+    /// flush.
+    staged: Local<'s, Vec<Option<Arc<Order>>>>,
+}
+
+impl Orders<'_, '_> {
+    /// The id the next accepted order gets.
+    pub fn next_id(&self) -> u64 {
+        self.index.0.len() as u64
+    }
+
+    fn lookup(&self) -> Lookup<'_, '_, '_> {
+        Lookup {
+            index: &self.index.0,
+            staged: &self.staged,
+            live: &self.live,
+            archive: &self.archive.0,
+        }
+    }
+
+    pub fn get(&self, id: u64) -> &Order {
+        self.shared(id)
+    }
+
+    fn shared(&self, id: u64) -> &Arc<Order> {
+        resolve(
+            self.index.0[id as usize],
+            &self.staged,
+            |e| &self.live.get(e).expect("indexed orders are live").0,
+            &self.archive.0,
+        )
+    }
+
+    /// The order to change: live or staged (an ended order never changes).
+    pub fn get_mut(&mut self, id: u64) -> &mut Order {
+        let shared = match self.index.0[id as usize] {
+            OrderSlot::Staged(i) => self.staged[i as usize]
+                .as_mut()
+                .expect("a staged slot holds its order until it ends"),
+            OrderSlot::Live(entity) => {
+                &mut self
+                    .live
+                    .get_mut(entity)
+                    .expect("indexed orders are live")
+                    .into_inner()
+                    .0
+            }
+            OrderSlot::Ended(_) => panic!("order {id} has ended and never changes"),
+        };
+        // Copies only when the read view still holds this version.
+        Arc::make_mut(shared)
+    }
+
+    /// The shared record, for an answer.
+    pub fn record(&self, id: u64) -> Arc<Order> {
+        Arc::clone(self.shared(id))
+    }
+
+    /// The order a reference names (see [`RefIndex`]): the open one, else the one ended last.
+    pub fn by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
+        let lookup = self.lookup();
+        let id = self.refs.get(&lookup, customer, reference)?;
+        Some(self.get(id))
+    }
+
+    /// Accepts a new order (its id is [`Orders::next_id`]); it becomes the latest under its
+    /// reference.
+    pub fn push(&mut self, order: Order) {
+        let id = self.next_id();
+        assert_eq!(order.id, id, "an order's id is its sequence number");
+        let position = u32::try_from(self.staged.len()).expect("a run stages few orders");
+        self.staged.push(Some(Arc::new(order)));
+        self.index.0.push(OrderSlot::Staged(position));
+        let lookup = Lookup {
+            index: &self.index.0,
+            staged: &self.staged,
+            live: &self.live,
+            archive: &self.archive.0,
+        };
+        self.refs.insert(&lookup, id);
+    }
+
+    /// Moves an order that reached a terminal status from the live set to the archive.
+    pub fn archive(&mut self, id: u64) {
+        let record = match self.index.0[id as usize] {
+            OrderSlot::Staged(i) => self.staged[i as usize]
+                .take()
+                .expect("a staged slot holds its order until it ends"),
+            OrderSlot::Live(entity) => {
+                let record = self.live.get(entity).expect("indexed").0.clone();
+                self.commands.entity(entity).despawn();
+                record
+            }
+            OrderSlot::Ended(_) => panic!("order {id} has already ended"),
+        };
+        debug_assert!(!record.is_open(), "only ended orders are archived");
+        self.index.0[id as usize] = OrderSlot::Ended(self.archive.0.len() as u64);
+        self.archive.0.push(record);
+    }
+
+    /// A waiting order fired: it is no longer marked [`Waiting`].
+    pub fn fired(&mut self, id: u64) {
+        if let OrderSlot::Live(entity) = self.index.0[id as usize] {
+            self.commands.entity(entity).remove::<Waiting>();
+        }
+    }
+
+    /// Gives the orders accepted during this run that are still live their entity.
+    pub fn flush(&mut self) {
+        for record in std::mem::take(&mut *self.staged).into_iter().flatten() {
+            let id = record.id;
+            let waiting = record.waiting();
+            let mut entity = self.commands.spawn(LiveOrder(record));
+            if waiting {
+                entity.insert(Waiting);
+            }
+            self.index.0[id as usize] = OrderSlot::Live(entity.id());
+        }
+    }
+}
+
+/// The orders, read after the run's flush (publishing, invariants).
+#[derive(SystemParam)]
+pub struct OrderRecords<'w, 's> {
+    index: Res<'w, OrderIndex>,
+    refs: Res<'w, RefIndex>,
+    archive: Res<'w, OrderArchive>,
+    live: Query<'w, 's, &'static LiveOrder>,
+}
+
+impl OrderLookup for OrderRecords<'_, '_> {
+    fn order(&self, id: u64) -> &Order {
+        self.record(id)
+    }
+}
+
+impl OrderRecords<'_, '_> {
+    pub fn count(&self) -> u64 {
+        self.index.0.len() as u64
+    }
+
+    pub fn record(&self, id: u64) -> &Arc<Order> {
+        resolve(
+            self.index.0[id as usize],
+            &[],
+            |e| &self.live.get(e).expect("indexed orders are live").0,
+            &self.archive.0,
+        )
+    }
+
+    pub fn refs(&self) -> &RefIndex {
+        &self.refs
+    }
+
+    /// The live orders' records.
+    pub fn live(&self) -> impl Iterator<Item = &Order> {
+        self.live.iter().map(|o| &*o.0)
+    }
+}
+
+/// Puts a snapshot's orders into a world: the live ones (in id order) as entities, the ended
+/// ones (in the order they ended) into the archive, and the reference index rebuilt.
+pub fn restore(world: &mut World, live: Vec<Order>, ended: Vec<Order>) {
+    let archive: Vec<Arc<Order>> = ended.into_iter().map(Arc::new).collect();
+    let live: Vec<Arc<Order>> = live.into_iter().map(Arc::new).collect();
+    let mut by_id: Vec<Option<Arc<Order>>> = vec![None; archive.len() + live.len()];
+    for o in archive.iter().chain(&live) {
+        by_id[o.id as usize] = Some(o.clone());
+    }
+    let by_id: Vec<Arc<Order>> = by_id
+        .into_iter()
+        .map(|o| o.expect("a snapshot holds every order id once"))
+        .collect();
+    let refs = RefIndex::rebuild(by_id.as_slice(), by_id.len() as u64);
+    drop(by_id);
+    let mut index = vec![OrderSlot::Ended(0); archive.len() + live.len()];
+    for (position, o) in archive.iter().enumerate() {
+        index[o.id as usize] = OrderSlot::Ended(position as u64);
+    }
+    for o in live {
+        let id = o.id as usize;
+        let waiting = o.waiting();
+        let mut entity = world.spawn(LiveOrder(o));
+        if waiting {
+            entity.insert(Waiting);
+        }
+        index[id] = OrderSlot::Live(entity.id());
+    }
+    world.insert_resource(OrderIndex(index));
+    world.insert_resource(OrderArchive(archive));
+    world.insert_resource(refs);
+}
+
+/// A snapshot's orders out of a world: the live ones in id order, the ended ones in the
+/// order they ended.
+pub fn extract(world: &World) -> (Vec<Order>, Vec<Order>) {
+    let live = world
+        .resource::<OrderIndex>()
+        .0
+        .iter()
+        .filter_map(|slot| match slot {
+            OrderSlot::Live(e) => Some((*world.get::<LiveOrder>(*e).expect("indexed").0).clone()),
+            _ => None,
+        })
+        .collect();
+    let ended = world
+        .resource::<OrderArchive>()
+        .0
+        .iter()
+        .map(|o| (**o).clone())
+        .collect();
+    (live, ended)
+}
