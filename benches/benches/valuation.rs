@@ -2,7 +2,8 @@
 //! `MarkToMarketSystems` that writes every open position's mark price, unrealised PnL and
 //! maintenance margin, over 10 000, 100 000 and 1 000 000 position entities spread over the
 //! default instruments. Every mark moves before each pass, so every position is revalued:
-//! the worst case (a tick whose marks stand still revalues only what fills changed).
+//! the worst case (a tick whose marks stand still revalues only what fills changed). Half the
+//! entries are weighted averages at 10 decimals, so half the positions need rounding.
 //! Run: `cargo bench -p perpsim-benches --bench valuation`.
 
 use bevy_ecs::prelude::{Schedule, World};
@@ -38,7 +39,15 @@ fn world_with(n: usize) -> (World, Schedule) {
             let lots = (rng.next_u64() % 1_000) as i64 + 1;
             let size = spec.lot_size * Decimal::from(if i % 2 == 0 { lots } else { -lots });
             let ticks = (rng.next_u64() % 2_000) as i64 - 1_000;
-            let entry = spec.start_price + spec.tick_size * Decimal::from(ticks);
+            // Half the entries on the tick grid (one fill), half weighted averages at the
+            // ledger's 10 decimals (several fills), which the pass must round.
+            let on_grid = spec.start_price + spec.tick_size * Decimal::from(ticks);
+            let averaged = Decimal::new((rng.next_u64() % 10_000_000_000) as i64, 10);
+            let entry = if i % 4 < 2 {
+                on_grid
+            } else {
+                on_grid + averaged
+            };
             let position = Position {
                 code: PositionCode(rng.uuid()),
                 customer: CustomerCode(rng.uuid()),

@@ -192,6 +192,23 @@ pub fn from_units(n: i64, unit: Decimal) -> Decimal {
     Decimal::from_i128_with_scale(i128::from(n) * unit.mantissa(), unit.scale())
 }
 
+/// `mantissa × 10^-scale` rounded half-even to the ledger's 10 decimals, as the mantissa at
+/// scale 10: [`round_ledger`] in integers, for passes that value every open position. Exact,
+/// and the same value as `round_ledger` of the same number. None when the result leaves
+/// i128 or `scale` is beyond what a product of two decimals carries (56).
+pub fn ledger_mantissa(mantissa: i128, scale: u32) -> Option<i128> {
+    let scale = scale as usize;
+    if scale <= LEDGER_DECIMALS as usize {
+        return mantissa.checked_mul(POW10[LEDGER_DECIMALS as usize - scale]);
+    }
+    let unit = *POW10.get(scale - LEDGER_DECIMALS as usize)?;
+    let (q, r) = (mantissa / unit, mantissa % unit);
+    // |r| < unit ≤ 10^28, so twice it fits.
+    let twice = 2 * r.abs();
+    let away = twice > unit || (twice == unit && q % 2 != 0);
+    Some(if away { q + mantissa.signum() } else { q })
+}
+
 /// Whether `value` is already at the ledger precision: what [`round_ledger`] leaves alone. A
 /// scale within the precision answers without rounding (the bookings assert this on every
 /// movement).
@@ -420,5 +437,30 @@ mod tests {
             let back: W = serde_json::from_str(&json).unwrap();
             assert_eq!(back.0.to_string(), d(s).to_string());
         }
+    }
+
+    #[test]
+    fn ledger_mantissa_is_round_ledger_in_integers_d7() {
+        let cases = [
+            ("0.00000000005", "0.0000000000"),
+            ("0.00000000015", "0.0000000002"),
+            ("-0.00000000025", "-0.0000000002"),
+            ("-0.000000000251", "-0.0000000003"),
+            ("123.456", "123.456"),
+            ("-7", "-7"),
+            ("0.1234567890123456789012345678", "0.1234567890"),
+        ];
+        for (value, rounded) in cases {
+            let v = d(value);
+            let m = ledger_mantissa(v.mantissa(), v.scale()).unwrap();
+            assert_eq!(Decimal::from_i128_with_scale(m, 10), d(rounded), "{value}");
+            assert_eq!(
+                Decimal::from_i128_with_scale(m, 10),
+                round_ledger(v),
+                "{value}"
+            );
+        }
+        assert_eq!(ledger_mantissa(1, 57), None, "beyond a product's scale");
+        assert_eq!(ledger_mantissa(i128::MAX, 0), None, "overflow");
     }
 }

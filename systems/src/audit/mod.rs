@@ -5,12 +5,13 @@
 //! `positions::check_positions`); this concern only runs them, last in `PublishSystems`.
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, With, World};
+use perpsim_core::Decimal;
 
 use crate::clock::SimClock;
 use crate::money::ledger::{AccountId, Balance, Ledger};
-use crate::positions::{MarginRate, Position, Valuation};
+use crate::positions::{MarginRate, Position, Valuation, ValuationBasis};
 use crate::registry::{
-    AccountIndex, Customer, InstrumentState, MarketSlot, PositionIndex, Registry,
+    AccountIndex, Customer, Instrument, InstrumentState, MarketSlot, PositionIndex, Registry,
 };
 use crate::trading::exchange::{CheckedUpTo, Exchange};
 use crate::trading::orders::{LiveOrder, OrderRecords, Waiting};
@@ -89,20 +90,23 @@ pub fn assert_trading_invariants(
     clock: Res<SimClock>,
     registry: Res<Registry>,
     index: Res<PositionIndex>,
-    instruments: Query<(&MarketSlot, &InstrumentState)>,
+    instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
     customers: Query<&Customer>,
-    positions: Query<(&Position, &MarginRate, &Valuation)>,
+    positions: Query<(&Position, &MarginRate, &Valuation, &ValuationBasis)>,
     account_index: Res<AccountIndex>,
     balances: Query<&Balance>,
 ) {
-    let marks = crate::positions::current_marks(&instruments);
+    let mut marks = vec![(Decimal::ZERO, 0); instruments.iter().count()];
+    for (slot, state, instrument) in &instruments {
+        marks[slot.0 as usize] = (state.mark_price, instrument.0.tick_size.scale());
+    }
     let leverage = |c| {
         customers
             .get(registry.customers[&c])
             .expect("positions belong to customers")
             .leverage
     };
-    let open: Vec<&Position> = positions.iter().map(|(p, _, _)| p).collect();
+    let open: Vec<&Position> = positions.iter().map(|(p, _, _, _)| p).collect();
     let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
         .and_then(|()| indexed_balances(&account_index, &balances))
         .and_then(|accounts| {

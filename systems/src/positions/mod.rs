@@ -20,14 +20,14 @@ use bevy_ecs::prelude::{
 };
 use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
-use perpsim_core::decimal::round_ledger;
+use perpsim_core::decimal::{ledger_mantissa, round_ledger};
 use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode};
 use perpsim_core::money::margin_profile;
 use perpsim_core::order::PositionSide;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::registry::{InstrumentState, MarketId, MarketSlot, PositionIndex};
+use crate::registry::{Instrument, InstrumentState, MarketId, MarketSlot, PositionIndex};
 use crate::sets::MarkToMarketSystems;
 
 #[cfg(test)]
@@ -98,6 +98,7 @@ impl MarginRate {
 
 /// A position valued at its market's mark price.
 #[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[require(ValuationBasis)]
 pub struct Valuation {
     pub mark_price: Decimal,
     /// `size × (mark − entry)`, at the ledger's 10 decimals.
@@ -117,6 +118,152 @@ impl Valuation {
     }
 }
 
+/// What the valuation pass needs of a position and its rate, as integers, rebuilt only when
+/// either changes. A pass after a mark move reads these 32 bytes, not the whole `Position`
+/// (codes, timestamps: ~130 bytes), and values them with 64-bit integer arithmetic.
+///
+/// Prices are compared at one scale `E`: the entry's own scale or the market's price scale
+/// `S` (its tick's decimals), whichever is larger; the mark arrives at scale `S`. Written only
+/// by [`value_positions`]; not state (derived, rebuilt after a restore).
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ValuationBasis {
+    market: MarketId,
+    /// The integers fit: the integer path applies. Otherwise [`Valuation::of`] does.
+    exact: bool,
+    /// `E − S`: the mark is scaled by 10^this to meet the entry.
+    entry_shift: u8,
+    /// `10 − (size scale + E)`: the unrealised PnL product's distance to the ledger scale.
+    pnl_shift: i8,
+    /// `10 − (held scale + S)`: the maintenance product's distance to the ledger scale.
+    margin_shift: i8,
+    /// Signed size, at its own scale.
+    size: i64,
+    /// Entry price at scale `E`.
+    entry: i64,
+    /// |size| × the maintenance fraction, at its own scale.
+    held: i64,
+}
+
+impl ValuationBasis {
+    /// Pure: the basis of `p` under `rate`, in a market whose prices have `price_scale`
+    /// decimals.
+    pub fn of(p: &Position, rate: MarginRate, price_scale: u32) -> Self {
+        let fallback = ValuationBasis {
+            market: p.market,
+            ..ValuationBasis::default()
+        };
+        let held = p.size.abs() * rate.maintenance;
+        let e = p.entry_price.scale().max(price_scale);
+        let mut entry = p.entry_price;
+        entry.rescale(e);
+        let parts = (
+            i64::try_from(p.size.mantissa()),
+            i64::try_from(entry.mantissa()),
+            i64::try_from(held.mantissa()),
+        );
+        let (Ok(size), Ok(entry_m), Ok(held_m)) = parts else {
+            return fallback;
+        };
+        let (pnl_scale, margin_scale) = (p.size.scale() + e, held.scale() + price_scale);
+        // Beyond 28 decimals a `Decimal` product rounds; the decimal path decides there.
+        if entry.scale() != e || pnl_scale > 28 || margin_scale > 28 || e - price_scale > 18 {
+            return fallback;
+        }
+        ValuationBasis {
+            market: p.market,
+            exact: true,
+            entry_shift: (e - price_scale) as u8,
+            pnl_shift: (10 - pnl_scale as i32) as i8,
+            margin_shift: (10 - margin_scale as i32) as i8,
+            size,
+            entry: entry_m,
+            held: held_m,
+        }
+    }
+
+    /// The valuation at `mark`, given as `at`, its mantissa at the market's price scale: the
+    /// same values as [`Valuation::of`], or None where the integers would not hold it (the
+    /// decimal arithmetic decides there, so the two never disagree).
+    fn value(&self, mark: Decimal, at: i64) -> Option<Valuation> {
+        if !self.exact {
+            return None;
+        }
+        let difference = at
+            .checked_mul(POW10_64[self.entry_shift as usize])?
+            .checked_sub(self.entry)?;
+        let pnl = i128::from(self.size) * i128::from(difference);
+        let margin = i128::from(self.held) * i128::from(at);
+        Some(Valuation {
+            mark_price: mark,
+            unrealised_pnl: to_ledger(pnl, self.pnl_shift)?,
+            maintenance_margin: to_ledger(margin, self.margin_shift)?,
+        })
+    }
+}
+
+/// 10^0 ..= 10^18, the powers of ten an i64 holds.
+const POW10_64: [i64; 19] = {
+    let mut table = [1i64; 19];
+    let mut i = 1;
+    while i < table.len() {
+        table[i] = table[i - 1] * 10;
+        i += 1;
+    }
+    table
+};
+
+/// A product at scale `10 − shift` as a ledger decimal (10 places, half-even), or None past
+/// what a `Decimal` holds exactly (96 bits: beyond it a decimal product would round).
+fn to_ledger(product: i128, shift: i8) -> Option<Decimal> {
+    const DECIMAL_MANTISSA: u128 = 1 << 96;
+    if product.unsigned_abs() >= DECIMAL_MANTISSA {
+        return None;
+    }
+    let ledger = match (i64::try_from(product), shift) {
+        (Ok(small), 0..=10) => i128::from(small) * i128::from(POW10_64[shift as usize]),
+        (Ok(small), -18..=-1) => i128::from(div_pow10_half_even(small, shift.unsigned_abs())),
+        _ => ledger_mantissa(product, (10 - i32::from(shift)) as u32)?,
+    };
+    Decimal::try_from_i128_with_scale(ledger, 10).ok()
+}
+
+/// `x / 10^k` rounded half-even, `k` in 1..=18: one arm per divisor, so each division by a
+/// constant compiles to a multiply (a 64-bit division by a variable costs ~10 times more).
+fn div_pow10_half_even(x: i64, k: u8) -> i64 {
+    #[inline(always)]
+    fn by(x: i64, unit: i64) -> i64 {
+        let (q, r) = (x / unit, x % unit);
+        // |r| < unit ≤ 10^18, so twice it fits.
+        let twice = 2 * r.abs();
+        if twice > unit || (twice == unit && q % 2 != 0) {
+            q + x.signum()
+        } else {
+            q
+        }
+    }
+    match k {
+        1 => by(x, 10),
+        2 => by(x, 100),
+        3 => by(x, 1_000),
+        4 => by(x, 10_000),
+        5 => by(x, 100_000),
+        6 => by(x, 1_000_000),
+        7 => by(x, 10_000_000),
+        8 => by(x, 100_000_000),
+        9 => by(x, 1_000_000_000),
+        10 => by(x, 10_000_000_000),
+        11 => by(x, 100_000_000_000),
+        12 => by(x, 1_000_000_000_000),
+        13 => by(x, 10_000_000_000_000),
+        14 => by(x, 100_000_000_000_000),
+        15 => by(x, 1_000_000_000_000_000),
+        16 => by(x, 10_000_000_000_000_000),
+        17 => by(x, 100_000_000_000_000_000),
+        18 => by(x, 1_000_000_000_000_000_000),
+        _ => unreachable!("k is in 1..=18"),
+    }
+}
+
 /// The mark each market's positions were last valued at.
 #[derive(Resource, Debug, Default)]
 pub struct ValuedMarks(pub Vec<Decimal>);
@@ -130,27 +277,67 @@ pub fn current_marks(instruments: &Query<(&MarketSlot, &InstrumentState)>) -> Ve
     marks
 }
 
+/// `mark`'s mantissa at `price_scale`, when it has no more decimals than that and fits.
+pub fn at_scale(mark: Decimal, price_scale: u32) -> Option<i64> {
+    let up = price_scale.checked_sub(mark.scale())?;
+    i64::try_from(mark.mantissa())
+        .ok()?
+        .checked_mul(*POW10_64.get(up as usize)?)
+}
+
+/// One market as the pass values it: its mark, and the mark's mantissa at the market's
+/// price scale when it has no more decimals than that (else its positions take the decimal
+/// path this pass).
+struct MarketMark {
+    mark: Decimal,
+    price_scale: u32,
+    at: Option<i64>,
+    moved: bool,
+}
+
 /// MarkToMarketSystems: every open position valued at its market's current mark. A position
 /// is revalued when its market's mark moved since the last pass, or when it or its margin
-/// rate changed (a fill, an open, a profile change); everything else keeps its valuation.
+/// rate changed (a fill, an open, a profile change; then its basis is rebuilt first);
+/// everything else keeps its valuation.
 pub fn value_positions(
-    instruments: Query<(&MarketSlot, &InstrumentState)>,
+    instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
     mut valued: ResMut<ValuedMarks>,
-    mut positions: Query<(Ref<Position>, Ref<MarginRate>, &mut Valuation)>,
+    mut positions: Query<(
+        Ref<Position>,
+        Ref<MarginRate>,
+        &mut ValuationBasis,
+        &mut Valuation,
+    )>,
 ) {
-    let marks = current_marks(&instruments);
-    let moved: Vec<bool> = marks
+    let mut markets: Vec<(MarketId, MarketMark)> = instruments
         .iter()
-        .enumerate()
-        .map(|(i, mark)| valued.0.get(i) != Some(mark))
+        .map(|(slot, state, instrument)| {
+            let (mark, price_scale) = (state.mark_price, instrument.0.tick_size.scale());
+            let market = MarketMark {
+                mark,
+                price_scale,
+                at: at_scale(mark, price_scale),
+                moved: valued.0.get(slot.0 as usize) != Some(&mark),
+            };
+            (slot.0, market)
+        })
         .collect();
-    for (p, rate, mut valuation) in &mut positions {
-        let market = p.market as usize;
-        if moved[market] || p.is_changed() || rate.is_changed() {
-            *valuation = Valuation::of(&p, *rate, marks[market]);
+    markets.sort_unstable_by_key(|(id, _)| *id);
+    let markets: Vec<MarketMark> = markets.into_iter().map(|(_, m)| m).collect();
+    for (p, rate, mut basis, mut valuation) in &mut positions {
+        let changed = p.is_changed() || rate.is_changed();
+        if changed {
+            let price_scale = markets[p.market as usize].price_scale;
+            *basis = ValuationBasis::of(&p, *rate, price_scale);
+        }
+        let m = &markets[basis.market as usize];
+        if m.moved || changed {
+            *valuation =
+                m.at.and_then(|at| basis.value(m.mark, at))
+                    .unwrap_or_else(|| Valuation::of(&p, *rate, m.mark));
         }
     }
-    valued.0 = marks;
+    valued.0 = markets.into_iter().map(|m| m.mark).collect();
 }
 
 /// Open positions by key, for the systems that open, move, re-lock and close them in one
@@ -232,8 +419,8 @@ impl OpenPositions<'_, '_> {
 /// at its market's current mark.
 pub fn check_positions(
     index: &PositionIndex,
-    positions: &Query<(&Position, &MarginRate, &Valuation)>,
-    marks: &[Decimal],
+    positions: &Query<(&Position, &MarginRate, &Valuation, &ValuationBasis)>,
+    marks: &[(Decimal, u32)],
     leverage: impl Fn(CustomerCode) -> u32,
 ) -> Result<(), String> {
     if positions.iter().count() != index.0.len() {
@@ -244,7 +431,7 @@ pub fn check_positions(
         ));
     }
     for (&(customer, market), &entity) in &index.0 {
-        let (p, rate, valuation) = positions
+        let (p, rate, valuation, basis) = positions
             .get(entity)
             .map_err(|_| format!("indexed position of {customer} in market {market} is gone"))?;
         if (p.customer, p.market) != (customer, market) {
@@ -253,7 +440,11 @@ pub fn check_positions(
         if *rate != MarginRate::of_leverage(leverage(customer)) {
             return Err(format!("position {} is not held under its profile", p.code));
         }
-        if *valuation != Valuation::of(p, *rate, marks[market as usize]) {
+        let (mark, price_scale) = marks[market as usize];
+        if *basis != ValuationBasis::of(p, *rate, price_scale) {
+            return Err(format!("position {}'s valuation basis is stale", p.code));
+        }
+        if *valuation != Valuation::of(p, *rate, mark) {
             return Err(format!(
                 "position {} is not valued at the current mark",
                 p.code

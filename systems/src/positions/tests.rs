@@ -82,3 +82,97 @@ fn positions_are_entities_valued_at_the_mark_and_despawned_when_closed_d6() {
     );
     assert_eq!(valuations(&mut e), vec![]);
 }
+
+mod integer_valuation {
+    use perpsim_core::Decimal;
+    use perpsim_core::Uuid;
+    use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode};
+    use perpsim_core::time::Timestamp;
+    use proptest::prelude::*;
+
+    use crate::positions::{MarginRate, Position, Valuation, ValuationBasis, at_scale};
+
+    fn position(size: Decimal, entry: Decimal) -> Position {
+        Position {
+            code: PositionCode(Uuid::from_u128(1)),
+            customer: CustomerCode(Uuid::from_u128(2)),
+            broker: BrokerCode(Uuid::from_u128(3)),
+            market: 0,
+            size,
+            entry_price: entry,
+            avg_fill_price: entry,
+            margin: Decimal::ZERO,
+            created_at: Timestamp::EPOCH,
+            updated_at: Timestamp::EPOCH,
+        }
+    }
+
+    proptest! {
+        /// Everyday positions take the integer path and get exactly the decimal valuation
+        /// (D6, D7: half-even at 10 decimals): lot-grid sizes, entries with up to 10 decimals
+        /// (weighted averages), marks on the tick grid, prices below ten million.
+        #[test]
+        fn the_integer_valuation_is_the_decimal_one_d6(
+            lots in -10_000_000i64..10_000_000,
+            lot_scale in 0u32..9,
+            units in 1i64..10_000_000,
+            entry_digits in 0i64..10_000_000_000,
+            entry_scale in 0u32..11,
+            mark_units in 1i64..10_000_000,
+            mark_digits in 0i64..10_000,
+            price_scale in 0u32..5,
+            leverage in 1u32..3,
+        ) {
+            let size = Decimal::new(if lots == 0 { 1 } else { lots }, lot_scale);
+            let fraction = Decimal::new(entry_digits % 10i64.pow(entry_scale), entry_scale);
+            let p = position(size, Decimal::from(units) + fraction);
+            let rate = MarginRate::of_leverage(leverage);
+            let tick_part = Decimal::new(mark_digits % 10i64.pow(price_scale), price_scale);
+            let mark = Decimal::from(mark_units) + tick_part;
+            let basis = ValuationBasis::of(&p, rate, price_scale);
+            let at = at_scale(mark, price_scale).expect("a mark on the tick grid");
+            prop_assert_eq!(basis.value(mark, at), Some(Valuation::of(&p, rate, mark)));
+        }
+
+        /// Anywhere else the integer path either gives the decimal valuation or steps aside
+        /// (a product past 64 bits at a scale that needs rounding, or past what a decimal
+        /// holds): it never disagrees.
+        #[test]
+        fn the_integer_valuation_never_disagrees(
+            lots in i64::MIN / 2..i64::MAX / 2,
+            lot_scale in 0u32..20,
+            entry in 1i64..i64::MAX,
+            entry_scale in 0u32..20,
+            mark in 1i64..i64::MAX,
+            mark_scale in 0u32..12,
+            leverage in 1u32..3,
+        ) {
+            let size = Decimal::new(if lots == 0 { 1 } else { lots }, lot_scale);
+            let p = position(size, Decimal::new(entry, entry_scale));
+            let rate = MarginRate::of_leverage(leverage);
+            let mark = Decimal::new(mark, mark_scale);
+            let basis = ValuationBasis::of(&p, rate, mark_scale);
+            if let Some(v) = at_scale(mark, mark_scale).and_then(|at| basis.value(mark, at)) {
+                prop_assert_eq!(v, Valuation::of(&p, rate, mark));
+            }
+        }
+    }
+
+    #[test]
+    fn everyday_positions_take_the_integer_path() {
+        // A weighted-average entry at 10 decimals, a BTC lot grid, a tick-grid mark.
+        let p = position(
+            "-0.1234".parse().unwrap(),
+            "60123.4567891234".parse().unwrap(),
+        );
+        let rate = MarginRate::of_leverage(2);
+        let mark: Decimal = "61000.1".parse().unwrap();
+        let basis = ValuationBasis::of(&p, rate, 1);
+        let v = basis.value(mark, at_scale(mark, 1).unwrap());
+        assert_eq!(v, Some(Valuation::of(&p, rate, mark)));
+        assert_eq!(
+            v.unwrap().unrealised_pnl,
+            "-108.1777722222".parse().unwrap()
+        );
+    }
+}

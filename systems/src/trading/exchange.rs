@@ -576,6 +576,7 @@ impl Exchange {
             let asset = self.markets[p.market as usize].spec.settlement;
             *locked.entry((p.customer, asset)).or_default() += p.margin;
         }
+        orders.check_index()?;
         if !orders.refs().is_consistent(orders) {
             return Err("the reference index does not match the orders".to_owned());
         }

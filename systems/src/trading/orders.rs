@@ -238,6 +238,42 @@ impl OrderRecords<'_, '_> {
     pub fn live(&self) -> impl Iterator<Item = &Order> {
         self.live.iter().map(|o| &*o.0)
     }
+
+    /// The index and the order entities agree one to one, and every archived order is where
+    /// the index says (debug and test builds, after every run).
+    pub fn check_index(&self) -> Result<(), String> {
+        let mut live = 0;
+        for (id, slot) in self.index.0.iter().enumerate() {
+            let o = match *slot {
+                OrderSlot::Staged(_) => return Err(format!("order {id} is still staged")),
+                OrderSlot::Live(e) => {
+                    live += 1;
+                    &self
+                        .live
+                        .get(e)
+                        .map_err(|_| format!("live order {id} is gone"))?
+                        .0
+                }
+                OrderSlot::Ended(i) => self
+                    .archive
+                    .0
+                    .get(i as usize)
+                    .ok_or_else(|| format!("ended order {id} is not archived"))?,
+            };
+            if o.id != id as u64 {
+                return Err(format!("order {} is indexed as {id}", o.id));
+            }
+        }
+        let entities = self.live.iter().count();
+        if entities != live || live + self.archive.0.len() != self.index.0.len() {
+            return Err(format!(
+                "{entities} live order entities and {} archived, but {live} live of {} indexed",
+                self.archive.0.len(),
+                self.index.0.len()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Puts a snapshot's orders into a world: the live ones (in id order) as entities, the ended
