@@ -147,6 +147,54 @@ const POW10: [i128; 29] = {
     table
 };
 
+/// 10^0 ..= 10^18, the powers of ten an i64 holds.
+pub const POW10_64: [i64; 19] = {
+    let mut table = [1i64; 19];
+    let mut i = 1;
+    while i < table.len() {
+        table[i] = table[i - 1] * 10;
+        i += 1;
+    }
+    table
+};
+
+/// `x / 10^k` rounded half-even, `k` in 1..=18: one arm per divisor, so each division by a
+/// constant compiles to a multiply (a 64-bit division by a variable costs ~10 times more).
+pub fn div_pow10_half_even(x: i64, k: u8) -> i64 {
+    #[inline(always)]
+    fn by(x: i64, unit: i64) -> i64 {
+        let (q, r) = (x / unit, x % unit);
+        // |r| < unit ≤ 10^18, so twice it fits.
+        let twice = 2 * r.abs();
+        if twice > unit || (twice == unit && q % 2 != 0) {
+            q + x.signum()
+        } else {
+            q
+        }
+    }
+    match k {
+        1 => by(x, 10),
+        2 => by(x, 100),
+        3 => by(x, 1_000),
+        4 => by(x, 10_000),
+        5 => by(x, 100_000),
+        6 => by(x, 1_000_000),
+        7 => by(x, 10_000_000),
+        8 => by(x, 100_000_000),
+        9 => by(x, 1_000_000_000),
+        10 => by(x, 10_000_000_000),
+        11 => by(x, 100_000_000_000),
+        12 => by(x, 1_000_000_000_000),
+        13 => by(x, 10_000_000_000_000),
+        14 => by(x, 100_000_000_000_000),
+        15 => by(x, 1_000_000_000_000_000),
+        16 => by(x, 10_000_000_000_000_000),
+        17 => by(x, 100_000_000_000_000_000),
+        18 => by(x, 1_000_000_000_000_000_000),
+        _ => unreachable!("k is in 1..=18"),
+    }
+}
+
 /// `value / unit` when it is a whole number, computed exactly on the mantissas with integer
 /// arithmetic: the matching path turns every price into ticks and every amount into lots,
 /// and a `Decimal` division there costs more than the rest of an order's book work. None
@@ -462,5 +510,28 @@ mod tests {
         }
         assert_eq!(ledger_mantissa(1, 57), None, "beyond a product's scale");
         assert_eq!(ledger_mantissa(i128::MAX, 0), None, "overflow");
+    }
+
+    #[test]
+    fn division_by_a_constant_power_of_ten_rounds_half_even_like_the_ledger_d7() {
+        for x in [
+            0i64,
+            5,
+            15,
+            25,
+            -25,
+            -35,
+            149,
+            150,
+            151,
+            -150,
+            i64::MAX,
+            i64::MIN + 1,
+        ] {
+            for k in 1..=18u8 {
+                let want = ledger_mantissa(i128::from(x), 10 + u32::from(k)).unwrap();
+                assert_eq!(i128::from(div_pow10_half_even(x, k)), want, "{x} / 10^{k}");
+            }
+        }
     }
 }

@@ -20,7 +20,7 @@ use bevy_ecs::prelude::{
 };
 use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
-use perpsim_core::decimal::{ledger_mantissa, round_ledger};
+use perpsim_core::decimal::{POW10_64, div_pow10_half_even, ledger_mantissa, round_ledger};
 use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode};
 use perpsim_core::money::margin_profile;
 use perpsim_core::order::PositionSide;
@@ -201,17 +201,6 @@ impl ValuationBasis {
     }
 }
 
-/// 10^0 ..= 10^18, the powers of ten an i64 holds.
-const POW10_64: [i64; 19] = {
-    let mut table = [1i64; 19];
-    let mut i = 1;
-    while i < table.len() {
-        table[i] = table[i - 1] * 10;
-        i += 1;
-    }
-    table
-};
-
 /// A product at scale `10 − shift` as a ledger decimal (10 places, half-even), or None past
 /// what a `Decimal` holds exactly (96 bits: beyond it a decimal product would round).
 fn to_ledger(product: i128, shift: i8) -> Option<Decimal> {
@@ -225,43 +214,6 @@ fn to_ledger(product: i128, shift: i8) -> Option<Decimal> {
         _ => ledger_mantissa(product, (10 - i32::from(shift)) as u32)?,
     };
     Decimal::try_from_i128_with_scale(ledger, 10).ok()
-}
-
-/// `x / 10^k` rounded half-even, `k` in 1..=18: one arm per divisor, so each division by a
-/// constant compiles to a multiply (a 64-bit division by a variable costs ~10 times more).
-fn div_pow10_half_even(x: i64, k: u8) -> i64 {
-    #[inline(always)]
-    fn by(x: i64, unit: i64) -> i64 {
-        let (q, r) = (x / unit, x % unit);
-        // |r| < unit ≤ 10^18, so twice it fits.
-        let twice = 2 * r.abs();
-        if twice > unit || (twice == unit && q % 2 != 0) {
-            q + x.signum()
-        } else {
-            q
-        }
-    }
-    match k {
-        1 => by(x, 10),
-        2 => by(x, 100),
-        3 => by(x, 1_000),
-        4 => by(x, 10_000),
-        5 => by(x, 100_000),
-        6 => by(x, 1_000_000),
-        7 => by(x, 10_000_000),
-        8 => by(x, 100_000_000),
-        9 => by(x, 1_000_000_000),
-        10 => by(x, 10_000_000_000),
-        11 => by(x, 100_000_000_000),
-        12 => by(x, 1_000_000_000_000),
-        13 => by(x, 10_000_000_000_000),
-        14 => by(x, 100_000_000_000_000),
-        15 => by(x, 1_000_000_000_000_000),
-        16 => by(x, 10_000_000_000_000_000),
-        17 => by(x, 100_000_000_000_000_000),
-        18 => by(x, 1_000_000_000_000_000_000),
-        _ => unreachable!("k is in 1..=18"),
-    }
 }
 
 /// The mark each market's positions were last valued at.
