@@ -15,14 +15,19 @@ fn d(s: &str) -> Decimal {
     s.parse().unwrap()
 }
 
-#[test]
-fn a_deposit_books_only_when_completed_and_keeps_its_code() {
-    let (mut l, mut a, mut rng, t) = (
+/// A new ledger with the venue's accounts, a seeded RNG and the instant the tests book at.
+fn fresh() -> (Ledger, BTreeMap<AccountId, Balance>, SimRng, Timestamp) {
+    (
         Ledger::new(),
         venue_accounts(),
         SimRng::from_seed(1),
         Timestamp::from_millis(1_000),
-    );
+    )
+}
+
+#[test]
+fn a_deposit_books_only_when_completed_and_keeps_its_code() {
+    let (mut l, mut a, mut rng, t) = fresh();
     let (code, seq) = l
         .request_transfer(
             &mut a,
@@ -58,12 +63,7 @@ fn a_deposit_books_only_when_completed_and_keeps_its_code() {
 
 #[test]
 fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
-    let (mut l, mut a, mut rng, t) = (
-        Ledger::new(),
-        venue_accounts(),
-        SimRng::from_seed(1),
-        Timestamp::from_millis(1_000),
-    );
+    let (mut l, mut a, mut rng, t) = fresh();
     let dep = l
         .request_transfer(
             &mut a,
@@ -141,12 +141,7 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
 
 #[test]
 fn the_switch_refuses_transfers_with_nothing_booked() {
-    let (mut l, mut a, mut rng, t) = (
-        Ledger::new(),
-        venue_accounts(),
-        SimRng::from_seed(1),
-        Timestamp::from_millis(1_000),
-    );
+    let (mut l, mut a, mut rng, t) = fresh();
     l.set_transfers_available(false);
     let err = l
         .request_transfer(

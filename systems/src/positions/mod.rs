@@ -220,15 +220,6 @@ fn to_ledger(product: i128, shift: i8) -> Option<Decimal> {
 #[derive(Resource, Debug, Default)]
 pub struct ValuedMarks(pub Vec<Decimal>);
 
-/// Every market's current mark price, by market id.
-pub fn current_marks(instruments: &Query<(&MarketSlot, &InstrumentState)>) -> Vec<Decimal> {
-    let mut marks = vec![Decimal::ZERO; instruments.iter().count()];
-    for (slot, state) in instruments {
-        marks[slot.0 as usize] = state.mark_price;
-    }
-    marks
-}
-
 /// `mark`'s mantissa at `price_scale`, when it has no more decimals than that and fits.
 pub fn at_scale(mark: Decimal, price_scale: u32) -> Option<i64> {
     let up = price_scale.checked_sub(mark.scale())?;
