@@ -226,7 +226,7 @@ pub fn record(view: &ReadView, o: &Order, how: Rendering) -> OrderRecord {
         }
         .to_owned(),
         amount: Some(DecimalOut::new(o.amount, ad)).into(),
-        cash_amount: o.cash_amount.map(|c| DecimalOut::new(c, 0)),
+        cash_amount: o.cash_amount().map(|c| DecimalOut::new(c, 0)),
         filled_amount: DecimalOut::new(o.filled_amount, ad),
         filled_quote: DecimalOut::new(o.filled_quote, pd),
         avg_fill_price: price(o.avg_fill_price().map(|p| p.normalize())).into(),
@@ -238,13 +238,13 @@ pub fn record(view: &ReadView, o: &Order, how: Rendering) -> OrderRecord {
         time_in_force: o.time_in_force.as_str().to_owned(),
         expire_time: match (how, ended) {
             (Rendering::Read, true) => None.into(),
-            _ => o.expire_time.map(Time::from).into(),
+            _ => o.expire_time().map(Time::from).into(),
         },
         post_only: how == Rendering::Entry && o.post_only,
         status: o.status.as_str().to_owned(),
         reason: o.reason.map(|r| r.as_str().to_owned()).into(),
         created: o.created.into(),
-        updated: o.updated.into(),
+        updated: o.created.into(),
     }
 }
 

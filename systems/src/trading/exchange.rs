@@ -9,6 +9,7 @@
 //! non-decreasing time, so a time window is one range of ids.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use bevy_ecs::prelude::Resource;
@@ -29,10 +30,11 @@ use crate::trading::book::{Book, Lots, OrderRef, Ticks};
 use crate::registry::MarketId;
 use crate::trading::orders::OrderRecords;
 
-/// One order, as accepted (D5 read fields; `created` is the time of its last event). The
-/// matching path touches every field of every resting order's record, and a million may rest
-/// (issue 4: at most 512 bytes each), so what only conditional orders use lives behind
-/// `trigger`, and the broker is the customer's (looked up when a fill needs it).
+/// One order, as accepted (D5 read fields; `created` is the time of its last event, which
+/// the wire also reports as `updated`). A million may rest (issue 11: at most 400 bytes each
+/// through the engine), so what only some orders carry lives behind one box (`extra`), the
+/// broker is the customer's (looked up when a fill needs it), and the record stays in the
+/// allocator's 224-byte class once shared (`Arc`) with the read view.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Order {
     pub id: u64,
@@ -44,27 +46,23 @@ pub struct Order {
     /// Contracts; for a cash order, what its notional resolved to (rule 2).
     #[serde(with = "perpsim_core::decimal::bin")]
     pub amount: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin_opt")]
-    pub cash_amount: Option<Decimal>,
     #[serde(with = "perpsim_core::decimal::bin")]
     pub filled_amount: Decimal,
     #[serde(with = "perpsim_core::decimal::bin")]
     pub filled_quote: Decimal,
     #[serde(with = "perpsim_core::decimal::bin_opt")]
     pub limit_price: Option<Decimal>,
-    /// Conditional orders only (stop, take-profit and the combo).
-    pub trigger: Option<Box<Trigger>>,
+    /// A conditional order's trigger, a cash order's notional or a GTD order's expiry.
+    pub extra: Option<Box<Extra>>,
     pub time_in_force: TimeInForce,
-    pub expire_time: Option<Timestamp>,
     pub post_only: bool,
     pub status: OrderStatus,
     pub reason: Option<EndReason>,
     pub placed_at: Timestamp,
     pub created: Timestamp,
-    pub updated: Timestamp,
-    /// Its time priority while it rests: a venue-wide sequence drawn at each rest, so a
-    /// restored book is rebuilt in exactly the same order.
-    pub priority: Option<u64>,
+    /// Its time priority while it rests: a venue-wide sequence (from 1) drawn at each rest,
+    /// so a restored book is rebuilt in exactly the same order.
+    pub priority: Option<NonZeroU64>,
     /// Its place in the book while it rests. Not state: the book's slot layout is rebuilt on
     /// restore, so handles are too.
     #[serde(skip)]
@@ -74,6 +72,15 @@ pub struct Order {
     pub reserve_lots: Lots,
     #[serde(with = "perpsim_core::decimal::bin")]
     pub reserve_rate: Decimal,
+}
+
+/// What only some orders carry. The three exclude each other: a cash order is IOC and never
+/// conditional (rule 2), a conditional order is IOC or GTC (rule 7), only GTD expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Extra {
+    Trigger(Trigger),
+    Cash(#[serde(with = "perpsim_core::decimal::bin")] Decimal),
+    Expires(Timestamp),
 }
 
 /// What a conditional order waits for (rules 4–6, 8): its trigger price, or both legs of the
@@ -96,25 +103,64 @@ impl Order {
         self.status.is_open()
     }
 
+    /// Conditional orders only (stop, take-profit and the combo).
+    pub fn trigger(&self) -> Option<&Trigger> {
+        match self.extra.as_deref() {
+            Some(Extra::Trigger(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn trigger_mut(&mut self) -> Option<&mut Trigger> {
+        match self.extra.as_deref_mut() {
+            Some(Extra::Trigger(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Cash orders only: the notional asked for (rule 2).
+    pub fn cash_amount(&self) -> Option<Decimal> {
+        match self.extra.as_deref() {
+            Some(Extra::Cash(c)) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// GTD orders only.
+    pub fn expire_time(&self) -> Option<Timestamp> {
+        match self.extra.as_deref() {
+            Some(Extra::Expires(t)) => Some(*t),
+            _ => None,
+        }
+    }
+
+    /// Moves a GTD order's expiry (an amend).
+    pub fn set_expire_time(&mut self, at: Timestamp) {
+        match self.extra.as_deref_mut() {
+            Some(Extra::Expires(t)) => *t = at,
+            _ => panic!("order {} is not GTD", self.id),
+        }
+    }
+
     pub fn trigger_price(&self) -> Option<Decimal> {
-        self.trigger.as_ref().and_then(|t| t.trigger_price)
+        self.trigger().and_then(|t| t.trigger_price)
     }
 
     pub fn trigger_price_type(&self) -> Option<TriggerPriceType> {
-        self.trigger.as_ref().map(|t| t.trigger_price_type)
+        self.trigger().map(|t| t.trigger_price_type)
     }
 
     pub fn take_profit_price(&self) -> Option<Decimal> {
-        self.trigger.as_ref().and_then(|t| t.take_profit_price)
+        self.trigger().and_then(|t| t.take_profit_price)
     }
 
     pub fn stop_loss_price(&self) -> Option<Decimal> {
-        self.trigger.as_ref().and_then(|t| t.stop_loss_price)
+        self.trigger().and_then(|t| t.stop_loss_price)
     }
 
     /// A conditional order still waiting for its trigger.
     pub fn waiting(&self) -> bool {
-        self.trigger.as_ref().is_some_and(|t| !t.fired)
+        self.trigger().is_some_and(|t| !t.fired)
     }
 
     /// Works as a limit order: a limit order, or a stop_loss_limit or take_profit_limit
@@ -418,10 +464,9 @@ impl Exchange {
             "an order rests at its limit with what is left"
         );
         let r = market.book.rest(o.id, o.side, price, lots);
-        let priority = self.next_priority;
         self.next_priority += 1;
         o.resting = Some(r);
-        o.priority = Some(priority);
+        o.priority = NonZeroU64::new(self.next_priority);
     }
 
     /// The snapshot form, with the orders and open positions (entities, so the caller
@@ -472,7 +517,7 @@ impl Exchange {
         let mut resting: Vec<(u64, usize)> = live
             .iter()
             .enumerate()
-            .filter_map(|(i, o)| o.priority.map(|p| (p, i)))
+            .filter_map(|(i, o)| o.priority.map(|p| (p.get(), i)))
             .collect();
         resting.sort_unstable();
         for (_, i) in resting {

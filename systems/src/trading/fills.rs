@@ -258,7 +258,6 @@ pub fn book_fill(
         order.filled_amount += amount;
         order.filled_quote += notional;
         order.created = now;
-        order.updated = now;
         // The opening part that rested now fills: its reserve gives way to position margin.
         let released = order.reserve_lots.min(lots);
         order.reserve_lots -= released;

@@ -247,7 +247,7 @@ fn gtd_orders_expire_at_expire_time_through_the_scheduler_d5() {
     let v = e.view();
     let o = v.trading.order_by_ref(c[0], "g").unwrap();
     assert_eq!(
-        (o.status, o.reason, o.updated),
+        (o.status, o.reason, o.created),
         (OrderStatus::Expired, Some(EndReason::Expired), at)
     );
     assert_eq!(v.balances[&c[0]][&Asset::Usdc].locked, d("0"));
@@ -365,7 +365,7 @@ fn a_stop_fires_on_the_last_trade_price_and_executes_as_market_ioc_d5() {
     assert_eq!(
         (
             s.status,
-            s.trigger.as_ref().is_some_and(|t| t.fired),
+            s.trigger().is_some_and(|t| t.fired),
             s.filled_amount,
             s.avg_fill_price()
         ),

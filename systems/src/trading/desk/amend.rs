@@ -169,9 +169,8 @@ impl Desk<'_, '_> {
             e.reserve_lots = new_reserve_lots;
             e.reserve_rate = new_rate;
             e.created = now;
-            e.updated = now;
             if let Some(t) = amend.expire_time {
-                e.expire_time = Some(t);
+                e.set_expire_time(t);
             }
         }
         if let Some(t) = amend.expire_time {
@@ -180,7 +179,7 @@ impl Desk<'_, '_> {
         if untriggered {
             self.disarm(id);
             if let Some(t) = amend.trigger_price {
-                let trigger = self.orders.get_mut(id).trigger.as_mut();
+                let trigger = self.orders.get_mut(id).trigger_mut();
                 trigger
                     .expect("a waiting order has a trigger")
                     .trigger_price = Some(t);

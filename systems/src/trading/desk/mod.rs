@@ -26,7 +26,7 @@ use crate::registry::CustomerView;
 use crate::registry::MarketId;
 use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
 use crate::trading::book::{Fill, Lots, Ticks};
-use crate::trading::exchange::{Exchange, Liquidity, Order, Trigger, Watch};
+use crate::trading::exchange::{Exchange, Extra, Liquidity, Order, Trigger, Watch};
 use crate::trading::fills::{Execution, FillSide, book_fill};
 use crate::trading::orders::Orders;
 
@@ -100,7 +100,7 @@ pub fn expire_orders(due: Res<DueEvents>, mut desk: Desk) {
             let now = desk.clock.now;
             let o = desk.orders.get(id);
             // An amend may have moved the time on; the event for the new time expires it.
-            if o.is_open() && o.expire_time.is_some_and(|t| t <= now) {
+            if o.is_open() && o.expire_time().is_some_and(|t| t <= now) {
                 desk.finish(id, OrderStatus::Expired, Some(EndReason::Expired));
             }
         }
@@ -294,12 +294,12 @@ impl Desk<'_, '_> {
         now: perpsim_core::time::Timestamp,
     ) -> u64 {
         let id = self.orders.next_id();
-        let (amount, cash_amount) = match new.quantity {
+        let (amount, cash) = match new.quantity {
             Quantity::Amount(a) => (a, None),
-            Quantity::Cash(c) => (Decimal::ZERO, Some(c)),
+            Quantity::Cash(c) => (Decimal::ZERO, Some(Extra::Cash(c))),
         };
         let trigger = new.kind.is_conditional().then(|| {
-            Box::new(Trigger {
+            Extra::Trigger(Trigger {
                 trigger_price: new.trigger_price,
                 trigger_price_type: new
                     .trigger_price_type
@@ -309,6 +309,15 @@ impl Desk<'_, '_> {
                 fired: false,
             })
         });
+        let expires = new.expire_time.map(Extra::Expires);
+        // Rules 2 and 7 leave an order at most one of the three.
+        let extra = match (trigger, cash, expires) {
+            (Some(e), None, None) | (None, Some(e), None) | (None, None, Some(e)) => {
+                Some(Box::new(e))
+            }
+            (None, None, None) => None,
+            _ => unreachable!("entry rules 2 and 7 make trigger, cash and expiry exclusive"),
+        };
         self.orders.push(Order {
             id,
             customer: code,
@@ -317,19 +326,16 @@ impl Desk<'_, '_> {
             kind: new.kind,
             reference_id: ReferenceId::from(reference),
             amount,
-            cash_amount,
             filled_amount: Decimal::ZERO,
             filled_quote: Decimal::ZERO,
             limit_price: new.limit_price,
-            trigger,
+            extra,
             time_in_force: new.time_in_force,
-            expire_time: new.expire_time,
             post_only: new.post_only,
             status: OrderStatus::Open,
             reason: None,
             placed_at: now,
             created: now,
-            updated: now,
             priority: None,
             resting: None,
             reserve_lots: 0,
@@ -345,7 +351,7 @@ impl Desk<'_, '_> {
         let (market, side, customer) = (o.market, o.side, o.customer);
         let m = &self.exchange.markets[market as usize];
         let limit: Option<Ticks> = o.limit_price.map(|p| m.ticks(p));
-        let want: Lots = match o.cash_amount {
+        let want: Lots = match o.cash_amount() {
             Some(cash) if o.amount.is_zero() => {
                 let unit = m.spec.tick_size * m.spec.lot_size;
                 let budget = (cash / unit).floor();
@@ -476,7 +482,6 @@ impl Desk<'_, '_> {
         o.status = status;
         o.reason = reason;
         o.created = now;
-        o.updated = now;
         let release = o.reserved();
         o.reserve_lots = 0;
         let customer = o.customer;

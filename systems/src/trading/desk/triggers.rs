@@ -116,11 +116,10 @@ impl Desk<'_, '_> {
         self.disarm(id);
         let now = self.clock.now;
         let o = self.orders.get_mut(id);
-        if let Some(t) = o.trigger.as_mut() {
+        if let Some(t) = o.trigger_mut() {
             t.fired = true;
         }
         o.created = now;
-        o.updated = now;
         self.orders.fired(id);
         self.exchange.mark_order(id);
         // D5: a fired stop_limit works as a limit GTC order, and what of it rests holds the
