@@ -53,7 +53,8 @@ fn resolve<'a>(
     }
 }
 
-/// The orders as the reference index sees them while the store is borrowed apart.
+/// The orders as the reference index sees them while it is borrowed apart from the store
+/// (an insert).
 struct Lookup<'a, 'w, 's> {
     index: &'a [OrderSlot],
     staged: &'a [Option<Arc<Order>>],
@@ -89,15 +90,6 @@ impl Orders<'_, '_> {
     /// The id the next accepted order gets.
     pub fn next_id(&self) -> u64 {
         self.index.0.len() as u64
-    }
-
-    fn lookup(&self) -> Lookup<'_, '_, '_> {
-        Lookup {
-            index: &self.index.0,
-            staged: &self.staged,
-            live: &self.live,
-            archive: &self.archive.0,
-        }
     }
 
     pub fn get(&self, id: u64) -> &Order {
@@ -140,8 +132,7 @@ impl Orders<'_, '_> {
 
     /// The order a reference names (see [`RefIndex`]): the open one, else the one ended last.
     pub fn by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
-        let lookup = self.lookup();
-        let id = self.refs.get(&lookup, customer, reference)?;
+        let id = self.refs.get(self, customer, reference)?;
         Some(self.get(id))
     }
 
@@ -198,6 +189,12 @@ impl Orders<'_, '_> {
             }
             self.index.0[id as usize] = OrderSlot::Live(entity.id());
         }
+    }
+}
+
+impl OrderLookup for Orders<'_, '_> {
+    fn order(&self, id: u64) -> &Order {
+        self.get(id)
     }
 }
 

@@ -26,7 +26,7 @@ use crate::registry::CustomerView;
 use crate::registry::MarketId;
 use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
 use crate::trading::book::{Fill, Lots, Ticks};
-use crate::trading::exchange::{Exchange, Extra, Liquidity, Order, Trigger, Watch};
+use crate::trading::exchange::{Exchange, Extra, Liquidity, Market, Order, Trigger, Watch};
 use crate::trading::fills::{Execution, FillSide, book_fill};
 use crate::trading::orders::Orders;
 
@@ -471,10 +471,10 @@ impl Desk<'_, '_> {
     /// alone: see [`crate::trading::refs::RefIndex`].
     fn finish(&mut self, id: u64, status: OrderStatus, reason: Option<EndReason>) {
         let now = self.clock.now;
-        self.disarm(id);
         let o = self.orders.get_mut(id);
         debug_assert!(o.is_open(), "only open orders end");
         let market = o.market;
+        triggers::disarm(&mut self.exchange.markets[market as usize], o);
         if let Some(r) = o.resting.take() {
             self.exchange.markets[market as usize].book.cancel(r);
         }

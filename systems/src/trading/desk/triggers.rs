@@ -4,65 +4,18 @@
 use super::*;
 
 impl Desk<'_, '_> {
-    /// Registers a waiting conditional order under the price(s) that fire it (rule 8: a
-    /// sell take-profit lies above, a sell stop-loss below; a buy the reverse).
+    /// Registers a waiting conditional order under the price(s) that fire it.
     pub(super) fn arm(&mut self, id: u64) {
-        let market = self.orders.get(id).market as usize;
-        for (watch, ticks) in self.watches(id) {
-            self.exchange.markets[market]
-                .triggers
-                .insert((watch, ticks, id));
+        let o = self.orders.get(id);
+        let m = &mut self.exchange.markets[o.market as usize];
+        for (watch, ticks) in watches(m, o) {
+            m.triggers.insert((watch, ticks, id));
         }
     }
 
     pub(super) fn disarm(&mut self, id: u64) {
-        let market = self.orders.get(id).market as usize;
-        for (watch, ticks) in self.watches(id) {
-            self.exchange.markets[market]
-                .triggers
-                .remove(&(watch, ticks, id));
-        }
-    }
-
-    pub(super) fn watches(&self, id: u64) -> Vec<(Watch, Ticks)> {
         let o = self.orders.get(id);
-        if !o.waiting() {
-            return Vec::new();
-        }
-        let m = &self.exchange.markets[o.market as usize];
-        let buy = o.side == Side::Buy;
-        let pick = |rising: bool, trade: bool| match (rising, trade) {
-            (true, true) => Watch::TradeRising,
-            (false, true) => Watch::TradeFalling,
-            (true, false) => Watch::MarkRising,
-            (false, false) => Watch::MarkFalling,
-        };
-        match o.kind {
-            // A buy stop fires on a rise, a sell stop on a fall; take-profits the reverse.
-            OrderType::StopLoss | OrderType::StopLossLimit => {
-                vec![(
-                    pick(buy, true),
-                    m.ticks(o.trigger_price().expect("stop types have one")),
-                )]
-            }
-            OrderType::TakeProfit | OrderType::TakeProfitLimit => {
-                vec![(
-                    pick(!buy, true),
-                    m.ticks(o.trigger_price().expect("tp types have one")),
-                )]
-            }
-            OrderType::TakeProfitStopLoss => vec![
-                (
-                    pick(!buy, false),
-                    m.ticks(o.take_profit_price().expect("combo has both")),
-                ),
-                (
-                    pick(buy, false),
-                    m.ticks(o.stop_loss_price().expect("combo has both")),
-                ),
-            ],
-            OrderType::Market | OrderType::Limit => Vec::new(),
-        }
+        disarm(&mut self.exchange.markets[o.market as usize], o);
     }
 
     /// The first waiting order of a market whose trigger is reached, if any. Nothing fires
@@ -143,6 +96,54 @@ impl Desk<'_, '_> {
             self.hold_reserve(id, lots, rate);
         }
         self.execute(id);
+    }
+}
+
+/// The (watch, trigger ticks) a waiting order is armed under in its market (rule 8: a sell
+/// take-profit lies above, a sell stop-loss below; a buy the reverse); none once it fired.
+pub(super) fn watches(m: &Market, o: &Order) -> Vec<(Watch, Ticks)> {
+    if !o.waiting() {
+        return Vec::new();
+    }
+    let buy = o.side == Side::Buy;
+    let pick = |rising: bool, trade: bool| match (rising, trade) {
+        (true, true) => Watch::TradeRising,
+        (false, true) => Watch::TradeFalling,
+        (true, false) => Watch::MarkRising,
+        (false, false) => Watch::MarkFalling,
+    };
+    match o.kind {
+        // A buy stop fires on a rise, a sell stop on a fall; take-profits the reverse.
+        OrderType::StopLoss | OrderType::StopLossLimit => {
+            vec![(
+                pick(buy, true),
+                m.ticks(o.trigger_price().expect("stop types have one")),
+            )]
+        }
+        OrderType::TakeProfit | OrderType::TakeProfitLimit => {
+            vec![(
+                pick(!buy, true),
+                m.ticks(o.trigger_price().expect("tp types have one")),
+            )]
+        }
+        OrderType::TakeProfitStopLoss => vec![
+            (
+                pick(!buy, false),
+                m.ticks(o.take_profit_price().expect("combo has both")),
+            ),
+            (
+                pick(buy, false),
+                m.ticks(o.stop_loss_price().expect("combo has both")),
+            ),
+        ],
+        OrderType::Market | OrderType::Limit => Vec::new(),
+    }
+}
+
+/// Takes a waiting order out of its market's trigger index.
+pub(super) fn disarm(m: &mut Market, o: &Order) {
+    for (watch, ticks) in watches(m, o) {
+        m.triggers.remove(&(watch, ticks, o.id));
     }
 }
 
