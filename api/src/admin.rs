@@ -2,6 +2,8 @@
 //! clock, and the engine's state hash. Bearer-token authenticated; its own spec at
 //! `/admin/openapi.json`, not part of the broker spec.
 
+use crate::v1::funding::{FundingRateLatest, latest};
+use perpsim_systems::settlement::funding::MAX_RATE_DECIMALS;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -97,6 +99,15 @@ pub struct PriceRequest {
     pub index_price: DecimalIn,
     /// Positive decimal string; defaults to index_price.
     pub mark_price: Option<DecimalIn>,
+}
+
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct FundingRequest {
+    /// The running interval's rate, a signed decimal fraction with at most 10 decimals and
+    /// below 1 in absolute value (0.0001 = 0.01 % per hour); it replaces the premium samples
+    /// until the interval settles on the hour.
+    pub preliminary_rate: DecimalIn,
 }
 
 #[derive(Object, Debug)]
@@ -342,6 +353,42 @@ impl AdminApi {
             mark_price,
         };
         Ok(Json(instrument(state.engine.submit(command, None).await?)))
+    }
+
+    /// Set the preliminary funding rate of an instrument's running interval (D3).
+    ///
+    /// Answers the instrument's funding as `GET /v1/funding_rates/{symbol}` shows it.
+    #[oai(
+        path = "/instruments/:symbol/funding",
+        method = "put",
+        tag = "AdminTag::Instruments",
+        operation_id = "setFundingRate"
+    )]
+    async fn set_funding(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        symbol: Path<String>,
+        body: Json<FundingRequest>,
+    ) -> Result<Json<FundingRateLatest>, ApiError> {
+        let rate = body.0.preliminary_rate.parse("preliminary_rate", Sign::Signed)?;
+        if rate.scale() > MAX_RATE_DECIMALS || rate.abs() >= Decimal::ONE {
+            return Err(Error::validation(format!(
+                "preliminary_rate must be below 1 in absolute value with at most {MAX_RATE_DECIMALS} decimals, got {rate}"
+            ))
+            .into());
+        }
+        let command = Command::SetFundingRate {
+            symbol: symbol.0,
+            rate,
+        };
+        match state.engine.submit(command, None).await? {
+            Outcome::Funding(f) => {
+                let view = state.engine.view();
+                Ok(Json(latest(&view, &f).expect("a set rate is a preliminary rate")))
+            }
+            other => unreachable!("a funding command answers funding, got {other:?}"),
+        }
     }
 
     /// Set an instrument's status.

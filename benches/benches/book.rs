@@ -402,6 +402,7 @@ fn engine_loaded(w: &Workload) -> EngineRun {
         clock_mode: ClockMode::Manual,
         start,
         instruments: default_instruments(),
+        simulation: perpsim_core::simulation::Simulation::quiet(&default_instruments()),
     });
     let out = engine.tick(
         start,

@@ -18,6 +18,7 @@ pub fn genesis() -> Genesis {
         clock_mode: ClockMode::Manual,
         start: START,
         instruments: default_instruments(),
+        simulation: perpsim_core::simulation::Simulation::quiet(&default_instruments()),
     }
 }
 

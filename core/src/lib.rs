@@ -16,6 +16,7 @@ pub mod instrument;
 pub mod money;
 pub mod order;
 pub mod rng;
+pub mod simulation;
 pub mod time;
 
 pub use error::{Error, ErrorCode};

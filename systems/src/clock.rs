@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use bevy_ecs::prelude::Resource;
 use perpsim_core::clock::ClockMode;
-use perpsim_core::time::{HOUR_MS, Timestamp};
+use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// The clock as the read view and the clock commands report it.
@@ -36,6 +36,12 @@ pub enum ScheduledEvent {
     /// A GTD order reaches its expire_time (D5); carries the order id. An amend that moves
     /// the time schedules anew, and a stale event finds the order's time unchanged-or-later.
     OrderExpiry(u64),
+    /// One step of the random-walk price feed, every simulated second (D10).
+    PriceStep,
+    /// A premium sample for the preliminary funding rate, every whole minute (D7).
+    FundingSample,
+    /// Daily settlement at 00:00 UTC (D6).
+    DailySettlement,
 }
 
 /// Upper bound on pending timed events; a scheduler this full means a runaway producer.
@@ -81,17 +87,43 @@ impl Scheduler {
 #[derive(Resource, Debug, Default)]
 pub struct DueEvents(pub Vec<ScheduledEvent>);
 
-/// Re-arms the hourly funding timer after it fired (FundingSystems).
-pub fn rearm_funding_hour(
+impl DueEvents {
+    pub fn has(&self, event: ScheduledEvent) -> bool {
+        self.0.contains(&event)
+    }
+}
+
+/// The periodic timers of a fresh engine: funding each hour, premium samples each minute,
+/// settlement each midnight and, with the random walk, a price step each second. Each
+/// re-arms itself for its next instant when it fires (see [`rearm`]).
+pub fn arm_periodic(scheduler: &mut Scheduler, start: Timestamp, random_walk: bool) {
+    for (period, event) in periodic(random_walk) {
+        scheduler.schedule(start.next_multiple_of(period), event);
+    }
+}
+
+fn periodic(random_walk: bool) -> impl Iterator<Item = (i64, ScheduledEvent)> {
+    [
+        (SECOND_MS, ScheduledEvent::PriceStep),
+        (MINUTE_MS, ScheduledEvent::FundingSample),
+        (HOUR_MS, ScheduledEvent::FundingHour),
+        (DAY_MS, ScheduledEvent::DailySettlement),
+    ]
+    .into_iter()
+    .filter(move |(_, e)| random_walk || *e != ScheduledEvent::PriceStep)
+}
+
+/// Re-arms each periodic timer that fired in this run, at its next whole period
+/// (FundingSystems, after every consumer of the instant).
+pub fn rearm(
     clock: bevy_ecs::prelude::Res<SimClock>,
     due: bevy_ecs::prelude::Res<DueEvents>,
     mut scheduler: bevy_ecs::prelude::ResMut<Scheduler>,
 ) {
-    if due.0.contains(&ScheduledEvent::FundingHour) {
-        scheduler.schedule(
-            clock.now.next_multiple_of(HOUR_MS),
-            ScheduledEvent::FundingHour,
-        );
+    for (period, event) in periodic(true) {
+        if due.has(event) {
+            scheduler.schedule(clock.now.next_multiple_of(period), event);
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, PublicKey};
 use perpsim_core::instrument::{Asset, InstrumentSpec, InstrumentStatus};
+use perpsim_core::simulation::Simulation;
 use perpsim_core::time::Timestamp;
 
 use crate::clock::ScheduledEvent;
@@ -25,6 +26,8 @@ pub struct Genesis {
     pub clock_mode: ClockMode,
     pub start: Timestamp,
     pub instruments: Vec<InstrumentSpec>,
+    /// The living market: price feed and market maker (D1, D10).
+    pub simulation: Simulation,
 }
 
 /// A state-changing request. New capabilities add variants; a variant's encoding never
@@ -99,6 +102,13 @@ pub enum Command {
     SetClockMode {
         mode: ClockMode,
     },
+    /// D3: the preliminary funding rate of the running interval, overriding the premium
+    /// samples until the interval settles.
+    SetFundingRate {
+        symbol: String,
+        #[serde(with = "perpsim_core::decimal::bin")]
+        rate: Decimal,
+    },
     /// An order entry as sent (§4.3); the rules run in the engine against its prices.
     PlaceOrder {
         customer: CustomerCode,
@@ -136,6 +146,8 @@ pub enum Outcome {
     /// The order's record as the request left it, shared with the engine and the view (no
     /// copy per reply).
     Order(std::sync::Arc<Order>),
+    /// A market's funding as it stands after the request.
+    Funding(crate::settlement::funding::FundingView),
 }
 
 pub type CommandResult = Result<Outcome, perpsim_core::Error>;

@@ -5,6 +5,7 @@
 //! A folder per concern, each registering its systems and resources like a bevy plugin:
 //! [`engine`] (the tick, ingest, snapshots), [`trading`] (books, orders, matching, fills),
 //! [`money`] (the ledger and transfers), [`positions`] (open positions and their valuation),
+//! [`market`] (price feed and market maker), [`settlement`] (daily settlement and funding),
 //! [`publish`] (the read view), [`audit`] (the invariants, debug and test builds).
 //! The engine is deterministic: time arrives with each tick, randomness comes from the seeded
 //! [`perpsim_core::rng::SimRng`], and every collection whose order reaches output is ordered
@@ -16,11 +17,13 @@ pub mod clock;
 pub mod command;
 pub mod dirty;
 pub mod engine;
+pub mod market;
 pub mod money;
 pub mod positions;
 pub mod publish;
 pub mod registry;
 pub mod sets;
+pub mod settlement;
 pub mod trading;
 
 #[cfg(test)]

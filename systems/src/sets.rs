@@ -75,6 +75,8 @@ pub fn build(world: &mut World) -> Schedule {
     crate::trading::plugin(world, &mut schedule);
     crate::money::plugin(world, &mut schedule);
     crate::positions::plugin(world, &mut schedule);
+    crate::market::plugin(world, &mut schedule);
+    crate::settlement::plugin(world, &mut schedule);
     crate::publish::plugin(world, &mut schedule);
     crate::audit::plugin(world, &mut schedule);
     schedule

@@ -21,7 +21,27 @@ pub(crate) fn engine(seed: u64) -> Engine {
         clock_mode: ClockMode::Manual,
         start: START,
         instruments: default_instruments(),
+        simulation: perpsim_core::simulation::Simulation::quiet(&default_instruments()),
     })
+}
+
+/// An engine with the living market of D1: random walk and market maker on.
+pub(crate) fn living(seed: u64) -> Engine {
+    Engine::genesis(Genesis {
+        seed,
+        clock_mode: ClockMode::Manual,
+        start: START,
+        instruments: default_instruments(),
+        simulation: perpsim_core::simulation::Simulation::defaults(&default_instruments()),
+    })
+}
+
+/// Advances the manual clock by `ms` in one command.
+pub(crate) fn advance(e: &mut Engine, ms: i64) {
+    let to = now(e).plus_millis(ms);
+    let t = now(e);
+    let r = e.tick(t, vec![Command::AdvanceClock { to }]).results;
+    assert!(r[0].is_ok(), "{r:?}");
 }
 
 /// A broker with `n` customers; returns their codes.

@@ -62,12 +62,22 @@ impl Server {
         server
     }
 
-    /// Starts a server on `data_dir` (kept by the caller, e.g. across restarts).
+    /// Starts a server on `data_dir` (kept by the caller, e.g. across restarts). Unless the
+    /// flags say otherwise, the venue is quiet — fixed prices, no market maker — so a test
+    /// of the trading core sees only its own orders; the living market's tests turn it on.
     pub fn start_in(data_dir: &Path, flags: &[&str]) -> Server {
+        let mut quiet = Vec::new();
+        if !flags.contains(&"--market-maker") {
+            quiet.extend(["--market-maker", "off"]);
+        }
+        if !flags.contains(&"--price-feed") {
+            quiet.extend(["--price-feed", "fixed"]);
+        }
         let mut child = Command::new(binary())
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .args(quiet)
             .args(flags)
             .env("PERPSIM_LOG", "info")
             .stdout(Stdio::null())

@@ -10,7 +10,12 @@ use crate::signing::DEFAULT_MAX_NONCES_PER_KEY;
 use clap::Args;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::time::Timestamp;
+use perpsim_core::Decimal;
+use perpsim_core::decimal::Sign;
+use perpsim_core::instrument::default_instruments;
+use perpsim_core::simulation::{InstrumentSimulation, PriceFeed, Simulation};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 
 /// Flags of `perpsim serve`; every one also reads `PERPSIM_<NAME>` and the TOML key `<name>`.
 #[derive(Args, Debug, Default, Clone)]
@@ -33,12 +38,37 @@ pub struct ServeArgs {
     /// Admin API token [default: <data-dir>/admin.token, created on first start].
     #[arg(long, env = "PERPSIM_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
-    /// Built-in market maker: on or off [default: off].
+    /// Built-in market maker: on or off [default: on].
     #[arg(long, env = "PERPSIM_MARKET_MAKER")]
     pub market_maker: Option<String>,
-    /// Price feed: random-walk or fixed [default: fixed].
+    /// Price feed: random-walk or fixed [default: random-walk].
     #[arg(long, env = "PERPSIM_PRICE_FEED")]
     pub price_feed: Option<String>,
+    /// Annualised volatility of the random walk, a fraction: `0.8` for every instrument or
+    /// `SYMBOL=0.8` for one; repeatable [default: BTC 0.60, ETH 0.75, SOL 1.00].
+    #[arg(long, value_delimiter = ',')]
+    pub volatility: Vec<String>,
+    /// Market maker's levels each side: `N` or `SYMBOL=N`; repeatable [default: 10].
+    #[arg(long, value_delimiter = ',')]
+    pub maker_levels: Vec<String>,
+    /// Distance in basis points from the index to the best bid and ask: `BPS` or
+    /// `SYMBOL=BPS`; repeatable [default: 1].
+    #[arg(long, value_delimiter = ',')]
+    pub maker_half_spread_bps: Vec<String>,
+    /// Basis points between neighbouring levels: `BPS` or `SYMBOL=BPS` [default: 1].
+    #[arg(long, value_delimiter = ',')]
+    pub maker_level_step_bps: Vec<String>,
+    /// Amount quoted per level: `SYMBOL=AMOUNT`; repeatable [default: BTC 0.5, ETH 5, SOL 100].
+    #[arg(long, value_delimiter = ',')]
+    pub maker_size: Vec<String>,
+    /// Largest absolute position the maker takes on: `SYMBOL=AMOUNT`; repeatable
+    /// [default: 20 levels' size].
+    #[arg(long, value_delimiter = ',')]
+    pub maker_max_inventory: Vec<String>,
+    /// What the market maker's account holds at start, per settlement asset
+    /// [default: 100000000].
+    #[arg(long, env = "PERPSIM_MAKER_FUNDING")]
+    pub maker_funding: Option<String>,
     /// Seed of all randomness; same seed and commands, same run [default: random at first start].
     #[arg(long, env = "PERPSIM_SEED")]
     pub seed: Option<u64>,
@@ -83,6 +113,10 @@ struct FileConfig {
     admin_token: Option<String>,
     market_maker: Option<String>,
     price_feed: Option<String>,
+    maker_funding: Option<String>,
+    /// Per-instrument settings of the living market, by symbol.
+    #[serde(default)]
+    instruments: BTreeMap<String, InstrumentFile>,
     seed: Option<u64>,
     transfer_delay: Option<u64>,
     snapshot_every: Option<u64>,
@@ -94,6 +128,18 @@ struct FileConfig {
     max_connections: Option<u32>,
 }
 
+/// One instrument's table in the TOML file: `[instruments."BTC-USDC-PERP"]`.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct InstrumentFile {
+    volatility: Option<String>,
+    levels: Option<u32>,
+    half_spread_bps: Option<String>,
+    level_step_bps: Option<String>,
+    size: Option<String>,
+    max_inventory: Option<String>,
+}
+
 /// Resolved settings.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -103,6 +149,8 @@ pub struct ServeConfig {
     pub start: Option<Timestamp>,
     pub admin_token: Option<String>,
     pub seed: Option<u64>,
+    /// The living market of a new data dir (an existing one keeps its genesis settings).
+    pub simulation: Simulation,
     pub transfer_delay_secs: u64,
     pub snapshot_every: u64,
     pub rate_limit: u32,
@@ -137,12 +185,121 @@ fn read_file(path: &Path) -> Result<FileConfig, String> {
     toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))
 }
 
+/// The living market: D1 defaults, then the file's settings, then the flags.
+fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String> {
+    let specs = default_instruments();
+    let mut sim = Simulation::defaults(&specs);
+    let feed = args.price_feed.clone().or(file.price_feed.clone());
+    if let Some(text) = feed {
+        sim.price_feed = PriceFeed::parse(&text)
+            .ok_or_else(|| format!("--price-feed must be random-walk or fixed, got {text:?}"))?;
+    }
+    match args.market_maker.as_deref().or(file.market_maker.as_deref()) {
+        None | Some("on") => {}
+        Some("off") => sim.market_maker = false,
+        Some(other) => return Err(format!("--market-maker must be on or off, got {other:?}")),
+    }
+    if let Some(text) = args.maker_funding.as_deref().or(file.maker_funding.as_deref()) {
+        sim.maker_funding = positive("--maker-funding", text)?;
+    }
+    for (symbol, table) in &file.instruments {
+        let i = instrument_mut(&mut sim, symbol)?;
+        let field = |name: &str| format!("[instruments.{symbol:?}] {name}");
+        if let Some(v) = &table.volatility {
+            i.volatility = non_negative(&field("volatility"), v)?;
+        }
+        if let Some(v) = table.levels {
+            i.levels = v;
+        }
+        if let Some(v) = &table.half_spread_bps {
+            i.half_spread_bps = positive(&field("half_spread_bps"), v)?;
+        }
+        if let Some(v) = &table.level_step_bps {
+            i.level_step_bps = positive(&field("level_step_bps"), v)?;
+        }
+        if let Some(v) = &table.size {
+            i.size = positive(&field("size"), v)?;
+        }
+        if let Some(v) = &table.max_inventory {
+            i.max_inventory = non_negative(&field("max_inventory"), v)?;
+        }
+    }
+    type Apply = fn(&mut InstrumentSimulation, &str, &str) -> Result<(), String>;
+    let flags: [(&str, &[String], bool, Apply); 6] = [
+        ("--volatility", &args.volatility, true, |i, f, v| {
+            i.volatility = non_negative(f, v)?;
+            Ok(())
+        }),
+        ("--maker-levels", &args.maker_levels, true, |i, f, v| {
+            i.levels = v
+                .parse()
+                .map_err(|_| format!("{f} must be a whole number, got {v:?}"))?;
+            Ok(())
+        }),
+        ("--maker-half-spread-bps", &args.maker_half_spread_bps, true, |i, f, v| {
+            i.half_spread_bps = positive(f, v)?;
+            Ok(())
+        }),
+        ("--maker-level-step-bps", &args.maker_level_step_bps, true, |i, f, v| {
+            i.level_step_bps = positive(f, v)?;
+            Ok(())
+        }),
+        ("--maker-size", &args.maker_size, false, |i, f, v| {
+            i.size = positive(f, v)?;
+            Ok(())
+        }),
+        ("--maker-max-inventory", &args.maker_max_inventory, false, |i, f, v| {
+            i.max_inventory = non_negative(f, v)?;
+            Ok(())
+        }),
+    ];
+    for (flag, values, all_allowed, apply) in flags {
+        for value in values {
+            match value.split_once('=') {
+                Some((symbol, v)) => apply(instrument_mut(&mut sim, symbol)?, flag, v)?,
+                None if all_allowed => {
+                    for i in &mut sim.instruments {
+                        apply(i, flag, value)?;
+                    }
+                }
+                None => return Err(format!("{flag} takes SYMBOL=VALUE, got {value:?}")),
+            }
+        }
+    }
+    sim.check(&specs)?;
+    Ok(sim)
+}
+
+fn instrument_mut<'a>(sim: &'a mut Simulation, symbol: &str) -> Result<&'a mut InstrumentSimulation, String> {
+    sim.instruments
+        .iter_mut()
+        .find(|i| i.symbol == symbol)
+        .ok_or_else(|| format!("unknown instrument {symbol:?} in the market settings"))
+}
+
+fn decimal(field: &str, text: &str) -> Result<Decimal, String> {
+    perpsim_core::decimal::parse(field, text, Sign::Unsigned).map_err(|e| e.to_string())
+}
+
+fn positive(field: &str, text: &str) -> Result<Decimal, String> {
+    let v = decimal(field, text)?;
+    match v > Decimal::ZERO {
+        true => Ok(v),
+        false => Err(format!("{field} must be positive, got {text:?}")),
+    }
+}
+
+fn non_negative(field: &str, text: &str) -> Result<Decimal, String> {
+    decimal(field, text)
+}
+
 impl ServeArgs {
     pub fn resolve(self) -> Result<ServeConfig, String> {
         let file = match &self.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
+        let simulation = simulation(&self, &file)?;
         let clock_text = self
             .clock
             .or(file.clock)
@@ -159,16 +316,6 @@ impl ServeArgs {
             .transpose()?;
         if start.is_some() && clock != ClockMode::Manual {
             return Err("--start sets the manual clock's start; use it with --clock manual".into());
-        }
-        match self.market_maker.or(file.market_maker).as_deref().unwrap_or("off") {
-            "off" => {}
-            "on" => return Err("--market-maker on is not available yet: the built-in market maker lands with the time-driven systems; use off".into()),
-            other => return Err(format!("--market-maker must be on or off, got {other:?}")),
-        }
-        match self.price_feed.or(file.price_feed).as_deref().unwrap_or("fixed") {
-            "fixed" => {}
-            "random-walk" => return Err("--price-feed random-walk is not available yet: it lands with the time-driven systems; use fixed (prices move through the admin API)".into()),
-            other => return Err(format!("--price-feed must be random-walk or fixed, got {other:?}")),
         }
         let snapshot_every = self
             .snapshot_every
@@ -220,6 +367,7 @@ impl ServeArgs {
             start,
             admin_token: self.admin_token.or(file.admin_token),
             seed: self.seed.or(file.seed),
+            simulation,
             transfer_delay_secs: self.transfer_delay.or(file.transfer_delay).unwrap_or(1),
             snapshot_every,
             rate_limit,
@@ -233,6 +381,37 @@ impl ServeArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// D1: no flags runs the market maker and the random walk; the file and the flags set
+    /// the walk and the quotes per instrument, flags last.
+    #[test]
+    fn the_living_market_defaults_on_and_is_set_per_instrument() {
+        let sim = ServeArgs::default().resolve().unwrap().simulation;
+        assert_eq!((sim.price_feed, sim.market_maker), (PriceFeed::RandomWalk, true));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perpsim.toml");
+        std::fs::write(
+            &path,
+            "market_maker = \"off\"\n[instruments.\"ETH-USDC-PERP\"]\nvolatility = \"0.9\"\nsize = \"2\"\n",
+        )
+        .unwrap();
+        let sim = ServeArgs {
+            config: Some(path),
+            price_feed: Some("fixed".into()),
+            volatility: vec!["0.5".into(), "SOL-USDC-PERP=1.5".into()],
+            maker_levels: vec!["4".into()],
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap()
+        .simulation;
+        assert_eq!((sim.price_feed, sim.market_maker), (PriceFeed::Fixed, false));
+        let by = |s: &str| sim.instrument(s).unwrap().clone();
+        assert_eq!(by("ETH-USDC-PERP").volatility, Decimal::new(5, 1));
+        assert_eq!(by("ETH-USDC-PERP").size, Decimal::from(2));
+        assert_eq!(by("SOL-USDC-PERP").volatility, Decimal::new(15, 1));
+        assert_eq!(by("BTC-USDC-PERP").levels, 4);
+    }
 
     #[test]
     fn flags_override_the_file_which_overrides_defaults() {
@@ -288,7 +467,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_and_unavailable_machinery_are_refused_clearly() {
+    fn unknown_keys_and_bad_market_settings_are_refused_clearly() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.toml");
         std::fs::write(&path, "lissen = \"x\"\n").unwrap();
@@ -300,19 +479,19 @@ mod tests {
         .unwrap_err();
         assert!(err.contains("lissen"), "{err}");
         let err = ServeArgs {
-            market_maker: Some("on".into()),
+            market_maker: Some("sometimes".into()),
             ..Default::default()
         }
         .resolve()
         .unwrap_err();
-        assert!(err.contains("not available yet"));
+        assert!(err.contains("--market-maker must be on or off"), "{err}");
         let err = ServeArgs {
-            price_feed: Some("random-walk".into()),
+            volatility: vec!["DOGE-USDC-PERP=0.5".into()],
             ..Default::default()
         }
         .resolve()
         .unwrap_err();
-        assert!(err.contains("not available yet"));
+        assert!(err.contains("DOGE-USDC-PERP"), "{err}");
         let err = ServeArgs {
             start: Some("2026-01-01T00:00:00Z".into()),
             ..Default::default()

@@ -30,6 +30,11 @@ fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), S
                 genesis.seed
             ));
         }
+        if genesis.simulation != cfg.simulation {
+            tracing::warn!(
+                "the data dir keeps the market settings it was created with; price feed and market maker flags apply to a new data dir"
+            );
+        }
         tracing::info!(
             snapshot_tick = r.snapshot.map(|s| s.tick),
             replayed_ticks = r.replayed_ticks,
@@ -50,9 +55,17 @@ fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), S
         clock_mode: cfg.clock,
         start,
         instruments: default_instruments(),
+        simulation: cfg.simulation.clone(),
     };
     journal.init(&genesis).map_err(|e| e.to_string())?;
-    tracing::info!(seed, start = %start, clock = cfg.clock.as_str(), "new data dir");
+    tracing::info!(
+        seed,
+        start = %start,
+        clock = cfg.clock.as_str(),
+        price_feed = cfg.simulation.price_feed.as_str(),
+        market_maker = cfg.simulation.market_maker,
+        "new data dir"
+    );
     Ok((Engine::genesis(genesis), true))
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use perpsim_core::Error;
 use perpsim_core::filter::Pattern;
-use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, TimeBound, Timestamp};
+use perpsim_core::time::{DAY_MS, MINUTE_MS, TimeBound, Timestamp};
 use perpsim_systems::ReadView;
 use perpsim_systems::publish::market_view::{INTERVALS, MarketView};
 use perpsim_systems::registry::InstrumentView;
@@ -34,8 +34,10 @@ pub struct PublicTrade {
     pub timestamp: Time,
 }
 
-/// Ticker (§2.12, D8). Funding fields are null until funding has data; `next_funding_time`
-/// is the next whole hour (UTC). The 24 h figures cover the trades of the last 1 440 whole
+/// Ticker (§2.12, D8). `funding_rate` is the latest settled rate (before the first
+/// settlement, the preliminary rate; null while there is neither), `predicted_rate` the
+/// running interval's preliminary rate (null until it has one), `next_funding_time` the next
+/// whole hour (UTC). The 24 h figures cover the trades of the last 1 440 whole
 /// minutes, the current one included.
 #[derive(Object, Debug, Clone)]
 #[oai(example)]
@@ -83,7 +85,7 @@ fn market<'v>(
     }
 }
 
-fn ticker(view: &ReadView, i: &InstrumentView, m: &MarketView) -> Ticker {
+fn ticker(view: &ReadView, i: &InstrumentView, id: u32, m: &MarketView) -> Ticker {
     let (pd, ad) = (i.spec.price_decimals(), i.spec.amount_decimals());
     let now = view.clock.now;
     let minute = now.millis().div_euclid(MINUTE_MS) * MINUTE_MS;
@@ -92,6 +94,7 @@ fn ticker(view: &ReadView, i: &InstrumentView, m: &MarketView) -> Ticker {
         .map(|(_, c)| *c)
         .collect();
     let price = |p| DecimalOut::new(p, pd);
+    let funding = super::funding::latest(view, &view.funding[id as usize]);
     Ticker {
         symbol: i.spec.symbol.clone(),
         last_price: m.last_price.map(price).into(),
@@ -103,10 +106,9 @@ fn ticker(view: &ReadView, i: &InstrumentView, m: &MarketView) -> Ticker {
         high_24h: day.iter().map(|c| c.high).max().map(price).into(),
         low_24h: day.iter().map(|c| c.low).min().map(price).into(),
         open_interest: DecimalOut::new(m.open_interest, ad),
-        funding_rate: None.into(),
-        predicted_rate: None.into(),
-        next_funding_time: Timestamp::from_millis((now.millis().div_euclid(HOUR_MS) + 1) * HOUR_MS)
-            .into(),
+        funding_rate: funding.as_ref().map(|f| f.funding_rate.clone()).into(),
+        predicted_rate: funding.and_then(|f| f.predicted_rate.0).into(),
+        next_funding_time: view.funding[id as usize].next_funding_time().into(),
         timestamp: now.into(),
     }
 }
@@ -199,7 +201,7 @@ impl MarketApi {
             .filter_map(|i| {
                 view.trading
                     .market(&i.spec.symbol)
-                    .map(|(_, m)| ticker(&view, i, m))
+                    .map(|(id, m)| ticker(&view, i, id, m))
             })
             .collect();
         Ok(Json(rows))
@@ -214,8 +216,8 @@ impl MarketApi {
         symbol: Path<String>,
     ) -> Result<Json<Ticker>, ApiError> {
         let view = state.engine.view();
-        let (i, _, m) = market(&view, &symbol.0)?;
-        Ok(Json(ticker(&view, i, m)))
+        let (i, id, m) = market(&view, &symbol.0)?;
+        Ok(Json(ticker(&view, i, id, m)))
     }
 
     /// OHLC candles, oldest first, only for periods with trades.

@@ -2,6 +2,7 @@
 //! commands to the engine; they never hold engine state.
 
 pub mod customers;
+pub mod funding;
 pub mod instruments;
 pub mod market;
 pub mod money;
@@ -85,6 +86,7 @@ pub type BrokerApi = (
     positions::PositionsApi,
     trades::TradesApi,
     market::MarketApi,
+    funding::FundingApi,
 );
 
 pub fn api() -> BrokerApi {
@@ -97,5 +99,6 @@ pub fn api() -> BrokerApi {
         positions::PositionsApi,
         trades::TradesApi,
         market::MarketApi,
+        funding::FundingApi,
     )
 }

@@ -135,9 +135,24 @@ impl From<&Movement> for TransactionRecord {
                 .as_ref()
                 .and_then(|t| t.reference_id.as_deref().map(str::to_owned))
                 .into(),
-            symbol: m.trade.as_ref().map(|t| t.symbol.to_string()).into(),
-            mark_price: None.into(),
-            funding_rate: None.into(),
+            symbol: m
+                .trade
+                .as_ref()
+                .map(|t| t.symbol.to_string())
+                .or_else(|| m.periodic.as_ref().map(|p| p.symbol.to_string()))
+                .into(),
+            mark_price: m
+                .periodic
+                .as_ref()
+                .filter(|_| m.kind == MovementKind::Settlement)
+                .map(|p| DecimalOut::new(p.mark_price, 0))
+                .into(),
+            funding_rate: m
+                .periodic
+                .as_ref()
+                .and_then(|p| p.funding_rate)
+                .map(|r| DecimalOut::new(r, 8))
+                .into(),
             trade_code: m.trade.as_ref().map(|t| t.trade_code.to_string()).into(),
             created_at: m.created_at.into(),
             updated_at: m.updated_at.into(),

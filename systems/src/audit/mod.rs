@@ -8,7 +8,8 @@ use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, With, World};
 use perpsim_core::Decimal;
 
 use crate::clock::SimClock;
-use crate::money::ledger::{AccountId, Balance, Ledger};
+use crate::money::ledger::{AccountId, Balance, Ledger, Owner, VenueAccount};
+use perpsim_core::instrument::Asset;
 use crate::positions::{MarginRate, Position, Valuation, ValuationBasis};
 use crate::registry::{
     AccountIndex, Customer, Instrument, InstrumentState, MarketSlot, PositionIndex, Registry,
@@ -79,6 +80,35 @@ pub fn assert_money_invariants(
     }
 }
 
+/// D7: per asset, the clearing account holds exactly what the open positions' unrealised
+/// PnL will settle (it paid every realised PnL out, so its balance is minus the realised sum,
+/// which is the unrealised sum of a zero-sum market): what it owes plus the unrealised PnL of
+/// every open position (market maker included) is zero but for rounding. Each booked
+/// movement and each valuation rounds once, by at most half a unit of the 10th decimal, so
+/// `roundings` of them bound the residue.
+fn check_clearing(
+    accounts: &[(&AccountId, &Balance)],
+    unrealised: impl Iterator<Item = (Asset, Decimal)>,
+    roundings: usize,
+) -> Result<(), String> {
+    let mut sums: std::collections::BTreeMap<Asset, Decimal> = Default::default();
+    for (asset, u) in unrealised {
+        *sums.entry(asset).or_default() -= u;
+    }
+    for ((owner, asset), b) in accounts {
+        if *owner == Owner::Venue(VenueAccount::Clearing) {
+            *sums.entry(*asset).or_default() += b.total;
+        }
+    }
+    let bound = Decimal::new(5, 11) * Decimal::from(roundings);
+    match sums.iter().find(|(_, s)| s.abs() > bound) {
+        Some((asset, s)) => Err(format!(
+            "{asset:?}: clearing plus unrealised PnL is {s}, beyond the rounding bound {bound}"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The trading and position invariants (issue 4 item 7, issue 11).
 #[allow(clippy::too_many_arguments)]
 pub fn assert_trading_invariants(
@@ -110,7 +140,11 @@ pub fn assert_trading_invariants(
     let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
         .and_then(|()| indexed_balances(&account_index, &balances))
         .and_then(|accounts| {
-            exchange.check_invariants(&orders, &open, &ledger, &accounts, &mut done)
+            exchange.check_invariants(&orders, &open, &ledger, &accounts, &mut done)?;
+            let unrealised = positions.iter().map(|(p, _, v, _)| {
+                (exchange.markets[p.market as usize].spec.settlement, v.unrealised_pnl)
+            });
+            check_clearing(&accounts, unrealised, ledger.movements().len() + open.len())
         })
         .and_then(|()| {
             let marked = waiting.iter().filter(|o| o.0.waiting()).count();

@@ -61,6 +61,9 @@ fn apply(world: &mut World, command: &Command) -> CommandResult {
             index_price,
             mark_price,
         } => registry::set_instrument_price(world, symbol, *index_price, *mark_price),
+        Command::SetFundingRate { symbol, rate } => {
+            crate::settlement::funding::set_rate(world, symbol, *rate)
+        }
         Command::RequestTransfer {
             customer,
             kind,

@@ -14,17 +14,22 @@ use bevy_ecs::prelude::{IntoScheduleConfigs, Resource, Schedule, World};
 use perpsim_core::Error;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::rng::SimRng;
-use perpsim_core::time::{HOUR_MS, Timestamp};
+use perpsim_core::simulation::PriceFeed;
+use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use self::ingest::Inbox;
 use self::snapshot::{EngineState, StateHash};
 use crate::clock::ClockView;
-use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
+use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::{Command, CommandResult, EngineEvent, Genesis, Outcome, Results, TickEvents};
 use crate::money::ledger::{Ledger, venue_accounts};
 use crate::money::store::spawn_accounts;
 use crate::publish::view::{Publishing, ReadView};
+use crate::market::MarketState;
+use crate::market::feed::FeedState;
+use crate::market::maker::MakerState;
+use crate::settlement::funding::FundingState;
 use crate::registry::{
     AccountIndex, EngineRng, InstrumentState, MarketId, OrderIndex, PositionIndex, Registry,
 };
@@ -92,9 +97,10 @@ impl Engine {
             now: genesis.start,
         };
         let mut scheduler = Scheduler::default();
-        scheduler.schedule(
-            genesis.start.next_multiple_of(HOUR_MS),
-            ScheduledEvent::FundingHour,
+        crate::clock::arm_periodic(
+            &mut scheduler,
+            genesis.start,
+            genesis.simulation.price_feed == PriceFeed::RandomWalk,
         );
         let rng = SimRng::from_seed(genesis.seed);
         let mut engine = Self::empty(
@@ -106,15 +112,28 @@ impl Engine {
             Ledger::new(),
             Exchange::new(genesis.instruments.iter().cloned()),
         );
-        spawn_accounts(&mut engine.world, venue_accounts());
-        for (market, spec) in genesis.instruments.into_iter().enumerate() {
+        let world = &mut engine.world;
+        let market = MarketState {
+            feed: FeedState::new(genesis.seed, genesis.instruments.iter().map(|i| i.start_price)),
+            maker: MakerState::default(),
+        };
+        crate::market::insert(world, genesis.simulation.clone(), market);
+        world.insert_resource(FundingState::new(genesis.instruments.len(), genesis.start));
+        spawn_accounts(world, venue_accounts());
+        for (market, spec) in genesis.instruments.iter().enumerate() {
             let state = InstrumentState {
                 status: perpsim_core::instrument::InstrumentStatus::Active,
                 index_price: spec.start_price,
                 mark_price: spec.start_price,
                 price_time: genesis.start,
             };
-            crate::registry::spawn_instrument(&mut engine.world, spec, state, market as MarketId);
+            crate::registry::spawn_instrument(world, spec.clone(), state, market as MarketId);
+        }
+        if genesis.simulation.market_maker {
+            let mut assets: Vec<_> = genesis.instruments.iter().map(|i| i.settlement).collect();
+            assets.sort_unstable();
+            assets.dedup();
+            crate::market::maker::spawn(world, &genesis.simulation, &assets, genesis.start);
         }
         engine.run_schedule();
         engine
@@ -133,6 +152,12 @@ impl Engine {
             ledger,
             exchange,
         );
+        crate::market::insert(
+            &mut engine.world,
+            state.genesis.simulation.clone(),
+            state.market.clone(),
+        );
+        engine.world.insert_resource(state.funding.clone());
         spawn_accounts(&mut engine.world, accounts);
         crate::trading::orders::restore(&mut engine.world, live, ended);
         snapshot::restore_entities(&mut engine.world, state);
@@ -359,5 +384,5 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<Results>();
     world.init_resource::<TickEvents>();
     schedule.add_systems(ingest::ingest_commands.in_set(crate::sets::IngestSystems));
-    schedule.add_systems(crate::clock::rearm_funding_hour.in_set(crate::sets::FundingSystems));
+    schedule.add_systems(crate::clock::rearm.in_set(crate::sets::FundingSystems));
 }

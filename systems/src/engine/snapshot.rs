@@ -22,7 +22,7 @@ use crate::trading::exchange::{Exchange, ExchangeState};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
-pub const STATE_VERSION: u32 = 5;
+pub const STATE_VERSION: u32 = 6;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -40,6 +40,9 @@ pub struct EngineState {
     pub instruments: Vec<(Instrument, InstrumentState)>,
     pub ledger: LedgerState,
     pub exchange: ExchangeState,
+    /// The price feed's walk and the market maker's quotes.
+    pub market: crate::market::MarketState,
+    pub funding: crate::settlement::funding::FundingState,
 }
 
 /// SHA-256 of the canonical encoding, printed as lower-case hex.
@@ -110,6 +113,8 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
             crate::trading::orders::extract(world),
             open_positions(world),
         ),
+        market: crate::market::extract(world),
+        funding: world.resource::<crate::settlement::funding::FundingState>().clone(),
     }
 }
 

@@ -21,6 +21,7 @@ fn genesis(mode: ClockMode, seed: u64) -> Genesis {
         clock_mode: mode,
         start: START,
         instruments: default_instruments(),
+        simulation: perpsim_core::simulation::Simulation::quiet(&default_instruments()),
     }
 }
 
@@ -70,21 +71,30 @@ fn manual_advance_over_three_hours_fires_the_hourly_event_three_times_in_order()
     let to = START.plus_millis(3 * HOUR_MS);
     let out = engine.tick(START, vec![Command::AdvanceClock { to }]);
     assert!(matches!(&out.results[0], Ok(Outcome::Clock(c)) if c.now == to));
-    let fired: Vec<Timestamp> = out
-        .events
-        .iter()
-        .map(|e| match e {
-            EngineEvent::TimerFired {
-                at,
-                event: ScheduledEvent::FundingHour,
-            } => *at,
-            other => panic!("only the hourly event is due in an empty engine, got {other:?}"),
-        })
-        .collect();
+    let fired = |kind: ScheduledEvent| -> Vec<Timestamp> {
+        out.events
+            .iter()
+            .filter_map(|e| match e {
+                EngineEvent::TimerFired { at, event } if *event == kind => Some(*at),
+                EngineEvent::TimerFired { .. } => None,
+                other => panic!("only timers run in an empty engine, got {other:?}"),
+            })
+            .collect()
+    };
+    assert!(
+        out.events.iter().all(|e| !matches!(
+            e,
+            EngineEvent::TimerFired { event: ScheduledEvent::PriceStep, .. }
+        )),
+        "a quiet venue has no price steps"
+    );
     let hour = |h: i64| Timestamp::from_millis(1_767_225_600_000 + h * HOUR_MS);
-    assert_eq!(fired, vec![hour(1), hour(2), hour(3)]);
+    assert_eq!(fired(ScheduledEvent::FundingHour), vec![hour(1), hour(2), hour(3)]);
+    let samples = fired(ScheduledEvent::FundingSample);
+    assert_eq!(samples.len(), 180, "one premium sample a minute");
+    assert!(samples.windows(2).all(|w| w[0] < w[1]), "in time order");
     assert_eq!(engine.clock().now, to);
-    assert_eq!(engine.next_due(), Some(hour(4)));
+    assert_eq!(engine.next_due(), Some(to.plus_millis(60_000)), "the next minute's sample");
 }
 
 #[test]

@@ -28,17 +28,14 @@ pub enum VenueAccount {
     Fees,
     /// Realised PnL, funding and settlement between counterparties.
     Clearing,
-    /// The built-in market maker's own account.
-    MarketMaker,
     /// Covers negative balances left by liquidations.
     Insurance,
 }
 
 impl VenueAccount {
-    pub const ALL: [VenueAccount; 4] = [
+    pub const ALL: [VenueAccount; 3] = [
         VenueAccount::Fees,
         VenueAccount::Clearing,
-        VenueAccount::MarketMaker,
         VenueAccount::Insurance,
     ];
 }
@@ -137,6 +134,20 @@ pub struct Movement {
     /// What a trade-family row carries besides the amount (§2.9); boxed, as most rows are
     /// transfers, funding or settlement.
     pub trade: Option<Box<TradeInfo>>,
+    /// What a settlement or funding row carries besides the amount (§2.9).
+    pub periodic: Option<Box<PeriodicInfo>>,
+}
+
+/// The instrument, mark and rate behind a settlement or funding movement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeriodicInfo {
+    pub symbol: Arc<str>,
+    /// The mark price the amount was computed at.
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub mark_price: Decimal,
+    /// The funding rate, on funding rows.
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub funding_rate: Option<Decimal>,
 }
 
 /// The fill behind a trade-family movement: `amount = realised_pnl − fee` exactly (D7).
@@ -403,6 +414,7 @@ impl Ledger {
             updated_at: now,
             balance_after: None,
             trade: None,
+            periodic: None,
         };
         self.pending.insert(movement.code, seq);
         self.dirty_movements.push(seq);
@@ -547,9 +559,62 @@ impl Ledger {
             updated_at: now,
             balance_after: Some(total),
             trade: Some(Box::new(info)),
+            periodic: None,
         });
         self.dirty_movements.push(seq);
         seq
+    }
+
+    /// Books a settlement or funding movement of `amount` (already rounded; positive credits
+    /// the customer) against the clearing account, completed at once, and moves the
+    /// customer's locked margin by `locked_delta` in the same touch. A movement of zero is
+    /// not booked (D7): returns its seq when it was.
+    #[allow(clippy::too_many_arguments)] // one booking: who, what, and where balances live
+    pub fn book_periodic(
+        &mut self,
+        accounts: &mut impl AccountStore,
+        rng: &mut SimRng,
+        now: Timestamp,
+        customer: (CustomerCode, BrokerCode),
+        asset: Asset,
+        kind: MovementKind,
+        amount: Decimal,
+        locked_delta: Decimal,
+        info: PeriodicInfo,
+    ) -> Option<u64> {
+        assert!(
+            matches!(kind, MovementKind::Settlement | MovementKind::Funding),
+            "settlement and funding only"
+        );
+        assert!(is_ledger_rounded(amount), "amounts are rounded at booking");
+        if amount.is_zero() {
+            self.adjust_locked(accounts, customer.0, asset, locked_delta, now);
+            return None;
+        }
+        self.account_mut(accounts, (Owner::Venue(VenueAccount::Clearing), asset), now)
+            .total -= amount;
+        let account = self.account_mut(accounts, (Owner::Customer(customer.0), asset), now);
+        account.total += amount;
+        shift_locked(account, customer.0, locked_delta);
+        let total = account.total;
+        let seq = self.state.movements.len() as u64;
+        self.state.movements.push(Movement {
+            seq,
+            code: MovementCode(rng.uuid()),
+            customer: customer.0,
+            broker: customer.1,
+            kind,
+            status: MovementStatus::Completed,
+            asset,
+            amount,
+            created_at: now,
+            updated_at: now,
+            balance_after: Some(total),
+            trade: None,
+            periodic: Some(Box::new(info)),
+        });
+        self.dirty_movements.push(seq);
+        Some(seq)
     }
 
     /// Moves a customer's locked initial margin by `delta` (positions and resting orders).

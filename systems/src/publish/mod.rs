@@ -15,6 +15,7 @@ pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
             view::publish_brokers,
             view::publish_customers,
             view::publish_instruments,
+            view::publish_funding,
             view::publish_ledger,
             market_view::publish_trading,
         )

@@ -11,6 +11,8 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
 
 use crate::clock::ClockView;
+use crate::settlement::funding::{FundingRecord, FundingState, FundingView};
+use bevy_ecs::change_detection::DetectChanges;
 use crate::clock::SimClock;
 use crate::money::ledger::{Balance, Ledger, Movement, Owner};
 use crate::registry::{
@@ -46,6 +48,12 @@ pub struct ReadView {
     pub balances: OrdMap<CustomerCode, OrdMap<Asset, Balance>>,
     pub transfers_available: bool,
     pub trading: crate::publish::market_view::TradingView,
+    /// Each market's funding by market id: latest settlement and running interval.
+    pub funding: Vec<FundingView>,
+    /// Every funding settlement, in settlement order (by time, then market id).
+    pub funding_history: imbl::Vector<FundingRecord>,
+    /// Positions in `funding_history`, per market and for all (`None`).
+    pub funding_index: OrdMap<Option<crate::registry::MarketId>, OrdSet<u64>>,
 }
 
 impl ReadView {
@@ -65,6 +73,9 @@ impl ReadView {
             balances: OrdMap::new(),
             transfers_available: true,
             trading: Default::default(),
+            funding: Vec::new(),
+            funding_history: imbl::Vector::new(),
+            funding_index: OrdMap::new(),
         }
     }
 
@@ -122,6 +133,21 @@ pub fn publish_instruments(
             instrument.0.symbol.clone(),
             InstrumentView::new(&instrument.0, state),
         );
+    }
+}
+
+/// Funding of every market (a handful of small records) and the settlements not yet shown.
+pub fn publish_funding(mut view: ResMut<ReadView>, state: Res<FundingState>) {
+    if !state.is_changed() && !view.funding.is_empty() {
+        return;
+    }
+    view.funding = (0..state.markets()).map(|m| state.view(m)).collect();
+    let shown = view.funding_history.len();
+    for (at, record) in state.history().iter().enumerate().skip(shown) {
+        for key in [None, Some(record.market)] {
+            view.funding_index.entry(key).or_default().insert(at as u64);
+        }
+        view.funding_history.push_back(record.clone());
     }
 }
 

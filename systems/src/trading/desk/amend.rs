@@ -3,7 +3,7 @@
 use super::*;
 
 impl Desk<'_, '_> {
-    pub(super) fn cancel(&mut self, code: CustomerCode, reference: &str) -> Result<u64, Error> {
+    pub fn cancel(&mut self, code: CustomerCode, reference: &str) -> Result<u64, Error> {
         let id = self.open_order(code, reference, ErrorCode::OrderNotCancellable, "cancelled")?;
         self.finish(id, OrderStatus::Canceled, Some(EndReason::UserInitiated));
         Ok(id)
@@ -35,7 +35,7 @@ impl Desk<'_, '_> {
         Ok(o.id)
     }
 
-    pub(super) fn amend(
+    pub fn amend(
         &mut self,
         code: CustomerCode,
         reference: &str,

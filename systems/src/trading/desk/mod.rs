@@ -126,7 +126,7 @@ fn rejected(message: String) -> Error {
 impl Desk<'_, '_> {
     /// Gives what the run staged (orders, positions, accounts) its entities; every system
     /// using the desk calls it before it returns.
-    fn flush(&mut self) {
+    pub fn flush(&mut self) {
         self.orders.flush();
         self.positions.flush();
         self.accounts.flush();
@@ -155,14 +155,30 @@ impl Desk<'_, '_> {
             .initial
     }
 
+    /// An order by id, live or ended.
+    pub fn order(&self, id: u64) -> &Order {
+        self.orders.get(id)
+    }
+
+    /// How many markets there are; their ids are `0..count`.
+    pub fn market_count(&self) -> MarketId {
+        self.exchange.markets.len() as MarketId
+    }
+
+    /// A market's spec and its instrument's state (status, index and mark).
+    pub fn market(&self, market: MarketId) -> (&perpsim_core::instrument::InstrumentSpec, &InstrumentState) {
+        (&self.exchange.markets[market as usize].spec, self.instrument(market))
+    }
+
     /// Signed size of the customer's position in a market (long positive).
-    fn position_size(&self, code: CustomerCode, market: MarketId) -> Decimal {
+    pub fn position_size(&self, code: CustomerCode, market: MarketId) -> Decimal {
         self.positions
             .get((code, market))
             .map_or(Decimal::ZERO, |p| p.size)
     }
 
-    fn place(
+    /// A new order (§4.3) with every stateful check; the order's id.
+    pub fn place(
         &mut self,
         code: CustomerCode,
         symbol: &str,

@@ -1,0 +1,282 @@
+//! The living market's settings and its one random draw (D1, D10).
+//!
+//! Pure values: what the price feed and the market maker do per instrument, with the D1
+//! defaults, and the geometric-Brownian step of the random walk. The floating point of the
+//! draw stays inside [`gbm_factor`] (libm's functions, so every platform gives the same bits);
+//! what leaves it is a decimal with a fixed number of places.
+
+use rust_decimal::{Decimal, RoundingStrategy};
+use serde::{Deserialize, Serialize};
+
+use crate::instrument::InstrumentSpec;
+use crate::rng::SimRng;
+
+/// How index prices move (D1 `--price-feed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PriceFeed {
+    /// One geometric-Brownian step per simulated second (D10).
+    RandomWalk,
+    /// Prices move only through the admin API (or a scenario).
+    Fixed,
+}
+
+impl PriceFeed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PriceFeed::RandomWalk => "random-walk",
+            PriceFeed::Fixed => "fixed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [PriceFeed::RandomWalk, PriceFeed::Fixed]
+            .into_iter()
+            .find(|f| f.as_str() == text)
+    }
+}
+
+/// One instrument's walk and quotes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstrumentSimulation {
+    pub symbol: String,
+    /// Annualised volatility of the index, a fraction (0.60 = 60 %).
+    #[serde(with = "crate::decimal::bin")]
+    pub volatility: Decimal,
+    /// Levels quoted on each side.
+    pub levels: u32,
+    /// Distance from the index to the best bid and to the best ask, in basis points.
+    #[serde(with = "crate::decimal::bin")]
+    pub half_spread_bps: Decimal,
+    /// Distance between neighbouring levels, in basis points.
+    #[serde(with = "crate::decimal::bin")]
+    pub level_step_bps: Decimal,
+    /// Amount quoted at each level (a multiple of the lot size).
+    #[serde(with = "crate::decimal::bin")]
+    pub size: Decimal,
+    /// The largest absolute position the maker takes on; at it, the side that would grow it
+    /// is not quoted.
+    #[serde(with = "crate::decimal::bin")]
+    pub max_inventory: Decimal,
+}
+
+/// Everything the living market does, fixed at genesis (the journal's head carries it, so a
+/// replay runs the same market).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Simulation {
+    pub price_feed: PriceFeed,
+    pub market_maker: bool,
+    /// What the market maker's account is funded with at genesis, per settlement asset.
+    #[serde(with = "crate::decimal::bin")]
+    pub maker_funding: Decimal,
+    /// One entry per instrument, in the instruments' order.
+    pub instruments: Vec<InstrumentSimulation>,
+}
+
+/// Upper bound on quoted levels per side: the maker's re-quote is a loop over them.
+pub const MAX_LEVELS: u32 = 100;
+
+/// The maker's default funding per asset.
+pub const DEFAULT_MAKER_FUNDING: i64 = 100_000_000;
+
+impl Simulation {
+    /// The D1 defaults: random walk and market maker on, settings per default instrument.
+    pub fn defaults(instruments: &[InstrumentSpec]) -> Self {
+        Simulation {
+            price_feed: PriceFeed::RandomWalk,
+            market_maker: true,
+            maker_funding: Decimal::from(DEFAULT_MAKER_FUNDING),
+            instruments: instruments.iter().map(InstrumentSimulation::default_for).collect(),
+        }
+    }
+
+    /// A venue where nothing moves by itself: fixed prices, no market maker (tests of the
+    /// trading core, benchmarks of one concern).
+    pub fn quiet(instruments: &[InstrumentSpec]) -> Self {
+        Simulation {
+            price_feed: PriceFeed::Fixed,
+            market_maker: false,
+            ..Simulation::defaults(instruments)
+        }
+    }
+
+    pub fn instrument(&self, symbol: &str) -> Option<&InstrumentSimulation> {
+        self.instruments.iter().find(|i| i.symbol == symbol)
+    }
+
+    /// Every setting in range; the message names the first one that is not.
+    pub fn check(&self, specs: &[InstrumentSpec]) -> Result<(), String> {
+        if self.maker_funding <= Decimal::ZERO || !crate::decimal::is_ledger_rounded(self.maker_funding) {
+            return Err("market maker funding must be positive with at most 10 decimals".into());
+        }
+        if self.instruments.len() != specs.len() {
+            return Err("one simulation entry per instrument".into());
+        }
+        for (sim, spec) in self.instruments.iter().zip(specs) {
+            let s = &sim.symbol;
+            if *s != spec.symbol {
+                return Err(format!("simulation entry {s} is not instrument {}", spec.symbol));
+            }
+            if sim.volatility < Decimal::ZERO || sim.volatility > Decimal::from(10) {
+                return Err(format!("{s}: volatility must be within 0 and 10 (1000 %)"));
+            }
+            if sim.levels == 0 || sim.levels > MAX_LEVELS {
+                return Err(format!("{s}: levels must be within 1 and {MAX_LEVELS}"));
+            }
+            let bps = Decimal::from(10_000);
+            if sim.half_spread_bps <= Decimal::ZERO
+                || sim.level_step_bps <= Decimal::ZERO
+                || sim.half_spread_bps + sim.level_step_bps * Decimal::from(sim.levels) >= bps
+            {
+                return Err(format!(
+                    "{s}: half spread and level step must be positive and keep every level above zero"
+                ));
+            }
+            if sim.size <= Decimal::ZERO || !spec.on_lot(sim.size) {
+                return Err(format!(
+                    "{s}: quote size must be a positive multiple of the lot size {}",
+                    spec.lot_size
+                ));
+            }
+            if sim.max_inventory < Decimal::ZERO {
+                return Err(format!("{s}: max inventory must not be negative"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl InstrumentSimulation {
+    /// Sensible defaults: a volatility by underlying, ten levels 1 bp apart starting 1 bp
+    /// from the index, about 30 000 of the quote currency a level for BTC and 15 000 for the
+    /// others, and an inventory of twenty levels.
+    pub fn default_for(spec: &InstrumentSpec) -> Self {
+        let (volatility, size) = match spec.underlying.as_str() {
+            "BTC" => (Decimal::new(60, 2), Decimal::new(5, 1)),
+            "ETH" => (Decimal::new(75, 2), Decimal::from(5)),
+            "SOL" => (Decimal::ONE, Decimal::from(100)),
+            // Any other instrument: about 15 000 of notional a level at its start price.
+            _ => (
+                Decimal::new(80, 2),
+                round_to_unit(Decimal::from(15_000) / spec.start_price, spec.lot_size)
+                    .max(spec.lot_size),
+            ),
+        };
+        InstrumentSimulation {
+            symbol: spec.symbol.clone(),
+            volatility,
+            levels: 10,
+            half_spread_bps: Decimal::ONE,
+            level_step_bps: Decimal::ONE,
+            size,
+            max_inventory: size * Decimal::from(20),
+        }
+    }
+
+    /// The price of level `k` (0 is the best) on the bid (`bid`) or ask side of `index`,
+    /// rounded away from the index to the tick, never below one tick.
+    pub fn level_price(&self, index: Decimal, k: u32, bid: bool, tick: Decimal) -> Decimal {
+        let bps = (self.half_spread_bps + self.level_step_bps * Decimal::from(k)) / Decimal::from(10_000);
+        let (price, strategy) = match bid {
+            true => (index * (Decimal::ONE - bps), RoundingStrategy::ToNegativeInfinity),
+            false => (index * (Decimal::ONE + bps), RoundingStrategy::ToPositiveInfinity),
+        };
+        ((price / tick).round_dp_with_strategy(0, strategy) * tick).max(tick)
+    }
+}
+
+/// `value` to a whole multiple of `unit`, half-even; a price "rounded to the tick".
+pub fn round_to_unit(value: Decimal, unit: Decimal) -> Decimal {
+    (value / unit).round_dp_with_strategy(0, RoundingStrategy::MidpointNearestEven) * unit
+}
+
+/// Seconds in the year the volatility is annualised over (365 days).
+const YEAR_SECONDS: f64 = 31_536_000.0;
+
+/// Decimals of a step factor: far below any tick at any price the venue quotes.
+pub const FACTOR_DECIMALS: u32 = 12;
+
+/// One second of geometric Brownian motion with annualised volatility `sigma` and no drift:
+/// `exp(−σ²dt/2 + σ√dt·Z)` with `Z` standard normal (Box–Muller over two 53-bit uniforms),
+/// as a decimal with [`FACTOR_DECIMALS`] places. Draws exactly two words from `rng`.
+pub fn gbm_factor(rng: &mut SimRng, sigma: Decimal) -> Decimal {
+    const UNIT: f64 = 1.0 / (1u64 << 53) as f64;
+    // (0, 1]: ln never sees zero.
+    let u1 = ((rng.next_u64() >> 11) + 1) as f64 * UNIT;
+    let u2 = (rng.next_u64() >> 11) as f64 * UNIT;
+    let z = libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * core::f64::consts::PI * u2);
+    let sigma = decimal_to_f64(sigma);
+    let dt = 1.0 / YEAR_SECONDS;
+    let factor = libm::exp(-0.5 * sigma * sigma * dt + sigma * libm::sqrt(dt) * z);
+    let scaled = libm::round(factor * 1e12) as i64;
+    Decimal::new(scaled, FACTOR_DECIMALS)
+}
+
+/// A small decimal as f64 through its exact mantissa and scale (no text, no platform path).
+fn decimal_to_f64(value: Decimal) -> f64 {
+    let mut f = value.mantissa() as f64;
+    for _ in 0..value.scale() {
+        f /= 10.0;
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instrument::default_instruments;
+
+    /// D10: the draw is a pure function of the generator's state — the bits pinned here are
+    /// what every platform must give.
+    #[test]
+    fn the_draw_is_pinned_to_exact_bits() {
+        let mut rng = SimRng::from_seed(42);
+        let factors: Vec<String> = (0..3)
+            .map(|_| gbm_factor(&mut rng, Decimal::new(60, 2)).to_string())
+            .collect();
+        assert_eq!(factors, PINNED);
+    }
+
+    const PINNED: [&str; 3] = ["0.999827646738", "1.000083516463", "1.000001690038"];
+
+    #[test]
+    fn a_second_moves_by_about_sigma_root_dt() {
+        let mut rng = SimRng::from_seed(1);
+        let n = 20_000;
+        let mut sum_sq = 0.0;
+        for _ in 0..n {
+            let f = decimal_to_f64(gbm_factor(&mut rng, Decimal::ONE)) - 1.0;
+            sum_sq += f * f;
+        }
+        let sd = libm::sqrt(sum_sq / n as f64);
+        let expected = libm::sqrt(1.0 / YEAR_SECONDS);
+        assert!((sd / expected - 1.0).abs() < 0.05, "sd {sd} vs {expected}");
+    }
+
+    #[test]
+    fn zero_volatility_never_moves() {
+        let mut rng = SimRng::from_seed(3);
+        assert_eq!(gbm_factor(&mut rng, Decimal::ZERO), Decimal::ONE);
+    }
+
+    #[test]
+    fn default_levels_straddle_the_index_on_the_tick() {
+        let specs = default_instruments();
+        let sim = Simulation::defaults(&specs);
+        sim.check(&specs).unwrap();
+        let btc = &sim.instruments[0];
+        let tick = specs[0].tick_size;
+        let index = Decimal::from(60_000);
+        assert_eq!(btc.level_price(index, 0, true, tick), Decimal::new(599_940, 1));
+        assert_eq!(btc.level_price(index, 0, false, tick), Decimal::new(600_060, 1));
+        assert_eq!(btc.level_price(index, 9, true, tick), Decimal::new(599_400, 1));
+    }
+
+    #[test]
+    fn out_of_range_settings_are_named() {
+        let specs = default_instruments();
+        let mut sim = Simulation::defaults(&specs);
+        sim.instruments[1].size = Decimal::new(1, 4);
+        let err = sim.check(&specs).unwrap_err();
+        assert!(err.contains("ETH-USDC-PERP") && err.contains("lot size"), "{err}");
+    }
+}

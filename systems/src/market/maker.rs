@@ -1,0 +1,200 @@
+//! The built-in market maker (D10): an internal account under no broker that quotes a ladder
+//! of levels each side of every index, re-quoted each run the ladder moved.
+//!
+//! Its orders go through the desk like anyone's — same checks, same matching, same fills and
+//! ledger — so its positions and PnL count in every invariant. A re-quote keeps every order
+//! whose level survives and amends the others in place onto the new levels (same order, new
+//! price), so the book and its change stream move by the levels that changed, not by the
+//! ladder. It stops quoting the side that would grow its inventory past the maximum, and
+//! never takes part in margin or liquidation (it has no broker to answer to).
+
+use bevy_ecs::prelude::{Mut, Res, ResMut, Resource, World};
+use perpsim_core::Decimal;
+use perpsim_core::entry::{Amend, OrderEntry};
+use perpsim_core::ids::{BrokerCode, CustomerCode};
+use perpsim_core::instrument::{Asset, InstrumentStatus};
+use perpsim_core::order::{OrderType, Side};
+use perpsim_core::simulation::{InstrumentSimulation, Simulation};
+use perpsim_core::{Uuid, time::Timestamp};
+use serde::{Deserialize, Serialize};
+
+use super::SimulationSettings;
+use crate::money::ledger::{Ledger, MovementKind};
+use crate::money::store::WorldAccounts;
+use crate::registry::{Customer, EngineRng, MarketId, Registry};
+use crate::trading::desk::Desk;
+
+/// The market maker's account: a fixed code, the same in every run.
+pub const MARKET_MAKER: CustomerCode = CustomerCode(Uuid::from_u128(0x6d61_726b_6574_4d61_6b65_7200_0000_0001));
+/// The "no broker" the market maker belongs to: no key ever names it, so no broker sees it.
+pub const NO_BROKER: BrokerCode = BrokerCode(Uuid::nil());
+
+/// The maker's open quotes per market, bids then asks, and its next reference number.
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MakerState {
+    quotes: Vec<[Vec<u64>; 2]>,
+    next_reference: u64,
+}
+
+/// At genesis: the maker's account, funded with `maker_funding` in each settlement asset by
+/// a completed deposit (money that enters the venue, like any customer's).
+pub(crate) fn spawn(world: &mut World, simulation: &Simulation, assets: &[Asset], now: Timestamp) {
+    let entity = world
+        .spawn(Customer {
+            code: MARKET_MAKER,
+            broker: NO_BROKER,
+            external_id: Some("market-maker".into()),
+            created_at: now,
+            leverage: perpsim_core::money::DEFAULT_LEVERAGE,
+            provisioned: true,
+            fees: Default::default(),
+        })
+        .id();
+    world.resource_mut::<Registry>().customers.insert(MARKET_MAKER, entity);
+    for &asset in assets {
+        world.resource_scope(|world, mut rng: Mut<EngineRng>| {
+            world.resource_scope(|world, mut ledger: Mut<Ledger>| {
+                let mut accounts = WorldAccounts(world);
+                let seq = ledger
+                    .request_transfer(
+                        &mut accounts,
+                        &mut rng.0,
+                        now,
+                        (MARKET_MAKER, NO_BROKER),
+                        MovementKind::Deposit,
+                        asset,
+                        simulation.maker_funding,
+                    )
+                    .expect("transfers are available at genesis")
+                    .seq;
+                ledger
+                    .complete_transfer(&mut accounts, seq, now)
+                    .expect("just requested");
+            })
+        });
+    }
+}
+
+/// MatchSystems, after the run's order requests: every market's ladder brought to the
+/// current index (a no-op when nothing moved and nothing filled). The side the index moved
+/// towards goes first, so the other side never meets a stale quote of the maker's own.
+pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<SimulationSettings>) {
+    let markets = desk.market_count();
+    state.quotes.resize_with(markets as usize, Default::default);
+    for market in 0..markets {
+        let sim = &settings.0.instruments[market as usize];
+        let index = desk.market(market).1.index_price;
+        let best_bid = state.quotes[market as usize][0]
+            .iter()
+            .filter_map(|&id| desk.order(id).limit_price)
+            .max();
+        let new_best_bid = sim.level_price(index, 0, true, desk.market(market).0.tick_size);
+        let rising = best_bid.is_some_and(|b| b < new_best_bid);
+        let sides = match rising {
+            true => [(1, Side::Sell), (0, Side::Buy)],
+            false => [(0, Side::Buy), (1, Side::Sell)],
+        };
+        for (i, side) in sides {
+            let mut ids = std::mem::take(&mut state.quotes[market as usize][i]);
+            requote(&mut desk, &mut state.next_reference, market, sim, side, &mut ids);
+            state.quotes[market as usize][i] = ids;
+        }
+    }
+    desk.flush();
+}
+
+/// Pure: the ladder's prices for one side, best first; empty when the side is not quoted.
+fn ladder(sim: &InstrumentSimulation, index: Decimal, tick: Decimal, side: Side, quoted: bool) -> Vec<Decimal> {
+    match quoted {
+        true => (0..sim.levels)
+            .map(|k| sim.level_price(index, k, side == Side::Buy, tick))
+            .collect(),
+        false => Vec::new(),
+    }
+}
+
+/// One side of one market: keep the orders on surviving levels (topped up to the quote
+/// size), move the others onto the missing levels, cancel what is left over and place what
+/// is still missing. A request the desk refuses (a status that forbids it) leaves that level
+/// unquoted until the next run.
+fn requote(
+    desk: &mut Desk,
+    next_reference: &mut u64,
+    market: MarketId,
+    sim: &InstrumentSimulation,
+    side: Side,
+    ids: &mut Vec<u64>,
+) {
+    let (spec, state) = desk.market(market);
+    if state.status == InstrumentStatus::TradeHalt {
+        return; // nothing may be placed or amended: the quotes stand as they are
+    }
+    let (tick, index, symbol) = (spec.tick_size, state.index_price, spec.symbol.clone());
+    let position = desk.position_size(MARKET_MAKER, market);
+    let grows = match side {
+        Side::Buy => position >= sim.max_inventory,
+        Side::Sell => -position >= sim.max_inventory,
+    };
+    let mut wanted = ladder(sim, index, tick, side, !grows);
+    ids.retain(|&id| desk.order(id).is_open());
+    let mut free = Vec::new();
+    let mut kept = Vec::with_capacity(ids.len());
+    for &id in ids.iter() {
+        let o = desk.order(id);
+        let price = o.limit_price.expect("quotes are limit orders");
+        match wanted.iter().position(|p| *p == price) {
+            Some(at) => {
+                wanted.remove(at);
+                kept.push(id);
+                if o.remaining() != sim.size {
+                    let amend = Amend {
+                        amount: Some(o.filled_amount + sim.size),
+                        limit_price: None,
+                        trigger_price: None,
+                        expire_time: None,
+                    };
+                    let reference = o.reference_id.to_string();
+                    let _ = desk.amend(MARKET_MAKER, &reference, &amend);
+                }
+            }
+            None => free.push(id),
+        }
+    }
+    let mut wanted = wanted.into_iter();
+    for id in free {
+        let o = desk.order(id);
+        let reference = o.reference_id.to_string();
+        match wanted.next() {
+            Some(price) => {
+                let amend = Amend {
+                    amount: (o.remaining() != sim.size).then_some(o.filled_amount + sim.size),
+                    limit_price: Some(price),
+                    trigger_price: None,
+                    expire_time: None,
+                };
+                match desk.amend(MARKET_MAKER, &reference, &amend) {
+                    Ok(_) => kept.push(id),
+                    Err(_) => {
+                        let _ = desk.cancel(MARKET_MAKER, &reference);
+                    }
+                }
+            }
+            None => {
+                let _ = desk.cancel(MARKET_MAKER, &reference);
+            }
+        }
+    }
+    for price in wanted {
+        *next_reference += 1;
+        let entry = OrderEntry {
+            amount: Some(sim.size),
+            limit_price: Some(price),
+            ..OrderEntry::new(side, OrderType::Limit, format!("mm-{next_reference}"))
+        };
+        if let Ok(id) = desk.place(MARKET_MAKER, &symbol, &entry) {
+            kept.push(id);
+        }
+    }
+    kept.retain(|&id| desk.order(id).is_open());
+    *ids = kept;
+}

@@ -1,0 +1,61 @@
+//! The living market (D1, D10): the random-walk price feed (`feed`, IngestSystems) and the
+//! built-in market maker (`maker`, MatchSystems, after the run's order requests, so every
+//! run ends with the whole ladder quoted and a run with nothing to do changes nothing).
+//!
+//! What the market does is fixed at genesis ([`SimulationSettings`], from the journal's
+//! head), so a replay runs the same market. The feed draws from its own generator, seeded
+//! from the engine's seed: the price path depends on the seed alone, never on how many ids
+//! the trading drew.
+
+use bevy_ecs::prelude::{IntoScheduleConfigs, Res, Resource, Schedule, World};
+use perpsim_core::simulation::Simulation;
+use serde::{Deserialize, Serialize};
+
+use crate::sets::{IngestSystems, MatchSystems};
+
+pub mod feed;
+pub mod maker;
+#[cfg(test)]
+mod tests;
+
+/// The genesis settings of the living market.
+#[derive(Resource, Debug, Clone, PartialEq, Eq)]
+pub struct SimulationSettings(pub Simulation);
+
+/// What the market keeps between runs (snapshots hold it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarketState {
+    pub feed: feed::FeedState,
+    pub maker: maker::MakerState,
+}
+
+pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
+    schedule.add_systems(
+        feed::step_prices
+            .in_set(IngestSystems)
+            .after(crate::engine::ingest::ingest_commands),
+    );
+    schedule.add_systems(
+        maker::quote
+            .in_set(MatchSystems)
+            .after(crate::trading::desk::expire_orders)
+            .run_if(maker_on),
+    );
+}
+
+fn maker_on(settings: Res<SimulationSettings>) -> bool {
+    settings.0.market_maker
+}
+
+pub(crate) fn insert(world: &mut World, simulation: Simulation, state: MarketState) {
+    world.insert_resource(SimulationSettings(simulation));
+    world.insert_resource(state.feed);
+    world.insert_resource(state.maker);
+}
+
+pub(crate) fn extract(world: &World) -> MarketState {
+    MarketState {
+        feed: world.resource::<feed::FeedState>().clone(),
+        maker: world.resource::<maker::MakerState>().clone(),
+    }
+}

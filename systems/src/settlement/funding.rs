@@ -1,0 +1,253 @@
+//! Hourly funding (interface §1, §2.12, §4.1; D3, D7).
+//!
+//! The preliminary rate of the running hour is the time-weighted premium of the book's mid
+//! over the mark — one sample each whole minute the book has both sides, so every sample
+//! weighs one minute — clamped to ±0.5 %, unless the admin API set a rate for the interval.
+//! On the hour each open position pays `amount × mark × rate` (longs pay shorts when it is
+//! positive), booked against the clearing account, and the rate is recorded; an hour with no
+//! preliminary rate settles nothing and records nothing.
+
+use std::sync::Arc;
+
+use bevy_ecs::prelude::{Mut, Query, Res, ResMut, Resource, World};
+use bevy_ecs::system::SystemParam;
+use perpsim_core::decimal::round_ledger;
+use perpsim_core::instrument::Asset;
+use perpsim_core::time::{HOUR_MS, Timestamp};
+use perpsim_core::{Decimal, RoundingStrategy};
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{DueEvents, ScheduledEvent, SimClock};
+use crate::command::{CommandResult, Outcome};
+use crate::money::ledger::{Ledger, MovementKind, PeriodicInfo};
+use crate::money::store::Accounts;
+use crate::positions::Position;
+use crate::registry::{EngineRng, Instrument, InstrumentState, MarketId, MarketSlot, PositionIndex};
+use crate::trading::exchange::Exchange;
+
+/// The clamp of a sampled rate: ±0.5 % (D7).
+pub const RATE_CLAMP: Decimal = Decimal::from_parts(5, 0, 0, false, 3);
+/// Decimals of a sampled preliminary rate (a set one keeps its own, up to [`MAX_RATE_DECIMALS`]).
+pub const RATE_DECIMALS: u32 = 8;
+/// Most decimals a rate set through the admin API may carry.
+pub const MAX_RATE_DECIMALS: u32 = 10;
+/// Decimals a premium sample keeps.
+const PREMIUM_DECIMALS: u32 = 12;
+
+/// One hourly settlement of one instrument, as `GET /v1/funding_rates` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FundingRecord {
+    pub market: MarketId,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub rate: Decimal,
+    pub time: Timestamp,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub mark_price: Decimal,
+}
+
+/// The running interval of one market.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Interval {
+    #[serde(with = "perpsim_core::decimal::bin")]
+    premium_sum: Decimal,
+    samples: u32,
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    set_rate: Option<Decimal>,
+}
+
+impl Interval {
+    /// Pure: the set rate, else the mean premium clamped and rounded, else none.
+    fn preliminary(&self) -> Option<Decimal> {
+        self.set_rate.or_else(|| {
+            (self.samples > 0).then(|| {
+                (self.premium_sum / Decimal::from(self.samples))
+                    .clamp(-RATE_CLAMP, RATE_CLAMP)
+                    .round_dp_with_strategy(RATE_DECIMALS, RoundingStrategy::MidpointNearestEven)
+            })
+        })
+    }
+}
+
+/// Funding's state: the running interval per market and every settlement so far.
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FundingState {
+    /// Start of the running interval (the last whole hour).
+    interval_start: Timestamp,
+    /// Indexed by market id.
+    intervals: Vec<Interval>,
+    /// Per market, the position in `history` of its latest settlement.
+    latest: Vec<Option<u64>>,
+    /// In settlement order: by time, then market id.
+    history: Vec<FundingRecord>,
+}
+
+/// A market's funding as the read side shows it (tickers, `GET /v1/funding_rates/{symbol}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FundingView {
+    pub market: MarketId,
+    pub latest: Option<FundingRecord>,
+    /// The running interval's preliminary rate: the ticker's `predicted_rate`.
+    pub preliminary: Option<Decimal>,
+    pub interval_start: Timestamp,
+}
+
+impl FundingView {
+    pub fn next_funding_time(&self) -> Timestamp {
+        self.interval_start.plus_millis(HOUR_MS)
+    }
+}
+
+impl FundingState {
+    pub fn new(markets: usize, start: Timestamp) -> Self {
+        FundingState {
+            interval_start: Timestamp::from_millis(start.millis().div_euclid(HOUR_MS) * HOUR_MS),
+            intervals: vec![Interval::default(); markets],
+            latest: vec![None; markets],
+            history: Vec::new(),
+        }
+    }
+
+    /// How many markets; their ids are `0..markets()`.
+    pub fn markets(&self) -> MarketId {
+        self.intervals.len() as MarketId
+    }
+
+    pub fn history(&self) -> &[FundingRecord] {
+        &self.history
+    }
+
+    pub fn view(&self, market: MarketId) -> FundingView {
+        FundingView {
+            market,
+            latest: self.latest[market as usize].map(|i| self.history[i as usize].clone()),
+            preliminary: self.intervals[market as usize].preliminary(),
+            interval_start: self.interval_start,
+        }
+    }
+}
+
+/// Each market's mark, symbol and settlement asset, by market id.
+#[derive(SystemParam)]
+pub struct Marks<'w, 's> {
+    instruments: Query<'w, 's, (&'static MarketSlot, &'static Instrument, &'static InstrumentState)>,
+}
+
+impl Marks<'_, '_> {
+    /// The marks carry at least their tick's decimals (§2.4), as the rows show them.
+    pub fn by_market(&self) -> Vec<(Decimal, Arc<str>, Asset)> {
+        let mut marks: Vec<_> = self
+            .instruments
+            .iter()
+            .map(|(slot, i, s)| {
+                let mut mark = s.mark_price;
+                if mark.scale() < i.0.price_decimals() {
+                    mark.rescale(i.0.price_decimals());
+                }
+                (slot.0, (mark, Arc::from(i.0.symbol.as_str()), i.0.settlement))
+            })
+            .collect();
+        marks.sort_unstable_by_key(|(market, _)| *market);
+        marks.into_iter().map(|(_, m)| m).collect()
+    }
+}
+
+/// FundingSystems, on the hour: every market with a preliminary rate settles it.
+#[allow(clippy::too_many_arguments)] // one pass: positions, prices, the ledger
+pub fn settle_funding(
+    due: Res<DueEvents>,
+    clock: Res<SimClock>,
+    index: Res<PositionIndex>,
+    marks: Marks,
+    positions: Query<&Position>,
+    mut state: ResMut<FundingState>,
+    mut ledger: ResMut<Ledger>,
+    mut accounts: Accounts,
+    mut rng: ResMut<EngineRng>,
+) {
+    if !due.has(ScheduledEvent::FundingHour) {
+        return;
+    }
+    let now = clock.now;
+    let marks = marks.by_market();
+    let rates: Vec<Option<Decimal>> = state.intervals.iter().map(Interval::preliminary).collect();
+    for (&(_, market), &entity) in &index.0 {
+        let Some(rate) = rates[market as usize] else {
+            continue;
+        };
+        let p = positions.get(entity).expect("indexed position");
+        let (mark, symbol, asset) = &marks[market as usize];
+        // Longs pay when the rate is positive: the customer's side of it is −size × mark × rate.
+        let amount = round_ledger(-p.size * *mark * rate);
+        ledger.book_periodic(
+            &mut accounts,
+            &mut rng.0,
+            now,
+            (p.customer, p.broker),
+            *asset,
+            MovementKind::Funding,
+            amount,
+            Decimal::ZERO,
+            PeriodicInfo {
+                symbol: Arc::clone(symbol),
+                mark_price: *mark,
+                funding_rate: Some(rate),
+            },
+        );
+    }
+    accounts.flush();
+    for (market, rate) in rates.into_iter().enumerate() {
+        if let Some(rate) = rate {
+            let at = state.history.len() as u64;
+            state.history.push(FundingRecord {
+                market: market as MarketId,
+                rate,
+                time: now,
+                mark_price: marks[market].0,
+            });
+            state.latest[market] = Some(at);
+        }
+        state.intervals[market] = Interval::default();
+    }
+    state.interval_start = now;
+}
+
+/// FundingSystems, each whole minute, after the hour's settlement (a sample on the hour
+/// belongs to the interval it opens): the premium of every two-sided book.
+pub fn sample_premium(
+    due: Res<DueEvents>,
+    marks: Marks,
+    exchange: Res<Exchange>,
+    mut state: ResMut<FundingState>,
+) {
+    if !due.has(ScheduledEvent::FundingSample) {
+        return;
+    }
+    let marks = marks.by_market();
+    for (market, m) in exchange.markets.iter().enumerate() {
+        let (Some((bid, _)), Some((ask, _))) = (m.book.best_bid(), m.book.best_ask()) else {
+            continue;
+        };
+        let mid = (m.price(bid) + m.price(ask)) / Decimal::TWO;
+        let mark = marks[market].0;
+        let premium = ((mid - mark) / mark)
+            .round_dp_with_strategy(PREMIUM_DECIMALS, RoundingStrategy::MidpointNearestEven);
+        let interval = &mut state.intervals[market];
+        interval.premium_sum += premium;
+        interval.samples += 1;
+    }
+}
+
+/// D3 admin: the preliminary rate of the running interval for `symbol`.
+pub fn set_rate(world: &mut World, symbol: &str, rate: Decimal) -> CommandResult {
+    let entity = crate::registry::instrument_entity(world, symbol)?;
+    let market = world.get::<MarketSlot>(entity).expect("indexed instrument").0;
+    assert!(
+        rate.scale() <= MAX_RATE_DECIMALS && rate.abs() < Decimal::ONE,
+        "rates are validated at the edge"
+    );
+    let view = world.resource_scope(|_, mut state: Mut<FundingState>| {
+        state.intervals[market as usize].set_rate = Some(rate);
+        state.view(market)
+    });
+    Ok(Outcome::Funding(view))
+}
