@@ -371,7 +371,10 @@ impl AdminApi {
         symbol: Path<String>,
         body: Json<FundingRequest>,
     ) -> Result<Json<FundingRateLatest>, ApiError> {
-        let rate = body.0.preliminary_rate.parse("preliminary_rate", Sign::Signed)?;
+        let rate = body
+            .0
+            .preliminary_rate
+            .parse("preliminary_rate", Sign::Signed)?;
         if rate.scale() > MAX_RATE_DECIMALS || rate.abs() >= Decimal::ONE {
             return Err(Error::validation(format!(
                 "preliminary_rate must be below 1 in absolute value with at most {MAX_RATE_DECIMALS} decimals, got {rate}"
@@ -385,7 +388,9 @@ impl AdminApi {
         match state.engine.submit(command, None).await? {
             Outcome::Funding(f) => {
                 let view = state.engine.view();
-                Ok(Json(latest(&view, &f).expect("a set rate is a preliminary rate")))
+                Ok(Json(
+                    latest(&view, &f).expect("a set rate is a preliminary rate"),
+                ))
             }
             other => unreachable!("a funding command answers funding, got {other:?}"),
         }

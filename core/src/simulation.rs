@@ -85,7 +85,10 @@ impl Simulation {
             price_feed: PriceFeed::RandomWalk,
             market_maker: true,
             maker_funding: Decimal::from(DEFAULT_MAKER_FUNDING),
-            instruments: instruments.iter().map(InstrumentSimulation::default_for).collect(),
+            instruments: instruments
+                .iter()
+                .map(InstrumentSimulation::default_for)
+                .collect(),
         }
     }
 
@@ -105,7 +108,9 @@ impl Simulation {
 
     /// Every setting in range; the message names the first one that is not.
     pub fn check(&self, specs: &[InstrumentSpec]) -> Result<(), String> {
-        if self.maker_funding <= Decimal::ZERO || !crate::decimal::is_ledger_rounded(self.maker_funding) {
+        if self.maker_funding <= Decimal::ZERO
+            || !crate::decimal::is_ledger_rounded(self.maker_funding)
+        {
             return Err("market maker funding must be positive with at most 10 decimals".into());
         }
         if self.instruments.len() != specs.len() {
@@ -114,7 +119,10 @@ impl Simulation {
         for (sim, spec) in self.instruments.iter().zip(specs) {
             let s = &sim.symbol;
             if *s != spec.symbol {
-                return Err(format!("simulation entry {s} is not instrument {}", spec.symbol));
+                return Err(format!(
+                    "simulation entry {s} is not instrument {}",
+                    spec.symbol
+                ));
             }
             if sim.volatility < Decimal::ZERO || sim.volatility > Decimal::from(10) {
                 return Err(format!("{s}: volatility must be within 0 and 10 (1000 %)"));
@@ -175,10 +183,17 @@ impl InstrumentSimulation {
     /// The price of level `k` (0 is the best) on the bid (`bid`) or ask side of `index`,
     /// rounded away from the index to the tick, never below one tick.
     pub fn level_price(&self, index: Decimal, k: u32, bid: bool, tick: Decimal) -> Decimal {
-        let bps = (self.half_spread_bps + self.level_step_bps * Decimal::from(k)) / Decimal::from(10_000);
+        let bps =
+            (self.half_spread_bps + self.level_step_bps * Decimal::from(k)) / Decimal::from(10_000);
         let (price, strategy) = match bid {
-            true => (index * (Decimal::ONE - bps), RoundingStrategy::ToNegativeInfinity),
-            false => (index * (Decimal::ONE + bps), RoundingStrategy::ToPositiveInfinity),
+            true => (
+                index * (Decimal::ONE - bps),
+                RoundingStrategy::ToNegativeInfinity,
+            ),
+            false => (
+                index * (Decimal::ONE + bps),
+                RoundingStrategy::ToPositiveInfinity,
+            ),
         };
         ((price / tick).round_dp_with_strategy(0, strategy) * tick).max(tick)
     }
@@ -266,9 +281,18 @@ mod tests {
         let btc = &sim.instruments[0];
         let tick = specs[0].tick_size;
         let index = Decimal::from(60_000);
-        assert_eq!(btc.level_price(index, 0, true, tick), Decimal::new(599_940, 1));
-        assert_eq!(btc.level_price(index, 0, false, tick), Decimal::new(600_060, 1));
-        assert_eq!(btc.level_price(index, 9, true, tick), Decimal::new(599_400, 1));
+        assert_eq!(
+            btc.level_price(index, 0, true, tick),
+            Decimal::new(599_940, 1)
+        );
+        assert_eq!(
+            btc.level_price(index, 0, false, tick),
+            Decimal::new(600_060, 1)
+        );
+        assert_eq!(
+            btc.level_price(index, 9, true, tick),
+            Decimal::new(599_400, 1)
+        );
     }
 
     #[test]
@@ -277,6 +301,9 @@ mod tests {
         let mut sim = Simulation::defaults(&specs);
         sim.instruments[1].size = Decimal::new(1, 4);
         let err = sim.check(&specs).unwrap_err();
-        assert!(err.contains("ETH-USDC-PERP") && err.contains("lot size"), "{err}");
+        assert!(
+            err.contains("ETH-USDC-PERP") && err.contains("lot size"),
+            "{err}"
+        );
     }
 }

@@ -167,7 +167,7 @@ mod tests {
             clock_mode: ClockMode::Manual,
             start: START,
             instruments: default_instruments(),
-        simulation: perpsim_core::simulation::Simulation::quiet(&default_instruments()),
+            simulation: perpsim_core::simulation::Simulation::quiet(&default_instruments()),
         };
         journal.init(&genesis).unwrap();
         (dir, journal, Engine::genesis(genesis))

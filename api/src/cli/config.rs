@@ -8,12 +8,12 @@ use std::time::Duration;
 use crate::signing::DEFAULT_MAX_NONCES_PER_KEY;
 
 use clap::Args;
-use perpsim_core::clock::ClockMode;
-use perpsim_core::time::Timestamp;
 use perpsim_core::Decimal;
+use perpsim_core::clock::ClockMode;
 use perpsim_core::decimal::Sign;
 use perpsim_core::instrument::default_instruments;
 use perpsim_core::simulation::{InstrumentSimulation, PriceFeed, Simulation};
+use perpsim_core::time::Timestamp;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -194,12 +194,20 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
         sim.price_feed = PriceFeed::parse(&text)
             .ok_or_else(|| format!("--price-feed must be random-walk or fixed, got {text:?}"))?;
     }
-    match args.market_maker.as_deref().or(file.market_maker.as_deref()) {
+    match args
+        .market_maker
+        .as_deref()
+        .or(file.market_maker.as_deref())
+    {
         None | Some("on") => {}
         Some("off") => sim.market_maker = false,
         Some(other) => return Err(format!("--market-maker must be on or off, got {other:?}")),
     }
-    if let Some(text) = args.maker_funding.as_deref().or(file.maker_funding.as_deref()) {
+    if let Some(text) = args
+        .maker_funding
+        .as_deref()
+        .or(file.maker_funding.as_deref())
+    {
         sim.maker_funding = positive("--maker-funding", text)?;
     }
     for (symbol, table) in &file.instruments {
@@ -236,22 +244,37 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
                 .map_err(|_| format!("{f} must be a whole number, got {v:?}"))?;
             Ok(())
         }),
-        ("--maker-half-spread-bps", &args.maker_half_spread_bps, true, |i, f, v| {
-            i.half_spread_bps = positive(f, v)?;
-            Ok(())
-        }),
-        ("--maker-level-step-bps", &args.maker_level_step_bps, true, |i, f, v| {
-            i.level_step_bps = positive(f, v)?;
-            Ok(())
-        }),
+        (
+            "--maker-half-spread-bps",
+            &args.maker_half_spread_bps,
+            true,
+            |i, f, v| {
+                i.half_spread_bps = positive(f, v)?;
+                Ok(())
+            },
+        ),
+        (
+            "--maker-level-step-bps",
+            &args.maker_level_step_bps,
+            true,
+            |i, f, v| {
+                i.level_step_bps = positive(f, v)?;
+                Ok(())
+            },
+        ),
         ("--maker-size", &args.maker_size, false, |i, f, v| {
             i.size = positive(f, v)?;
             Ok(())
         }),
-        ("--maker-max-inventory", &args.maker_max_inventory, false, |i, f, v| {
-            i.max_inventory = non_negative(f, v)?;
-            Ok(())
-        }),
+        (
+            "--maker-max-inventory",
+            &args.maker_max_inventory,
+            false,
+            |i, f, v| {
+                i.max_inventory = non_negative(f, v)?;
+                Ok(())
+            },
+        ),
     ];
     for (flag, values, all_allowed, apply) in flags {
         for value in values {
@@ -270,7 +293,10 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
     Ok(sim)
 }
 
-fn instrument_mut<'a>(sim: &'a mut Simulation, symbol: &str) -> Result<&'a mut InstrumentSimulation, String> {
+fn instrument_mut<'a>(
+    sim: &'a mut Simulation,
+    symbol: &str,
+) -> Result<&'a mut InstrumentSimulation, String> {
     sim.instruments
         .iter_mut()
         .find(|i| i.symbol == symbol)
@@ -387,7 +413,10 @@ mod tests {
     #[test]
     fn the_living_market_defaults_on_and_is_set_per_instrument() {
         let sim = ServeArgs::default().resolve().unwrap().simulation;
-        assert_eq!((sim.price_feed, sim.market_maker), (PriceFeed::RandomWalk, true));
+        assert_eq!(
+            (sim.price_feed, sim.market_maker),
+            (PriceFeed::RandomWalk, true)
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("perpsim.toml");
         std::fs::write(
@@ -405,7 +434,10 @@ mod tests {
         .resolve()
         .unwrap()
         .simulation;
-        assert_eq!((sim.price_feed, sim.market_maker), (PriceFeed::Fixed, false));
+        assert_eq!(
+            (sim.price_feed, sim.market_maker),
+            (PriceFeed::Fixed, false)
+        );
         let by = |s: &str| sim.instrument(s).unwrap().clone();
         assert_eq!(by("ETH-USDC-PERP").volatility, Decimal::new(5, 1));
         assert_eq!(by("ETH-USDC-PERP").size, Decimal::from(2));

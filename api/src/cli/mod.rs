@@ -33,8 +33,9 @@ const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
-    /// Run the service (embedded defaults: 127.0.0.1:8080, ./data, realtime clock).
-    Serve(ServeArgs),
+    /// Run the service (embedded defaults: 127.0.0.1:8080, ./data, realtime clock, market maker
+    /// and random-walk price feed on).
+    Serve(Box<ServeArgs>),
     /// Create an ed25519 key pair: the private key as PKCS#8 PEM in FILE (mode 0600); prints
     /// the public key in the base64 form the admin API and X-Public-Key take.
     Keygen {

@@ -76,7 +76,9 @@ fn extra(operation_id: &str) -> Option<Extra> {
         | "setInstrumentFeeProfile"
         | "listCustomerTrades"
         | "getCustomerTrade"
-        | "listTrades" => FOUND,
+        | "listTrades"
+        | "listFundingRates"
+        | "getFundingRate" => FOUND,
         _ => return None,
     })
 }

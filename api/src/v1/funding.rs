@@ -60,6 +60,7 @@ pub struct FundingRateLatest {
 
 /// A page of funding settlements, newest first.
 #[derive(Object, Debug, Clone)]
+#[oai(example)]
 pub struct FundingRatePage {
     pub data: Vec<FundingRateRecord>,
     pub response_metadata: ResponseMetadata,
@@ -109,7 +110,9 @@ fn millis(field: &str, text: Option<&str>) -> Result<Option<i64>, Error> {
         ))
     })?;
     if ms < 0 {
-        return Err(Error::validation(format!("{field} must not be negative, got {ms}")));
+        return Err(Error::validation(format!(
+            "{field} must not be negative, got {ms}"
+        )));
     }
     if ms >= YEAR_10000_MS {
         return Err(Error::validation(format!(
@@ -152,7 +155,11 @@ impl FundingApi {
     /// 404, rule 5). Cursor pagination as on every list; a cursor is bound to the `start`,
     /// `end` and `symbol` it was issued for (rule 3). History starts with the venue's first
     /// settlement (rule 4); an hour with no preliminary rate settles nothing and has no record.
-    #[oai(path = "/funding_rates", method = "get", operation_id = "listFundingRates")]
+    #[oai(
+        path = "/funding_rates",
+        method = "get",
+        operation_id = "listFundingRates"
+    )]
     #[allow(clippy::too_many_arguments)]
     async fn funding_rates(
         &self,
@@ -258,6 +265,15 @@ impl poem_openapi::types::Example for FundingRateLatest {
             mark_price: DecimalOut("60000.0".into()),
             predicted_rate: Some(DecimalOut("0.00012500".into())).into(),
             next_funding_time: Time("2026-01-01T02:00:00.000Z".into()),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for FundingRatePage {
+    fn example() -> Self {
+        FundingRatePage {
+            data: vec![FundingRateRecord::example()],
+            response_metadata: ResponseMetadata::example(),
         }
     }
 }

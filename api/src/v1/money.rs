@@ -141,11 +141,12 @@ impl From<&Movement> for TransactionRecord {
                 .map(|t| t.symbol.to_string())
                 .or_else(|| m.periodic.as_ref().map(|p| p.symbol.to_string()))
                 .into(),
+            // The engine books the mark at its tick's decimals at least (§2.4).
             mark_price: m
                 .periodic
                 .as_ref()
                 .filter(|_| m.kind == MovementKind::Settlement)
-                .map(|p| DecimalOut::new(p.mark_price, 0))
+                .map(|p| DecimalOut::new(p.mark_price, p.mark_price.scale()))
                 .into(),
             funding_rate: m
                 .periodic

@@ -9,13 +9,13 @@ use perpsim_core::Decimal;
 
 use crate::clock::SimClock;
 use crate::money::ledger::{AccountId, Balance, Ledger, Owner, VenueAccount};
-use perpsim_core::instrument::Asset;
 use crate::positions::{MarginRate, Position, Valuation, ValuationBasis};
 use crate::registry::{
     AccountIndex, Customer, Instrument, InstrumentState, MarketSlot, PositionIndex, Registry,
 };
 use crate::trading::exchange::{CheckedUpTo, Exchange};
 use crate::trading::orders::{LiveOrder, OrderRecords, Waiting};
+use perpsim_core::instrument::Asset;
 
 #[cfg(debug_assertions)]
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
@@ -142,7 +142,10 @@ pub fn assert_trading_invariants(
         .and_then(|accounts| {
             exchange.check_invariants(&orders, &open, &ledger, &accounts, &mut done)?;
             let unrealised = positions.iter().map(|(p, _, v, _)| {
-                (exchange.markets[p.market as usize].spec.settlement, v.unrealised_pnl)
+                (
+                    exchange.markets[p.market as usize].spec.settlement,
+                    v.unrealised_pnl,
+                )
             });
             check_clearing(&accounts, unrealised, ledger.movements().len() + open.len())
         })

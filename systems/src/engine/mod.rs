@@ -23,16 +23,16 @@ use self::snapshot::{EngineState, StateHash};
 use crate::clock::ClockView;
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::{Command, CommandResult, EngineEvent, Genesis, Outcome, Results, TickEvents};
-use crate::money::ledger::{Ledger, venue_accounts};
-use crate::money::store::spawn_accounts;
-use crate::publish::view::{Publishing, ReadView};
 use crate::market::MarketState;
 use crate::market::feed::FeedState;
 use crate::market::maker::MakerState;
-use crate::settlement::funding::FundingState;
+use crate::money::ledger::{Ledger, venue_accounts};
+use crate::money::store::spawn_accounts;
+use crate::publish::view::{Publishing, ReadView};
 use crate::registry::{
     AccountIndex, EngineRng, InstrumentState, MarketId, OrderIndex, PositionIndex, Registry,
 };
+use crate::settlement::funding::FundingState;
 use crate::trading::exchange::Exchange;
 
 /// How many ticks and commands the engine has applied: the journal position it stands at.
@@ -114,7 +114,10 @@ impl Engine {
         );
         let world = &mut engine.world;
         let market = MarketState {
-            feed: FeedState::new(genesis.seed, genesis.instruments.iter().map(|i| i.start_price)),
+            feed: FeedState::new(
+                genesis.seed,
+                genesis.instruments.iter().map(|i| i.start_price),
+            ),
             maker: MakerState::default(),
         };
         crate::market::insert(world, genesis.simulation.clone(), market);

@@ -114,7 +114,9 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
             open_positions(world),
         ),
         market: crate::market::extract(world),
-        funding: world.resource::<crate::settlement::funding::FundingState>().clone(),
+        funding: world
+            .resource::<crate::settlement::funding::FundingState>()
+            .clone(),
     }
 }
 

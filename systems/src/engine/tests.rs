@@ -84,17 +84,27 @@ fn manual_advance_over_three_hours_fires_the_hourly_event_three_times_in_order()
     assert!(
         out.events.iter().all(|e| !matches!(
             e,
-            EngineEvent::TimerFired { event: ScheduledEvent::PriceStep, .. }
+            EngineEvent::TimerFired {
+                event: ScheduledEvent::PriceStep,
+                ..
+            }
         )),
         "a quiet venue has no price steps"
     );
     let hour = |h: i64| Timestamp::from_millis(1_767_225_600_000 + h * HOUR_MS);
-    assert_eq!(fired(ScheduledEvent::FundingHour), vec![hour(1), hour(2), hour(3)]);
+    assert_eq!(
+        fired(ScheduledEvent::FundingHour),
+        vec![hour(1), hour(2), hour(3)]
+    );
     let samples = fired(ScheduledEvent::FundingSample);
     assert_eq!(samples.len(), 180, "one premium sample a minute");
     assert!(samples.windows(2).all(|w| w[0] < w[1]), "in time order");
     assert_eq!(engine.clock().now, to);
-    assert_eq!(engine.next_due(), Some(to.plus_millis(60_000)), "the next minute's sample");
+    assert_eq!(
+        engine.next_due(),
+        Some(to.plus_millis(60_000)),
+        "the next minute's sample"
+    );
 }
 
 #[test]

@@ -73,7 +73,10 @@ pub fn step_prices(
     for (slot, instrument, mut state) in markets {
         let m = slot.0 as usize;
         let sim = &settings.0.instruments[m];
-        debug_assert_eq!(sim.symbol, instrument.0.symbol, "settings follow market ids");
+        debug_assert_eq!(
+            sim.symbol, instrument.0.symbol,
+            "settings follow market ids"
+        );
         let factor = gbm_factor(&mut feed.rng, sim.volatility);
         let (level, index, mark) = step(
             feed.levels[m].0,

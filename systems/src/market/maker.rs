@@ -25,7 +25,8 @@ use crate::registry::{Customer, EngineRng, MarketId, Registry};
 use crate::trading::desk::Desk;
 
 /// The market maker's account: a fixed code, the same in every run.
-pub const MARKET_MAKER: CustomerCode = CustomerCode(Uuid::from_u128(0x6d61_726b_6574_4d61_6b65_7200_0000_0001));
+pub const MARKET_MAKER: CustomerCode =
+    CustomerCode(Uuid::from_u128(0x6d61_726b_6574_4d61_6b65_7200_0000_0001));
 /// The "no broker" the market maker belongs to: no key ever names it, so no broker sees it.
 pub const NO_BROKER: BrokerCode = BrokerCode(Uuid::nil());
 
@@ -50,7 +51,10 @@ pub(crate) fn spawn(world: &mut World, simulation: &Simulation, assets: &[Asset]
             fees: Default::default(),
         })
         .id();
-    world.resource_mut::<Registry>().customers.insert(MARKET_MAKER, entity);
+    world
+        .resource_mut::<Registry>()
+        .customers
+        .insert(MARKET_MAKER, entity);
     for &asset in assets {
         world.resource_scope(|world, mut rng: Mut<EngineRng>| {
             world.resource_scope(|world, mut ledger: Mut<Ledger>| {
@@ -96,7 +100,14 @@ pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<Simula
         };
         for (i, side) in sides {
             let mut ids = std::mem::take(&mut state.quotes[market as usize][i]);
-            requote(&mut desk, &mut state.next_reference, market, sim, side, &mut ids);
+            requote(
+                &mut desk,
+                &mut state.next_reference,
+                market,
+                sim,
+                side,
+                &mut ids,
+            );
             state.quotes[market as usize][i] = ids;
         }
     }
@@ -104,7 +115,13 @@ pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<Simula
 }
 
 /// Pure: the ladder's prices for one side, best first; empty when the side is not quoted.
-fn ladder(sim: &InstrumentSimulation, index: Decimal, tick: Decimal, side: Side, quoted: bool) -> Vec<Decimal> {
+fn ladder(
+    sim: &InstrumentSimulation,
+    index: Decimal,
+    tick: Decimal,
+    side: Side,
+    quoted: bool,
+) -> Vec<Decimal> {
     match quoted {
         true => (0..sim.levels)
             .map(|k| sim.level_price(index, k, side == Side::Buy, tick))

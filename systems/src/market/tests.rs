@@ -22,10 +22,18 @@ fn the_market_maker_quotes_both_sides_of_every_instrument_and_a_market_order_fil
     for m in &v.trading.markets {
         let index = v.instruments[&m.symbol].index_price;
         let (bid, ask) = (m.best_bid.unwrap(), m.best_ask.unwrap());
-        assert!(bid < index && index < ask, "{}: {bid} {index} {ask}", m.symbol);
+        assert!(
+            bid < index && index < ask,
+            "{}: {bid} {index} {ask}",
+            m.symbol
+        );
     }
     let quotes = v.trading.open_orders.get(&MARKET_MAKER).unwrap();
-    assert_eq!(quotes.len(), 4 * 2 * 10, "ten levels a side, four instruments");
+    assert_eq!(
+        quotes.len(),
+        4 * 2 * 10,
+        "ten levels a side, four instruments"
+    );
     let best_ask = v.trading.markets[0].best_ask.unwrap();
     let c = funded(&mut e, 1, "100000")[0];
     let r = run(&mut e, vec![place(c, market(Side::Buy, "m1", "0.1"))]);
@@ -74,8 +82,15 @@ fn one_advance_of_an_hour_equals_3600_advances_of_a_second() {
     assert_eq!(a.ledger, b.ledger);
     assert_eq!(a.exchange, b.exchange);
     assert_eq!(a.hash(), b.hash());
-    assert_eq!(a.funding.history().len(), 4, "the hour settled every market");
-    assert!(once.view().trading.trades.is_empty(), "the maker never meets its own quotes");
+    assert_eq!(
+        a.funding.history().len(),
+        4,
+        "the hour settled every market"
+    );
+    assert!(
+        once.view().trading.trades.is_empty(),
+        "the maker never meets its own quotes"
+    );
 }
 
 /// D10: the mark keeps its distance to the index; an index the admin API moved restarts
@@ -84,7 +99,10 @@ fn one_advance_of_an_hour_equals_3600_advances_of_a_second() {
 fn a_step_keeps_the_basis_and_restarts_from_a_moved_index() {
     let tick = d("0.1");
     let (level, index, mark) = step(d("100.04"), d("100.0"), d("101.0"), d("1.001"), tick);
-    assert_eq!((level, index, mark), (d("100.14004"), d("100.1"), d("101.1")));
+    assert_eq!(
+        (level, index, mark),
+        (d("100.14004"), d("100.1"), d("101.1"))
+    );
     // The admin API set the index to 200: the level restarts there.
     let (level, index, _) = step(d("100.04"), d("200.0"), d("200.0"), d("1.0005"), tick);
     assert_eq!((level, index), (d("200.1"), d("200.1")));

@@ -11,14 +11,14 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
 
 use crate::clock::ClockView;
-use crate::settlement::funding::{FundingRecord, FundingState, FundingView};
-use bevy_ecs::change_detection::DetectChanges;
 use crate::clock::SimClock;
 use crate::money::ledger::{Balance, Ledger, Movement, Owner};
 use crate::registry::{
     AccountIndex, Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument,
     InstrumentState, InstrumentView,
 };
+use crate::settlement::funding::{FundingRecord, FundingState, FundingView};
+use bevy_ecs::change_detection::DetectChanges;
 
 /// A transaction list's sort key: newest first.
 pub type TxKey = Reverse<u64>;

@@ -22,7 +22,9 @@ use crate::command::{CommandResult, Outcome};
 use crate::money::ledger::{Ledger, MovementKind, PeriodicInfo};
 use crate::money::store::Accounts;
 use crate::positions::Position;
-use crate::registry::{EngineRng, Instrument, InstrumentState, MarketId, MarketSlot, PositionIndex};
+use crate::registry::{
+    EngineRng, Instrument, InstrumentState, MarketId, MarketSlot, PositionIndex,
+};
 use crate::trading::exchange::Exchange;
 
 /// The clamp of a sampled rate: ±0.5 % (D7).
@@ -129,7 +131,15 @@ impl FundingState {
 /// Each market's mark, symbol and settlement asset, by market id.
 #[derive(SystemParam)]
 pub struct Marks<'w, 's> {
-    instruments: Query<'w, 's, (&'static MarketSlot, &'static Instrument, &'static InstrumentState)>,
+    instruments: Query<
+        'w,
+        's,
+        (
+            &'static MarketSlot,
+            &'static Instrument,
+            &'static InstrumentState,
+        ),
+    >,
 }
 
 impl Marks<'_, '_> {
@@ -143,7 +153,10 @@ impl Marks<'_, '_> {
                 if mark.scale() < i.0.price_decimals() {
                     mark.rescale(i.0.price_decimals());
                 }
-                (slot.0, (mark, Arc::from(i.0.symbol.as_str()), i.0.settlement))
+                (
+                    slot.0,
+                    (mark, Arc::from(i.0.symbol.as_str()), i.0.settlement),
+                )
             })
             .collect();
         marks.sort_unstable_by_key(|(market, _)| *market);
@@ -240,7 +253,10 @@ pub fn sample_premium(
 /// D3 admin: the preliminary rate of the running interval for `symbol`.
 pub fn set_rate(world: &mut World, symbol: &str, rate: Decimal) -> CommandResult {
     let entity = crate::registry::instrument_entity(world, symbol)?;
-    let market = world.get::<MarketSlot>(entity).expect("indexed instrument").0;
+    let market = world
+        .get::<MarketSlot>(entity)
+        .expect("indexed instrument")
+        .0;
     assert!(
         rate.scale() <= MAX_RATE_DECIMALS && rate.abs() < Decimal::ONE,
         "rates are validated at the edge"

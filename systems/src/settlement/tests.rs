@@ -38,7 +38,11 @@ fn set_price(e: &mut Engine, price: &str) {
 
 fn rows(e: &Engine, kind: MovementKind) -> Vec<Movement> {
     let v = e.view();
-    v.movements.values().filter(|m| m.kind == kind).cloned().collect()
+    v.movements
+        .values()
+        .filter(|m| m.kind == kind)
+        .cloned()
+        .collect()
 }
 
 /// D7: on the hour, payment = amount × mark × rate, booked exactly at 10 decimals; longs pay
@@ -63,14 +67,27 @@ fn a_funding_hour_with_a_set_rate_books_exact_amounts_with_the_sign_and_records(
     assert_eq!(by(cs[1]).amount, d("-0.0022140037"), "the long pays");
     assert_eq!(by(cs[0]).amount, d("0.0022140037"), "the short receives");
     let info = by(cs[1]).periodic.as_ref().unwrap();
-    assert_eq!((info.funding_rate, &*info.symbol), (Some(d("0.000123")), BTC));
-    assert_eq!(by(cs[1]).created_at, START.plus_millis(HOUR_MS), "exactly on the hour");
+    assert_eq!(
+        (info.funding_rate, &*info.symbol),
+        (Some(d("0.000123")), BTC)
+    );
+    assert_eq!(
+        by(cs[1]).created_at,
+        START.plus_millis(HOUR_MS),
+        "exactly on the hour"
+    );
     let v = e.view();
     assert_eq!(v.funding_history.len(), 1, "only BTC had a rate");
     let record = &v.funding_history[0];
-    assert_eq!((record.rate, record.mark_price), (d("0.000123"), d("60000.1")));
+    assert_eq!(
+        (record.rate, record.mark_price),
+        (d("0.000123"), d("60000.1"))
+    );
     assert_eq!(v.funding[0].latest.as_ref(), Some(record));
-    assert_eq!(v.funding[0].preliminary, None, "a settled interval starts over");
+    assert_eq!(
+        v.funding[0].preliminary, None,
+        "a settled interval starts over"
+    );
 }
 
 /// D7: with no set rate, the preliminary rate is the minutes' mean premium of the mid over
@@ -96,8 +113,14 @@ fn a_skewed_book_gives_a_sampled_rate_clamped_to_half_a_percent() {
     run(
         &mut e,
         vec![
-            Command::CancelOrder { customer: cs[2], reference_id: "bid".into() },
-            Command::CancelOrder { customer: cs[2], reference_id: "ask".into() },
+            Command::CancelOrder {
+                customer: cs[2],
+                reference_id: "bid".into(),
+            },
+            Command::CancelOrder {
+                customer: cs[2],
+                reference_id: "ask".into(),
+            },
             place(cs[2], limit(Side::Buy, "bid2", "0.001", "61000")),
             place(cs[2], limit(Side::Sell, "ask2", "0.001", "61400")),
         ],
@@ -114,7 +137,10 @@ fn an_hour_with_no_rate_settles_nothing() {
     assert!(rows(&e, MovementKind::Funding).is_empty());
     let v = e.view();
     assert!(v.funding_history.is_empty());
-    assert_eq!((v.funding[0].latest.as_ref(), v.funding[0].preliminary), (None, None));
+    assert_eq!(
+        (v.funding[0].latest.as_ref(), v.funding[0].preliminary),
+        (None, None)
+    );
 }
 
 /// D6: at 00:00 UTC the unrealised PnL at the mark is booked as settlement with the mark;
@@ -129,11 +155,25 @@ fn midnight_settlement_books_the_unrealised_pnl_and_resets_the_entry() {
     // 0.0003 × 1000.3 = 0.30009.
     assert_eq!(by(cs[1]).amount, d("0.30009"));
     assert_eq!(by(cs[0]).amount, d("-0.30009"));
-    assert_eq!(by(cs[1]).created_at, START.plus_millis(DAY_MS), "exactly at 00:00");
-    assert_eq!(by(cs[1]).periodic.as_ref().unwrap().mark_price, d("61000.3"));
+    assert_eq!(
+        by(cs[1]).created_at,
+        START.plus_millis(DAY_MS),
+        "exactly at 00:00"
+    );
+    assert_eq!(
+        by(cs[1]).periodic.as_ref().unwrap().mark_price,
+        d("61000.3")
+    );
     let v = e.view();
     let p = &v.trading.positions[&cs[1]][&0];
-    assert_eq!((p.entry_price, p.avg_fill_price), (d("61000.3"), d("60000")));
-    assert_eq!(p.margin, d("0.0003") * d("61000.3"), "leverage 1: the whole notional");
+    assert_eq!(
+        (p.entry_price, p.avg_fill_price),
+        (d("61000.3"), d("60000"))
+    );
+    assert_eq!(
+        p.margin,
+        d("0.0003") * d("61000.3"),
+        "leverage 1: the whole notional"
+    );
     assert_eq!(p.unrealised_pnl(d("61000.3")), Decimal::ZERO);
 }

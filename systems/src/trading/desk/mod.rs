@@ -166,8 +166,14 @@ impl Desk<'_, '_> {
     }
 
     /// A market's spec and its instrument's state (status, index and mark).
-    pub fn market(&self, market: MarketId) -> (&perpsim_core::instrument::InstrumentSpec, &InstrumentState) {
-        (&self.exchange.markets[market as usize].spec, self.instrument(market))
+    pub fn market(
+        &self,
+        market: MarketId,
+    ) -> (&perpsim_core::instrument::InstrumentSpec, &InstrumentState) {
+        (
+            &self.exchange.markets[market as usize].spec,
+            self.instrument(market),
+        )
     }
 
     /// Signed size of the customer's position in a market (long positive).
