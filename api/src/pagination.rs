@@ -259,6 +259,21 @@ fn finish<K: CursorKey>(
     Page { keys, metadata }
 }
 
+/// The first index in `0..len` at which `after` holds, for a predicate false then true along
+/// the list (a log kept in time order, cut into a time window without a scan).
+pub fn partition_point(len: usize, after: impl Fn(usize) -> bool) -> u64 {
+    let (mut lo, mut hi) = (0usize, len);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if after(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo as u64
+}
+
 /// No restriction: the whole list.
 pub fn all<K>() -> (Bound<K>, Bound<K>) {
     (Bound::Unbounded, Bound::Unbounded)

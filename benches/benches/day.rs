@@ -5,14 +5,13 @@
 //! The figure to quote is the median, and simulated days per wall second = 1 / median.
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use perpsim_benches::{START, broker_command};
+use perpsim_benches::{START, broker_command, create_customers, created, deposits_of};
 use perpsim_core::Decimal;
 use perpsim_core::entry::OrderEntry;
 use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::{OrderType, Side};
 use perpsim_core::simulation::Simulation;
 use perpsim_core::time::DAY_MS;
-use perpsim_systems::command::TransferKind;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 const CUSTOMERS: usize = 1_000;
@@ -32,34 +31,11 @@ fn venue() -> Engine {
         panic!("broker")
     };
     let broker = b.code;
-    let created = e.tick(
-        START,
-        (0..CUSTOMERS)
-            .map(|_| Command::CreateCustomer {
-                broker,
-                external_id: None,
-            })
-            .collect(),
-    );
-    let customers: Vec<_> = created
-        .results
+    let results = e.tick(START, create_customers(broker, CUSTOMERS)).results;
+    let customers = created(results.into_iter().map(|r| r.expect("customer")));
+    let deposits = Asset::ALL
         .into_iter()
-        .map(|r| match r {
-            Ok(Outcome::Customer(c)) => c.code,
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    let deposits = customers
-        .iter()
-        .flat_map(|&customer| {
-            Asset::ALL.map(|asset| Command::RequestTransfer {
-                customer,
-                kind: TransferKind::Deposit,
-                asset,
-                amount: Decimal::from(1_000_000),
-                delay_ms: 0,
-            })
-        })
+        .flat_map(|asset| deposits_of(&customers, asset, Decimal::from(1_000_000)))
         .collect();
     e.tick(START, deposits);
     let mut orders = Vec::new();

@@ -82,12 +82,17 @@ pub fn created(outcomes: impl IntoIterator<Item = Outcome>) -> Vec<CustomerCode>
 
 /// A deposit of `amount` USDC per customer, completing at the next instant (no delay).
 pub fn instant_deposits(customers: &[CustomerCode], amount: Decimal) -> Vec<Command> {
+    deposits_of(customers, Asset::Usdc, amount)
+}
+
+/// A deposit of `amount` of `asset` per customer, completing at the next instant.
+pub fn deposits_of(customers: &[CustomerCode], asset: Asset, amount: Decimal) -> Vec<Command> {
     customers
         .iter()
         .map(|c| Command::RequestTransfer {
             customer: *c,
             kind: TransferKind::Deposit,
-            asset: Asset::Usdc,
+            asset,
             amount,
             delay_ms: 0,
         })

@@ -214,7 +214,7 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
         let i = instrument_mut(&mut sim, symbol)?;
         let field = |name: &str| format!("[instruments.{symbol:?}] {name}");
         if let Some(v) = &table.volatility {
-            i.volatility = non_negative(&field("volatility"), v)?;
+            i.volatility = decimal(&field("volatility"), v)?;
         }
         if let Some(v) = table.levels {
             i.levels = v;
@@ -229,13 +229,13 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
             i.size = positive(&field("size"), v)?;
         }
         if let Some(v) = &table.max_inventory {
-            i.max_inventory = non_negative(&field("max_inventory"), v)?;
+            i.max_inventory = decimal(&field("max_inventory"), v)?;
         }
     }
     type Apply = fn(&mut InstrumentSimulation, &str, &str) -> Result<(), String>;
     let flags: [(&str, &[String], bool, Apply); 6] = [
         ("--volatility", &args.volatility, true, |i, f, v| {
-            i.volatility = non_negative(f, v)?;
+            i.volatility = decimal(f, v)?;
             Ok(())
         }),
         ("--maker-levels", &args.maker_levels, true, |i, f, v| {
@@ -271,7 +271,7 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
             &args.maker_max_inventory,
             false,
             |i, f, v| {
-                i.max_inventory = non_negative(f, v)?;
+                i.max_inventory = decimal(f, v)?;
                 Ok(())
             },
         ),
@@ -303,6 +303,7 @@ fn instrument_mut<'a>(
         .ok_or_else(|| format!("unknown instrument {symbol:?} in the market settings"))
 }
 
+/// A decimal without a sign: zero or more.
 fn decimal(field: &str, text: &str) -> Result<Decimal, String> {
     perpsim_core::decimal::parse(field, text, Sign::Unsigned).map_err(|e| e.to_string())
 }
@@ -313,10 +314,6 @@ fn positive(field: &str, text: &str) -> Result<Decimal, String> {
         true => Ok(v),
         false => Err(format!("{field} must be positive, got {text:?}")),
     }
-}
-
-fn non_negative(field: &str, text: &str) -> Result<Decimal, String> {
-    decimal(field, text)
 }
 
 impl ServeArgs {

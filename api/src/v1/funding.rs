@@ -127,16 +127,8 @@ fn millis(field: &str, text: Option<&str>) -> Result<Option<i64>, Error> {
 fn window(view: &ReadView, start: Option<i64>, end: Option<i64>) -> (Bound<u64>, Bound<u64>) {
     let history = &view.funding_history;
     let first_at = |ms: i64| {
-        let (mut lo, mut hi) = (0usize, history.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if history[mid].time >= Timestamp::from_millis(ms) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        lo as u64
+        let from = Timestamp::from_millis(ms);
+        pagination::partition_point(history.len(), |i| history[i].time >= from)
     };
     let lo = start.map_or(0, first_at);
     let hi = end.map_or(history.len() as u64, first_at);

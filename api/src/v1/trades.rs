@@ -111,16 +111,7 @@ fn window(
 ) -> (Bound<u64>, Bound<u64>) {
     let trades = &view.trading.trades;
     let first = |pred: &dyn Fn(Timestamp) -> bool| {
-        let (mut lo, mut hi) = (0usize, trades.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if pred(trades[mid].timestamp) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        lo as u64
+        pagination::partition_point(trades.len(), |i| pred(trades[i].timestamp))
     };
     let lo = from.map_or(0, |f| first(&|t| t >= f));
     let end = to.map_or(trades.len() as u64, |t_to| first(&|t| t > t_to));

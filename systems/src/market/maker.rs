@@ -87,12 +87,12 @@ pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<Simula
     state.quotes.resize_with(markets as usize, Default::default);
     for market in 0..markets {
         let sim = &settings.0.instruments[market as usize];
-        let index = desk.market(market).1.index_price;
+        let (spec, now) = desk.market(market);
+        let new_best_bid = sim.level_price(now.index_price, 0, true, spec.tick_size);
         let best_bid = state.quotes[market as usize][0]
             .iter()
             .filter_map(|&id| desk.order(id).limit_price)
             .max();
-        let new_best_bid = sim.level_price(index, 0, true, desk.market(market).0.tick_size);
         let rising = best_bid.is_some_and(|b| b < new_best_bid);
         let sides = match rising {
             true => [(1, Side::Sell), (0, Side::Buy)],

@@ -162,6 +162,16 @@ pub struct TradeInfo {
     pub trade_code: TradeCode,
 }
 
+/// What a completed booking moves on the customer's account.
+struct CustomerSide {
+    customer: (CustomerCode, BrokerCode),
+    asset: Asset,
+    kind: MovementKind,
+    /// Signed: positive credits the customer.
+    amount: Decimal,
+    locked_delta: Decimal,
+}
+
 /// Completed flows across the venue's boundary, per asset.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Flows {
@@ -541,28 +551,14 @@ impl Ledger {
             .total -= info.realised_pnl;
         self.account_mut(accounts, (Owner::Venue(VenueAccount::Fees), asset), now)
             .total += info.fee;
-        let account = self.account_mut(accounts, (Owner::Customer(customer.0), asset), now);
-        account.total += amount;
-        shift_locked(account, customer.0, locked_delta);
-        let total = account.total;
-        let seq = self.state.movements.len() as u64;
-        self.state.movements.push(Movement {
-            seq,
-            code: MovementCode(rng.uuid()),
-            customer: customer.0,
-            broker: customer.1,
-            kind,
-            status: MovementStatus::Completed,
+        let row = CustomerSide {
+            customer,
             asset,
+            kind,
             amount,
-            created_at: now,
-            updated_at: now,
-            balance_after: Some(total),
-            trade: Some(Box::new(info)),
-            periodic: None,
-        });
-        self.dirty_movements.push(seq);
-        seq
+            locked_delta,
+        };
+        self.complete(accounts, rng, now, row, Some(Box::new(info)), None)
     }
 
     /// Books a settlement or funding movement of `amount` (already rounded; positive credits
@@ -593,28 +589,51 @@ impl Ledger {
         }
         self.account_mut(accounts, (Owner::Venue(VenueAccount::Clearing), asset), now)
             .total -= amount;
-        let account = self.account_mut(accounts, (Owner::Customer(customer.0), asset), now);
-        account.total += amount;
-        shift_locked(account, customer.0, locked_delta);
+        let row = CustomerSide {
+            customer,
+            asset,
+            kind,
+            amount,
+            locked_delta,
+        };
+        Some(self.complete(accounts, rng, now, row, None, Some(Box::new(info))))
+    }
+
+    /// The customer's side of a completed booking (its counterparts already booked): the
+    /// amount and the locked margin moved in one touch of the account, the row appended.
+    /// Returns the row's seq.
+    fn complete(
+        &mut self,
+        accounts: &mut impl AccountStore,
+        rng: &mut SimRng,
+        now: Timestamp,
+        row: CustomerSide,
+        trade: Option<Box<TradeInfo>>,
+        periodic: Option<Box<PeriodicInfo>>,
+    ) -> u64 {
+        let (code, broker) = row.customer;
+        let account = self.account_mut(accounts, (Owner::Customer(code), row.asset), now);
+        account.total += row.amount;
+        shift_locked(account, code, row.locked_delta);
         let total = account.total;
         let seq = self.state.movements.len() as u64;
         self.state.movements.push(Movement {
             seq,
             code: MovementCode(rng.uuid()),
-            customer: customer.0,
-            broker: customer.1,
-            kind,
+            customer: code,
+            broker,
+            kind: row.kind,
             status: MovementStatus::Completed,
-            asset,
-            amount,
+            asset: row.asset,
+            amount: row.amount,
             created_at: now,
             updated_at: now,
             balance_after: Some(total),
-            trade: None,
-            periodic: Some(Box::new(info)),
+            trade,
+            periodic,
         });
         self.dirty_movements.push(seq);
-        Some(seq)
+        seq
     }
 
     /// Moves a customer's locked initial margin by `delta` (positions and resting orders).

@@ -15,7 +15,7 @@ use crate::positions::{MarginRate, Position};
 use crate::registry::{EngineRng, PositionIndex};
 use crate::trading::exchange::Exchange;
 
-use super::funding::Marks;
+use super::Marks;
 
 /// MarkToMarketSystems, at midnight, before the valuation (which then values every settled
 /// position at zero unrealised PnL).

@@ -10,21 +10,18 @@
 use std::sync::Arc;
 
 use bevy_ecs::prelude::{Mut, Query, Res, ResMut, Resource, World};
-use bevy_ecs::system::SystemParam;
 use perpsim_core::decimal::round_ledger;
-use perpsim_core::instrument::Asset;
 use perpsim_core::time::{HOUR_MS, Timestamp};
 use perpsim_core::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
+use super::Marks;
 use crate::clock::{DueEvents, ScheduledEvent, SimClock};
 use crate::command::{CommandResult, Outcome};
 use crate::money::ledger::{Ledger, MovementKind, PeriodicInfo};
 use crate::money::store::Accounts;
 use crate::positions::Position;
-use crate::registry::{
-    EngineRng, Instrument, InstrumentState, MarketId, MarketSlot, PositionIndex,
-};
+use crate::registry::{EngineRng, MarketId, MarketSlot, PositionIndex};
 use crate::trading::exchange::Exchange;
 
 /// The clamp of a sampled rate: ±0.5 % (D7).
@@ -125,42 +122,6 @@ impl FundingState {
             preliminary: self.intervals[market as usize].preliminary(),
             interval_start: self.interval_start,
         }
-    }
-}
-
-/// Each market's mark, symbol and settlement asset, by market id.
-#[derive(SystemParam)]
-pub struct Marks<'w, 's> {
-    instruments: Query<
-        'w,
-        's,
-        (
-            &'static MarketSlot,
-            &'static Instrument,
-            &'static InstrumentState,
-        ),
-    >,
-}
-
-impl Marks<'_, '_> {
-    /// The marks carry at least their tick's decimals (§2.4), as the rows show them.
-    pub fn by_market(&self) -> Vec<(Decimal, Arc<str>, Asset)> {
-        let mut marks: Vec<_> = self
-            .instruments
-            .iter()
-            .map(|(slot, i, s)| {
-                let mut mark = s.mark_price;
-                if mark.scale() < i.0.price_decimals() {
-                    mark.rescale(i.0.price_decimals());
-                }
-                (
-                    slot.0,
-                    (mark, Arc::from(i.0.symbol.as_str()), i.0.settlement),
-                )
-            })
-            .collect();
-        marks.sort_unstable_by_key(|(market, _)| *market);
-        marks.into_iter().map(|(_, m)| m).collect()
     }
 }
 

@@ -4,7 +4,14 @@
 //! exactly, and both walk the open positions in key order (customer, market), so the
 //! movements' order and ids are the same in every run.
 
-use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
+use std::sync::Arc;
+
+use bevy_ecs::prelude::{IntoScheduleConfigs, Query, Schedule, World};
+use bevy_ecs::system::SystemParam;
+use perpsim_core::Decimal;
+use perpsim_core::instrument::Asset;
+
+use crate::registry::{Instrument, InstrumentState, MarketSlot};
 
 use crate::sets::{FundingSystems, MarkToMarketSystems};
 
@@ -25,4 +32,40 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
             .chain()
             .in_set(FundingSystems),
     );
+}
+
+/// Each market's mark, symbol and settlement asset, by market id.
+#[derive(SystemParam)]
+pub struct Marks<'w, 's> {
+    instruments: Query<
+        'w,
+        's,
+        (
+            &'static MarketSlot,
+            &'static Instrument,
+            &'static InstrumentState,
+        ),
+    >,
+}
+
+impl Marks<'_, '_> {
+    /// The marks carry at least their tick's decimals (§2.4), as the rows show them.
+    pub fn by_market(&self) -> Vec<(Decimal, Arc<str>, Asset)> {
+        let mut marks: Vec<_> = self
+            .instruments
+            .iter()
+            .map(|(slot, i, s)| {
+                let mut mark = s.mark_price;
+                if mark.scale() < i.0.price_decimals() {
+                    mark.rescale(i.0.price_decimals());
+                }
+                (
+                    slot.0,
+                    (mark, Arc::from(i.0.symbol.as_str()), i.0.settlement),
+                )
+            })
+            .collect();
+        marks.sort_unstable_by_key(|(market, _)| *market);
+        marks.into_iter().map(|(_, m)| m).collect()
+    }
 }
