@@ -19,6 +19,9 @@ use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
 const CUSTOMERS: usize = 200;
+/// References each customer cycles through: rule 11 then bounds its open orders, so the live
+/// state (and the invariants' cost per run) stays that of a busy venue, not of a week's pile.
+const REFERENCES: u64 = 20;
 
 /// Days simulated: 7, or `PERPSIM_SIM_DAYS` for a longer soak.
 fn days() -> i64 {
@@ -89,7 +92,7 @@ impl Sim {
             Side::Sell
         };
         self.next_ref += 1;
-        let reference = format!("r{}", self.next_ref % 500);
+        let reference = format!("r{}", self.next_ref % REFERENCES);
         let place = |entry: OrderEntry| Command::PlaceOrder {
             customer,
             symbol: spec.symbol.clone(),
@@ -135,11 +138,11 @@ impl Sim {
             }
             7 => Command::CancelOrder {
                 customer,
-                reference_id: format!("r{}", self.pick(500)),
+                reference_id: format!("r{}", self.pick(REFERENCES)),
             },
             8 => Command::AmendOrder {
                 customer,
-                reference_id: format!("r{}", self.pick(500)),
+                reference_id: format!("r{}", self.pick(REFERENCES)),
                 amend: Amend {
                     amount: None,
                     limit_price: Some(price),

@@ -272,6 +272,12 @@ fn every_stated_parameter_constraint_is_exactly_what_the_service_checks() {
             "/v1/customers/transactions?created_from=-1".to_owned(),
             false,
         ),
+        // Funding-rate windows: 0 to 253402300799999 ms (§4.1 rule 2).
+        ("/v1/funding_rates?start=0".to_owned(), true),
+        ("/v1/funding_rates?end=253402300799999".to_owned(), true),
+        ("/v1/funding_rates?start=-1".to_owned(), false),
+        ("/v1/funding_rates?end=253402300800000".to_owned(), false),
+        ("/v1/funding_rates?start=".to_owned(), false),
     ];
     for (path, accepted) in cases {
         let r = c.send("GET", &path, None);

@@ -9,7 +9,7 @@ use perpsim_core::decimal::{LEDGER_DECIMALS, MAX_INPUT_LEN};
 use perpsim_core::entry::MAX_REFERENCE_ID;
 use perpsim_core::filter::MAX_FILTER_LEN;
 use perpsim_core::money::{MAX_FEE_BPS, MAX_TRANSFER_INTEGER_DIGITS};
-use perpsim_core::time::MAX_QUERY_MILLIS_DIGITS;
+use perpsim_core::time::{MAX_QUERY_MILLIS_DIGITS, YEAR_10000_MS};
 
 use crate::v1::customers::MAX_EXTERNAL_ID;
 
@@ -95,6 +95,13 @@ fn facets(operation_id: &str, location: &str, name: &str) -> Option<Value> {
             {"type": "string", "format": "date-time"},
             {"type": "string", "pattern": format!("^[0-9]{{1,{MAX_QUERY_MILLIS_DIGITS}}}$")},
         ]}),
+        // §4.1 rule 2: milliseconds since the epoch, not negative, before 10000-01-01.
+        ("query", "start" | "end") if operation_id == "listFundingRates" => json!({
+            "type": "integer",
+            "format": "int64",
+            "minimum": 0,
+            "maximum": YEAR_10000_MS - 1,
+        }),
         // §8: at most 40 characters of [a-zA-Z0-9_-].
         ("path", "reference_id") => reference_id(),
         _ => return None,
