@@ -47,7 +47,8 @@ pub struct InstrumentSimulation {
     /// Distance from the index to the best bid and to the best ask, in basis points.
     #[serde(with = "crate::decimal::bin")]
     pub half_spread_bps: Decimal,
-    /// Distance between neighbouring levels, in basis points.
+    /// Distance between neighbouring levels, in basis points of the start price: the levels
+    /// sit on a fixed grid of that many ticks (see [`InstrumentSimulation::grid`]).
     #[serde(with = "crate::decimal::bin")]
     pub level_step_bps: Decimal,
     /// Amount quoted at each level (a multiple of the lot size).
@@ -180,22 +181,34 @@ impl InstrumentSimulation {
         }
     }
 
-    /// The price of level `k` (0 is the best) on the bid (`bid`) or ask side of `index`,
-    /// rounded away from the index to the tick, never below one tick.
-    pub fn level_price(&self, index: Decimal, k: u32, bid: bool, tick: Decimal) -> Decimal {
-        let bps =
-            (self.half_spread_bps + self.level_step_bps * Decimal::from(k)) / Decimal::from(10_000);
-        let (price, strategy) = match bid {
-            true => (
-                index * (Decimal::ONE - bps),
-                RoundingStrategy::ToNegativeInfinity,
-            ),
-            false => (
-                index * (Decimal::ONE + bps),
-                RoundingStrategy::ToPositiveInfinity,
-            ),
+    /// The distance between neighbouring levels, in price: the level step at the start
+    /// price, a whole number of ticks (at least one). A fixed grid, not one that moves with
+    /// the index: when the index moves, the levels still on the grid's side of it survive and
+    /// only the ladder's ends change (the maker amends one or two orders, not every one).
+    pub fn grid(&self, spec: &InstrumentSpec) -> Decimal {
+        let step = spec.start_price * self.level_step_bps / Decimal::from(10_000);
+        round_to_unit(step, spec.tick_size).max(spec.tick_size)
+    }
+
+    /// The ladder of one side of `index`, best first: the first grid point at least the half
+    /// spread away from the index, then a grid step further each level, never below `grid`.
+    pub fn ladder(&self, index: Decimal, bid: bool, grid: Decimal) -> Vec<Decimal> {
+        let half = index * self.half_spread_bps / Decimal::from(10_000);
+        let (edge, strategy) = match bid {
+            true => (index - half, RoundingStrategy::ToNegativeInfinity),
+            false => (index + half, RoundingStrategy::ToPositiveInfinity),
         };
-        ((price / tick).round_dp_with_strategy(0, strategy) * tick).max(tick)
+        let best = (edge / grid).round_dp_with_strategy(0, strategy) * grid;
+        (0..self.levels)
+            .map(|k| {
+                let away = grid * Decimal::from(k);
+                match bid {
+                    true => best - away,
+                    false => best + away,
+                }
+            })
+            .take_while(|p| *p >= grid)
+            .collect()
     }
 }
 
@@ -274,25 +287,28 @@ mod tests {
     }
 
     #[test]
-    fn default_levels_straddle_the_index_on_the_tick() {
+    fn default_levels_straddle_the_index_on_a_fixed_grid() {
         let specs = default_instruments();
         let sim = Simulation::defaults(&specs);
         sim.check(&specs).unwrap();
         let btc = &sim.instruments[0];
-        let tick = specs[0].tick_size;
-        let index = Decimal::from(60_000);
+        let grid = btc.grid(&specs[0]);
+        assert_eq!(grid, d("6.0"), "1 bp of the 60 000 start, on the 0.1 tick");
+        let bids = btc.ladder(d("60000"), true, grid);
+        let asks = btc.ladder(d("60000"), false, grid);
         assert_eq!(
-            btc.level_price(index, 0, true, tick),
-            Decimal::new(599_940, 1)
+            (bids[0], bids[9], asks[0]),
+            (d("59994"), d("59940"), d("60006"))
         );
-        assert_eq!(
-            btc.level_price(index, 0, false, tick),
-            Decimal::new(600_060, 1)
-        );
-        assert_eq!(
-            btc.level_price(index, 9, true, tick),
-            Decimal::new(599_400, 1)
-        );
+        // A move within a grid step keeps the whole ladder; one past it, nine of ten levels.
+        assert_eq!(btc.ladder(d("60004.3"), true, grid), bids);
+        let moved = btc.ladder(d("60007"), true, grid);
+        assert_eq!(moved[0], d("60000"));
+        assert_eq!(moved[1..], bids[..9]);
+    }
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
     }
 
     #[test]

@@ -9,7 +9,6 @@
 //! never takes part in margin or liquidation (it has no broker to answer to).
 
 use bevy_ecs::prelude::{Mut, Res, ResMut, Resource, World};
-use perpsim_core::Decimal;
 use perpsim_core::entry::{Amend, OrderEntry};
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 use perpsim_core::instrument::{Asset, InstrumentStatus};
@@ -88,12 +87,15 @@ pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<Simula
     for market in 0..markets {
         let sim = &settings.0.instruments[market as usize];
         let (spec, now) = desk.market(market);
-        let new_best_bid = sim.level_price(now.index_price, 0, true, spec.tick_size);
+        let new_best_bid = sim
+            .ladder(now.index_price, true, sim.grid(spec))
+            .first()
+            .copied();
         let best_bid = state.quotes[market as usize][0]
             .iter()
             .filter_map(|&id| desk.order(id).limit_price)
             .max();
-        let rising = best_bid.is_some_and(|b| b < new_best_bid);
+        let rising = best_bid.is_some_and(|b| new_best_bid.is_some_and(|n| b < n));
         let sides = match rising {
             true => [(1, Side::Sell), (0, Side::Buy)],
             false => [(0, Side::Buy), (1, Side::Sell)],
@@ -114,22 +116,6 @@ pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<Simula
     desk.flush();
 }
 
-/// Pure: the ladder's prices for one side, best first; empty when the side is not quoted.
-fn ladder(
-    sim: &InstrumentSimulation,
-    index: Decimal,
-    tick: Decimal,
-    side: Side,
-    quoted: bool,
-) -> Vec<Decimal> {
-    match quoted {
-        true => (0..sim.levels)
-            .map(|k| sim.level_price(index, k, side == Side::Buy, tick))
-            .collect(),
-        false => Vec::new(),
-    }
-}
-
 /// One side of one market: keep the orders on surviving levels (topped up to the quote
 /// size), move the others onto the missing levels, cancel what is left over and place what
 /// is still missing. A request the desk refuses (a status that forbids it) leaves that level
@@ -146,13 +132,16 @@ fn requote(
     if state.status == InstrumentStatus::TradeHalt {
         return; // nothing may be placed or amended: the quotes stand as they are
     }
-    let (tick, index, symbol) = (spec.tick_size, state.index_price, spec.symbol.clone());
+    let (grid, index) = (sim.grid(spec), state.index_price);
     let position = desk.position_size(MARKET_MAKER, market);
     let grows = match side {
         Side::Buy => position >= sim.max_inventory,
         Side::Sell => -position >= sim.max_inventory,
     };
-    let mut wanted = ladder(sim, index, tick, side, !grows);
+    let mut wanted = match grows {
+        true => Vec::new(),
+        false => sim.ladder(index, side == Side::Buy, grid),
+    };
     ids.retain(|&id| desk.order(id).is_open());
     let mut free = Vec::new();
     let mut kept = Vec::with_capacity(ids.len());
@@ -208,7 +197,7 @@ fn requote(
             limit_price: Some(price),
             ..OrderEntry::new(side, OrderType::Limit, format!("mm-{next_reference}"))
         };
-        if let Ok(id) = desk.place(MARKET_MAKER, &symbol, &entry) {
+        if let Ok(id) = desk.place(MARKET_MAKER, &sim.symbol, &entry) {
             kept.push(id);
         }
     }
