@@ -92,6 +92,7 @@ fn world_with(n: usize) -> (World, Schedule) {
                 margin: Decimal::ZERO,
                 created_at: Timestamp::EPOCH,
                 updated_at: Timestamp::EPOCH,
+                noticed: 0,
             };
             let rate = MarginRate::of_leverage(1 + (i % 2) as u32);
             (position, rate, Valuation::default())

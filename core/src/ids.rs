@@ -74,6 +74,11 @@ uuid_code!(
     FillCode
 );
 
+uuid_code!(
+    /// A notification (`code` of the REST record and of its push message, §2.2).
+    NotificationCode
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

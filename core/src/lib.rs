@@ -15,6 +15,7 @@ pub mod ids;
 pub mod instrument;
 pub mod money;
 pub mod order;
+pub mod risk;
 pub mod rng;
 pub mod simulation;
 pub mod time;

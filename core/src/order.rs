@@ -145,6 +145,8 @@ pub enum EndReason {
     TimeInForce,
     Expired,
     InsufficientFunds,
+    /// Cancelled by a liquidation of the customer (D10).
+    Liquidation,
 }
 
 impl EndReason {
@@ -154,6 +156,7 @@ impl EndReason {
             EndReason::TimeInForce => "TIME_IN_FORCE",
             EndReason::Expired => "EXPIRED",
             EndReason::InsufficientFunds => "INSUFFICIENT_FUNDS",
+            EndReason::Liquidation => "LIQUIDATION",
         }
     }
 }

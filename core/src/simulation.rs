@@ -71,6 +71,13 @@ pub struct Simulation {
     pub maker_funding: Decimal,
     /// One entry per instrument, in the instruments' order.
     pub instruments: Vec<InstrumentSimulation>,
+    /// What the venue's insurance account holds at genesis, per settlement asset (D10): it
+    /// covers negative balances left by liquidations, and may itself go negative.
+    #[serde(with = "crate::decimal::bin")]
+    pub insurance_funding: Decimal,
+    /// Simulation time between two depreciation evaluations (D9: 60 s by default), in
+    /// milliseconds, a whole number of seconds.
+    pub notice_interval_ms: i64,
 }
 
 /// Upper bound on quoted levels per side: the maker's re-quote is a loop over them.
@@ -78,6 +85,15 @@ pub const MAX_LEVELS: u32 = 100;
 
 /// The maker's default funding per asset.
 pub const DEFAULT_MAKER_FUNDING: i64 = 100_000_000;
+
+/// The insurance account's default funding per asset.
+pub const DEFAULT_INSURANCE_FUNDING: i64 = 10_000_000;
+
+/// D9: depreciation is evaluated every 60 s of simulation time unless configured.
+pub const DEFAULT_NOTICE_INTERVAL_MS: i64 = 60_000;
+
+/// The longest configurable time between depreciation evaluations: one day.
+pub const MAX_NOTICE_INTERVAL_MS: i64 = 86_400_000;
 
 impl Simulation {
     /// The D1 defaults: random walk and market maker on, settings per default instrument.
@@ -90,6 +106,8 @@ impl Simulation {
                 .iter()
                 .map(InstrumentSimulation::default_for)
                 .collect(),
+            insurance_funding: Decimal::from(DEFAULT_INSURANCE_FUNDING),
+            notice_interval_ms: DEFAULT_NOTICE_INTERVAL_MS,
         }
     }
 
@@ -113,6 +131,17 @@ impl Simulation {
             || !crate::decimal::is_ledger_rounded(self.maker_funding)
         {
             return Err("market maker funding must be positive with at most 10 decimals".into());
+        }
+        if self.insurance_funding < Decimal::ZERO
+            || !crate::decimal::is_ledger_rounded(self.insurance_funding)
+        {
+            return Err("insurance funding must not be negative, with at most 10 decimals".into());
+        }
+        if self.notice_interval_ms < 1_000
+            || self.notice_interval_ms > MAX_NOTICE_INTERVAL_MS
+            || self.notice_interval_ms % 1_000 != 0
+        {
+            return Err("the notice interval must be whole seconds within 1 s and 1 day".into());
         }
         if self.instruments.len() != specs.len() {
             return Err("one simulation entry per instrument".into());

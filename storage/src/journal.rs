@@ -20,7 +20,7 @@ const SNAPSHOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshots")
 const GENESIS_KEY: &str = "genesis";
 const FORMAT_KEY: &str = "format";
 /// Version of the journal's row encoding; a file of another version is refused, not guessed.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 /// Snapshots kept: the newest and the one before, in case the newest cannot be decoded.
 const SNAPSHOTS_KEPT: usize = 2;
 

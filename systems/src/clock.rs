@@ -42,6 +42,9 @@ pub enum ScheduledEvent {
     FundingSample,
     /// Daily settlement at 00:00 UTC (D6).
     DailySettlement,
+    /// A depreciation evaluation, every notice interval of simulation time (D9); re-armed by
+    /// the check itself, which knows the interval.
+    DepreciationCheck,
 }
 
 /// Upper bound on pending timed events; a scheduler this full means a runaway producer.

@@ -22,6 +22,7 @@ pub mod money;
 pub mod positions;
 pub mod publish;
 pub mod registry;
+pub mod risk;
 pub mod sets;
 pub mod settlement;
 pub mod trading;

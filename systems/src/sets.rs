@@ -77,6 +77,7 @@ pub fn build(world: &mut World) -> Schedule {
     crate::positions::plugin(world, &mut schedule);
     crate::market::plugin(world, &mut schedule);
     crate::settlement::plugin(world, &mut schedule);
+    crate::risk::plugin(world, &mut schedule);
     crate::publish::plugin(world, &mut schedule);
     crate::audit::plugin(world, &mut schedule);
     schedule

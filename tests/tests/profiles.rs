@@ -23,7 +23,7 @@ fn the_account_summary_has_every_field_with_its_precision() {
         flat,
         json!({
             "total_equity": "0.0000000000", "available_margin": "0.0000000000", "used_margin": "0.0000000000",
-            "unrealised_pnl": "0.0000000000", "margin_ratio": "0.0000", "leverage_ratio": "1.0000",
+            "unrealised_pnl": "0.0000000000", "margin_ratio": "0.0000", "leverage_ratio": "1.0000", "margin_state": "normal",
             "initial_margin_requirement": "1.00", "margin_call_threshold": "0.50", "liquidation_threshold": "0.30",
             "updated_at": "2026-01-01T00:00:00.000Z"
         })

@@ -69,6 +69,13 @@ pub struct ServeArgs {
     /// [default: 100000000].
     #[arg(long, env = "PERPSIM_MAKER_FUNDING")]
     pub maker_funding: Option<String>,
+    /// What the venue's insurance account holds at start, per settlement asset; it covers
+    /// negative balances left by liquidations and may go negative [default: 10000000].
+    #[arg(long, env = "PERPSIM_INSURANCE_FUNDING")]
+    pub insurance_funding: Option<String>,
+    /// Seconds of simulation time between two depreciation evaluations [default: 60].
+    #[arg(long, env = "PERPSIM_NOTICE_INTERVAL")]
+    pub notice_interval: Option<u64>,
     /// Seed of all randomness; same seed and commands, same run [default: random at first start].
     #[arg(long, env = "PERPSIM_SEED")]
     pub seed: Option<u64>,
@@ -114,6 +121,8 @@ struct FileConfig {
     market_maker: Option<String>,
     price_feed: Option<String>,
     maker_funding: Option<String>,
+    insurance_funding: Option<String>,
+    notice_interval: Option<u64>,
     /// Per-instrument settings of the living market, by symbol.
     #[serde(default)]
     instruments: BTreeMap<String, InstrumentFile>,
@@ -209,6 +218,19 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
         .or(file.maker_funding.as_deref())
     {
         sim.maker_funding = positive("--maker-funding", text)?;
+    }
+    if let Some(text) = args
+        .insurance_funding
+        .as_deref()
+        .or(file.insurance_funding.as_deref())
+    {
+        sim.insurance_funding = decimal("--insurance-funding", text)?;
+    }
+    if let Some(seconds) = args.notice_interval.or(file.notice_interval) {
+        sim.notice_interval_ms = i64::try_from(seconds)
+            .ok()
+            .and_then(|s| s.checked_mul(1_000))
+            .ok_or("--notice-interval is out of range")?;
     }
     for (symbol, table) in &file.instruments {
         let i = instrument_mut(&mut sim, symbol)?;

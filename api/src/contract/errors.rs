@@ -78,7 +78,8 @@ fn extra(operation_id: &str) -> Option<Extra> {
         | "getCustomerTrade"
         | "listTrades"
         | "listFundingRates"
-        | "getFundingRate" => FOUND,
+        | "getFundingRate"
+        | "listNotifications" => FOUND,
         _ => return None,
     })
 }

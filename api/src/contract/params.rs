@@ -80,6 +80,10 @@ fn facets(operation_id: &str, location: &str, name: &str) -> Option<Value> {
         ("query", "interval") => json!({"enum": ["1m", "5m", "15m", "1h", "60m", "4h", "1d"]}),
         // D7: the settlement currencies.
         ("query", "asset") => json!({"enum": ["USDC", "USDT"]}),
+        // §2.2: the one notification type there is.
+        ("query", "type") if operation_id == "listNotifications" => {
+            json!({"enum": ["position_depreciation"]})
+        }
         // D5: only `open` is supported.
         ("query", "status") if operation_id == "listOpenOrders" => json!({"enum": ["open"]}),
         // §4.1 filters: `|`-separated alternatives, none empty, `*` a wildcard.

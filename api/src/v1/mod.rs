@@ -6,6 +6,7 @@ pub mod funding;
 pub mod instruments;
 pub mod market;
 pub mod money;
+pub mod notifications;
 pub mod orders;
 pub mod positions;
 pub mod profiles;
@@ -87,6 +88,7 @@ pub type BrokerApi = (
     trades::TradesApi,
     market::MarketApi,
     funding::FundingApi,
+    notifications::NotificationsApi,
 );
 
 pub fn api() -> BrokerApi {
@@ -100,5 +102,6 @@ pub fn api() -> BrokerApi {
         trades::TradesApi,
         market::MarketApi,
         funding::FundingApi,
+        notifications::NotificationsApi,
     )
 }

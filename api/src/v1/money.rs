@@ -43,8 +43,14 @@ pub struct TransferRequest {
 pub enum TransactionType {
     Deposit,
     Withdrawal,
-    /// Fills, forced fills (liquidation, auto-deleveraging) included.
+    /// An order's fill.
     Trade,
+    /// A liquidation's forced fill against the book (reference_id null); also the insurance
+    /// account's cover of a negative balance a liquidation left (realised_pnl = the amount,
+    /// fee 0, trade_code null).
+    Liquidation,
+    /// A forced close at the mark price against the liquidated side (D10), no fee.
+    AutoDeleveraging,
     /// Daily mark-to-market.
     Settlement,
     Funding,
@@ -99,9 +105,9 @@ impl From<&Movement> for TransactionRecord {
         let kind = match m.kind {
             MovementKind::Deposit => TransactionType::Deposit,
             MovementKind::Withdrawal => TransactionType::Withdrawal,
-            MovementKind::Trade | MovementKind::Liquidation | MovementKind::AutoDeleveraging => {
-                TransactionType::Trade
-            }
+            MovementKind::Trade => TransactionType::Trade,
+            MovementKind::Liquidation => TransactionType::Liquidation,
+            MovementKind::AutoDeleveraging => TransactionType::AutoDeleveraging,
             MovementKind::Settlement => TransactionType::Settlement,
             MovementKind::Funding => TransactionType::Funding,
         };
@@ -154,7 +160,12 @@ impl From<&Movement> for TransactionRecord {
                 .and_then(|p| p.funding_rate)
                 .map(|r| DecimalOut::new(r, 8))
                 .into(),
-            trade_code: m.trade.as_ref().map(|t| t.trade_code.to_string()).into(),
+            trade_code: m
+                .trade
+                .as_ref()
+                .and_then(|t| t.trade_code)
+                .map(|c| c.to_string())
+                .into(),
             created_at: m.created_at.into(),
             updated_at: m.updated_at.into(),
         }

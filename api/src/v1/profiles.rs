@@ -11,15 +11,18 @@ use poem::web::Data;
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
-use rust_decimal::RoundingStrategy;
+use std::collections::BTreeMap;
+
+use perpsim_core::instrument::Asset;
+use perpsim_core::risk::{self, MarginState};
 
 use super::{Signed, Tag, customer_of};
 use crate::errors::ApiError;
 use crate::server::app::AppState;
 use crate::wire::{DecimalOut, LeverageIn, NumberIn, Time};
 
-/// Margin metrics of an account (§2.6). Both settlement currencies count as collateral at
-/// par (1 USDT = 1 USDC).
+/// Margin metrics of an account (§2.6). The sums count both settlement currencies at par
+/// (1 USDT = 1 USDC).
 #[derive(Object, Debug)]
 #[oai(example)]
 pub struct AccountSummary {
@@ -34,8 +37,14 @@ pub struct AccountSummary {
     #[oai(deprecated)]
     pub margin_ratio: DecimalOut,
     /// (collateral + unrealised PnL) / position notional, rounded down to 4 decimals;
-    /// 1.0000 with no open positions. Higher is safer.
+    /// 1.0000 with no open positions. Higher is safer. Each settlement currency margins the
+    /// positions settling in it; this is the weakest currency's ratio.
     pub leverage_ratio: DecimalOut,
+    /// The weakest currency's margin state (D10): `normal` at or above
+    /// margin_call_threshold, `margin_call` below it, `liquidation` below
+    /// liquidation_threshold (the engine then cancels the currency's orders and closes its
+    /// positions in the same tick).
+    pub margin_state: String,
     /// Fractions as applied by the venue (0.50 = 50 %), from the margin profile.
     pub initial_margin_requirement: DecimalOut,
     pub margin_call_threshold: DecimalOut,
@@ -91,19 +100,26 @@ pub struct FeeProfileRequest {
     pub taker_fee: Option<NumberIn>,
 }
 
-fn ratio(value: Decimal, strategy: RoundingStrategy) -> DecimalOut {
-    DecimalOut::new(value.round_dp_with_strategy(4, strategy), 4)
+/// One settlement currency's margin figures: collateral (total − pending), locked margin,
+/// and the unrealised PnL and notional of the positions settling in it, at the marks the
+/// view publishes — the marks the engine's margin pass valued them at.
+#[derive(Default)]
+struct CurrencyMargin {
+    collateral: Decimal,
+    used: Decimal,
+    unrealised: Decimal,
+    notional: Decimal,
 }
 
 fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
     let profile = margin_profile(customer.leverage).expect("customers hold a valid leverage");
+    let mut currencies: BTreeMap<Asset, CurrencyMargin> = BTreeMap::new();
     let rows = view.balances.get(&customer.code);
-    let sum = |f: &dyn Fn(&perpsim_systems::money::ledger::Balance) -> Decimal| -> Decimal {
-        rows.into_iter().flat_map(|r| r.values()).map(f).sum()
-    };
-    let (total, locked, pending) = (sum(&|b| b.total), sum(&|b| b.locked), sum(&|b| b.pending));
-    // Unrealised PnL and notional of the open positions at their instruments' mark prices.
-    let (mut unrealised, mut notional) = (Decimal::ZERO, Decimal::ZERO);
+    for (asset, b) in rows.into_iter().flat_map(|r| r.iter()) {
+        let c = currencies.entry(*asset).or_default();
+        c.collateral += b.total - b.pending;
+        c.used += b.locked;
+    }
     for p in view
         .trading
         .positions
@@ -111,21 +127,41 @@ fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
         .into_iter()
         .flat_map(|held| held.values())
     {
-        let mark = view.instruments[view.trading.symbol(p.market)].mark_price;
-        unrealised += p.unrealised_pnl(mark);
-        notional += p.size.abs() * mark;
+        let instrument = &view.instruments[view.trading.symbol(p.market)];
+        let c = currencies.entry(instrument.spec.settlement).or_default();
+        c.unrealised += p.unrealised_pnl(instrument.mark_price);
+        c.notional += p.size.abs() * instrument.mark_price;
     }
-    let equity = total + unrealised;
-    let leverage_ratio = if notional.is_zero() {
-        Decimal::ONE
-    } else {
-        (total - pending + unrealised) / notional
-    };
-    let margin_ratio = if equity.is_zero() {
-        Decimal::ZERO
-    } else {
-        locked / equity
-    };
+    let sum =
+        |f: &dyn Fn(&CurrencyMargin) -> Decimal| -> Decimal { currencies.values().map(f).sum() };
+    let (collateral, used, unrealised) = (
+        sum(&|c| c.collateral),
+        sum(&|c| c.used),
+        sum(&|c| c.unrealised),
+    );
+    let pending: Decimal = rows
+        .into_iter()
+        .flat_map(|r| r.values())
+        .map(|b| b.pending)
+        .sum();
+    let equity = collateral + pending + unrealised;
+    // Each currency margins its own positions (D10 as the engine applies it): the account
+    // shows its weakest currency.
+    let (state, leverage_ratio) = currencies
+        .values()
+        .filter(|c| !c.notional.is_zero())
+        .map(|c| {
+            let equity = c.collateral + c.unrealised;
+            (
+                risk::margin_state(equity, c.notional, profile.maintenance, profile.liquidation),
+                risk::leverage_ratio(equity, c.notional),
+            )
+        })
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .unwrap_or((
+            MarginState::Normal,
+            risk::leverage_ratio(Decimal::ZERO, Decimal::ZERO),
+        ));
     let updated_at = rows
         .into_iter()
         .flat_map(|r| r.values())
@@ -134,12 +170,12 @@ fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
         .unwrap_or(customer.created_at);
     AccountSummary {
         total_equity: DecimalOut::ledger(equity),
-        available_margin: DecimalOut::ledger(total - pending - locked),
-        used_margin: DecimalOut::ledger(locked),
+        available_margin: DecimalOut::ledger(collateral - used),
+        used_margin: DecimalOut::ledger(used),
         unrealised_pnl: DecimalOut::ledger(unrealised),
-        margin_ratio: ratio(margin_ratio, RoundingStrategy::MidpointNearestEven),
-        // 1.0000 with no open positions (§2.6).
-        leverage_ratio: ratio(leverage_ratio, RoundingStrategy::ToZero),
+        margin_ratio: DecimalOut::new(risk::margin_ratio(used, equity), 4),
+        leverage_ratio: DecimalOut::new(leverage_ratio, 4),
+        margin_state: state.as_str().to_owned(),
         initial_margin_requirement: DecimalOut::new(profile.initial, 2),
         margin_call_threshold: DecimalOut::new(profile.maintenance, 2),
         liquidation_threshold: DecimalOut::new(profile.liquidation, 2),
@@ -360,6 +396,7 @@ impl poem_openapi::types::Example for AccountSummary {
             unrealised_pnl: DecimalOut("0.0000000000".into()),
             margin_ratio: DecimalOut("0.0000".into()),
             leverage_ratio: DecimalOut("1.0000".into()),
+            margin_state: "normal".into(),
             initial_margin_requirement: DecimalOut("1.00".into()),
             margin_call_threshold: DecimalOut("0.50".into()),
             liquidation_threshold: DecimalOut("0.30".into()),

@@ -24,8 +24,18 @@ use crate::wire::{DecimalOut, Time, query_time};
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
 #[oai(rename_all = "snake_case")]
 pub enum TradeType {
+    /// An order's fill.
     Trade,
+    /// A liquidation's forced IOC fill against the book (D10): the liquidated side, with no
+    /// order and reference_id null; the resting side is an ordinary `trade`.
     Liquidation,
+    /// What the book could not absorb of a liquidation, closed at the mark price against an
+    /// opposite position (both sides, no fee). Opposite positions are taken in rank order,
+    /// highest first, ties by customer code: profit = unrealised PnL / (|amount| ×
+    /// entry_price), effective leverage = the account's notional / equity in the settlement
+    /// currency; winners (profit > 0, equity > 0) rank by profit × effective leverage, above
+    /// the other positions with positive equity, ranked by profit / effective leverage, above
+    /// those without, ranked by profit.
     AutoDeleveraging,
 }
 
@@ -49,6 +59,15 @@ pub enum SortApi {
 pub struct TradeRecord {
     pub code: String,
     pub customer_code: String,
+    /// `trade` (an order's fill), `liquidation` (a liquidation's forced IOC fill against the
+    /// book: the liquidated side, no order, reference_id null) or `auto_deleveraging` (what
+    /// the book could not absorb, closed at the mark price against an opposite position,
+    /// both sides, no fee). Auto-deleveraging takes opposite positions in rank order, highest
+    /// first, ties by customer code: profit = unrealised PnL / (amount × entry_price) and
+    /// effective leverage = the account's notional / equity in the settlement currency;
+    /// winners (profit > 0, equity > 0) rank by profit × effective leverage, above the other
+    /// positions with positive equity (by profit / effective leverage), above those without
+    /// (by profit).
     #[oai(rename = "type")]
     pub kind: TradeType,
     pub symbol: String,

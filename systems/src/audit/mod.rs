@@ -109,6 +109,27 @@ fn check_clearing(
     }
 }
 
+/// D10: insurance covers what a liquidation (or any close) leaves below zero, so a customer
+/// holds a negative balance only in a currency it still has positions in (whose equity the
+/// margin pass watches).
+fn check_no_negative_flat(
+    accounts: &[(&AccountId, &Balance)],
+    exposed: &std::collections::BTreeSet<(perpsim_core::ids::CustomerCode, Asset)>,
+) -> Result<(), String> {
+    for ((owner, asset), b) in accounts {
+        if let Owner::Customer(code) = owner
+            && b.total < Decimal::ZERO
+            && !exposed.contains(&(*code, *asset))
+        {
+            return Err(format!(
+                "customer {code} holds {} {asset:?} with no position open in it",
+                b.total
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The trading and position invariants (issue 4 item 7, issue 11).
 #[allow(clippy::too_many_arguments)]
 pub fn assert_trading_invariants(
@@ -147,7 +168,17 @@ pub fn assert_trading_invariants(
                     v.unrealised_pnl,
                 )
             });
-            check_clearing(&accounts, unrealised, ledger.movements().len() + open.len())
+            check_clearing(&accounts, unrealised, ledger.movements().len() + open.len())?;
+            let exposed: std::collections::BTreeSet<(perpsim_core::ids::CustomerCode, Asset)> =
+                open.iter()
+                    .map(|p| {
+                        (
+                            p.customer,
+                            exchange.markets[p.market as usize].spec.settlement,
+                        )
+                    })
+                    .collect();
+            check_no_negative_flat(&accounts, &exposed)
         })
         .and_then(|()| {
             let marked = waiting.iter().filter(|o| o.0.waiting()).count();

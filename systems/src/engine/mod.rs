@@ -10,9 +10,10 @@ mod tests;
 
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{IntoScheduleConfigs, Resource, Schedule, World};
+use bevy_ecs::prelude::{IntoScheduleConfigs, Mut, Resource, Schedule, World};
 use perpsim_core::Error;
 use perpsim_core::clock::ClockMode;
+use perpsim_core::instrument::Asset;
 use perpsim_core::rng::SimRng;
 use perpsim_core::simulation::PriceFeed;
 use perpsim_core::time::Timestamp;
@@ -27,7 +28,7 @@ use crate::market::MarketState;
 use crate::market::feed::FeedState;
 use crate::market::maker::MakerState;
 use crate::money::ledger::{Ledger, venue_accounts};
-use crate::money::store::spawn_accounts;
+use crate::money::store::{WorldAccounts, spawn_accounts};
 use crate::publish::view::{Publishing, ReadView};
 use crate::registry::{
     AccountIndex, EngineRng, InstrumentState, MarketId, OrderIndex, PositionIndex, Registry,
@@ -102,6 +103,12 @@ impl Engine {
             genesis.start,
             genesis.simulation.price_feed == PriceFeed::RandomWalk,
         );
+        scheduler.schedule(
+            genesis
+                .start
+                .next_multiple_of(genesis.simulation.notice_interval_ms),
+            crate::clock::ScheduledEvent::DepreciationCheck,
+        );
         let rng = SimRng::from_seed(genesis.seed);
         let mut engine = Self::empty(
             genesis.clone(),
@@ -123,6 +130,12 @@ impl Engine {
         crate::market::insert(world, genesis.simulation.clone(), market);
         world.insert_resource(FundingState::new(genesis.instruments.len(), genesis.start));
         spawn_accounts(world, venue_accounts());
+        world.resource_scope(|world, mut ledger: Mut<Ledger>| {
+            for asset in Asset::ALL {
+                let amount = genesis.simulation.insurance_funding;
+                ledger.fund_insurance(&mut WorldAccounts(world), asset, amount, genesis.start);
+            }
+        });
         for (market, spec) in genesis.instruments.iter().enumerate() {
             let state = InstrumentState {
                 status: perpsim_core::instrument::InstrumentStatus::Active,
@@ -161,6 +174,7 @@ impl Engine {
             state.market.clone(),
         );
         engine.world.insert_resource(state.funding.clone());
+        crate::risk::insert(&mut engine.world, state.risk.clone());
         spawn_accounts(&mut engine.world, accounts);
         crate::trading::orders::restore(&mut engine.world, live, ended);
         snapshot::restore_entities(&mut engine.world, state);

@@ -22,7 +22,7 @@ use crate::trading::exchange::{Exchange, ExchangeState};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
-pub const STATE_VERSION: u32 = 6;
+pub const STATE_VERSION: u32 = 7;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -43,6 +43,8 @@ pub struct EngineState {
     /// The price feed's walk and the market maker's quotes.
     pub market: crate::market::MarketState,
     pub funding: crate::settlement::funding::FundingState,
+    /// Margin states, their changes and the depreciation notices.
+    pub risk: crate::risk::RiskState,
 }
 
 /// SHA-256 of the canonical encoding, printed as lower-case hex.
@@ -117,6 +119,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         funding: world
             .resource::<crate::settlement::funding::FundingState>()
             .clone(),
+        risk: crate::risk::extract(world),
     }
 }
 

@@ -158,8 +158,10 @@ pub struct TradeInfo {
     #[serde(with = "perpsim_core::decimal::bin")]
     pub fee: Decimal,
     pub reference_id: Option<ReferenceId>,
+    /// The instrument: of the fill, or of the liquidation an insurance cover closes.
     pub symbol: Arc<str>,
-    pub trade_code: TradeCode,
+    /// The fill's trade; none on an insurance cover (a liquidation row no fill made).
+    pub trade_code: Option<TradeCode>,
 }
 
 /// What a completed booking moves on the customer's account.
@@ -179,6 +181,16 @@ pub struct Flows {
     pub deposited: Decimal,
     #[serde(with = "perpsim_core::decimal::bin")]
     pub withdrawn: Decimal,
+    /// The venue's own capital put in at genesis (the insurance fund).
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub capital: Decimal,
+}
+
+impl Flows {
+    /// What all accounts of the asset must sum to.
+    pub fn net(&self) -> Decimal {
+        self.deposited + self.capital - self.withdrawn
+    }
 }
 
 /// The ledger's persistent state (what snapshots hold).
@@ -244,6 +256,10 @@ pub struct Ledger {
     /// Changed since the read view last took them (publish drains these).
     dirty_movements: DirtyKeys<u64>,
     dirty_accounts: DirtyKeys<AccountId>,
+    /// Customer accounts a completed booking left below zero, with the instrument it named,
+    /// since the risk pass last took them: the candidates of an insurance cover (D10).
+    /// Derived: drained every run, so empty between ticks.
+    went_negative: Vec<(CustomerCode, Asset, Arc<str>)>,
 }
 
 impl Default for Ledger {
@@ -277,6 +293,7 @@ impl Ledger {
             pending,
             dirty_movements: DirtyKeys::default(),
             dirty_accounts: DirtyKeys::default(),
+            went_negative: Vec::new(),
         };
         ledger.mark_everything(accounts.keys().copied());
         (ledger, accounts)
@@ -561,6 +578,70 @@ impl Ledger {
         self.complete(accounts, rng, now, row, Some(Box::new(info)), None)
     }
 
+    /// Puts the venue's capital into its insurance account (genesis): a flow across the
+    /// venue's boundary, like a deposit, but no customer's.
+    pub fn fund_insurance(
+        &mut self,
+        accounts: &mut impl AccountStore,
+        asset: Asset,
+        amount: Decimal,
+        now: Timestamp,
+    ) {
+        assert!(
+            amount >= Decimal::ZERO && is_ledger_rounded(amount),
+            "insurance funding is validated at configuration"
+        );
+        self.account_mut(
+            accounts,
+            (Owner::Venue(VenueAccount::Insurance), asset),
+            now,
+        )
+        .total += amount;
+        self.state.flows.entry(asset).or_default().capital += amount;
+    }
+
+    /// D10: the insurance account covers a negative balance a liquidation left: a completed
+    /// `liquidation` movement crediting the customer `amount` (realised_pnl = amount, fee 0,
+    /// no trade, no reference), debited from the insurance account, whose balance may go
+    /// negative — a visible venue loss. Returns the row's seq.
+    #[allow(clippy::too_many_arguments)] // one booking: who, what, and where balances live
+    pub fn book_cover(
+        &mut self,
+        accounts: &mut impl AccountStore,
+        rng: &mut SimRng,
+        now: Timestamp,
+        customer: (CustomerCode, BrokerCode),
+        asset: Asset,
+        amount: Decimal,
+        symbol: Arc<str>,
+    ) -> u64 {
+        assert!(
+            amount > Decimal::ZERO && is_ledger_rounded(amount),
+            "a cover is a positive ledger amount"
+        );
+        self.account_mut(
+            accounts,
+            (Owner::Venue(VenueAccount::Insurance), asset),
+            now,
+        )
+        .total -= amount;
+        let row = CustomerSide {
+            customer,
+            asset,
+            kind: MovementKind::Liquidation,
+            amount,
+            locked_delta: Decimal::ZERO,
+        };
+        let info = TradeInfo {
+            realised_pnl: amount,
+            fee: Decimal::ZERO,
+            reference_id: None,
+            symbol,
+            trade_code: None,
+        };
+        self.complete(accounts, rng, now, row, Some(Box::new(info)), None)
+    }
+
     /// Books a settlement or funding movement of `amount` (already rounded; positive credits
     /// the customer) against the clearing account, completed at once, and moves the
     /// customer's locked margin by `locked_delta` in the same touch. A movement of zero is
@@ -633,7 +714,20 @@ impl Ledger {
             periodic,
         });
         self.dirty_movements.push(seq);
+        if total < Decimal::ZERO {
+            let m = &self.state.movements[seq as usize];
+            let symbol = m.trade.as_ref().map(|t| &t.symbol);
+            let symbol = symbol.or(m.periodic.as_ref().map(|p| &p.symbol));
+            let symbol = Arc::clone(symbol.expect("only trades, funding and settlement debit"));
+            self.went_negative.push((code, row.asset, symbol));
+        }
         seq
+    }
+
+    /// The customer accounts bookings left below zero since the last call, with the
+    /// instrument of the booking that did.
+    pub fn take_went_negative(&mut self) -> Vec<(CustomerCode, Asset, Arc<str>)> {
+        std::mem::take(&mut self.went_negative)
     }
 
     /// Moves a customer's locked initial margin by `delta` (positions and resting orders).
@@ -691,10 +785,10 @@ impl Ledger {
         for asset in Asset::ALL {
             let flows = self.state.flows.get(&asset).copied().unwrap_or_default();
             let sum = sums.get(&asset).copied().unwrap_or_default();
-            if sum != flows.deposited - flows.withdrawn {
+            if sum != flows.net() {
                 return Err(format!(
-                    "{asset:?}: accounts sum to {sum} but deposits − withdrawals = {}",
-                    flows.deposited - flows.withdrawn
+                    "{asset:?}: accounts sum to {sum} but deposits + capital − withdrawals = {}",
+                    flows.net()
                 ));
             }
         }

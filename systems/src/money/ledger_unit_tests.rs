@@ -133,7 +133,8 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
         l.state.flows[&Asset::Usdt],
         Flows {
             deposited: d("10"),
-            withdrawn: d("10")
+            withdrawn: d("10"),
+            capital: d("0"),
         }
     );
     l.check_invariants(a.iter()).unwrap();
@@ -167,6 +168,6 @@ fn invariants_catch_money_that_appears_from_nowhere() {
     assert!(
         l.check_invariants(a.iter())
             .unwrap_err()
-            .contains("deposits − withdrawals")
+            .contains("deposits + capital − withdrawals")
     );
 }

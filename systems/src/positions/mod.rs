@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use bevy_ecs::change_detection::DetectChanges;
 use bevy_ecs::prelude::{
     Commands, Component, Entity, IntoScheduleConfigs, Local, Query, Ref, ResMut, Resource,
-    Schedule, World,
+    Schedule, SystemSet, World,
 };
 use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
@@ -37,8 +37,18 @@ mod tests;
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<PositionIndex>();
     world.init_resource::<ValuedMarks>();
-    schedule.add_systems(value_positions.in_set(MarkToMarketSystems));
+    schedule.add_systems(
+        value_positions
+            .in_set(MarkToMarketSystems)
+            .in_set(ValuationPass),
+    );
 }
+
+/// The tick's valuation of every position (MarkToMarketSystems). The risk concern runs
+/// `value_positions` once more after a liquidation, for the positions it moved; this set
+/// names the first run, so systems can order themselves against it alone.
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ValuationPass;
 
 /// A position's key: its customer and market (one net position per pair, D6).
 pub type PositionKey = (CustomerCode, MarketId);
@@ -62,6 +72,10 @@ pub struct Position {
     pub margin: Decimal,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The highest depreciation threshold already noticed for this position's baseline, in
+    /// tens of percent (2 = the 20 % notice); 0 before any (§3.3). Fills reset it when they
+    /// start a new baseline (an increase, a flip, a reopen); the depreciation check raises it.
+    pub noticed: u8,
 }
 
 impl Position {
@@ -83,7 +97,10 @@ impl Position {
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarginRate {
     pub initial: Decimal,
+    /// Also the margin-call threshold of `leverage_ratio` (D10).
     pub maintenance: Decimal,
+    /// The liquidation threshold of `leverage_ratio` (D10).
+    pub liquidation: Decimal,
 }
 
 impl MarginRate {
@@ -92,6 +109,7 @@ impl MarginRate {
         MarginRate {
             initial: profile.initial,
             maintenance: profile.maintenance,
+            liquidation: profile.liquidation,
         }
     }
 }
@@ -336,6 +354,14 @@ impl OpenPositions<'_, '_> {
             Some((p, _)) => p,
             None => self.live.get(entity).expect("indexed").0.clone(),
         }
+    }
+
+    /// Every open position (live and staged), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Position> {
+        self.live
+            .iter()
+            .map(|(p, _)| p)
+            .chain(self.staged.values().map(|(p, _)| p))
     }
 
     /// The keys of a customer's open positions, by market.

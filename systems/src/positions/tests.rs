@@ -104,6 +104,7 @@ mod integer_valuation {
             margin: Decimal::ZERO,
             created_at: Timestamp::EPOCH,
             updated_at: Timestamp::EPOCH,
+            noticed: 0,
         }
     }
 

@@ -6,6 +6,7 @@ use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
 use crate::sets::PublishSystems;
 
 pub mod market_view;
+pub mod notices_view;
 pub mod view;
 
 pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
@@ -17,6 +18,7 @@ pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
             view::publish_instruments,
             view::publish_funding,
             view::publish_ledger,
+            notices_view::publish_notices,
             market_view::publish_trading,
         )
             .chain()

@@ -54,6 +54,8 @@ pub struct ReadView {
     pub funding_history: imbl::Vector<FundingRecord>,
     /// Positions in `funding_history`, per market and for all (`None`).
     pub funding_index: OrdMap<Option<crate::registry::MarketId>, OrdSet<u64>>,
+    /// Position depreciation notices and their list indexes.
+    pub notices: super::notices_view::NoticesView,
 }
 
 impl ReadView {
@@ -76,6 +78,7 @@ impl ReadView {
             funding: Vec::new(),
             funding_history: imbl::Vector::new(),
             funding_index: OrdMap::new(),
+            notices: Default::default(),
         }
     }
 

@@ -25,7 +25,7 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(
         daily::settle_daily
             .in_set(MarkToMarketSystems)
-            .before(crate::positions::value_positions),
+            .before(crate::positions::ValuationPass),
     );
     schedule.add_systems(
         (funding::settle_funding, funding::sample_premium)

@@ -194,6 +194,16 @@ pub enum TradeKind {
 }
 
 impl TradeKind {
+    /// The ledger movement a fill of this kind books (§2.1: the trade family).
+    pub fn movement(self) -> crate::money::ledger::MovementKind {
+        use crate::money::ledger::MovementKind;
+        match self {
+            TradeKind::Trade => MovementKind::Trade,
+            TradeKind::Liquidation => MovementKind::Liquidation,
+            TradeKind::AutoDeleveraging => MovementKind::AutoDeleveraging,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             TradeKind::Trade => "trade",
@@ -594,7 +604,7 @@ impl Exchange {
             let booked = movements
                 .get(t.movement as usize)
                 .and_then(|m| m.trade.as_ref())
-                .is_some_and(|info| info.trade_code == t.code && info.fee == t.fee);
+                .is_some_and(|info| info.trade_code == Some(t.code) && info.fee == t.fee);
             if !booked {
                 return Err(format!(
                     "trade {} is not booked by ledger row #{}",
@@ -605,7 +615,7 @@ impl Exchange {
         done.trades = self.trades.len();
         done.trade_movements += movements[done.movements..]
             .iter()
-            .filter(|m| m.trade.is_some())
+            .filter(|m| m.trade.as_ref().is_some_and(|t| t.trade_code.is_some()))
             .count();
         done.movements = movements.len();
         if done.trade_movements != self.trades.len() {

@@ -9,7 +9,7 @@ use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 
-use crate::money::ledger::{AccountStore, Ledger, MovementKind, TradeInfo};
+use crate::money::ledger::{AccountStore, Ledger, TradeInfo};
 use crate::positions::{MarginRate, OpenPositions, Position};
 use crate::registry::MarketId;
 use crate::trading::book::Lots;
@@ -134,6 +134,7 @@ fn move_position(
             margin,
             created_at: now,
             updated_at: now,
+            noticed: 0,
         };
         positions.open(key, position, s.rate);
         return Moved {
@@ -167,6 +168,9 @@ fn move_position(
         p.code = PositionCode(rng.uuid());
         p.created_at = now;
     }
+    if change.new_position || change.size.abs() > before.abs() {
+        p.noticed = 0; // §3.3: an increase, a flip or a reopen starts a new baseline
+    }
     p.size = change.size;
     p.entry_price = change.entry_price;
     p.avg_fill_price = change.avg_fill_price;
@@ -198,7 +202,11 @@ pub fn fee(notional: Decimal, bps: Decimal) -> Decimal {
 
 /// One side of a fill, as the booking needs it.
 pub struct FillSide {
-    pub order: u64,
+    /// The side's order; none on a forced side (a liquidation's closing side, either side of
+    /// an auto-deleveraging), whose trade and row carry no reference_id (D5).
+    pub order: Option<u64>,
+    /// `Trade` for an order's side; `Liquidation` or `AutoDeleveraging` for a forced one.
+    pub kind: TradeKind,
     pub customer: CustomerCode,
     pub broker: BrokerCode,
     pub side: Side,
@@ -253,16 +261,20 @@ pub fn book_fill(
     });
     exchange.markets[market as usize].last_price = Some(price);
     for s in sides {
-        let order = orders.get_mut(s.order);
-        let reference = order.reference_id.clone();
-        order.filled_amount += amount;
-        order.filled_quote += notional;
-        order.created = now;
-        // The opening part that rested now fills: its reserve gives way to position margin.
-        let released = order.reserve_lots.min(lots);
-        order.reserve_lots -= released;
-        let release = Decimal::from(released) * order.reserve_rate;
-        exchange.mark_order(s.order);
+        let mut reference = None;
+        let mut release = Decimal::ZERO;
+        if let Some(id) = s.order {
+            let order = orders.get_mut(id);
+            reference = Some(order.reference_id.clone());
+            order.filled_amount += amount;
+            order.filled_quote += notional;
+            order.created = now;
+            // The opening part that rested now fills: its reserve gives way to position margin.
+            let released = order.reserve_lots.min(lots);
+            order.reserve_lots -= released;
+            release = Decimal::from(released) * order.reserve_rate;
+            exchange.mark_order(id);
+        }
 
         let q = match s.side {
             Side::Buy => amount,
@@ -282,15 +294,15 @@ pub fn book_fill(
             now,
             (s.customer, s.broker),
             asset,
-            MovementKind::Trade,
+            s.kind.movement(),
             // The position's margin moves, and the reserve of the part that rested gives way.
             moved.margin - moved.old_margin - release,
             TradeInfo {
                 realised_pnl: change.realised_pnl,
                 fee,
-                reference_id: Some(reference.clone()),
+                reference_id: reference.clone(),
                 symbol: symbol.clone(),
-                trade_code,
+                trade_code: Some(trade_code),
             },
         );
         let seq = exchange.trades.len() as u64;
@@ -300,14 +312,14 @@ pub fn book_fill(
             fill,
             customer: s.customer,
             broker: s.broker,
-            kind: TradeKind::Trade,
+            kind: s.kind,
             market,
             side: s.side,
             price,
             amount,
             fee,
             realised_pnl: change.realised_pnl,
-            reference_id: Some(reference),
+            reference_id: reference,
             liquidity: s.liquidity,
             position_code: code,
             timestamp: now,
@@ -337,6 +349,7 @@ mod tests {
             margin: Decimal::ZERO,
             created_at: Timestamp::EPOCH,
             updated_at: Timestamp::EPOCH,
+            noticed: 0,
         }
     }
 

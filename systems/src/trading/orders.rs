@@ -125,6 +125,20 @@ impl Orders<'_, '_> {
         Arc::make_mut(shared)
     }
 
+    /// The ids of the live orders `select` picks, ascending: one scan of the live set, for
+    /// the rare passes that act on many customers at once (a liquidation cascade).
+    pub fn live_ids(&self, select: impl Fn(&Order) -> bool) -> Vec<u64> {
+        let live = self.live.iter().map(|o| &*o.0);
+        let staged = self.staged.iter().flatten().map(|o| &**o);
+        let mut ids: Vec<u64> = live
+            .chain(staged)
+            .filter(|o| select(o))
+            .map(|o| o.id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// The shared record, for an answer.
     pub fn record(&self, id: u64) -> Arc<Order> {
         Arc::clone(self.shared(id))

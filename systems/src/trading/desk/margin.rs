@@ -2,6 +2,9 @@
 //! an order that reduces a position, and account-wide leverage changes with the re-lock of
 //! every position's margin.
 
+use perpsim_core::instrument::Asset;
+use perpsim_core::risk::{self, MarginState};
+
 use super::*;
 
 impl Desk<'_, '_> {
@@ -35,43 +38,43 @@ impl Desk<'_, '_> {
     }
 
     /// D8/§4.2: a leverage change is refused when it would put an open position into margin
-    /// call: (collateral + unrealised PnL) / notional below the new maintenance margin.
+    /// call: in any settlement currency, (collateral + unrealised PnL) / notional of the
+    /// positions settling in it below the new profile's margin-call threshold.
     pub(super) fn check_leverage_change(
         &self,
         code: CustomerCode,
         leverage: u32,
     ) -> Result<(), Error> {
         let profile = margin_profile(leverage).expect("validated leverage");
-        let (mut notional, mut upnl) = (Decimal::ZERO, Decimal::ZERO);
+        let mut currencies: std::collections::BTreeMap<Asset, (Decimal, Decimal)> =
+            Default::default();
         for key in self.positions.keys_of(code) {
             let p = self.positions.get(key).expect("listed above");
             let mark = self.instrument(key.1).mark_price;
-            notional += p.size.abs() * mark;
-            upnl += p.unrealised_pnl(mark);
+            let asset = self.exchange.markets[key.1 as usize].spec.settlement;
+            let (notional, upnl) = currencies.entry(asset).or_default();
+            *notional += p.size.abs() * mark;
+            *upnl += p.unrealised_pnl(mark);
         }
-        if notional.is_zero() {
-            return Ok(());
-        }
-        let collateral: Decimal = perpsim_core::instrument::Asset::ALL
-            .iter()
-            .map(|a| Ledger::available(&self.accounts, code, *a) + self.ledger_locked(code, *a))
-            .sum();
-        let ratio = (collateral + upnl) / notional;
-        if ratio < profile.maintenance {
-            return Err(Error::validation(format!(
-                "leverage {leverage} would put an open position into margin call: leverage_ratio {} is below the maintenance margin {}",
-                ratio.round_dp_with_strategy(4, perpsim_core::RoundingStrategy::ToZero),
-                profile.maintenance
-            )));
+        for (asset, (notional, upnl)) in currencies {
+            let collateral =
+                Ledger::available(&self.accounts, code, asset) + self.ledger_locked(code, asset);
+            let equity = collateral + upnl;
+            let state =
+                risk::margin_state(equity, notional, profile.maintenance, profile.liquidation);
+            if state != MarginState::Normal {
+                return Err(Error::validation(format!(
+                    "leverage {leverage} would put an open position into margin call: the {} leverage_ratio {} is below the margin-call threshold {}",
+                    asset.as_str(),
+                    risk::leverage_ratio(equity, notional),
+                    profile.maintenance
+                )));
+            }
         }
         Ok(())
     }
 
-    pub(super) fn ledger_locked(
-        &self,
-        code: CustomerCode,
-        asset: perpsim_core::instrument::Asset,
-    ) -> Decimal {
+    pub(super) fn ledger_locked(&self, code: CustomerCode, asset: Asset) -> Decimal {
         self.accounts
             .balance(&(crate::money::ledger::Owner::Customer(code), asset))
             .map_or(Decimal::ZERO, |b| b.locked)

@@ -4,6 +4,7 @@
 //! order, so a request sees every effect of the ones before it (fills included).
 
 mod amend;
+mod forced;
 mod margin;
 mod triggers;
 
@@ -26,7 +27,9 @@ use crate::registry::CustomerView;
 use crate::registry::MarketId;
 use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
 use crate::trading::book::{Fill, Lots, Ticks};
-use crate::trading::exchange::{Exchange, Extra, Liquidity, Market, Order, Trigger, Watch};
+use crate::trading::exchange::{
+    Exchange, Extra, Liquidity, Market, Order, TradeKind, Trigger, Watch,
+};
 use crate::trading::fills::{Execution, FillSide, book_fill};
 use crate::trading::orders::Orders;
 
@@ -37,6 +40,14 @@ struct Terms {
     broker: BrokerCode,
     fees: FeeRates,
     rate: MarginRate,
+}
+
+/// The taking side of an execution: an order's, or a liquidation's (no order, D10).
+struct Taker {
+    order: Option<u64>,
+    customer: CustomerCode,
+    kind: TradeKind,
+    terms: Terms,
 }
 
 /// Order commands of the current run, with the index of their result, in arrival order.
@@ -397,9 +408,14 @@ impl Desk<'_, '_> {
             .book
             .take(side, limit, want, &mut fills);
         if !fills.is_empty() {
-            let taker = self.terms(customer, market);
+            let taker = Taker {
+                order: Some(id),
+                customer,
+                kind: TradeKind::Trade,
+                terms: self.terms(customer, market),
+            };
             for f in &fills {
-                self.settle(id, side, taker, market, f);
+                self.settle(&taker, side, market, f);
             }
         }
         let o = self.orders.get(id);
@@ -436,24 +452,25 @@ impl Desk<'_, '_> {
         }
     }
 
-    /// Books one execution of taker order `id` against a resting order, and moves the maker
-    /// on: filled and out of the book, or partially filled.
-    fn settle(&mut self, id: u64, side: Side, taker: Terms, market: MarketId, f: &Fill) {
+    /// Books one execution of a taker against a resting order, and moves the maker on:
+    /// filled and out of the book, or partially filled.
+    fn settle(&mut self, taker: &Taker, side: Side, market: MarketId, f: &Fill) {
         let maker_customer = self.orders.get(f.maker_id).customer;
         let maker = self.terms(maker_customer, market);
-        let taker_customer = self.orders.get(id).customer;
         let sides = [
             FillSide {
-                order: id,
-                customer: taker_customer,
-                broker: taker.broker,
+                order: taker.order,
+                kind: taker.kind,
+                customer: taker.customer,
+                broker: taker.terms.broker,
                 side,
-                fee_bps: taker.fees.taker_bps,
-                rate: taker.rate,
+                fee_bps: taker.terms.fees.taker_bps,
+                rate: taker.terms.rate,
                 liquidity: Liquidity::Taker,
             },
             FillSide {
-                order: f.maker_id,
+                order: Some(f.maker_id),
+                kind: TradeKind::Trade,
                 customer: maker_customer,
                 broker: maker.broker,
                 side: side.opposite(),

@@ -1,0 +1,94 @@
+//! Risk (D10, §2.2, §2.6, §3.3, §6 rules 4–5): each run, after mark-to-market and funding,
+//! every account's margin state per settlement currency (`margin`), the liquidations it
+//! calls for and the insurance covers after them (`liquidation`), and, every notice
+//! interval, the position depreciation notices (`notices`).
+//!
+//! Each settlement currency margins its own instruments: its balance is the collateral of the
+//! positions settling in it, as the D5 placement check already takes margin in the
+//! instrument's currency, so a loss in one currency is never met by the other.
+
+use std::collections::BTreeMap;
+
+use bevy_ecs::prelude::{IntoScheduleConfigs, Resource, Schedule, World};
+use perpsim_core::Decimal;
+use perpsim_core::ids::{BrokerCode, CustomerCode};
+use perpsim_core::instrument::Asset;
+use perpsim_core::risk::MarginState;
+use perpsim_core::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::sets::{DepreciationSystems, MarginSystems};
+
+pub mod liquidation;
+pub mod margin;
+pub mod notices;
+#[cfg(test)]
+mod tests;
+
+pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<MarginStates>();
+    world.init_resource::<RiskLog>();
+    world.init_resource::<margin::MarginBook>();
+    world.init_resource::<liquidation::Liquidating>();
+    world.init_resource::<notices::Notifications>();
+    schedule.add_systems(
+        (
+            margin::assess_margin,
+            liquidation::liquidate,
+            crate::positions::value_positions,
+        )
+            .chain()
+            .in_set(MarginSystems),
+    );
+    schedule.add_systems(notices::check_depreciation.in_set(DepreciationSystems));
+}
+
+/// Accounts not in the normal state, by (customer, settlement currency): what a margin state
+/// change is judged against, so a margin call is recorded once, on entry. State.
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarginStates(pub BTreeMap<(CustomerCode, Asset), MarginState>);
+
+/// One change of an account's margin state: the record the `liquidations` channel carries
+/// (§6 rules 4–5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RiskRecord {
+    pub seq: u64,
+    pub customer: CustomerCode,
+    pub broker: BrokerCode,
+    pub asset: Asset,
+    pub state: MarginState,
+    /// Null when the state is normal (rule 4).
+    #[serde(with = "perpsim_core::decimal::bin_opt")]
+    pub margin_deficit: Option<Decimal>,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub leverage_ratio: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub margin_ratio: Decimal,
+    pub time: Timestamp,
+}
+
+/// Every margin state change, in the order they happened. State, append-only.
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RiskLog(pub Vec<RiskRecord>);
+
+/// What risk keeps between runs (snapshots hold it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RiskState {
+    pub states: MarginStates,
+    pub log: RiskLog,
+    pub notifications: notices::Notifications,
+}
+
+pub(crate) fn insert(world: &mut World, state: RiskState) {
+    world.insert_resource(state.states);
+    world.insert_resource(state.log);
+    world.insert_resource(state.notifications);
+}
+
+pub(crate) fn extract(world: &World) -> RiskState {
+    RiskState {
+        states: world.resource::<MarginStates>().clone(),
+        log: world.resource::<RiskLog>().clone(),
+        notifications: world.resource::<notices::Notifications>().clone(),
+    }
+}

@@ -1,0 +1,102 @@
+//! Position depreciation notices (§2.2, §3.3; D9), DepreciationSystems, every notice
+//! interval of simulation time. A position whose drop since entry (at its average fill
+//! price, the baseline) reaches a 10 % threshold above the highest already noticed for its
+//! baseline gets one notice, for the highest threshold reached; a recovery and a new fall
+//! repeat nothing. Fills start a new baseline (`Position::noticed` back to 0) on an increase,
+//! a flip or a reopen; a reduction keeps it.
+
+use std::sync::Arc;
+
+use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
+use perpsim_core::Decimal;
+use perpsim_core::ids::{BrokerCode, CustomerCode, NotificationCode};
+use perpsim_core::risk::depreciation_level;
+use perpsim_core::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
+use crate::market::SimulationSettings;
+use crate::positions::{Position, Valuation};
+use crate::registry::{EngineRng, InstrumentState, MarketId, MarketSlot};
+
+/// A `position_depreciation` notice: what was evaluated; the derived values (initial and
+/// current value, the percentage, the currency) come from these by
+/// [`perpsim_core::risk::Depreciation`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notification {
+    pub seq: u64,
+    pub code: NotificationCode,
+    pub customer: CustomerCode,
+    pub broker: BrokerCode,
+    pub created_at: Timestamp,
+    pub market: MarketId,
+    /// Signed (long positive).
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub size: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub avg_fill_price: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub mark_price: Decimal,
+    pub mark_time: Timestamp,
+    /// 10, 20, 30, ...
+    pub threshold_pct: u32,
+}
+
+/// Every notice, in creation order (`seq` is the position). State, append-only.
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notifications(pub Vec<Arc<Notification>>);
+
+/// DepreciationSystems: on a DepreciationCheck, every open position against its baseline.
+#[allow(clippy::too_many_arguments)] // one pass: positions, prices, the log, the timer
+pub fn check_depreciation(
+    due: Res<DueEvents>,
+    clock: Res<SimClock>,
+    settings: Res<SimulationSettings>,
+    instruments: Query<(&MarketSlot, &InstrumentState)>,
+    mut positions: Query<(&mut Position, &Valuation)>,
+    mut notifications: ResMut<Notifications>,
+    mut scheduler: ResMut<Scheduler>,
+    mut rng: ResMut<EngineRng>,
+) {
+    if !due.has(ScheduledEvent::DepreciationCheck) {
+        return;
+    }
+    let now = clock.now;
+    scheduler.schedule(
+        now.next_multiple_of(settings.0.notice_interval_ms),
+        ScheduledEvent::DepreciationCheck,
+    );
+    let mut mark_times: Vec<(MarketId, Timestamp)> = instruments
+        .iter()
+        .map(|(m, s)| (m.0, s.price_time))
+        .collect();
+    mark_times.sort_unstable();
+    let mut due_notices = Vec::new();
+    for (mut p, valuation) in &mut positions {
+        let level = depreciation_level(p.size, p.avg_fill_price, valuation.mark_price);
+        if level <= p.noticed {
+            continue;
+        }
+        p.noticed = level;
+        due_notices.push(Notification {
+            seq: 0,
+            code: NotificationCode(perpsim_core::Uuid::nil()),
+            customer: p.customer,
+            broker: p.broker,
+            created_at: now,
+            market: p.market,
+            size: p.size,
+            avg_fill_price: p.avg_fill_price,
+            mark_price: valuation.mark_price,
+            mark_time: mark_times[p.market as usize].1,
+            threshold_pct: u32::from(level) * 10,
+        });
+    }
+    // Entity order is not stable across a restore: codes are drawn in key order.
+    due_notices.sort_unstable_by_key(|n| (n.customer, n.market));
+    for mut n in due_notices {
+        n.seq = notifications.0.len() as u64;
+        n.code = NotificationCode(rng.0.uuid());
+        notifications.0.push(Arc::new(n));
+    }
+}

@@ -1,0 +1,338 @@
+//! Margin calls, liquidation, auto-deleveraging, insurance and depreciation notices on the
+//! manual clock (D9, D10, §2.2, §3.3, §6 rules 4–5; issue 13). BTC starts at 60 000.
+
+use perpsim_core::Decimal;
+use perpsim_core::ids::CustomerCode;
+use perpsim_core::instrument::Asset;
+use perpsim_core::order::{EndReason, OrderStatus, Side};
+use perpsim_core::risk::MarginState;
+
+use super::RiskLog;
+use super::notices::Notifications;
+use crate::Engine;
+use crate::command::{Command, TransferKind};
+use crate::money::ledger::{MovementKind, Owner, VenueAccount};
+use crate::testkit::*;
+use crate::trading::exchange::TradeKind;
+
+fn deposit(e: &mut Engine, c: CustomerCode, usdc: &str) {
+    let r = run(
+        e,
+        vec![Command::RequestTransfer {
+            customer: c,
+            kind: TransferKind::Deposit,
+            asset: Asset::Usdc,
+            amount: d(usdc),
+            delay_ms: 0,
+        }],
+    );
+    assert!(r[0].is_ok(), "{r:?}");
+    advance(e, 1);
+}
+
+fn set_price(e: &mut Engine, price: &str) {
+    let r = run(
+        e,
+        vec![Command::SetInstrumentPrice {
+            symbol: BTC.into(),
+            index_price: d(price),
+            mark_price: d(price),
+        }],
+    );
+    assert!(r[0].is_ok(), "{r:?}");
+}
+
+fn ok(e: &mut Engine, cmds: Vec<Command>) {
+    let r = run(e, cmds);
+    assert!(r.iter().all(|r| r.is_ok()), "{r:?}");
+}
+
+fn size(e: &Engine, c: CustomerCode) -> Decimal {
+    let v = e.view();
+    v.trading
+        .positions
+        .get(&c)
+        .and_then(|p| p.get(&0))
+        .map_or(Decimal::ZERO, |p| p.size)
+}
+
+fn total(e: &Engine, c: CustomerCode) -> Decimal {
+    e.view().balances[&c][&Asset::Usdc].total
+}
+
+fn states(e: &mut Engine, c: CustomerCode) -> Vec<MarginState> {
+    let w = e.world_mut();
+    let log = w.resource::<RiskLog>();
+    log.0
+        .iter()
+        .filter(|r| r.customer == c)
+        .map(|r| r.state)
+        .collect()
+}
+
+/// A customer at leverage 2 (initial 0.50, margin call below 0.30, liquidation below 0.20)
+/// with 320 USDC, long 0.01 BTC at 60 000 from a well-funded seller, and a buy resting at
+/// 30 000. Its leverage_ratio is (320 + 0.01 × (P − 60 000)) / (0.01 × P): margin call
+/// below 40 000, liquidation below 35 000.
+fn leveraged_long() -> (Engine, Vec<CustomerCode>) {
+    let mut e = engine(3);
+    let cs = customers(&mut e, 5);
+    let (long, seller) = (cs[0], cs[1]);
+    deposit(&mut e, long, "320");
+    deposit(&mut e, seller, "1000000");
+    ok(
+        &mut e,
+        vec![
+            Command::SetLeverage {
+                customer: long,
+                leverage: 2,
+            },
+            place(seller, limit(Side::Sell, "s", "0.01", "60000")),
+            place(long, market(Side::Buy, "b", "0.01")),
+            place(long, limit(Side::Buy, "rest", "0.0001", "30000")),
+        ],
+    );
+    assert_eq!(size(&e, long), d("0.01"));
+    (e, cs)
+}
+
+/// D10, §6 rule 4: below the margin-call threshold the account is called once, and keeps
+/// its positions and orders; margin_deficit is 0 while available margin is not negative.
+#[test]
+fn a_margin_call_is_recorded_once_and_keeps_positions_and_orders() {
+    let (mut e, cs) = leveraged_long();
+    let long = cs[0];
+    set_price(&mut e, "38000");
+    set_price(&mut e, "37900");
+    assert_eq!(states(&mut e, long), vec![MarginState::MarginCall]);
+    let w = e.world_mut();
+    let record = w.resource::<RiskLog>().0.last().unwrap().clone();
+    // (320 − 0.30 taker fee − 220) / 380 = 0.26236… → 0.2623.
+    assert_eq!(record.leverage_ratio.to_string(), "0.2623");
+    assert_eq!(record.margin_deficit, Some(Decimal::ZERO));
+    assert_eq!(size(&e, long), d("0.01"), "the position is kept");
+    let v = e.view();
+    assert_eq!(v.trading.open_orders[&long].len(), 1, "the order is kept");
+    set_price(&mut e, "45000");
+    assert_eq!(
+        states(&mut e, long),
+        vec![MarginState::MarginCall, MarginState::Normal],
+        "recovery is recorded, with no deficit"
+    );
+}
+
+/// D10: below the liquidation threshold the customer's orders are cancelled and the
+/// position is closed by a forced IOC fill at the bids (type liquidation, no reference).
+#[test]
+fn a_liquidation_with_depth_cancels_orders_and_fills_at_the_bids() {
+    let (mut e, cs) = leveraged_long();
+    let (long, bidder) = (cs[0], cs[2]);
+    deposit(&mut e, bidder, "1000000");
+    ok(
+        &mut e,
+        vec![place(bidder, limit(Side::Buy, "bid", "0.01", "33900"))],
+    );
+    set_price(&mut e, "34000");
+    assert_eq!(size(&e, long), Decimal::ZERO, "closed");
+    assert_eq!(size(&e, bidder), d("0.01"), "the bid absorbed it");
+    let v = e.view();
+    let rest = v
+        .trading
+        .orders
+        .iter()
+        .find(|o| o.customer == long && &*o.reference_id == "rest");
+    let rest = rest.unwrap();
+    assert_eq!(
+        (rest.status, rest.reason),
+        (OrderStatus::Canceled, Some(EndReason::Liquidation))
+    );
+    let forced: Vec<_> = v
+        .trading
+        .trades
+        .iter()
+        .filter(|t| t.customer == long)
+        .collect();
+    let last = forced.last().unwrap();
+    assert_eq!(
+        (last.kind, last.price, last.reference_id.clone()),
+        (TradeKind::Liquidation, d("33900"), None)
+    );
+    let bid_side = v
+        .trading
+        .trades
+        .iter()
+        .rfind(|t| t.customer == bidder)
+        .unwrap();
+    assert_eq!(
+        bid_side.kind,
+        TradeKind::Trade,
+        "the resting side is an ordinary trade"
+    );
+    // 320 − 0.30 − 0.01 × 26 100 − 5 bps of 339 = 58.5305: nothing for insurance to cover.
+    assert_eq!(total(&e, long), d("58.5305"));
+    assert_eq!(states(&mut e, long)[0], MarginState::Liquidation);
+    let locked = v.balances[&long][&Asset::Usdc].locked;
+    assert_eq!(locked, Decimal::ZERO, "no margin left locked");
+}
+
+/// D10: what the book cannot absorb is closed at the mark against the opposite positions
+/// in rank order: the more leveraged winner first, though another's profit is larger.
+#[test]
+fn without_depth_auto_deleveraging_takes_the_top_ranked_opposite_position_at_the_mark() {
+    let (mut e, cs) = leveraged_long();
+    let (long, seller, short2, buyer2) = (cs[0], cs[1], cs[2], cs[3]);
+    deposit(&mut e, short2, "1000");
+    deposit(&mut e, buyer2, "1000000");
+    set_price(&mut e, "40000");
+    ok(
+        &mut e,
+        vec![
+            place(short2, limit(Side::Sell, "s2", "0.01", "40000")),
+            place(buyer2, market(Side::Buy, "b2", "0.01")),
+        ],
+    );
+    set_price(&mut e, "34000");
+    assert_eq!(size(&e, long), Decimal::ZERO);
+    // short2: profit 6 000 / 40 000 = 0.15 × leverage 340 / 1 060; the seller: 0.43 × ~0.
+    assert_eq!(
+        size(&e, short2),
+        Decimal::ZERO,
+        "the top-ranked short is deleveraged"
+    );
+    assert_eq!(
+        size(&e, seller),
+        d("-0.01"),
+        "the richer, unlevered short is not"
+    );
+    let v = e.view();
+    let adl: Vec<_> = v
+        .trading
+        .trades
+        .iter()
+        .filter(|t| t.kind == TradeKind::AutoDeleveraging)
+        .collect();
+    assert_eq!(adl.len(), 2, "both sides, one fill");
+    assert!(adl.iter().all(|t| t.price == d("34000") && t.fee.is_zero()));
+    assert!(adl.iter().any(|t| t.customer == short2) && adl.iter().any(|t| t.customer == long));
+}
+
+/// D10: a negative balance left after the close is covered by the insurance account, in a
+/// `liquidation` row with no trade; the insurance balance shows the loss.
+#[test]
+fn insurance_covers_the_negative_balance_a_liquidation_leaves() {
+    let (mut e, cs) = leveraged_long();
+    let long = cs[0];
+    set_price(&mut e, "25000");
+    assert_eq!(size(&e, long), Decimal::ZERO);
+    // Closed at the mark by auto-deleveraging: 320 − 0.30 − 0.01 × 35 000 = −30.30, covered.
+    assert_eq!(total(&e, long), Decimal::ZERO);
+    let v = e.view();
+    let cover = v
+        .movements
+        .values()
+        .rfind(|m| m.customer == long)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (cover.kind, cover.amount),
+        (MovementKind::Liquidation, d("30.30"))
+    );
+    let info = cover.trade.as_ref().unwrap();
+    assert_eq!(
+        (info.trade_code, info.realised_pnl, info.fee),
+        (None, d("30.30"), d("0"))
+    );
+    let w = e.world_mut();
+    let accounts = crate::money::store::all_accounts(w);
+    let insurance = accounts[&(Owner::Venue(VenueAccount::Insurance), Asset::Usdc)].total;
+    assert_eq!(
+        insurance,
+        d("9999969.70"),
+        "10 000 000 funded at genesis, 30.30 paid out"
+    );
+}
+
+/// §4.2: a leverage change that would put an open position into margin call is refused.
+#[test]
+fn a_leverage_change_into_margin_call_is_refused() {
+    let (mut e, cs) = leveraged_long();
+    let long = cs[0];
+    set_price(&mut e, "50000");
+    // (320 − 100) / 500 = 0.44: normal at leverage 2 (0.30), a margin call at 1 (0.50).
+    let r = run(
+        &mut e,
+        vec![Command::SetLeverage {
+            customer: long,
+            leverage: 1,
+        }],
+    );
+    let err = r[0].as_ref().unwrap_err();
+    assert!(err.message.contains("margin call"), "{err}");
+}
+
+fn notices(e: &mut Engine, c: CustomerCode) -> Vec<(u32, Decimal)> {
+    let w = e.world_mut();
+    let n = w.resource::<Notifications>();
+    n.0.iter()
+        .filter(|n| n.customer == c)
+        .map(|n| (n.threshold_pct, n.mark_price))
+        .collect()
+}
+
+/// §3.3: a 25 % fall gives one notice at 20; a recovery and a fall to the same depth none;
+/// 35 % gives 30; an increase starts a new baseline.
+#[test]
+fn depreciation_notices_the_highest_threshold_once_per_baseline() {
+    let mut e = engine(5);
+    let cs = funded(&mut e, 2, "1000000");
+    let (long, seller) = (cs[0], cs[1]);
+    ok(
+        &mut e,
+        vec![
+            place(seller, limit(Side::Sell, "s", "0.02", "60000")),
+            place(long, market(Side::Buy, "b", "0.01")),
+        ],
+    );
+    set_price(&mut e, "45000");
+    advance(&mut e, 60_000);
+    assert_eq!(notices(&mut e, long), vec![(20, d("45000"))]);
+    set_price(&mut e, "50000");
+    advance(&mut e, 60_000);
+    set_price(&mut e, "45000");
+    advance(&mut e, 60_000);
+    assert_eq!(notices(&mut e, long).len(), 1, "no repeat after a recovery");
+    set_price(&mut e, "39000");
+    advance(&mut e, 60_000);
+    assert_eq!(notices(&mut e, long)[1], (30, d("39000")));
+    // An increase (0.01 more from the seller's ask at 60 000) starts a new baseline: the
+    // average stays 60 000, and the 35 % drop reaches 30 again, noticed afresh.
+    ok(&mut e, vec![place(long, market(Side::Buy, "more", "0.01"))]);
+    advance(&mut e, 60_000);
+    assert_eq!(notices(&mut e, long)[2], (30, d("39000")));
+    let w = e.world_mut();
+    let n = w.resource::<Notifications>().0[0].clone();
+    assert_eq!(n.avg_fill_price, d("60000"));
+    assert!(
+        n.mark_time <= n.created_at,
+        "valued at a mark set before the evaluation"
+    );
+}
+
+/// §2.2: a short depreciates when the price rises.
+#[test]
+fn a_short_is_noticed_when_the_price_rises() {
+    let mut e = engine(6);
+    let cs = funded(&mut e, 2, "1000000");
+    let (short, buyer) = (cs[0], cs[1]);
+    ok(
+        &mut e,
+        vec![
+            place(short, limit(Side::Sell, "s", "0.01", "60000")),
+            place(buyer, market(Side::Buy, "b", "0.01")),
+        ],
+    );
+    set_price(&mut e, "73000");
+    advance(&mut e, 60_000);
+    assert_eq!(notices(&mut e, short), vec![(20, d("73000"))]);
+    assert!(notices(&mut e, buyer).is_empty(), "the long gained");
+}
