@@ -124,6 +124,19 @@ pub(crate) fn place(customer: CustomerCode, entry: OrderEntry) -> Command {
     }
 }
 
+/// Sets BTC's index and mark price through the admin command.
+pub(crate) fn set_price(e: &mut Engine, price: &str) {
+    let r = run(
+        e,
+        vec![Command::SetInstrumentPrice {
+            symbol: BTC.into(),
+            index_price: d(price),
+            mark_price: d(price),
+        }],
+    );
+    assert!(r[0].is_ok(), "{r:?}");
+}
+
 pub(crate) fn now(e: &Engine) -> Timestamp {
     e.clock().now
 }

@@ -30,18 +30,6 @@ fn deposit(e: &mut Engine, c: CustomerCode, usdc: &str) {
     advance(e, 1);
 }
 
-fn set_price(e: &mut Engine, price: &str) {
-    let r = run(
-        e,
-        vec![Command::SetInstrumentPrice {
-            symbol: BTC.into(),
-            index_price: d(price),
-            mark_price: d(price),
-        }],
-    );
-    assert!(r[0].is_ok(), "{r:?}");
-}
-
 fn ok(e: &mut Engine, cmds: Vec<Command>) {
     let r = run(e, cmds);
     assert!(r.iter().all(|r| r.is_ok()), "{r:?}");

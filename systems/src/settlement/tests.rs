@@ -24,18 +24,6 @@ fn two_sided(amount: &str) -> (Engine, Vec<CustomerCode>) {
     (e, cs)
 }
 
-fn set_price(e: &mut Engine, price: &str) {
-    let r = run(
-        e,
-        vec![Command::SetInstrumentPrice {
-            symbol: BTC.into(),
-            index_price: d(price),
-            mark_price: d(price),
-        }],
-    );
-    assert!(r[0].is_ok());
-}
-
 fn rows(e: &Engine, kind: MovementKind) -> Vec<Movement> {
     let v = e.view();
     v.movements

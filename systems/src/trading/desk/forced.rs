@@ -95,21 +95,7 @@ impl Desk<'_, '_> {
                 self.terms(counterparty, market),
             ),
         ];
-        book_fill(
-            &mut self.exchange,
-            &mut self.orders,
-            &mut self.positions,
-            &mut self.ledger,
-            &mut self.accounts,
-            &mut self.rng.0,
-            Execution {
-                at: self.clock.now,
-                market,
-                price,
-                lots,
-            },
-            sides,
-        );
+        self.book(market, price, lots, sides);
     }
 
     /// D10: a negative balance of a customer with no open position left in `asset` is

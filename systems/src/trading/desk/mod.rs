@@ -480,6 +480,19 @@ impl Desk<'_, '_> {
             },
         ];
         let price = self.exchange.markets[market as usize].price(f.price);
+        self.book(market, price, f.lots, sides);
+        let maker = self.orders.get_mut(f.maker_id);
+        if f.maker_done {
+            maker.resting = None;
+            maker.priority = None;
+            self.finish(f.maker_id, OrderStatus::Filled, None);
+        } else {
+            maker.status = OrderStatus::PartiallyFilled;
+        }
+    }
+
+    /// Books one execution of `lots` at `price` between its two sides, the taker first.
+    fn book(&mut self, market: MarketId, price: Decimal, lots: Lots, sides: [FillSide; 2]) {
         book_fill(
             &mut self.exchange,
             &mut self.orders,
@@ -491,18 +504,10 @@ impl Desk<'_, '_> {
                 at: self.clock.now,
                 market,
                 price,
-                lots: f.lots,
+                lots,
             },
             sides,
         );
-        let maker = self.orders.get_mut(f.maker_id);
-        if f.maker_done {
-            maker.resting = None;
-            maker.priority = None;
-            self.finish(f.maker_id, OrderStatus::Filled, None);
-        } else {
-            maker.status = OrderStatus::PartiallyFilled;
-        }
     }
 
     /// Ends an order: out of the book and the trigger index, its reserve released, and out
