@@ -11,6 +11,7 @@ pub mod decimal;
 pub mod entry;
 pub mod error;
 pub mod filter;
+pub mod fixed;
 pub mod ids;
 pub mod instrument;
 pub mod money;

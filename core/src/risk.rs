@@ -5,6 +5,8 @@
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
+use crate::fixed;
+
 /// An account's margin state in one settlement currency (D10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum MarginState {
@@ -110,10 +112,52 @@ impl Depreciation {
     }
 }
 
+/// A profile's two thresholds prepared for [`margin_state_fixed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    margin_call: fixed::Fraction,
+    liquidation: fixed::Fraction,
+}
+
+impl Thresholds {
+    /// None for thresholds finer than fixed point.
+    pub fn new(margin_call: Decimal, liquidation: Decimal) -> Option<Thresholds> {
+        Some(Thresholds {
+            margin_call: fixed::Fraction::new(margin_call)?,
+            liquidation: fixed::Fraction::new(liquidation)?,
+        })
+    }
+}
+
+/// [`margin_state`] over fixed-point figures ([`crate::fixed`]), the same decision by the
+/// same multiplications; None where a product would overflow (then decide with decimals).
+pub fn margin_state_fixed(equity: i128, notional: i128, t: &Thresholds) -> Option<MarginState> {
+    Some(if notional == 0 {
+        MarginState::Normal
+    } else if t.liquidation.below(equity, notional)? {
+        MarginState::Liquidation
+    } else if t.margin_call.below(equity, notional)? {
+        MarginState::MarginCall
+    } else {
+        MarginState::Normal
+    })
+}
+
 /// §3.3: the highest 10 % threshold a position's drop has reached (1 = 10 %, 2 = 20 %, ...),
-/// 0 when under 10 %; a drop equal to a threshold reaches it (D9). Decided without dividing
-/// in the common case: under 10 % when `10 × drop < initial`.
+/// 0 when under 10 %; a drop equal to a threshold reaches it (D9). The size cancels out:
+/// `drop / initial = sign × (avg − mark) / avg`, so this is decided per unit, in fixed point
+/// where the prices fit ([`depreciation_level_fixed`]), else in decimals.
 pub fn depreciation_level(size: Decimal, avg_fill_price: Decimal, mark: Decimal) -> u8 {
+    let long = size > Decimal::ZERO;
+    if size.is_zero() {
+        return 0;
+    }
+    let fixed = fixed::from_decimal(avg_fill_price)
+        .zip(fixed::from_decimal(mark))
+        .and_then(|(avg, mark)| depreciation_level_fixed(long, avg, mark));
+    if let Some(level) = fixed {
+        return level;
+    }
     let initial = size.abs() * avg_fill_price;
     // The drop: what the position lost since entry at the mark.
     let drop = size * (avg_fill_price - mark);
@@ -122,6 +166,24 @@ pub fn depreciation_level(size: Decimal, avg_fill_price: Decimal, mark: Decimal)
     }
     let level = (drop * Decimal::TEN / initial).floor();
     u8::try_from(level).unwrap_or(u8::MAX)
+}
+
+/// [`depreciation_level`] of a long (or short) position over fixed-point prices: exact
+/// integer arithmetic, so the floor is never moved by a rounded quotient. None where a
+/// product would overflow.
+pub fn depreciation_level_fixed(long: bool, avg_fill_price: i128, mark: i128) -> Option<u8> {
+    if avg_fill_price <= 0 {
+        return Some(0);
+    }
+    let drop = match long {
+        true => avg_fill_price.checked_sub(mark)?,
+        false => mark.checked_sub(avg_fill_price)?,
+    };
+    let tenfold = fixed::mul(drop, 10)?;
+    if tenfold < avg_fill_price {
+        return Some(0);
+    }
+    Some(u8::try_from(tenfold / avg_fill_price).unwrap_or(u8::MAX))
 }
 
 #[cfg(test)]
@@ -158,6 +220,30 @@ mod tests {
     }
 
     #[test]
+    fn fixed_point_states_agree_with_decimal_ones_d10() {
+        let (call, liq) = (d("0.50"), d("0.30"));
+        for (equity, notional) in [
+            ("50", "100"),
+            ("49.99", "100"),
+            ("30", "100"),
+            ("29.99", "100"),
+            ("-1", "0"),
+            ("-5", "100"),
+        ] {
+            let (e, n) = (d(equity), d(notional));
+            let fx = |v| crate::fixed::from_decimal(v).unwrap();
+            let t = Thresholds::new(call, liq).unwrap();
+            assert_eq!(
+                margin_state_fixed(fx(e), fx(n), &t),
+                Some(margin_state(e, n, call, liq)),
+                "{equity} / {notional}"
+            );
+        }
+        let t = Thresholds::new(call, liq).unwrap();
+        assert_eq!(margin_state_fixed(i128::MAX, 1, &t), None);
+    }
+
+    #[test]
     fn leverage_ratio_rounds_down_to_four_decimals_and_is_one_when_flat_2_6() {
         assert_eq!(leverage_ratio(d("2"), d("3")).to_string(), "0.6666");
         assert_eq!(leverage_ratio(d("-2"), d("3")).to_string(), "-0.6666");
@@ -177,6 +263,14 @@ mod tests {
         // A short depreciates when the price rises.
         assert_eq!(depreciation_level(d("-1"), d("100"), d("120")), 2);
         assert_eq!(depreciation_level(d("-1"), d("100"), d("80")), 0);
+        // Prices past the fixed point's 18 decimals take the decimal path, to the same level.
+        assert_eq!(
+            depreciation_level(d("1"), d("100.0000000000000000001"), d("80")),
+            2
+        );
+        assert_eq!(depreciation_level_fixed(true, 100, 90), Some(1));
+        assert_eq!(depreciation_level_fixed(false, 100, 129), Some(2));
+        assert_eq!(depreciation_level_fixed(true, i128::MAX, -1), None);
         let dep = Depreciation::of(d("-1.5"), d("100"), d("123.4567"));
         assert_eq!(dep.initial_value, d("150"));
         assert_eq!(dep.current_value, d("114.81495"));

@@ -15,12 +15,12 @@ use std::collections::BTreeMap;
 
 use bevy_ecs::change_detection::DetectChanges;
 use bevy_ecs::prelude::{
-    Commands, Component, Entity, IntoScheduleConfigs, Local, Query, Ref, ResMut, Resource,
-    Schedule, SystemSet, World,
+    Changed, Commands, Component, Entity, IntoScheduleConfigs, Local, Mut, ParamSet, Query, Ref,
+    ResMut, Resource, Schedule, SystemSet, World,
 };
 use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
-use perpsim_core::decimal::{POW10_64, div_pow10_half_even, ledger_mantissa, round_ledger};
+use perpsim_core::decimal::{POW10_64, div_pow10_half_even, ledger_mantissa};
 use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode};
 use perpsim_core::money::margin_profile;
 use perpsim_core::order::PositionSide;
@@ -114,30 +114,30 @@ impl MarginRate {
     }
 }
 
-/// A position valued at its market's mark price.
+/// A position valued at its market's mark price: what the margin pass weighs (D10). The
+/// margin a rate asks of it is the notional times the rate, taken by the margin pass per
+/// account, so a profile change revalues nothing.
 #[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[require(ValuationBasis)]
 pub struct Valuation {
-    pub mark_price: Decimal,
     /// `size × (mark − entry)`, at the ledger's 10 decimals.
     pub unrealised_pnl: Decimal,
-    /// `|size| × mark × maintenance`, at the ledger's 10 decimals.
-    pub maintenance_margin: Decimal,
+    /// `|size| × mark`, exact.
+    pub notional: Decimal,
 }
 
 impl Valuation {
-    /// Pure: the valuation of `p` under `rate` at `mark`.
-    pub fn of(p: &Position, rate: MarginRate, mark: Decimal) -> Self {
+    /// Pure: the valuation of `p` at `mark`.
+    pub fn of(p: &Position, mark: Decimal) -> Self {
         Valuation {
-            mark_price: mark,
             unrealised_pnl: p.unrealised_pnl(mark),
-            maintenance_margin: round_ledger(p.size.abs() * mark * rate.maintenance),
+            notional: p.size.abs() * mark,
         }
     }
 }
 
-/// What the valuation pass needs of a position and its rate, as integers, rebuilt only when
-/// either changes. A pass after a mark move reads these 32 bytes, not the whole `Position`
+/// What the valuation pass needs of a position, as integers, rebuilt only when it changes.
+/// A pass after a mark move reads these 32 bytes, not the whole `Position`
 /// (codes, timestamps: ~130 bytes), and values them with 64-bit integer arithmetic.
 ///
 /// Prices are compared at one scale `E`: the entry's own scale or the market's price scale
@@ -152,39 +152,34 @@ pub struct ValuationBasis {
     entry_shift: u8,
     /// `10 − (size scale + E)`: the unrealised PnL product's distance to the ledger scale.
     pnl_shift: i8,
-    /// `10 − (held scale + S)`: the maintenance product's distance to the ledger scale.
-    margin_shift: i8,
+    /// `size scale + S`: the notional's scale.
+    notional_scale: u8,
     /// Signed size, at its own scale.
     size: i64,
     /// Entry price at scale `E`.
     entry: i64,
-    /// |size| × the maintenance fraction, at its own scale.
-    held: i64,
 }
 
 impl ValuationBasis {
-    /// Pure: the basis of `p` under `rate`, in a market whose prices have `price_scale`
-    /// decimals.
-    pub fn of(p: &Position, rate: MarginRate, price_scale: u32) -> Self {
+    /// Pure: the basis of `p`, in a market whose prices have `price_scale` decimals.
+    pub fn of(p: &Position, price_scale: u32) -> Self {
         let fallback = ValuationBasis {
             market: p.market,
             ..ValuationBasis::default()
         };
-        let held = p.size.abs() * rate.maintenance;
         let e = p.entry_price.scale().max(price_scale);
         let mut entry = p.entry_price;
         entry.rescale(e);
         let parts = (
             i64::try_from(p.size.mantissa()),
             i64::try_from(entry.mantissa()),
-            i64::try_from(held.mantissa()),
         );
-        let (Ok(size), Ok(entry_m), Ok(held_m)) = parts else {
+        let (Ok(size), Ok(entry_m)) = parts else {
             return fallback;
         };
-        let (pnl_scale, margin_scale) = (p.size.scale() + e, held.scale() + price_scale);
+        let (pnl_scale, notional_scale) = (p.size.scale() + e, p.size.scale() + price_scale);
         // Beyond 28 decimals a `Decimal` product rounds; the decimal path decides there.
-        if entry.scale() != e || pnl_scale > 28 || margin_scale > 28 || e - price_scale > 18 {
+        if entry.scale() != e || pnl_scale > 28 || notional_scale > 28 || e - price_scale > 18 {
             return fallback;
         }
         ValuationBasis {
@@ -192,17 +187,16 @@ impl ValuationBasis {
             exact: true,
             entry_shift: (e - price_scale) as u8,
             pnl_shift: (10 - pnl_scale as i32) as i8,
-            margin_shift: (10 - margin_scale as i32) as i8,
+            notional_scale: notional_scale as u8,
             size,
             entry: entry_m,
-            held: held_m,
         }
     }
 
     /// The valuation at `mark`, given as `at`, its mantissa at the market's price scale: the
     /// same values as [`Valuation::of`], or None where the integers would not hold it (the
     /// decimal arithmetic decides there, so the two never disagree).
-    fn value(&self, mark: Decimal, at: i64) -> Option<Valuation> {
+    fn value(&self, at: i64) -> Option<Valuation> {
         if !self.exact {
             return None;
         }
@@ -210,11 +204,11 @@ impl ValuationBasis {
             .checked_mul(POW10_64[self.entry_shift as usize])?
             .checked_sub(self.entry)?;
         let pnl = i128::from(self.size) * i128::from(difference);
-        let margin = i128::from(self.held) * i128::from(at);
+        let notional = i128::from(self.size.unsigned_abs()) * i128::from(at);
         Some(Valuation {
-            mark_price: mark,
             unrealised_pnl: to_ledger(pnl, self.pnl_shift)?,
-            maintenance_margin: to_ledger(margin, self.margin_shift)?,
+            notional: Decimal::try_from_i128_with_scale(notional, self.notional_scale.into())
+                .ok()?,
         })
     }
 }
@@ -257,18 +251,12 @@ struct MarketMark {
 }
 
 /// MarkToMarketSystems: every open position valued at its market's current mark. A position
-/// is revalued when its market's mark moved since the last pass, or when it or its margin
-/// rate changed (a fill, an open, a profile change; then its basis is rebuilt first);
-/// everything else keeps its valuation.
+/// is revalued when its market's mark moved since the last pass, or when it changed (a fill,
+/// an open; then its basis is rebuilt first); everything else keeps its valuation.
 pub fn value_positions(
     instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
     mut valued: ResMut<ValuedMarks>,
-    mut positions: Query<(
-        Ref<Position>,
-        Ref<MarginRate>,
-        &mut ValuationBasis,
-        &mut Valuation,
-    )>,
+    mut positions: ParamSet<(Query<Revalued>, ChangedPositions)>,
 ) {
     let mut markets: Vec<(MarketId, MarketMark)> = instruments
         .iter()
@@ -285,21 +273,40 @@ pub fn value_positions(
         .collect();
     markets.sort_unstable_by_key(|(id, _)| *id);
     let markets: Vec<MarketMark> = markets.into_iter().map(|(_, m)| m).collect();
-    for (p, rate, mut basis, mut valuation) in &mut positions {
-        let changed = p.is_changed() || rate.is_changed();
+    let revalue = |(p, mut basis, mut valuation): RevaluedItem| {
+        let changed = p.is_changed();
         if changed {
             let price_scale = markets[p.market as usize].price_scale;
-            *basis = ValuationBasis::of(&p, *rate, price_scale);
+            *basis = ValuationBasis::of(&p, price_scale);
         }
         let m = &markets[basis.market as usize];
         if m.moved || changed {
             *valuation =
-                m.at.and_then(|at| basis.value(m.mark, at))
-                    .unwrap_or_else(|| Valuation::of(&p, *rate, m.mark));
+                m.at.and_then(|at| basis.value(at))
+                    .unwrap_or_else(|| Valuation::of(&p, m.mark));
         }
+    };
+    // With no mark moved only what changed is revalued: skip the rest without fetching it.
+    match markets.iter().any(|m| m.moved) {
+        true => positions.p0().iter_mut().for_each(revalue),
+        false => positions.p1().iter_mut().for_each(revalue),
     }
     valued.0 = markets.into_iter().map(|m| m.mark).collect();
 }
+
+/// What the valuation pass reads and writes of a position.
+type Revalued = (
+    Ref<'static, Position>,
+    &'static mut ValuationBasis,
+    &'static mut Valuation,
+);
+/// Only the positions that changed since the pass last ran.
+type ChangedPositions<'w, 's> = Query<'w, 's, Revalued, Changed<Position>>;
+type RevaluedItem<'a> = (
+    Ref<'a, Position>,
+    Mut<'a, ValuationBasis>,
+    Mut<'a, Valuation>,
+);
 
 /// Open positions by key, for the systems that open, move, re-lock and close them in one
 /// run (fills, profile changes). A position opened during the run is staged here with its
@@ -410,10 +417,10 @@ pub fn check_positions(
             return Err(format!("position {} is not held under its profile", p.code));
         }
         let (mark, price_scale) = marks[market as usize];
-        if *basis != ValuationBasis::of(p, *rate, price_scale) {
+        if *basis != ValuationBasis::of(p, price_scale) {
             return Err(format!("position {}'s valuation basis is stale", p.code));
         }
-        if *valuation != Valuation::of(p, *rate, mark) {
+        if *valuation != Valuation::of(p, mark) {
             return Err(format!(
                 "position {} is not valued at the current mark",
                 p.code

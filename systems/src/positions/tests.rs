@@ -43,32 +43,24 @@ fn positions_are_entities_valued_at_the_mark_and_despawned_when_closed_d6() {
     );
     assert_eq!(order(&r[1]).status, OrderStatus::Filled);
     mark(&mut e, "61000");
-    let expected = |customer, upnl: &str, maintenance: &str, leverage| {
+    let expected = |customer, upnl: &str, leverage| {
         let valuation = Valuation {
-            mark_price: d("61000"),
             unrealised_pnl: d(upnl),
-            maintenance_margin: d(maintenance),
+            notional: d("12200"), // 0.2 × 61000
         };
         (customer, valuation, MarginRate::of_leverage(leverage))
     };
-    // Leverage 1 keeps 50 % maintenance: 0.2 × 61000 × 0.50.
-    let mut want = vec![
-        expected(long, "200", "6100", 1),
-        expected(short, "-200", "6100", 1),
-    ];
+    let mut want = vec![expected(long, "200", 1), expected(short, "-200", 1)];
     want.sort_by_key(|(c, _, _)| *c);
     assert_eq!(valuations(&mut e), want);
 
-    // A profile change moves the rate, and the valuation follows (leverage 2: 30 %).
+    // A profile change moves the rate; the valuation does not depend on it.
     let set = Command::SetLeverage {
         customer: long,
         leverage: 2,
     };
     assert!(run(&mut e, vec![set])[0].is_ok());
-    let mut want = vec![
-        expected(long, "200", "3660", 2),
-        expected(short, "-200", "6100", 1),
-    ];
+    let mut want = vec![expected(long, "200", 2), expected(short, "-200", 1)];
     want.sort_by_key(|(c, _, _)| *c);
     assert_eq!(valuations(&mut e), want);
 
@@ -90,7 +82,7 @@ mod integer_valuation {
     use perpsim_core::time::Timestamp;
     use proptest::prelude::*;
 
-    use crate::positions::{MarginRate, Position, Valuation, ValuationBasis, at_scale};
+    use crate::positions::{Position, Valuation, ValuationBasis, at_scale};
 
     fn position(size: Decimal, entry: Decimal) -> Position {
         Position {
@@ -122,17 +114,15 @@ mod integer_valuation {
             mark_units in 1i64..10_000_000,
             mark_digits in 0i64..10_000,
             price_scale in 0u32..5,
-            leverage in 1u32..3,
         ) {
             let size = Decimal::new(if lots == 0 { 1 } else { lots }, lot_scale);
             let fraction = Decimal::new(entry_digits % 10i64.pow(entry_scale), entry_scale);
             let p = position(size, Decimal::from(units) + fraction);
-            let rate = MarginRate::of_leverage(leverage);
             let tick_part = Decimal::new(mark_digits % 10i64.pow(price_scale), price_scale);
             let mark = Decimal::from(mark_units) + tick_part;
-            let basis = ValuationBasis::of(&p, rate, price_scale);
+            let basis = ValuationBasis::of(&p, price_scale);
             let at = at_scale(mark, price_scale).expect("a mark on the tick grid");
-            prop_assert_eq!(basis.value(mark, at), Some(Valuation::of(&p, rate, mark)));
+            prop_assert_eq!(basis.value(at), Some(Valuation::of(&p, mark)));
         }
 
         /// Anywhere else the integer path either gives the decimal valuation or steps aside
@@ -146,15 +136,13 @@ mod integer_valuation {
             entry_scale in 0u32..20,
             mark in 1i64..i64::MAX,
             mark_scale in 0u32..12,
-            leverage in 1u32..3,
         ) {
             let size = Decimal::new(if lots == 0 { 1 } else { lots }, lot_scale);
             let p = position(size, Decimal::new(entry, entry_scale));
-            let rate = MarginRate::of_leverage(leverage);
             let mark = Decimal::new(mark, mark_scale);
-            let basis = ValuationBasis::of(&p, rate, mark_scale);
-            if let Some(v) = at_scale(mark, mark_scale).and_then(|at| basis.value(mark, at)) {
-                prop_assert_eq!(v, Valuation::of(&p, rate, mark));
+            let basis = ValuationBasis::of(&p, mark_scale);
+            if let Some(v) = at_scale(mark, mark_scale).and_then(|at| basis.value(at)) {
+                prop_assert_eq!(v, Valuation::of(&p, mark));
             }
         }
     }
@@ -166,11 +154,10 @@ mod integer_valuation {
             "-0.1234".parse().unwrap(),
             "60123.4567891234".parse().unwrap(),
         );
-        let rate = MarginRate::of_leverage(2);
         let mark: Decimal = "61000.1".parse().unwrap();
-        let basis = ValuationBasis::of(&p, rate, 1);
-        let v = basis.value(mark, at_scale(mark, 1).unwrap());
-        assert_eq!(v, Some(Valuation::of(&p, rate, mark)));
+        let basis = ValuationBasis::of(&p, 1);
+        let v = basis.value(at_scale(mark, 1).unwrap());
+        assert_eq!(v, Some(Valuation::of(&p, mark)));
         assert_eq!(
             v.unwrap().unrealised_pnl,
             "-108.1777722222".parse().unwrap()

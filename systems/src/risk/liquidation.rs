@@ -113,9 +113,9 @@ fn rank(desk: &Desk, book: &MarginBook, market: MarketId, long: bool) -> Vec<Cus
                 .unrealised_pnl(mark)
                 .checked_div(p.size.abs() * p.entry_price)
                 .unwrap_or(Decimal::ZERO);
-            let account = book.get(p.customer, asset);
-            let (equity, notional) =
-                account.map_or((Decimal::ZERO, Decimal::ZERO), |a| (a.equity(), a.notional));
+            let (equity, notional) = book
+                .figures(p.customer, asset)
+                .unwrap_or((Decimal::ZERO, Decimal::ZERO));
             let key = if equity > Decimal::ZERO {
                 let leverage = notional.checked_div(equity).unwrap_or(Decimal::MAX);
                 match profit > Decimal::ZERO {

@@ -9,14 +9,15 @@ use std::sync::Arc;
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;
+use perpsim_core::fixed;
 use perpsim_core::ids::{BrokerCode, CustomerCode, NotificationCode};
-use perpsim_core::risk::depreciation_level;
+use perpsim_core::risk::{depreciation_level, depreciation_level_fixed};
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
 use crate::market::SimulationSettings;
-use crate::positions::{Position, Valuation};
+use crate::positions::Position;
 use crate::registry::{EngineRng, InstrumentState, MarketId, MarketSlot};
 
 /// A `position_depreciation` notice: what was evaluated; the derived values (initial and
@@ -53,7 +54,7 @@ pub fn check_depreciation(
     clock: Res<SimClock>,
     settings: Res<SimulationSettings>,
     instruments: Query<(&MarketSlot, &InstrumentState)>,
-    mut positions: Query<(&mut Position, &Valuation)>,
+    mut positions: Query<&mut Position>,
     mut notifications: ResMut<Notifications>,
     mut scheduler: ResMut<Scheduler>,
     mut rng: ResMut<EngineRng>,
@@ -66,14 +67,24 @@ pub fn check_depreciation(
         now.next_multiple_of(settings.0.notice_interval_ms),
         ScheduledEvent::DepreciationCheck,
     );
-    let mut mark_times: Vec<(MarketId, Timestamp)> = instruments
+    // Per market: its mark (the one every position was just valued at), in fixed point
+    // where it fits, and when it was set.
+    let mut marks: Vec<(MarketId, Decimal, Option<i128>, Timestamp)> = instruments
         .iter()
-        .map(|(m, s)| (m.0, s.price_time))
+        .map(|(m, s)| {
+            let mark = s.mark_price;
+            (m.0, mark, fixed::from_decimal(mark), s.price_time)
+        })
         .collect();
-    mark_times.sort_unstable();
+    marks.sort_unstable_by_key(|m| m.0);
     let mut due_notices = Vec::new();
-    for (mut p, valuation) in &mut positions {
-        let level = depreciation_level(p.size, p.avg_fill_price, valuation.mark_price);
+    for mut p in &mut positions {
+        let (_, mark, mark_fx, mark_time) = marks[p.market as usize];
+        let long = p.size > Decimal::ZERO;
+        let level = mark_fx
+            .zip(fixed::from_decimal(p.avg_fill_price))
+            .and_then(|(mark, avg)| depreciation_level_fixed(long, avg, mark))
+            .unwrap_or_else(|| depreciation_level(p.size, p.avg_fill_price, mark));
         if level <= p.noticed {
             continue;
         }
@@ -87,8 +98,8 @@ pub fn check_depreciation(
             market: p.market,
             size: p.size,
             avg_fill_price: p.avg_fill_price,
-            mark_price: valuation.mark_price,
-            mark_time: mark_times[p.market as usize].1,
+            mark_price: mark,
+            mark_time,
             threshold_pct: u32::from(level) * 10,
         });
     }

@@ -1,0 +1,283 @@
+//! The risk systems (issue 13), driven through the engine as its host drives it.
+//!
+//! - `risk/tick/{n}`: one realtime tick of one second over `n` open positions (one per
+//!   customer, half at leverage 2) on the four default instruments: the random walk moves
+//!   every mark, every position is revalued, every account's margin state judged (twice: at
+//!   the due instant and in the tick's command run, as the host's tick does), and the
+//!   depreciation check runs (a 1 s notice interval, so every tick has one). Target: ≤ 50 ms
+//!   at 1 000 000, linear in `n`.
+//! - `risk/cascade/10000`: 10 000 accounts at leverage 2, each long 0.01 BTC from 1 000
+//!   short holders, cross the liquidation threshold in one price move: their orders are
+//!   cancelled, the resting bids absorb half the size (some at prices that leave balances
+//!   negative, which insurance covers) and auto-deleveraging closes the rest at the mark.
+//!   Timed: the tick of the price move, until every account is closed.
+//!
+//! Run: `cargo bench -p perpsim-benches --bench risk`.
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use perpsim_benches::{START, broker_command, create_customers, created, deposits_of};
+use perpsim_core::Decimal;
+use perpsim_core::entry::OrderEntry;
+use perpsim_core::ids::CustomerCode;
+use perpsim_core::instrument::{Asset, default_instruments};
+use perpsim_core::order::{OrderType, Side};
+use perpsim_core::simulation::{PriceFeed, Simulation};
+use perpsim_core::time::Timestamp;
+use perpsim_systems::money::ledger::MovementKind;
+use perpsim_systems::{Command, Engine, Genesis, Outcome};
+
+/// Commands per setup tick: bounds the inbox and results of one tick.
+const CHUNK: usize = 50_000;
+
+fn venue(simulation: Simulation) -> Engine {
+    let instruments = default_instruments();
+    let mut e = Engine::genesis(Genesis {
+        simulation,
+        instruments,
+        ..perpsim_benches::genesis()
+    });
+    let out = e.tick(START, vec![broker_command()]);
+    assert!(out.results[0].is_ok());
+    e
+}
+
+fn broker_of(e: &Engine) -> perpsim_core::ids::BrokerCode {
+    *e.view().brokers.keys().next().expect("the broker")
+}
+
+/// Applies `commands` in ticks of at most [`CHUNK`], every one accepted; their outcomes.
+fn apply(e: &mut Engine, commands: Vec<Command>) -> Vec<Outcome> {
+    let mut outcomes = Vec::with_capacity(commands.len());
+    let mut commands = commands.into_iter().peekable();
+    while commands.peek().is_some() {
+        let chunk: Vec<Command> = commands.by_ref().take(CHUNK).collect();
+        let now = e.clock().now;
+        for r in e.tick(now, chunk).results {
+            outcomes.push(r.expect("every setup command is accepted"));
+        }
+    }
+    outcomes
+}
+
+fn customers(e: &mut Engine, n: usize) -> Vec<CustomerCode> {
+    let broker = broker_of(e);
+    created(apply(e, create_customers(broker, n)))
+}
+
+fn place(customer: CustomerCode, symbol: &str, entry: OrderEntry) -> Command {
+    Command::PlaceOrder {
+        customer,
+        symbol: symbol.into(),
+        entry: Box::new(entry),
+    }
+}
+
+/// An order of `amount`; its reference_id names its kind (a customer's open orders each
+/// hold their own).
+fn order(side: Side, kind: OrderType, amount: Decimal, limit: Option<Decimal>) -> OrderEntry {
+    let price = limit.unwrap_or_default().to_string().replace('.', "_");
+    let reference = format!("{kind:?}-{price}");
+    OrderEntry {
+        amount: Some(amount),
+        limit_price: limit,
+        ..OrderEntry::new(side, kind, reference)
+    }
+}
+
+/// `n` customers, each holding one open position: pairs trade a seeded size at a seeded
+/// price near the start, the seller resting a limit and the buyer taking it.
+fn positions_venue(n: usize) -> Engine {
+    let instruments = default_instruments();
+    let mut e = venue(Simulation {
+        price_feed: PriceFeed::RandomWalk,
+        notice_interval_ms: 1_000,
+        ..Simulation::quiet(&instruments)
+    });
+    e.set_publishing(false);
+    let cs = customers(&mut e, n);
+    let pairs = n / 2;
+    let market_of = |k: usize| &instruments[k % instruments.len()];
+    let deposits = cs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| deposits_of(&[*c], market_of(i / 2).settlement, 1_000_000.into()))
+        .collect();
+    apply(&mut e, deposits);
+    let leverage = cs
+        .iter()
+        .step_by(2)
+        .map(|&customer| Command::SetLeverage {
+            customer,
+            leverage: 2,
+        })
+        .collect();
+    apply(&mut e, leverage);
+    let mut rng = perpsim_core::rng::SimRng::from_seed(5);
+    let mut orders = Vec::with_capacity(2 * pairs);
+    for k in 0..pairs {
+        let spec = market_of(k);
+        let lots = Decimal::from(rng.next_u64() % 1_000 + 1);
+        let ticks = Decimal::from(rng.next_u64() % 2_000) - Decimal::from(1_000);
+        let amount = spec.lot_size * lots;
+        let price = spec.start_price + spec.tick_size * ticks;
+        let (seller, buyer) = (cs[2 * k], cs[2 * k + 1]);
+        orders.push(place(
+            seller,
+            &spec.symbol,
+            order(Side::Sell, OrderType::Limit, amount, Some(price)),
+        ));
+        orders.push(place(
+            buyer,
+            &spec.symbol,
+            order(Side::Buy, OrderType::Market, amount, None),
+        ));
+    }
+    apply(&mut e, orders);
+    e
+}
+
+fn tick(c: &mut Criterion) {
+    let mut group = c.benchmark_group("risk");
+    group.sample_size(10);
+    for n in [10_000, 100_000, 1_000_000] {
+        // Built on the first call, so a filtered run builds only what it measures.
+        let mut venue = None;
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(format!("tick/{n}"), |b| {
+            let e = venue.get_or_insert_with(|| positions_venue(n));
+            b.iter(|| {
+                let next = e.clock().now.plus_millis(1_000);
+                let out = e.tick(next, Vec::new());
+                assert!(out.events.len() >= 2, "the price step and the check fired");
+            })
+        });
+    }
+    group.finish();
+}
+
+const VICTIMS: usize = 10_000;
+const SHORTS: usize = 1_000;
+const BTC: &str = "BTC-USDC-PERP";
+
+/// Whom the cascade involves, besides the engine.
+struct Cascade {
+    engine: Engine,
+    victims: Vec<CustomerCode>,
+}
+
+/// 10 000 longs of 0.01 BTC at 60 000, 320 USDC each at leverage 2 (liquidation below
+/// 35 000), sold to them by 1 000 shorts of 0.1; a resting buy of 0.0001 each far below
+/// (cancelled by the liquidation); bids for 50 BTC, 0.1 at each of 500 levels from 34 000
+/// down by 20, so the deeper fills leave a balance negative.
+fn cascade_venue() -> Cascade {
+    let mut e = venue(Simulation::quiet(&default_instruments()));
+    let victims = customers(&mut e, VICTIMS);
+    let shorts = customers(&mut e, SHORTS);
+    let bidder = customers(&mut e, 1)[0];
+    let mut deposits = deposits_of(&victims, Asset::Usdc, 320.into());
+    deposits.extend(deposits_of(&shorts, Asset::Usdc, 10_000_000.into()));
+    deposits.extend(deposits_of(&[bidder], Asset::Usdc, 10_000_000.into()));
+    apply(&mut e, deposits);
+    let mut commands: Vec<Command> = victims
+        .iter()
+        .map(|&customer| Command::SetLeverage {
+            customer,
+            leverage: 2,
+        })
+        .collect();
+    let d = |s: &str| s.parse::<Decimal>().expect("decimal");
+    for &short in &shorts {
+        commands.push(place(
+            short,
+            BTC,
+            order(Side::Sell, OrderType::Limit, d("0.1"), Some(d("60000"))),
+        ));
+    }
+    for &victim in &victims {
+        commands.push(place(
+            victim,
+            BTC,
+            order(Side::Buy, OrderType::Market, d("0.01"), None),
+        ));
+        commands.push(place(
+            victim,
+            BTC,
+            order(Side::Buy, OrderType::Limit, d("0.0001"), Some(d("20000"))),
+        ));
+    }
+    for level in 0..500 {
+        let price = Decimal::from(34_000 - 20 * level);
+        commands.push(place(
+            bidder,
+            BTC,
+            order(Side::Buy, OrderType::Limit, d("0.1"), Some(price)),
+        ));
+    }
+    apply(&mut e, commands);
+    Cascade { engine: e, victims }
+}
+
+fn crash() -> Vec<Command> {
+    vec![Command::SetInstrumentPrice {
+        symbol: BTC.into(),
+        index_price: 34_500.into(),
+        mark_price: 34_500.into(),
+    }]
+}
+
+/// Once, untimed: the cascade does what the benchmark claims.
+fn check_cascade() {
+    let Cascade {
+        mut engine,
+        victims,
+    } = cascade_venue();
+    let now: Timestamp = engine.clock().now;
+    assert!(engine.tick(now, crash()).results[0].is_ok());
+    let view = engine.view();
+    let open = victims
+        .iter()
+        .filter(|&c| view.trading.positions.get(c).is_some_and(|p| !p.is_empty()))
+        .count();
+    assert_eq!(open, 0, "every account closed");
+    let count = |kind| view.movements.values().filter(|m| m.kind == kind).count();
+    let adl = count(MovementKind::AutoDeleveraging);
+    let forced = count(MovementKind::Liquidation);
+    assert!(adl >= VICTIMS / 2, "ADL closed half: {adl} rows");
+    assert!(
+        forced > VICTIMS / 2,
+        "the book absorbed half, covers booked: {forced}"
+    );
+    eprintln!(
+        "cascade: {forced} liquidation rows (fills and covers), {adl} auto_deleveraging rows"
+    );
+}
+
+fn cascade(c: &mut Criterion) {
+    let mut group = c.benchmark_group("risk");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(VICTIMS as u64));
+    let mut checked = false;
+    group.bench_function(format!("cascade/{VICTIMS}"), |b| {
+        if !std::mem::replace(&mut checked, true) {
+            check_cascade();
+        }
+        b.iter_batched(
+            || {
+                let mut cascade = cascade_venue();
+                cascade.engine.set_publishing(false);
+                cascade
+            },
+            |mut cascade| {
+                let now = cascade.engine.clock().now;
+                let out = cascade.engine.tick(now, crash());
+                assert!(out.results[0].is_ok());
+                cascade
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cascade, tick);
+criterion_main!(benches);
