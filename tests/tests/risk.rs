@@ -110,3 +110,223 @@ fn a_fall_of_a_quarter_is_one_notice_at_twenty_on_the_notifications_list() {
         "a 1× long is never called"
     );
 }
+
+/// A customer at leverage 2 with 320 USDC, long 0.01 BTC bought with `order`, and a buy
+/// resting far below.
+fn leveraged_long(server: &Server, c: &Client, order: Value) -> String {
+    let long = funded(server, c, "USDC", "320");
+    let r = c.send(
+        "PUT",
+        &format!("/v1/customers/{long}/margin-profile"),
+        Some(json!({"leverage": 2})),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    for body in [
+        order,
+        json!({"symbol": BTC, "reference_id": "rest", "side": "buy", "type": "limit", "amount": "0.0001", "limit_price": "20000"}),
+    ] {
+        let r = c.send("POST", &format!("/v1/customers/{long}/orders"), Some(body));
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    long
+}
+
+fn positions(c: &Client, code: &str) -> Vec<Value> {
+    get(c, &format!("/v1/customers/{code}/positions"))
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Newest first.
+fn transactions(c: &Client, code: &str) -> Vec<Value> {
+    get(
+        c,
+        &format!("/v1/customers/transactions?customer_code={code}"),
+    )["data"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// README's tour (D10, §3.3, §6 rules 4–5), with the market maker and the walk on: at
+/// 39 000 a margin call keeps the position and the order; a minute later one depreciation
+/// notice at 30 %; at 34 000 the liquidation cancels the order and closes the position by a
+/// forced fill at the maker's bids (type `liquidation`, reference_id null).
+#[test]
+fn a_margin_call_keeps_positions_and_a_liquidation_sells_into_the_book() {
+    let server = Server::start(&[
+        "--clock",
+        "manual",
+        "--start",
+        perpsim_tests::START,
+        "--market-maker",
+        "on",
+        "--price-feed",
+        "random-walk",
+    ]);
+    let c = server.demo();
+    let market = json!({"symbol": BTC, "reference_id": "lev", "side": "buy", "type": "market", "amount": "0.01"});
+    let long = leveraged_long(&server, &c, market);
+    set_price(&server, "39000");
+    let summary = get(&c, &format!("/v1/customers/{long}/account-summary"));
+    assert_eq!(summary["margin_state"], "margin_call", "{summary}");
+    assert_eq!(
+        positions(&c, &long).len(),
+        1,
+        "a margin call closes nothing"
+    );
+    let open = get(&c, &format!("/v1/customers/{long}/orders"));
+    assert_eq!(open["data"][0]["reference_id"], "rest");
+
+    advance(&server, 60);
+    let notices = get(
+        &c,
+        &format!("/v1/customers/notifications?customer_code={long}"),
+    );
+    let data = notices["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1, "{notices}");
+    assert_eq!(
+        data[0]["data"]["threshold_pct"], 30,
+        "35 % down: only the highest"
+    );
+
+    set_price(&server, "34000");
+    assert_eq!(positions(&c, &long), Vec::<Value>::new(), "closed");
+    let rest = get(&c, &format!("/v1/customers/{long}/orders/rest"));
+    assert_eq!(
+        (&rest["status"], &rest["reason"]),
+        (&json!("canceled"), &json!("LIQUIDATION"))
+    );
+    let rows = transactions(&c, &long);
+    let forced = rows
+        .iter()
+        .find(|t| t["type"] == "liquidation")
+        .expect("a liquidation row");
+    assert_eq!(forced["reference_id"], Value::Null, "{forced}");
+    let trades = get(&c, &format!("/v1/trades?customer_code={long}&sort=asc"));
+    let sold = trades["data"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (&sold["type"], &sold["side"]),
+        (&json!("liquidation"), &json!("sell")),
+        "{sold}"
+    );
+    let price: f64 = sold["price"].as_str().unwrap().parse().unwrap();
+    assert!(
+        (33_000.0..34_000.0).contains(&price),
+        "at the maker's bids: {price}"
+    );
+    let summary = get(&c, &format!("/v1/customers/{long}/account-summary"));
+    assert_eq!(summary["margin_state"], "normal", "flat again");
+}
+
+/// D10: with no bids the position is closed at the mark against the most profitable
+/// opposite position (auto-deleveraging), and the balance it leaves below zero is covered by
+/// insurance: a `liquidation` row with no trade, the customer back at zero.
+#[test]
+fn without_depth_the_most_profitable_short_is_deleveraged_and_insurance_covers_the_loss() {
+    let server = manual();
+    let c = server.demo();
+    let (near, far, buyer) = (
+        funded(&server, &c, "USDC", "100000"),
+        funded(&server, &c, "USDC", "100000"),
+        funded(&server, &c, "USDC", "100000"),
+    );
+    // `far` sold at 62 000, `near` at 60 000: at any lower price `far` has the larger profit.
+    for (code, body) in [
+        (
+            &far,
+            json!({"symbol": BTC, "reference_id": "f", "side": "sell", "type": "limit", "amount": "0.01", "limit_price": "62000"}),
+        ),
+        (
+            &buyer,
+            json!({"symbol": BTC, "reference_id": "b", "side": "buy", "type": "market", "amount": "0.01"}),
+        ),
+        (
+            &near,
+            json!({"symbol": BTC, "reference_id": "n", "side": "sell", "type": "limit", "amount": "0.01", "limit_price": "60000"}),
+        ),
+    ] {
+        let r = c.send("POST", &format!("/v1/customers/{code}/orders"), Some(body));
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    let market = json!({"symbol": BTC, "reference_id": "lev", "side": "buy", "type": "market", "amount": "0.01"});
+    let long = leveraged_long(&server, &c, market);
+    // (320 − 0.3 fee − 350) / 250 < 0: liquidation, and the close at 25 000 loses 350.
+    set_price(&server, "25000");
+    assert_eq!(positions(&c, &long), Vec::<Value>::new());
+    assert_eq!(
+        positions(&c, &far),
+        Vec::<Value>::new(),
+        "the best-ranked short closed"
+    );
+    assert_eq!(positions(&c, &near).len(), 1, "the other short kept");
+    let trades = get(&c, &format!("/v1/trades?customer_code={far}&sort=asc"));
+    let adl = trades["data"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (&adl["type"], &adl["price"]),
+        (&json!("auto_deleveraging"), &json!("25000.0")),
+        "{adl}"
+    );
+    let rows = transactions(&c, &long);
+    let cover = &rows[0];
+    assert_eq!(
+        (&cover["type"], &cover["amount"]),
+        (&json!("liquidation"), &json!("30.3000000000")),
+        "{cover}"
+    );
+    assert_eq!(cover["trade_code"], Value::Null);
+    let balances = get(&c, &format!("/v1/customers/{long}/balances?asset=USDC"));
+    let usdc = balances
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["asset"] == "USDC")
+        .unwrap()
+        .clone();
+    assert_eq!(usdc["total"], "0.0000000000", "{usdc}");
+    // The venue's loss is on its insurance account, in the admin API.
+    let r = server.admin("GET", "/admin/v1/venue/accounts", None);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let accounts = r.json();
+    let insurance = accounts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["account"] == "insurance" && a["asset"] == "USDC")
+        .unwrap()
+        .clone();
+    assert_eq!(insurance["total"], "9999969.7000000000", "{accounts}");
+}
+
+/// §4.2: a leverage change that would put an open position into margin call is refused
+/// with the figures; one that would not is accepted.
+#[test]
+fn a_leverage_change_into_margin_call_is_refused_with_the_ratio() {
+    let server = manual();
+    let c = server.demo();
+    let seller = funded(&server, &c, "USDC", "100000");
+    let r = c.send(
+        "POST",
+        &format!("/v1/customers/{seller}/orders"),
+        Some(json!({"symbol": BTC, "reference_id": "s", "side": "sell", "type": "limit", "amount": "0.01", "limit_price": "60000"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.text);
+    let market = json!({"symbol": BTC, "reference_id": "lev", "side": "buy", "type": "market", "amount": "0.01"});
+    let long = leveraged_long(&server, &c, market);
+    // At 55 000: (320 − 0.3 − 50) / 550 = 0.4903…, under leverage 1's 0.50, over 2's 0.30.
+    set_price(&server, "55000");
+    let path = format!("/v1/customers/{long}/margin-profile");
+    let r = c.send("PUT", &path, Some(json!({"leverage": 1})));
+    assert_eq!(
+        (r.status, r.json()["code"].clone()),
+        (400, json!("VALIDATION_ERROR")),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains("0.4903"), "{}", r.text);
+    let r = c.send("PUT", &path, Some(json!({"leverage": 2})));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let summary = get(&c, &format!("/v1/customers/{long}/account-summary"));
+    assert_eq!(summary["margin_state"], "normal");
+}

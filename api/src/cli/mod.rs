@@ -116,6 +116,8 @@ pub enum AdminCmd {
     },
     /// Show the engine's position and state hash.
     State,
+    /// The venue's own accounts (fees, clearing, insurance) per asset.
+    Venue,
 }
 
 /// Runs a parsed command line; the exit code.
@@ -256,6 +258,7 @@ fn admin_request(action: AdminCmd) -> Result<(&'static str, String, String), Str
             ("POST", "/admin/v1/clock/advance".into(), body.to_string())
         }
         AdminCmd::State => ("GET", "/admin/v1/state".into(), String::new()),
+        AdminCmd::Venue => ("GET", "/admin/v1/venue/accounts".into(), String::new()),
     })
 }
 

@@ -13,6 +13,7 @@ use poem::web::Data;
 use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler};
 use poem_openapi::{LicenseObject, OpenApiService, ServerObject};
 
+use crate::admin::venue::VenueApi;
 use crate::admin::{AdminApi, AdminAuthed};
 use crate::contract;
 use crate::errors::{self, error_response};
@@ -117,8 +118,8 @@ fn fixed(content_type: &'static str, text: String) -> impl Endpoint<Output = Res
     })
 }
 
-pub fn admin_service() -> OpenApiService<AdminApi, ()> {
-    OpenApiService::new(AdminApi, "perpsim admin API", VERSION)
+pub fn admin_service() -> OpenApiService<(AdminApi, VenueApi), ()> {
+    OpenApiService::new((AdminApi, VenueApi), "perpsim admin API", VERSION)
         .license(LicenseObject::new(LICENSE))
         .server(server())
         .description("Simulation control for operators and tests (D3). Not part of the broker API.")

@@ -12,7 +12,7 @@ use perpsim_core::time::Timestamp;
 
 use crate::clock::ClockView;
 use crate::clock::SimClock;
-use crate::money::ledger::{Balance, Ledger, Movement, Owner};
+use crate::money::ledger::{Balance, Ledger, Movement, Owner, VenueAccount};
 use crate::registry::{
     AccountIndex, Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument,
     InstrumentState, InstrumentView,
@@ -46,6 +46,8 @@ pub struct ReadView {
     pub movements_by_customer: OrdMap<CustomerCode, OrdSet<TxKey>>,
     /// A customer's balance per asset it ever moved.
     pub balances: OrdMap<CustomerCode, OrdMap<Asset, Balance>>,
+    /// The venue's own accounts (fees, clearing, insurance) per asset, once touched.
+    pub venue: OrdMap<(VenueAccount, Asset), Balance>,
     pub transfers_available: bool,
     pub trading: crate::publish::market_view::TradingView,
     /// Each market's funding by market id: latest settlement and running interval.
@@ -73,6 +75,7 @@ impl ReadView {
             movements_by_broker: OrdMap::new(),
             movements_by_customer: OrdMap::new(),
             balances: OrdMap::new(),
+            venue: OrdMap::new(),
             transfers_available: true,
             trading: Default::default(),
             funding: Vec::new(),
@@ -185,11 +188,16 @@ pub fn publish_ledger(
         view.movements.insert(m.seq, m.clone());
     }
     for ((owner, asset), balance) in balances {
-        if let Owner::Customer(code) = owner {
-            view.balances
-                .entry(code)
-                .or_default()
-                .insert(asset, balance);
+        match owner {
+            Owner::Customer(code) => {
+                view.balances
+                    .entry(code)
+                    .or_default()
+                    .insert(asset, balance);
+            }
+            Owner::Venue(account) => {
+                view.venue.insert((account, asset), balance);
+            }
         }
     }
 }

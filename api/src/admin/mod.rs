@@ -1,6 +1,8 @@
 //! The admin API under `/admin/v1` (D3): brokers and keys, instrument status and price, the
-//! clock, and the engine's state hash. Bearer-token authenticated; its own spec at
-//! `/admin/openapi.json`, not part of the broker spec.
+//! clock, the engine's state hash, and (`venue`) the venue's own accounts. Bearer-token
+//! authenticated; its own spec at `/admin/openapi.json`, not part of the broker spec.
+
+pub mod venue;
 
 use crate::v1::funding::{FundingRateLatest, latest};
 use perpsim_systems::settlement::funding::MAX_RATE_DECIMALS;
@@ -44,13 +46,15 @@ async fn admin_checker(req: &Request, _: Bearer) -> Option<()> {
 }
 
 #[derive(Tags)]
-enum AdminTag {
+pub(crate) enum AdminTag {
     /// Brokers and their signing keys.
     Brokers,
     /// Instrument status and prices.
     Instruments,
     /// The simulation clock and the engine's state.
     Simulation,
+    /// The venue's own accounts: fees, clearing and insurance (D10).
+    Venue,
 }
 
 /// Longest broker name accepted.

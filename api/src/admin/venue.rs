@@ -1,0 +1,82 @@
+//! The venue's own accounts (D7, D10): trading fees, the clearing account of realised PnL,
+//! funding and settlement, and the insurance account that pays what liquidations leave
+//! below zero. Its balance may go negative: a visible venue loss, read here, never hidden.
+
+use std::sync::Arc;
+
+use perpsim_core::instrument::Asset;
+use perpsim_systems::money::ledger::VenueAccount;
+use poem::web::Data;
+use poem_openapi::payload::Json;
+use poem_openapi::{Enum, Object, OpenApi};
+
+use super::{AdminTag, AdminToken};
+use crate::errors::ApiError;
+use crate::server::app::AppState;
+use crate::wire::DecimalOut;
+
+#[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum VenueAccountApi {
+    /// Trading fees collected, rebates paid.
+    Fees,
+    /// Realised PnL, funding and settlement between counterparties.
+    Clearing,
+    /// Funded at genesis (`--insurance-funding`); pays the negative balances liquidations
+    /// leave.
+    Insurance,
+}
+
+impl From<VenueAccount> for VenueAccountApi {
+    fn from(a: VenueAccount) -> Self {
+        match a {
+            VenueAccount::Fees => VenueAccountApi::Fees,
+            VenueAccount::Clearing => VenueAccountApi::Clearing,
+            VenueAccount::Insurance => VenueAccountApi::Insurance,
+        }
+    }
+}
+
+/// One venue account in one asset.
+#[derive(Object, Debug, Clone, PartialEq, Eq)]
+pub struct VenueAccountRecord {
+    pub account: VenueAccountApi,
+    pub asset: String,
+    /// The exact ledger balance; may be negative.
+    pub total: DecimalOut,
+}
+
+pub struct VenueApi;
+
+#[OpenApi]
+impl VenueApi {
+    /// Every venue account in every asset, in a fixed order (fees, clearing, insurance; USDC,
+    /// USDT), as of the last published tick.
+    #[oai(
+        path = "/venue/accounts",
+        method = "get",
+        tag = "AdminTag::Venue",
+        operation_id = "listVenueAccounts"
+    )]
+    async fn accounts(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+    ) -> Result<Json<Vec<VenueAccountRecord>>, ApiError> {
+        let view = state.engine.view();
+        let records = VenueAccount::ALL
+            .into_iter()
+            .flat_map(|account| Asset::ALL.map(|asset| (account, asset)))
+            .map(|(account, asset)| VenueAccountRecord {
+                account: account.into(),
+                asset: asset.as_str().to_owned(),
+                total: DecimalOut::ledger(
+                    view.venue
+                        .get(&(account, asset))
+                        .map_or_else(Default::default, |b| b.total),
+                ),
+            })
+            .collect();
+        Ok(Json(records))
+    }
+}
