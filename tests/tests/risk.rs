@@ -330,3 +330,73 @@ fn a_leverage_change_into_margin_call_is_refused_with_the_ratio() {
     let summary = get(&c, &format!("/v1/customers/{long}/account-summary"));
     assert_eq!(summary["margin_state"], "normal");
 }
+
+fn notices_of(c: &Client, code: &str) -> Vec<Value> {
+    get(
+        c,
+        &format!("/v1/customers/notifications?customer_code={code}"),
+    )["data"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// §3.3, D9: a short depreciates on a rise (20 % up: a notice at 20), and an increase starts
+/// a new baseline at the new average (66 000), so a rise past 20 % of it notices 20 again.
+#[test]
+fn a_short_is_noticed_on_a_rise_and_an_increase_starts_a_new_baseline() {
+    let server = manual();
+    let c = server.demo();
+    let (short, buyer) = (
+        funded(&server, &c, "USDC", "1000000"),
+        funded(&server, &c, "USDC", "1000000"),
+    );
+    let trade = |price: &str, reference: &str| {
+        for (code, body) in [
+            (
+                &short,
+                json!({"symbol": BTC, "reference_id": reference, "side": "sell", "type": "limit", "amount": "0.5", "limit_price": price}),
+            ),
+            (
+                &buyer,
+                json!({"symbol": BTC, "reference_id": reference, "side": "buy", "type": "market", "amount": "0.5"}),
+            ),
+        ] {
+            let r = c.send("POST", &format!("/v1/customers/{code}/orders"), Some(body));
+            assert_eq!(r.status, 201, "{}", r.text);
+        }
+    };
+    trade("60000", "t1");
+    set_price(&server, "72000");
+    advance(&server, 60);
+    let notices = notices_of(&c, &short);
+    assert_eq!(notices.len(), 1);
+    let d = &notices[0]["data"];
+    assert_eq!(
+        (&d["side"], &d["threshold_pct"]),
+        (&json!("short"), &json!(20))
+    );
+    assert_eq!(d["depreciation_pct"], "20.0000");
+    assert!(notices_of(&c, &buyer).is_empty(), "the long gained");
+
+    trade("72000", "t2"); // short 1.0 at an average of 66 000: a new baseline
+    advance(&server, 60);
+    assert_eq!(
+        notices_of(&c, &short).len(),
+        1,
+        "9.09 % above the new average: nothing"
+    );
+    set_price(&server, "80000");
+    advance(&server, 60);
+    let notices = notices_of(&c, &short);
+    assert_eq!(notices.len(), 2, "20 % again, on the new baseline");
+    let d = &notices[0]["data"]; // newest first
+    assert_eq!(
+        (&d["avg_fill_price"], &d["amount"]),
+        (&json!("66000.0"), &json!("1.0000"))
+    );
+    assert_eq!(
+        (&d["threshold_pct"], &d["depreciation_pct"]),
+        (&json!(20), &json!("21.2121"))
+    );
+}
