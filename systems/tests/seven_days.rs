@@ -1,9 +1,13 @@
-//! Issue 12's seeded simulation: the market maker and the random walk with 200 customers
-//! sending orders of every type, cancels, amends, deposits, withdrawals and leverage changes
-//! over 7 simulated days. The engine's invariants (money conserved per asset with funding
-//! and settlement, clearing against unrealised PnL, the trading checks) run after every run
-//! of the schedule in this debug build; at the end the journal — the ticks as sent — replays
-//! to the same state hash.
+//! Issues 12 and 13's seeded simulation: the market maker and the random walk with 200
+//! customers sending orders of every type, cancels, amends, deposits, withdrawals and leverage
+//! changes over 7 simulated days. One customer in five trades at leverage 2 on thin collateral
+//! and reopens every six hours, and each day at noon one market is shocked (an admin price
+//! move of −45 % or +45 %, as a risk team rehearses a crash): margin calls, liquidations
+//! against the maker's book, auto-deleveraging and insurance covers happen. The engine's
+//! invariants (money conserved per asset through funding, settlement, forced fills and
+//! insurance payouts; clearing against unrealised PnL; no negative balance left flat; the
+//! trading checks) run after every run of the schedule in this debug build; at the end the
+//! journal — the ticks as sent — replays to the same state hash.
 
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
@@ -11,6 +15,7 @@ use perpsim_core::entry::{Amend, OrderEntry};
 use perpsim_core::ids::{CustomerCode, PublicKey};
 use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::{OrderType, Side, TimeInForce, TriggerPriceType};
+use perpsim_core::risk::MarginState;
 use perpsim_core::rng::SimRng;
 use perpsim_core::simulation::Simulation;
 use perpsim_core::time::{DAY_MS, MINUTE_MS, Timestamp};
@@ -22,6 +27,9 @@ const CUSTOMERS: usize = 200;
 /// References each customer cycles through: rule 11 then bounds its open orders, so the live
 /// state (and the invariants' cost per run) stays that of a busy venue, not of a week's pile.
 const REFERENCES: u64 = 20;
+/// Every this many customers, one trades at leverage 2 on thin collateral.
+const LEVERAGED_EVERY: usize = 5;
+const THIN_COLLATERAL: i64 = 2_000;
 
 /// Days simulated: 7, or `PERPSIM_SIM_DAYS` for a longer soak.
 fn days() -> i64 {
@@ -72,6 +80,50 @@ impl Sim {
         let v = self.engine.view();
         let spec = &default_instruments()[symbol_index];
         v.instruments[&spec.symbol].mark_price
+    }
+
+    /// Each leveraged customer's order for about 1.9 × its collateral in notional, long or
+    /// short by turns, on its own market (refused once its margin is used: that is fine).
+    fn leveraged_orders(&self) -> Vec<Command> {
+        let instruments = default_instruments();
+        (0..CUSTOMERS)
+            .step_by(LEVERAGED_EVERY)
+            .map(|who| {
+                let spec = &instruments[who / LEVERAGED_EVERY % instruments.len()];
+                let mark = self.price(who / LEVERAGED_EVERY % instruments.len());
+                let notional = Decimal::from(THIN_COLLATERAL * 19 / 10);
+                let amount =
+                    (notional / mark / spec.lot_size).floor().max(Decimal::ONE) * spec.lot_size;
+                let side = match who / LEVERAGED_EVERY / instruments.len() % 2 {
+                    0 => Side::Buy,
+                    _ => Side::Sell,
+                };
+                Command::PlaceOrder {
+                    customer: self.customers[who],
+                    symbol: spec.symbol.clone(),
+                    entry: Box::new(OrderEntry {
+                        amount: Some(amount),
+                        ..OrderEntry::new(side, OrderType::Market, "lev")
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// Day `day`'s noon shock: one market moved −45 % (odd days) or +45 % (even days).
+    fn shock(&self, day: i64) -> Command {
+        let market = day as usize % 4;
+        let spec = &default_instruments()[market];
+        let factor = match day % 2 {
+            1 => Decimal::new(55, 2),
+            _ => Decimal::new(145, 2),
+        };
+        let price = (self.price(market) * factor / spec.tick_size).round() * spec.tick_size;
+        Command::SetInstrumentPrice {
+            symbol: spec.symbol.clone(),
+            index_price: price,
+            mark_price: price,
+        }
     }
 
     /// A random request of any kind from a random customer.
@@ -209,22 +261,45 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
     let deposits = sim
         .customers
         .iter()
-        .flat_map(|&customer| {
+        .enumerate()
+        .flat_map(|(who, &customer)| {
+            let amount = match who % LEVERAGED_EVERY {
+                0 => THIN_COLLATERAL,
+                _ => 50_000,
+            };
             Asset::ALL.map(|asset| Command::RequestTransfer {
                 customer,
                 kind: TransferKind::Deposit,
                 asset,
-                amount: Decimal::from(50_000),
+                amount: Decimal::from(amount),
                 delay_ms: 0,
             })
         })
         .collect();
     sim.tick(deposits);
+    let leverage = (0..CUSTOMERS)
+        .step_by(LEVERAGED_EVERY)
+        .map(|who| Command::SetLeverage {
+            customer: sim.customers[who],
+            leverage: 2,
+        })
+        .collect();
+    sim.tick(leverage);
     let end = START.plus_millis(days() * DAY_MS);
     let mut accepted = 0usize;
     while sim.engine.clock().now < end {
         let to = sim.engine.clock().now.plus_millis(MINUTE_MS);
         sim.tick(vec![Command::AdvanceClock { to }]);
+        let since_start = to.millis() - START.millis();
+        if since_start % (6 * 60 * MINUTE_MS) == 0 {
+            let orders = sim.leveraged_orders();
+            sim.tick(orders);
+        }
+        if since_start % DAY_MS == DAY_MS / 2 {
+            let shock = sim.shock(since_start / DAY_MS + 1);
+            let r = sim.tick(vec![shock]);
+            assert!(r[0].is_ok(), "{r:?}");
+        }
         let n = 1 + sim.pick(4) as usize;
         let commands = (0..n).map(|_| sim.command()).collect();
         accepted += sim.tick(commands).iter().filter(|r| r.is_ok()).count();
@@ -255,6 +330,29 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
         kinds("settlement") > 0 && kinds("funding") > 0,
         "settlement and funding were booked"
     );
+    // Risk acted: margin calls and liquidations recorded, forced fills booked.
+    let risk = sim.engine.state().risk;
+    let states = |state: MarginState| risk.log.0.iter().filter(|r| r.state == state).count();
+    let (calls, liquidations) = (
+        states(MarginState::MarginCall),
+        states(MarginState::Liquidation),
+    );
+    let covers = view
+        .movements
+        .values()
+        .filter(|m| m.kind.as_str() == "liquidation" && m.trade.is_none())
+        .count();
+    eprintln!(
+        "risk: {calls} margin calls, {liquidations} liquidations, {} liquidation rows \
+         ({covers} insurance covers), {} auto_deleveraging rows",
+        kinds("liquidation"),
+        kinds("auto_deleveraging")
+    );
+    assert!(
+        calls > 0 && liquidations > 0,
+        "{calls} calls, {liquidations} liquidations"
+    );
+    assert!(kinds("liquidation") > 0, "forced fills were booked");
     // The journal replays to the same state.
     let mut replay = Engine::genesis(genesis());
     replay.set_publishing(false);
