@@ -14,8 +14,8 @@
 //! Sums and judgments are fixed point ([`perpsim_core::fixed`]), integer arithmetic, where
 //! every figure is exact there; a slot holding a figure that is not is judged in decimals.
 //!
-//! Slots are derived (a restore rebuilds them); their order reaches nothing: changes are
-//! sorted by customer.
+//! Slots are derived: a restore rebuilds them in the run after its own (see [`Rebuild`]).
+//! Their order reaches nothing: changes are sorted by customer.
 
 use std::collections::BTreeMap;
 
@@ -36,7 +36,9 @@ use crate::clock::SimClock;
 use crate::market::maker::MARKET_MAKER;
 use crate::money::ledger::{Balance, Owner};
 use crate::positions::{MarginRate, Position, Valuation};
-use crate::registry::{AccountIndex, InstrumentState, MarketId, MarketSlot, PositionIndex};
+use crate::registry::{
+    AccountIndex, Customer, InstrumentState, MarketId, MarketSlot, PositionIndex, Registry,
+};
 use crate::trading::exchange::Exchange;
 
 /// On a position entity: the slot of its (customer, settlement currency) in the
@@ -131,7 +133,7 @@ pub struct MarginAccount {
     decimal: Option<(Decimal, Decimal)>,
 }
 
-/// The risk pass's slots. Derived: not state, rebuilt lazily after a restore.
+/// The risk pass's slots. Derived: not state, rebuilt after a restore.
 #[derive(Resource, Debug, Default)]
 pub struct MarginBook {
     slots: BTreeMap<(CustomerCode, Asset), u32>,
@@ -145,9 +147,36 @@ pub struct MarginBook {
     /// thresholds in fixed point: a slot names its own by index, so judging reads nothing
     /// outside the slot's sums.
     rates: Vec<(MarginRate, Option<risk::Thresholds>)>,
+    /// Where a restore left the book (see [`Rebuild`]).
+    rebuild: Rebuild,
+}
+
+/// How a restored engine's book is rebuilt so its future equals the uninterrupted one's.
+/// A liquidation changes positions and balances after the run's judgment, so the run after
+/// it judges again (the liquidated account back to normal, its counterparties); a snapshot
+/// taken in between must not move those judgments to the restore, nor lose them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Rebuild {
+    #[default]
+    Done,
+    /// The restore's own run: nothing is judged, as the uninterrupted engine has no run
+    /// there.
+    Deferred,
+    /// The first run after a restore: a slot for every account not in the normal state,
+    /// positions or none, then every slot judged (an untouched slot judges to its own
+    /// state, so judging all records exactly what judging the touched ones would).
+    Due,
 }
 
 impl MarginBook {
+    /// The book of a restored engine: rebuilt by the runs after it (see [`Rebuild`]).
+    pub(crate) fn restored() -> Self {
+        MarginBook {
+            rebuild: Rebuild::Deferred,
+            ..MarginBook::default()
+        }
+    }
+
     /// A (customer, currency)'s equity (collateral + Σ unrealised PnL) and notional
     /// (Σ |size| × mark) as the last pass left them.
     pub fn figures(&self, customer: CustomerCode, asset: Asset) -> Option<(Decimal, Decimal)> {
@@ -204,32 +233,32 @@ impl MarginBook {
         self.touch(slot);
     }
 
-    /// The slot of the position's (customer, currency), opened with its account when new.
+    /// The slot of a (customer, currency), opened with its account when new.
     fn open(
         &mut self,
-        p: &Position,
-        asset: Asset,
+        (customer, asset): (CustomerCode, Asset),
+        broker: BrokerCode,
         states: &MarginStates,
         index: &AccountIndex,
     ) -> (u32, Option<Entity>) {
-        let key = (p.customer, asset);
+        let key = (customer, asset);
         if let Some(&slot) = self.slots.get(&key) {
             return (slot, None);
         }
         let slot = u32::try_from(self.accounts.len()).expect("fewer than 2³² accounts");
         // A fill opened the account before the position.
-        let balance = index.0[&(Owner::Customer(p.customer), asset)];
+        let balance = index.0[&(Owner::Customer(customer), asset)];
         self.slots.insert(key, slot);
         self.accounts.push(MarginAccount {
-            customer: p.customer,
-            broker: p.broker,
+            customer,
+            broker,
             asset,
             balance,
             collateral: Decimal::ZERO,
             decimal: None,
         });
         self.sums.push(Sums {
-            maker: p.customer == MARKET_MAKER,
+            maker: customer == MARKET_MAKER,
             state: states.0.get(&key).copied().unwrap_or(MarginState::Normal),
             ..Sums::EMPTY
         });
@@ -240,8 +269,9 @@ impl MarginBook {
     /// decimals (for a slot with inexact positions, `decimal` summed first).
     fn judge(&self, slot: usize) -> MarginState {
         let s = &self.sums[slot];
-        if s.maker {
-            return MarginState::Normal; // the market maker is never liquidated (D10)
+        if s.maker || s.positions == 0 {
+            // The market maker is never liquidated (D10); no position, no margin.
+            return MarginState::Normal;
         }
         let (rate, thresholds) = &self.rates[s.rate as usize];
         let fast = match (s.inexact == 0 && s.collateral_exact, thresholds) {
@@ -278,7 +308,7 @@ fn valuations_of<'a>(
 pub fn assess_margin(
     clock: Res<SimClock>,
     exchange: Res<Exchange>,
-    index: Res<AccountIndex>,
+    accounts: (Res<AccountIndex>, Res<Registry>, Query<&Customer>),
     held: Res<PositionIndex>,
     instruments: Query<(&MarketSlot, &InstrumentState)>,
     balances: Query<&Balance>,
@@ -293,7 +323,17 @@ pub fn assess_margin(
     mut commands: Commands,
 ) {
     let (mut states, mut log, mut liquidating) = outcome;
+    let (index, registry, customers) = accounts;
     let book = &mut *book;
+    let mut reopen = false;
+    match book.rebuild {
+        Rebuild::Done => {}
+        Rebuild::Deferred => {
+            book.rebuild = Rebuild::Due;
+            return;
+        }
+        Rebuild::Due => (book.rebuild, reopen) = (Rebuild::Done, true),
+    }
     let mut marks = vec![Decimal::ZERO; exchange.markets.len()];
     for (slot, state) in &instruments {
         marks[slot.0 as usize] = state.mark_price;
@@ -313,20 +353,31 @@ pub fn assess_margin(
             book.touch(slot);
         }
     }
-    for (entity, p, valuation, rate) in &fresh {
-        let asset = exchange.markets[p.market as usize].spec.settlement;
-        let (slot, opened) = book.open(p, asset, &states, &index);
+    let open = |book: &mut MarginBook, commands: &mut Commands, key, broker| {
+        let (slot, opened) = book.open(key, broker, &states, &index);
         if let Some(account) = opened {
             let balance = balances.get(account).expect("indexed accounts are live");
             book.fund(slot, balance);
             commands.entity(account).insert(Collateral(slot));
         }
+        book.touch(slot);
+        slot
+    };
+    if reopen {
+        for &(customer, asset) in states.0.keys() {
+            let entity = registry.customers[&customer];
+            let broker = customers.get(entity).expect("customers never go").broker;
+            open(book, &mut commands, (customer, asset), broker);
+        }
+    }
+    for (entity, p, valuation, rate) in &fresh {
+        let asset = exchange.markets[p.market as usize].spec.settlement;
+        let slot = open(book, &mut commands, (p.customer, asset), p.broker);
         commands.entity(entity).insert(Holder(slot));
         if rescan {
             book.sums[slot as usize].add(valuation); // not yet among `valued`
         }
         book.set_rate(slot, *rate);
-        book.touch(slot);
     }
     for (&Holder(slot), rate) in &rerated {
         book.set_rate(slot, *rate);

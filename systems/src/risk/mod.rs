@@ -79,7 +79,9 @@ pub struct RiskState {
     pub notifications: notices::Notifications,
 }
 
+/// A restore's risk state; the margin book is rebuilt by the runs that follow.
 pub(crate) fn insert(world: &mut World, state: RiskState) {
+    world.insert_resource(margin::MarginBook::restored());
     world.insert_resource(state.states);
     world.insert_resource(state.log);
     world.insert_resource(state.notifications);
