@@ -35,6 +35,18 @@ fn ok(e: &mut Engine, cmds: Vec<Command>) {
     assert!(r.iter().all(|r| r.is_ok()), "{r:?}");
 }
 
+/// `seller` sells 0.01 BTC at `price` to `buyer`'s market order: a long and a short opened.
+fn cross(e: &mut Engine, seller: CustomerCode, buyer: CustomerCode, price: &str) {
+    let (sell, buy) = (format!("s{price}"), format!("b{price}"));
+    ok(
+        e,
+        vec![
+            place(seller, limit(Side::Sell, &sell, "0.01", price)),
+            place(buyer, market(Side::Buy, &buy, "0.01")),
+        ],
+    );
+}
+
 fn size(e: &Engine, c: CustomerCode) -> Decimal {
     let v = e.view();
     v.trading
@@ -172,13 +184,7 @@ fn without_depth_auto_deleveraging_takes_the_top_ranked_opposite_position_at_the
     deposit(&mut e, short2, "1000");
     deposit(&mut e, buyer2, "1000000");
     set_price(&mut e, "40000");
-    ok(
-        &mut e,
-        vec![
-            place(short2, limit(Side::Sell, "s2", "0.01", "40000")),
-            place(buyer2, market(Side::Buy, "b2", "0.01")),
-        ],
-    );
+    cross(&mut e, short2, buyer2, "40000");
     set_price(&mut e, "34000");
     assert_eq!(size(&e, long), Decimal::ZERO);
     // short2: profit 6 000 / 40 000 = 0.15 × leverage 340 / 1 060; the seller: 0.43 × ~0.
@@ -312,13 +318,7 @@ fn a_short_is_noticed_when_the_price_rises() {
     let mut e = engine(6);
     let cs = funded(&mut e, 2, "1000000");
     let (short, buyer) = (cs[0], cs[1]);
-    ok(
-        &mut e,
-        vec![
-            place(short, limit(Side::Sell, "s", "0.01", "60000")),
-            place(buyer, market(Side::Buy, "b", "0.01")),
-        ],
-    );
+    cross(&mut e, short, buyer, "60000");
     set_price(&mut e, "73000");
     advance(&mut e, 60_000);
     assert_eq!(notices(&mut e, short), vec![(20, d("73000"))]);
@@ -346,26 +346,10 @@ fn a_restore_after_any_run_of_a_liquidating_path_has_the_same_future() {
         price("50000"),
         price("38000"),
         price("40000"),
-        Box::new(move |e: &mut Engine| {
-            ok(
-                e,
-                vec![
-                    place(short2, limit(Side::Sell, "s2", "0.01", "40000")),
-                    place(buyer2, market(Side::Buy, "b2", "0.01")),
-                ],
-            )
-        }),
+        Box::new(move |e: &mut Engine| cross(e, short2, buyer2, "40000")),
         price("34000"),
         Box::new(|e: &mut Engine| advance(e, 1_000)),
-        Box::new(move |e: &mut Engine| {
-            ok(
-                e,
-                vec![
-                    place(seller, limit(Side::Sell, "s3", "0.01", "34000")),
-                    place(buyer3, market(Side::Buy, "b3", "0.01")),
-                ],
-            )
-        }),
+        Box::new(move |e: &mut Engine| cross(e, seller, buyer3, "34000")),
         price("45000"),
         price("11000"),
         Box::new(|e: &mut Engine| advance(e, 1_000)),
