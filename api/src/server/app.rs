@@ -13,6 +13,7 @@ use poem::web::Data;
 use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler};
 use poem_openapi::{LicenseObject, OpenApiService, ServerObject};
 
+use crate::admin::simulation::SimulationApi;
 use crate::admin::venue::VenueApi;
 use crate::admin::{AdminApi, AdminAuthed};
 use crate::contract;
@@ -118,12 +119,16 @@ fn fixed(content_type: &'static str, text: String) -> impl Endpoint<Output = Res
     })
 }
 
-pub fn admin_service() -> OpenApiService<(AdminApi, VenueApi), ()> {
-    OpenApiService::new((AdminApi, VenueApi), "perpsim admin API", VERSION)
-        .license(LicenseObject::new(LICENSE))
-        .server(server())
-        .description("Simulation control for operators and tests (D3). Not part of the broker API.")
-        .url_prefix("/admin/v1")
+pub fn admin_service() -> OpenApiService<(AdminApi, SimulationApi, VenueApi), ()> {
+    OpenApiService::new(
+        (AdminApi, SimulationApi, VenueApi),
+        "perpsim admin API",
+        VERSION,
+    )
+    .license(LicenseObject::new(LICENSE))
+    .server(server())
+    .description("Simulation control for operators and tests (D3). Not part of the broker API.")
+    .url_prefix("/admin/v1")
 }
 
 /// Reads the body within the limit: a declared or actual size over it answers 413.

@@ -1,0 +1,271 @@
+//! The simulation (D3): the clock (read it, advance the manual clock through every timed
+//! event inside the span), the SHA-256 of the whole engine state, which the same journal
+//! always replays to, and the venue's switches (transfers available, a pending transfer
+//! cancelled, a margin profile provisioned).
+
+use std::sync::Arc;
+
+use perpsim_core::Error;
+use perpsim_core::time::{SECOND_MS, Timestamp};
+use perpsim_systems::clock::ClockView;
+use perpsim_systems::{Command, Outcome};
+use poem::web::Data;
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
+use poem_openapi::{Object, OpenApi};
+
+use super::{AdminTag, AdminToken};
+use crate::contract::Text;
+use crate::errors::ApiError;
+use crate::server::app::AppState;
+
+#[derive(poem_openapi::Enum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[oai(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum ClockModeApi {
+    Realtime,
+    Manual,
+}
+
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ClockRecord {
+    pub mode: ClockModeApi,
+    /// Simulation time now, RFC 3339 UTC.
+    pub now: String,
+}
+
+impl ClockRecord {
+    fn new(c: ClockView, realtime_now: Timestamp) -> Self {
+        let (mode, now) = match c.mode {
+            perpsim_core::clock::ClockMode::Realtime => {
+                (ClockModeApi::Realtime, realtime_now.max(c.now))
+            }
+            perpsim_core::clock::ClockMode::Manual => (ClockModeApi::Manual, c.now),
+        };
+        ClockRecord {
+            mode,
+            now: now.to_rfc3339(),
+        }
+    }
+}
+
+/// Exactly one of `seconds` and `to`.
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct AdvanceRequest {
+    /// Whole seconds to advance, > 0.
+    pub seconds: Option<i64>,
+    /// RFC 3339 instant to advance to; later than now.
+    pub to: Option<Text>,
+}
+
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct TransfersRequest {
+    /// While false, deposits and withdrawals answer 503 EXCHANGE_ERROR and nothing is booked.
+    pub available: bool,
+}
+
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct TransfersRecord {
+    pub available: bool,
+}
+
+#[derive(Object, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct ProvisionedRequest {
+    /// While false, GET margin-profile answers 502 PROFILE_NOT_PROVISIONED.
+    pub provisioned: bool,
+}
+
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ProvisionedRecord {
+    pub customer_code: String,
+    pub provisioned: bool,
+}
+
+/// Where the engine stands and the hash of its whole state.
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct StateRecord {
+    /// Ticks journaled.
+    pub ticks: u64,
+    /// Commands journaled.
+    pub commands: u64,
+    /// SHA-256 (hex) of the canonical encoding of the whole engine state.
+    pub state_hash: String,
+}
+
+pub struct SimulationApi;
+
+#[OpenApi]
+impl SimulationApi {
+    /// The simulation clock.
+    #[oai(
+        path = "/clock",
+        method = "get",
+        tag = "AdminTag::Simulation",
+        operation_id = "getClock"
+    )]
+    async fn clock(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+    ) -> Result<Json<ClockRecord>, ApiError> {
+        Ok(Json(ClockRecord::new(
+            state.engine.view().clock,
+            crate::server::host::wall_clock_ms(),
+        )))
+    }
+
+    /// Advance the manual clock by `seconds` or to `to`, running every timed event inside the
+    /// span in time order. 409 CONFLICT unless the clock is manual.
+    #[oai(
+        path = "/clock/advance",
+        method = "post",
+        tag = "AdminTag::Simulation",
+        operation_id = "advanceClock"
+    )]
+    async fn advance(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        body: Json<AdvanceRequest>,
+    ) -> Result<Json<ClockRecord>, ApiError> {
+        let now = state.engine.view().clock.now;
+        let to = match (body.0.seconds, body.0.to.as_deref()) {
+            (Some(s), None) if s > 0 && s <= i64::MAX / SECOND_MS - now.millis() / SECOND_MS => {
+                now.plus_millis(s * SECOND_MS)
+            }
+            (Some(_), None) => {
+                return Err(Error::validation("seconds must be a positive whole number").into());
+            }
+            (None, Some(t)) => Timestamp::parse_rfc3339(t).ok_or_else(|| {
+                Error::validation(
+                    "to must be an RFC 3339 timestamp with at most millisecond precision",
+                )
+            })?,
+            _ => return Err(Error::validation("give exactly one of seconds and to").into()),
+        };
+        match state
+            .engine
+            .submit(Command::AdvanceClock { to }, None)
+            .await?
+        {
+            Outcome::Clock(c) => Ok(Json(ClockRecord::new(
+                c,
+                crate::server::host::wall_clock_ms(),
+            ))),
+            other => unreachable!("AdvanceClock answers the clock, got {other:?}"),
+        }
+    }
+
+    /// Where the engine stands and the SHA-256 of its whole state; the same journal always
+    /// replays to the same hash.
+    #[oai(
+        path = "/state",
+        method = "get",
+        tag = "AdminTag::Simulation",
+        operation_id = "getState"
+    )]
+    async fn state(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+    ) -> Result<Json<StateRecord>, ApiError> {
+        let report = state.engine.state().await?;
+        Ok(Json(StateRecord {
+            ticks: report.ticks,
+            commands: report.commands,
+            state_hash: report.hash.to_string(),
+        }))
+    }
+
+    /// Switch deposits and withdrawals on or off (D3).
+    #[oai(
+        path = "/transfers",
+        method = "put",
+        tag = "AdminTag::Simulation",
+        operation_id = "setTransfersAvailable"
+    )]
+    async fn set_transfers(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        body: Json<TransfersRequest>,
+    ) -> Result<Json<TransfersRecord>, ApiError> {
+        match state
+            .engine
+            .submit(
+                Command::SetTransfersAvailable {
+                    available: body.0.available,
+                },
+                None,
+            )
+            .await?
+        {
+            Outcome::TransfersAvailable(available) => Ok(Json(TransfersRecord { available })),
+            other => unreachable!("the switch answers its state, got {other:?}"),
+        }
+    }
+
+    /// End a pending deposit or withdrawal as cancelled, as when the venue refuses it: nothing
+    /// is booked and a withdrawal's hold is released. 404 NOT_FOUND unless it is pending.
+    #[oai(
+        path = "/transfers/:code/cancel",
+        method = "post",
+        tag = "AdminTag::Simulation",
+        operation_id = "cancelTransfer"
+    )]
+    async fn cancel_transfer(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        code: Path<String>,
+    ) -> Result<Json<crate::v1::money::TransactionRecord>, ApiError> {
+        let code = perpsim_core::ids::MovementCode::parse(&code.0)
+            .ok_or_else(|| Error::not_found(format!("transfer {} does not exist", code.0)))?;
+        match state
+            .engine
+            .submit(Command::CancelTransfer { code }, None)
+            .await?
+        {
+            Outcome::Movement(m) => Ok(Json((&m).into())),
+            other => unreachable!("cancel answers the movement, got {other:?}"),
+        }
+    }
+
+    /// Mark a customer's margin profile provisioned at the venue, or not (D3).
+    #[oai(
+        path = "/customers/:code/margin-profile/provisioned",
+        method = "put",
+        tag = "AdminTag::Simulation",
+        operation_id = "setProvisioned"
+    )]
+    async fn set_provisioned(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+        code: Path<String>,
+        body: Json<ProvisionedRequest>,
+    ) -> Result<Json<ProvisionedRecord>, ApiError> {
+        let customer = perpsim_core::ids::CustomerCode::parse(&code.0)
+            .ok_or_else(|| Error::not_found(format!("customer {} does not exist", code.0)))?;
+        match state
+            .engine
+            .submit(
+                Command::SetProvisioned {
+                    customer,
+                    provisioned: body.0.provisioned,
+                },
+                None,
+            )
+            .await?
+        {
+            Outcome::Customer(c) => Ok(Json(ProvisionedRecord {
+                customer_code: c.code.to_string(),
+                provisioned: c.provisioned,
+            })),
+            other => unreachable!("provisioning answers the customer, got {other:?}"),
+        }
+    }
+}
