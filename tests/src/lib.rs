@@ -393,6 +393,16 @@ pub fn replay_hash(data_dir: &Path) -> String {
     report["state_hash"].as_str().unwrap().to_owned()
 }
 
+/// The value of a counter or gauge on the server's `/metrics`.
+pub fn metric(server: &Server, name: &str) -> u64 {
+    let text = raw("GET", &format!("{}/metrics", server.url), &[], b"").text;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
 /// A server on the manual clock at [`START`].
 pub fn manual() -> Server {
     Server::start(&["--clock", "manual", "--start", crate::START])

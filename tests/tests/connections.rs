@@ -6,7 +6,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use perpsim_tests::{Resp, Server, raw};
+use perpsim_tests::{Resp, Server, metric, raw};
 
 fn connect(server: &Server) -> TcpStream {
     TcpStream::connect(server.url.trim_start_matches("http://")).unwrap()
@@ -68,15 +68,6 @@ fn headers_that_never_end_are_closed_after_the_header_timeout_while_others_are_s
     }
     assert_eq!(healthy(&server).status, 200);
     assert_eq!(metric(&server, "perpsim_connections_timed_out_total"), 50);
-}
-
-fn metric(server: &Server, name: &str) -> u64 {
-    let text = raw("GET", &format!("{}/metrics", server.url), &[], b"").text;
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use perpsim_tests::{Server, now_ns, replay_hash};
+use perpsim_tests::{START, Server, advance, metric, now_ns, replay_hash};
 use serde_json::json;
 
 fn random_below(n: u64) -> u64 {
@@ -208,4 +208,41 @@ fn a_restart_with_another_seed_is_refused_clearly() {
     ]);
     assert_eq!(code, 2);
     assert!(stderr.contains("created with seed 1"), "{stderr}");
+}
+
+/// A quiet venue snapshots on simulation time: once `--snapshot-interval` has passed since
+/// the last snapshot, however few commands came, so a restart replays at most that span.
+#[test]
+fn a_quiet_venue_snapshots_on_simulation_time_and_recovers_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--clock",
+        "manual",
+        "--start",
+        START,
+        "--snapshot-interval",
+        "60",
+    ];
+    let mut server = Server::start_in(dir.path(), &flags);
+    let snapshots = |server: &Server| metric(server, "perpsim_snapshots_total");
+    let before = snapshots(&server);
+    advance(&server, 59);
+    assert_eq!(snapshots(&server), before, "59 s is inside the interval");
+    advance(&server, 1);
+    // The reply comes before the snapshot is written: wait for it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while snapshots(&server) == before {
+        assert!(std::time::Instant::now() < deadline, "no snapshot at 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(snapshots(&server), before + 1, "one snapshot, two commands");
+    let (ticks, _, hash) = server.state();
+    server.kill9();
+    let server = Server::start_in(dir.path(), &flags);
+    let logs = server.logs();
+    assert!(
+        logs.contains(&format!("snapshot_tick={ticks}")) && logs.contains("replayed_ticks=0"),
+        "recovery starts from the snapshot at tick {ticks}: {logs}"
+    );
+    assert_eq!(server.state().2, hash);
 }

@@ -17,6 +17,9 @@ use perpsim_core::time::Timestamp;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+/// The longest `--snapshot-interval`: a year of simulation time between snapshots.
+const MAX_SNAPSHOT_INTERVAL_SECS: i64 = 366 * 86_400;
+
 /// Flags of `perpsim serve`; every one also reads `PERPSIM_<NAME>` and the TOML key `<name>`.
 #[derive(Args, Debug, Default, Clone)]
 pub struct ServeArgs {
@@ -85,6 +88,9 @@ pub struct ServeArgs {
     /// Snapshot after this many journaled commands [default: 100000].
     #[arg(long, env = "PERPSIM_SNAPSHOT_EVERY")]
     pub snapshot_every: Option<u64>,
+    /// ... or after this many seconds of simulation time, however few commands [default: 3600].
+    #[arg(long, env = "PERPSIM_SNAPSHOT_INTERVAL")]
+    pub snapshot_interval: Option<u64>,
     /// Requests per second per public key [default: 100].
     #[arg(long, env = "PERPSIM_RATE_LIMIT")]
     pub rate_limit: Option<u32>,
@@ -129,6 +135,7 @@ struct FileConfig {
     seed: Option<u64>,
     transfer_delay: Option<u64>,
     snapshot_every: Option<u64>,
+    snapshot_interval: Option<u64>,
     rate_limit: Option<u32>,
     rate_burst: Option<u32>,
     max_nonces_per_key: Option<u64>,
@@ -162,6 +169,7 @@ pub struct ServeConfig {
     pub simulation: Simulation,
     pub transfer_delay_secs: u64,
     pub snapshot_every: u64,
+    pub snapshot_interval_secs: i64,
     pub rate_limit: u32,
     pub rate_burst: u32,
     pub max_nonces_per_key: u64,
@@ -366,6 +374,18 @@ impl ServeArgs {
             .snapshot_every
             .or(file.snapshot_every)
             .unwrap_or(100_000);
+        let snapshot_interval = self
+            .snapshot_interval
+            .or(file.snapshot_interval)
+            .unwrap_or(3_600);
+        let snapshot_interval_secs = i64::try_from(snapshot_interval)
+            .ok()
+            .filter(|s| (1..=MAX_SNAPSHOT_INTERVAL_SECS).contains(s))
+            .ok_or_else(|| {
+                format!(
+                    "--snapshot-interval must be 1 to {MAX_SNAPSHOT_INTERVAL_SECS} seconds, got {snapshot_interval}"
+                )
+            })?;
         let rate_limit = self.rate_limit.or(file.rate_limit).unwrap_or(100);
         let rate_burst = self.rate_burst.or(file.rate_burst).unwrap_or(200);
         let max_nonces_per_key = self
@@ -415,6 +435,7 @@ impl ServeArgs {
             simulation,
             transfer_delay_secs: self.transfer_delay.or(file.transfer_delay).unwrap_or(1),
             snapshot_every,
+            snapshot_interval_secs,
             rate_limit,
             rate_burst,
             max_nonces_per_key,
@@ -515,6 +536,37 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert!(err.contains("--max-connections"), "{err}");
+    }
+
+    #[test]
+    fn the_snapshot_interval_defaults_to_an_hour_and_is_bounded() {
+        assert_eq!(
+            ServeArgs::default()
+                .resolve()
+                .unwrap()
+                .snapshot_interval_secs,
+            3_600
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perpsim.toml");
+        std::fs::write(&path, "snapshot_interval = 60\n").unwrap();
+        let cfg = ServeArgs {
+            config: Some(path),
+            ..Default::default()
+        };
+        assert_eq!(cfg.resolve().unwrap().snapshot_interval_secs, 60);
+        for bad in [0, 366 * 86_400 + 1, u64::MAX] {
+            let err = ServeArgs {
+                snapshot_interval: Some(bad),
+                ..Default::default()
+            }
+            .resolve()
+            .unwrap_err();
+            assert!(
+                err.contains("--snapshot-interval must be 1 to 31622400 seconds"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

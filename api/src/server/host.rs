@@ -33,6 +33,11 @@ pub struct HostLimits {
     pub max_tick_commands: usize,
     /// A snapshot is written once this many commands were journaled since the last one.
     pub snapshot_every: u64,
+    /// ... or once the simulation clock moved this far (ms) since the last one (or since
+    /// the start), however few commands came: a realtime venue journals a tick a second and
+    /// a manual advance runs every second it spans, so time, not commands, is what a
+    /// recovery replays when the venue is quiet.
+    pub snapshot_interval_ms: i64,
 }
 
 impl Default for HostLimits {
@@ -41,6 +46,7 @@ impl Default for HostLimits {
             queue: 65_536,
             max_tick_commands: 4_096,
             snapshot_every: 100_000,
+            snapshot_interval_ms: 3_600_000,
         }
     }
 }
@@ -207,7 +213,9 @@ pub fn start(
         events: events.clone(),
         stopped,
     };
+    let snapshot_clock = engine.clock().now;
     let host = Host {
+        snapshot_clock,
         engine,
         journal,
         limits,
@@ -235,6 +243,8 @@ struct Host {
     view: Arc<ArcSwap<ReadView>>,
     events: broadcast::Sender<TickEvents>,
     since_snapshot: u64,
+    /// The simulation time of the last snapshot (or of the start).
+    snapshot_clock: Timestamp,
 }
 
 /// Requests drained for one tick: commands with their reply slots, nonces to spend, and the
@@ -389,7 +399,10 @@ impl Host {
             let _ = reply.send(result);
         }
         self.since_snapshot += count;
-        if self.since_snapshot >= self.limits.snapshot_every {
+        let elapsed = self.engine.clock().now.millis() - self.snapshot_clock.millis();
+        if self.since_snapshot >= self.limits.snapshot_every
+            || elapsed >= self.limits.snapshot_interval_ms
+        {
             self.snapshot()?;
         }
         Ok(())
@@ -399,6 +412,7 @@ impl Host {
         let ticks = self.engine.counters().ticks;
         let info = self.journal.write_snapshot(ticks, &self.engine.state())?;
         self.since_snapshot = 0;
+        self.snapshot_clock = self.engine.clock().now;
         self.metrics.snapshots.fetch_add(1, Relaxed);
         tracing::info!(tick = ticks, hash = %info.hash, "snapshot written");
         Ok(info.hash)

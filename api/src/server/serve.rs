@@ -83,6 +83,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let metrics = Arc::new(Metrics::default());
     let limits = HostLimits {
         snapshot_every: cfg.snapshot_every,
+        snapshot_interval_ms: cfg.snapshot_interval_secs * SECOND_MS,
         ..HostLimits::default()
     };
     let (handle, thread) = host::start(engine, journal, limits, metrics.clone());
