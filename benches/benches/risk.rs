@@ -2,10 +2,10 @@
 //!
 //! - `risk/tick/{n}`: one realtime tick of one second over `n` open positions (one per
 //!   customer, half at leverage 2) on the four default instruments: the random walk moves
-//!   every mark, every position is revalued, every account's margin state judged (twice: at
-//!   the due instant and in the tick's command run, as the host's tick does), and the
-//!   depreciation check runs (a 1 s notice interval, so every tick has one). Target: ≤ 50 ms
-//!   at 1 000 000, linear in `n`.
+//!   every mark, every position is revalued and every account's margin state judged at the
+//!   due instant (the tick's command run, as the host's tick has one, judges again only what
+//!   changed since), and the depreciation check runs (a 1 s notice interval, so every tick
+//!   has one). Target: ≤ 50 ms at 1 000 000, linear in `n`.
 //! - `risk/cascade/10000`: 10 000 accounts at leverage 2, each long 0.01 BTC from 1 000
 //!   short holders, cross the liquidation threshold in one price move: their orders are
 //!   cancelled, the resting bids absorb half the size (some at prices that leave balances

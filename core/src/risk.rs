@@ -146,15 +146,26 @@ pub fn margin_state_fixed(equity: i128, notional: i128, t: &Thresholds) -> Optio
 /// §3.3: the highest 10 % threshold a position's drop has reached (1 = 10 %, 2 = 20 %, ...),
 /// 0 when under 10 %; a drop equal to a threshold reaches it (D9). The size cancels out:
 /// `drop / initial = sign × (avg − mark) / avg`, so this is decided per unit, in fixed point
-/// where the prices fit ([`depreciation_level_fixed`]), else in decimals.
+/// where the prices fit (exact integer arithmetic), else in decimals.
 pub fn depreciation_level(size: Decimal, avg_fill_price: Decimal, mark: Decimal) -> u8 {
-    let long = size > Decimal::ZERO;
+    depreciation_level_at(size, avg_fill_price, (mark, fixed::from_decimal(mark)))
+}
+
+/// [`depreciation_level`] at a mark given with its fixed-point form (None where it has
+/// none), which a pass over many positions of one market converts once.
+#[inline]
+pub fn depreciation_level_at(
+    size: Decimal,
+    avg_fill_price: Decimal,
+    (mark, mark_fixed): (Decimal, Option<i128>),
+) -> u8 {
     if size.is_zero() {
         return 0;
     }
-    let fixed = fixed::from_decimal(avg_fill_price)
-        .zip(fixed::from_decimal(mark))
-        .and_then(|(avg, mark)| depreciation_level_fixed(long, avg, mark));
+    let long = size > Decimal::ZERO;
+    let fixed = mark_fixed
+        .zip(fixed::from_decimal(avg_fill_price))
+        .and_then(|(mark, avg)| depreciation_level_fixed(long, avg, mark));
     if let Some(level) = fixed {
         return level;
     }
@@ -171,7 +182,7 @@ pub fn depreciation_level(size: Decimal, avg_fill_price: Decimal, mark: Decimal)
 /// [`depreciation_level`] of a long (or short) position over fixed-point prices: exact
 /// integer arithmetic, so the floor is never moved by a rounded quotient. None where a
 /// product would overflow.
-pub fn depreciation_level_fixed(long: bool, avg_fill_price: i128, mark: i128) -> Option<u8> {
+fn depreciation_level_fixed(long: bool, avg_fill_price: i128, mark: i128) -> Option<u8> {
     if avg_fill_price <= 0 {
         return Some(0);
     }

@@ -11,7 +11,7 @@ use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;
 use perpsim_core::fixed;
 use perpsim_core::ids::{BrokerCode, CustomerCode, NotificationCode};
-use perpsim_core::risk::{depreciation_level, depreciation_level_fixed};
+use perpsim_core::risk::depreciation_level_at;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -68,23 +68,19 @@ pub fn check_depreciation(
         ScheduledEvent::DepreciationCheck,
     );
     // Per market: its mark (the one every position was just valued at), in fixed point
-    // where it fits, and when it was set.
-    let mut marks: Vec<(MarketId, Decimal, Option<i128>, Timestamp)> = instruments
+    // where it fits, converted once for all its positions, and when it was set.
+    let mut marks: Vec<(MarketId, (Decimal, Option<i128>), Timestamp)> = instruments
         .iter()
         .map(|(m, s)| {
             let mark = s.mark_price;
-            (m.0, mark, fixed::from_decimal(mark), s.price_time)
+            (m.0, (mark, fixed::from_decimal(mark)), s.price_time)
         })
         .collect();
     marks.sort_unstable_by_key(|m| m.0);
     let mut due_notices = Vec::new();
     for mut p in &mut positions {
-        let (_, mark, mark_fx, mark_time) = marks[p.market as usize];
-        let long = p.size > Decimal::ZERO;
-        let level = mark_fx
-            .zip(fixed::from_decimal(p.avg_fill_price))
-            .and_then(|(mark, avg)| depreciation_level_fixed(long, avg, mark))
-            .unwrap_or_else(|| depreciation_level(p.size, p.avg_fill_price, mark));
+        let (_, (mark, mark_fixed), mark_time) = marks[p.market as usize];
+        let level = depreciation_level_at(p.size, p.avg_fill_price, (mark, mark_fixed));
         if level <= p.noticed {
             continue;
         }
