@@ -22,6 +22,26 @@ fn set_price(server: &Server, price: &str) {
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
+/// Places an order for `code`, which must be accepted.
+fn place(c: &Client, code: &str, body: Value) {
+    let r = c.send("POST", &format!("/v1/customers/{code}/orders"), Some(body));
+    assert_eq!(r.status, 201, "{}", r.text);
+}
+
+/// `seller` rests a sell of `amount` BTC at `price` and `buyer` takes it at market.
+fn cross(c: &Client, (seller, buyer): (&str, &str), amount: &str, price: &str, reference: &str) {
+    place(
+        c,
+        seller,
+        json!({"symbol": BTC, "reference_id": reference, "side": "sell", "type": "limit", "amount": amount, "limit_price": price}),
+    );
+    place(
+        c,
+        buyer,
+        json!({"symbol": BTC, "reference_id": reference, "side": "buy", "type": "market", "amount": amount}),
+    );
+}
+
 /// §2.2, §3.3: a 25 % fall of a long is one notice at 20 with exact values; the list
 /// filters by customer, type, symbol and creation time, and refuses an unknown type.
 #[test]
@@ -32,19 +52,7 @@ fn a_fall_of_a_quarter_is_one_notice_at_twenty_on_the_notifications_list() {
         funded(&server, &c, "USDC", "100000"),
         funded(&server, &c, "USDC", "100000"),
     );
-    for (code, body) in [
-        (
-            &short,
-            json!({"symbol": BTC, "reference_id": "s", "side": "sell", "type": "limit", "amount": "0.5", "limit_price": "60000"}),
-        ),
-        (
-            &long,
-            json!({"symbol": BTC, "reference_id": "b", "side": "buy", "type": "market", "amount": "0.5"}),
-        ),
-    ] {
-        let r = c.send("POST", &format!("/v1/customers/{code}/orders"), Some(body));
-        assert_eq!(r.status, 201, "{}", r.text);
-    }
+    cross(&c, (&short, &long), "0.5", "60000", "t1");
     set_price(&server, "45000");
     advance(&server, 60);
     let page = get(
@@ -121,13 +129,12 @@ fn leveraged_long(server: &Server, c: &Client, order: Value) -> String {
         Some(json!({"leverage": 2})),
     );
     assert_eq!(r.status, 200, "{}", r.text);
-    for body in [
-        order,
+    place(c, &long, order);
+    place(
+        c,
+        &long,
         json!({"symbol": BTC, "reference_id": "rest", "side": "buy", "type": "limit", "amount": "0.0001", "limit_price": "20000"}),
-    ] {
-        let r = c.send("POST", &format!("/v1/customers/{long}/orders"), Some(body));
-        assert_eq!(r.status, 201, "{}", r.text);
-    }
+    );
     long
 }
 
@@ -233,23 +240,12 @@ fn without_depth_the_most_profitable_short_is_deleveraged_and_insurance_covers_t
         funded(&server, &c, "USDC", "100000"),
     );
     // `far` sold at 62 000, `near` at 60 000: at any lower price `far` has the larger profit.
-    for (code, body) in [
-        (
-            &far,
-            json!({"symbol": BTC, "reference_id": "f", "side": "sell", "type": "limit", "amount": "0.01", "limit_price": "62000"}),
-        ),
-        (
-            &buyer,
-            json!({"symbol": BTC, "reference_id": "b", "side": "buy", "type": "market", "amount": "0.01"}),
-        ),
-        (
-            &near,
-            json!({"symbol": BTC, "reference_id": "n", "side": "sell", "type": "limit", "amount": "0.01", "limit_price": "60000"}),
-        ),
-    ] {
-        let r = c.send("POST", &format!("/v1/customers/{code}/orders"), Some(body));
-        assert_eq!(r.status, 201, "{}", r.text);
-    }
+    cross(&c, (&far, &buyer), "0.01", "62000", "f");
+    place(
+        &c,
+        &near,
+        json!({"symbol": BTC, "reference_id": "n", "side": "sell", "type": "limit", "amount": "0.01", "limit_price": "60000"}),
+    );
     let market = json!({"symbol": BTC, "reference_id": "lev", "side": "buy", "type": "market", "amount": "0.01"});
     let long = leveraged_long(&server, &c, market);
     // (320 − 0.3 fee − 350) / 250 < 0: liquidation, and the close at 25 000 loses 350.
@@ -351,21 +347,7 @@ fn a_short_is_noticed_on_a_rise_and_an_increase_starts_a_new_baseline() {
         funded(&server, &c, "USDC", "1000000"),
         funded(&server, &c, "USDC", "1000000"),
     );
-    let trade = |price: &str, reference: &str| {
-        for (code, body) in [
-            (
-                &short,
-                json!({"symbol": BTC, "reference_id": reference, "side": "sell", "type": "limit", "amount": "0.5", "limit_price": price}),
-            ),
-            (
-                &buyer,
-                json!({"symbol": BTC, "reference_id": reference, "side": "buy", "type": "market", "amount": "0.5"}),
-            ),
-        ] {
-            let r = c.send("POST", &format!("/v1/customers/{code}/orders"), Some(body));
-            assert_eq!(r.status, 201, "{}", r.text);
-        }
-    };
+    let trade = |price: &str, reference: &str| cross(&c, (&short, &buyer), "0.5", price, reference);
     trade("60000", "t1");
     set_price(&server, "72000");
     advance(&server, 60);
