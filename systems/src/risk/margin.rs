@@ -120,14 +120,14 @@ impl Sums {
 
 /// One (customer, currency): who it is, and its figures in decimals.
 #[derive(Debug, Clone)]
-pub struct MarginAccount {
-    pub customer: CustomerCode,
-    pub broker: BrokerCode,
-    pub asset: Asset,
+struct MarginAccount {
+    customer: CustomerCode,
+    broker: BrokerCode,
+    asset: Asset,
     /// The customer's account entity in the currency (accounts never go).
     balance: Entity,
     /// total − pending: the collateral on the ledger basis, as of the last balance change.
-    pub collateral: Decimal,
+    collateral: Decimal,
     /// Σ unrealised PnL and Σ notional in decimals, summed when the slot holds a position
     /// whose figures are not exact in fixed point (and only read then).
     decimal: Option<(Decimal, Decimal)>,
