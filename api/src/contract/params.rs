@@ -47,8 +47,9 @@ fn positive_decimal() -> Value {
 /// A fee as a decimal string within ±10 000 basis points: fewer integer digits than the bound
 /// has, or the bound itself; and no more decimals than always fit beside them in a decimal's
 /// 28 digits (the service reads a few more where the value allows; the document promises the
-/// part that always holds).
-fn fee_text() -> Value {
+/// part that always holds). A taker fee is never negative (D7: rebates are paid out of the
+/// taker fee), though a signed zero is still zero.
+fn fee_text(rebate: bool) -> Value {
     let below = MAX_FEE_BPS.to_string().len() - 1;
     assert_eq!(
         10_i64.pow(below as u32),
@@ -56,17 +57,20 @@ fn fee_text() -> Value {
         "the pattern needs a power of ten"
     );
     let decimals = 28 - below;
-    json!({
-        "pattern": format!(
-            r"^-?0*([0-9]{{1,{below}}}(\.[0-9]{{1,{decimals}}})?|{MAX_FEE_BPS}(\.0{{1,{decimals}}})?)$"
-        ),
-        "maxLength": MAX_INPUT_LEN,
-    })
+    let magnitude = format!(
+        r"0*([0-9]{{1,{below}}}(\.[0-9]{{1,{decimals}}})?|{MAX_FEE_BPS}(\.0{{1,{decimals}}})?)"
+    );
+    let pattern = match rebate {
+        true => format!("^-?{magnitude}$"),
+        false => format!(r"^(-0+(\.0{{1,{decimals}}})?|{magnitude})$"),
+    };
+    json!({"pattern": pattern, "maxLength": MAX_INPUT_LEN})
 }
 
-/// A fee as a JSON number within ±10 000 basis points.
-fn fee_number() -> Value {
-    json!({"minimum": -MAX_FEE_BPS, "maximum": MAX_FEE_BPS})
+/// A fee as a JSON number within ±10 000 basis points (a taker fee: 0 to 10 000).
+fn fee_number(rebate: bool) -> Value {
+    let minimum = if rebate { -MAX_FEE_BPS } else { 0 };
+    json!({"minimum": minimum, "maximum": MAX_FEE_BPS})
 }
 
 /// The schema facets of parameter `name` (in `location`) of operation `operation_id`.
@@ -177,17 +181,24 @@ pub(super) fn constrain(doc: &mut Value) {
         ("AmendRequest/properties/amount", positive_decimal()),
         ("AmendRequest/properties/limit_price", positive_decimal()),
         ("AmendRequest/properties/trigger_price", positive_decimal()),
-        // `set_fees`: at least one of the two, each within ±10 000 basis points.
+        // `set_fees`: at least one of the two, each within ±10 000 basis points, the taker
+        // fee not negative (D7).
         ("FeeProfileRequest", json!({"minProperties": 1})),
-        ("FeeProfileRequest/properties/maker_fee/oneOf/0", fee_text()),
+        (
+            "FeeProfileRequest/properties/maker_fee/oneOf/0",
+            fee_text(true),
+        ),
         (
             "FeeProfileRequest/properties/maker_fee/oneOf/1",
-            fee_number(),
+            fee_number(true),
         ),
-        ("FeeProfileRequest/properties/taker_fee/oneOf/0", fee_text()),
+        (
+            "FeeProfileRequest/properties/taker_fee/oneOf/0",
+            fee_text(false),
+        ),
         (
             "FeeProfileRequest/properties/taker_fee/oneOf/1",
-            fee_number(),
+            fee_number(false),
         ),
     ];
     for (field, rule) in body_rules {

@@ -83,12 +83,17 @@ pub struct MarginProfileRequest {
     pub leverage: LeverageIn,
 }
 
-/// Fees of one instrument in basis points (2 = 0.02 %); a leading `-` is a rebate.
+/// Fees of one instrument in basis points (2 = 0.02 %); a leading `-` on maker_fee is a
+/// rebate.
 #[derive(Object, Debug)]
 #[oai(example)]
 pub struct FeeProfileItem {
     pub symbol: String,
+    /// Basis points of the notional the customer pays on a fill it makes; negative is a
+    /// rebate, paid out of that same fill's taker fee and never more than it (D7): the trade
+    /// record and ledger row show the fee actually applied.
     pub maker_fee: DecimalOut,
+    /// Basis points of the notional the customer pays on a fill it takes; never negative.
     pub taker_fee: DecimalOut,
 }
 
@@ -96,7 +101,11 @@ pub struct FeeProfileItem {
 #[derive(Object, Debug)]
 #[oai(deny_unknown_fields, example)]
 pub struct FeeProfileRequest {
+    /// −10 000 to 10 000; negative is a rebate, capped on every fill at the taker fee that
+    /// fill collected (D7).
     pub maker_fee: Option<NumberIn>,
+    /// 0 to 10 000: a negative taker fee is refused (400 VALIDATION_ERROR naming taker_fee),
+    /// so the venue's fees account never goes below zero through trading.
     pub taker_fee: Option<NumberIn>,
 }
 
@@ -211,12 +220,22 @@ fn fee_list(view: &ReadView, customer: &CustomerView) -> Vec<FeeProfileItem> {
         .collect()
 }
 
-fn fee_value(field: &str, value: &Option<NumberIn>) -> Result<Option<Decimal>, Error> {
+/// A fee in basis points within ±[`MAX_FEE_BPS`]; only a maker fee may be a rebate (D7).
+fn fee_value(
+    field: &str,
+    value: &Option<NumberIn>,
+    rebate: bool,
+) -> Result<Option<Decimal>, Error> {
     let Some(v) = value else { return Ok(None) };
     let bps = v.parse(field, Sign::Signed)?;
     if bps.abs() > Decimal::from(MAX_FEE_BPS) {
         return Err(Error::validation(format!(
             "{field} must be between -{MAX_FEE_BPS} and {MAX_FEE_BPS} basis points"
+        )));
+    }
+    if !rebate && bps < Decimal::ZERO {
+        return Err(Error::validation(format!(
+            "{field} must not be negative: rebates are paid to makers out of the taker fee (D7)"
         )));
     }
     Ok(Some(bps))
@@ -241,8 +260,8 @@ impl ProfilesApi {
         body: FeeProfileRequest,
     ) -> Result<CustomerView, ApiError> {
         let customer = customer_of(&state.engine.view(), auth.broker(), code)?.code;
-        let maker_bps = fee_value("maker_fee", &body.maker_fee)?;
-        let taker_bps = fee_value("taker_fee", &body.taker_fee)?;
+        let maker_bps = fee_value("maker_fee", &body.maker_fee, true)?;
+        let taker_bps = fee_value("taker_fee", &body.taker_fee, false)?;
         if maker_bps.is_none() && taker_bps.is_none() {
             return Err(Error::validation("give at least one of maker_fee and taker_fee").into());
         }
@@ -350,6 +369,9 @@ impl ProfilesApi {
     }
 
     /// Set maker and/or taker fees for every instrument.
+    ///
+    /// A negative maker_fee is a rebate, paid on each fill out of that fill's taker fee and
+    /// never more than it (D7); a negative taker_fee is refused (400 VALIDATION_ERROR).
     #[oai(
         path = "/customers/:code/fee-profile",
         method = "put",
@@ -367,6 +389,9 @@ impl ProfilesApi {
     }
 
     /// Set maker and/or taker fees for one instrument; unknown symbol → 404.
+    ///
+    /// A negative maker_fee is a rebate, paid on each fill out of that fill's taker fee and
+    /// never more than it (D7); a negative taker_fee is refused (400 VALIDATION_ERROR).
     #[oai(
         path = "/customers/:code/fee-profile/:symbol",
         method = "put",

@@ -776,6 +776,11 @@ impl Ledger {
                     "{owner:?} {asset:?}: available + locked + pending != total"
                 ));
             }
+            // D7: rebates are paid out of the same fill's taker fee, so trading never
+            // takes the fees account below zero.
+            if *owner == Owner::Venue(VenueAccount::Fees) && b.total < Decimal::ZERO {
+                return Err(format!("the fees account holds {} {asset:?}", b.total));
+            }
             for v in [b.total, b.locked, b.pending] {
                 if round_ledger(v) != v {
                     return Err(format!("{owner:?} {asset:?}: more than 10 decimals: {v}"));

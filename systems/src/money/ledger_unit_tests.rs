@@ -171,3 +171,21 @@ fn invariants_catch_money_that_appears_from_nowhere() {
             .contains("deposits + capital − withdrawals")
     );
 }
+
+/// D7: the fees account never goes below zero through trading; a ledger that paid out more
+/// rebates than it collected fails the invariants even when money still sums.
+#[test]
+fn invariants_catch_a_fees_account_below_zero() {
+    let (l, mut a) = (Ledger::new(), venue_accounts());
+    a.get_mut(&(Owner::Venue(VenueAccount::Fees), Asset::Usdc))
+        .unwrap()
+        .total = d("-1");
+    a.get_mut(&(Owner::Venue(VenueAccount::Clearing), Asset::Usdc))
+        .unwrap()
+        .total = d("1");
+    let violation = l.check_invariants(a.iter()).unwrap_err();
+    assert!(
+        violation.contains("the fees account holds -1"),
+        "{violation}"
+    );
+}

@@ -200,6 +200,21 @@ pub fn fee(notional: Decimal, bps: Decimal) -> Decimal {
     round_ledger(fee)
 }
 
+/// The fees a fill books, taker first (D7): the taker's at its rate but never below zero, and
+/// the maker's at its rate but a rebate at most the taker fee collected on the same fill. So
+/// every fill adds at least zero to the fees account, and no pair of customers can trade
+/// money out of it.
+pub fn fill_fees(notional: Decimal, taker_bps: Decimal, maker_bps: Decimal) -> [Decimal; 2] {
+    let taker = fee(notional, taker_bps).max(Decimal::ZERO);
+    let maker = fee(notional, maker_bps).max(-taker);
+    // Kept in release builds: the fees account's balance depends on it.
+    assert!(
+        taker + maker >= Decimal::ZERO,
+        "a fill never takes money out of the fees account"
+    );
+    [taker, maker]
+}
+
 /// One side of a fill, as the booking needs it.
 pub struct FillSide {
     /// The side's order; none on a forced side (a liquidation's closing side, either side of
@@ -260,7 +275,8 @@ pub fn book_fill(
         timestamp: now,
     });
     exchange.markets[market as usize].last_price = Some(price);
-    for s in sides {
+    let fees = fill_fees(notional, sides[0].fee_bps, sides[1].fee_bps);
+    for (s, fee) in sides.into_iter().zip(fees) {
         let mut reference = None;
         let mut release = Decimal::ZERO;
         if let Some(id) = s.order {
@@ -286,7 +302,6 @@ pub fn book_fill(
         let change = moved.change;
         let code = moved.code;
 
-        let fee = fee(notional, s.fee_bps);
         let trade_code = TradeCode(rng.uuid());
         let movement = ledger.book_trade(
             accounts,
@@ -416,5 +431,23 @@ mod tests {
             fee(deep, d("5")),
             round_ledger(deep * d("5") / Decimal::from(10_000))
         );
+    }
+
+    /// D7: a rebate is paid out of the same fill's taker fee, never beyond it, and a taker
+    /// fee is never negative, whatever rates a profile holds.
+    #[test]
+    fn a_makers_rebate_is_at_most_the_taker_fee_of_its_fill_d7() {
+        let n = d("60000");
+        assert_eq!(fill_fees(n, d("5"), d("2")), [d("30"), d("12")]);
+        assert_eq!(fill_fees(n, d("5"), d("-1.5")), [d("30"), d("-9")]);
+        // The rebate is cut to the taker fee collected.
+        assert_eq!(fill_fees(n, d("5"), d("-10000")), [d("30"), d("-30")]);
+        // A negative taker rate (refused at the API; a journal may predate that) books zero.
+        assert_eq!(fill_fees(n, d("-10000"), d("-10000")), [d("0"), d("0")]);
+        assert_eq!(fill_fees(n, d("0"), d("-2")), [d("0"), d("0")]);
+        for (t, m) in [("0.3", "-0.7"), ("7", "-7"), ("10000", "-10000")] {
+            let [taker, maker] = fill_fees(d("0.0003"), d(t), d(m));
+            assert!(taker + maker >= Decimal::ZERO, "{t} {m}");
+        }
     }
 }
