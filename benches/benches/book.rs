@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use orderbook_rs::{Id, OrderBook, TimeInForce};
-use perpsim_benches::{create_customers, created, instant_deposits};
+use perpsim_benches::{create_customers, created, instant_deposits, unbounded};
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::entry::OrderEntry;
@@ -406,10 +406,14 @@ fn engine_loaded(w: &Workload) -> EngineRun {
     });
     let out = engine.tick(
         start,
-        vec![Command::CreateBroker {
-            name: "bench".into(),
-            public_key: PublicKey([9; 32]),
-        }],
+        vec![
+            Command::CreateBroker {
+                name: "bench".into(),
+                public_key: PublicKey([9; 32]),
+            },
+            // 1 000 000 resting orders over 16 customers: past the D4 default bound.
+            unbounded(),
+        ],
     );
     let Ok(Outcome::Broker(b)) = &out.results[0] else {
         panic!("broker")
@@ -466,8 +470,31 @@ fn engine_report() {
     let engine_only = engine_bytes_per_order(1_000_000, false);
     let serving = engine_bytes_per_order(1_000_000, true);
     println!(
-        "memory per resting order at 1 000 000 through the engine: {engine_only:.0} B (order record, reference index, book); {serving:.0} B serving (plus the read view's copy)\n"
+        "memory per resting order at 1 000 000 through the engine: {engine_only:.0} B (order record, reference index, book); {serving:.0} B serving (plus the read view's copy)"
     );
+    let customer = engine_bytes_per_customer(100_000);
+    println!(
+        "memory per customer at 100 000 (one broker's D4 bound), serving: {customer:.0} B (entity, indexes, the read view's record and list entry)\n"
+    );
+}
+
+/// Live heap bytes per customer with `n` created under one broker, the read view kept up
+/// (what the D4 bound on customers per broker bounds).
+fn engine_bytes_per_customer(n: usize) -> f64 {
+    let empty = Workload {
+        name: "memory",
+        preload: vec![],
+        ops: vec![],
+    };
+    let mut run = engine_loaded(&empty);
+    let broker = run.engine.view().customers[&run.customers[0]].broker;
+    let at = run.engine.clock().now;
+    let before = LIVE.load(Relaxed);
+    for _ in 0..n / TICK {
+        run.engine.tick(at, create_customers(broker, TICK));
+    }
+    let after = LIVE.load(Relaxed);
+    (after - before) as f64 / (n / TICK * TICK) as f64
 }
 
 /// Live heap bytes per resting order with `n` resting in the engine: every order record, its

@@ -8,7 +8,9 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use perpsim_benches::{START, broker_command, engine_with_broker, genesis, mixed_commands};
+use perpsim_benches::{
+    START, broker_command, engine_with_broker, genesis, mixed_commands, unbounded,
+};
 use perpsim_core::ids::PublicKey;
 use perpsim_storage::{Journal, NonceWrites, TickRecord, UsedNonce, recover, replay_from_genesis};
 
@@ -122,7 +124,7 @@ fn new_journal(
     journal
         .append(
             1,
-            &TickRecord::encode(START, 0, &[broker_command()]),
+            &TickRecord::encode(START, 0, &[broker_command(), unbounded()]),
             NonceWrites::default(),
         )
         .unwrap();

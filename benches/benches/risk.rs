@@ -15,7 +15,7 @@
 //! Run: `cargo bench -p perpsim-benches --bench risk`.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use perpsim_benches::{START, broker_command, create_customers, created, deposits_of};
+use perpsim_benches::{START, broker_command, create_customers, created, deposits_of, unbounded};
 use perpsim_core::Decimal;
 use perpsim_core::entry::OrderEntry;
 use perpsim_core::ids::CustomerCode;
@@ -36,8 +36,8 @@ fn venue(simulation: Simulation) -> Engine {
         instruments,
         ..perpsim_benches::genesis()
     });
-    let out = e.tick(START, vec![broker_command()]);
-    assert!(out.results[0].is_ok());
+    let out = e.tick(START, vec![broker_command(), unbounded()]);
+    assert!(out.results.iter().all(Result::is_ok));
     e
 }
 

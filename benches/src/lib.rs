@@ -5,6 +5,7 @@ use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
 use perpsim_core::instrument::{Asset, default_instruments};
+use perpsim_core::limits::{MAX_BOUND, VenueLimits};
 use perpsim_core::time::Timestamp;
 use perpsim_systems::command::TransferKind;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
@@ -22,6 +23,17 @@ pub fn genesis() -> Genesis {
     }
 }
 
+/// The D4 bounds raised to their ceiling: the benchmarks load one broker with more customers,
+/// and one customer with more resting orders, than the defaults admit.
+pub fn unbounded() -> Command {
+    Command::SetLimits {
+        limits: VenueLimits {
+            max_open_orders: MAX_BOUND,
+            max_customers: MAX_BOUND,
+        },
+    }
+}
+
 /// The first tick of every workload: one broker.
 pub fn broker_command() -> Command {
     Command::CreateBroker {
@@ -33,7 +45,7 @@ pub fn broker_command() -> Command {
 /// A fresh engine that has applied [`broker_command`], and the broker's code.
 pub fn engine_with_broker() -> (Engine, BrokerCode) {
     let mut engine = Engine::genesis(genesis());
-    let out = engine.tick(START, vec![broker_command()]);
+    let out = engine.tick(START, vec![broker_command(), unbounded()]);
     let Ok(Outcome::Broker(b)) = &out.results[0] else {
         panic!("broker created")
     };

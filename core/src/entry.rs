@@ -73,6 +73,23 @@ impl OrderEntry {
             customer_ip: None,
         }
     }
+
+    /// Whether the order could stay open after the request that places it: a limit order
+    /// resting GTC or GTD (its default is GTC), or a conditional order waiting on its trigger.
+    /// Market orders and IOC or FOK limits end in that request. Decided from the entry as
+    /// sent, before the rules: an entry the rules refuse is refused either way.
+    pub fn can_rest(&self) -> bool {
+        match self.kind {
+            OrderType::Market => false,
+            OrderType::Limit => {
+                matches!(
+                    self.time_in_force,
+                    None | Some(TimeInForce::Gtc | TimeInForce::Gtd)
+                ) && self.cash_amount.is_none()
+            }
+            _ => true,
+        }
+    }
 }
 
 /// An amend (D5 PATCH): any of these, at least one.

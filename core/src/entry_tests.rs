@@ -635,3 +635,32 @@ fn off_grid_prices_and_amounts_and_oversized_notionals_are_order_rejected() {
         &["cash_amount", "venue maximum"],
     );
 }
+
+/// D4: the open-order bound counts what can stay open; orders that end in their own request
+/// (market, IOC, FOK, cash) pass it, so a customer at the bound can still close a position.
+#[test]
+fn only_resting_limits_and_conditional_orders_can_stay_open() {
+    let with_tif = |tif| OrderEntry {
+        time_in_force: Some(tif),
+        ..limit()
+    };
+    assert!(limit().can_rest(), "a limit rests GTC by default");
+    assert!(with_tif(TimeInForce::Gtc).can_rest() && with_tif(TimeInForce::Gtd).can_rest());
+    assert!(!with_tif(TimeInForce::Ioc).can_rest() && !with_tif(TimeInForce::Fok).can_rest());
+    assert!(!entry(OrderType::Market).can_rest());
+    let cash = OrderEntry {
+        amount: None,
+        cash_amount: Some(d("100")),
+        ..limit()
+    };
+    assert!(!cash.can_rest());
+    for kind in [
+        OrderType::StopLoss,
+        OrderType::StopLossLimit,
+        OrderType::TakeProfit,
+        OrderType::TakeProfitLimit,
+        OrderType::TakeProfitStopLoss,
+    ] {
+        assert!(entry(kind).can_rest(), "{kind:?} waits on its trigger");
+    }
+}

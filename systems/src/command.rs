@@ -6,6 +6,7 @@ use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, PublicKey};
 use perpsim_core::instrument::{Asset, InstrumentSpec, InstrumentStatus};
+use perpsim_core::limits::VenueLimits;
 use perpsim_core::simulation::Simulation;
 use perpsim_core::time::Timestamp;
 
@@ -126,6 +127,11 @@ pub enum Command {
         reference_id: String,
         amend: Amend,
     },
+    /// D4: the bounds on open orders per customer and customers per broker, from this
+    /// command on (a start with other `--max-open-orders` or `--max-customers`).
+    SetLimits {
+        limits: VenueLimits,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,6 +154,7 @@ pub enum Outcome {
     Order(std::sync::Arc<Order>),
     /// A market's funding as it stands after the request.
     Funding(crate::settlement::funding::FundingView),
+    Limits(VenueLimits),
 }
 
 pub type CommandResult = Result<Outcome, perpsim_core::Error>;

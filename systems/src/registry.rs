@@ -10,6 +10,7 @@ use std::sync::Arc;
 use bevy_ecs::prelude::{Component, Entity, Resource, World};
 use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
 use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
+use perpsim_core::limits::VenueLimits;
 use perpsim_core::money::{DEFAULT_FEES, DEFAULT_LEVERAGE, FeeRates};
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
@@ -151,7 +152,14 @@ pub struct Registry {
     pub keys: BTreeMap<PublicKey, BrokerCode>,
     pub customers: BTreeMap<CustomerCode, Entity>,
     pub instruments: BTreeMap<String, Entity>,
+    /// Customers per broker, for the D4 bound; derived (rebuilt at a restore).
+    pub customer_counts: BTreeMap<BrokerCode, u32>,
 }
+
+/// The venue's bounds on what a broker's key can make it hold (D4), set by
+/// `Command::SetLimits` so a replay applies the bounds the live run applied.
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits(pub VenueLimits);
 
 /// Open positions by (customer, market) — see `positions::OpenPositions`. Its own resource,
 /// since fills write it while order handling reads the registry.
@@ -287,6 +295,14 @@ pub fn create_customer(
     external_id: Option<String>,
 ) -> CommandResult {
     broker_entity(world, broker)?;
+    let bound = world.resource::<Limits>().0.max_customers;
+    let held = customer_count(world, broker);
+    if held >= bound {
+        return Err(Error::validation(format!(
+            "the broker already has {held} customers, the most one broker may hold \
+             (max customers {bound})"
+        )));
+    }
     let code = CustomerCode(world.resource_mut::<EngineRng>().0.uuid());
     let customer = Customer {
         code,
@@ -299,11 +315,31 @@ pub fn create_customer(
     };
     let view = CustomerView::from(&customer);
     let entity = world.spawn(customer).id();
-    world
-        .resource_mut::<Registry>()
-        .customers
-        .insert(code, entity);
+    index_customer(&mut world.resource_mut::<Registry>(), code, broker, entity);
     Ok(Outcome::Customer(view))
+}
+
+fn customer_count(world: &World, broker: BrokerCode) -> u32 {
+    let counts = &world.resource::<Registry>().customer_counts;
+    counts.get(&broker).copied().unwrap_or(0)
+}
+
+/// Indexes a customer's entity and counts it against its broker's bound.
+pub fn index_customer(
+    registry: &mut Registry,
+    code: CustomerCode,
+    broker: BrokerCode,
+    entity: Entity,
+) {
+    registry.customers.insert(code, entity);
+    *registry.customer_counts.entry(broker).or_default() += 1;
+}
+
+/// D4: the bounds in force from this command on.
+pub fn set_limits(world: &mut World, limits: VenueLimits) -> CommandResult {
+    limits.check().map_err(Error::validation)?;
+    world.resource_mut::<Limits>().0 = limits;
+    Ok(Outcome::Limits(limits))
 }
 
 fn instrument_view(world: &World, entity: Entity) -> InstrumentView {

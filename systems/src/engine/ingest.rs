@@ -91,6 +91,7 @@ fn apply(world: &mut World, command: &Command) -> CommandResult {
             maker_bps,
             taker_bps,
         } => accounts::set_fees(world, *customer, symbol.as_deref(), *maker_bps, *taker_bps),
+        Command::SetLimits { limits } => registry::set_limits(world, *limits),
         Command::PlaceOrder { .. }
         | Command::CancelOrder { .. }
         | Command::AmendOrder { .. }

@@ -31,7 +31,7 @@ use crate::money::ledger::{Ledger, venue_accounts};
 use crate::money::store::{WorldAccounts, spawn_accounts};
 use crate::publish::view::{Publishing, ReadView};
 use crate::registry::{
-    AccountIndex, EngineRng, InstrumentState, MarketId, OrderIndex, PositionIndex, Registry,
+    AccountIndex, EngineRng, InstrumentState, Limits, MarketId, OrderIndex, PositionIndex, Registry,
 };
 use crate::settlement::funding::FundingState;
 use crate::trading::exchange::Exchange;
@@ -174,6 +174,7 @@ impl Engine {
             state.market.clone(),
         );
         engine.world.insert_resource(state.funding.clone());
+        engine.world.insert_resource(state.limits);
         crate::risk::insert(&mut engine.world, state.risk.clone());
         spawn_accounts(&mut engine.world, accounts);
         crate::trading::orders::restore(&mut engine.world, live, ended);
@@ -194,6 +195,11 @@ impl Engine {
 
     pub fn clock(&self) -> SimClock {
         *self.world.resource::<SimClock>()
+    }
+
+    /// The D4 bounds in force.
+    pub fn limits(&self) -> perpsim_core::limits::VenueLimits {
+        self.world.resource::<Limits>().0
     }
 
     pub fn counters(&self) -> Counters {
@@ -400,6 +406,8 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<Inbox>();
     world.init_resource::<Results>();
     world.init_resource::<TickEvents>();
+    // The D4 defaults until a `SetLimits` command (or a restored state) says otherwise.
+    world.init_resource::<Limits>();
     schedule.add_systems(ingest::ingest_commands.in_set(crate::sets::IngestSystems));
     schedule.add_systems(crate::clock::rearm.in_set(crate::sets::FundingSystems));
 }

@@ -16,13 +16,14 @@ use crate::money::ledger::{Ledger, LedgerState};
 use crate::money::store::all_accounts;
 use crate::positions::{MarginRate, Position, PositionKey, Valuation};
 use crate::registry::{
-    Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, PositionIndex, Registry,
+    Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, Limits, PositionIndex,
+    Registry,
 };
 use crate::trading::exchange::{Exchange, ExchangeState};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
-pub const STATE_VERSION: u32 = 7;
+pub const STATE_VERSION: u32 = 8;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -45,6 +46,8 @@ pub struct EngineState {
     pub funding: crate::settlement::funding::FundingState,
     /// Margin states, their changes and the depreciation notices.
     pub risk: crate::risk::RiskState,
+    /// The D4 bounds in force.
+    pub limits: Limits,
 }
 
 /// SHA-256 of the canonical encoding, printed as lower-case hex.
@@ -120,6 +123,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
             .resource::<crate::settlement::funding::FundingState>()
             .clone(),
         risk: crate::risk::extract(world),
+        limits: *world.resource::<Limits>(),
     }
 }
 
@@ -145,12 +149,13 @@ pub(crate) fn restore_entities(world: &mut World, state: &EngineState) {
         }
     }
     for customer in &state.customers {
-        let code = customer.code;
         let entity = world.spawn(customer.clone()).id();
-        world
-            .resource_mut::<Registry>()
-            .customers
-            .insert(code, entity);
+        crate::registry::index_customer(
+            &mut world.resource_mut::<Registry>(),
+            customer.code,
+            customer.broker,
+            entity,
+        );
     }
     for (instrument, st) in &state.instruments {
         // Market ids are the genesis order, which the trading state keeps.

@@ -7,6 +7,8 @@ use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
 
 use crate::sets::{MatchSystems, TriggerSystems};
 
+#[cfg(test)]
+mod abuse_tests;
 pub mod book;
 pub mod desk;
 pub mod exchange;
@@ -23,6 +25,7 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<desk::OrderRequests>();
     world.init_resource::<crate::registry::OrderIndex>();
     world.init_resource::<orders::OrderArchive>();
+    world.init_resource::<orders::OpenCounts>();
     world.init_resource::<refs::RefIndex>();
     schedule.add_systems(
         (desk::handle_order_requests, desk::expire_orders)

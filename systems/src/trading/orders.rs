@@ -14,6 +14,7 @@
 //! pattern as `positions::OpenPositions` and `money::store::Accounts`). Readers that run
 //! after the flush (publishing, the invariants) use [`OrderRecords`].
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Res, ResMut, Resource, World};
@@ -32,6 +33,38 @@ pub struct LiveOrder(pub Arc<Order>);
 /// market's trigger index holds exactly these (checked in debug and test builds).
 #[derive(Component, Debug, Clone, Copy, Default)]
 pub struct Waiting;
+
+/// Open orders per customer (live and staged): what the D4 bound on open orders counts.
+/// Derived from the live set, so snapshots leave it out and a restore rebuilds it.
+#[derive(Resource, Debug, Default)]
+pub struct OpenCounts(BTreeMap<CustomerCode, u32>);
+
+impl OpenCounts {
+    fn of<'a>(live: impl Iterator<Item = &'a Order>) -> Self {
+        let mut counts = OpenCounts::default();
+        live.for_each(|o| counts.add(o.customer));
+        counts
+    }
+
+    fn add(&mut self, customer: CustomerCode) {
+        *self.0.entry(customer).or_default() += 1;
+    }
+
+    fn remove(&mut self, customer: CustomerCode) {
+        let n = self
+            .0
+            .get_mut(&customer)
+            .expect("an ending order was counted");
+        *n -= 1;
+        if *n == 0 {
+            self.0.remove(&customer);
+        }
+    }
+
+    pub fn of_customer(&self, customer: CustomerCode) -> u32 {
+        self.0.get(&customer).copied().unwrap_or(0)
+    }
+}
 
 /// Ended orders in the order they ended. Never updated: an ended order does not change.
 #[derive(Resource, Debug, Default)]
@@ -79,6 +112,7 @@ pub struct Orders<'w, 's> {
     index: ResMut<'w, OrderIndex>,
     refs: ResMut<'w, RefIndex>,
     archive: ResMut<'w, OrderArchive>,
+    open: ResMut<'w, OpenCounts>,
     live: Query<'w, 's, &'static mut LiveOrder>,
     commands: Commands<'w, 's>,
     /// Orders accepted during this run; an entry is taken when its order ends before the
@@ -150,11 +184,17 @@ impl Orders<'_, '_> {
         Some(self.get(id))
     }
 
+    /// Orders the customer holds open, staged ones included (D4).
+    pub fn open_orders(&self, customer: CustomerCode) -> u32 {
+        self.open.of_customer(customer)
+    }
+
     /// Accepts a new order (its id is [`Orders::next_id`]); it becomes the latest under its
     /// reference.
     pub fn push(&mut self, order: Order) {
         let id = self.next_id();
         assert_eq!(order.id, id, "an order's id is its sequence number");
+        self.open.add(order.customer);
         let position = u32::try_from(self.staged.len()).expect("a run stages few orders");
         self.staged.push(Some(Arc::new(order)));
         self.index.0.push(OrderSlot::Staged(position));
@@ -181,6 +221,7 @@ impl Orders<'_, '_> {
             OrderSlot::Ended(_) => panic!("order {id} has already ended"),
         };
         debug_assert!(!record.is_open(), "only ended orders are archived");
+        self.open.remove(record.customer);
         self.index.0[id as usize] = OrderSlot::Ended(self.archive.0.len() as u64);
         self.archive.0.push(record);
     }
@@ -218,6 +259,7 @@ pub struct OrderRecords<'w, 's> {
     index: Res<'w, OrderIndex>,
     refs: Res<'w, RefIndex>,
     archive: Res<'w, OrderArchive>,
+    open: Res<'w, OpenCounts>,
     live: Query<'w, 's, &'static LiveOrder>,
 }
 
@@ -283,6 +325,14 @@ impl OrderRecords<'_, '_> {
                 self.index.0.len()
             ));
         }
+        // The per-customer counts sum to the live set (a per-customer recount would cost a
+        // map of every live order on every run; a restore rebuilds them from the orders).
+        let counted: u64 = self.open.0.values().map(|n| u64::from(*n)).sum();
+        if counted != entities as u64 {
+            return Err(format!(
+                "{counted} open orders counted per customer, {entities} live"
+            ));
+        }
         Ok(())
     }
 }
@@ -302,6 +352,7 @@ pub fn restore(world: &mut World, live: Vec<Order>, ended: Vec<Order>) {
         .collect();
     let refs = RefIndex::rebuild(by_id.as_slice(), by_id.len() as u64);
     drop(by_id);
+    world.insert_resource(OpenCounts::of(live.iter().map(|o| &**o)));
     let mut index = vec![OrderSlot::Ended(0); archive.len() + live.len()];
     for (position, o) in archive.iter().enumerate() {
         index[o.id as usize] = OrderSlot::Ended(position as u64);

@@ -108,7 +108,9 @@ impl Desk<'_, '_> {
                     "expire_time must be in the future (now {now})"
                 )));
             }
+            self.scheduler.room_for_request()?;
         }
+        let old_expiry = o.expire_time();
         let amount = amend.amount.unwrap_or(o.amount);
         let limit = amend.limit_price.or(o.limit_price);
         // The venue maximum holds for the amended order as it did at entry.
@@ -174,6 +176,9 @@ impl Desk<'_, '_> {
             }
         }
         if let Some(t) = amend.expire_time {
+            if let Some(old) = old_expiry {
+                self.scheduler.cancel(old, ScheduledEvent::OrderExpiry(id));
+            }
             self.scheduler.schedule(t, ScheduledEvent::OrderExpiry(id));
         }
         if untriggered {

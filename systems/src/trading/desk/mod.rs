@@ -4,6 +4,7 @@
 //! order, so a request sees every effect of the ones before it (fills included).
 
 mod amend;
+mod checks;
 mod forced;
 mod margin;
 mod triggers;
@@ -25,7 +26,7 @@ use crate::money::store::Accounts;
 use crate::positions::{MarginRate, OpenPositions};
 use crate::registry::CustomerView;
 use crate::registry::MarketId;
-use crate::registry::{Customer, EngineRng, InstrumentState, Registry};
+use crate::registry::{Customer, EngineRng, InstrumentState, Limits, Registry};
 use crate::trading::book::{Fill, Lots, Ticks};
 use crate::trading::exchange::{
     Exchange, Extra, Liquidity, Market, Order, TradeKind, Trigger, Watch,
@@ -64,6 +65,7 @@ pub struct Desk<'w, 's> {
     clock: Res<'w, SimClock>,
     scheduler: ResMut<'w, Scheduler>,
     registry: Res<'w, Registry>,
+    limits: Res<'w, Limits>,
     customers: Query<'w, 's, &'static mut Customer>,
     instruments: Query<'w, 's, &'static InstrumentState>,
     positions: OpenPositions<'w, 's>,
@@ -82,7 +84,9 @@ pub fn handle_order_requests(
                 customer,
                 symbol,
                 entry,
-            } => desk.place(customer, &symbol, &entry),
+            } => desk
+                .check_open_orders(customer, &entry)
+                .and_then(|()| desk.place(customer, &symbol, &entry)),
             Command::CancelOrder {
                 customer,
                 reference_id,
@@ -220,6 +224,12 @@ impl Desk<'_, '_> {
         };
         let new = entry::validate(entry, &m.spec, &reference)?;
         self.check_status(market, status, &new)?;
+        if let Quantity::Cash(cash) = new.quantity {
+            self.check_cash_buys_a_lot(market, &new, cash, mark)?;
+        }
+        if new.expire_time.is_some() {
+            self.scheduler.room_for_request()?;
+        }
         if self
             .orders
             .by_ref(code, &entry.reference_id)
@@ -281,41 +291,6 @@ impl Desk<'_, '_> {
             self.execute(id);
         }
         Ok(id)
-    }
-
-    /// D5: trade_halt refuses every new order; post_only takes only limit orders that rest.
-    fn check_status(
-        &self,
-        market: MarketId,
-        status: InstrumentStatus,
-        new: &NewOrder,
-    ) -> Result<(), Error> {
-        let m = &self.exchange.markets[market as usize];
-        let crosses = |o: &NewOrder| {
-            o.limit_price
-                .is_some_and(|p| m.book.crosses(o.side, Some(m.ticks(p))))
-        };
-        match status {
-            InstrumentStatus::TradeHalt => Err(rejected(format!(
-                "{} is in trade_halt: new orders are rejected",
-                m.spec.symbol
-            ))),
-            InstrumentStatus::PostOnly
-                if new.kind != OrderType::Limit
-                    || !matches!(new.quantity, Quantity::Amount(_))
-                    || !matches!(new.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd)
-                    || crosses(new) =>
-            {
-                Err(rejected(format!(
-                    "{} is post_only: only limit orders that rest are accepted",
-                    m.spec.symbol
-                )))
-            }
-            _ if new.post_only && crosses(new) => Err(rejected(
-                "a post_only order would take liquidity".to_owned(),
-            )),
-            _ => Ok(()),
-        }
     }
 
     fn create(
@@ -526,6 +501,10 @@ impl Desk<'_, '_> {
         o.status = status;
         o.reason = reason;
         o.created = now;
+        // A timer outliving its order would let place-and-cancel pile timers up.
+        if let Some(at) = o.expire_time().filter(|at| *at > now) {
+            self.scheduler.cancel(at, ScheduledEvent::OrderExpiry(id));
+        }
         let release = o.reserved();
         o.reserve_lots = 0;
         let customer = o.customer;
