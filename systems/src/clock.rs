@@ -49,6 +49,10 @@ pub enum ScheduledEvent {
 
 /// Upper bound on pending timed events; a scheduler this full means a runaway producer.
 pub const MAX_SCHEDULED: usize = 10_000_000;
+/// Room kept for the venue's own timers (the periodic events and their re-arms): past
+/// `MAX_SCHEDULED` less this, requests that would schedule (a GTD order, a transfer) are
+/// refused instead of the engine stopping at the bound.
+const RESERVED_FOR_VENUE: usize = 1_000;
 
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Scheduler {
@@ -62,6 +66,39 @@ impl Scheduler {
         assert!(self.queue.len() < MAX_SCHEDULED, "scheduler bound reached");
         self.queue.insert((at, self.next_seq), event);
         self.next_seq += 1;
+    }
+
+    /// Whether a request may still schedule an event (see [`RESERVED_FOR_VENUE`]); if not,
+    /// 503 EXCHANGE_ERROR, as for any capacity the venue has run out of.
+    pub fn room_for_request(&self) -> Result<(), perpsim_core::Error> {
+        match self.queue.len() < MAX_SCHEDULED - RESERVED_FOR_VENUE {
+            true => Ok(()),
+            false => Err(perpsim_core::Error::new(
+                perpsim_core::ErrorCode::ExchangeUnavailable,
+                format!("the venue's timer queue is full ({MAX_SCHEDULED} pending); retry later"),
+            )),
+        }
+    }
+
+    /// Removes a pending `event` due at `at`, if there is one: an order that ends or moves its
+    /// expiry takes its old timer with it, so each GTD order holds one timer at most and
+    /// placing, amending or cancelling cannot pile timers up.
+    pub fn cancel(&mut self, at: Timestamp, event: ScheduledEvent) -> bool {
+        let found = self
+            .queue
+            .range((at, 0)..=(at, u64::MAX))
+            .find(|(_, e)| **e == event)
+            .map(|(key, _)| *key);
+        found.is_some_and(|key| self.queue.remove(&key).is_some())
+    }
+
+    /// Pending events.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
     }
 
     /// Time of the earliest pending event.
@@ -133,6 +170,29 @@ pub fn rearm(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 23: a cancelled timer is the one event named at its instant; others at the same
+    /// instant, and the same event at another, stay.
+    #[test]
+    fn cancel_removes_only_the_named_event_at_its_instant() {
+        let t = |s: i64| Timestamp::from_millis(s * 1_000);
+        let mut s = Scheduler::default();
+        s.schedule(t(5), ScheduledEvent::OrderExpiry(1));
+        s.schedule(t(5), ScheduledEvent::OrderExpiry(2));
+        s.schedule(t(6), ScheduledEvent::OrderExpiry(1));
+        assert!(s.cancel(t(5), ScheduledEvent::OrderExpiry(1)));
+        assert!(
+            !s.cancel(t(5), ScheduledEvent::OrderExpiry(1)),
+            "already gone"
+        );
+        assert!(!s.cancel(t(7), ScheduledEvent::OrderExpiry(2)));
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            s.pop_earliest_batch(t(6)),
+            Some((t(5), vec![ScheduledEvent::OrderExpiry(2)]))
+        );
+        assert!(s.room_for_request().is_ok());
+    }
 
     #[test]
     fn pops_batches_in_time_then_insertion_order() {

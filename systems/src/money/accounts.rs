@@ -30,6 +30,7 @@ pub fn request_transfer(
         .expect("indexed customer")
         .broker;
     let now = world.resource::<SimClock>().now;
+    world.resource::<Scheduler>().room_for_request()?;
     let movement = world.resource_scope(|world, mut rng: Mut<EngineRng>| {
         world.resource_scope(|world, mut ledger: Mut<Ledger>| {
             let mut accounts = WorldAccounts(world);
