@@ -23,6 +23,7 @@ use crate::server::connections::ConnectionWatch;
 use crate::server::host::{EngineHandle, wall_clock_ns};
 use crate::server::metrics::Metrics;
 use crate::server::request_guard::RequestGuard;
+use crate::server::strict_json;
 use crate::signing::{
     AuthError, Authenticator, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders,
 };
@@ -78,9 +79,11 @@ where a value is a number (`cash_amount`, fee values) a JSON number is accepted 
 its exact text, exponent included; \
 timestamps are RFC 3339 UTC with a `Z`, in simulation time; every error answers \
 `{\"code\", \"message\"}` and clients match on `code`. Unknown body fields and unsupported query \
-parameters are refused with 400 VALIDATION_ERROR naming them. Request bodies are limited to \
+parameters are refused with 400 VALIDATION_ERROR naming them, and so is a JSON object with a \
+key given twice (never read as its first or last occurrence). Request bodies are limited to \
 64 KiB (413 PAYLOAD_TOO_LARGE); each public key may send 100 requests/s with bursts of 200 \
-(429 RATE_LIMITED with Retry-After).";
+(429 RATE_LIMITED with Retry-After). What a key can make grow is bounded: open orders per \
+customer (1 000 by default) and customers per broker (100 000).";
 
 /// Where `perpsim serve` listens with its defaults (D1): the base URL generated SDKs start with.
 const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
@@ -247,6 +250,7 @@ async fn forward<E: Endpoint>(
     let method = req.method().as_str();
     let checked = guard
         .check(method, uri.path(), uri.query())
+        .and_then(|()| strict_json::refuse_duplicate_keys(&body))
         .and_then(|()| guard.check_body(method, uri.path(), &body));
     if let Err(e) = checked {
         return Ok(error_response(e.code, e.message));

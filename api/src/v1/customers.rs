@@ -98,6 +98,9 @@ pub struct CustomersApi;
 #[OpenApi(tag = "Tag::Customers")]
 impl CustomersApi {
     /// Create a customer.
+    ///
+    /// A broker holds at most 100 000 customers by default (`--max-customers`); past it
+    /// 400 VALIDATION_ERROR naming the bound.
     #[oai(path = "/customers", method = "post", operation_id = "createCustomer")]
     async fn create(
         &self,

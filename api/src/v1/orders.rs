@@ -330,8 +330,11 @@ impl OrdersApi {
     /// Place an order.
     ///
     /// Every rule of §4.3 is checked; refusals are 400 VALIDATION_ERROR naming the field and
-    /// the rule, ORDER_REJECTED (off the tick or lot grid, notional above 10 000 000, the
-    /// instrument in trade_halt, or not resting under post_only), INSUFFICIENT_FUNDS (the
+    /// the rule, ORDER_REJECTED (off the tick or lot grid, notional above 10 000 000, a
+    /// cash_amount that buys less than one lot at the price it would first trade at, the
+    /// instrument in trade_halt, not resting under post_only, or an order that could stay
+    /// open while the customer already holds the bound of open orders: 1 000 by default,
+    /// `--max-open-orders`; market, IOC and FOK orders pass it), INSUFFICIENT_FUNDS (the
     /// opening part needs amount × price × initial margin available), or 409
     /// DUPLICATE_REFERENCE_ID. A refused order leaves nothing behind.
     #[oai(
