@@ -11,8 +11,10 @@
 //!   doing;
 //! - from the end of a response, the next request must begin within the idle timeout.
 //!
-//! A connection past its deadline is dropped. At most `max_connections` are open; a
-//! connection past the bound is answered `503 EXCHANGE_ERROR` naming the bound, then closed.
+//! A connection past its deadline is dropped. Who may open one is [`Admission`]'s to say: at
+//! most `max_connections` are open, each address holds at most its share, and at a bound an
+//! idle connection is closed to admit the new one; only with none idle is a connection
+//! answered `503 EXCHANGE_ERROR` naming the bound, then closed.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -34,10 +36,11 @@ use poem::web::{LocalAddr, RemoteAddr};
 use poem::{Endpoint, Response};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 
 use crate::cli::config::ConnectionLimits;
+use crate::server::admission::{Admission, Refusal};
 use crate::server::metrics::Metrics;
 
 /// Refusals being written at once; past it a connection over the bound is closed unanswered.
@@ -53,6 +56,8 @@ const AWAITING_HEAD: u8 = 0;
 const READING_BODY: u8 = 1;
 const HANDLING: u8 = 2;
 const IDLE: u8 = 3;
+/// Closed to admit another connection (see [`Admission`]); never leaves this phase.
+const EVICTED: u8 = 4;
 
 /// Where one connection stands and its deadline (milliseconds after `opened`).
 pub struct ConnectionWatch {
@@ -60,15 +65,17 @@ pub struct ConnectionWatch {
     phase: AtomicU8,
     deadline_ms: AtomicU64,
     limits: ConnectionLimits,
+    evicted: Notify,
 }
 
 impl ConnectionWatch {
-    fn new(limits: ConnectionLimits) -> Self {
+    pub(crate) fn new(limits: ConnectionLimits) -> Self {
         let watch = ConnectionWatch {
             opened: Instant::now(),
             phase: AtomicU8::new(AWAITING_HEAD),
             deadline_ms: AtomicU64::new(0),
             limits,
+            evicted: Notify::new(),
         };
         watch.enter(AWAITING_HEAD, limits.header_read_timeout);
         watch
@@ -92,6 +99,39 @@ impl ConnectionWatch {
 
     fn response_ready(&self) {
         self.enter(IDLE, self.limits.idle_timeout);
+    }
+
+    /// When the connection became idle, if it is idle now (between requests).
+    pub(crate) fn idle_since(&self) -> Option<Instant> {
+        if self.phase.load(Ordering::Acquire) != IDLE {
+            return None;
+        }
+        let deadline = Duration::from_millis(self.deadline_ms.load(Ordering::Acquire));
+        Some(self.opened + deadline.saturating_sub(self.limits.idle_timeout))
+    }
+
+    /// Closes the connection if it is still idle, and says whether it did: a request that
+    /// began meanwhile is served.
+    pub(crate) fn evict(&self) -> bool {
+        let closed = self
+            .phase
+            .compare_exchange(IDLE, EVICTED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if closed {
+            // Stores a permit when the connection's task is not waiting yet.
+            self.evicted.notify_one();
+        }
+        closed
+    }
+
+    #[cfg(test)]
+    pub(crate) fn idle_now(&self) {
+        self.response_ready();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn was_evicted(&self) -> bool {
+        self.phase.load(Ordering::Acquire) == EVICTED
     }
 
     /// Bytes arrived: on an idle connection they begin a request, whose headers now have
@@ -165,7 +205,8 @@ impl AsyncWrite for Watched {
 }
 
 /// Serves `ep` on `listener` until `stop` resolves, then gives open connections
-/// [`DRAIN_TIME`] to finish. Counts open, refused and timed-out connections in `metrics`.
+/// [`DRAIN_TIME`] to finish. Counts open, refused, evicted and timed-out connections in
+/// `metrics`.
 pub async fn serve<E>(
     listener: TcpListener,
     ep: E,
@@ -178,9 +219,11 @@ where
 {
     let ep = Arc::new(ep);
     let local = listener.local_addr()?;
-    let open = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let admission = Admission::new(limits);
     let refusing = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
     let (shutdown, shutting_down) = watch::channel(false);
+    // One clone per connection task: the drain waits until only this one is left.
+    let tasks = Arc::new(());
     tokio::pin!(stop);
     loop {
         let (socket, remote) = tokio::select! {
@@ -194,50 +237,69 @@ where
                 }
             },
         };
-        let Ok(permit) = open.clone().try_acquire_owned() else {
-            metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
-            if let Ok(slot) = refusing.clone().try_acquire_owned() {
-                tokio::spawn(async move {
-                    refuse(socket, limits.max_connections).await;
-                    drop(slot);
-                });
+        let watch = Arc::new(ConnectionWatch::new(limits));
+        let ticket = match admission.admit(remote.ip(), watch.clone()) {
+            Ok((ticket, evicted)) => {
+                metrics
+                    .connections_evicted
+                    .fetch_add(u64::from(evicted), Ordering::Relaxed);
+                ticket
             }
-            continue;
+            Err(refusal) => {
+                metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+                if let Ok(slot) = refusing.clone().try_acquire_owned() {
+                    tokio::spawn(async move {
+                        refuse(socket, refusal).await;
+                        drop(slot);
+                    });
+                }
+                continue;
+            }
         };
-        let (ep, metrics) = (ep.clone(), metrics.clone());
+        let (ep, metrics, task) = (ep.clone(), metrics.clone(), tasks.clone());
         let shutting_down = shutting_down.clone();
         metrics.connections_open.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
-            let timed_out = connection(socket, local, remote, ep, limits, shutting_down).await;
+            let peer = Peer { local, remote };
+            let timed_out = connection(socket, peer, watch, ep, shutting_down).await;
             if timed_out {
                 metrics
                     .connections_timed_out
                     .fetch_add(1, Ordering::Relaxed);
             }
             metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
-            drop(permit);
+            drop((ticket, task));
         });
     }
     let _ = shutdown.send(true);
-    let all = limits.max_connections;
-    let _ = tokio::time::timeout(DRAIN_TIME, open.acquire_many(all)).await;
+    let drained = async {
+        while Arc::strong_count(&tasks) > 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, drained).await;
     Ok(())
+}
+
+/// Both ends of a connection.
+#[derive(Clone, Copy)]
+struct Peer {
+    local: SocketAddr,
+    remote: SocketAddr,
 }
 
 /// Serves one connection until it ends; `true` when it was dropped past its deadline.
 async fn connection<E>(
     socket: TcpStream,
-    local: SocketAddr,
-    remote: SocketAddr,
+    Peer { local, remote }: Peer,
+    watch: Arc<ConnectionWatch>,
     ep: Arc<E>,
-    limits: ConnectionLimits,
     mut shutting_down: watch::Receiver<bool>,
 ) -> bool
 where
     E: Endpoint<Output = Response> + 'static,
 {
     let _ = socket.set_nodelay(true);
-    let watch = Arc::new(ConnectionWatch::new(limits));
     let service = service_fn({
         let watch = watch.clone();
         move |mut req: poem::http::Request<Incoming>| {
@@ -269,6 +331,10 @@ where
                 tracing::debug!(%remote, "connection past its deadline; closed");
                 return true;
             }
+            _ = watch.evicted.notified() => {
+                tracing::debug!(%remote, "idle connection closed to admit another");
+                return false;
+            }
             _ = shutting_down.changed(), if !draining => {
                 draining = true;
                 conn.as_mut().graceful_shutdown();
@@ -277,13 +343,10 @@ where
     }
 }
 
-/// Answers a connection over the bound: reads what request it sent (so closing does not reset
+/// Answers a connection over a bound: reads what request it sent (so closing does not reset
 /// the answer away), writes a 503 with the D4 body, closes. Bounded by [`REFUSAL_TIME`].
-async fn refuse(mut socket: TcpStream, bound: u32) {
-    let body = crate::errors::body_text(
-        ErrorCode::ExchangeUnavailable,
-        &format!("too many open connections (--max-connections {bound}); retry later"),
-    );
+async fn refuse(mut socket: TcpStream, refusal: Refusal) {
+    let body = crate::errors::body_text(ErrorCode::ExchangeUnavailable, &refusal.message());
     let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
          content-length: {}\r\nretry-after: 1\r\nconnection: close\r\ndate: {}\r\n\r\n{body}",

@@ -15,8 +15,10 @@ pub struct Metrics {
     pub unauthorized: AtomicU64,
     pub rate_limited: AtomicU64,
     pub connections_open: AtomicU64,
-    /// Connections answered 503 past `--max-connections`.
+    /// Connections answered 503 at a connection bound with none idle to give way.
     pub connections_refused: AtomicU64,
+    /// Idle keep-alive connections closed to admit a new one at a bound.
+    pub connections_evicted: AtomicU64,
     /// Connections closed past their header, body or idle deadline.
     pub connections_timed_out: AtomicU64,
 }
@@ -98,8 +100,14 @@ impl Metrics {
         metric(
             "perpsim_connections_refused_total",
             "counter",
-            "Connections refused past --max-connections.",
+            "Connections refused at a connection bound with none idle to give way.",
             self.connections_refused.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_connections_evicted_total",
+            "counter",
+            "Idle keep-alive connections closed to admit a new one at a connection bound.",
+            self.connections_evicted.load(Relaxed).to_string(),
         );
         metric(
             "perpsim_connections_timed_out_total",
