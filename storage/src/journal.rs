@@ -87,9 +87,30 @@ pub struct Journal {
     db: Database,
 }
 
+/// Creates `path` empty with mode 0600 when missing (redb initialises an empty file), and
+/// sets 0600 on it when it exists.
+fn owner_only(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+}
+
 impl Journal {
-    /// Opens the journal file, creating it if missing.
+    /// Opens the journal file, creating it if missing. The file (journal and snapshots: the
+    /// customers' orders and money) is readable by its owner only, mode 0600 whatever the
+    /// umask, and an existing file is brought back to it.
     pub fn open(path: &Path) -> Result<Self, JournalError> {
+        owner_only(path).map_err(|e| {
+            JournalError::Storage(format!(
+                "cannot restrict {} to mode 0600: {e}",
+                path.display()
+            ))
+        })?;
         let db = Database::create(path)?;
         let journal = Journal { db };
         let mut txn = journal.db.begin_write()?;
@@ -276,5 +297,29 @@ impl Journal {
         let stored: StoredSnapshot = postcard::from_bytes(v.value())
             .map_err(|e| JournalError::Corrupt(format!("snapshot: {e}")))?;
         Ok(EngineState::decode(&stored.state))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// Issue 23: the journal holds customers' orders and money; no other local user reads it,
+    /// whatever the umask or the mode an older version left.
+    #[test]
+    fn the_journal_is_created_and_kept_readable_by_its_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.redb");
+        drop(Journal::open(&path).unwrap());
+        assert_eq!(mode(&path), 0o600);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(Journal::open(&path).unwrap());
+        assert_eq!(mode(&path), 0o600, "an existing file is restricted again");
     }
 }

@@ -6,12 +6,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::signing::DEFAULT_MAX_NONCES_PER_KEY;
+use crate::signing::secrets::check_admin_token;
 
 use clap::Args;
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::decimal::Sign;
 use perpsim_core::instrument::default_instruments;
+use perpsim_core::limits::{DEFAULT_MAX_CUSTOMERS, DEFAULT_MAX_OPEN_ORDERS, VenueLimits};
 use perpsim_core::simulation::{InstrumentSimulation, PriceFeed, Simulation};
 use perpsim_core::time::Timestamp;
 use serde::Deserialize;
@@ -109,10 +111,21 @@ pub struct ServeArgs {
     /// Seconds a keep-alive connection may sit idle between requests [default: 60].
     #[arg(long, env = "PERPSIM_IDLE_TIMEOUT")]
     pub idle_timeout: Option<u64>,
-    /// Open connections at the most; past it a connection is answered 503 and closed
-    /// [default: 4096].
+    /// Open connections at the most; at it an idle keep-alive connection is closed to admit
+    /// a new one, and only with none idle is a connection answered 503 [default: 4096].
     #[arg(long, env = "PERPSIM_MAX_CONNECTIONS")]
     pub max_connections: Option<u32>,
+    /// Share of --max-connections one client address may hold (an IPv6 address counts by
+    /// its /64); at it that address's own idle connection makes room [default: 1024].
+    #[arg(long, env = "PERPSIM_MAX_CONNECTIONS_PER_ADDRESS")]
+    pub max_connections_per_address: Option<u32>,
+    /// Open orders one customer may hold; past it a new order that could stay open is
+    /// refused ORDER_REJECTED [default: 1000].
+    #[arg(long, env = "PERPSIM_MAX_OPEN_ORDERS")]
+    pub max_open_orders: Option<u32>,
+    /// Customers one broker may create; past it 400 VALIDATION_ERROR [default: 100000].
+    #[arg(long, env = "PERPSIM_MAX_CUSTOMERS")]
+    pub max_customers: Option<u32>,
 }
 
 /// The TOML file: the same settings, all optional; unknown keys are refused.
@@ -142,6 +155,9 @@ struct FileConfig {
     header_read_timeout: Option<u64>,
     idle_timeout: Option<u64>,
     max_connections: Option<u32>,
+    max_connections_per_address: Option<u32>,
+    max_open_orders: Option<u32>,
+    max_customers: Option<u32>,
 }
 
 /// One instrument's table in the TOML file: `[instruments."BTC-USDC-PERP"]`.
@@ -174,6 +190,8 @@ pub struct ServeConfig {
     pub rate_burst: u32,
     pub max_nonces_per_key: u64,
     pub connections: ConnectionLimits,
+    /// The D4 bounds the engine applies (journaled when they change).
+    pub limits: VenueLimits,
 }
 
 /// Bounds on what clients may hold open (slow and idle clients cannot take the service down).
@@ -184,6 +202,8 @@ pub struct ConnectionLimits {
     /// Between the end of a response and the first byte of the next request.
     pub idle_timeout: Duration,
     pub max_connections: u32,
+    /// What one client address (an IPv6 /64) may hold of `max_connections`.
+    pub max_per_address: u32,
 }
 
 impl Default for ConnectionLimits {
@@ -192,6 +212,7 @@ impl Default for ConnectionLimits {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_connections: 4_096,
+            max_per_address: 1_024,
         }
     }
 }
@@ -403,7 +424,27 @@ impl ServeArgs {
                 .max_connections
                 .or(file.max_connections)
                 .unwrap_or(defaults.max_connections),
+            max_per_address: self
+                .max_connections_per_address
+                .or(file.max_connections_per_address)
+                .unwrap_or(defaults.max_per_address),
         };
+        let limits = VenueLimits {
+            max_open_orders: self
+                .max_open_orders
+                .or(file.max_open_orders)
+                .unwrap_or(DEFAULT_MAX_OPEN_ORDERS),
+            max_customers: self
+                .max_customers
+                .or(file.max_customers)
+                .unwrap_or(DEFAULT_MAX_CUSTOMERS),
+        };
+        limits.check()?;
+        let admin_token = self
+            .admin_token
+            .or(file.admin_token)
+            .map(|t| check_admin_token(&t, "--admin-token (or PERPSIM_ADMIN_TOKEN)"))
+            .transpose()?;
         if snapshot_every == 0
             || rate_limit == 0
             || rate_burst == 0
@@ -411,11 +452,12 @@ impl ServeArgs {
             || connections.header_read_timeout.is_zero()
             || connections.idle_timeout.is_zero()
             || connections.max_connections == 0
+            || connections.max_per_address == 0
         {
             return Err(
                 "--snapshot-every, --rate-limit, --rate-burst, --max-nonces-per-key, \
-                        --header-read-timeout, --idle-timeout and --max-connections must be \
-                        positive"
+                        --header-read-timeout, --idle-timeout, --max-connections and \
+                        --max-connections-per-address must be positive"
                     .into(),
             );
         }
@@ -430,7 +472,7 @@ impl ServeArgs {
                 .unwrap_or_else(|| PathBuf::from("./data")),
             clock,
             start,
-            admin_token: self.admin_token.or(file.admin_token),
+            admin_token,
             seed: self.seed.or(file.seed),
             simulation,
             transfer_delay_secs: self.transfer_delay.or(file.transfer_delay).unwrap_or(1),
@@ -440,167 +482,11 @@ impl ServeArgs {
             rate_burst,
             max_nonces_per_key,
             connections,
+            limits,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// D1: no flags runs the market maker and the random walk; the file and the flags set
-    /// the walk and the quotes per instrument, flags last.
-    #[test]
-    fn the_living_market_defaults_on_and_is_set_per_instrument() {
-        let sim = ServeArgs::default().resolve().unwrap().simulation;
-        assert_eq!(
-            (sim.price_feed, sim.market_maker),
-            (PriceFeed::RandomWalk, true)
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("perpsim.toml");
-        std::fs::write(
-            &path,
-            "market_maker = \"off\"\n[instruments.\"ETH-USDC-PERP\"]\nvolatility = \"0.9\"\nsize = \"2\"\n",
-        )
-        .unwrap();
-        let sim = ServeArgs {
-            config: Some(path),
-            price_feed: Some("fixed".into()),
-            volatility: vec!["0.5".into(), "SOL-USDC-PERP=1.5".into()],
-            maker_levels: vec!["4".into()],
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap()
-        .simulation;
-        assert_eq!(
-            (sim.price_feed, sim.market_maker),
-            (PriceFeed::Fixed, false)
-        );
-        let by = |s: &str| sim.instrument(s).unwrap().clone();
-        assert_eq!(by("ETH-USDC-PERP").volatility, Decimal::new(5, 1));
-        assert_eq!(by("ETH-USDC-PERP").size, Decimal::from(2));
-        assert_eq!(by("SOL-USDC-PERP").volatility, Decimal::new(15, 1));
-        assert_eq!(by("BTC-USDC-PERP").levels, 4);
-    }
-
-    #[test]
-    fn flags_override_the_file_which_overrides_defaults() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("perpsim.toml");
-        std::fs::write(
-            &path,
-            "listen = \"127.0.0.1:9000\"\nseed = 5\nclock = \"manual\"\n",
-        )
-        .unwrap();
-        let args = ServeArgs {
-            config: Some(path.clone()),
-            seed: Some(6),
-            ..Default::default()
-        };
-        let cfg = args.resolve().unwrap();
-        assert_eq!(cfg.listen.port(), 9000);
-        assert_eq!(cfg.seed, Some(6));
-        assert_eq!(cfg.clock, ClockMode::Manual);
-        assert_eq!(cfg.data_dir, PathBuf::from("./data"));
-        assert_eq!(cfg.transfer_delay_secs, 1);
-        assert_eq!(cfg.connections, ConnectionLimits::default());
-        assert_eq!(cfg.max_nonces_per_key, DEFAULT_MAX_NONCES_PER_KEY);
-    }
-
-    #[test]
-    fn connection_limits_come_from_flags_and_file_and_zero_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("perpsim.toml");
-        std::fs::write(&path, "idle_timeout = 7\nmax_connections = 9\n").unwrap();
-        let cfg = ServeArgs {
-            config: Some(path.clone()),
-            header_read_timeout: Some(2),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap();
-        assert_eq!(
-            cfg.connections,
-            ConnectionLimits {
-                header_read_timeout: Duration::from_secs(2),
-                idle_timeout: Duration::from_secs(7),
-                max_connections: 9,
-            }
-        );
-        let err = ServeArgs {
-            max_connections: Some(0),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err();
-        assert!(err.contains("--max-connections"), "{err}");
-    }
-
-    #[test]
-    fn the_snapshot_interval_defaults_to_an_hour_and_is_bounded() {
-        assert_eq!(
-            ServeArgs::default()
-                .resolve()
-                .unwrap()
-                .snapshot_interval_secs,
-            3_600
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("perpsim.toml");
-        std::fs::write(&path, "snapshot_interval = 60\n").unwrap();
-        let cfg = ServeArgs {
-            config: Some(path),
-            ..Default::default()
-        };
-        assert_eq!(cfg.resolve().unwrap().snapshot_interval_secs, 60);
-        for bad in [0, 366 * 86_400 + 1, u64::MAX] {
-            let err = ServeArgs {
-                snapshot_interval: Some(bad),
-                ..Default::default()
-            }
-            .resolve()
-            .unwrap_err();
-            assert!(
-                err.contains("--snapshot-interval must be 1 to 31622400 seconds"),
-                "{err}"
-            );
-        }
-    }
-
-    #[test]
-    fn unknown_keys_and_bad_market_settings_are_refused_clearly() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("bad.toml");
-        std::fs::write(&path, "lissen = \"x\"\n").unwrap();
-        let err = ServeArgs {
-            config: Some(path),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err();
-        assert!(err.contains("lissen"), "{err}");
-        let err = ServeArgs {
-            market_maker: Some("sometimes".into()),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err();
-        assert!(err.contains("--market-maker must be on or off"), "{err}");
-        let err = ServeArgs {
-            volatility: vec!["DOGE-USDC-PERP=0.5".into()],
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err();
-        assert!(err.contains("DOGE-USDC-PERP"), "{err}");
-        let err = ServeArgs {
-            start: Some("2026-01-01T00:00:00Z".into()),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err();
-        assert!(err.contains("--clock manual"));
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -71,6 +71,11 @@ fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), S
 
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     secrets::ensure_dir(&cfg.data_dir)?;
+    // Before anything starts: a token no client could send refuses the start (issue 23).
+    let admin_token = match cfg.admin_token.clone() {
+        Some(token) => token,
+        None => secrets::admin_token(&cfg.data_dir)?,
+    };
     let journal_path = cfg.data_dir.join(secrets::JOURNAL_FILE);
     let journal =
         Journal::open(&journal_path).map_err(|e| format!("{}: {e}", journal_path.display()))?;
@@ -80,6 +85,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .nonces_since(host::wall_clock_ns().saturating_sub(BEHIND_NS))
         .map_err(|e| format!("reading spent nonces: {e}"))?;
     let mode_changed = engine.clock().mode != cfg.clock;
+    let limits_changed = engine.limits() != cfg.limits;
     let metrics = Arc::new(Metrics::default());
     let limits = HostLimits {
         snapshot_every: cfg.snapshot_every,
@@ -102,11 +108,17 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             .submit_blocking(Command::SetClockMode { mode: cfg.clock })
             .map_err(|e| e.to_string())?;
     }
+    if limits_changed {
+        handle
+            .submit_blocking(Command::SetLimits { limits: cfg.limits })
+            .map_err(|e| e.to_string())?;
+    }
+    tracing::info!(
+        max_open_orders = cfg.limits.max_open_orders,
+        max_customers = cfg.limits.max_customers,
+        "venue limits"
+    );
     tracing::info!(path = %cfg.data_dir.join(secrets::DEMO_KEY_FILE).display(), "demo broker key");
-    let admin_token = match cfg.admin_token.clone() {
-        Some(token) => token,
-        None => secrets::admin_token(&cfg.data_dir)?,
-    };
     tracing::info!(path = %cfg.data_dir.join(secrets::ADMIN_TOKEN_FILE).display(), "admin token");
     tracing::info!(
         transfer_delay_secs = cfg.transfer_delay_secs,
@@ -132,6 +144,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         header_read_timeout_secs = limits.header_read_timeout.as_secs(),
         idle_timeout_secs = limits.idle_timeout.as_secs(),
         max_connections = limits.max_connections,
+        max_connections_per_address = limits.max_per_address,
         "connection limits"
     );
     let transfer_delay_ms =
@@ -195,8 +208,11 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
 /// Room for every allowed connection, the journal and the process's own files: the soft
 /// open-files limit is raised towards the hard one when it is lower (a warning if it cannot be).
 fn raise_open_files(connections: u64) {
+    // The journal and the process's own files, and room for the sockets being refused or
+    // still closing after giving way to a new connection.
     const OWN_FILES: u64 = 64;
-    let wanted = connections + OWN_FILES;
+    const CLOSING: u64 = 512;
+    let wanted = connections + OWN_FILES + CLOSING;
     match rlimit::increase_nofile_limit(wanted) {
         Ok(got) if got >= wanted => {}
         Ok(got) => tracing::warn!(

@@ -93,8 +93,30 @@ fn load_or_create(path: &Path, make: impl FnOnce() -> String) -> Result<String, 
     Ok(value)
 }
 
+/// The admin token of the data dir's file, created on first start.
 pub fn admin_token(dir: &Path) -> Result<String, String> {
-    load_or_create(&dir.join(ADMIN_TOKEN_FILE), || hex(&random_bytes::<32>()))
+    let path = dir.join(ADMIN_TOKEN_FILE);
+    let token = load_or_create(&path, || hex(&random_bytes::<32>()))?;
+    check_admin_token(&token, &path.display().to_string())
+}
+
+/// An admin token must be something a client can send as `Authorization: Bearer <token>`:
+/// not empty, no whitespace or control characters (an empty token would start a server whose
+/// admin API silently refuses everything). `source` names where it came from.
+pub fn check_admin_token(token: &str, source: &str) -> Result<String, String> {
+    if token.trim().is_empty() {
+        return Err(format!(
+            "the admin token from {source} is empty; give one, or leave it unset to use \
+             <data-dir>/{ADMIN_TOKEN_FILE}"
+        ));
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "the admin token from {source} holds whitespace or control characters, which an \
+             Authorization header cannot carry"
+        ));
+    }
+    Ok(token.to_owned())
 }
 
 pub fn cursor_secret(dir: &Path) -> Result<[u8; 32], String> {
@@ -127,6 +149,25 @@ pub fn demo_key(dir: &Path) -> Result<SigningKey, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 23: a token no client could send is refused at start, naming where it came from.
+    #[test]
+    fn empty_or_whitespace_admin_tokens_are_refused_naming_their_source() {
+        assert_eq!(
+            check_admin_token("s3cr3t-t0ken", "--admin-token").unwrap(),
+            "s3cr3t-t0ken"
+        );
+        for bad in ["", "   ", "\t\n"] {
+            let e = check_admin_token(bad, "--admin-token").unwrap_err();
+            assert!(e.contains("--admin-token") && e.contains("empty"), "{e}");
+        }
+        let e = check_admin_token("two words", "admin.toml").unwrap_err();
+        assert!(e.contains("admin.toml") && e.contains("whitespace"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        write_secret(&dir.path().join(ADMIN_TOKEN_FILE), b"\n").unwrap();
+        let e = admin_token(dir.path()).unwrap_err();
+        assert!(e.contains(ADMIN_TOKEN_FILE) && e.contains("empty"), "{e}");
+    }
 
     #[test]
     fn keys_are_written_as_pkcs8_v1_and_v2_keys_are_still_read() {

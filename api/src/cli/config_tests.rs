@@ -1,0 +1,191 @@
+//! `perpsim serve` settings resolved from flags, env, the TOML file and the defaults.
+
+use super::*;
+
+/// D1: no flags runs the market maker and the random walk; the file and the flags set
+/// the walk and the quotes per instrument, flags last.
+#[test]
+fn the_living_market_defaults_on_and_is_set_per_instrument() {
+    let sim = ServeArgs::default().resolve().unwrap().simulation;
+    assert_eq!(
+        (sim.price_feed, sim.market_maker),
+        (PriceFeed::RandomWalk, true)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perpsim.toml");
+    std::fs::write(
+        &path,
+        "market_maker = \"off\"\n[instruments.\"ETH-USDC-PERP\"]\nvolatility = \"0.9\"\nsize = \"2\"\n",
+    )
+    .unwrap();
+    let sim = ServeArgs {
+        config: Some(path),
+        price_feed: Some("fixed".into()),
+        volatility: vec!["0.5".into(), "SOL-USDC-PERP=1.5".into()],
+        maker_levels: vec!["4".into()],
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap()
+    .simulation;
+    assert_eq!(
+        (sim.price_feed, sim.market_maker),
+        (PriceFeed::Fixed, false)
+    );
+    let by = |s: &str| sim.instrument(s).unwrap().clone();
+    assert_eq!(by("ETH-USDC-PERP").volatility, Decimal::new(5, 1));
+    assert_eq!(by("ETH-USDC-PERP").size, Decimal::from(2));
+    assert_eq!(by("SOL-USDC-PERP").volatility, Decimal::new(15, 1));
+    assert_eq!(by("BTC-USDC-PERP").levels, 4);
+}
+
+#[test]
+fn flags_override_the_file_which_overrides_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perpsim.toml");
+    std::fs::write(
+        &path,
+        "listen = \"127.0.0.1:9000\"\nseed = 5\nclock = \"manual\"\n",
+    )
+    .unwrap();
+    let args = ServeArgs {
+        config: Some(path.clone()),
+        seed: Some(6),
+        ..Default::default()
+    };
+    let cfg = args.resolve().unwrap();
+    assert_eq!(cfg.listen.port(), 9000);
+    assert_eq!(cfg.seed, Some(6));
+    assert_eq!(cfg.clock, ClockMode::Manual);
+    assert_eq!(cfg.data_dir, PathBuf::from("./data"));
+    assert_eq!(cfg.transfer_delay_secs, 1);
+    assert_eq!(cfg.connections, ConnectionLimits::default());
+    assert_eq!(cfg.max_nonces_per_key, DEFAULT_MAX_NONCES_PER_KEY);
+}
+
+#[test]
+fn connection_limits_come_from_flags_and_file_and_zero_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perpsim.toml");
+    std::fs::write(
+        &path,
+        "idle_timeout = 7\nmax_connections = 9\nmax_connections_per_address = 3\n",
+    )
+    .unwrap();
+    let cfg = ServeArgs {
+        config: Some(path.clone()),
+        header_read_timeout: Some(2),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(
+        cfg.connections,
+        ConnectionLimits {
+            header_read_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(7),
+            max_connections: 9,
+            max_per_address: 3,
+        }
+    );
+    let defaults = ServeArgs::default().resolve().unwrap();
+    assert_eq!(
+        (
+            defaults.connections.max_per_address,
+            defaults.limits.max_open_orders,
+            defaults.limits.max_customers
+        ),
+        (1_024, 1_000, 100_000),
+        "the documented defaults (D4)"
+    );
+    let err = ServeArgs {
+        max_open_orders: Some(0),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(err.contains("--max-open-orders"), "{err}");
+    let err = ServeArgs {
+        admin_token: Some(" ".into()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(
+        err.contains("admin token") && err.contains("empty"),
+        "{err}"
+    );
+    let err = ServeArgs {
+        max_connections: Some(0),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(err.contains("--max-connections"), "{err}");
+}
+
+#[test]
+fn the_snapshot_interval_defaults_to_an_hour_and_is_bounded() {
+    assert_eq!(
+        ServeArgs::default()
+            .resolve()
+            .unwrap()
+            .snapshot_interval_secs,
+        3_600
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perpsim.toml");
+    std::fs::write(&path, "snapshot_interval = 60\n").unwrap();
+    let cfg = ServeArgs {
+        config: Some(path),
+        ..Default::default()
+    };
+    assert_eq!(cfg.resolve().unwrap().snapshot_interval_secs, 60);
+    for bad in [0, 366 * 86_400 + 1, u64::MAX] {
+        let err = ServeArgs {
+            snapshot_interval: Some(bad),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(
+            err.contains("--snapshot-interval must be 1 to 31622400 seconds"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn unknown_keys_and_bad_market_settings_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "lissen = \"x\"\n").unwrap();
+    let err = ServeArgs {
+        config: Some(path),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(err.contains("lissen"), "{err}");
+    let err = ServeArgs {
+        market_maker: Some("sometimes".into()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(err.contains("--market-maker must be on or off"), "{err}");
+    let err = ServeArgs {
+        volatility: vec!["DOGE-USDC-PERP=0.5".into()],
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(err.contains("DOGE-USDC-PERP"), "{err}");
+    let err = ServeArgs {
+        start: Some("2026-01-01T00:00:00Z".into()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(err.contains("--clock manual"));
+}
