@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 pub mod campaign;
 pub mod schema;
+pub mod sockets;
 
 /// A fixed manual-clock start for reproducible runs: 2026-01-01T00:00:00Z.
 pub const START: &str = "2026-01-01T00:00:00Z";
@@ -66,6 +67,21 @@ impl Server {
     /// flags say otherwise, the venue is quiet — fixed prices, no market maker — so a test
     /// of the trading core sees only its own orders; the living market's tests turn it on.
     pub fn start_in(data_dir: &Path, flags: &[&str]) -> Server {
+        Server::launch(Command::new(binary()), data_dir, flags)
+    }
+
+    /// Like [`Server::start_in`], with the process's umask set to `umask` first (what an
+    /// operator's shell may hand it).
+    pub fn start_under_umask(data_dir: &Path, flags: &[&str], umask: u32) -> Server {
+        let mut shell = Command::new("sh");
+        shell
+            .arg("-c")
+            .arg(format!("umask {umask:03o} && exec \"$0\" \"$@\""))
+            .arg(binary());
+        Server::launch(shell, data_dir, flags)
+    }
+
+    fn launch(mut command: Command, data_dir: &Path, flags: &[&str]) -> Server {
         let mut quiet = Vec::new();
         if !flags.contains(&"--market-maker") {
             quiet.extend(["--market-maker", "off"]);
@@ -73,7 +89,7 @@ impl Server {
         if !flags.contains(&"--price-feed") {
             quiet.extend(["--price-feed", "fixed"]);
         }
-        let mut child = Command::new(binary())
+        let mut child = command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)

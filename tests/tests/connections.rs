@@ -2,46 +2,12 @@
 //! idle keep-alive connections are closed after their timeouts while others are served, and
 //! past the connection bound a new connection is refused with the D4 body.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use perpsim_tests::sockets::{begin_request, closed_within, connect, served_once};
 use perpsim_tests::{Resp, Server, metric, raw};
-
-fn connect(server: &Server) -> TcpStream {
-    TcpStream::connect(server.url.trim_start_matches("http://")).unwrap()
-}
-
-/// A keep-alive connection that has been served one request: accepted for sure, and open.
-fn served_once(server: &Server) -> TcpStream {
-    let mut s = connect(server);
-    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut buf = [0u8; 1024];
-    let n = s.read(&mut buf).unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-    s
-}
-
-/// Waits for the server to close `socket`: the time it took, or `None` if still open at `limit`.
-fn closed_within(socket: &mut TcpStream, limit: Duration) -> Option<Duration> {
-    let started = Instant::now();
-    let mut buf = [0u8; 4096];
-    loop {
-        let left = limit.checked_sub(started.elapsed())?;
-        socket
-            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
-            .unwrap();
-        match socket.read(&mut buf) {
-            Ok(0) => return Some(started.elapsed()),
-            Ok(_) => continue,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return None;
-            }
-            Err(_) => return Some(started.elapsed()), // reset: closed too
-        }
-    }
-}
 
 fn healthy(server: &Server) -> Resp {
     raw("GET", &format!("{}/healthz", server.url), &[], b"")
@@ -115,8 +81,11 @@ fn a_body_that_never_ends_is_closed_after_the_timeout() {
 #[test]
 fn past_the_connection_bound_a_connection_is_refused_with_503_and_served_again_below_it() {
     let server = Server::start(&["--max-connections", "4"]);
-    // Each held connection is served once and kept alive: accepted for sure, holding a slot.
+    // Each held connection is served once, so accepted for sure, then begins a request that
+    // never ends: busy, so none gives way to a newcomer.
     let mut held: Vec<TcpStream> = (0..4).map(|_| served_once(&server)).collect();
+    held.iter_mut().for_each(begin_request);
+    std::thread::sleep(Duration::from_millis(200));
     let refused = healthy(&server);
     let message = refused.assert_error(503, "EXCHANGE_ERROR");
     assert!(message.contains("too many open connections"), "{message}");
