@@ -182,7 +182,8 @@ impl Admission {
     }
 
     /// Connections open now.
-    pub fn open(&self) -> usize {
+    #[cfg(test)]
+    fn open(&self) -> usize {
         self.lock().open.len()
     }
 }
