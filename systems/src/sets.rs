@@ -1,10 +1,14 @@
 //! The tick's system sets, named for what they do and ordered in this one place.
 //!
 //! Every run of the schedule goes through them in this order; a set with nothing in it yet is
-//! where its capability plugs in when it lands. The executor is single-threaded and ambiguity
-//! detection is an error, so the order of any two systems touching the same data is explicit.
+//! where its capability plugs in when it lands. Where a concern must run before or after
+//! another's systems inside one set, a named sub-set says so here, so no concern names
+//! another's function. This module is a leaf: it imports no concern, and the engine composes
+//! the concerns' plugins onto the schedule it makes. The executor is single-threaded and
+//! ambiguity detection is an error, so the order of any two systems touching the same data is
+//! explicit.
 
-use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, SystemSet, World};
+use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, SystemSet};
 use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings, SingleThreadedExecutor};
 
 /// Commands of the tick applied in arrival order; due timers handed to their domains.
@@ -35,6 +39,36 @@ pub struct DepreciationSystems;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PublishSystems;
 
+/// Inside `IngestSystems`: the tick's commands, then the price feed's step (a price command
+/// and the walk's step of the same instant compose in that order).
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CommandIngest;
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PriceSteps;
+/// Inside `MatchSystems`: order requests and expiry, then the market maker's re-quote, so a
+/// run ends with its ladder quoted.
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OrderHandling;
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Quoting;
+/// Inside `MarkToMarketSystems`: daily settlement books at the marks, then every position is
+/// valued.
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Settlement;
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ValuationPass;
+/// Inside `MarginSystems`: margin states judged and liquidations run, then the positions
+/// they moved valued again.
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MarginAssessment;
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Revaluation;
+/// Inside `PublishSystems`: the read view, then the invariants (debug and test builds).
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ViewPublishing;
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Audit;
+
 /// The documented order (ARCHITECTURE.md, "The tick").
 pub const ORDER: [&str; 9] = [
     "IngestSystems",
@@ -48,9 +82,9 @@ pub const ORDER: [&str; 9] = [
     "PublishSystems",
 ];
 
-/// The schedule, with each concern's systems and default resources registered by its
-/// plugin. The set order above is the only order between concerns.
-pub fn build(world: &mut World) -> Schedule {
+/// An empty schedule with the sets and sub-sets in their one order; the engine adds each
+/// concern's plugin to it.
+pub fn schedule() -> Schedule {
     let mut schedule = Schedule::default();
     schedule.set_executor(SingleThreadedExecutor::new());
     schedule.set_build_settings(ScheduleBuildSettings {
@@ -71,14 +105,18 @@ pub fn build(world: &mut World) -> Schedule {
         )
             .chain(),
     );
-    crate::engine::plugin(world, &mut schedule);
-    crate::trading::plugin(world, &mut schedule);
-    crate::money::plugin(world, &mut schedule);
-    crate::positions::plugin(world, &mut schedule);
-    crate::market::plugin(world, &mut schedule);
-    crate::settlement::plugin(world, &mut schedule);
-    crate::risk::plugin(world, &mut schedule);
-    crate::publish::plugin(world, &mut schedule);
-    crate::audit::plugin(world, &mut schedule);
+    schedule.configure_sets((CommandIngest, PriceSteps).chain().in_set(IngestSystems));
+    schedule.configure_sets((OrderHandling, Quoting).chain().in_set(MatchSystems));
+    schedule.configure_sets(
+        (Settlement, ValuationPass)
+            .chain()
+            .in_set(MarkToMarketSystems),
+    );
+    schedule.configure_sets(
+        (MarginAssessment, Revaluation)
+            .chain()
+            .in_set(MarginSystems),
+    );
+    schedule.configure_sets((ViewPublishing, Audit).chain().in_set(PublishSystems));
     schedule
 }

@@ -21,20 +21,13 @@ use perpsim_core::instrument::Asset;
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     use bevy_ecs::prelude::IntoScheduleConfigs;
 
-    use crate::publish::{market_view, view};
-    use crate::sets::PublishSystems;
+    use crate::sets::Audit;
 
     world.init_resource::<CheckedUpTo>();
     schedule.add_systems(
-        assert_money_invariants
-            .in_set(PublishSystems)
-            .after(view::publish_ledger),
-    );
-    schedule.add_systems(
-        assert_trading_invariants
-            .in_set(PublishSystems)
-            .after(assert_money_invariants)
-            .after(market_view::publish_trading),
+        (assert_money_invariants, assert_trading_invariants)
+            .chain()
+            .in_set(Audit),
     );
 }
 

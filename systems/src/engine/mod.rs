@@ -83,7 +83,7 @@ impl Engine {
             mode: clock.mode,
             now: clock.now,
         }));
-        let schedule = crate::sets::build(&mut world);
+        let schedule = compose(&mut world);
         Engine {
             world,
             schedule,
@@ -401,6 +401,22 @@ impl Engine {
 }
 
 /// The engine's own systems: commands applied at ingest, and the hourly timer re-armed.
+/// The schedule: the sets in their order (`sets`), then each concern's plugin, which
+/// registers its own systems and default resources, as a bevy plugin group does.
+fn compose(world: &mut World) -> Schedule {
+    let mut schedule = crate::sets::schedule();
+    plugin(world, &mut schedule);
+    crate::trading::plugin(world, &mut schedule);
+    crate::money::plugin(world, &mut schedule);
+    crate::positions::plugin(world, &mut schedule);
+    crate::market::plugin(world, &mut schedule);
+    crate::settlement::plugin(world, &mut schedule);
+    crate::risk::plugin(world, &mut schedule);
+    crate::publish::plugin(world, &mut schedule);
+    crate::audit::plugin(world, &mut schedule);
+    schedule
+}
+
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<DueEvents>();
     world.init_resource::<Inbox>();
@@ -408,6 +424,6 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<TickEvents>();
     // The D4 defaults until a `SetLimits` command (or a restored state) says otherwise.
     world.init_resource::<Limits>();
-    schedule.add_systems(ingest::ingest_commands.in_set(crate::sets::IngestSystems));
+    schedule.add_systems(ingest::ingest_commands.in_set(crate::sets::CommandIngest));
     schedule.add_systems(crate::clock::rearm.in_set(crate::sets::FundingSystems));
 }

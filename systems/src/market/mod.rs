@@ -11,7 +11,7 @@ use bevy_ecs::prelude::{IntoScheduleConfigs, Res, Resource, Schedule, World};
 use perpsim_core::simulation::Simulation;
 use serde::{Deserialize, Serialize};
 
-use crate::sets::{IngestSystems, MatchSystems};
+use crate::sets::{PriceSteps, Quoting};
 
 pub mod feed;
 pub mod maker;
@@ -30,17 +30,8 @@ pub struct MarketState {
 }
 
 pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
-    schedule.add_systems(
-        feed::step_prices
-            .in_set(IngestSystems)
-            .after(crate::engine::ingest::ingest_commands),
-    );
-    schedule.add_systems(
-        maker::quote
-            .in_set(MatchSystems)
-            .after(crate::trading::desk::expire_orders)
-            .run_if(maker_on),
-    );
+    schedule.add_systems(feed::step_prices.in_set(PriceSteps));
+    schedule.add_systems(maker::quote.in_set(Quoting).run_if(maker_on));
 }
 
 fn maker_on(settings: Res<SimulationSettings>) -> bool {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use bevy_ecs::change_detection::DetectChanges;
 use bevy_ecs::prelude::{
     Changed, Commands, Component, Entity, IntoScheduleConfigs, Local, Mut, ParamSet, Query, Ref,
-    ResMut, Resource, Schedule, SystemSet, World,
+    ResMut, Resource, Schedule, World,
 };
 use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
@@ -28,27 +28,19 @@ use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::registry::{Instrument, InstrumentState, MarketId, MarketSlot, PositionIndex};
-use crate::sets::MarkToMarketSystems;
+use crate::sets::{Revaluation, ValuationPass};
 
 #[cfg(test)]
 mod tests;
 
-/// Open positions are valued in `MarkToMarketSystems`.
+/// Open positions are valued in `MarkToMarketSystems` (`ValuationPass`), and once more in
+/// `MarginSystems` (`Revaluation`) for the positions a liquidation moved.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<PositionIndex>();
     world.init_resource::<ValuedMarks>();
-    schedule.add_systems(
-        value_positions
-            .in_set(MarkToMarketSystems)
-            .in_set(ValuationPass),
-    );
+    schedule.add_systems(value_positions.in_set(ValuationPass));
+    schedule.add_systems(value_positions.in_set(Revaluation));
 }
-
-/// The tick's valuation of every position (MarkToMarketSystems). The risk concern runs
-/// `value_positions` once more after a liquidation, for the positions it moved; this set
-/// names the first run, so systems can order themselves against it alone.
-#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ValuationPass;
 
 /// A position's key: its customer and market (one net position per pair, D6).
 pub type PositionKey = (CustomerCode, MarketId);

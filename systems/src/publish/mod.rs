@@ -1,9 +1,9 @@
 //! Publishing the read view (`view`, `market_view`) from what changed (`crate::dirty`), in
-//! `PublishSystems`, unless publishing is off (a replay).
+//! `PublishSystems` (its `ViewPublishing` part), unless publishing is off (a replay).
 
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
 
-use crate::sets::PublishSystems;
+use crate::sets::ViewPublishing;
 
 pub mod market_view;
 pub mod notices_view;
@@ -22,7 +22,7 @@ pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
             market_view::publish_trading,
         )
             .chain()
-            .in_set(PublishSystems)
+            .in_set(ViewPublishing)
             .run_if(view::publishing_enabled),
     );
 }

@@ -17,7 +17,7 @@ use perpsim_core::risk::MarginState;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::sets::{DepreciationSystems, MarginSystems};
+use crate::sets::{DepreciationSystems, MarginAssessment};
 
 pub mod liquidation;
 pub mod margin;
@@ -32,13 +32,9 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<liquidation::Liquidating>();
     world.init_resource::<notices::Notifications>();
     schedule.add_systems(
-        (
-            margin::assess_margin,
-            liquidation::liquidate,
-            crate::positions::value_positions,
-        )
+        (margin::assess_margin, liquidation::liquidate)
             .chain()
-            .in_set(MarginSystems),
+            .in_set(MarginAssessment),
     );
     schedule.add_systems(notices::check_depreciation.in_set(DepreciationSystems));
 }

@@ -13,7 +13,7 @@ use perpsim_core::instrument::Asset;
 
 use crate::registry::{Instrument, InstrumentState, MarketSlot};
 
-use crate::sets::{FundingSystems, MarkToMarketSystems};
+use crate::sets::{FundingSystems, Settlement};
 
 pub mod daily;
 pub mod funding;
@@ -22,11 +22,7 @@ mod tests;
 
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<funding::FundingState>();
-    schedule.add_systems(
-        daily::settle_daily
-            .in_set(MarkToMarketSystems)
-            .before(crate::positions::ValuationPass),
-    );
+    schedule.add_systems(daily::settle_daily.in_set(Settlement));
     schedule.add_systems(
         (funding::settle_funding, funding::sample_premium)
             .chain()

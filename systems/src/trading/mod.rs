@@ -5,7 +5,7 @@
 
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
 
-use crate::sets::{MatchSystems, TriggerSystems};
+use crate::sets::{OrderHandling, TriggerSystems};
 
 #[cfg(test)]
 mod abuse_tests;
@@ -30,7 +30,7 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(
         (desk::handle_order_requests, desk::expire_orders)
             .chain()
-            .in_set(MatchSystems),
+            .in_set(OrderHandling),
     );
     schedule.add_systems(desk::fire_triggers.in_set(TriggerSystems));
 }
