@@ -93,12 +93,9 @@ impl Scheduler {
     }
 
     /// Pending events.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.queue.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
     }
 
     /// Time of the earliest pending event.

@@ -642,6 +642,7 @@ impl Exchange {
             let asset = self.markets[p.market as usize].spec.settlement;
             *locked.entry((p.customer, asset)).or_default() += p.margin;
         }
+        orders.check_open_counts()?;
         if orders.count() <= SCAN_ALWAYS_UP_TO || done.passes.is_multiple_of(FULL_SCAN_EVERY) {
             orders.check_index()?;
             if !orders.refs().is_consistent(orders) {
