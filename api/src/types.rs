@@ -3,7 +3,7 @@
 
 use perpsim_core::decimal;
 use perpsim_core::instrument::{FUNDING_INTERVAL, InstrumentStatus};
-use perpsim_systems::registry::InstrumentView;
+use perpsim_systems::records::venue::InstrumentView;
 use poem_openapi::{Enum, Object};
 
 /// Instrument status (interface §2.11, D8).

@@ -27,7 +27,8 @@ use perpsim_core::order::OrderType;
 use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
-use perpsim_systems::trading::book::{Book, Fill, OrderRef};
+use perpsim_systems::records::order::OrderRef;
+use perpsim_systems::trading::book::{Book, Fill};
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 /// Counts live heap bytes, for the memory-per-order measurement.

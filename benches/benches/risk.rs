@@ -23,7 +23,7 @@ use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::{OrderType, Side};
 use perpsim_core::simulation::{PriceFeed, Simulation};
 use perpsim_core::time::Timestamp;
-use perpsim_systems::money::ledger::MovementKind;
+use perpsim_systems::records::money::MovementKind;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 /// Commands per setup tick: bounds the inbox and results of one tick.

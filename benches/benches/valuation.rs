@@ -24,11 +24,14 @@ use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode};
 use perpsim_core::instrument::{InstrumentStatus, default_instruments};
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::{DAY_MS, Timestamp};
-use perpsim_systems::clock::{DueEvents, ScheduledEvent, SimClock};
+use perpsim_systems::clock::{DueEvents, SimClock};
 use perpsim_systems::money::ledger::Ledger;
-use perpsim_systems::positions::{MarginRate, Position, Valuation, ValuedMarks, value_positions};
+use perpsim_systems::positions::{MarginRate, Valuation, ValuedMarks, value_positions};
+use perpsim_systems::records::clock::ScheduledEvent;
+use perpsim_systems::records::position::Position;
+use perpsim_systems::records::venue::{Instrument, InstrumentState};
 use perpsim_systems::registry::{
-    AccountIndex, EngineRng, Instrument, InstrumentState, PositionIndex, Registry, spawn_instrument,
+    AccountIndex, EngineRng, PositionIndex, Registry, spawn_instrument,
 };
 use perpsim_systems::settlement::daily::settle_daily;
 use perpsim_systems::settlement::funding::{FundingState, set_rate, settle_funding};

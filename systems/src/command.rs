@@ -10,15 +10,15 @@ use perpsim_core::limits::VenueLimits;
 use perpsim_core::simulation::Simulation;
 use perpsim_core::time::Timestamp;
 
-use crate::clock::ScheduledEvent;
+use crate::records::clock::ScheduledEvent;
 use serde::{Deserialize, Serialize};
 
 use perpsim_core::entry::{Amend, OrderEntry};
 
-use crate::clock::ClockView;
-use crate::money::ledger::Movement;
-use crate::registry::{BrokerView, CustomerView, InstrumentView};
-use crate::trading::exchange::Order;
+use crate::records::clock::ClockView;
+use crate::records::money::Movement;
+use crate::records::order::Order;
+use crate::records::venue::{BrokerView, CustomerView, InstrumentView};
 
 /// What a fresh engine starts from; stored once at the head of the journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,7 +153,7 @@ pub enum Outcome {
     /// copy per reply).
     Order(std::sync::Arc<Order>),
     /// A market's funding as it stands after the request.
-    Funding(crate::settlement::funding::FundingView),
+    Funding(crate::records::funding::FundingView),
     Limits(VenueLimits),
 }
 
@@ -173,7 +173,7 @@ pub enum EngineEvent {
         event: ScheduledEvent,
     },
     /// A ledger movement reached a terminal status (the balance-changes channel, §2.1).
-    Movement(crate::money::ledger::Movement),
+    Movement(crate::records::money::Movement),
 }
 
 /// Events collected during a tick.

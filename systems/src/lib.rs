@@ -21,6 +21,7 @@ pub mod market;
 pub mod money;
 pub mod positions;
 pub mod publish;
+pub mod records;
 pub mod registry;
 pub mod risk;
 pub mod sets;

@@ -10,7 +10,7 @@ use perpsim_core::order::{OrderType, Side};
 use perpsim_core::time::Timestamp;
 
 use crate::command::TransferKind;
-use crate::trading::exchange::Order;
+use crate::records::order::Order;
 use crate::{Command, CommandResult, Engine, Genesis, Outcome};
 
 pub(crate) const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);

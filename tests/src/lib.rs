@@ -14,6 +14,7 @@ use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{Value, json};
 
 pub mod campaign;
+pub mod layers;
 pub mod schema;
 pub mod sockets;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use perpsim_core::Error;
 use perpsim_core::time::{SECOND_MS, Timestamp};
-use perpsim_systems::clock::ClockView;
+use perpsim_systems::records::clock::ClockView;
 use perpsim_systems::{Command, Outcome};
 use poem::web::Data;
 use poem_openapi::param::Path;

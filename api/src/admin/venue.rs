@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use perpsim_core::instrument::Asset;
-use perpsim_systems::money::ledger::VenueAccount;
+use perpsim_systems::records::money::VenueAccount;
 use poem::web::Data;
 use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};

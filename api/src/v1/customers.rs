@@ -5,7 +5,7 @@ use std::sync::Arc;
 use perpsim_core::Error;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::time::Timestamp;
-use perpsim_systems::registry::CustomerView;
+use perpsim_systems::records::venue::CustomerView;
 use perpsim_systems::{Command, Outcome};
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use perpsim_core::Error;
 use perpsim_core::time::{Timestamp, YEAR_10000_MS};
 use perpsim_systems::ReadView;
-use perpsim_systems::settlement::funding::{FundingRecord, FundingView};
+use perpsim_systems::records::funding::{FundingRecord, FundingView};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;

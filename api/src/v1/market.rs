@@ -8,7 +8,7 @@ use perpsim_core::filter::Pattern;
 use perpsim_core::time::{DAY_MS, MINUTE_MS, TimeBound, Timestamp};
 use perpsim_systems::ReadView;
 use perpsim_systems::publish::market_view::{INTERVALS, MarketView};
-use perpsim_systems::registry::InstrumentView;
+use perpsim_systems::records::venue::InstrumentView;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;

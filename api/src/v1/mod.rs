@@ -62,7 +62,7 @@ pub fn customer_of<'v>(
     view: &'v perpsim_systems::ReadView,
     broker: BrokerCode,
     code: &str,
-) -> Result<&'v perpsim_systems::registry::CustomerView, perpsim_core::Error> {
+) -> Result<&'v perpsim_systems::records::venue::CustomerView, perpsim_core::Error> {
     perpsim_core::ids::CustomerCode::parse(code)
         .and_then(|c| view.customer_of(broker, c))
         .ok_or_else(|| perpsim_core::Error::not_found(format!("customer {code} does not exist")))

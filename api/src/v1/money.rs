@@ -13,7 +13,7 @@ use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_core::{Decimal, Error};
 use perpsim_systems::ReadView;
 use perpsim_systems::command::TransferKind;
-use perpsim_systems::money::ledger::{Balance, Movement, MovementKind, MovementStatus};
+use perpsim_systems::records::money::{Balance, Movement, MovementKind, MovementStatus};
 use perpsim_systems::{Command, Outcome};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};

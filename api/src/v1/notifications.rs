@@ -9,7 +9,7 @@ use perpsim_core::risk::Depreciation;
 use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_systems::ReadView;
 use perpsim_systems::publish::notices_view::NoticeScope;
-use perpsim_systems::risk::notices::Notification;
+use perpsim_systems::records::risk::Notification;
 use poem::web::Data;
 use poem_openapi::param::Query;
 use poem_openapi::payload::Json;

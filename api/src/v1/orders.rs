@@ -9,7 +9,7 @@ use perpsim_core::decimal::Sign;
 use perpsim_core::entry::{self, Amend, OrderEntry};
 use perpsim_core::order::{self as core_order, OrderStatus};
 use perpsim_core::time::Timestamp;
-use perpsim_systems::trading::exchange::Order;
+use perpsim_systems::records::order::Order;
 use perpsim_systems::{Command, Outcome, ReadView};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};

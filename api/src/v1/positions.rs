@@ -6,7 +6,7 @@ use perpsim_core::Error;
 use perpsim_core::ids::PositionCode;
 use perpsim_core::order::PositionSide;
 use perpsim_systems::ReadView;
-use perpsim_systems::positions::Position;
+use perpsim_systems::records::position::Position;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;

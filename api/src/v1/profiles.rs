@@ -5,7 +5,7 @@ use std::sync::Arc;
 use perpsim_core::decimal::Sign;
 use perpsim_core::money::{MAX_FEE_BPS, MAX_LEVERAGE, margin_profile};
 use perpsim_core::{Decimal, Error, ErrorCode};
-use perpsim_systems::registry::CustomerView;
+use perpsim_systems::records::venue::CustomerView;
 use perpsim_systems::{Command, Outcome, ReadView};
 use poem::web::Data;
 use poem_openapi::param::Path;

@@ -7,7 +7,7 @@ use perpsim_core::Error;
 use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
 use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_systems::ReadView;
-use perpsim_systems::trading::exchange::TradeRecord as Trade;
+use perpsim_systems::records::trade::TradeRecord as Trade;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
@@ -99,9 +99,9 @@ fn record(view: &ReadView, t: &Trade) -> TradeRecord {
         code: t.code.to_string(),
         customer_code: t.customer.to_string(),
         kind: match t.kind {
-            perpsim_systems::trading::exchange::TradeKind::Trade => TradeType::Trade,
-            perpsim_systems::trading::exchange::TradeKind::Liquidation => TradeType::Liquidation,
-            perpsim_systems::trading::exchange::TradeKind::AutoDeleveraging => {
+            perpsim_systems::records::trade::TradeKind::Trade => TradeType::Trade,
+            perpsim_systems::records::trade::TradeKind::Liquidation => TradeType::Liquidation,
+            perpsim_systems::records::trade::TradeKind::AutoDeleveraging => {
                 TradeType::AutoDeleveraging
             }
         },
@@ -113,8 +113,8 @@ fn record(view: &ReadView, t: &Trade) -> TradeRecord {
         realised_pnl: DecimalOut::ledger(t.realised_pnl),
         reference_id: t.reference_id.as_deref().map(str::to_owned).into(),
         liquidity: match t.liquidity {
-            perpsim_systems::trading::exchange::Liquidity::Maker => LiquidityApi::Maker,
-            perpsim_systems::trading::exchange::Liquidity::Taker => LiquidityApi::Taker,
+            perpsim_systems::records::trade::Liquidity::Maker => LiquidityApi::Maker,
+            perpsim_systems::records::trade::Liquidity::Taker => LiquidityApi::Taker,
         },
         position_code: t.position_code.to_string(),
         timestamp: t.timestamp.into(),

@@ -8,11 +8,12 @@ use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, With, World};
 use perpsim_core::Decimal;
 
 use crate::clock::SimClock;
-use crate::money::ledger::{AccountId, Balance, Ledger, Owner, VenueAccount};
-use crate::positions::{MarginRate, Position, Valuation, ValuationBasis};
-use crate::registry::{
-    AccountIndex, Customer, Instrument, InstrumentState, MarketSlot, PositionIndex, Registry,
-};
+use crate::money::ledger::Ledger;
+use crate::positions::{MarginRate, Valuation, ValuationBasis};
+use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
+use crate::records::position::Position;
+use crate::records::venue::{Customer, Instrument, InstrumentState, MarketSlot};
+use crate::registry::{AccountIndex, PositionIndex, Registry};
 use crate::trading::exchange::{CheckedUpTo, Exchange};
 use crate::trading::orders::{LiveOrder, OrderRecords, Waiting};
 use perpsim_core::instrument::Asset;

@@ -5,7 +5,7 @@ use bevy_ecs::prelude::{Resource, World};
 use crate::command::TransferKind;
 use crate::command::{Command, CommandResult, Results};
 use crate::money::accounts;
-use crate::money::ledger::MovementKind;
+use crate::records::money::MovementKind;
 use crate::registry;
 use crate::trading::desk::OrderRequests;
 

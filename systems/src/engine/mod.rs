@@ -21,7 +21,6 @@ use serde::{Deserialize, Serialize};
 
 use self::ingest::Inbox;
 use self::snapshot::{EngineState, StateHash};
-use crate::clock::ClockView;
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::{Command, CommandResult, EngineEvent, Genesis, Outcome, Results, TickEvents};
 use crate::market::MarketState;
@@ -30,9 +29,9 @@ use crate::market::maker::MakerState;
 use crate::money::ledger::{Ledger, venue_accounts};
 use crate::money::store::{WorldAccounts, spawn_accounts};
 use crate::publish::view::{Publishing, ReadView};
-use crate::registry::{
-    AccountIndex, EngineRng, InstrumentState, Limits, MarketId, OrderIndex, PositionIndex, Registry,
-};
+use crate::records::clock::ClockView;
+use crate::records::venue::{InstrumentState, MarketId};
+use crate::registry::{AccountIndex, EngineRng, Limits, OrderIndex, PositionIndex, Registry};
 use crate::settlement::funding::FundingState;
 use crate::trading::exchange::Exchange;
 
@@ -107,7 +106,7 @@ impl Engine {
             genesis
                 .start
                 .next_multiple_of(genesis.simulation.notice_interval_ms),
-            crate::clock::ScheduledEvent::DepreciationCheck,
+            crate::records::clock::ScheduledEvent::DepreciationCheck,
         );
         let rng = SimRng::from_seed(genesis.seed);
         let mut engine = Self::empty(

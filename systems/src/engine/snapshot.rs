@@ -14,11 +14,10 @@ use crate::command::Genesis;
 use crate::engine::Counters;
 use crate::money::ledger::{Ledger, LedgerState};
 use crate::money::store::all_accounts;
-use crate::positions::{MarginRate, Position, PositionKey, Valuation};
-use crate::registry::{
-    Broker, BrokerKeys, Customer, EngineRng, Instrument, InstrumentState, Limits, PositionIndex,
-    Registry,
-};
+use crate::positions::{MarginRate, Valuation};
+use crate::records::position::{Position, PositionKey};
+use crate::records::venue::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
+use crate::registry::{EngineRng, Limits, PositionIndex, Registry};
 use crate::trading::exchange::{Exchange, ExchangeState};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
@@ -169,7 +168,7 @@ pub(crate) fn restore_entities(world: &mut World, state: &EngineState) {
             world,
             instrument.0.clone(),
             st.clone(),
-            market as crate::registry::MarketId,
+            market as crate::records::venue::MarketId,
         );
     }
     for (key, position) in &state.exchange.positions {

@@ -8,7 +8,7 @@ use perpsim_core::instrument::{InstrumentStatus, default_instruments};
 use perpsim_core::time::{HOUR_MS, MINUTE_MS, Timestamp};
 use perpsim_core::{Decimal, ErrorCode};
 
-use crate::clock::ScheduledEvent;
+use crate::records::clock::ScheduledEvent;
 use crate::sets::*;
 use crate::{Command, Engine, EngineEvent, Genesis, Outcome};
 

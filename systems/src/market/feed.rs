@@ -8,9 +8,10 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::simulation::{FACTOR_DECIMALS, gbm_factor, round_to_unit};
 use serde::{Deserialize, Serialize};
 
-use super::SimulationSettings;
-use crate::clock::{DueEvents, ScheduledEvent, SimClock};
-use crate::registry::{Instrument, InstrumentState, MarketSlot};
+use crate::clock::{DueEvents, SimClock};
+use crate::records::clock::ScheduledEvent;
+use crate::records::market::SimulationSettings;
+use crate::records::venue::{Instrument, InstrumentState, MarketSlot};
 
 /// The feed's own generator and, per market, the walk's level before rounding: a walk that
 /// only kept the rounded price would stick wherever one second's move is under half a tick.

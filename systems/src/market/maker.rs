@@ -10,24 +10,20 @@
 
 use bevy_ecs::prelude::{Mut, Res, ResMut, Resource, World};
 use perpsim_core::entry::{Amend, OrderEntry};
-use perpsim_core::ids::{BrokerCode, CustomerCode};
 use perpsim_core::instrument::{Asset, InstrumentStatus};
 use perpsim_core::order::{OrderType, Side};
 use perpsim_core::simulation::{InstrumentSimulation, Simulation};
-use perpsim_core::{Uuid, time::Timestamp};
+use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::SimulationSettings;
-use crate::money::ledger::{Ledger, MovementKind};
+use crate::money::ledger::Ledger;
 use crate::money::store::WorldAccounts;
-use crate::registry::{Customer, EngineRng, MarketId, Registry};
+use crate::records::market::SimulationSettings;
+use crate::records::market::{MARKET_MAKER, NO_BROKER};
+use crate::records::money::MovementKind;
+use crate::records::venue::{Customer, MarketId};
+use crate::registry::{EngineRng, Registry};
 use crate::trading::desk::Desk;
-
-/// The market maker's account: a fixed code, the same in every run.
-pub const MARKET_MAKER: CustomerCode =
-    CustomerCode(Uuid::from_u128(0x6d61_726b_6574_4d61_6b65_7200_0000_0001));
-/// The "no broker" the market maker belongs to: no key ever names it, so no broker sees it.
-pub const NO_BROKER: BrokerCode = BrokerCode(Uuid::nil());
 
 /// The maker's open quotes per market, bids then asks, and its next reference number.
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

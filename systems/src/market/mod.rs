@@ -7,20 +7,17 @@
 //! from the engine's seed: the price path depends on the seed alone, never on how many ids
 //! the trading drew.
 
-use bevy_ecs::prelude::{IntoScheduleConfigs, Res, Resource, Schedule, World};
+use bevy_ecs::prelude::{IntoScheduleConfigs, Res, Schedule, World};
 use perpsim_core::simulation::Simulation;
 use serde::{Deserialize, Serialize};
 
+use crate::records::market::SimulationSettings;
 use crate::sets::{PriceSteps, Quoting};
 
 pub mod feed;
 pub mod maker;
 #[cfg(test)]
 mod tests;
-
-/// The genesis settings of the living market.
-#[derive(Resource, Debug, Clone, PartialEq, Eq)]
-pub struct SimulationSettings(pub Simulation);
 
 /// What the market keeps between runs (snapshots hold it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,8 +4,8 @@ use perpsim_core::order::{OrderStatus, Side};
 use perpsim_core::time::{HOUR_MS, SECOND_MS};
 
 use super::feed::step;
-use super::maker::MARKET_MAKER;
 use crate::Engine;
+use crate::records::market::MARKET_MAKER;
 use crate::testkit::*;
 
 fn index_prices(e: &Engine) -> Vec<perpsim_core::Decimal> {

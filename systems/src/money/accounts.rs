@@ -7,13 +7,16 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::money::FeeRates;
 use perpsim_core::{Decimal, Error};
 
-use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
+use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::{CommandResult, Outcome};
 use crate::command::{EngineEvent, TickEvents};
-use crate::money::ledger::{Ledger, MovementKind};
+use crate::money::ledger::Ledger;
 use crate::money::store::{Accounts, WorldAccounts};
-use crate::registry::CustomerView;
-use crate::registry::{Customer, EngineRng, Registry, customer_entity, instrument_entity};
+use crate::records::clock::ScheduledEvent;
+use crate::records::money::MovementKind;
+use crate::records::venue::Customer;
+use crate::records::venue::CustomerView;
+use crate::registry::{EngineRng, Registry, customer_entity, instrument_entity};
 
 /// Records a deposit or withdrawal as pending and schedules its completion `delay_ms` later.
 pub fn request_transfer(

@@ -9,7 +9,7 @@ use perpsim_core::{Decimal, ErrorCode};
 use proptest::prelude::*;
 
 use crate::command::TransferKind;
-use crate::money::ledger::{Balance, MovementKind, MovementStatus, Owner};
+use crate::records::money::{Balance, MovementKind, MovementStatus, Owner};
 use crate::registry::AccountIndex;
 use crate::testkit::{START, customers, engine};
 use crate::{Command, Engine, EngineEvent, Outcome};
@@ -24,7 +24,7 @@ fn transfer(customer: CustomerCode, kind: TransferKind, asset: Asset, amount: De
     }
 }
 
-fn movement(result: &crate::CommandResult) -> &crate::money::ledger::Movement {
+fn movement(result: &crate::CommandResult) -> &crate::records::money::Movement {
     match result {
         Ok(Outcome::Movement(m)) => m,
         other => panic!("expected a movement, got {other:?}"),

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use bevy_ecs::prelude::{Commands, Entity, Local, Query, ResMut, World};
 use bevy_ecs::system::SystemParam;
 
-use crate::money::ledger::{AccountId, AccountStore, Balance};
+use crate::money::ledger::AccountStore;
+use crate::records::money::{AccountId, Balance};
 use crate::registry::AccountIndex;
 
 /// The balances a system books into.

@@ -4,7 +4,8 @@
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{OrderStatus, Side};
 
-use crate::positions::{MarginRate, Position, Valuation};
+use crate::positions::{MarginRate, Valuation};
+use crate::records::position::Position;
 use crate::testkit::{BTC, d, engine, funded, limit, order, place, run};
 use crate::{Command, Engine};
 
@@ -82,7 +83,8 @@ mod integer_valuation {
     use perpsim_core::time::Timestamp;
     use proptest::prelude::*;
 
-    use crate::positions::{Position, Valuation, ValuationBasis, at_scale};
+    use crate::positions::{Valuation, ValuationBasis, at_scale};
+    use crate::records::position::Position;
 
     fn position(size: Decimal, entry: Decimal) -> Position {
         Position {

@@ -9,8 +9,9 @@ use imbl::{OrdMap, OrdSet};
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 
 use super::view::ReadView;
-use crate::registry::MarketId;
-use crate::risk::notices::{Notification, Notifications};
+use crate::records::risk::Notification;
+use crate::records::venue::MarketId;
+use crate::risk::notices::Notifications;
 
 /// A notification list's key: the notice's seq (lists page through it newest first).
 pub type NoticeKey = u64;

@@ -10,14 +10,17 @@ use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
 use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
 
-use crate::clock::ClockView;
 use crate::clock::SimClock;
-use crate::money::ledger::{Balance, Ledger, Movement, Owner, VenueAccount};
-use crate::registry::{
-    AccountIndex, Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument,
-    InstrumentState, InstrumentView,
+use crate::money::ledger::Ledger;
+use crate::records::clock::ClockView;
+use crate::records::funding::{FundingRecord, FundingView};
+use crate::records::money::{Balance, Movement, Owner, VenueAccount};
+use crate::records::venue::{
+    Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
+    InstrumentView,
 };
-use crate::settlement::funding::{FundingRecord, FundingState, FundingView};
+use crate::registry::AccountIndex;
+use crate::settlement::funding::FundingState;
 use bevy_ecs::change_detection::DetectChanges;
 
 /// A transaction list's sort key: newest first.
@@ -55,7 +58,7 @@ pub struct ReadView {
     /// Every funding settlement, in settlement order (by time, then market id).
     pub funding_history: imbl::Vector<FundingRecord>,
     /// Positions in `funding_history`, per market and for all (`None`).
-    pub funding_index: OrdMap<Option<crate::registry::MarketId>, OrdSet<u64>>,
+    pub funding_index: OrdMap<Option<crate::records::venue::MarketId>, OrdSet<u64>>,
     /// Position depreciation notices and their list indexes.
     pub notices: super::notices_view::NoticesView,
 }

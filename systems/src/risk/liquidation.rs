@@ -22,7 +22,7 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 
 use super::margin::MarginBook;
-use crate::registry::MarketId;
+use crate::records::venue::MarketId;
 use crate::trading::desk::Desk;
 
 /// The (customer, currency) pairs to liquidate in this run, from the margin pass.

@@ -31,14 +31,15 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::risk::{self, MarginState};
 
 use super::liquidation::Liquidating;
-use super::{MarginStates, RiskLog, RiskRecord};
+use super::{MarginStates, RiskLog};
 use crate::clock::SimClock;
-use crate::market::maker::MARKET_MAKER;
-use crate::money::ledger::{Balance, Owner};
-use crate::positions::{MarginRate, Position, Valuation};
-use crate::registry::{
-    AccountIndex, Customer, InstrumentState, MarketId, MarketSlot, PositionIndex, Registry,
-};
+use crate::positions::{MarginRate, Valuation};
+use crate::records::market::MARKET_MAKER;
+use crate::records::money::{Balance, Owner};
+use crate::records::position::Position;
+use crate::records::risk::RiskRecord;
+use crate::records::venue::{Customer, InstrumentState, MarketId, MarketSlot};
+use crate::registry::{AccountIndex, PositionIndex, Registry};
 use crate::trading::exchange::Exchange;
 
 /// On a position entity: the slot of its (customer, settlement currency) in the

@@ -10,13 +10,12 @@
 use std::collections::BTreeMap;
 
 use bevy_ecs::prelude::{IntoScheduleConfigs, Resource, Schedule, World};
-use perpsim_core::Decimal;
-use perpsim_core::ids::{BrokerCode, CustomerCode};
+use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 use perpsim_core::risk::MarginState;
-use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::records::risk::RiskRecord;
 use crate::sets::{DepreciationSystems, MarginAssessment};
 
 pub mod liquidation;
@@ -43,25 +42,6 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
 /// change is judged against, so a margin call is recorded once, on entry. State.
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarginStates(pub BTreeMap<(CustomerCode, Asset), MarginState>);
-
-/// One change of an account's margin state: the record the `liquidations` channel carries
-/// (§6 rules 4–5).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RiskRecord {
-    pub seq: u64,
-    pub customer: CustomerCode,
-    pub broker: BrokerCode,
-    pub asset: Asset,
-    pub state: MarginState,
-    /// Null when the state is normal (rule 4).
-    #[serde(with = "perpsim_core::decimal::bin_opt")]
-    pub margin_deficit: Option<Decimal>,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub leverage_ratio: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub margin_ratio: Decimal,
-    pub time: Timestamp,
-}
 
 /// Every margin state change, in the order they happened. State, append-only.
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

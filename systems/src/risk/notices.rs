@@ -10,38 +10,18 @@ use std::sync::Arc;
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;
 use perpsim_core::fixed;
-use perpsim_core::ids::{BrokerCode, CustomerCode, NotificationCode};
+use perpsim_core::ids::NotificationCode;
 use perpsim_core::risk::depreciation_level_at;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
-use crate::market::SimulationSettings;
-use crate::positions::Position;
-use crate::registry::{EngineRng, InstrumentState, MarketId, MarketSlot};
-
-/// A `position_depreciation` notice: what was evaluated; the derived values (initial and
-/// current value, the percentage, the currency) come from these by
-/// [`perpsim_core::risk::Depreciation`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Notification {
-    pub seq: u64,
-    pub code: NotificationCode,
-    pub customer: CustomerCode,
-    pub broker: BrokerCode,
-    pub created_at: Timestamp,
-    pub market: MarketId,
-    /// Signed (long positive).
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub size: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub avg_fill_price: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub mark_price: Decimal,
-    pub mark_time: Timestamp,
-    /// 10, 20, 30, ...
-    pub threshold_pct: u32,
-}
+use crate::clock::{DueEvents, Scheduler, SimClock};
+use crate::records::clock::ScheduledEvent;
+use crate::records::market::SimulationSettings;
+use crate::records::position::Position;
+use crate::records::risk::Notification;
+use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
+use crate::registry::EngineRng;
 
 /// Every notice, in creation order (`seq` is the position). State, append-only.
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

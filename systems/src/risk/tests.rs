@@ -11,9 +11,9 @@ use super::RiskLog;
 use super::notices::Notifications;
 use crate::Engine;
 use crate::command::{Command, TransferKind};
-use crate::money::ledger::{MovementKind, Owner, VenueAccount};
+use crate::records::money::{MovementKind, Owner, VenueAccount};
+use crate::records::trade::TradeKind;
 use crate::testkit::*;
-use crate::trading::exchange::TradeKind;
 
 fn deposit(e: &mut Engine, c: CustomerCode, usdc: &str) {
     let r = run(

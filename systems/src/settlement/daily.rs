@@ -8,10 +8,13 @@ use std::sync::Arc;
 use bevy_ecs::prelude::{Query, Res, ResMut};
 use perpsim_core::decimal::round_ledger;
 
-use crate::clock::{DueEvents, ScheduledEvent, SimClock};
-use crate::money::ledger::{Ledger, MovementKind, PeriodicInfo};
+use crate::clock::{DueEvents, SimClock};
+use crate::money::ledger::Ledger;
 use crate::money::store::Accounts;
-use crate::positions::{MarginRate, Position};
+use crate::positions::MarginRate;
+use crate::records::clock::ScheduledEvent;
+use crate::records::money::{MovementKind, PeriodicInfo};
+use crate::records::position::Position;
 use crate::registry::{EngineRng, PositionIndex};
 use crate::trading::exchange::Exchange;
 

@@ -16,33 +16,22 @@ use perpsim_core::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
 use super::Marks;
-use crate::clock::{DueEvents, ScheduledEvent, SimClock};
+use crate::clock::{DueEvents, SimClock};
 use crate::command::{CommandResult, Outcome};
-use crate::money::ledger::{Ledger, MovementKind, PeriodicInfo};
+use crate::money::ledger::Ledger;
 use crate::money::store::Accounts;
-use crate::positions::Position;
-use crate::registry::{EngineRng, MarketId, MarketSlot, PositionIndex};
+use crate::records::clock::ScheduledEvent;
+use crate::records::funding::{
+    FundingRecord, FundingView, MAX_RATE_DECIMALS, RATE_CLAMP, RATE_DECIMALS,
+};
+use crate::records::money::{MovementKind, PeriodicInfo};
+use crate::records::position::Position;
+use crate::records::venue::{MarketId, MarketSlot};
+use crate::registry::{EngineRng, PositionIndex};
 use crate::trading::exchange::Exchange;
 
-/// The clamp of a sampled rate: ±0.5 % (D7).
-pub const RATE_CLAMP: Decimal = Decimal::from_parts(5, 0, 0, false, 3);
-/// Decimals of a sampled preliminary rate (a set one keeps its own, up to [`MAX_RATE_DECIMALS`]).
-pub const RATE_DECIMALS: u32 = 8;
-/// Most decimals a rate set through the admin API may carry.
-pub const MAX_RATE_DECIMALS: u32 = 10;
 /// Decimals a premium sample keeps.
 const PREMIUM_DECIMALS: u32 = 12;
-
-/// One hourly settlement of one instrument, as `GET /v1/funding_rates` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FundingRecord {
-    pub market: MarketId,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub rate: Decimal,
-    pub time: Timestamp,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub mark_price: Decimal,
-}
 
 /// The running interval of one market.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,22 +67,6 @@ pub struct FundingState {
     latest: Vec<Option<u64>>,
     /// In settlement order: by time, then market id.
     history: Vec<FundingRecord>,
-}
-
-/// A market's funding as the read side shows it (tickers, `GET /v1/funding_rates/{symbol}`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FundingView {
-    pub market: MarketId,
-    pub latest: Option<FundingRecord>,
-    /// The running interval's preliminary rate: the ticker's `predicted_rate`.
-    pub preliminary: Option<Decimal>,
-    pub interval_start: Timestamp,
-}
-
-impl FundingView {
-    pub fn next_funding_time(&self) -> Timestamp {
-        self.interval_start.plus_millis(HOUR_MS)
-    }
 }
 
 impl FundingState {

@@ -11,7 +11,7 @@ use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
 use perpsim_core::instrument::Asset;
 
-use crate::registry::{Instrument, InstrumentState, MarketSlot};
+use crate::records::venue::{Instrument, InstrumentState, MarketSlot};
 
 use crate::sets::{FundingSystems, Settlement};
 

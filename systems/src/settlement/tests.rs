@@ -7,7 +7,7 @@ use perpsim_core::time::{DAY_MS, HOUR_MS};
 
 use crate::Engine;
 use crate::command::Command;
-use crate::money::ledger::{Movement, MovementKind};
+use crate::records::money::{Movement, MovementKind};
 use crate::testkit::*;
 
 /// c0 short and c1 long `amount` BTC at 60 000.

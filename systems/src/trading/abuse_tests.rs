@@ -8,7 +8,7 @@ use perpsim_core::limits::VenueLimits;
 use perpsim_core::order::{OrderStatus, OrderType, Side, TimeInForce};
 use perpsim_core::{Decimal, ErrorCode};
 
-use crate::money::ledger::VenueAccount;
+use crate::records::money::VenueAccount;
 use crate::testkit::{d, engine, entry, funded, limit, market, order, place, run};
 use crate::{Command, CommandResult, Engine, Outcome};
 

@@ -9,25 +9,14 @@
 
 use std::collections::BTreeMap;
 
+use crate::records::order::{Lots, OrderRef, Ticks};
 use perpsim_core::order::Side;
 use serde::{Deserialize, Serialize};
-
-/// A price in ticks of the instrument.
-pub type Ticks = i64;
-/// An amount in lots of the instrument.
-pub type Lots = u64;
 
 const NIL: u32 = u32::MAX;
 
 /// Upper bound on resting orders per book (slot indexes are u32).
 pub const MAX_RESTING: usize = (u32::MAX - 1) as usize;
-
-/// Handle of a resting order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct OrderRef {
-    slot: u32,
-    generation: u32,
-}
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Slot {

@@ -15,259 +15,19 @@ use std::sync::Arc;
 use bevy_ecs::prelude::Resource;
 use perpsim_core::Decimal;
 use perpsim_core::decimal::{from_units, whole_units};
-use perpsim_core::ids::{BrokerCode, CustomerCode, FillCode, PositionCode, TradeCode};
+use perpsim_core::ids::{CustomerCode, PositionCode};
 use perpsim_core::instrument::InstrumentSpec;
-use perpsim_core::order::{
-    EndReason, OrderStatus, OrderType, ReferenceId, Side, TimeInForce, TriggerPriceType,
-};
-use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::dirty::DirtyKeys;
-use crate::positions::{Position, PositionKey};
-use crate::trading::book::{Book, Lots, OrderRef, Ticks};
+use crate::records::order::{Lots, Ticks};
+use crate::records::position::{Position, PositionKey};
+use crate::trading::book::Book;
 
-use crate::registry::MarketId;
+use crate::records::order::Order;
+use crate::records::trade::{PublicFill, TradeRecord};
+use crate::records::venue::MarketId;
 use crate::trading::orders::OrderRecords;
-
-/// One order, as accepted (D5 read fields; `created` is the time of its last event, which
-/// the wire also reports as `updated`). A million may rest (issue 11: at most 400 bytes each
-/// through the engine), so what only some orders carry lives behind one box (`extra`), the
-/// broker is the customer's (looked up when a fill needs it), and the record stays in the
-/// allocator's 224-byte class once shared (`Arc`) with the read view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Order {
-    pub id: u64,
-    pub customer: CustomerCode,
-    pub market: MarketId,
-    pub side: Side,
-    pub kind: OrderType,
-    pub reference_id: ReferenceId,
-    /// Contracts; for a cash order, what its notional resolved to (rule 2).
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub amount: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub filled_amount: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub filled_quote: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin_opt")]
-    pub limit_price: Option<Decimal>,
-    /// A conditional order's trigger, a cash order's notional or a GTD order's expiry.
-    pub extra: Option<Box<Extra>>,
-    pub time_in_force: TimeInForce,
-    pub post_only: bool,
-    pub status: OrderStatus,
-    pub reason: Option<EndReason>,
-    pub placed_at: Timestamp,
-    pub created: Timestamp,
-    /// Its time priority while it rests: a venue-wide sequence (from 1) drawn at each rest,
-    /// so a restored book is rebuilt in exactly the same order.
-    pub priority: Option<NonZeroU64>,
-    /// Its place in the book while it rests. Not state: the book's slot layout is rebuilt on
-    /// restore, so handles are too.
-    #[serde(skip)]
-    pub resting: Option<OrderRef>,
-    /// Initial margin reserved for the opening part still resting: `reserve_lots` lots at
-    /// `reserve_rate` per lot (price × lot size × initial margin), so every release is exact.
-    pub reserve_lots: Lots,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub reserve_rate: Decimal,
-}
-
-/// What only some orders carry. The three exclude each other: a cash order is IOC and never
-/// conditional (rule 2), a conditional order is IOC or GTC (rule 7), only GTD expires.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Extra {
-    Trigger(Trigger),
-    Cash(#[serde(with = "perpsim_core::decimal::bin")] Decimal),
-    Expires(Timestamp),
-}
-
-/// What a conditional order waits for (rules 4–6, 8): its trigger price, or both legs of the
-/// combo, and whether it has fired.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Trigger {
-    #[serde(with = "perpsim_core::decimal::bin_opt")]
-    pub trigger_price: Option<Decimal>,
-    pub trigger_price_type: TriggerPriceType,
-    #[serde(with = "perpsim_core::decimal::bin_opt")]
-    pub take_profit_price: Option<Decimal>,
-    #[serde(with = "perpsim_core::decimal::bin_opt")]
-    pub stop_loss_price: Option<Decimal>,
-    /// The trigger fired: the order now works as its mechanical type.
-    pub fired: bool,
-}
-
-impl Order {
-    pub fn is_open(&self) -> bool {
-        self.status.is_open()
-    }
-
-    /// Conditional orders only (stop, take-profit and the combo).
-    pub fn trigger(&self) -> Option<&Trigger> {
-        match self.extra.as_deref() {
-            Some(Extra::Trigger(t)) => Some(t),
-            _ => None,
-        }
-    }
-
-    pub fn trigger_mut(&mut self) -> Option<&mut Trigger> {
-        match self.extra.as_deref_mut() {
-            Some(Extra::Trigger(t)) => Some(t),
-            _ => None,
-        }
-    }
-
-    /// Cash orders only: the notional asked for (rule 2).
-    pub fn cash_amount(&self) -> Option<Decimal> {
-        match self.extra.as_deref() {
-            Some(Extra::Cash(c)) => Some(*c),
-            _ => None,
-        }
-    }
-
-    /// GTD orders only.
-    pub fn expire_time(&self) -> Option<Timestamp> {
-        match self.extra.as_deref() {
-            Some(Extra::Expires(t)) => Some(*t),
-            _ => None,
-        }
-    }
-
-    /// Moves a GTD order's expiry (an amend).
-    pub fn set_expire_time(&mut self, at: Timestamp) {
-        match self.extra.as_deref_mut() {
-            Some(Extra::Expires(t)) => *t = at,
-            _ => panic!("order {} is not GTD", self.id),
-        }
-    }
-
-    pub fn trigger_price(&self) -> Option<Decimal> {
-        self.trigger().and_then(|t| t.trigger_price)
-    }
-
-    pub fn trigger_price_type(&self) -> Option<TriggerPriceType> {
-        self.trigger().map(|t| t.trigger_price_type)
-    }
-
-    pub fn take_profit_price(&self) -> Option<Decimal> {
-        self.trigger().and_then(|t| t.take_profit_price)
-    }
-
-    pub fn stop_loss_price(&self) -> Option<Decimal> {
-        self.trigger().and_then(|t| t.stop_loss_price)
-    }
-
-    /// A conditional order still waiting for its trigger.
-    pub fn waiting(&self) -> bool {
-        self.trigger().is_some_and(|t| !t.fired)
-    }
-
-    /// Works as a limit order: a limit order, or a stop_loss_limit or take_profit_limit
-    /// order whose trigger has fired (D5).
-    pub fn works_as_limit(&self) -> bool {
-        self.limit_price.is_some() && !self.waiting()
-    }
-
-    /// Contracts not yet filled.
-    pub fn remaining(&self) -> Decimal {
-        self.amount - self.filled_amount
-    }
-
-    /// Quantity-weighted average fill price, at the ledger's 10 decimals; None before a fill.
-    pub fn avg_fill_price(&self) -> Option<Decimal> {
-        (!self.filled_amount.is_zero())
-            .then(|| perpsim_core::decimal::round_ledger(self.filled_quote / self.filled_amount))
-    }
-
-    /// The reserve still held, in money.
-    pub fn reserved(&self) -> Decimal {
-        Decimal::from(self.reserve_lots) * self.reserve_rate
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TradeKind {
-    Trade,
-    Liquidation,
-    AutoDeleveraging,
-}
-
-impl TradeKind {
-    /// The ledger movement a fill of this kind books (§2.1: the trade family).
-    pub fn movement(self) -> crate::money::ledger::MovementKind {
-        use crate::money::ledger::MovementKind;
-        match self {
-            TradeKind::Trade => MovementKind::Trade,
-            TradeKind::Liquidation => MovementKind::Liquidation,
-            TradeKind::AutoDeleveraging => MovementKind::AutoDeleveraging,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TradeKind::Trade => "trade",
-            TradeKind::Liquidation => "liquidation",
-            TradeKind::AutoDeleveraging => "auto_deleveraging",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Liquidity {
-    Maker,
-    Taker,
-}
-
-impl Liquidity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Liquidity::Maker => "maker",
-            Liquidity::Taker => "taker",
-        }
-    }
-}
-
-/// One side's record of a fill (D5 trade record).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TradeRecord {
-    pub seq: u64,
-    pub code: TradeCode,
-    pub fill: u64,
-    pub customer: CustomerCode,
-    pub broker: BrokerCode,
-    pub kind: TradeKind,
-    pub market: MarketId,
-    pub side: Side,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub price: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub amount: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub fee: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub realised_pnl: Decimal,
-    pub reference_id: Option<ReferenceId>,
-    pub liquidity: Liquidity,
-    pub position_code: PositionCode,
-    pub timestamp: Timestamp,
-    /// The ledger row that booked it (each fill appears once in the ledger, §2.9).
-    pub movement: u64,
-}
-
-/// A fill as the market sees it (D8 PublicTrade).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PublicFill {
-    pub seq: u64,
-    pub code: FillCode,
-    pub market: MarketId,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub price: Decimal,
-    #[serde(with = "perpsim_core::decimal::bin")]
-    pub amount: Decimal,
-    pub taker_side: Side,
-    pub timestamp: Timestamp,
-}
 
 /// Which price a waiting conditional order watches, and which way it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -574,8 +334,8 @@ impl Exchange {
         positions: &[&Position],
         ledger: &crate::money::ledger::Ledger,
         accounts: &[(
-            &crate::money::ledger::AccountId,
-            &crate::money::ledger::Balance,
+            &crate::records::money::AccountId,
+            &crate::records::money::Balance,
         )],
         done: &mut CheckedUpTo,
     ) -> Result<(), String> {
@@ -684,7 +444,7 @@ impl Exchange {
             ));
         }
         for ((owner, asset), b) in accounts {
-            if let crate::money::ledger::Owner::Customer(c) = owner {
+            if let crate::records::money::Owner::Customer(c) = owner {
                 let expected = locked.get(&(*c, *asset)).copied().unwrap_or_default();
                 if b.locked != expected {
                     return Err(format!(

@@ -9,11 +9,14 @@ use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 
-use crate::money::ledger::{AccountStore, Ledger, TradeInfo};
-use crate::positions::{MarginRate, OpenPositions, Position};
-use crate::registry::MarketId;
-use crate::trading::book::Lots;
-use crate::trading::exchange::{Exchange, Liquidity, PublicFill, TradeKind, TradeRecord};
+use crate::money::ledger::{AccountStore, Ledger};
+use crate::positions::{MarginRate, OpenPositions};
+use crate::records::money::TradeInfo;
+use crate::records::order::Lots;
+use crate::records::position::Position;
+use crate::records::trade::{Liquidity, PublicFill, TradeKind, TradeRecord};
+use crate::records::venue::MarketId;
+use crate::trading::exchange::Exchange;
 use crate::trading::orders::Orders;
 
 /// How a fill changes a net position: the new signed size and prices, and the PnL realised

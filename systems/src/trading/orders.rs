@@ -21,8 +21,8 @@ use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Res, ResMut, 
 use bevy_ecs::system::SystemParam;
 use perpsim_core::ids::CustomerCode;
 
+use crate::records::order::Order;
 use crate::registry::{OrderIndex, OrderSlot};
-use crate::trading::exchange::Order;
 use crate::trading::refs::{OrderLookup, RefIndex};
 
 /// A live order: resting in its market's book, or waiting on its trigger.

@@ -26,7 +26,7 @@ use perpsim_core::order::ReferenceId;
 
 use bevy_ecs::prelude::Resource;
 
-use crate::trading::exchange::Order;
+use crate::records::order::Order;
 
 /// What the index confirms a hit against: the order of an id (live or ended).
 pub trait OrderLookup {

@@ -10,7 +10,7 @@ use perpsim_core::order::{OrderType, Side, TimeInForce};
 use perpsim_core::{Decimal, Error};
 
 use super::{Desk, rejected};
-use crate::registry::MarketId;
+use crate::records::venue::MarketId;
 
 impl Desk<'_, '_> {
     /// D4: a customer holds at most `max_open_orders` open orders; past it a new order that

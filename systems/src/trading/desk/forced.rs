@@ -10,7 +10,7 @@ use std::sync::Arc;
 use perpsim_core::instrument::Asset;
 
 use super::*;
-use crate::money::ledger::Owner;
+use crate::records::money::Owner;
 
 impl Desk<'_, '_> {
     /// Cancels (reason LIQUIDATION) every open order, conditional ones included, of the
@@ -147,7 +147,7 @@ impl Desk<'_, '_> {
     }
 
     /// Every open position, in no particular order: the candidates of auto-deleveraging.
-    pub fn open_positions(&self) -> impl Iterator<Item = &crate::positions::Position> {
+    pub fn open_positions(&self) -> impl Iterator<Item = &crate::records::position::Position> {
         self.positions.iter()
     }
 }

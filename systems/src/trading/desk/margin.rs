@@ -76,7 +76,7 @@ impl Desk<'_, '_> {
 
     pub(super) fn ledger_locked(&self, code: CustomerCode, asset: Asset) -> Decimal {
         self.accounts
-            .balance(&(crate::money::ledger::Owner::Customer(code), asset))
+            .balance(&(crate::records::money::Owner::Customer(code), asset))
             .map_or(Decimal::ZERO, |b| b.locked)
     }
 

@@ -18,19 +18,22 @@ use perpsim_core::money::{DEFAULT_FEES, FeeRates, MAX_LEVERAGE, margin_profile};
 use perpsim_core::order::{EndReason, OrderStatus, OrderType, ReferenceId, Side, TimeInForce};
 use perpsim_core::{Decimal, Error, ErrorCode};
 
-use crate::clock::{DueEvents, ScheduledEvent, Scheduler, SimClock};
+use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::Results;
 use crate::command::{Command, Outcome};
 use crate::money::ledger::{AccountStore, Ledger};
 use crate::money::store::Accounts;
 use crate::positions::{MarginRate, OpenPositions};
-use crate::registry::CustomerView;
-use crate::registry::MarketId;
-use crate::registry::{Customer, EngineRng, InstrumentState, Limits, Registry};
-use crate::trading::book::{Fill, Lots, Ticks};
-use crate::trading::exchange::{
-    Exchange, Extra, Liquidity, Market, Order, TradeKind, Trigger, Watch,
-};
+use crate::records::clock::ScheduledEvent;
+use crate::records::order::{Extra, Order, Trigger};
+use crate::records::order::{Lots, Ticks};
+use crate::records::trade::{Liquidity, TradeKind};
+use crate::records::venue::CustomerView;
+use crate::records::venue::MarketId;
+use crate::records::venue::{Customer, InstrumentState};
+use crate::registry::{EngineRng, Limits, Registry};
+use crate::trading::book::Fill;
+use crate::trading::exchange::{Exchange, Market, Watch};
 use crate::trading::fills::{Execution, FillSide, book_fill};
 use crate::trading::orders::Orders;
 
