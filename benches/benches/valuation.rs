@@ -26,13 +26,14 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::time::{DAY_MS, Timestamp};
 use perpsim_systems::clock::{DueEvents, SimClock};
 use perpsim_systems::money::ledger::Ledger;
+use perpsim_systems::money::store::AccountIndex;
+use perpsim_systems::positions::PositionIndex;
 use perpsim_systems::positions::{MarginRate, Valuation, ValuedMarks, value_positions};
 use perpsim_systems::records::clock::ScheduledEvent;
 use perpsim_systems::records::position::Position;
 use perpsim_systems::records::venue::{Instrument, InstrumentState};
-use perpsim_systems::registry::{
-    AccountIndex, EngineRng, PositionIndex, Registry, spawn_instrument,
-};
+use perpsim_systems::registry::{Registry, spawn_instrument};
+use perpsim_systems::rng::EngineRng;
 use perpsim_systems::settlement::daily::settle_daily;
 use perpsim_systems::settlement::funding::{FundingState, set_rate, settle_funding};
 use perpsim_systems::trading::exchange::Exchange;

@@ -24,6 +24,7 @@ pub mod publish;
 pub mod records;
 pub mod registry;
 pub mod risk;
+pub mod rng;
 pub mod sets;
 pub mod settlement;
 pub mod trading;

@@ -1,8 +1,9 @@
-//! Brokers, their keys, customers and instruments: entities with one component per concept,
-//! plus the stable-id → `Entity` indexes of every entity kind (here, in this one module):
-//! brokers, keys, customers, instruments ([`Registry`]), open positions ([`PositionIndex`]),
-//! accounts ([`AccountIndex`]) and orders ([`OrderIndex`]). Indexes are keyed by stable ids, and an `Entity` never leaves the
-//! engine: it is not stable across a snapshot restore.
+//! Brokers, their keys, customers and instruments (interface §4.2, §4.3; D3, D4): the
+//! commands that create and change them, the stable-id → `Entity` index of each ([`Registry`])
+//! and the venue's bounds ([`Limits`]). Their components and views are records
+//! (`records::venue`); the other concerns index their own entities (positions, accounts,
+//! orders). Indexes are keyed by stable ids, and an `Entity` never leaves the engine: it is
+//! not stable across a snapshot restore.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,6 @@ use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
 use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
 use perpsim_core::limits::VenueLimits;
 use perpsim_core::money::DEFAULT_LEVERAGE;
-use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Decimal, Error};
 use serde::{Deserialize, Serialize};
@@ -22,9 +22,7 @@ use crate::records::venue::{
     Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
     InstrumentView, MAX_KEYS_PER_BROKER, MarketId, MarketSlot,
 };
-
-// The records of brokers, customers and instruments the engine answers commands with and
-// publishes in the read view.
+use crate::rng::EngineRng;
 
 #[derive(Resource, Debug, Default)]
 pub struct Registry {
@@ -40,37 +38,6 @@ pub struct Registry {
 /// `Command::SetLimits` so a replay applies the bounds the live run applied.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits(pub VenueLimits);
-
-/// Open positions by (customer, market) — see `positions::OpenPositions`. Its own resource,
-/// since fills write it while order handling reads the registry.
-#[derive(Resource, Debug, Default)]
-pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
-
-/// Accounts by (owner, asset) — see `money::store`. Customers' money per asset and the
-/// venue's accounts are entities with a `Balance`.
-/// Where an order is, by its id. Ids are dense sequence numbers (an order's id is the count
-/// of orders accepted before it), so the index is a `Vec` and a lookup is one load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OrderSlot {
-    /// Accepted during the current run: staged in the order store (at this position) until
-    /// its `flush` spawns the entity.
-    Staged(u32),
-    /// Live (resting in a book or waiting on a trigger): an entity with a `LiveOrder`.
-    Live(Entity),
-    /// Ended: its position in the `OrderArchive`, the log of terminal orders.
-    Ended(u64),
-}
-
-/// Every order ever accepted, by id: live ones to their entity, ended ones to the archive.
-#[derive(Resource, Debug, Default)]
-pub struct OrderIndex(pub Vec<OrderSlot>);
-
-#[derive(Resource, Debug, Default)]
-pub struct AccountIndex(pub BTreeMap<crate::records::money::AccountId, Entity>);
-
-/// The seeded RNG as a resource: the engine's only randomness.
-#[derive(Resource, Debug, Clone)]
-pub struct EngineRng(pub SimRng);
 
 fn now(world: &World) -> Timestamp {
     world.resource::<SimClock>().now

@@ -9,11 +9,13 @@ use perpsim_core::Decimal;
 
 use crate::clock::SimClock;
 use crate::money::ledger::Ledger;
+use crate::money::store::AccountIndex;
+use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, Valuation, ValuationBasis};
 use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
 use crate::records::position::Position;
 use crate::records::venue::{Customer, Instrument, InstrumentState, MarketSlot};
-use crate::registry::{AccountIndex, PositionIndex, Registry};
+use crate::registry::Registry;
 use crate::trading::exchange::{CheckedUpTo, Exchange};
 use crate::trading::orders::{LiveOrder, OrderRecords, Waiting};
 use perpsim_core::instrument::Asset;

@@ -27,13 +27,17 @@ use crate::market::MarketState;
 use crate::market::feed::FeedState;
 use crate::market::maker::MakerState;
 use crate::money::ledger::{Ledger, venue_accounts};
+use crate::money::store::AccountIndex;
 use crate::money::store::{WorldAccounts, spawn_accounts};
+use crate::positions::PositionIndex;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::clock::ClockView;
 use crate::records::venue::{InstrumentState, MarketId};
-use crate::registry::{AccountIndex, EngineRng, Limits, OrderIndex, PositionIndex, Registry};
+use crate::registry::{Limits, Registry};
+use crate::rng::EngineRng;
 use crate::settlement::funding::FundingState;
 use crate::trading::exchange::Exchange;
+use crate::trading::orders::OrderIndex;
 
 /// How many ticks and commands the engine has applied: the journal position it stands at.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,10 +14,12 @@ use crate::command::Genesis;
 use crate::engine::Counters;
 use crate::money::ledger::{Ledger, LedgerState};
 use crate::money::store::all_accounts;
+use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, Valuation};
 use crate::records::position::{Position, PositionKey};
 use crate::records::venue::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
-use crate::registry::{EngineRng, Limits, PositionIndex, Registry};
+use crate::registry::{Limits, Registry};
+use crate::rng::EngineRng;
 use crate::trading::exchange::{Exchange, ExchangeState};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the

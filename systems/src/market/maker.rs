@@ -22,7 +22,8 @@ use crate::records::market::SimulationSettings;
 use crate::records::market::{MARKET_MAKER, NO_BROKER};
 use crate::records::money::MovementKind;
 use crate::records::venue::{Customer, MarketId};
-use crate::registry::{EngineRng, Registry};
+use crate::registry::Registry;
+use crate::rng::EngineRng;
 use crate::trading::desk::Desk;
 
 /// The maker's open quotes per market, bids then asks, and its next reference number.

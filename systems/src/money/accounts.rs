@@ -16,7 +16,8 @@ use crate::records::clock::ScheduledEvent;
 use crate::records::money::MovementKind;
 use crate::records::venue::Customer;
 use crate::records::venue::CustomerView;
-use crate::registry::{EngineRng, Registry, customer_entity, instrument_entity};
+use crate::registry::{Registry, customer_entity, instrument_entity};
+use crate::rng::EngineRng;
 
 /// Records a deposit or withdrawal as pending and schedules its completion `delay_ms` later.
 pub fn request_transfer(

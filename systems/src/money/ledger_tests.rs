@@ -9,8 +9,8 @@ use perpsim_core::{Decimal, ErrorCode};
 use proptest::prelude::*;
 
 use crate::command::TransferKind;
+use crate::money::store::AccountIndex;
 use crate::records::money::{Balance, MovementKind, MovementStatus, Owner};
-use crate::registry::AccountIndex;
 use crate::testkit::{START, customers, engine};
 use crate::{Command, Engine, EngineEvent, Outcome};
 

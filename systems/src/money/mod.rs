@@ -14,6 +14,6 @@ pub mod store;
 
 /// Transfers whose delay has passed are booked in `FillSystems`.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
-    world.init_resource::<crate::registry::AccountIndex>();
+    world.init_resource::<crate::money::store::AccountIndex>();
     schedule.add_systems(accounts::complete_due_transfers.in_set(FillSystems));
 }

@@ -1,17 +1,21 @@
 //! Account balances as entities: each (owner, asset) account is an entity with its
-//! [`Balance`], found through `registry::AccountIndex`. Two stores give the ledger its
+//! [`Balance`], found through [`AccountIndex`]. Two stores give the ledger its
 //! balances: [`Accounts`], for systems, over a query (an account first touched during a run is
 //! staged with its reserved entity until [`Accounts::flush`], so the run sees it at once); and
 //! [`WorldAccounts`], for the command handlers that hold the whole world.
 
 use std::collections::BTreeMap;
 
-use bevy_ecs::prelude::{Commands, Entity, Local, Query, ResMut, World};
+use bevy_ecs::prelude::{Commands, Entity, Local, Query, ResMut, Resource, World};
 use bevy_ecs::system::SystemParam;
 
 use crate::money::ledger::AccountStore;
 use crate::records::money::{AccountId, Balance};
-use crate::registry::AccountIndex;
+
+/// Accounts by (owner, asset): customers' money per asset and the venue's accounts are
+/// entities with a `Balance`.
+#[derive(Resource, Debug, Default)]
+pub struct AccountIndex(pub BTreeMap<AccountId, Entity>);
 
 /// The balances a system books into.
 #[derive(SystemParam)]

@@ -9,7 +9,7 @@
 //!
 //! A position that closes is despawned: what it traded stays in the trade log. Systems reach
 //! positions by their stable key (customer, market) through [`OpenPositions`], over the
-//! `registry::PositionIndex`; an `Entity` never reaches output, snapshots or the state hash.
+//! [`PositionIndex`]; an `Entity` never reaches output, snapshots or the state hash.
 
 use std::collections::BTreeMap;
 
@@ -26,8 +26,12 @@ use perpsim_core::money::margin_profile;
 
 use crate::records::position::{Position, PositionKey};
 use crate::records::venue::{Instrument, InstrumentState, MarketId, MarketSlot};
-use crate::registry::PositionIndex;
 use crate::sets::{Revaluation, ValuationPass};
+
+/// Open positions by (customer, market) — see `positions::OpenPositions`. Its own resource,
+/// since fills write it while order handling reads the registry.
+#[derive(Resource, Debug, Default)]
+pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
 
 #[cfg(test)]
 mod tests;

@@ -10,12 +10,12 @@ use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode, TradeCode};
 use perpsim_core::order::ReferenceId;
 use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 
+use crate::positions::PositionIndex;
 use crate::publish::view::ReadView;
 use crate::records::order::Order;
 use crate::records::position::Position;
 use crate::records::trade::{PublicFill, TradeRecord};
 use crate::records::venue::MarketId;
-use crate::registry::PositionIndex;
 use crate::trading::exchange::Exchange;
 use crate::trading::orders::OrderRecords;
 

@@ -12,6 +12,7 @@ use perpsim_core::time::Timestamp;
 
 use crate::clock::SimClock;
 use crate::money::ledger::Ledger;
+use crate::money::store::AccountIndex;
 use crate::records::clock::ClockView;
 use crate::records::funding::{FundingRecord, FundingView};
 use crate::records::money::{Balance, Movement, Owner, VenueAccount};
@@ -19,7 +20,6 @@ use crate::records::venue::{
     Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
     InstrumentView,
 };
-use crate::registry::AccountIndex;
 use crate::settlement::funding::FundingState;
 use bevy_ecs::change_detection::DetectChanges;
 

@@ -33,13 +33,15 @@ use perpsim_core::risk::{self, MarginState};
 use super::liquidation::Liquidating;
 use super::{MarginStates, RiskLog};
 use crate::clock::SimClock;
+use crate::money::store::AccountIndex;
+use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, Valuation};
 use crate::records::market::MARKET_MAKER;
 use crate::records::money::{Balance, Owner};
 use crate::records::position::Position;
 use crate::records::risk::RiskRecord;
 use crate::records::venue::{Customer, InstrumentState, MarketId, MarketSlot};
-use crate::registry::{AccountIndex, PositionIndex, Registry};
+use crate::registry::Registry;
 use crate::trading::exchange::Exchange;
 
 /// On a position entity: the slot of its (customer, settlement currency) in the

@@ -21,7 +21,7 @@ use crate::records::market::SimulationSettings;
 use crate::records::position::Position;
 use crate::records::risk::Notification;
 use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
-use crate::registry::EngineRng;
+use crate::rng::EngineRng;
 
 /// Every notice, in creation order (`seq` is the position). State, append-only.
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,10 +12,11 @@ use crate::clock::{DueEvents, SimClock};
 use crate::money::ledger::Ledger;
 use crate::money::store::Accounts;
 use crate::positions::MarginRate;
+use crate::positions::PositionIndex;
 use crate::records::clock::ScheduledEvent;
 use crate::records::money::{MovementKind, PeriodicInfo};
 use crate::records::position::Position;
-use crate::registry::{EngineRng, PositionIndex};
+use crate::rng::EngineRng;
 use crate::trading::exchange::Exchange;
 
 use super::Marks;

@@ -20,6 +20,7 @@ use crate::clock::{DueEvents, SimClock};
 use crate::command::{CommandResult, Outcome};
 use crate::money::ledger::Ledger;
 use crate::money::store::Accounts;
+use crate::positions::PositionIndex;
 use crate::records::clock::ScheduledEvent;
 use crate::records::funding::{
     FundingRecord, FundingView, MAX_RATE_DECIMALS, RATE_CLAMP, RATE_DECIMALS,
@@ -27,7 +28,7 @@ use crate::records::funding::{
 use crate::records::money::{MovementKind, PeriodicInfo};
 use crate::records::position::Position;
 use crate::records::venue::{MarketId, MarketSlot};
-use crate::registry::{EngineRng, PositionIndex};
+use crate::rng::EngineRng;
 use crate::trading::exchange::Exchange;
 
 /// Decimals a premium sample keeps.

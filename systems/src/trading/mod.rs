@@ -23,7 +23,7 @@ mod tests;
 /// Order requests then GTD expiry in `MatchSystems`; triggers in `TriggerSystems`.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<desk::OrderRequests>();
-    world.init_resource::<crate::registry::OrderIndex>();
+    world.init_resource::<crate::trading::orders::OrderIndex>();
     world.init_resource::<orders::OrderArchive>();
     world.init_resource::<orders::OpenCounts>();
     world.init_resource::<refs::RefIndex>();

@@ -2,7 +2,7 @@
 //! trigger is an entity with a [`LiveOrder`] (and [`Waiting`] while a conditional order has
 //! not fired); when it reaches a terminal status it leaves the live set for the
 //! [`OrderArchive`], the append-only log of ended orders, as a journal keeps what is done.
-//! `registry::OrderIndex` says where each id is.
+//! [`OrderIndex`] says where each id is.
 //!
 //! The record is shared, copy-on-write, with the read view: a `LiveOrder` holds an
 //! `Arc<Order>`, publishing hands the view the same `Arc`, and the engine's next change to
@@ -22,8 +22,26 @@ use bevy_ecs::system::SystemParam;
 use perpsim_core::ids::CustomerCode;
 
 use crate::records::order::Order;
-use crate::registry::{OrderIndex, OrderSlot};
 use crate::trading::refs::{OrderLookup, RefIndex};
+
+/// Accounts by (owner, asset) — see `money::store`. Customers' money per asset and the
+/// venue's accounts are entities with a `Balance`.
+/// Where an order is, by its id. Ids are dense sequence numbers (an order's id is the count
+/// of orders accepted before it), so the index is a `Vec` and a lookup is one load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderSlot {
+    /// Accepted during the current run: staged in the order store (at this position) until
+    /// its `flush` spawns the entity.
+    Staged(u32),
+    /// Live (resting in a book or waiting on a trigger): an entity with a `LiveOrder`.
+    Live(Entity),
+    /// Ended: its position in the `OrderArchive`, the log of terminal orders.
+    Ended(u64),
+}
+
+/// Every order ever accepted, by id: live ones to their entity, ended ones to the archive.
+#[derive(Resource, Debug, Default)]
+pub struct OrderIndex(pub Vec<OrderSlot>);
 
 /// A live order: resting in its market's book, or waiting on its trigger.
 #[derive(Component, Debug, Clone)]

@@ -7,9 +7,9 @@ use perpsim_core::order::{OrderStatus, OrderType, Side};
 
 use crate::Engine;
 use crate::command::Command;
-use crate::registry::{OrderIndex, OrderSlot};
 use crate::testkit::{d, engine, entry, funded, limit, market, order, place, run};
 use crate::trading::orders::{LiveOrder, OrderArchive, Waiting};
+use crate::trading::orders::{OrderIndex, OrderSlot};
 
 /// (live order ids, of which waiting, archived ids in the order they ended).
 fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
