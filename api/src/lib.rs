@@ -18,6 +18,7 @@ pub mod errors;
 pub mod pagination;
 pub mod server;
 pub mod signing;
+pub mod state;
 pub mod types;
 pub mod v1;
 pub mod wire;

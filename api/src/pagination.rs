@@ -13,6 +13,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use imbl::OrdSet;
 use perpsim_core::Error;
+use perpsim_systems::records::ids::{MovementSeq, OrderId};
 use poem_openapi::Object;
 use sha2::{Digest, Sha256};
 
@@ -279,15 +280,24 @@ pub fn all<K>() -> (Bound<K>, Bound<K>) {
     (Bound::Unbounded, Bound::Unbounded)
 }
 
-impl CursorKey for std::cmp::Reverse<u64> {
+/// A key listed newest first is encoded as the key itself.
+impl<K: CursorKey> CursorKey for std::cmp::Reverse<K> {
     fn to_bytes(&self) -> Vec<u8> {
-        self.0.to_be_bytes().to_vec()
+        self.0.to_bytes()
     }
 
     fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        Some(std::cmp::Reverse(u64::from_be_bytes(
-            bytes.try_into().ok()?,
-        )))
+        K::from_bytes(bytes).map(std::cmp::Reverse)
+    }
+}
+
+impl CursorKey for MovementSeq {
+    fn to_bytes(&self) -> Vec<u8> {
+        self.0.to_bytes()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        u64::from_bytes(bytes).map(MovementSeq)
     }
 }
 
@@ -325,10 +335,10 @@ impl poem_openapi::types::Example for ResponseMetadata {
     }
 }
 
-impl CursorKey for (perpsim_core::time::Timestamp, u64) {
+impl CursorKey for (perpsim_core::time::Timestamp, OrderId) {
     fn to_bytes(&self) -> Vec<u8> {
         let mut v = self.0.millis().to_be_bytes().to_vec();
-        v.extend_from_slice(&self.1.to_be_bytes());
+        v.extend_from_slice(&self.1.0.to_be_bytes());
         v
     }
 
@@ -336,7 +346,7 @@ impl CursorKey for (perpsim_core::time::Timestamp, u64) {
         let (t, id) = bytes.split_at_checked(8)?;
         Some((
             perpsim_core::time::Timestamp::from_millis(i64::from_be_bytes(t.try_into().ok()?)),
-            u64::from_be_bytes(id.try_into().ok()?),
+            OrderId(u64::from_be_bytes(id.try_into().ok()?)),
         ))
     }
 }

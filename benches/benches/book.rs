@@ -27,6 +27,7 @@ use perpsim_core::order::OrderType;
 use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
+use perpsim_systems::records::ids::OrderId;
 use perpsim_systems::records::order::OrderRef;
 use perpsim_systems::trading::book::{Book, Fill};
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
@@ -96,7 +97,7 @@ impl Perpsim {
     fn forget_filled(&mut self) {
         for f in self.fills.drain(..) {
             if f.maker_done {
-                self.by_id.remove(&f.maker_id);
+                self.by_id.remove(&f.maker_id.0);
             }
         }
     }
@@ -114,7 +115,7 @@ impl Venue for Perpsim {
                 let left = self.book.take(side, Some(price), lots, &mut self.fills);
                 self.forget_filled();
                 if left > 0 {
-                    let r = self.book.rest(id, side, price, left);
+                    let r = self.book.rest(OrderId(id), side, price, left);
                     self.by_id.insert(id, r);
                 }
             }

@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+/// Longest `external_id` a broker may give a customer.
+pub const MAX_EXTERNAL_ID: usize = 64;
+
 macro_rules! uuid_code {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*

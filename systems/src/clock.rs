@@ -138,6 +138,7 @@ pub fn rearm(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::ids::OrderId;
 
     /// Issue 23: a cancelled timer is the one event named at its instant; others at the same
     /// instant, and the same event at another, stay.
@@ -145,19 +146,19 @@ mod tests {
     fn cancel_removes_only_the_named_event_at_its_instant() {
         let t = |s: i64| Timestamp::from_millis(s * 1_000);
         let mut s = Scheduler::default();
-        s.schedule(t(5), ScheduledEvent::OrderExpiry(1));
-        s.schedule(t(5), ScheduledEvent::OrderExpiry(2));
-        s.schedule(t(6), ScheduledEvent::OrderExpiry(1));
-        assert!(s.cancel(t(5), ScheduledEvent::OrderExpiry(1)));
+        s.schedule(t(5), ScheduledEvent::OrderExpiry(OrderId(1)));
+        s.schedule(t(5), ScheduledEvent::OrderExpiry(OrderId(2)));
+        s.schedule(t(6), ScheduledEvent::OrderExpiry(OrderId(1)));
+        assert!(s.cancel(t(5), ScheduledEvent::OrderExpiry(OrderId(1))));
         assert!(
-            !s.cancel(t(5), ScheduledEvent::OrderExpiry(1)),
+            !s.cancel(t(5), ScheduledEvent::OrderExpiry(OrderId(1))),
             "already gone"
         );
-        assert!(!s.cancel(t(7), ScheduledEvent::OrderExpiry(2)));
+        assert!(!s.cancel(t(7), ScheduledEvent::OrderExpiry(OrderId(2))));
         assert_eq!(s.len(), 2);
         assert_eq!(
             s.pop_earliest_batch(t(6)),
-            Some((t(5), vec![ScheduledEvent::OrderExpiry(2)]))
+            Some((t(5), vec![ScheduledEvent::OrderExpiry(OrderId(2))]))
         );
         assert!(s.room_for_request().is_ok());
     }

@@ -19,11 +19,22 @@ pub struct Edge {
     pub path: String,
 }
 
-/// Every cross-module import of the crate whose `lib.rs` is in `src`.
+/// Every cross-module import of the crate whose `lib.rs` is in `src`; a path into another
+/// crate comes back with `from` its top-level module and `to` the path's first segment.
 pub fn edges(src: &Path) -> Vec<Edge> {
     let mut out = BTreeSet::new();
     walk_file(&src.join("lib.rs"), &[], &mut out);
     out.into_iter().collect()
+}
+
+/// The paths into crate `krate` (e.g. `perpsim_systems`) of a crate's non-test code, as
+/// written, with the file each is in.
+pub fn paths_into(src: &Path, krate: &str) -> Vec<(PathBuf, String)> {
+    edges(src)
+        .into_iter()
+        .filter(|e| e.to == krate)
+        .map(|e| (e.file, e.path))
+        .collect()
 }
 
 fn parse(file: &Path) -> syn::File {
@@ -275,6 +286,7 @@ pub fn against_order(edges: &[Edge], layers: &[&[&str]]) -> Vec<String> {
     let rank = |m: &str| layers.iter().position(|layer| layer.contains(&m));
     edges
         .iter()
+        .filter(|e| !e.to.starts_with("perpsim_"))
         .filter_map(|e| match (rank(&e.from), rank(&e.to)) {
             (Some(from), Some(to)) if to < from => None,
             (None, _) => Some(format!(

@@ -25,8 +25,8 @@ use poem_openapi::{ApiResponse, Object, OpenApi, SecurityScheme, Tags};
 
 use crate::contract::Text;
 use crate::errors::ApiError;
-use crate::server::app::AppState;
 use crate::signing::{encode_public_key, parse_public_key};
+use crate::state::AppState;
 use crate::types::InstrumentStatusApi;
 use crate::v1::funding::{FundingRateLatest, latest};
 use crate::wire::DecimalIn;

@@ -17,7 +17,7 @@ use poem_openapi::{Object, OpenApi};
 use super::{AdminTag, AdminToken};
 use crate::contract::Text;
 use crate::errors::ApiError;
-use crate::server::app::AppState;
+use crate::state::AppState;
 
 #[derive(poem_openapi::Enum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[oai(rename_all = "snake_case")]
@@ -113,7 +113,7 @@ impl SimulationApi {
     ) -> Result<Json<ClockRecord>, ApiError> {
         Ok(Json(ClockRecord::new(
             state.engine.view().clock,
-            crate::server::host::wall_clock_ms(),
+            crate::state::host::wall_clock_ms(),
         )))
     }
 
@@ -153,7 +153,7 @@ impl SimulationApi {
         {
             Outcome::Clock(c) => Ok(Json(ClockRecord::new(
                 c,
-                crate::server::host::wall_clock_ms(),
+                crate::state::host::wall_clock_ms(),
             ))),
             other => unreachable!("AdvanceClock answers the clock, got {other:?}"),
         }

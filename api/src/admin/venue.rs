@@ -12,7 +12,7 @@ use poem_openapi::{Enum, Object, OpenApi};
 
 use super::{AdminTag, AdminToken};
 use crate::errors::ApiError;
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::wire::DecimalOut;
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]

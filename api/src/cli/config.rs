@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::signing::DEFAULT_MAX_NONCES_PER_KEY;
 use crate::signing::secrets::check_admin_token;
+use crate::state::config::{ConnectionLimits, ServeConfig};
 
 use clap::Args;
 use perpsim_core::Decimal;
@@ -170,51 +171,6 @@ struct InstrumentFile {
     level_step_bps: Option<String>,
     size: Option<String>,
     max_inventory: Option<String>,
-}
-
-/// Resolved settings.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    pub listen: SocketAddr,
-    pub data_dir: PathBuf,
-    pub clock: ClockMode,
-    pub start: Option<Timestamp>,
-    pub admin_token: Option<String>,
-    pub seed: Option<u64>,
-    /// The living market of a new data dir (an existing one keeps its genesis settings).
-    pub simulation: Simulation,
-    pub transfer_delay_secs: u64,
-    pub snapshot_every: u64,
-    pub snapshot_interval_secs: i64,
-    pub rate_limit: u32,
-    pub rate_burst: u32,
-    pub max_nonces_per_key: u64,
-    pub connections: ConnectionLimits,
-    /// The D4 bounds the engine applies (journaled when they change).
-    pub limits: VenueLimits,
-}
-
-/// Bounds on what clients may hold open (slow and idle clients cannot take the service down).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionLimits {
-    /// From a request's first byte to the end of its headers, and again for its body.
-    pub header_read_timeout: Duration,
-    /// Between the end of a response and the first byte of the next request.
-    pub idle_timeout: Duration,
-    pub max_connections: u32,
-    /// What one client address (an IPv6 /64) may hold of `max_connections`.
-    pub max_per_address: u32,
-}
-
-impl Default for ConnectionLimits {
-    fn default() -> Self {
-        ConnectionLimits {
-            header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            max_connections: 4_096,
-            max_per_address: 1_024,
-        }
-    }
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, String> {

@@ -8,10 +8,9 @@ use serde_json::{Value, json};
 use perpsim_core::decimal::{LEDGER_DECIMALS, MAX_INPUT_LEN};
 use perpsim_core::entry::MAX_REFERENCE_ID;
 use perpsim_core::filter::MAX_FILTER_LEN;
+use perpsim_core::ids::MAX_EXTERNAL_ID;
 use perpsim_core::money::{MAX_FEE_BPS, MAX_TRANSFER_INTEGER_DIGITS};
 use perpsim_core::time::{MAX_QUERY_MILLIS_DIGITS, YEAR_10000_MS};
-
-use crate::v1::customers::MAX_EXTERNAL_ID;
 
 /// One alternative of a filter is anything but `|`; alternatives are joined by `|` (§4.1).
 const FILTER_PATTERN: &str = r"^[^|]+(\|[^|]+)*$";

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use crate::cli::config::ConnectionLimits;
 use crate::server::connections::ConnectionWatch;
+use crate::state::config::ConnectionLimits;
 
 /// A client address as the share counts it: IPv4 whole, IPv6 by its /64 prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -3,8 +3,8 @@
 //! Every response passes through [`finish`]: errors take the D4 body, and every response
 //! carries the `Date` header with server (wall-clock) time.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, LazyLock};
 
 use perpsim_core::ErrorCode;
 use poem::endpoint::make_sync;
@@ -18,55 +18,16 @@ use crate::admin::venue::VenueApi;
 use crate::admin::{AdminApi, AdminAuthed};
 use crate::contract;
 use crate::errors::{self, error_response};
-use crate::pagination::Cursors;
 use crate::server::connections::ConnectionWatch;
-use crate::server::host::{EngineHandle, wall_clock_ns};
-use crate::server::metrics::Metrics;
 use crate::server::request_guard::RequestGuard;
 use crate::server::strict_json;
-use crate::signing::{
-    AuthError, Authenticator, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders,
-};
+use crate::signing::{AuthError, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders};
+use crate::state::AppState;
+use crate::state::host::wall_clock_ns;
 use crate::v1::{self, AuthedBroker, BrokerApi};
 
 /// Request bodies over this are refused with 413 before any other work (D4).
 pub const MAX_BODY: usize = 64 * 1024;
-
-pub struct AppState {
-    pub engine: EngineHandle,
-    /// Simulation time from a transfer's request to its completion (D7 `--transfer-delay`).
-    pub transfer_delay_ms: i64,
-    pub auth: Authenticator,
-    pub cursors: Cursors,
-    pub admin_token: String,
-    pub metrics: Arc<Metrics>,
-    pub ready: AtomicBool,
-    broker_guard: RequestGuard,
-    admin_guard: RequestGuard,
-}
-
-impl AppState {
-    pub fn new(
-        engine: EngineHandle,
-        auth: Authenticator,
-        cursors: Cursors,
-        admin_token: String,
-        metrics: Arc<Metrics>,
-        transfer_delay_ms: i64,
-    ) -> Self {
-        AppState {
-            engine,
-            transfer_delay_ms,
-            auth,
-            cursors,
-            admin_token,
-            metrics,
-            ready: AtomicBool::new(false),
-            broker_guard: RequestGuard::from_document(&broker_document()),
-            admin_guard: RequestGuard::from_document(&admin_document()),
-        }
-    }
-}
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -222,7 +183,7 @@ async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respo
         }
     };
     req.extensions_mut().insert(AuthedBroker(admission.clone()));
-    let resp = forward(&*ep, req, body, &state.broker_guard).await;
+    let resp = forward(&*ep, req, body, &guards().broker).await;
     // At most once, across restarts too: no answer leaves before the nonce is durable. A
     // command already spent it in its own tick; anything else spends it here.
     match state.engine.spend_nonce(&admission).await {
@@ -285,7 +246,7 @@ async fn admin<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respon
             ));
         }
     }
-    forward(&*ep, req, body, &state.admin_guard).await
+    forward(&*ep, req, body, &guards().admin).await
 }
 
 /// HTTP-date of the wall clock, for the `Date` header.
@@ -296,18 +257,31 @@ pub fn http_date() -> HeaderValue {
     HeaderValue::from_str(&text).expect("http date is ascii")
 }
 
-impl AppState {
-    /// The methods `path` answers, for the `Allow` header of a 405 (RFC 9110 §15.5.6): those
-    /// the two documents declare; a path neither declares answered 405, so it is one of the
-    /// routes outside the APIs (documents, docs, health, metrics), which all answer GET only.
-    fn allowed_methods(&self, path: &str) -> Vec<String> {
-        let mut methods = self.broker_guard.methods(path);
-        methods.extend(self.admin_guard.methods(path));
-        if methods.is_empty() {
-            return vec!["GET".into()];
-        }
-        methods.into_iter().collect()
+/// What each API's document declares of a request, built once from the documents (which
+/// the code fixes, so every request checks against the same).
+struct Guards {
+    broker: RequestGuard,
+    admin: RequestGuard,
+}
+
+fn guards() -> &'static Guards {
+    static GUARDS: LazyLock<Guards> = LazyLock::new(|| Guards {
+        broker: RequestGuard::from_document(&broker_document()),
+        admin: RequestGuard::from_document(&admin_document()),
+    });
+    &GUARDS
+}
+
+/// The methods `path` answers, for the `Allow` header of a 405 (RFC 9110 §15.5.6): those the
+/// two documents declare; a path neither declares answered 405, so it is one of the routes
+/// outside the APIs (documents, docs, health, metrics), which all answer GET only.
+fn allowed_methods(path: &str) -> Vec<String> {
+    let mut methods = guards().broker.methods(path);
+    methods.extend(guards().admin.methods(path));
+    if methods.is_empty() {
+        return vec!["GET".into()];
     }
+    methods.into_iter().collect()
 }
 
 /// Last step of every response: the D4 error body, `Allow` on a 405, the Date header, the
@@ -319,7 +293,7 @@ async fn finish(result: poem::Result<Response>, state: &AppState, path: &str) ->
     };
     let mut resp = errors::normalize(resp).await;
     if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
-        let allow = state.allowed_methods(path).join(", ");
+        let allow = allowed_methods(path).join(", ");
         if let Ok(value) = HeaderValue::from_str(&allow) {
             resp.headers_mut().insert(header::ALLOW, value);
         }

@@ -39,9 +39,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 
-use crate::cli::config::ConnectionLimits;
 use crate::server::admission::{Admission, Refusal};
-use crate::server::metrics::Metrics;
+use crate::state::config::ConnectionLimits;
+use crate::state::metrics::Metrics;
 
 /// Refusals being written at once; past it a connection over the bound is closed unanswered.
 const REFUSALS_AT_ONCE: usize = 256;

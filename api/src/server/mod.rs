@@ -1,14 +1,13 @@
-//! Serving: the poem application and its routes ([`app`]), the engine host thread ([`host`]),
-//! the HTTP/1.1 accept loop with its timeouts ([`connections`]) and who may hold a connection
+//! Serving: the poem application composing both APIs and their routes ([`app`]), the
+//! HTTP/1.1 accept loop with its timeouts ([`connections`]) and who may hold a connection
 //! ([`admission`]), start-up and shutdown ([`serve`]), request shape checks
-//! ([`request_guard`], [`strict_json`]), metrics and the served documents ([`docs`]).
+//! ([`request_guard`], [`strict_json`]) and the served documents ([`docs`]). The engine host
+//! thread and the shared state are `state`'s.
 
 pub mod admission;
 pub mod app;
 pub mod connections;
 pub mod docs;
-pub mod host;
-pub mod metrics;
 pub mod request_guard;
 pub mod serve;
 pub mod strict_json;

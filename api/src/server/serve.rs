@@ -11,14 +11,15 @@ use perpsim_core::time::{SECOND_MS, Timestamp};
 use perpsim_storage::{Journal, recover};
 use perpsim_systems::{Command, Engine, Genesis};
 
-use crate::cli::config::ServeConfig;
 use crate::pagination::Cursors;
-use crate::server::app::{AppState, app};
+use crate::server::app::app;
 use crate::server::connections;
-use crate::server::host::{self, HostLimits};
-use crate::server::metrics::Metrics;
 use crate::signing::secrets;
 use crate::signing::{Authenticator, BEHIND_NS, RateLimit};
+use crate::state::AppState;
+use crate::state::config::ServeConfig;
+use crate::state::host::{self, HostLimits};
+use crate::state::metrics::Metrics;
 
 /// Opens or creates the engine of the data dir. Returns it and whether it is new.
 fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), String> {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use perpsim_core::Error;
-use perpsim_core::ids::CustomerCode;
+use perpsim_core::ids::{CustomerCode, MAX_EXTERNAL_ID};
 use perpsim_core::time::Timestamp;
 use perpsim_systems::records::venue::CustomerView;
 use perpsim_systems::{Command, Outcome};
@@ -16,10 +16,7 @@ use crate::contract::Nullable;
 use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
-use crate::server::app::AppState;
-
-/// Longest `external_id` accepted.
-pub const MAX_EXTERNAL_ID: usize = 64;
+use crate::state::AppState;
 
 /// Body of `POST /v1/customers`.
 #[derive(Object, Debug)]

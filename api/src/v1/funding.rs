@@ -17,7 +17,7 @@ use super::{Signed, Tag};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::wire::{DecimalOut, Time};
 
 /// Decimals every rate shows at least (a rate set with more keeps them).

@@ -10,7 +10,7 @@ use poem_openapi::payload::Json;
 
 use super::{Signed, Tag};
 use crate::errors::ApiError;
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::types::{InstrumentRecord, InstrumentStatusApi};
 
 pub struct InstrumentsApi;

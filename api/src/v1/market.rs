@@ -19,7 +19,7 @@ use super::{Signed, Tag};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::wire::{DecimalOut, Time, query_time};
 
 /// A fill as the market sees it (D8).

@@ -13,6 +13,7 @@ use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_core::{Decimal, Error};
 use perpsim_systems::ReadView;
 use perpsim_systems::command::TransferKind;
+use perpsim_systems::records::ids::MovementSeq;
 use perpsim_systems::records::money::{Balance, Movement, MovementKind, MovementStatus};
 use perpsim_systems::{Command, Outcome};
 use poem::web::Data;
@@ -25,7 +26,7 @@ use crate::contract::Nullable;
 use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::wire::{DecimalIn, DecimalOut, Time, query_time};
 
 /// Body of a deposit or withdrawal (D7).
@@ -238,7 +239,7 @@ fn transactions(
         broker,
         filters: &filters,
     };
-    let req = PageRequest::<Reverse<u64>>::parse(
+    let req = PageRequest::<Reverse<MovementSeq>>::parse(
         &state.cursors,
         &scope,
         page.0,
@@ -268,14 +269,14 @@ fn transactions(
 fn seq_window(
     view: &ReadView,
     (from, to): (Option<Timestamp>, Option<Timestamp>),
-) -> (Bound<Reverse<u64>>, Bound<Reverse<u64>>) {
+) -> (Bound<Reverse<MovementSeq>>, Bound<Reverse<MovementSeq>>) {
     let n = view.movements.len() as u64;
     // First seq whose created_at satisfies `pred`, by binary search over [0, n).
     let first = |pred: &dyn Fn(Timestamp) -> bool| {
         let (mut lo, mut hi) = (0u64, n);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if pred(view.movements[&mid].created_at) {
+            if pred(view.movements[&MovementSeq(mid)].created_at) {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -287,11 +288,12 @@ fn seq_window(
     let end = to.map_or(n, |t_to| first(&|t| t > t_to));
     if lo >= end {
         // An empty window: bounds that no key satisfies.
-        return (Bound::Excluded(Reverse(0)), Bound::Excluded(Reverse(0)));
+        let none = Reverse(MovementSeq(0));
+        return (Bound::Excluded(none), Bound::Excluded(none));
     }
     (
-        Bound::Included(Reverse(end - 1)),
-        Bound::Included(Reverse(lo)),
+        Bound::Included(Reverse(MovementSeq(end - 1))),
+        Bound::Included(Reverse(MovementSeq(lo))),
     )
 }
 

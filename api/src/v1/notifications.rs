@@ -18,7 +18,7 @@ use poem_openapi::{Object, OpenApi};
 use super::{Signed, Tag, customer_of};
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::wire::{DecimalOut, Time, query_time};
 
 /// The one notification type there is.

@@ -21,7 +21,7 @@ use crate::contract::Nullable;
 use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::wire::{DecimalIn, DecimalOut, LeverageIn, NumberIn, Time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,7 +404,7 @@ impl OrdersApi {
         let data = page
             .keys
             .iter()
-            .map(|(_, id)| record(&view, &view.trading.orders[*id as usize], Rendering::Read))
+            .map(|(_, id)| record(&view, &view.trading.orders[id.index()], Rendering::Read))
             .collect();
         Ok(Json(OrderPage {
             data,

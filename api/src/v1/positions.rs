@@ -14,7 +14,7 @@ use poem_openapi::{Enum, Object, OpenApi};
 
 use super::{Signed, Tag, customer_of};
 use crate::errors::ApiError;
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::wire::{DecimalOut, Time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use perpsim_core::risk::{self, MarginState};
 
 use super::{Signed, Tag, customer_of};
 use crate::errors::ApiError;
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::wire::{DecimalOut, LeverageIn, NumberIn, Time};
 
 /// Margin metrics of an account (§2.6). The sums count both settlement currencies at par

@@ -18,7 +18,7 @@ use super::{Signed, Tag, customer_of};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
-use crate::server::app::AppState;
+use crate::state::AppState;
 use crate::wire::{DecimalOut, Time, query_time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -91,7 +91,7 @@ fn check_clearing(
     for (asset, u) in unrealised {
         *sums.entry(asset).or_default() -= u;
     }
-    for ((owner, asset), b) in accounts {
+    for (AccountId { owner, asset }, b) in accounts {
         if *owner == Owner::Venue(VenueAccount::Clearing) {
             *sums.entry(*asset).or_default() += b.total;
         }
@@ -112,7 +112,7 @@ fn check_no_negative_flat(
     accounts: &[(&AccountId, &Balance)],
     exposed: &std::collections::BTreeSet<(perpsim_core::ids::CustomerCode, Asset)>,
 ) -> Result<(), String> {
-    for ((owner, asset), b) in accounts {
+    for (AccountId { owner, asset }, b) in accounts {
         if let Owner::Customer(code) = owner
             && b.total < Decimal::ZERO
             && !exposed.contains(&(*code, *asset))

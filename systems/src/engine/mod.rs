@@ -393,8 +393,12 @@ impl Engine {
         }
     }
 
+    /// One run of the schedule, then conservation asserted in every build (each booking
+    /// already asserted its postings net to zero): a broken invariant stops the engine before
+    /// the host journals or publishes the tick.
     fn run_schedule(&mut self) {
         self.schedule.run(&mut self.world);
+        self.world.resource::<Ledger>().assert_conserved();
     }
 
     #[cfg(test)]

@@ -16,8 +16,9 @@ use perpsim_core::simulation::{InstrumentSimulation, Simulation};
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::money::ledger::Ledger;
+use crate::money::ledger::{Books, Ledger};
 use crate::money::store::WorldAccounts;
+use crate::records::ids::OrderId;
 use crate::records::market::SimulationSettings;
 use crate::records::market::{MARKET_MAKER, NO_BROKER};
 use crate::records::money::MovementKind;
@@ -29,7 +30,7 @@ use crate::trading::desk::Desk;
 /// The maker's open quotes per market, bids then asks, and its next reference number.
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MakerState {
-    quotes: Vec<[Vec<u64>; 2]>,
+    quotes: Vec<[Vec<OrderId>; 2]>,
     next_reference: u64,
 }
 
@@ -55,11 +56,14 @@ pub(crate) fn spawn(world: &mut World, simulation: &Simulation, assets: &[Asset]
         world.resource_scope(|world, mut rng: Mut<EngineRng>| {
             world.resource_scope(|world, mut ledger: Mut<Ledger>| {
                 let mut accounts = WorldAccounts(world);
+                let mut books = Books {
+                    accounts: &mut accounts,
+                    rng: &mut rng.0,
+                    now,
+                };
                 let seq = ledger
                     .request_transfer(
-                        &mut accounts,
-                        &mut rng.0,
-                        now,
+                        &mut books,
                         (MARKET_MAKER, NO_BROKER),
                         MovementKind::Deposit,
                         asset,
@@ -123,7 +127,7 @@ fn requote(
     market: MarketId,
     sim: &InstrumentSimulation,
     side: Side,
-    ids: &mut Vec<u64>,
+    ids: &mut Vec<OrderId>,
 ) {
     let (spec, state) = desk.market(market);
     if state.status == InstrumentStatus::TradeHalt {

@@ -10,7 +10,7 @@ use perpsim_core::{Decimal, Error};
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::{CommandResult, Outcome};
 use crate::command::{EngineEvent, TickEvents};
-use crate::money::ledger::Ledger;
+use crate::money::ledger::{Books, Ledger};
 use crate::money::store::{Accounts, WorldAccounts};
 use crate::records::clock::ScheduledEvent;
 use crate::records::money::MovementKind;
@@ -38,16 +38,13 @@ pub fn request_transfer(
     let movement = world.resource_scope(|world, mut rng: Mut<EngineRng>| {
         world.resource_scope(|world, mut ledger: Mut<Ledger>| {
             let mut accounts = WorldAccounts(world);
+            let mut books = Books {
+                accounts: &mut accounts,
+                rng: &mut rng.0,
+                now,
+            };
             ledger
-                .request_transfer(
-                    &mut accounts,
-                    &mut rng.0,
-                    now,
-                    (customer, broker),
-                    kind,
-                    asset,
-                    amount,
-                )
+                .request_transfer(&mut books, (customer, broker), kind, asset, amount)
                 .cloned()
         })
     })?;

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 
 use crate::command::TransferKind;
 use crate::money::store::AccountIndex;
-use crate::records::money::{Balance, MovementKind, MovementStatus, Owner};
+use crate::records::money::{AccountId, Balance, MovementKind, MovementStatus};
 use crate::testkit::{START, customers, engine};
 use crate::{Command, Engine, EngineEvent, Outcome};
 
@@ -90,7 +90,7 @@ fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
     // The money itself is a component: the customer's USDC account is an entity whose
     // Balance holds it, found through the account index.
     let world = e.world_mut();
-    let account = world.resource::<AccountIndex>().0[&(Owner::Customer(c), Asset::Usdc)];
+    let account = world.resource::<AccountIndex>().0[&AccountId::customer(c, Asset::Usdc)];
     assert_eq!(
         world.get::<Balance>(account).map(|b| b.total),
         Some(Decimal::new(2_500, 2))

@@ -30,9 +30,11 @@ fn a_deposit_books_only_when_completed_and_keeps_its_code() {
     let (mut l, mut a, mut rng, t) = fresh();
     let (code, seq) = l
         .request_transfer(
-            &mut a,
-            &mut rng,
-            t,
+            &mut Books {
+                accounts: &mut a,
+                rng: &mut rng,
+                now: t,
+            },
             who(),
             MovementKind::Deposit,
             Asset::Usdc,
@@ -40,7 +42,7 @@ fn a_deposit_books_only_when_completed_and_keeps_its_code() {
         )
         .map(|m| (m.code, m.seq))
         .unwrap();
-    let id = (Owner::Customer(who().0), Asset::Usdc);
+    let id = AccountId::customer(who().0, Asset::Usdc);
     assert_eq!(
         a.get(&id).unwrap().total,
         Decimal::ZERO,
@@ -66,9 +68,11 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
     let (mut l, mut a, mut rng, t) = fresh();
     let dep = l
         .request_transfer(
-            &mut a,
-            &mut rng,
-            t,
+            &mut Books {
+                accounts: &mut a,
+                rng: &mut rng,
+                now: t,
+            },
             who(),
             MovementKind::Deposit,
             Asset::Usdt,
@@ -79,9 +83,11 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
     l.complete_transfer(&mut a, dep, t).unwrap();
     let w = l
         .request_transfer(
-            &mut a,
-            &mut rng,
-            t,
+            &mut Books {
+                accounts: &mut a,
+                rng: &mut rng,
+                now: t,
+            },
             who(),
             MovementKind::Withdrawal,
             Asset::Usdt,
@@ -89,7 +95,7 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
         )
         .unwrap()
         .code;
-    let id = (Owner::Customer(who().0), Asset::Usdt);
+    let id = AccountId::customer(who().0, Asset::Usdt);
     let b = *a.get(&id).unwrap();
     assert_eq!(
         (b.total, b.pending, b.available()),
@@ -97,9 +103,11 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
     );
     let err = l
         .request_transfer(
-            &mut a,
-            &mut rng,
-            t,
+            &mut Books {
+                accounts: &mut a,
+                rng: &mut rng,
+                now: t,
+            },
             who(),
             MovementKind::Withdrawal,
             Asset::Usdt,
@@ -111,9 +119,11 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
     assert_eq!(a.get(&id).unwrap().available(), d("10"));
     let w = l
         .request_transfer(
-            &mut a,
-            &mut rng,
-            t,
+            &mut Books {
+                accounts: &mut a,
+                rng: &mut rng,
+                now: t,
+            },
             who(),
             MovementKind::Withdrawal,
             Asset::Usdt,
@@ -146,9 +156,11 @@ fn the_switch_refuses_transfers_with_nothing_booked() {
     l.set_transfers_available(false);
     let err = l
         .request_transfer(
-            &mut a,
-            &mut rng,
-            t,
+            &mut Books {
+                accounts: &mut a,
+                rng: &mut rng,
+                now: t,
+            },
             who(),
             MovementKind::Deposit,
             Asset::Usdc,
@@ -162,7 +174,7 @@ fn the_switch_refuses_transfers_with_nothing_booked() {
 #[test]
 fn invariants_catch_money_that_appears_from_nowhere() {
     let (l, mut a) = (Ledger::new(), venue_accounts());
-    a.get_mut(&(Owner::Venue(VenueAccount::Fees), Asset::Usdc))
+    a.get_mut(&AccountId::venue(VenueAccount::Fees, Asset::Usdc))
         .unwrap()
         .total = d("0.01");
     assert!(
@@ -177,10 +189,10 @@ fn invariants_catch_money_that_appears_from_nowhere() {
 #[test]
 fn invariants_catch_a_fees_account_below_zero() {
     let (l, mut a) = (Ledger::new(), venue_accounts());
-    a.get_mut(&(Owner::Venue(VenueAccount::Fees), Asset::Usdc))
+    a.get_mut(&AccountId::venue(VenueAccount::Fees, Asset::Usdc))
         .unwrap()
         .total = d("-1");
-    a.get_mut(&(Owner::Venue(VenueAccount::Clearing), Asset::Usdc))
+    a.get_mut(&AccountId::venue(VenueAccount::Clearing, Asset::Usdc))
         .unwrap()
         .total = d("1");
     let violation = l.check_invariants(a.iter()).unwrap_err();

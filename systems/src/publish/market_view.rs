@@ -12,6 +12,7 @@ use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 
 use crate::positions::PositionIndex;
 use crate::publish::view::ReadView;
+use crate::records::ids::OrderId;
 use crate::records::order::Order;
 use crate::records::position::Position;
 use crate::records::trade::{PublicFill, TradeRecord};
@@ -61,9 +62,9 @@ pub struct TradingView {
     pub orders: Vector<Arc<Order>>,
     /// Per customer, the latest order under each reference_id (the engine's
     /// [`crate::trading::exchange::RefIndex`]).
-    pub refs: OrdMap<CustomerCode, OrdMap<ReferenceId, u64>>,
+    pub refs: OrdMap<CustomerCode, OrdMap<ReferenceId, OrderId>>,
     /// A customer's open orders by (placement time, id): the open-orders list (§4.2).
-    pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, u64)>>,
+    pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, OrderId)>>,
     pub positions: OrdMap<CustomerCode, OrdMap<MarketId, Position>>,
     pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
     pub trades: Vector<TradeRecord>,
@@ -86,7 +87,7 @@ impl TradingView {
     /// The order a reference names for reads: the open one, else the one updated last.
     pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
         self.orders
-            .get(*self.refs.get(&customer)?.get(reference)? as usize)
+            .get(self.refs.get(&customer)?.get(reference)?.index())
             .map(|o| &**o)
     }
 
@@ -167,11 +168,11 @@ pub fn publish_trading(
                 .insert(o.reference_id.clone(), id);
         }
         // Ids come sorted, and every new order is marked: each is the next slot or an old one.
-        if (id as usize) < t.orders.len() {
-            t.orders.set(id as usize, Arc::clone(o));
+        if id.index() < t.orders.len() {
+            t.orders.set(id.index(), Arc::clone(o));
         } else {
             assert_eq!(
-                id as usize,
+                id.index(),
                 t.orders.len(),
                 "new orders are published in id order"
             );

@@ -15,7 +15,8 @@ use crate::money::ledger::Ledger;
 use crate::money::store::AccountIndex;
 use crate::records::clock::ClockView;
 use crate::records::funding::{FundingRecord, FundingView};
-use crate::records::money::{Balance, Movement, Owner, VenueAccount};
+use crate::records::ids::MovementSeq;
+use crate::records::money::{AccountId, Balance, Movement, Owner, VenueAccount};
 use crate::records::venue::{
     Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
     InstrumentView,
@@ -24,7 +25,7 @@ use crate::settlement::funding::FundingState;
 use bevy_ecs::change_detection::DetectChanges;
 
 /// A transaction list's sort key: newest first.
-pub type TxKey = Reverse<u64>;
+pub type TxKey = Reverse<MovementSeq>;
 
 /// Sort key of a broker's customer list: oldest first, ties by code.
 pub type CustomerListKey = (Timestamp, CustomerCode);
@@ -44,7 +45,7 @@ pub struct ReadView {
     /// Sorted by symbol.
     pub instruments: OrdMap<String, InstrumentView>,
     /// Ledger movements by sequence number.
-    pub movements: OrdMap<u64, Movement>,
+    pub movements: OrdMap<MovementSeq, Movement>,
     pub movements_by_broker: OrdMap<BrokerCode, OrdSet<TxKey>>,
     pub movements_by_customer: OrdMap<CustomerCode, OrdSet<TxKey>>,
     /// A customer's balance per asset it ever moved.
@@ -190,7 +191,7 @@ pub fn publish_ledger(
             .insert(Reverse(m.seq));
         view.movements.insert(m.seq, m.clone());
     }
-    for ((owner, asset), balance) in balances {
+    for (AccountId { owner, asset }, balance) in balances {
         match owner {
             Owner::Customer(code) => {
                 view.balances

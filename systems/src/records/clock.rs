@@ -4,6 +4,8 @@ use perpsim_core::clock::ClockMode;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::records::ids::{MovementSeq, OrderId};
+
 /// The clock as the read view and the clock commands report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClockView {
@@ -19,10 +21,10 @@ pub enum ScheduledEvent {
     FundingHour,
     /// A pending deposit or withdrawal reaches created_at + transfer delay (D7); carries the
     /// movement's ledger sequence number, so completion needs no lookup.
-    TransferDue(u64),
+    TransferDue(MovementSeq),
     /// A GTD order reaches its expire_time (D5); carries the order id. An amend that moves
     /// the time schedules anew, and a stale event finds the order's time unchanged-or-later.
-    OrderExpiry(u64),
+    OrderExpiry(OrderId),
     /// One step of the random-walk price feed, every simulated second (D10).
     PriceStep,
     /// A premium sample for the preliminary funding rate, every whole minute (D7).

@@ -11,6 +11,8 @@ use perpsim_core::order::ReferenceId;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::records::ids::MovementSeq;
+
 /// The venue's own accounts, the other side of every customer movement but transfers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum VenueAccount {
@@ -36,7 +38,29 @@ pub enum Owner {
     Customer(CustomerCode),
 }
 
-pub type AccountId = (Owner, Asset);
+/// An account: its owner and the asset it holds. Ordered by owner, then asset (the
+/// snapshot's and every index's order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AccountId {
+    pub owner: Owner,
+    pub asset: Asset,
+}
+
+impl AccountId {
+    pub fn customer(code: CustomerCode, asset: Asset) -> Self {
+        AccountId {
+            owner: Owner::Customer(code),
+            asset,
+        }
+    }
+
+    pub fn venue(account: VenueAccount, asset: Asset) -> Self {
+        AccountId {
+            owner: Owner::Venue(account),
+            asset,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum MovementKind {
@@ -106,7 +130,7 @@ impl Balance {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Movement {
     /// Position in the ledger: creation order, the sort key of transaction lists.
-    pub seq: u64,
+    pub seq: MovementSeq,
     pub code: MovementCode,
     pub customer: CustomerCode,
     pub broker: BrokerCode,

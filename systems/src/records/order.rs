@@ -11,6 +11,7 @@ use perpsim_core::order::{
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::records::ids::OrderId;
 use crate::records::venue::MarketId;
 
 /// One order, as accepted (D5 read fields; `created` is the time of its last event, which
@@ -20,7 +21,7 @@ use crate::records::venue::MarketId;
 /// allocator's 224-byte class once shared (`Arc`) with the read view.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Order {
-    pub id: u64,
+    pub id: OrderId,
     pub customer: CustomerCode,
     pub market: MarketId,
     pub side: Side,

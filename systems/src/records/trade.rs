@@ -6,6 +6,8 @@ use perpsim_core::order::{ReferenceId, Side};
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::records::ids::MovementSeq;
+
 use crate::records::money::MovementKind;
 use crate::records::venue::MarketId;
 
@@ -74,7 +76,7 @@ pub struct TradeRecord {
     pub position_code: PositionCode,
     pub timestamp: Timestamp,
     /// The ledger row that booked it (each fill appears once in the ledger, §2.9).
-    pub movement: u64,
+    pub movement: MovementSeq,
 }
 
 /// A fill as the market sees it (D8 PublicTrade).

@@ -37,7 +37,7 @@ use crate::money::store::AccountIndex;
 use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, Valuation};
 use crate::records::market::MARKET_MAKER;
-use crate::records::money::{Balance, Owner};
+use crate::records::money::{AccountId, Balance};
 use crate::records::position::Position;
 use crate::records::risk::RiskRecord;
 use crate::records::venue::{Customer, InstrumentState, MarketId, MarketSlot};
@@ -250,7 +250,7 @@ impl MarginBook {
         }
         let slot = u32::try_from(self.accounts.len()).expect("fewer than 2³² accounts");
         // A fill opened the account before the position.
-        let balance = index.0[&(Owner::Customer(customer), asset)];
+        let balance = index.0[&AccountId::customer(customer, asset)];
         self.slots.insert(key, slot);
         self.accounts.push(MarginAccount {
             customer,

@@ -11,7 +11,7 @@ use super::RiskLog;
 use super::notices::Notifications;
 use crate::Engine;
 use crate::command::{Command, TransferKind};
-use crate::records::money::{MovementKind, Owner, VenueAccount};
+use crate::records::money::{AccountId, MovementKind, VenueAccount};
 use crate::records::trade::TradeKind;
 use crate::testkit::*;
 
@@ -238,7 +238,7 @@ fn insurance_covers_the_negative_balance_a_liquidation_leaves() {
     );
     let w = e.world_mut();
     let accounts = crate::money::store::all_accounts(w);
-    let insurance = accounts[&(Owner::Venue(VenueAccount::Insurance), Asset::Usdc)].total;
+    let insurance = accounts[&AccountId::venue(VenueAccount::Insurance, Asset::Usdc)].total;
     assert_eq!(
         insurance,
         d("9999969.70"),

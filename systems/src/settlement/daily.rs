@@ -9,7 +9,7 @@ use bevy_ecs::prelude::{Query, Res, ResMut};
 use perpsim_core::decimal::round_ledger;
 
 use crate::clock::{DueEvents, SimClock};
-use crate::money::ledger::Ledger;
+use crate::money::ledger::{Books, CustomerSide, Ledger};
 use crate::money::store::Accounts;
 use crate::positions::MarginRate;
 use crate::positions::PositionIndex;
@@ -48,15 +48,21 @@ pub fn settle_daily(
         if pnl.is_zero() && margin == p.margin && p.entry_price == *mark {
             continue;
         }
-        ledger.book_periodic(
-            &mut accounts,
-            &mut rng.0,
+        let mut books = Books {
+            accounts: &mut accounts,
+            rng: &mut rng.0,
             now,
-            (p.customer, p.broker),
-            *asset,
-            MovementKind::Settlement,
-            pnl,
-            margin - p.margin,
+        };
+        let row = CustomerSide {
+            customer: (p.customer, p.broker),
+            asset: *asset,
+            kind: MovementKind::Settlement,
+            amount: pnl,
+            locked_delta: margin - p.margin,
+        };
+        ledger.book_periodic(
+            &mut books,
+            row,
             PeriodicInfo {
                 symbol: Arc::clone(symbol),
                 mark_price: *mark,

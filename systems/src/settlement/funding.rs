@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::Marks;
 use crate::clock::{DueEvents, SimClock};
 use crate::command::{CommandResult, Outcome};
-use crate::money::ledger::Ledger;
+use crate::money::ledger::{Books, CustomerSide, Ledger};
 use crate::money::store::Accounts;
 use crate::positions::PositionIndex;
 use crate::records::clock::ScheduledEvent;
@@ -126,15 +126,21 @@ pub fn settle_funding(
         let (mark, symbol, asset) = &marks[market as usize];
         // Longs pay when the rate is positive: the customer's side of it is −size × mark × rate.
         let amount = round_ledger(-p.size * *mark * rate);
-        ledger.book_periodic(
-            &mut accounts,
-            &mut rng.0,
+        let mut books = Books {
+            accounts: &mut accounts,
+            rng: &mut rng.0,
             now,
-            (p.customer, p.broker),
-            *asset,
-            MovementKind::Funding,
+        };
+        let row = CustomerSide {
+            customer: (p.customer, p.broker),
+            asset: *asset,
+            kind: MovementKind::Funding,
             amount,
-            Decimal::ZERO,
+            locked_delta: Decimal::ZERO,
+        };
+        ledger.book_periodic(
+            &mut books,
+            row,
             PeriodicInfo {
                 symbol: Arc::clone(symbol),
                 mark_price: *mark,

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::records::ids::OrderId;
 use crate::records::order::{Lots, OrderRef, Ticks};
 use perpsim_core::order::Side;
 use serde::{Deserialize, Serialize};
@@ -21,7 +22,7 @@ pub const MAX_RESTING: usize = (u32::MAX - 1) as usize;
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Slot {
     /// The engine's order id (stable, for fills and reads).
-    id: u64,
+    id: OrderId,
     price: Ticks,
     remaining: Lots,
     prev: u32,
@@ -42,7 +43,7 @@ struct Level {
 /// One execution against a resting order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fill {
-    pub maker_id: u64,
+    pub maker_id: OrderId,
     pub maker: OrderRef,
     pub price: Ticks,
     pub lots: Lots,
@@ -53,7 +54,7 @@ pub struct Fill {
 /// A resting order as the book sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resting {
-    pub id: u64,
+    pub id: OrderId,
     pub side: Side,
     pub price: Ticks,
     pub remaining: Lots,
@@ -181,14 +182,14 @@ impl Book {
     }
 
     /// Adds a resting order at the back of its price level.
-    pub fn rest(&mut self, id: u64, side: Side, price: Ticks, lots: Lots) -> OrderRef {
+    pub fn rest(&mut self, id: OrderId, side: Side, price: Ticks, lots: Lots) -> OrderRef {
         assert!(lots > 0, "a resting order has something left");
         assert!(self.resting < MAX_RESTING, "book bound reached");
         let slot = match self.free.pop() {
             Some(i) => i,
             None => {
                 self.slots.push(Slot {
-                    id: 0,
+                    id: OrderId(0),
                     price: 0,
                     remaining: 0,
                     prev: NIL,
@@ -384,7 +385,7 @@ mod tests {
         side: Side,
         limit: Option<Ticks>,
         lots: Lots,
-    ) -> (Vec<(u64, Ticks, Lots)>, Lots) {
+    ) -> (Vec<(OrderId, Ticks, Lots)>, Lots) {
         let mut out = Vec::new();
         let left = book.take(side, limit, lots, &mut out);
         (
@@ -396,16 +397,23 @@ mod tests {
     #[test]
     fn matches_best_price_first_then_oldest_first() {
         let mut b = Book::new();
-        b.rest(1, Side::Sell, 101, 5);
-        b.rest(2, Side::Sell, 100, 3);
-        b.rest(3, Side::Sell, 100, 4);
-        b.rest(4, Side::Buy, 99, 10);
+        b.rest(OrderId(1), Side::Sell, 101, 5);
+        b.rest(OrderId(2), Side::Sell, 100, 3);
+        b.rest(OrderId(3), Side::Sell, 100, 4);
+        b.rest(OrderId(4), Side::Buy, 99, 10);
         assert_eq!(
             (b.best_bid(), b.best_ask()),
             (Some((99, 10)), Some((100, 7)))
         );
         let (f, left) = fills(&mut b, Side::Buy, Some(101), 9);
-        assert_eq!(f, vec![(2, 100, 3), (3, 100, 4), (1, 101, 2)]);
+        assert_eq!(
+            f,
+            vec![
+                (OrderId(2), 100, 3),
+                (OrderId(3), 100, 4),
+                (OrderId(1), 101, 2)
+            ]
+        );
         assert_eq!(left, 0);
         assert_eq!(b.best_ask(), Some((101, 3)));
         assert!(b.is_uncrossed());
@@ -414,29 +422,32 @@ mod tests {
     #[test]
     fn a_limit_stops_the_walk_and_a_market_order_takes_what_there_is() {
         let mut b = Book::new();
-        b.rest(1, Side::Buy, 100, 2);
-        b.rest(2, Side::Buy, 98, 2);
+        b.rest(OrderId(1), Side::Buy, 100, 2);
+        b.rest(OrderId(2), Side::Buy, 98, 2);
         let (f, left) = fills(&mut b, Side::Sell, Some(99), 5);
-        assert_eq!((f, left), (vec![(1, 100, 2)], 3));
+        assert_eq!((f, left), (vec![(OrderId(1), 100, 2)], 3));
         let (f, left) = fills(&mut b, Side::Sell, None, 5);
-        assert_eq!((f, left), (vec![(2, 98, 2)], 3));
+        assert_eq!((f, left), (vec![(OrderId(2), 98, 2)], 3));
         assert!(b.is_empty());
     }
 
     #[test]
     fn cancel_is_by_handle_and_stale_handles_are_refused() {
         let mut b = Book::new();
-        let a = b.rest(1, Side::Buy, 100, 2);
-        let c = b.rest(2, Side::Buy, 100, 3);
-        assert_eq!(b.cancel(a).map(|r| (r.id, r.remaining)), Some((1, 2)));
+        let a = b.rest(OrderId(1), Side::Buy, 100, 2);
+        let c = b.rest(OrderId(2), Side::Buy, 100, 3);
+        assert_eq!(
+            b.cancel(a).map(|r| (r.id, r.remaining)),
+            Some((OrderId(1), 2))
+        );
         assert_eq!(b.cancel(a), None, "already gone");
-        let reused = b.rest(3, Side::Sell, 105, 1);
+        let reused = b.rest(OrderId(3), Side::Sell, 105, 1);
         assert_eq!(
             b.get(a),
             None,
             "the reused slot does not answer the old handle"
         );
-        assert_eq!(b.get(reused).map(|r| r.id), Some(3));
+        assert_eq!(b.get(reused).map(|r| r.id), Some(OrderId(3)));
         assert_eq!(b.best_bid(), Some((100, 3)));
         assert_eq!(b.get(c).map(|r| r.remaining), Some(3));
     }
@@ -444,15 +455,15 @@ mod tests {
     #[test]
     fn reduce_keeps_priority_and_partial_fills_keep_the_maker_in_place() {
         let mut b = Book::new();
-        let first = b.rest(1, Side::Sell, 100, 10);
-        b.rest(2, Side::Sell, 100, 10);
+        let first = b.rest(OrderId(1), Side::Sell, 100, 10);
+        b.rest(OrderId(2), Side::Sell, 100, 10);
         assert!(b.reduce(first, 4));
         assert!(
             !b.reduce(first, 4) && !b.reduce(first, 0),
             "only real reductions"
         );
         let (f, _) = fills(&mut b, Side::Buy, Some(100), 6);
-        assert_eq!(f, vec![(1, 100, 4), (2, 100, 2)]);
+        assert_eq!(f, vec![(OrderId(1), 100, 4), (OrderId(2), 100, 2)]);
         assert_eq!(b.best_ask(), Some((100, 8)));
         assert_eq!(b.len(), 1);
     }
@@ -460,8 +471,8 @@ mod tests {
     #[test]
     fn fok_and_post_only_checks_see_exactly_the_crossing_liquidity() {
         let mut b = Book::new();
-        b.rest(1, Side::Sell, 100, 3);
-        b.rest(2, Side::Sell, 102, 3);
+        b.rest(OrderId(1), Side::Sell, 100, 3);
+        b.rest(OrderId(2), Side::Sell, 102, 3);
         assert_eq!(b.fillable(Side::Buy, Some(101), 10), 3);
         assert_eq!(b.fillable(Side::Buy, Some(102), 5), 5);
         assert_eq!(b.fillable(Side::Buy, None, 10), 6);
@@ -486,7 +497,7 @@ mod tests {
                     out.clear();
                     let left = b.take(side, Some(price), lots, &mut out);
                     if left > 0 {
-                        live.push(b.rest(id, side, price, left));
+                        live.push(b.rest(OrderId(id), side, price, left));
                     }
                 }
                 7 | 8 if !live.is_empty() => {

@@ -20,6 +20,7 @@ use perpsim_core::instrument::InstrumentSpec;
 use serde::{Deserialize, Serialize};
 
 use crate::dirty::DirtyKeys;
+use crate::records::ids::OrderId;
 use crate::records::order::{Lots, Ticks};
 use crate::records::position::{Position, PositionKey};
 use crate::trading::book::Book;
@@ -52,7 +53,7 @@ pub struct Market {
     pub last_price: Option<Decimal>,
     /// Waiting conditional orders by (watch, trigger ticks, order id): a price move fires a
     /// range, in trigger order and then placement order.
-    pub triggers: BTreeSet<(Watch, Ticks, u64)>,
+    pub triggers: BTreeSet<(Watch, Ticks, OrderId)>,
     /// Sum of long positions (= sum of shorts).
     #[serde(with = "perpsim_core::decimal::bin")]
     pub open_interest: Decimal,
@@ -111,7 +112,7 @@ impl Market {
 /// What changed since the read view last looked (not part of the state).
 #[derive(Debug, Clone, Default)]
 pub struct Dirty {
-    pub orders: DirtyKeys<u64>,
+    pub orders: DirtyKeys<OrderId>,
     pub positions: DirtyKeys<(CustomerCode, MarketId)>,
     pub closed: Vec<(CustomerCode, MarketId, PositionCode)>,
     /// The view's positions are to be rebuilt from scratch: tracking resumed, and positions
@@ -143,7 +144,7 @@ pub struct MarketState {
     pub spec: InstrumentSpec,
     #[serde(with = "perpsim_core::decimal::bin_opt")]
     pub last_price: Option<Decimal>,
-    pub triggers: BTreeSet<(Watch, Ticks, u64)>,
+    pub triggers: BTreeSet<(Watch, Ticks, OrderId)>,
     #[serde(with = "perpsim_core::decimal::bin")]
     pub open_interest: Decimal,
 }
@@ -186,7 +187,7 @@ impl Exchange {
         self.by_symbol.get(symbol).copied()
     }
 
-    pub fn mark_order(&mut self, id: u64) {
+    pub fn mark_order(&mut self, id: OrderId) {
         self.dirty.orders.push(id);
     }
 
@@ -216,7 +217,7 @@ impl Exchange {
     /// off).
     fn mark_everything(&mut self, orders: u64, positions: impl Iterator<Item = PositionKey>) {
         let d = &mut self.dirty;
-        d.orders.resume(0..orders);
+        d.orders.resume((0..orders).map(OrderId));
         d.positions.resume(positions);
         d.rebuild_positions = true;
     }
@@ -373,7 +374,7 @@ impl Exchange {
                 ));
             }
             let booked = movements
-                .get(t.movement as usize)
+                .get(t.movement.index())
                 .and_then(|m| m.trade.as_ref())
                 .is_some_and(|info| info.trade_code == Some(t.code) && info.fee == t.fee);
             if !booked {
@@ -410,7 +411,7 @@ impl Exchange {
             }
         }
         done.passes += 1;
-        let armed: BTreeSet<u64> = self
+        let armed: BTreeSet<OrderId> = self
             .markets
             .iter()
             .flat_map(|m| m.triggers.iter().map(|&(_, _, id)| id))
@@ -443,7 +444,7 @@ impl Exchange {
                 armed.len()
             ));
         }
-        for ((owner, asset), b) in accounts {
+        for (crate::records::money::AccountId { owner, asset }, b) in accounts {
             if let crate::records::money::Owner::Customer(c) = owner {
                 let expected = locked.get(&(*c, *asset)).copied().unwrap_or_default();
                 if b.locked != expected {

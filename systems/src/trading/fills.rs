@@ -9,8 +9,9 @@ use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 
-use crate::money::ledger::{AccountStore, Ledger};
+use crate::money::ledger::{AccountStore, Books, Ledger};
 use crate::positions::{MarginRate, OpenPositions};
+use crate::records::ids::OrderId;
 use crate::records::money::TradeInfo;
 use crate::records::order::Lots;
 use crate::records::position::Position;
@@ -222,7 +223,7 @@ pub fn fill_fees(notional: Decimal, taker_bps: Decimal, maker_bps: Decimal) -> [
 pub struct FillSide {
     /// The side's order; none on a forced side (a liquidation's closing side, either side of
     /// an auto-deleveraging), whose trade and row carry no reference_id (D5).
-    pub order: Option<u64>,
+    pub order: Option<OrderId>,
     /// `Trade` for an order's side; `Liquidation` or `AutoDeleveraging` for a forced one.
     pub kind: TradeKind,
     pub customer: CustomerCode,
@@ -306,10 +307,9 @@ pub fn book_fill(
         let code = moved.code;
 
         let trade_code = TradeCode(rng.uuid());
+        let mut books = Books { accounts, rng, now };
         let movement = ledger.book_trade(
-            accounts,
-            rng,
-            now,
+            &mut books,
             (s.customer, s.broker),
             asset,
             s.kind.movement(),

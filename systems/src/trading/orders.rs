@@ -21,6 +21,7 @@ use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Res, ResMut, 
 use bevy_ecs::system::SystemParam;
 use perpsim_core::ids::CustomerCode;
 
+use crate::records::ids::OrderId;
 use crate::records::order::Order;
 use crate::trading::refs::{OrderLookup, RefIndex};
 
@@ -114,9 +115,9 @@ struct Lookup<'a, 'w, 's> {
 }
 
 impl OrderLookup for Lookup<'_, '_, '_> {
-    fn order(&self, id: u64) -> &Order {
+    fn order(&self, id: OrderId) -> &Order {
         resolve(
-            self.index[id as usize],
+            self.index[id.index()],
             self.staged,
             |e| &self.live.get(e).expect("indexed orders are live").0,
             self.archive,
@@ -140,17 +141,17 @@ pub struct Orders<'w, 's> {
 
 impl Orders<'_, '_> {
     /// The id the next accepted order gets.
-    pub fn next_id(&self) -> u64 {
-        self.index.0.len() as u64
+    pub fn next_id(&self) -> OrderId {
+        OrderId(self.index.0.len() as u64)
     }
 
-    pub fn get(&self, id: u64) -> &Order {
+    pub fn get(&self, id: OrderId) -> &Order {
         self.shared(id)
     }
 
-    fn shared(&self, id: u64) -> &Arc<Order> {
+    fn shared(&self, id: OrderId) -> &Arc<Order> {
         resolve(
-            self.index.0[id as usize],
+            self.index.0[id.index()],
             &self.staged,
             |e| &self.live.get(e).expect("indexed orders are live").0,
             &self.archive.0,
@@ -158,8 +159,8 @@ impl Orders<'_, '_> {
     }
 
     /// The order to change: live or staged (an ended order never changes).
-    pub fn get_mut(&mut self, id: u64) -> &mut Order {
-        let shared = match self.index.0[id as usize] {
+    pub fn get_mut(&mut self, id: OrderId) -> &mut Order {
+        let shared = match self.index.0[id.index()] {
             OrderSlot::Staged(i) => self.staged[i as usize]
                 .as_mut()
                 .expect("a staged slot holds its order until it ends"),
@@ -179,10 +180,10 @@ impl Orders<'_, '_> {
 
     /// The ids of the live orders `select` picks, ascending: one scan of the live set, for
     /// the rare passes that act on many customers at once (a liquidation cascade).
-    pub fn live_ids(&self, select: impl Fn(&Order) -> bool) -> Vec<u64> {
+    pub fn live_ids(&self, select: impl Fn(&Order) -> bool) -> Vec<OrderId> {
         let live = self.live.iter().map(|o| &*o.0);
         let staged = self.staged.iter().flatten().map(|o| &**o);
-        let mut ids: Vec<u64> = live
+        let mut ids: Vec<OrderId> = live
             .chain(staged)
             .filter(|o| select(o))
             .map(|o| o.id)
@@ -192,7 +193,7 @@ impl Orders<'_, '_> {
     }
 
     /// The shared record, for an answer.
-    pub fn record(&self, id: u64) -> Arc<Order> {
+    pub fn record(&self, id: OrderId) -> Arc<Order> {
         Arc::clone(self.shared(id))
     }
 
@@ -226,8 +227,8 @@ impl Orders<'_, '_> {
     }
 
     /// Moves an order that reached a terminal status from the live set to the archive.
-    pub fn archive(&mut self, id: u64) {
-        let record = match self.index.0[id as usize] {
+    pub fn archive(&mut self, id: OrderId) {
+        let record = match self.index.0[id.index()] {
             OrderSlot::Staged(i) => self.staged[i as usize]
                 .take()
                 .expect("a staged slot holds its order until it ends"),
@@ -240,13 +241,13 @@ impl Orders<'_, '_> {
         };
         debug_assert!(!record.is_open(), "only ended orders are archived");
         self.open.remove(record.customer);
-        self.index.0[id as usize] = OrderSlot::Ended(self.archive.0.len() as u64);
+        self.index.0[id.index()] = OrderSlot::Ended(self.archive.0.len() as u64);
         self.archive.0.push(record);
     }
 
     /// A waiting order fired: it is no longer marked [`Waiting`].
-    pub fn fired(&mut self, id: u64) {
-        if let OrderSlot::Live(entity) = self.index.0[id as usize] {
+    pub fn fired(&mut self, id: OrderId) {
+        if let OrderSlot::Live(entity) = self.index.0[id.index()] {
             self.commands.entity(entity).remove::<Waiting>();
         }
     }
@@ -260,13 +261,13 @@ impl Orders<'_, '_> {
             if waiting {
                 entity.insert(Waiting);
             }
-            self.index.0[id as usize] = OrderSlot::Live(entity.id());
+            self.index.0[id.index()] = OrderSlot::Live(entity.id());
         }
     }
 }
 
 impl OrderLookup for Orders<'_, '_> {
-    fn order(&self, id: u64) -> &Order {
+    fn order(&self, id: OrderId) -> &Order {
         self.get(id)
     }
 }
@@ -282,7 +283,7 @@ pub struct OrderRecords<'w, 's> {
 }
 
 impl OrderLookup for OrderRecords<'_, '_> {
-    fn order(&self, id: u64) -> &Order {
+    fn order(&self, id: OrderId) -> &Order {
         self.record(id)
     }
 }
@@ -292,9 +293,9 @@ impl OrderRecords<'_, '_> {
         self.index.0.len() as u64
     }
 
-    pub fn record(&self, id: u64) -> &Arc<Order> {
+    pub fn record(&self, id: OrderId) -> &Arc<Order> {
         resolve(
-            self.index.0[id as usize],
+            self.index.0[id.index()],
             &[],
             |e| &self.live.get(e).expect("indexed orders are live").0,
             &self.archive.0,
@@ -345,7 +346,7 @@ impl OrderRecords<'_, '_> {
                     .get(i as usize)
                     .ok_or_else(|| format!("ended order {id} is not archived"))?,
             };
-            if o.id != id as u64 {
+            if o.id != OrderId(id as u64) {
                 return Err(format!("order {} is indexed as {id}", o.id));
             }
         }
@@ -368,7 +369,7 @@ pub fn restore(world: &mut World, live: Vec<Order>, ended: Vec<Order>) {
     let live: Vec<Arc<Order>> = live.into_iter().map(Arc::new).collect();
     let mut by_id: Vec<Option<Arc<Order>>> = vec![None; archive.len() + live.len()];
     for o in archive.iter().chain(&live) {
-        by_id[o.id as usize] = Some(o.clone());
+        by_id[o.id.index()] = Some(o.clone());
     }
     let by_id: Vec<Arc<Order>> = by_id
         .into_iter()
@@ -379,10 +380,10 @@ pub fn restore(world: &mut World, live: Vec<Order>, ended: Vec<Order>) {
     world.insert_resource(OpenCounts::of(live.iter().map(|o| &**o)));
     let mut index = vec![OrderSlot::Ended(0); archive.len() + live.len()];
     for (position, o) in archive.iter().enumerate() {
-        index[o.id as usize] = OrderSlot::Ended(position as u64);
+        index[o.id.index()] = OrderSlot::Ended(position as u64);
     }
     for o in live {
-        let id = o.id as usize;
+        let id = o.id.index();
         let waiting = o.waiting();
         let mut entity = world.spawn(LiveOrder(o));
         if waiting {

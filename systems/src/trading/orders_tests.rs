@@ -17,12 +17,12 @@ fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
     let mut live: Vec<u64> = world
         .query::<&LiveOrder>()
         .iter(world)
-        .map(|o| o.0.id)
+        .map(|o| o.0.id.0)
         .collect();
     let mut waiting: Vec<u64> = world
         .query_filtered::<&LiveOrder, bevy_ecs::prelude::With<Waiting>>()
         .iter(world)
-        .map(|o| o.0.id)
+        .map(|o| o.0.id.0)
         .collect();
     live.sort_unstable();
     waiting.sort_unstable();
@@ -30,7 +30,7 @@ fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
         .resource::<OrderArchive>()
         .0
         .iter()
-        .map(|o| o.id)
+        .map(|o| o.id.0)
         .collect();
     for (id, slot) in world.resource::<OrderIndex>().0.iter().enumerate() {
         let is_live = matches!(slot, OrderSlot::Live(_));

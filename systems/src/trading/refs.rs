@@ -26,22 +26,23 @@ use perpsim_core::order::ReferenceId;
 
 use bevy_ecs::prelude::Resource;
 
+use crate::records::ids::OrderId;
 use crate::records::order::Order;
 
 /// What the index confirms a hit against: the order of an id (live or ended).
 pub trait OrderLookup {
-    fn order(&self, id: u64) -> &Order;
+    fn order(&self, id: OrderId) -> &Order;
 }
 
 impl OrderLookup for [Order] {
-    fn order(&self, id: u64) -> &Order {
-        &self[id as usize]
+    fn order(&self, id: OrderId) -> &Order {
+        &self[id.index()]
     }
 }
 
 impl OrderLookup for [std::sync::Arc<Order>] {
-    fn order(&self, id: u64) -> &Order {
-        &self[id as usize]
+    fn order(&self, id: OrderId) -> &Order {
+        &self[id.index()]
     }
 }
 
@@ -59,7 +60,7 @@ pub struct RefIndex {
     /// Occupied slots.
     used: usize,
     /// References the table has no slot for (window full, or hash held by another).
-    overflow: BTreeMap<(CustomerCode, ReferenceId), u64>,
+    overflow: BTreeMap<(CustomerCode, ReferenceId), OrderId>,
 }
 
 /// Word-at-a-time multiply-rotate mixing (as rustc's FxHasher) with a final avalanche, so
@@ -107,12 +108,22 @@ enum Probe {
     Full,
 }
 
+/// A slot holds its order's id plus one, so that zero is the empty slot.
+fn stored(id: OrderId) -> u64 {
+    id.0 + 1
+}
+
+/// The order id a non-empty slot holds.
+fn held(slot: u64) -> OrderId {
+    OrderId(slot - 1)
+}
+
 impl RefIndex {
     /// Rebuilt from the `count` orders there are, oldest first, so each reference ends at
     /// its latest order.
     pub fn rebuild(orders: &(impl OrderLookup + ?Sized), count: u64) -> Self {
         let mut index = RefIndex::default();
-        for id in 0..count {
+        for id in (0..count).map(OrderId) {
             index.insert(orders, id);
         }
         index
@@ -146,7 +157,7 @@ impl RefIndex {
         orders: &(impl OrderLookup + ?Sized),
         customer: CustomerCode,
         reference: &str,
-    ) -> Option<u64> {
+    ) -> Option<OrderId> {
         self.find(orders, hash(customer, reference), customer, reference)
     }
 
@@ -156,13 +167,13 @@ impl RefIndex {
         h: u64,
         customer: CustomerCode,
         reference: &str,
-    ) -> Option<u64> {
+    ) -> Option<OrderId> {
         match self.probe(h) {
             // Nothing is ever removed, so a reference sent to the overflow map met a full
             // window or a foreign holder of its hash, and still would.
             Probe::Empty(_) => None,
             Probe::Hash(i) => {
-                let id = self.slots[i].1 - 1;
+                let id = held(self.slots[i].1);
                 if names(orders.order(id), customer, reference) {
                     Some(id)
                 } else {
@@ -173,7 +184,7 @@ impl RefIndex {
         }
     }
 
-    fn overflow_get(&self, customer: CustomerCode, reference: &str) -> Option<u64> {
+    fn overflow_get(&self, customer: CustomerCode, reference: &str) -> Option<OrderId> {
         if self.overflow.is_empty() {
             return None;
         }
@@ -183,16 +194,16 @@ impl RefIndex {
     }
 
     /// Order `id` (already in `orders`) becomes the latest under its reference.
-    pub fn insert(&mut self, orders: &(impl OrderLookup + ?Sized), id: u64) {
+    pub fn insert(&mut self, orders: &(impl OrderLookup + ?Sized), id: OrderId) {
         let o = orders.order(id);
         self.insert_hashed(orders, hash(o.customer, &o.reference_id), id);
     }
 
-    fn insert_hashed(&mut self, orders: &(impl OrderLookup + ?Sized), h: u64, id: u64) {
+    fn insert_hashed(&mut self, orders: &(impl OrderLookup + ?Sized), h: u64, id: OrderId) {
         let o = orders.order(id);
         match self.probe(h) {
             Probe::Empty(i) => {
-                self.slots[i] = (h, id + 1);
+                self.slots[i] = (h, stored(id));
                 self.used += 1;
                 if 2 * self.used > self.slots.len() {
                     self.grow(orders);
@@ -201,16 +212,16 @@ impl RefIndex {
             }
             Probe::Hash(i)
                 if names(
-                    orders.order(self.slots[i].1 - 1),
+                    orders.order(held(self.slots[i].1)),
                     o.customer,
                     &o.reference_id,
                 ) =>
             {
                 assert!(
-                    self.slots[i].1 - 1 < id,
+                    held(self.slots[i].1) < id,
                     "a reference moves on only to a newer order"
                 );
-                self.slots[i].1 = id + 1;
+                self.slots[i].1 = stored(id);
                 return;
             }
             Probe::Hash(_) | Probe::Full => {}
@@ -231,7 +242,7 @@ impl RefIndex {
         let ids = slots
             .into_iter()
             .filter(|&(_, id)| id != 0)
-            .map(|(h, id)| (h, id - 1))
+            .map(|(h, id)| (h, held(id)))
             .chain(overflow.into_iter().map(|((c, r), id)| (hash(c, &r), id)));
         for (h, id) in ids {
             self.insert_hashed(orders, h, id);
@@ -243,9 +254,9 @@ impl RefIndex {
         let mut used = 0;
         for &(h, id) in self.slots.iter().filter(|&&(_, id)| id != 0) {
             used += 1;
-            let o = orders.order(id - 1);
+            let o = orders.order(held(id));
             if h != hash(o.customer, &o.reference_id)
-                || self.find(orders, h, o.customer, &o.reference_id) != Some(id - 1)
+                || self.find(orders, h, o.customer, &o.reference_id) != Some(held(id))
             {
                 return false;
             }
@@ -268,7 +279,7 @@ mod tests {
 
     fn order(id: u64, customer: u128, reference: &str) -> Order {
         Order {
-            id,
+            id: OrderId(id),
             customer: CustomerCode(Uuid::from_u128(customer)),
             market: 0,
             side: Side::Buy,
@@ -305,9 +316,9 @@ mod tests {
             order(3, 1, "a"),
         ];
         let index = RefIndex::rebuild(orders.as_slice(), orders.len() as u64);
-        assert_eq!(index.get(orders.as_slice(), c(1), "a"), Some(3));
-        assert_eq!(index.get(orders.as_slice(), c(2), "a"), Some(1));
-        assert_eq!(index.get(orders.as_slice(), c(1), "b"), Some(2));
+        assert_eq!(index.get(orders.as_slice(), c(1), "a"), Some(OrderId(3)));
+        assert_eq!(index.get(orders.as_slice(), c(2), "a"), Some(OrderId(1)));
+        assert_eq!(index.get(orders.as_slice(), c(1), "b"), Some(OrderId(2)));
         assert_eq!(index.get(orders.as_slice(), c(2), "b"), None);
         assert_eq!(
             index.get(orders.as_slice(), c(1), "A"),
@@ -329,15 +340,21 @@ mod tests {
         ];
         let mut index = RefIndex::default();
         for id in 0..orders.len() as u64 {
-            index.insert_hashed(orders.as_slice(), 7, id);
+            index.insert_hashed(orders.as_slice(), 7, OrderId(id));
         }
-        assert_eq!(index.find(orders.as_slice(), 7, c(1), "x"), Some(0));
+        assert_eq!(
+            index.find(orders.as_slice(), 7, c(1), "x"),
+            Some(OrderId(0))
+        );
         assert_eq!(
             index.find(orders.as_slice(), 7, c(1), "y"),
-            Some(3),
+            Some(OrderId(3)),
             "the overflow moves on too"
         );
-        assert_eq!(index.find(orders.as_slice(), 7, c(2), "x"), Some(2));
+        assert_eq!(
+            index.find(orders.as_slice(), 7, c(2), "x"),
+            Some(OrderId(2))
+        );
         assert_eq!(index.find(orders.as_slice(), 7, c(2), "y"), None);
         assert_eq!(index.len(), 3);
         assert!(
@@ -355,7 +372,7 @@ mod tests {
             .collect();
         let mut index = RefIndex::default();
         for id in 0..n as u64 {
-            index.insert_hashed(orders.as_slice(), 5 + id * (1 << 20), id);
+            index.insert_hashed(orders.as_slice(), 5 + id * (1 << 20), OrderId(id));
         }
         assert_eq!((index.used, index.overflow.len()), (MAX_PROBE, 8));
         for id in 0..n as u64 {
@@ -365,7 +382,7 @@ mod tests {
                 c(1),
                 &format!("r{id}"),
             );
-            assert_eq!(found, Some(id));
+            assert_eq!(found, Some(OrderId(id)));
         }
         // With real hashes: filling past half the table doubles it (three times here), and
         // every entry is found again from its own order afterwards.

@@ -3,7 +3,7 @@
 use super::*;
 
 impl Desk<'_, '_> {
-    pub fn cancel(&mut self, code: CustomerCode, reference: &str) -> Result<u64, Error> {
+    pub fn cancel(&mut self, code: CustomerCode, reference: &str) -> Result<OrderId, Error> {
         let id = self.open_order(code, reference, ErrorCode::OrderNotCancellable, "cancelled")?;
         self.finish(id, OrderStatus::Canceled, Some(EndReason::UserInitiated));
         Ok(id)
@@ -17,7 +17,7 @@ impl Desk<'_, '_> {
         reference: &str,
         conflict: ErrorCode,
         verb: &str,
-    ) -> Result<u64, Error> {
+    ) -> Result<OrderId, Error> {
         self.customer(code)?;
         let o = self
             .orders
@@ -40,7 +40,7 @@ impl Desk<'_, '_> {
         code: CustomerCode,
         reference: &str,
         amend: &Amend,
-    ) -> Result<u64, Error> {
+    ) -> Result<OrderId, Error> {
         let id = self.open_order(code, reference, ErrorCode::OrderNotAmendable, "amended")?;
         let now = self.clock.now;
         let o = self.orders.get(id).clone();

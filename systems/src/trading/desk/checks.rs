@@ -41,7 +41,7 @@ impl Desk<'_, '_> {
     ) -> Result<(), Error> {
         let m = &self.exchange.markets[market as usize];
         let crosses = |o: &NewOrder| {
-            o.limit_price
+            o.limit_price()
                 .is_some_and(|p| m.book.crosses(o.side, Some(m.ticks(p))))
         };
         match status {
@@ -50,8 +50,8 @@ impl Desk<'_, '_> {
                 m.spec.symbol
             ))),
             InstrumentStatus::PostOnly
-                if new.kind != OrderType::Limit
-                    || !matches!(new.quantity, Quantity::Amount(_))
+                if new.kind() != OrderType::Limit
+                    || !matches!(new.quantity(), Quantity::Amount(_))
                     || !matches!(new.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd)
                     || crosses(new) =>
             {
@@ -79,7 +79,7 @@ impl Desk<'_, '_> {
         mark: Decimal,
     ) -> Result<(), Error> {
         let m = &self.exchange.markets[market as usize];
-        let limit = new.limit_price.map(|p| m.ticks(p));
+        let limit = new.limit_price().map(|p| m.ticks(p));
         let best = match new.side {
             Side::Buy => m.book.best_ask(),
             Side::Sell => m.book.best_bid(),
@@ -87,7 +87,7 @@ impl Desk<'_, '_> {
         let price = best
             .filter(|_| m.book.crosses(new.side, limit))
             .map(|(p, _)| m.price(p))
-            .or(new.limit_price)
+            .or(new.limit_price())
             .unwrap_or(mark);
         let lot = m.spec.lot_size;
         match cash < lot * price {

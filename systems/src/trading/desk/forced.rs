@@ -10,7 +10,8 @@ use std::sync::Arc;
 use perpsim_core::instrument::Asset;
 
 use super::*;
-use crate::records::money::Owner;
+use crate::money::ledger::Books;
+use crate::records::money::AccountId;
 
 impl Desk<'_, '_> {
     /// Cancels (reason LIQUIDATION) every open order, conditional ones included, of the
@@ -109,7 +110,7 @@ impl Desk<'_, '_> {
     ) -> bool {
         let total = self
             .accounts
-            .balance(&(Owner::Customer(customer), asset))
+            .balance(&AccountId::customer(customer, asset))
             .map_or(Decimal::ZERO, |b| b.total);
         let exposed =
             self.positions.keys_of(customer).iter().any(|&(_, market)| {
@@ -123,10 +124,13 @@ impl Desk<'_, '_> {
             .expect("balances belong to existing customers")
             .broker;
         let now = self.clock.now;
-        self.ledger.book_cover(
-            &mut self.accounts,
-            &mut self.rng.0,
+        let mut books = Books {
+            accounts: &mut self.accounts,
+            rng: &mut self.rng.0,
             now,
+        };
+        self.ledger.book_cover(
+            &mut books,
             (customer, broker),
             asset,
             -total,

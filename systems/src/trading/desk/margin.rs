@@ -6,6 +6,7 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::risk::{self, MarginState};
 
 use super::*;
+use crate::records::money::AccountId;
 
 impl Desk<'_, '_> {
     /// The part of an order on `side` that would reduce the customer's position in a
@@ -21,7 +22,7 @@ impl Desk<'_, '_> {
 
     /// Reserves `lots` × `rate` of initial margin for an order's resting opening part (D5):
     /// per lot, so each fill releases exactly its share.
-    pub(super) fn hold_reserve(&mut self, id: u64, lots: Lots, rate: Decimal) {
+    pub(super) fn hold_reserve(&mut self, id: OrderId, lots: Lots, rate: Decimal) {
         let o = self.orders.get_mut(id);
         o.reserve_lots = lots;
         o.reserve_rate = rate;
@@ -76,7 +77,7 @@ impl Desk<'_, '_> {
 
     pub(super) fn ledger_locked(&self, code: CustomerCode, asset: Asset) -> Decimal {
         self.accounts
-            .balance(&(crate::records::money::Owner::Customer(code), asset))
+            .balance(&AccountId::customer(code, asset))
             .map_or(Decimal::ZERO, |b| b.locked)
     }
 

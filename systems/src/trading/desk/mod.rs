@@ -11,11 +11,13 @@ mod triggers;
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use bevy_ecs::system::SystemParam;
-use perpsim_core::entry::{self, Amend, NewOrder, OrderEntry, Quantity, Reference};
+use perpsim_core::entry::{self, Amend, NewOrder, OrderEntry, OrderTerms, Quantity, Reference};
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 use perpsim_core::instrument::InstrumentStatus;
 use perpsim_core::money::{DEFAULT_FEES, FeeRates, MAX_LEVERAGE, margin_profile};
-use perpsim_core::order::{EndReason, OrderStatus, OrderType, ReferenceId, Side, TimeInForce};
+use perpsim_core::order::{
+    EndReason, OrderStatus, OrderType, ReferenceId, Side, TimeInForce, TriggerPriceType,
+};
 use perpsim_core::{Decimal, Error, ErrorCode};
 
 use crate::clock::{DueEvents, Scheduler, SimClock};
@@ -25,6 +27,7 @@ use crate::money::ledger::{AccountStore, Ledger};
 use crate::money::store::Accounts;
 use crate::positions::{MarginRate, OpenPositions};
 use crate::records::clock::ScheduledEvent;
+use crate::records::ids::OrderId;
 use crate::records::order::{Extra, Order, Trigger};
 use crate::records::order::{Lots, Ticks};
 use crate::records::trade::{Liquidity, TradeKind};
@@ -49,7 +52,7 @@ struct Terms {
 
 /// The taking side of an execution: an order's, or a liquidation's (no order, D10).
 struct Taker {
-    order: Option<u64>,
+    order: Option<OrderId>,
     customer: CustomerCode,
     kind: TradeKind,
     terms: Terms,
@@ -175,7 +178,7 @@ impl Desk<'_, '_> {
     }
 
     /// An order by id, live or ended.
-    pub fn order(&self, id: u64) -> &Order {
+    pub fn order(&self, id: OrderId) -> &Order {
         self.orders.get(id)
     }
 
@@ -208,7 +211,7 @@ impl Desk<'_, '_> {
         code: CustomerCode,
         symbol: &str,
         entry: &OrderEntry,
-    ) -> Result<u64, Error> {
+    ) -> Result<OrderId, Error> {
         let leverage_now = self.customer(code)?.leverage;
         let market = self
             .exchange
@@ -228,7 +231,7 @@ impl Desk<'_, '_> {
         };
         let new = entry::validate(entry, &m.spec, &reference)?;
         self.check_status(market, status, &new)?;
-        if let Quantity::Cash(cash) = new.quantity {
+        if let Quantity::Cash(cash) = new.quantity() {
             self.check_cash_buys_a_lot(market, &new, cash, mark)?;
         }
         if new.expire_time.is_some() {
@@ -253,9 +256,9 @@ impl Desk<'_, '_> {
             self.check_leverage_change(code, leverage)?;
         }
         // D5: the order's opening part needs amount × price × initial margin available.
-        let price = new.limit_price.unwrap_or(mark);
+        let price = new.limit_price().unwrap_or(mark);
         let reducible = self.reducible(code, market, new.side);
-        let opening_notional = match new.quantity {
+        let opening_notional = match new.quantity() {
             Quantity::Amount(a) => (a - reducible).max(Decimal::ZERO) * price,
             Quantity::Cash(c) => (c - reducible * price).max(Decimal::ZERO),
         };
@@ -276,9 +279,14 @@ impl Desk<'_, '_> {
             self.apply_leverage(code, leverage);
         }
         let id = self.create(code, market, &entry.reference_id, &new, now);
-        let rests = new.kind == OrderType::Limit
-            && matches!(new.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd);
-        if let (true, Quantity::Amount(a)) = (rests, new.quantity) {
+        if let (
+            OrderTerms::Limit {
+                quantity: Quantity::Amount(a),
+                ..
+            },
+            TimeInForce::Gtc | TimeInForce::Gtd,
+        ) = (new.terms, new.time_in_force)
+        {
             let m = &self.exchange.markets[market as usize];
             let (lots, rate) = (
                 m.opening_lots(a, reducible),
@@ -289,7 +297,7 @@ impl Desk<'_, '_> {
         if let Some(at) = new.expire_time {
             self.scheduler.schedule(at, ScheduledEvent::OrderExpiry(id));
         }
-        if new.kind.is_conditional() {
+        if new.kind().is_conditional() {
             self.arm(id);
         } else {
             self.execute(id);
@@ -304,44 +312,24 @@ impl Desk<'_, '_> {
         reference: &str,
         new: &NewOrder,
         now: perpsim_core::time::Timestamp,
-    ) -> u64 {
+    ) -> OrderId {
         let id = self.orders.next_id();
-        let (amount, cash) = match new.quantity {
-            Quantity::Amount(a) => (a, None),
-            Quantity::Cash(c) => (Decimal::ZERO, Some(Extra::Cash(c))),
-        };
-        let trigger = new.kind.is_conditional().then(|| {
-            Extra::Trigger(Trigger {
-                trigger_price: new.trigger_price,
-                trigger_price_type: new
-                    .trigger_price_type
-                    .expect("rule 6 gives every conditional type one"),
-                take_profit_price: new.take_profit_price,
-                stop_loss_price: new.stop_loss_price,
-                fired: false,
-            })
-        });
-        let expires = new.expire_time.map(Extra::Expires);
-        // Rules 2 and 7 leave an order at most one of the three.
-        let extra = match (trigger, cash, expires) {
-            (Some(e), None, None) | (None, Some(e), None) | (None, None, Some(e)) => {
-                Some(Box::new(e))
-            }
-            (None, None, None) => None,
-            _ => unreachable!("entry rules 2 and 7 make trigger, cash and expiry exclusive"),
+        let amount = match new.quantity() {
+            Quantity::Amount(a) => a,
+            Quantity::Cash(_) => Decimal::ZERO,
         };
         self.orders.push(Order {
             id,
             customer: code,
             market,
             side: new.side,
-            kind: new.kind,
+            kind: new.kind(),
             reference_id: ReferenceId::from(reference),
             amount,
             filled_amount: Decimal::ZERO,
             filled_quote: Decimal::ZERO,
-            limit_price: new.limit_price,
-            extra,
+            limit_price: new.limit_price(),
+            extra: extra(new),
             time_in_force: new.time_in_force,
             post_only: new.post_only,
             status: OrderStatus::Open,
@@ -358,7 +346,7 @@ impl Desk<'_, '_> {
     }
 
     /// Runs an order against its book: fill what crosses, then rest (GTC/GTD limit) or end.
-    fn execute(&mut self, id: u64) {
+    fn execute(&mut self, id: OrderId) {
         let o = self.orders.get(id);
         let (market, side, customer) = (o.market, o.side, o.customer);
         let m = &self.exchange.markets[market as usize];
@@ -492,7 +480,7 @@ impl Desk<'_, '_> {
     /// Ends an order: out of the book and the trigger index, its reserve released, and out
     /// of the live set into the archive. Its reference is free again (rule 11) by its status
     /// alone: see [`crate::trading::refs::RefIndex`].
-    fn finish(&mut self, id: u64, status: OrderStatus, reason: Option<EndReason>) {
+    fn finish(&mut self, id: OrderId, status: OrderStatus, reason: Option<EndReason>) {
         let now = self.clock.now;
         let o = self.orders.get_mut(id);
         debug_assert!(o.is_open(), "only open orders end");
@@ -518,4 +506,45 @@ impl Desk<'_, '_> {
         self.orders.archive(id);
         self.exchange.mark_order(id);
     }
+}
+
+/// What only some orders carry: a conditional order's trigger, a cash order's notional or a
+/// GTD order's expiry. Rules 2 and 7 leave an order at most one: a cash order is IOC and
+/// never conditional, a conditional order is IOC or GTC.
+fn extra(new: &NewOrder) -> Option<Box<Extra>> {
+    let trigger = |trigger_price, take_profit_price, stop_loss_price| {
+        Extra::Trigger(Trigger {
+            trigger_price,
+            trigger_price_type: new
+                .trigger_price_type()
+                .unwrap_or(TriggerPriceType::TradePrice),
+            take_profit_price,
+            stop_loss_price,
+            fired: false,
+        })
+    };
+    let extra = match (new.terms, new.expire_time) {
+        (OrderTerms::Conditional { trigger_price, .. }, _) => {
+            trigger(Some(trigger_price), None, None)
+        }
+        (
+            OrderTerms::Combo {
+                take_profit_price,
+                stop_loss_price,
+                ..
+            },
+            _,
+        ) => trigger(None, Some(take_profit_price), Some(stop_loss_price)),
+        (
+            OrderTerms::Market(Quantity::Cash(cash))
+            | OrderTerms::Limit {
+                quantity: Quantity::Cash(cash),
+                ..
+            },
+            _,
+        ) => Extra::Cash(cash),
+        (_, Some(at)) => Extra::Expires(at),
+        (_, None) => return None,
+    };
+    Some(Box::new(extra))
 }

@@ -5,7 +5,7 @@ use super::*;
 
 impl Desk<'_, '_> {
     /// Registers a waiting conditional order under the price(s) that fire it.
-    pub(super) fn arm(&mut self, id: u64) {
+    pub(super) fn arm(&mut self, id: OrderId) {
         let o = self.orders.get(id);
         let m = &mut self.exchange.markets[o.market as usize];
         for (watch, ticks) in watches(m, o) {
@@ -13,14 +13,14 @@ impl Desk<'_, '_> {
         }
     }
 
-    pub(super) fn disarm(&mut self, id: u64) {
+    pub(super) fn disarm(&mut self, id: OrderId) {
         let o = self.orders.get(id);
         disarm(&mut self.exchange.markets[o.market as usize], o);
     }
 
     /// The first waiting order of a market whose trigger is reached, if any. Nothing fires
     /// while matching is off (post_only, trade_halt).
-    pub(super) fn next_triggered(&self, market: MarketId) -> Option<u64> {
+    pub(super) fn next_triggered(&self, market: MarketId) -> Option<OrderId> {
         let state = self.instrument(market);
         if state.status != InstrumentStatus::Active {
             return None;
@@ -30,7 +30,7 @@ impl Desk<'_, '_> {
             return None;
         }
         let tick = m.spec.tick_size;
-        let mut fired: Option<u64> = None;
+        let mut fired: Option<OrderId> = None;
         let mut consider = |watch: Watch, price: Decimal| {
             let (lo, hi) = match watch {
                 // Rising: fires when the price is at or above the trigger.
@@ -45,7 +45,7 @@ impl Desk<'_, '_> {
             };
             if let Some(&(_, _, id)) = m
                 .triggers
-                .range((watch, lo, 0)..=(watch, hi, u64::MAX))
+                .range((watch, lo, OrderId(0))..=(watch, hi, OrderId(u64::MAX)))
                 .min_by_key(|(_, _, id)| *id)
             {
                 fired = Some(fired.map_or(id, |f| f.min(id)));
@@ -65,7 +65,7 @@ impl Desk<'_, '_> {
 
     /// A fired conditional order: a stop_market (and the combo's leg) executes as a market
     /// IOC order, a stop_limit works as a limit GTC order (D5).
-    pub(super) fn trigger(&mut self, id: u64) {
+    pub(super) fn trigger(&mut self, id: OrderId) {
         self.disarm(id);
         let now = self.clock.now;
         let o = self.orders.get_mut(id);

@@ -21,8 +21,8 @@ use perpsim_storage::{Journal, JournalError, NonceWrites, TickRecord, UsedNonce}
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use crate::server::metrics::Metrics;
 use crate::signing::{Admission, BEHIND_NS};
+use crate::state::metrics::Metrics;
 
 /// Bounds of the host (TigerBeetle style: everything has one).
 #[derive(Debug, Clone, Copy)]

@@ -3,7 +3,8 @@
 use std::str::FromStr;
 
 use super::*;
-use crate::instrument::default_instruments;
+use crate::error::{Error, ErrorCode};
+use crate::instrument::{InstrumentSpec, default_instruments};
 
 fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
@@ -90,7 +91,7 @@ fn rule_2_cash_orders_are_positive_ioc_and_not_conditional() {
     };
     let ok = check(&cash).unwrap();
     assert_eq!(
-        (ok.quantity, ok.time_in_force),
+        (ok.quantity(), ok.time_in_force),
         (Quantity::Cash(d("250.5")), TimeInForce::Ioc)
     );
     let cash_limit = OrderEntry {
@@ -180,7 +181,7 @@ fn rule_3_limit_price_required_on_limit_and_refused_where_unused() {
         limit_price: Some(d("58900")),
         ..entry(OrderType::StopLossLimit)
     };
-    assert_eq!(check(&sll).unwrap().limit_price, Some(d("58900")));
+    assert_eq!(check(&sll).unwrap().limit_price(), Some(d("58900")));
 }
 
 #[test]
@@ -240,7 +241,7 @@ fn rule_5_take_profit_and_stop_loss_prices_only_on_the_combo() {
     };
     let ok = check(&combo).unwrap();
     assert_eq!(
-        (ok.take_profit_price, ok.stop_loss_price),
+        (ok.take_profit_price(), ok.stop_loss_price()),
         (Some(d("61000")), Some(d("59000")))
     );
     refused(
@@ -285,7 +286,7 @@ fn rule_6_trigger_price_type_refused_on_market_and_limit_and_must_match_otherwis
         ..entry(OrderType::TakeProfit)
     };
     assert_eq!(
-        check(&tp).unwrap().trigger_price_type,
+        check(&tp).unwrap().trigger_price_type(),
         Some(TriggerPriceType::TradePrice)
     );
     refused(
@@ -303,7 +304,7 @@ fn rule_6_trigger_price_type_refused_on_market_and_limit_and_must_match_otherwis
         ..entry(OrderType::TakeProfitStopLoss)
     };
     assert_eq!(
-        check(&combo).unwrap().trigger_price_type,
+        check(&combo).unwrap().trigger_price_type(),
         Some(TriggerPriceType::MarkPrice)
     );
     refused(
