@@ -143,6 +143,17 @@ struct Paths<'a> {
 impl Paths<'_> {
     /// Records `segments` (as written) if it names another top-level module.
     fn record(&mut self, segments: &[String]) {
+        if segments.len() > 1 && segments[0].starts_with("perpsim_") {
+            if let Some(from) = self.module.first() {
+                self.out.insert(Edge {
+                    from: from.clone(),
+                    to: segments[0].clone(),
+                    file: self.file.to_path_buf(),
+                    path: segments.join("::"),
+                });
+            }
+            return;
+        }
         let Some(target) = resolve(self.module, segments) else {
             return;
         };
