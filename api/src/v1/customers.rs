@@ -7,11 +7,11 @@ use perpsim_core::ids::{CustomerCode, MAX_EXTERNAL_ID};
 use perpsim_core::time::Timestamp;
 use perpsim_systems::records::venue::CustomerView;
 use perpsim_systems::{Command, Outcome};
-use poem_openapi::param::{Path, Query};
+use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 
-use super::{Signed, Tag};
+use super::{Signed, Tag, customer};
 use crate::contract::Nullable;
 use crate::contract::Text;
 use crate::errors::ApiError;
@@ -127,13 +127,11 @@ impl CustomersApi {
     )]
     async fn get(
         &self,
-        state: poem::web::Data<&Arc<AppState>>,
-        auth: Signed,
+        _auth: Signed,
         /// The customer_code.
-        code: Path<String>,
+        code: customer::Path,
     ) -> Result<Json<CustomerRecord>, ApiError> {
-        let view = state.engine.view();
-        let customer = super::customer_of(&view, auth.broker(), &code.0)?;
+        let customer = code.customer()?;
         Ok(Json(CustomerRecord::from(customer)))
     }
 

@@ -1,6 +1,7 @@
 //! The broker API under `/v1`, signed as D2 says. Handlers read the published view and send
 //! commands to the engine; they never hold engine state.
 
+pub mod customer;
 pub mod customers;
 pub mod funding;
 pub mod instruments;
@@ -18,6 +19,8 @@ use perpsim_core::ids::BrokerCode;
 use poem::Request;
 use poem_openapi::auth::ApiKey;
 use poem_openapi::{SecurityScheme, Tags};
+
+pub use customer::customer_of;
 
 use crate::signing::Admission;
 
@@ -54,18 +57,6 @@ impl Signed {
 
 async fn signed_broker(req: &Request, _: ApiKey) -> Option<Arc<Admission>> {
     req.extensions().get::<AuthedBroker>().map(|b| b.0.clone())
-}
-
-/// The broker's customer addressed by a path's `{code}`. Unknown codes and other brokers'
-/// customers are answered alike, 404 NOT_FOUND (D2).
-pub fn customer_of<'v>(
-    view: &'v perpsim_systems::ReadView,
-    broker: BrokerCode,
-    code: &str,
-) -> Result<&'v perpsim_systems::records::venue::CustomerView, perpsim_core::Error> {
-    perpsim_core::ids::CustomerCode::parse(code)
-        .and_then(|c| view.customer_of(broker, c))
-        .ok_or_else(|| perpsim_core::Error::not_found(format!("customer {code} does not exist")))
 }
 
 #[derive(Tags)]

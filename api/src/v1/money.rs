@@ -17,11 +17,11 @@ use perpsim_systems::records::ids::MovementSeq;
 use perpsim_systems::records::money::{Balance, Movement, MovementKind, MovementStatus};
 use perpsim_systems::{Command, Outcome};
 use poem::web::Data;
-use poem_openapi::param::{Path, Query};
+use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 
-use super::{Signed, Tag, customer_of};
+use super::{Signed, Tag, customer, customer_of};
 use crate::contract::Nullable;
 use crate::contract::Text;
 use crate::errors::ApiError;
@@ -304,11 +304,11 @@ impl MoneyApi {
         &self,
         state: &AppState,
         auth: Signed,
-        code: &str,
+        code: &customer::Path,
         kind: TransferKind,
         body: TransferRequest,
     ) -> Result<TransferCreated, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.broker(), code)?.code;
+        let customer = code.customer()?.code;
         let asset = asset("asset", &body.asset)?;
         let amount = check_transfer_amount("amount", body.amount.parse("amount", Sign::Signed)?)?;
         let command = Command::RequestTransfer {
@@ -341,10 +341,10 @@ impl MoneyApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         body: Json<TransferRequest>,
     ) -> Result<TransferCreated, ApiError> {
-        self.transfer(&state, auth, &code.0, TransferKind::Deposit, body.0)
+        self.transfer(&state, auth, &code, TransferKind::Deposit, body.0)
             .await
     }
 
@@ -361,10 +361,10 @@ impl MoneyApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         body: Json<TransferRequest>,
     ) -> Result<TransferCreated, ApiError> {
-        self.transfer(&state, auth, &code.0, TransferKind::Withdrawal, body.0)
+        self.transfer(&state, auth, &code, TransferKind::Withdrawal, body.0)
             .await
     }
 
@@ -378,13 +378,12 @@ impl MoneyApi {
     )]
     async fn balances(
         &self,
-        state: Data<&Arc<AppState>>,
-        auth: Signed,
-        code: Path<String>,
+        _auth: Signed,
+        code: customer::Path,
         asset: Query<Option<String>>,
     ) -> Result<Json<Vec<BalanceRecord>>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
+        let view = code.view();
+        let customer = code.customer()?.code;
         let only = asset
             .0
             .as_deref()
@@ -455,15 +454,15 @@ impl MoneyApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         created_from: Query<Option<String>>,
         created_to: Query<Option<String>>,
         limit: Query<Option<u32>>,
         after: Query<Option<String>>,
         before: Query<Option<String>>,
     ) -> Result<Json<TransactionPage>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
+        let view = code.view();
+        let customer = code.customer()?.code;
         let created = (
             query_time("created_from", created_from.0.as_deref(), TimeBound::From)?,
             query_time("created_to", created_to.0.as_deref(), TimeBound::To)?,

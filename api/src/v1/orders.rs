@@ -16,7 +16,7 @@ use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 
-use super::{Signed, Tag, customer_of};
+use super::{Signed, Tag, customer};
 use crate::contract::Nullable;
 use crate::contract::Text;
 use crate::errors::ApiError;
@@ -346,10 +346,10 @@ impl OrdersApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         body: Json<OrderRequest>,
     ) -> Result<OrderCreated, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.broker(), &code.0)?.code;
+        let customer = code.customer()?.code;
         let entry = decode(&body.0)?;
         let command = Command::PlaceOrder {
             customer,
@@ -374,14 +374,14 @@ impl OrdersApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         status: Query<Option<String>>,
         limit: Query<Option<u32>>,
         after: Query<Option<String>>,
         before: Query<Option<String>>,
     ) -> Result<Json<OrderPage>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
+        let view = code.view();
+        let customer = code.customer()?.code;
         if let Some(s) = status.0.as_deref().filter(|s| *s != "open") {
             return Err(Error::validation(format!("status supports only open, got {s:?}")).into());
         }
@@ -422,13 +422,12 @@ impl OrdersApi {
     )]
     async fn get(
         &self,
-        state: Data<&Arc<AppState>>,
-        auth: Signed,
-        code: Path<String>,
+        _auth: Signed,
+        code: customer::Path,
         reference_id: Path<String>,
     ) -> Result<Json<OrderRecord>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
+        let view = code.view();
+        let customer = code.customer()?.code;
         entry::check_reference_id("reference_id", &reference_id.0)?;
         let order = view
             .trading
@@ -451,10 +450,10 @@ impl OrdersApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         reference_id: Path<String>,
     ) -> Result<Json<OrderRecord>, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.broker(), &code.0)?.code;
+        let customer = code.customer()?.code;
         entry::check_reference_id("reference_id", &reference_id.0)?;
         let command = Command::CancelOrder {
             customer,
@@ -478,11 +477,11 @@ impl OrdersApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         reference_id: Path<String>,
         body: Json<AmendRequest>,
     ) -> Result<Json<OrderRecord>, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.broker(), &code.0)?.code;
+        let customer = code.customer()?.code;
         entry::check_reference_id("reference_id", &reference_id.0)?;
         let amend = Amend {
             amount: decimal("amount", &body.0.amount)?,

@@ -1,20 +1,16 @@
 //! Net positions (interface §2.4, §4.2; D6).
 
-use std::sync::Arc;
-
 use perpsim_core::Error;
 use perpsim_core::ids::PositionCode;
 use perpsim_core::order::PositionSide;
 use perpsim_systems::ReadView;
 use perpsim_systems::records::position::Position;
-use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};
 
-use super::{Signed, Tag, customer_of};
+use super::{Signed, Tag, customer};
 use crate::errors::ApiError;
-use crate::state::AppState;
 use crate::wire::{DecimalOut, Time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,14 +82,13 @@ impl PositionsApi {
     )]
     async fn list(
         &self,
-        state: Data<&Arc<AppState>>,
-        auth: Signed,
-        code: Path<String>,
+        _auth: Signed,
+        code: customer::Path,
         symbol: Query<Option<String>>,
         side: Query<Option<PositionSideApi>>,
     ) -> Result<Json<Vec<PositionRecord>>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
+        let view = code.view();
+        let customer = code.customer()?.code;
         let rows = view
             .trading
             .positions
@@ -115,13 +110,12 @@ impl PositionsApi {
     )]
     async fn get(
         &self,
-        state: Data<&Arc<AppState>>,
-        auth: Signed,
-        code: Path<String>,
+        _auth: Signed,
+        code: customer::Path,
         position_code: Path<String>,
     ) -> Result<Json<PositionRecord>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
+        let view = code.view();
+        let customer = code.customer()?.code;
         let position = PositionCode::parse(&position_code.0)
             .and_then(|c| view.trading.position_codes.get(&c))
             .filter(|(c, _)| *c == customer)

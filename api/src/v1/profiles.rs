@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use perpsim_core::instrument::Asset;
 use perpsim_core::risk::{self, MarginState};
 
-use super::{Signed, Tag, customer_of};
+use super::{Signed, Tag, customer};
 use crate::errors::ApiError;
 use crate::state::AppState;
 use crate::wire::{DecimalOut, LeverageIn, NumberIn, Time};
@@ -255,11 +255,11 @@ impl ProfilesApi {
         &self,
         state: &AppState,
         auth: Signed,
-        code: &str,
+        code: &customer::Path,
         symbol: Option<String>,
         body: FeeProfileRequest,
     ) -> Result<CustomerView, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.broker(), code)?.code;
+        let customer = code.customer()?.code;
         let maker_bps = fee_value("maker_fee", &body.maker_fee, true)?;
         let taker_bps = fee_value("taker_fee", &body.taker_fee, false)?;
         if maker_bps.is_none() && taker_bps.is_none() {
@@ -287,12 +287,11 @@ impl ProfilesApi {
     )]
     async fn account_summary(
         &self,
-        state: Data<&Arc<AppState>>,
-        auth: Signed,
-        code: Path<String>,
+        _auth: Signed,
+        code: customer::Path,
     ) -> Result<Json<AccountSummary>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?;
+        let view = code.view();
+        let customer = code.customer()?;
         Ok(Json(summary(&view, customer)))
     }
 
@@ -307,12 +306,10 @@ impl ProfilesApi {
     )]
     async fn margin_profile(
         &self,
-        state: Data<&Arc<AppState>>,
-        auth: Signed,
-        code: Path<String>,
+        _auth: Signed,
+        code: customer::Path,
     ) -> Result<Json<MarginProfileRecord>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?;
+        let customer = code.customer()?;
         if !customer.provisioned {
             return Err(Error::new(
                 ErrorCode::ProfileNotProvisioned,
@@ -334,10 +331,10 @@ impl ProfilesApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         body: Json<MarginProfileRequest>,
     ) -> Result<Json<MarginProfileRecord>, ApiError> {
-        let customer = customer_of(&state.engine.view(), auth.broker(), &code.0)?.code;
+        let customer = code.customer()?.code;
         let leverage = body.0.leverage.parse("leverage")?;
         let updated = updated_customer(
             state
@@ -359,12 +356,11 @@ impl ProfilesApi {
     )]
     async fn fee_profile(
         &self,
-        state: Data<&Arc<AppState>>,
-        auth: Signed,
-        code: Path<String>,
+        _auth: Signed,
+        code: customer::Path,
     ) -> Result<Json<Vec<FeeProfileItem>>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?;
+        let view = code.view();
+        let customer = code.customer()?;
         Ok(Json(fee_list(&view, customer)))
     }
 
@@ -381,10 +377,10 @@ impl ProfilesApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         body: Json<FeeProfileRequest>,
     ) -> Result<Json<Vec<FeeProfileItem>>, ApiError> {
-        let updated = self.set_fees(&state, auth, &code.0, None, body.0).await?;
+        let updated = self.set_fees(&state, auth, &code, None, body.0).await?;
         Ok(Json(fee_list(&state.engine.view(), &updated)))
     }
 
@@ -401,12 +397,12 @@ impl ProfilesApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         symbol: Path<String>,
         body: Json<FeeProfileRequest>,
     ) -> Result<Json<FeeProfileItem>, ApiError> {
         let updated = self
-            .set_fees(&state, auth, &code.0, Some(symbol.0.clone()), body.0)
+            .set_fees(&state, auth, &code, Some(symbol.0.clone()), body.0)
             .await?;
         Ok(Json(fee_item(&updated, &symbol.0)))
     }

@@ -14,7 +14,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};
 
 use super::orders::SideApi;
-use super::{Signed, Tag, customer_of};
+use super::{Signed, Tag, customer, customer_of};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
@@ -227,7 +227,7 @@ impl TradesApi {
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
-        code: Path<String>,
+        code: customer::Path,
         symbol: Query<Option<String>>,
         from: Query<Option<String>>,
         to: Query<Option<String>>,
@@ -236,8 +236,8 @@ impl TradesApi {
         after: Query<Option<String>>,
         before: Query<Option<String>>,
     ) -> Result<Json<TradePage>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
+        let view = code.view();
+        let customer = code.customer()?.code;
         let q = TradeQuery {
             symbol: symbol.0,
             from: from.0,
@@ -258,13 +258,12 @@ impl TradesApi {
     )]
     async fn customer_trade(
         &self,
-        state: Data<&Arc<AppState>>,
-        auth: Signed,
-        code: Path<String>,
+        _auth: Signed,
+        code: customer::Path,
         trade_code: Path<String>,
     ) -> Result<Json<TradeRecord>, ApiError> {
-        let view = state.engine.view();
-        let customer = customer_of(&view, auth.broker(), &code.0)?.code;
+        let view = code.view();
+        let customer = code.customer()?.code;
         let not_found = || Error::not_found(format!("trade {} does not exist", trade_code.0));
         let seq = TradeCode::parse(&trade_code.0)
             .and_then(|c| view.trading.trade_codes.get(&c))
