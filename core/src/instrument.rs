@@ -13,6 +13,11 @@ pub enum Asset {
 impl Asset {
     pub const ALL: [Asset; 2] = [Asset::Usdc, Asset::Usdt];
 
+    /// Its place in [`Asset::ALL`], for tables with a slot per asset.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Asset::Usdc => "USDC",

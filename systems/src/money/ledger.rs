@@ -102,10 +102,10 @@ pub struct Ledger {
     /// since the risk pass last took them: the candidates of an insurance cover (D10).
     /// Derived: drained every run, so empty between ticks.
     went_negative: Vec<(CustomerCode, Asset, Arc<str>)>,
-    /// Per asset, the sum of every account's total, kept as postings happen: what the
-    /// conservation check compares with the boundary flows each tick, in release builds too.
-    /// Derived (rebuilt from the balances at a restore).
-    held: BTreeMap<Asset, Decimal>,
+    /// Per asset (in `Asset::ALL`'s order), the sum of every account's total, kept as
+    /// postings happen: what the conservation check compares with the boundary flows each
+    /// tick, in release builds too. Derived (rebuilt from the balances at a restore).
+    held: [Decimal; Asset::ALL.len()],
 }
 
 /// What every booking is given: where the balances live, the seeded RNG its row's code
@@ -158,10 +158,10 @@ impl Ledger {
             dirty_movements: DirtyKeys::default(),
             dirty_accounts: DirtyKeys::default(),
             went_negative: Vec::new(),
-            held: BTreeMap::new(),
+            held: [Decimal::ZERO; Asset::ALL.len()],
         };
         for (id, balance) in &accounts {
-            *ledger.held.entry(id.asset).or_default() += balance.total;
+            ledger.held[id.asset.index()] += balance.total;
         }
         ledger.mark_everything(accounts.keys().copied());
         (ledger, accounts)
@@ -244,21 +244,34 @@ impl Ledger {
         account
     }
 
-    /// Moves an account's total by `delta`, and the asset's running sum with it; the
-    /// account, for what else the booking changes in the same touch.
+    /// Moves an account's total by `delta`: the account, for what else the booking changes
+    /// in the same touch.
     fn post<'a, S: AccountStore>(
         &mut self,
         accounts: &'a mut S,
         (id, delta): (AccountId, Decimal),
         now: Timestamp,
     ) -> &'a mut Balance {
-        *self.held.entry(id.asset).or_default() += delta;
         let account = self.account_mut(accounts, id, now);
         account.total += delta;
         account
     }
 
+    /// A posting across the venue's boundary (a transfer, the venue's capital): the one kind
+    /// that moves the asset's running sum, with the flow the caller counts.
+    fn post_boundary<'a, S: AccountStore>(
+        &mut self,
+        accounts: &'a mut S,
+        (id, delta): (AccountId, Decimal),
+        now: Timestamp,
+    ) -> &'a mut Balance {
+        self.held[id.asset.index()] += delta;
+        self.post(accounts, (id, delta), now)
+    }
+
     /// Books postings that net to zero (asserted), the customer's last: returns its account.
+    /// They leave the asset's running sum where it was — adding them would add exactly the
+    /// zero just asserted — so the sum moves only with the boundary.
     fn post_all<'a, S: AccountStore>(
         &mut self,
         accounts: &'a mut S,
@@ -278,7 +291,7 @@ impl Ledger {
     /// make it a comparison per asset, cheap enough for every tick.
     pub fn assert_conserved(&self) {
         for asset in Asset::ALL {
-            let held = self.held.get(&asset).copied().unwrap_or_default();
+            let held = self.held[asset.index()];
             let net = self
                 .state
                 .flows
@@ -402,7 +415,7 @@ impl Ledger {
             (m.customer, m.asset, m.amount, m.kind)
         };
         // A transfer's other side is the boundary: the flow below, which conservation weighs.
-        let account = self.post(
+        let account = self.post_boundary(
             accounts,
             (AccountId::customer(customer, asset), amount),
             now,
@@ -510,7 +523,7 @@ impl Ledger {
             amount >= Decimal::ZERO && is_ledger_rounded(amount),
             "insurance funding is validated at configuration"
         );
-        self.post(
+        self.post_boundary(
             accounts,
             (AccountId::venue(VenueAccount::Insurance, asset), amount),
             now,
@@ -595,9 +608,12 @@ impl Ledger {
     ) -> MovementSeq {
         let (code, broker) = row.customer;
         let now = books.now;
-        let mut postings = venue.to_vec();
-        postings.push((AccountId::customer(code, row.asset), row.amount));
-        let account = self.post_all(books.accounts, &postings, now);
+        // On the stack: a booking has at most two venue postings besides the customer's.
+        let customer = (AccountId::customer(code, row.asset), row.amount);
+        let mut postings = [customer; 3];
+        postings[..venue.len()].copy_from_slice(venue);
+        postings[venue.len()] = customer;
+        let account = self.post_all(books.accounts, &postings[..=venue.len()], now);
         shift_locked(account, code, row.locked_delta);
         let total = account.total;
         let seq = MovementSeq(self.state.movements.len() as u64);
@@ -695,7 +711,7 @@ impl Ledger {
                 ));
             }
             // The running sum the release check uses must agree with the accounts.
-            let held = self.held.get(&asset).copied().unwrap_or_default();
+            let held = self.held[asset.index()];
             if held != sum {
                 return Err(format!(
                     "{asset:?}: the running sum {held} drifted from {sum}"
