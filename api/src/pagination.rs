@@ -13,7 +13,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use imbl::OrdSet;
 use perpsim_core::Error;
-use perpsim_systems::records::ids::{MovementSeq, OrderId};
+use perpsim_systems::records::ids::{MovementSeq, NoticeSeq, OrderId, TradeSeq};
 use poem_openapi::Object;
 use sha2::{Digest, Sha256};
 
@@ -291,15 +291,22 @@ impl<K: CursorKey> CursorKey for std::cmp::Reverse<K> {
     }
 }
 
-impl CursorKey for MovementSeq {
-    fn to_bytes(&self) -> Vec<u8> {
-        self.0.to_bytes()
-    }
+/// The engine's sequence ids are encoded as their number.
+macro_rules! sequence_cursor {
+    ($($id:ident),*) => {$(
+        impl CursorKey for $id {
+            fn to_bytes(&self) -> Vec<u8> {
+                self.0.to_bytes()
+            }
 
-    fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        u64::from_bytes(bytes).map(MovementSeq)
-    }
+            fn from_bytes(bytes: &[u8]) -> Option<Self> {
+                u64::from_bytes(bytes).map($id)
+            }
+        }
+    )*};
 }
+
+sequence_cursor!(MovementSeq, TradeSeq, NoticeSeq);
 
 impl CursorKey
     for (

@@ -60,7 +60,9 @@ type Tick = (Timestamp, Vec<Command>);
 
 struct Sim {
     engine: Engine,
-    journal: Vec<Tick>,
+    /// The journal, streamed to the replay as it is written: the replay runs on the other
+    /// core while the week is simulated, instead of after it.
+    journal: std::sync::mpsc::Sender<Tick>,
     rng: SimRng,
     customers: Vec<CustomerCode>,
     next_ref: u64,
@@ -69,7 +71,9 @@ struct Sim {
 impl Sim {
     fn tick(&mut self, commands: Vec<Command>) -> Vec<perpsim_systems::CommandResult> {
         let now = self.engine.clock().now;
-        self.journal.push((now, commands.clone()));
+        self.journal
+            .send((now, commands.clone()))
+            .expect("the replay reads to the end");
         self.engine.tick(now, commands).results
     }
 
@@ -230,9 +234,19 @@ impl Sim {
 
 #[test]
 fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_hash() {
+    // The journal — the ticks as sent — replayed from genesis, alongside.
+    let (journal, ticks) = std::sync::mpsc::channel::<Tick>();
+    let replay = std::thread::spawn(move || {
+        let mut replay = Engine::genesis(genesis());
+        replay.set_publishing(false);
+        for (now, commands) in ticks {
+            replay.tick(now, commands);
+        }
+        replay.state_hash()
+    });
     let mut sim = Sim {
         engine: Engine::genesis(genesis()),
-        journal: Vec::new(),
+        journal,
         rng: SimRng::from_seed(4242),
         customers: Vec::new(),
         next_ref: 0,
@@ -356,10 +370,8 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
     );
     assert!(kinds("liquidation") > 0, "forced fills were booked");
     // The journal replays to the same state.
-    let mut replay = Engine::genesis(genesis());
-    replay.set_publishing(false);
-    for (now, commands) in sim.journal {
-        replay.tick(now, commands);
-    }
-    assert_eq!(replay.state_hash(), sim.engine.state_hash());
+    let Sim { engine, journal, .. } = sim;
+    drop(journal);
+    let replayed = replay.join().expect("the replay ran to the end");
+    assert_eq!(replayed, engine.state_hash());
 }

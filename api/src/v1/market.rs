@@ -8,6 +8,7 @@ use perpsim_core::filter::Pattern;
 use perpsim_core::time::{DAY_MS, MINUTE_MS, TimeBound, Timestamp};
 use perpsim_systems::ReadView;
 use perpsim_systems::publish::market_view::{INTERVALS, MarketView};
+use perpsim_systems::records::ids::FillSeq;
 use perpsim_systems::records::venue::InstrumentView;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
@@ -146,8 +147,8 @@ impl MarketApi {
             .into());
         }
         let view = state.engine.view();
-        let record = |seq: u64| {
-            let f = &view.trading.fills[seq as usize];
+        let record = |seq: FillSeq| {
+            let f = &view.trading.fills[seq.index()];
             let spec = &view.instruments[view.trading.symbol(f.market)].spec;
             PublicTrade {
                 code: f.code.to_string(),
@@ -170,7 +171,12 @@ impl MarketApi {
             }
             None => {
                 let n = view.trading.fills.len() as u64;
-                (0..n).rev().take(limit as usize).map(record).collect()
+                (0..n)
+                    .rev()
+                    .take(limit as usize)
+                    .map(FillSeq)
+                    .map(record)
+                    .collect()
             }
         };
         Ok(Json(rows))

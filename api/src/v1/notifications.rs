@@ -9,6 +9,7 @@ use perpsim_core::risk::Depreciation;
 use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_systems::ReadView;
 use perpsim_systems::publish::notices_view::NoticeScope;
+use perpsim_systems::records::ids::NoticeSeq;
 use perpsim_systems::records::risk::Notification;
 use poem::web::Data;
 use poem_openapi::param::Query;
@@ -119,14 +120,17 @@ fn window(
     view: &ReadView,
     from: Option<Timestamp>,
     to: Option<Timestamp>,
-) -> (Bound<u64>, Bound<u64>) {
+) -> (Bound<NoticeSeq>, Bound<NoticeSeq>) {
     let all = &view.notices.all;
     let first = |pred: &dyn Fn(Timestamp) -> bool| {
         pagination::partition_point(all.len(), |i| pred(all[i].created_at))
     };
     let lo = from.map_or(0, |f| first(&|t| t >= f));
     let hi = to.map_or(all.len() as u64, |t_to| first(&|t| t > t_to));
-    (Bound::Included(lo), Bound::Excluded(hi.max(lo)))
+    (
+        Bound::Included(NoticeSeq(lo)),
+        Bound::Excluded(NoticeSeq(hi.max(lo))),
+    )
 }
 
 pub struct NotificationsApi;
@@ -193,7 +197,7 @@ impl NotificationsApi {
             broker: auth.broker(),
             filters: &filters,
         };
-        let req = PageRequest::<u64>::parse(
+        let req = PageRequest::<NoticeSeq>::parse(
             &state.cursors,
             &scope,
             limit.0,
@@ -212,7 +216,7 @@ impl NotificationsApi {
             data: page
                 .keys
                 .iter()
-                .map(|&seq| record(&view, &view.notices.all[seq as usize]))
+                .map(|&seq| record(&view, &view.notices.all[seq.index()]))
                 .collect(),
             response_metadata: page.metadata,
         }))

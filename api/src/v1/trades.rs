@@ -7,6 +7,7 @@ use perpsim_core::Error;
 use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
 use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_systems::ReadView;
+use perpsim_systems::records::ids::TradeSeq;
 use perpsim_systems::records::trade::TradeRecord as Trade;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
@@ -127,14 +128,17 @@ fn window(
     view: &ReadView,
     from: Option<Timestamp>,
     to: Option<Timestamp>,
-) -> (Bound<u64>, Bound<u64>) {
+) -> (Bound<TradeSeq>, Bound<TradeSeq>) {
     let trades = &view.trading.trades;
     let first = |pred: &dyn Fn(Timestamp) -> bool| {
         pagination::partition_point(trades.len(), |i| pred(trades[i].timestamp))
     };
     let lo = from.map_or(0, |f| first(&|t| t >= f));
     let end = to.map_or(trades.len() as u64, |t_to| first(&|t| t > t_to));
-    (Bound::Included(lo), Bound::Excluded(end.max(lo)))
+    (
+        Bound::Included(TradeSeq(lo)),
+        Bound::Excluded(TradeSeq(end.max(lo))),
+    )
 }
 
 /// The filters every trade list shares.
@@ -167,7 +171,7 @@ fn list(
         broker,
         filters: &filters,
     };
-    let req = PageRequest::<u64>::parse(
+    let req = PageRequest::<TradeSeq>::parse(
         &state.cursors,
         &scope,
         q.limit,
@@ -202,7 +206,7 @@ fn list(
         data: page
             .keys
             .iter()
-            .map(|seq| record(view, &view.trading.trades[*seq as usize]))
+            .map(|seq| record(view, &view.trading.trades[seq.index()]))
             .collect(),
         response_metadata: page.metadata,
     })
@@ -268,7 +272,7 @@ impl TradesApi {
         let seq = TradeCode::parse(&trade_code.0)
             .and_then(|c| view.trading.trade_codes.get(&c))
             .ok_or_else(not_found)?;
-        let trade = &view.trading.trades[*seq as usize];
+        let trade = &view.trading.trades[seq.index()];
         if trade.customer != customer {
             return Err(not_found().into());
         }

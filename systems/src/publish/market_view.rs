@@ -12,7 +12,7 @@ use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 
 use crate::positions::PositionIndex;
 use crate::publish::view::ReadView;
-use crate::records::ids::OrderId;
+use crate::records::ids::{FillSeq, OrderId, TradeSeq};
 use crate::records::order::Order;
 use crate::records::position::Position;
 use crate::records::trade::{PublicFill, TradeRecord};
@@ -50,7 +50,7 @@ pub struct MarketView {
     /// Per interval of [`INTERVALS`], candles by open time; only periods with trades.
     pub candles: Vec<OrdMap<i64, Candle>>,
     /// Its public fills (seq), oldest first.
-    pub fills: Vector<u64>,
+    pub fills: Vector<FillSeq>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -69,9 +69,9 @@ pub struct TradingView {
     pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
     pub trades: Vector<TradeRecord>,
     /// Trade seqs per customer, for all markets (None) and per market.
-    pub trades_by_customer: OrdMap<(CustomerCode, Option<MarketId>), OrdSet<u64>>,
-    pub trades_by_broker: OrdMap<(BrokerCode, Option<MarketId>), OrdSet<u64>>,
-    pub trade_codes: OrdMap<TradeCode, u64>,
+    pub trades_by_customer: OrdMap<(CustomerCode, Option<MarketId>), OrdSet<TradeSeq>>,
+    pub trades_by_broker: OrdMap<(BrokerCode, Option<MarketId>), OrdSet<TradeSeq>>,
+    pub trade_codes: OrdMap<TradeCode, TradeSeq>,
     pub fills: Vector<PublicFill>,
 }
 

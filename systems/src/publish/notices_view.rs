@@ -9,12 +9,13 @@ use imbl::{OrdMap, OrdSet};
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 
 use super::view::ReadView;
+use crate::records::ids::NoticeSeq;
 use crate::records::risk::Notification;
 use crate::records::venue::MarketId;
 use crate::risk::notices::Notifications;
 
 /// A notification list's key: the notice's seq (lists page through it newest first).
-pub type NoticeKey = u64;
+pub type NoticeKey = NoticeSeq;
 
 /// Who a notification list is for: a broker's customers or one customer, in every market or
 /// one.

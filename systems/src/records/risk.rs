@@ -8,13 +8,15 @@ use perpsim_core::risk::MarginState;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::records::ids::{NoticeSeq, RiskSeq};
+
 use crate::records::venue::MarketId;
 
 /// One change of an account's margin state: the record the `liquidations` channel carries
 /// (§6 rules 4–5).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RiskRecord {
-    pub seq: u64,
+    pub seq: RiskSeq,
     pub customer: CustomerCode,
     pub broker: BrokerCode,
     pub asset: Asset,
@@ -34,7 +36,7 @@ pub struct RiskRecord {
 /// [`perpsim_core::risk::Depreciation`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notification {
-    pub seq: u64,
+    pub seq: NoticeSeq,
     pub code: NotificationCode,
     pub customer: CustomerCode,
     pub broker: BrokerCode,

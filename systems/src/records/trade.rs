@@ -6,7 +6,7 @@ use perpsim_core::order::{ReferenceId, Side};
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::records::ids::MovementSeq;
+use crate::records::ids::{FillSeq, MovementSeq, TradeSeq};
 
 use crate::records::money::MovementKind;
 use crate::records::venue::MarketId;
@@ -55,9 +55,9 @@ impl Liquidity {
 /// One side's record of a fill (D5 trade record).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TradeRecord {
-    pub seq: u64,
+    pub seq: TradeSeq,
     pub code: TradeCode,
-    pub fill: u64,
+    pub fill: FillSeq,
     pub customer: CustomerCode,
     pub broker: BrokerCode,
     pub kind: TradeKind,
@@ -82,7 +82,7 @@ pub struct TradeRecord {
 /// A fill as the market sees it (D8 PublicTrade).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublicFill {
-    pub seq: u64,
+    pub seq: FillSeq,
     pub code: FillCode,
     pub market: MarketId,
     #[serde(with = "perpsim_core::decimal::bin")]

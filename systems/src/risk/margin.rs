@@ -36,6 +36,7 @@ use crate::clock::SimClock;
 use crate::money::store::AccountIndex;
 use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, Valuation};
+use crate::records::ids::RiskSeq;
 use crate::records::market::MARKET_MAKER;
 use crate::records::money::{AccountId, Balance};
 use crate::records::position::Position;
@@ -438,7 +439,7 @@ pub fn assess_margin(
             .expect("indexed accounts are live")
             .locked;
         let (equity, notional) = book.figures_of(slot);
-        let seq = log.0.len() as u64;
+        let seq = RiskSeq(log.0.len() as u64);
         log.0.push(RiskRecord {
             seq,
             customer: a.customer,

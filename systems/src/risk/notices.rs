@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::records::clock::ScheduledEvent;
+use crate::records::ids::NoticeSeq;
 use crate::records::market::SimulationSettings;
 use crate::records::position::Position;
 use crate::records::risk::Notification;
@@ -66,7 +67,7 @@ pub fn check_depreciation(
         }
         p.noticed = level;
         due_notices.push(Notification {
-            seq: 0,
+            seq: NoticeSeq(0),
             code: NotificationCode(perpsim_core::Uuid::nil()),
             customer: p.customer,
             broker: p.broker,
@@ -82,7 +83,7 @@ pub fn check_depreciation(
     // Entity order is not stable across a restore: codes are drawn in key order.
     due_notices.sort_unstable_by_key(|n| (n.customer, n.market));
     for mut n in due_notices {
-        n.seq = notifications.0.len() as u64;
+        n.seq = NoticeSeq(notifications.0.len() as u64);
         n.code = NotificationCode(rng.0.uuid());
         notifications.0.push(Arc::new(n));
     }

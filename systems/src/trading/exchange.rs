@@ -367,7 +367,7 @@ impl Exchange {
         }
         let movements = ledger.movements();
         for t in &self.trades[done.trades..] {
-            if t.fill != t.seq / 2 {
+            if t.fill.0 != t.seq.0 / 2 {
                 return Err(format!(
                     "trade {} is not one of fill {}'s two records",
                     t.code, t.fill

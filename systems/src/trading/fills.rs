@@ -11,7 +11,7 @@ use perpsim_core::time::Timestamp;
 
 use crate::money::ledger::{AccountStore, Books, Ledger};
 use crate::positions::{MarginRate, OpenPositions};
-use crate::records::ids::OrderId;
+use crate::records::ids::{FillSeq, OrderId, TradeSeq};
 use crate::records::money::TradeInfo;
 use crate::records::order::Lots;
 use crate::records::position::Position;
@@ -268,7 +268,7 @@ pub fn book_fill(
     };
     let notional = amount * price;
     let taker_side = sides[0].side;
-    let fill = exchange.fills.len() as u64;
+    let fill = FillSeq(exchange.fills.len() as u64);
     exchange.fills.push(PublicFill {
         seq: fill,
         code: FillCode(rng.uuid()),
@@ -323,7 +323,7 @@ pub fn book_fill(
                 trade_code: Some(trade_code),
             },
         );
-        let seq = exchange.trades.len() as u64;
+        let seq = TradeSeq(exchange.trades.len() as u64);
         exchange.trades.push(TradeRecord {
             seq,
             code: trade_code,

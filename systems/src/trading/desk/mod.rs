@@ -385,21 +385,15 @@ impl Desk<'_, '_> {
                 self.settle(&taker, side, market, f);
             }
         }
-        let o = self.orders.get(id);
+        let tif = self.orders.get(id).time_in_force;
         if left == 0 {
             self.finish(id, OrderStatus::Filled, None);
-        } else if o.limit_price.is_some()
-            && matches!(o.time_in_force, TimeInForce::Gtc | TimeInForce::Gtd)
-        {
+        } else if let (Some(limit), TimeInForce::Gtc | TimeInForce::Gtd) = (limit, tif) {
             let o = self.orders.get_mut(id);
             if !fills.is_empty() {
                 o.status = OrderStatus::PartiallyFilled;
             }
-            self.exchange.rest(
-                o,
-                limit.expect("GTC and GTD orders here have a limit"),
-                left,
-            );
+            self.exchange.rest(o, limit, left);
         } else {
             // IOC and market orders keep what they filled (D5).
             self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
