@@ -370,7 +370,9 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
     );
     assert!(kinds("liquidation") > 0, "forced fills were booked");
     // The journal replays to the same state.
-    let Sim { engine, journal, .. } = sim;
+    let Sim {
+        engine, journal, ..
+    } = sim;
     drop(journal);
     let replayed = replay.join().expect("the replay ran to the end");
     assert_eq!(replayed, engine.state_hash());
