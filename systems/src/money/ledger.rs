@@ -102,9 +102,10 @@ pub struct Ledger {
     /// since the risk pass last took them: the candidates of an insurance cover (D10).
     /// Derived: drained every run, so empty between ticks.
     went_negative: Vec<(CustomerCode, Asset, Arc<str>)>,
-    /// Per asset (in `Asset::ALL`'s order), the sum of every account's total, kept as
-    /// postings happen: what the conservation check compares with the boundary flows each
-    /// tick, in release builds too. Derived (rebuilt from the balances at a restore).
+    /// Per asset (in `Asset::ALL`'s order), the sum of every posting since the balances were
+    /// summed at genesis or restore: what the conservation check compares with the boundary
+    /// flows after every run, in release builds too. Only boundary postings move it; every
+    /// other posting is one of a set `post_all` asserted to net to zero. Derived.
     held: [Decimal; Asset::ALL.len()],
 }
 
@@ -245,7 +246,8 @@ impl Ledger {
     }
 
     /// Moves an account's total by `delta`: the account, for what else the booking changes
-    /// in the same touch.
+    /// in the same touch. Called only by [`Self::post_all`] (postings asserted to net to
+    /// zero) and [`Self::post_boundary`], so the running sum misses no posting.
     fn post<'a, S: AccountStore>(
         &mut self,
         accounts: &'a mut S,
