@@ -16,9 +16,11 @@ use serde::{Deserialize, Serialize};
 use perpsim_core::entry::{Amend, OrderEntry};
 
 use crate::records::clock::ClockView;
+use crate::records::depth::LevelChange;
+use crate::records::ids::{FillSeq, MovementSeq, NoticeSeq, RiskSeq, TradeSeq};
 use crate::records::money::Movement;
 use crate::records::order::Order;
-use crate::records::venue::{BrokerView, CustomerView, InstrumentView};
+use crate::records::venue::{BrokerView, CustomerView, InstrumentView, MarketId};
 
 /// What a fresh engine starts from; stored once at the head of the journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,7 +166,12 @@ pub type CommandResult = Result<Outcome, perpsim_core::Error>;
 #[derive(Resource, Debug, Default)]
 pub struct Results(pub Vec<Option<CommandResult>>);
 
-/// Something that happened during a tick, for push channels and observers.
+/// Something that happened during a tick, for the push channels and observers (D9).
+///
+/// Derived from state, never journaled: the same journal gives the same events in the same
+/// order, live or replayed. Records that live in a log are named by their sequence number
+/// (the read view published with the tick holds them); an order's update carries its record
+/// as it stood at the end of the run that changed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
     /// A timed event ran at its instant.
@@ -172,8 +179,31 @@ pub enum EngineEvent {
         at: Timestamp,
         event: ScheduledEvent,
     },
-    /// A ledger movement reached a terminal status (the balance-changes channel, §2.1).
-    Movement(crate::records::money::Movement),
+    /// A ledger movement reached a terminal status (the balance-changes channel, §2.1 and §6
+    /// rule 1): a transfer completed or cancelled, or a movement booked completed (trades,
+    /// forced fills, funding, settlement, insurance covers).
+    Movement(MovementSeq),
+    /// An order was placed, amended, cancelled, triggered, filled or expired in a run: its
+    /// record at the end of that run (the orders channel, §6 rule 3).
+    Order(std::sync::Arc<Order>),
+    /// One side's trade record (the trades channel, D5).
+    Trade(TradeSeq),
+    /// A public fill (the market-trades channel, D8 PublicTrade).
+    PublicTrade(FillSeq),
+    /// A position depreciation notice (the notifications channel, §2.2).
+    Notice(NoticeSeq),
+    /// A margin state change (the liquidations channel, §6 rules 4–5).
+    MarginState(RiskSeq),
+    /// A market's book changes of the whole tick, one atomic batch (§6 rule 6).
+    Book {
+        market: MarketId,
+        changes: Vec<LevelChange>,
+    },
+    /// Something a market's ticker shows changed during the tick.
+    Ticker(MarketId),
+    /// A 5-second boundary of simulation time passed during the tick: positions and margin
+    /// are pushed as the view of this tick shows them, both at this instant (§6, §8).
+    Valuation { at: Timestamp },
 }
 
 /// Events collected during a tick.

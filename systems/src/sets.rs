@@ -63,7 +63,10 @@ pub struct ValuationPass;
 pub struct MarginAssessment;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Revaluation;
-/// Inside `PublishSystems`: the read view, then the invariants (debug and test builds).
+/// Inside `PublishSystems`: the run's events for the push channels (always, a replay too),
+/// the read view, then the invariants (debug and test builds).
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EventPublishing;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ViewPublishing;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
@@ -117,6 +120,10 @@ pub fn schedule() -> Schedule {
             .chain()
             .in_set(MarginSystems),
     );
-    schedule.configure_sets((ViewPublishing, Audit).chain().in_set(PublishSystems));
+    schedule.configure_sets(
+        (EventPublishing, ViewPublishing, Audit)
+            .chain()
+            .in_set(PublishSystems),
+    );
     schedule
 }

@@ -32,6 +32,7 @@ use crate::money::store::{WorldAccounts, spawn_accounts};
 use crate::positions::PositionIndex;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::clock::ClockView;
+use crate::records::market::Restoring;
 use crate::records::venue::{InstrumentState, MarketId};
 use crate::registry::{Limits, Registry};
 use crate::rng::EngineRng;
@@ -155,6 +156,7 @@ impl Engine {
             crate::market::maker::spawn(world, &genesis.simulation, &assets, genesis.start);
         }
         engine.run_schedule();
+        engine.baseline_events();
         engine
     }
 
@@ -182,8 +184,20 @@ impl Engine {
         spawn_accounts(&mut engine.world, accounts);
         crate::trading::orders::restore(&mut engine.world, live, ended);
         snapshot::restore_entities(&mut engine.world, state);
+        crate::publish::events::start_cursors(&mut engine.world);
+        engine.world.insert_resource(Restoring(true));
         engine.run_schedule();
+        engine.world.insert_resource(Restoring(false));
+        engine.baseline_events();
         engine
+    }
+
+    /// Where the push channels start from: a genesis or a restore has pushed nothing, and
+    /// the first tick's events are what it changes (so a restored engine emits what the
+    /// uninterrupted one does).
+    fn baseline_events(&mut self) {
+        crate::publish::events::end_of_tick(&mut self.world, false);
+        self.world.resource_mut::<TickEvents>().0.clear();
     }
 
     /// The world itself, for the crate's tests to query components.
@@ -243,6 +257,7 @@ impl Engine {
             .track_changes(on, orders, positions.into_iter());
         if on {
             self.run_schedule();
+            crate::publish::events::republish_books(&mut self.world);
         }
     }
 
@@ -289,6 +304,7 @@ impl Engine {
         if counters.ticks.is_multiple_of(CHECK_CHANGE_TICKS_EVERY) {
             self.world.check_change_ticks();
         }
+        crate::publish::events::end_of_tick(&mut self.world, true);
         let events = std::mem::take(&mut self.world.resource_mut::<TickEvents>().0);
         assert_eq!(results.len(), count, "every command has a result");
         TickOutput { results, events }

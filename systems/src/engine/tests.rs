@@ -76,8 +76,12 @@ fn manual_advance_over_three_hours_fires_the_hourly_event_three_times_in_order()
             .iter()
             .filter_map(|e| match e {
                 EngineEvent::TimerFired { at, event } if *event == kind => Some(*at),
-                EngineEvent::TimerFired { .. } => None,
-                other => panic!("only timers run in an empty engine, got {other:?}"),
+                EngineEvent::TimerFired { .. }
+                | EngineEvent::Ticker(_)
+                | EngineEvent::Valuation { .. } => None,
+                other => panic!(
+                    "only timers, tickers and valuation instants in an empty engine, got {other:?}"
+                ),
             })
             .collect()
     };

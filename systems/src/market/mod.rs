@@ -1,6 +1,7 @@
 //! The living market (D1, D10): the random-walk price feed (`feed`, IngestSystems) and the
 //! built-in market maker (`maker`, MatchSystems, after the run's order requests, so every
-//! run ends with the whole ladder quoted and a run with nothing to do changes nothing).
+//! run ends with the whole ladder quoted; when its own amend fills, the top-up waits for the
+//! next run, which a restore's own run is not: see `Restoring`).
 //!
 //! What the market does is fixed at genesis ([`SimulationSettings`], from the journal's
 //! head), so a replay runs the same market. The feed draws from its own generator, seeded
@@ -11,7 +12,7 @@ use bevy_ecs::prelude::{IntoScheduleConfigs, Res, Schedule, World};
 use perpsim_core::simulation::Simulation;
 use serde::{Deserialize, Serialize};
 
-use crate::records::market::SimulationSettings;
+use crate::records::market::{Restoring, SimulationSettings};
 use crate::sets::{PriceSteps, Quoting};
 
 pub mod feed;
@@ -31,8 +32,9 @@ pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(maker::quote.in_set(Quoting).run_if(maker_on));
 }
 
-fn maker_on(settings: Res<SimulationSettings>) -> bool {
-    settings.0.market_maker
+/// The maker quotes when it is on, except in a restore's own run (see [`Restoring`]).
+fn maker_on(settings: Res<SimulationSettings>, restoring: Option<Res<Restoring>>) -> bool {
+    settings.0.market_maker && !restoring.is_some_and(|r| r.0)
 }
 
 pub(crate) fn insert(world: &mut World, simulation: Simulation, state: MarketState) {

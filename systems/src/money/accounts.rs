@@ -66,7 +66,7 @@ pub fn cancel_transfer(world: &mut World, code: MovementCode) -> CommandResult {
     world
         .resource_mut::<TickEvents>()
         .0
-        .push(EngineEvent::Movement(movement.clone()));
+        .push(EngineEvent::Movement(movement.seq));
     Ok(Outcome::Movement(movement))
 }
 
@@ -146,7 +146,7 @@ pub fn complete_due_transfers(
         if let ScheduledEvent::TransferDue(seq) = event {
             // A transfer cancelled meanwhile is simply no longer pending.
             if let Ok(m) = ledger.complete_transfer(&mut accounts, *seq, clock.now) {
-                events.0.push(EngineEvent::Movement(m.clone()));
+                events.0.push(EngineEvent::Movement(m.seq));
             }
         }
     }

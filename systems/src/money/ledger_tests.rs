@@ -64,7 +64,7 @@ fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
         .events
         .iter()
         .filter_map(|ev| match ev {
-            EngineEvent::Movement(m) => Some(m),
+            EngineEvent::Movement(seq) => Some(e.view().movements[seq].clone()),
             _ => None,
         })
         .collect();

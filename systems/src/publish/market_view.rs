@@ -73,6 +73,8 @@ pub struct TradingView {
     pub trades_by_broker: OrdMap<(BrokerCode, Option<MarketId>), OrdSet<TradeSeq>>,
     pub trade_codes: OrdMap<TradeCode, TradeSeq>,
     pub fills: Vector<PublicFill>,
+    /// Each market's stream depth by market id (D9 orderbook-stream), as of this view's tick.
+    pub books: Vec<Arc<crate::records::depth::Depth>>,
 }
 
 impl TradingView {

@@ -3,13 +3,17 @@
 
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
 
-use crate::sets::ViewPublishing;
+use crate::sets::{EventPublishing, ViewPublishing};
 
+pub mod events;
 pub mod market_view;
 pub mod notices_view;
 pub mod view;
 
-pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
+pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<events::EventCursors>();
+    world.init_resource::<events::StreamState>();
+    schedule.add_systems(events::emit_events.in_set(EventPublishing));
     schedule.add_systems(
         (
             view::publish_clock,
@@ -26,3 +30,5 @@ pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
             .run_if(view::publishing_enabled),
     );
 }
+#[cfg(test)]
+mod events_tests;

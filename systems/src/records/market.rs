@@ -15,3 +15,10 @@ pub const NO_BROKER: BrokerCode = BrokerCode(Uuid::nil());
 /// The genesis settings of the living market.
 #[derive(Resource, Debug, Clone, PartialEq, Eq)]
 pub struct SimulationSettings(pub Simulation);
+
+/// True during the run a restore makes to rebuild what is derived: that run stands at the
+/// snapshot's instant, which the uninterrupted engine already ran, so nothing that changes
+/// state may run in it (the maker's top-up of a quote its own amend filled waits for the
+/// next run, as it did in the uninterrupted engine).
+#[derive(bevy_ecs::prelude::Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Restoring(pub bool);

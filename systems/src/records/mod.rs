@@ -7,6 +7,7 @@
 //! pure functions that read it; nothing here imports a concern.
 
 pub mod clock;
+pub mod depth;
 pub mod funding;
 pub mod ids;
 pub mod market;

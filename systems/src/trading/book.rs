@@ -67,6 +67,10 @@ pub struct Book {
     slots: Vec<Slot>,
     free: Vec<u32>,
     resting: usize,
+    /// Moves with every change of a level (rest, cancel, reduce, take), so the book stream
+    /// diffs only the books that changed; derived, never part of the state.
+    #[serde(skip)]
+    revision: u64,
 }
 
 impl Book {
@@ -81,6 +85,11 @@ impl Book {
 
     pub fn is_empty(&self) -> bool {
         self.resting == 0
+    }
+
+    /// A number that differs whenever the levels may have changed since it was read.
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     fn levels(&self, side: Side) -> &BTreeMap<Ticks, Level> {
@@ -185,6 +194,7 @@ impl Book {
     pub fn rest(&mut self, id: OrderId, side: Side, price: Ticks, lots: Lots) -> OrderRef {
         assert!(lots > 0, "a resting order has something left");
         assert!(self.resting < MAX_RESTING, "book bound reached");
+        self.revision = self.revision.wrapping_add(1);
         let slot = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -253,6 +263,7 @@ impl Book {
     /// Removes a resting order; returns what it had left. None for a stale handle.
     pub fn cancel(&mut self, r: OrderRef) -> Option<Resting> {
         let s = *self.slot(r)?;
+        self.revision = self.revision.wrapping_add(1);
         self.unlink(r.slot, &s);
         Some(Resting {
             id: s.id,
@@ -271,6 +282,7 @@ impl Book {
         if lots == 0 || lots >= s.remaining {
             return false;
         }
+        self.revision = self.revision.wrapping_add(1);
         let level = self
             .levels_mut(s.side)
             .get_mut(&s.price)
@@ -321,6 +333,7 @@ impl Book {
         fills: &mut Vec<Fill>,
     ) -> Lots {
         let maker_side = side.opposite();
+        self.revision = self.revision.wrapping_add(1);
         while lots > 0 {
             let best = match maker_side {
                 Side::Sell => self.asks.first_key_value(),

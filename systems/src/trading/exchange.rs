@@ -157,6 +157,9 @@ pub struct Exchange {
     pub fills: Vec<PublicFill>,
     pub next_priority: u64,
     pub dirty: Dirty,
+    /// Orders changed in the current run, for the orders channel (drained by the events
+    /// system at the end of every run, whether or not the view is kept).
+    pub changed_orders: Vec<OrderId>,
 }
 
 impl Dirty {
@@ -189,6 +192,7 @@ impl Exchange {
 
     pub fn mark_order(&mut self, id: OrderId) {
         self.dirty.orders.push(id);
+        self.changed_orders.push(id);
     }
 
     /// Tracks what changes for the read view, or not (see `Ledger::track_changes`);

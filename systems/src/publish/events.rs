@@ -1,0 +1,230 @@
+//! The tick's events for the push channels (D9), derived from state as the view is, but
+//! whether or not the view is kept: a replay emits the same events as the live run.
+//!
+//! After every run of the schedule, [`emit_events`] reads what the append-only logs gained
+//! since it last looked (trade records, public fills, movements, notices, margin state
+//! changes) and the orders that run changed. At the end of the tick, [`end_of_tick`] adds
+//! each changed market's book changes as one batch, the tickers that moved, and the 5-second
+//! valuation instant. Cursors and depths start from the state a genesis or restore leaves,
+//! so a restored engine goes on emitting exactly what the uninterrupted one would.
+
+use std::sync::Arc;
+
+use bevy_ecs::prelude::{Res, ResMut, Resource, World};
+use perpsim_core::order::Side;
+
+use crate::clock::SimClock;
+use crate::command::{EngineEvent, TickEvents};
+use crate::money::ledger::Ledger;
+use crate::publish::view::{Publishing, ReadView};
+use crate::records::depth::{Depth, Level, STREAM_DEPTH, diff};
+use crate::records::funding::FundingView;
+use crate::records::ids::{FillSeq, MovementSeq, NoticeSeq, RiskSeq, TradeSeq};
+use crate::records::money::{MovementKind, MovementStatus};
+use crate::records::venue::{InstrumentState, MarketSlot};
+use crate::risk::RiskLog;
+use crate::risk::notices::Notifications;
+use crate::settlement::funding::FundingState;
+use crate::trading::exchange::{Exchange, Market};
+use crate::trading::orders::OrderRecords;
+
+/// Positions and margin are pushed once per this much simulation time (§8: about 5 s).
+pub const VALUATION_INTERVAL_MS: i64 = 5_000;
+
+/// How far each log has been emitted.
+#[derive(Resource, Debug, Clone, Default)]
+pub struct EventCursors {
+    movements: usize,
+    trades: usize,
+    fills: usize,
+    notices: usize,
+    risk: usize,
+}
+
+/// What a ticker shows that the engine holds, to tell when it moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TickerKey {
+    state: InstrumentState,
+    last_price: Option<perpsim_core::Decimal>,
+    best: (Option<i64>, Option<i64>),
+    open_interest: perpsim_core::Decimal,
+    funding: FundingView,
+}
+
+/// What the end of the last tick showed: each market's stream depth (and the book revision
+/// it was read at), its ticker, whether it traded since, and the last valuation instant.
+#[derive(Resource, Debug, Clone, Default)]
+pub struct StreamState {
+    depths: Vec<(u64, Arc<Depth>)>,
+    tickers: Vec<Option<TickerKey>>,
+    traded: Vec<bool>,
+    /// The 5-second period of the last tick's end.
+    valued: i64,
+}
+
+/// PublishSystems (before the view): the events of this run, in a fixed order — orders by
+/// id, then trade records, public fills, movements, notices and margin states by sequence.
+#[allow(clippy::too_many_arguments)]
+pub fn emit_events(
+    mut events: ResMut<TickEvents>,
+    mut cursors: ResMut<EventCursors>,
+    mut stream: ResMut<StreamState>,
+    mut exchange: ResMut<Exchange>,
+    orders: OrderRecords,
+    ledger: Res<Ledger>,
+    notices: Res<Notifications>,
+    risk: Res<RiskLog>,
+) {
+    let out = &mut events.0;
+    let mut changed = std::mem::take(&mut exchange.changed_orders);
+    changed.sort_unstable();
+    changed.dedup();
+    out.extend(
+        changed
+            .into_iter()
+            .map(|id| EngineEvent::Order(Arc::clone(orders.record(id)))),
+    );
+    let c = &mut *cursors;
+    out.extend((c.trades..exchange.trades.len()).map(|i| EngineEvent::Trade(TradeSeq(i as u64))));
+    c.trades = exchange.trades.len();
+    stream.traded.resize(exchange.markets.len(), false);
+    for fill in &exchange.fills[c.fills..] {
+        stream.traded[fill.market as usize] = true;
+        out.push(EngineEvent::PublicTrade(FillSeq(fill.seq.0)));
+    }
+    c.fills = exchange.fills.len();
+    // Transfers are pushed when they finish (`money::accounts`); everything else is booked
+    // in a terminal status, so it is pushed as it appears.
+    let movements = ledger.movements();
+    out.extend(
+        movements[c.movements..]
+            .iter()
+            .filter(|m| !matches!(m.kind, MovementKind::Deposit | MovementKind::Withdrawal))
+            .filter(|m| m.status != MovementStatus::Pending)
+            .map(|m| EngineEvent::Movement(MovementSeq(m.seq.0))),
+    );
+    c.movements = movements.len();
+    out.extend((c.notices..notices.0.len()).map(|i| EngineEvent::Notice(NoticeSeq(i as u64))));
+    c.notices = notices.0.len();
+    out.extend((c.risk..risk.0.len()).map(|i| EngineEvent::MarginState(RiskSeq(i as u64))));
+    c.risk = risk.0.len();
+}
+
+/// A market's stream depth: its best [`STREAM_DEPTH`] levels a side.
+fn depth(market: &Market) -> Depth {
+    let side = |s: Side| {
+        market
+            .book
+            .depth(s, STREAM_DEPTH)
+            .into_iter()
+            .map(|(p, lots)| Level {
+                price: market.price(p),
+                amount: market.amount(lots),
+            })
+            .collect()
+    };
+    Depth {
+        bids: side(Side::Buy),
+        asks: side(Side::Sell),
+    }
+}
+
+fn ticker_key(world: &World, market: &Market, state: InstrumentState, m: usize) -> TickerKey {
+    TickerKey {
+        state,
+        last_price: market.last_price,
+        best: (
+            market.book.best_bid().map(|(p, _)| p),
+            market.book.best_ask().map(|(p, _)| p),
+        ),
+        open_interest: market.open_interest,
+        funding: world.resource::<FundingState>().view(m as u32),
+    }
+}
+
+/// The end of a tick: each market's book changes of the whole tick as one batch, a ticker
+/// for each market whose ticker moved, and the valuation instant when a 5-second boundary
+/// passed. With `emit` false (after a genesis or a restore) only the baseline is taken.
+pub fn end_of_tick(world: &mut World, emit: bool) {
+    let mut states: Vec<(usize, InstrumentState)> = world
+        .query::<(&MarketSlot, &InstrumentState)>()
+        .iter(world)
+        .map(|(slot, state)| (slot.0 as usize, state.clone()))
+        .collect();
+    states.sort_unstable_by_key(|(m, _)| *m);
+    let mut stream = world.remove_resource::<StreamState>().unwrap_or_default();
+    let mut out = Vec::new();
+    let exchange = world.resource::<Exchange>();
+    let count = exchange.markets.len();
+    stream
+        .depths
+        .resize_with(count, || (u64::MAX, Arc::default()));
+    stream.tickers.resize(count, None);
+    stream.traded.resize(count, false);
+    let mut published = Vec::new();
+    for (m, market) in exchange.markets.iter().enumerate() {
+        let revision = market.book.revision();
+        if stream.depths[m].0 != revision {
+            let now = depth(market);
+            let changes = diff(&stream.depths[m].1, &now);
+            if !changes.is_empty() {
+                out.push(EngineEvent::Book {
+                    market: m as u32,
+                    changes,
+                });
+                stream.depths[m].1 = Arc::new(now);
+                published.push(m);
+            }
+            stream.depths[m].0 = revision;
+        }
+        let key = ticker_key(world, market, states[m].1.clone(), m);
+        let traded = std::mem::take(&mut stream.traded[m]);
+        if traded || stream.tickers[m].as_ref() != Some(&key) {
+            out.push(EngineEvent::Ticker(m as u32));
+            stream.tickers[m] = Some(key);
+        }
+    }
+    let now = world.resource::<SimClock>().now;
+    let period = now.millis().div_euclid(VALUATION_INTERVAL_MS);
+    if period > stream.valued {
+        out.push(EngineEvent::Valuation { at: now });
+    }
+    stream.valued = period;
+    if world.resource::<Publishing>().0 {
+        let all = (0..count).filter(|m| !emit || published.contains(m));
+        publish_books(world, &stream, all);
+    }
+    world.insert_resource(stream);
+    if emit {
+        world.resource_mut::<TickEvents>().0.extend(out);
+    }
+}
+
+/// The view's copy of the stream depths of `markets` (shared, not copied).
+fn publish_books(world: &mut World, stream: &StreamState, markets: impl Iterator<Item = usize>) {
+    let mut view = world.resource_mut::<ReadView>();
+    let books = &mut view.trading.books;
+    books.resize_with(stream.depths.len(), Arc::default);
+    for m in markets {
+        books[m] = Arc::clone(&stream.depths[m].1);
+    }
+}
+
+/// Publishing resumed (after a replay): the view takes every market's depth.
+pub(crate) fn republish_books(world: &mut World) {
+    let stream = world.remove_resource::<StreamState>().unwrap_or_default();
+    publish_books(world, &stream, 0..stream.depths.len());
+    world.insert_resource(stream);
+}
+
+/// Starts every cursor at the end of its log: a genesis or a restore has nothing to push.
+pub(crate) fn start_cursors(world: &mut World) {
+    let cursors = EventCursors {
+        movements: world.resource::<Ledger>().movements().len(),
+        trades: world.resource::<Exchange>().trades.len(),
+        fills: world.resource::<Exchange>().fills.len(),
+        notices: world.resource::<Notifications>().0.len(),
+        risk: world.resource::<RiskLog>().0.len(),
+    };
+    world.insert_resource(cursors);
+}
