@@ -22,3 +22,4 @@ pub mod state;
 pub mod types;
 pub mod v1;
 pub mod wire;
+pub mod ws;

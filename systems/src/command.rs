@@ -17,7 +17,7 @@ use perpsim_core::entry::{Amend, OrderEntry};
 
 use crate::records::clock::ClockView;
 use crate::records::depth::LevelChange;
-use crate::records::ids::{FillSeq, MovementSeq, NoticeSeq, RiskSeq, TradeSeq};
+use crate::records::ids::{FillSeq, MovementSeq, NoticeSeq, TradeSeq};
 use crate::records::money::Movement;
 use crate::records::order::Order;
 use crate::records::venue::{BrokerView, CustomerView, InstrumentView, MarketId};
@@ -192,8 +192,9 @@ pub enum EngineEvent {
     PublicTrade(FillSeq),
     /// A position depreciation notice (the notifications channel, §2.2).
     Notice(NoticeSeq),
-    /// A margin state change (the liquidations channel, §6 rules 4–5).
-    MarginState(RiskSeq),
+    /// A margin state change (the liquidations channel, §6 rules 4–5); rare, so it carries
+    /// its record.
+    MarginState(crate::records::risk::RiskRecord),
     /// A market's book changes of the whole tick, one atomic batch (§6 rule 6).
     Book {
         market: MarketId,

@@ -17,6 +17,7 @@ pub mod campaign;
 pub mod layers;
 pub mod schema;
 pub mod sockets;
+pub mod ws;
 
 /// A fixed manual-clock start for reproducible runs: 2026-01-01T00:00:00Z.
 pub const START: &str = "2026-01-01T00:00:00Z";

@@ -26,13 +26,15 @@ const SYSTEMS: &[&[&str]] = &[
 ];
 
 /// `api`, bottom first: the wire's pieces and signing, pagination, the shared state (engine
-/// handle, host, metrics, configuration), the broker API, the admin API, the server that
-/// composes them, the CLI on top.
+/// handle, host, metrics, configuration), the broker API, the WebSocket channels (which
+/// render the broker API's records), the admin API, the server that composes them, the CLI
+/// on top.
 const API: &[&[&str]] = &[
     &["wire", "errors", "types", "signing", "contract"],
     &["pagination"],
     &["state"],
     &["v1"],
+    &["ws"],
     &["admin"],
     &["server"],
     &["cli"],

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::signing::DEFAULT_MAX_NONCES_PER_KEY;
 use crate::signing::secrets::check_admin_token;
-use crate::state::config::{ConnectionLimits, ServeConfig};
+use crate::state::config::{ConnectionLimits, ServeConfig, WsLimits};
 
 use clap::Args;
 use perpsim_core::Decimal;
@@ -127,6 +127,20 @@ pub struct ServeArgs {
     /// Customers one broker may create; past it 400 VALIDATION_ERROR [default: 100000].
     #[arg(long, env = "PERPSIM_MAX_CUSTOMERS")]
     pub max_customers: Option<u32>,
+    /// WebSocket connections open at once (D9); past it the upgrade answers 503 [default: 4096].
+    #[arg(long, env = "PERPSIM_MAX_WS_CONNECTIONS")]
+    pub max_ws_connections: Option<u32>,
+    /// Topics one WebSocket connection may subscribe to at once [default: 256].
+    #[arg(long, env = "PERPSIM_MAX_WS_SUBSCRIPTIONS")]
+    pub max_ws_subscriptions: Option<u32>,
+    /// Frames queued for one WebSocket connection; past it the connection is closed with
+    /// 1008 `slow consumer` [default: 4096].
+    #[arg(long, env = "PERPSIM_WS_QUEUE")]
+    pub ws_queue: Option<u32>,
+    /// Seconds a WebSocket connection may stay silent (no frame, ping or pong) before it is
+    /// closed; the server pings every third of it [default: 30].
+    #[arg(long, env = "PERPSIM_WS_HEARTBEAT_TIMEOUT")]
+    pub ws_heartbeat_timeout: Option<u64>,
 }
 
 /// The TOML file: the same settings, all optional; unknown keys are refused.
@@ -159,6 +173,10 @@ struct FileConfig {
     max_connections_per_address: Option<u32>,
     max_open_orders: Option<u32>,
     max_customers: Option<u32>,
+    max_ws_connections: Option<u32>,
+    max_ws_subscriptions: Option<u32>,
+    ws_queue: Option<u32>,
+    ws_heartbeat_timeout: Option<u64>,
 }
 
 /// One instrument's table in the TOML file: `[instruments."BTC-USDC-PERP"]`.
@@ -323,6 +341,38 @@ fn positive(field: &str, text: &str) -> Result<Decimal, String> {
     }
 }
 
+/// The WebSocket bounds: flags over the file over the defaults; each must be positive.
+fn ws_limits(args: &ServeArgs, file: &FileConfig) -> Result<WsLimits, String> {
+    let d = WsLimits::default();
+    let limits = WsLimits {
+        max_connections: args
+            .max_ws_connections
+            .or(file.max_ws_connections)
+            .unwrap_or(d.max_connections),
+        max_subscriptions: args
+            .max_ws_subscriptions
+            .or(file.max_ws_subscriptions)
+            .unwrap_or(d.max_subscriptions),
+        queue_frames: args.ws_queue.or(file.ws_queue).unwrap_or(d.queue_frames),
+        heartbeat_timeout: args
+            .ws_heartbeat_timeout
+            .or(file.ws_heartbeat_timeout)
+            .map_or(d.heartbeat_timeout, Duration::from_secs),
+    };
+    let zero = limits.max_connections == 0
+        || limits.max_subscriptions == 0
+        || limits.queue_frames == 0
+        || limits.heartbeat_timeout.is_zero();
+    match zero {
+        true => Err(
+            "--max-ws-connections, --max-ws-subscriptions, --ws-queue and \
+             --ws-heartbeat-timeout must be positive"
+                .into(),
+        ),
+        false => Ok(limits),
+    }
+}
+
 impl ServeArgs {
     pub fn resolve(self) -> Result<ServeConfig, String> {
         let file = match &self.config {
@@ -330,6 +380,7 @@ impl ServeArgs {
             None => FileConfig::default(),
         };
         let simulation = simulation(&self, &file)?;
+        let websocket = ws_limits(&self, &file)?;
         let clock_text = self
             .clock
             .or(file.clock)
@@ -438,6 +489,7 @@ impl ServeArgs {
             rate_burst,
             max_nonces_per_key,
             connections,
+            websocket,
             limits,
         })
     }

@@ -19,6 +19,7 @@
 
 mod errors;
 mod params;
+pub mod strict_json;
 
 pub use errors::known as knows_errors_of;
 

@@ -42,6 +42,7 @@ use tokio::time::Instant;
 use crate::server::admission::{Admission, Refusal};
 use crate::state::config::ConnectionLimits;
 use crate::state::metrics::Metrics;
+use crate::ws::WsShared;
 
 /// Refusals being written at once; past it a connection over the bound is closed unanswered.
 const REFUSALS_AT_ONCE: usize = 256;
@@ -210,6 +211,7 @@ impl AsyncWrite for Watched {
 pub async fn serve<E>(
     listener: TcpListener,
     ep: E,
+    ws: Arc<WsShared>,
     limits: ConnectionLimits,
     metrics: Arc<Metrics>,
     stop: impl Future<Output = ()>,
@@ -256,12 +258,12 @@ where
                 continue;
             }
         };
-        let (ep, metrics, task) = (ep.clone(), metrics.clone(), tasks.clone());
+        let (ep, ws, metrics, task) = (ep.clone(), ws.clone(), metrics.clone(), tasks.clone());
         let shutting_down = shutting_down.clone();
         metrics.connections_open.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let peer = Peer { local, remote };
-            let timed_out = connection(socket, peer, watch, ep, shutting_down).await;
+            let timed_out = connection(socket, peer, watch, (ep, ws), shutting_down).await;
             if timed_out {
                 metrics
                     .connections_timed_out
@@ -293,7 +295,7 @@ async fn connection<E>(
     socket: TcpStream,
     Peer { local, remote }: Peer,
     watch: Arc<ConnectionWatch>,
-    ep: Arc<E>,
+    (ep, ws): (Arc<E>, Arc<WsShared>),
     mut shutting_down: watch::Receiver<bool>,
 ) -> bool
 where
@@ -303,9 +305,18 @@ where
     let service = service_fn({
         let watch = watch.clone();
         move |mut req: poem::http::Request<Incoming>| {
-            let (ep, watch) = (ep.clone(), watch.clone());
+            let (ep, ws, watch) = (ep.clone(), ws.clone(), watch.clone());
             async move {
                 watch.head_read();
+                // The channels' address is served below poem: the upgraded connection is
+                // ours to drive (D9), and it leaves this connection's bound.
+                if req.uri().path() == crate::ws::upgrade::PATH {
+                    let mut resp = crate::ws::upgrade::upgrade(&ws, req);
+                    resp.headers_mut()
+                        .insert(poem::http::header::DATE, crate::server::app::http_date());
+                    watch.response_ready();
+                    return Ok::<_, Infallible>(hyper::Response::from(resp));
+                }
                 req.extensions_mut().insert(watch.clone());
                 let addrs = (LocalAddr(local.into()), RemoteAddr(remote.into()));
                 let req = poem::Request::from((req, addrs.0, addrs.1, Scheme::HTTP));

@@ -185,7 +185,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             }
         };
         let metrics = state.metrics.clone();
-        let result = connections::serve(listener, app(state.clone()), limits, metrics, stop)
+        let ws = crate::ws::start(state.clone(), cfg.websocket);
+        let result = connections::serve(listener, app(state.clone()), ws, limits, metrics, stop)
             .await
             .map_err(|e| e.to_string());
         state.ready.store(false, Relaxed);

@@ -29,6 +29,7 @@ pub struct ServeConfig {
     pub rate_burst: u32,
     pub max_nonces_per_key: u64,
     pub connections: ConnectionLimits,
+    pub websocket: WsLimits,
     /// The D4 bounds the engine applies (journaled when they change).
     pub limits: VenueLimits,
 }
@@ -52,6 +53,32 @@ impl Default for ConnectionLimits {
             idle_timeout: Duration::from_secs(60),
             max_connections: 4_096,
             max_per_address: 1_024,
+        }
+    }
+}
+
+/// Bounds of the WebSocket channels (D9): upgraded connections count here, not against
+/// [`ConnectionLimits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WsLimits {
+    pub max_connections: u32,
+    /// Topics one connection may hold at once.
+    pub max_subscriptions: u32,
+    /// Frames waiting to be written to one connection; a consumer that lets more pile up is
+    /// closed with 1008 `slow consumer`, so the engine never waits for a socket.
+    pub queue_frames: u32,
+    /// A connection that sends nothing (frames, pings or pongs) this long is closed; the
+    /// server pings every third of it, and a client that answers pings stays open.
+    pub heartbeat_timeout: Duration,
+}
+
+impl Default for WsLimits {
+    fn default() -> Self {
+        WsLimits {
+            max_connections: 4_096,
+            max_subscriptions: 256,
+            queue_frames: 4_096,
+            heartbeat_timeout: Duration::from_secs(30),
         }
     }
 }

@@ -68,12 +68,20 @@ enum Request {
     Shutdown(oneshot::Sender<Result<(), String>>),
 }
 
-/// Events of one tick, broadcast to subscribers (push channels).
-pub type TickEvents = Arc<Vec<EngineEvent>>;
+/// One tick for the push channels: its events and the read view published with them, so
+/// every frame of the tick is rendered from the state the events describe.
+#[derive(Debug)]
+pub struct TickBundle {
+    pub view: Arc<ReadView>,
+    pub events: Vec<EngineEvent>,
+}
 
-/// Capacity of the event broadcast; a subscriber that falls further behind loses events and
-/// is told so by the channel (it never slows the engine).
-const EVENT_BUFFER: usize = 1_024;
+/// Events of one tick, broadcast to subscribers (push channels).
+pub type TickEvents = Arc<TickBundle>;
+
+/// Capacity of the event broadcast, in ticks; a subscriber that falls further behind loses
+/// ticks and is told so by the channel (it never slows the engine).
+const EVENT_BUFFER: usize = 4_096;
 
 #[derive(Clone)]
 pub struct EngineHandle {
@@ -389,9 +397,14 @@ impl Host {
         answer_nonces(nonce_replies);
         self.metrics
             .record_commit(started.elapsed().as_nanos() as u64);
-        self.view.store(self.engine.view());
+        let view = self.engine.view();
+        self.view.store(Arc::clone(&view));
         if !out.events.is_empty() {
-            let _ = self.events.send(Arc::new(out.events));
+            let bundle = TickBundle {
+                view,
+                events: out.events,
+            };
+            let _ = self.events.send(Arc::new(bundle));
         }
         self.metrics.ticks.fetch_add(1, Relaxed);
         self.metrics.commands.fetch_add(count, Relaxed);

@@ -21,6 +21,11 @@ pub struct Metrics {
     pub connections_evicted: AtomicU64,
     /// Connections closed past their header, body or idle deadline.
     pub connections_timed_out: AtomicU64,
+    pub ws_connections_open: AtomicU64,
+    /// Frames queued for WebSocket connections (one per connection that receives it).
+    pub ws_frames: AtomicU64,
+    /// WebSocket connections closed with 1008 `slow consumer`.
+    pub ws_slow_consumers: AtomicU64,
 }
 
 impl Metrics {
@@ -114,6 +119,24 @@ impl Metrics {
             "counter",
             "Connections closed past their header, body or idle deadline.",
             self.connections_timed_out.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_ws_connections_open",
+            "gauge",
+            "WebSocket connections open now.",
+            self.ws_connections_open.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_ws_frames_total",
+            "counter",
+            "Frames queued for WebSocket connections, one per receiving connection.",
+            self.ws_frames.load(Relaxed).to_string(),
+        );
+        metric(
+            "perpsim_ws_slow_consumers_total",
+            "counter",
+            "WebSocket connections closed with 1008 slow consumer.",
+            self.ws_slow_consumers.load(Relaxed).to_string(),
         );
         let _ = writeln!(
             out,

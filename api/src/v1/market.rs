@@ -86,7 +86,21 @@ fn market<'v>(
     }
 }
 
-fn ticker(view: &ReadView, i: &InstrumentView, id: u32, m: &MarketView) -> Ticker {
+/// The public fill `seq` as `GET /v1/market-trades` and the market-trades channel show it.
+pub fn public_trade(view: &ReadView, seq: FillSeq) -> PublicTrade {
+    let f = &view.trading.fills[seq.index()];
+    let spec = &view.instruments[view.trading.symbol(f.market)].spec;
+    PublicTrade {
+        code: f.code.to_string(),
+        symbol: spec.symbol.clone(),
+        price: DecimalOut::new(f.price, spec.price_decimals()),
+        amount: DecimalOut::new(f.amount, spec.amount_decimals()),
+        taker_side: f.taker_side.into(),
+        timestamp: f.timestamp.into(),
+    }
+}
+
+pub fn ticker(view: &ReadView, i: &InstrumentView, id: u32, m: &MarketView) -> Ticker {
     let (pd, ad) = (i.spec.price_decimals(), i.spec.amount_decimals());
     let now = view.clock.now;
     let minute = now.millis().div_euclid(MINUTE_MS) * MINUTE_MS;
@@ -147,18 +161,7 @@ impl MarketApi {
             .into());
         }
         let view = state.engine.view();
-        let record = |seq: FillSeq| {
-            let f = &view.trading.fills[seq.index()];
-            let spec = &view.instruments[view.trading.symbol(f.market)].spec;
-            PublicTrade {
-                code: f.code.to_string(),
-                symbol: spec.symbol.clone(),
-                price: DecimalOut::new(f.price, spec.price_decimals()),
-                amount: DecimalOut::new(f.amount, spec.amount_decimals()),
-                taker_side: f.taker_side.into(),
-                timestamp: f.timestamp.into(),
-            }
-        };
+        let record = |seq: FillSeq| public_trade(&view, seq);
         let rows = match symbol.0.as_deref() {
             Some(s) => {
                 let (_, _, m) = market(&view, s)?;

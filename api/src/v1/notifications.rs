@@ -82,7 +82,7 @@ pub struct NotificationPage {
     pub response_metadata: ResponseMetadata,
 }
 
-fn record(view: &ReadView, n: &Notification) -> NotificationRecord {
+pub fn record(view: &ReadView, n: &Notification) -> NotificationRecord {
     let symbol = view.trading.symbol(n.market);
     let spec = &view.instruments[symbol].spec;
     let (pd, ad) = (spec.price_decimals(), spec.amount_decimals());

@@ -41,7 +41,7 @@ pub struct PositionRecord {
     pub updated_at: Time,
 }
 
-fn record(view: &ReadView, p: &Position) -> PositionRecord {
+pub fn record(view: &ReadView, p: &Position) -> PositionRecord {
     let symbol = view.trading.symbol(p.market).to_owned();
     let instrument = &view.instruments[&symbol];
     let (pd, ad) = (

@@ -120,7 +120,7 @@ struct CurrencyMargin {
     notional: Decimal,
 }
 
-fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
+pub fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
     let profile = margin_profile(customer.leverage).expect("customers hold a valid leverage");
     let mut currencies: BTreeMap<Asset, CurrencyMargin> = BTreeMap::new();
     let rows = view.balances.get(&customer.code);

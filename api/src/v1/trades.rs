@@ -93,7 +93,7 @@ pub struct TradePage {
     pub response_metadata: ResponseMetadata,
 }
 
-fn record(view: &ReadView, t: &Trade) -> TradeRecord {
+pub fn record(view: &ReadView, t: &Trade) -> TradeRecord {
     let symbol = view.trading.symbol(t.market).to_owned();
     let spec = &view.instruments[&symbol].spec;
     TradeRecord {

@@ -19,7 +19,7 @@ use crate::money::ledger::Ledger;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::depth::{Depth, Level, STREAM_DEPTH, diff};
 use crate::records::funding::FundingView;
-use crate::records::ids::{FillSeq, MovementSeq, NoticeSeq, RiskSeq, TradeSeq};
+use crate::records::ids::{FillSeq, MovementSeq, NoticeSeq, TradeSeq};
 use crate::records::money::{MovementKind, MovementStatus};
 use crate::records::venue::{InstrumentState, MarketSlot};
 use crate::risk::RiskLog;
@@ -106,7 +106,12 @@ pub fn emit_events(
     c.movements = movements.len();
     out.extend((c.notices..notices.0.len()).map(|i| EngineEvent::Notice(NoticeSeq(i as u64))));
     c.notices = notices.0.len();
-    out.extend((c.risk..risk.0.len()).map(|i| EngineEvent::MarginState(RiskSeq(i as u64))));
+    out.extend(
+        risk.0[c.risk..]
+            .iter()
+            .cloned()
+            .map(EngineEvent::MarginState),
+    );
     c.risk = risk.0.len();
 }
 

@@ -1,0 +1,340 @@
+//! The fan-out: one task between the engine's tick broadcast and every connection.
+//!
+//! It renders each event once, from the read view published with its tick, and queues the
+//! same bytes on every connection whose subscriptions cover it, with `try_send`: a full queue
+//! closes that connection with 1008 `slow consumer`, so neither the engine nor the other
+//! connections ever wait for a socket. Subscriptions change here too, between ticks, so a
+//! book snapshot and the updates after it are always consecutive in `sequence`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use perpsim_core::ids::BrokerCode;
+use perpsim_core::time::Timestamp;
+use perpsim_systems::records::depth::LevelChange;
+use perpsim_systems::{EngineEvent, ReadView};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, mpsc, watch};
+
+use super::frames::{Frame, OpReply, frame};
+use super::topic::{Audience, Topic};
+use super::{book, render};
+use crate::state::host::TickEvents;
+use crate::state::metrics::Metrics;
+use crate::wire::Time;
+
+pub type ConnId = u64;
+
+/// Why the server closes a connection: the close frame's code and reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Close {
+    pub code: u16,
+    pub reason: &'static str,
+}
+
+pub const SLOW_CONSUMER: Close = Close {
+    code: 1008,
+    reason: "slow consumer",
+};
+const FELL_BEHIND: Close = Close {
+    code: 1011,
+    reason: "the server fell behind the engine; reconnect",
+};
+const STOPPING: Close = Close {
+    code: 1001,
+    reason: "the server is stopping",
+};
+
+/// What connections tell the hub.
+pub enum Control {
+    Open {
+        id: ConnId,
+        frames: mpsc::Sender<Frame>,
+        close: watch::Sender<Option<Close>>,
+    },
+    Authenticated {
+        id: ConnId,
+        broker: BrokerCode,
+    },
+    /// Topics with the names they were asked by, acknowledged in one frame.
+    Subscribe {
+        id: ConnId,
+        topics: Vec<(Topic, String)>,
+    },
+    Unsubscribe {
+        id: ConnId,
+        topics: Vec<(Topic, String)>,
+    },
+    Gone {
+        id: ConnId,
+    },
+}
+
+struct Conn {
+    frames: mpsc::Sender<Frame>,
+    close: watch::Sender<Option<Close>>,
+    broker: Option<BrokerCode>,
+    topics: BTreeSet<Topic>,
+}
+
+pub struct Hub {
+    conns: BTreeMap<ConnId, Conn>,
+    audiences: BTreeMap<Audience, BTreeSet<ConnId>>,
+    /// Each market's book stream position: the `sequence` of its last frame.
+    sequences: Vec<u64>,
+    view: Arc<ReadView>,
+    metrics: Arc<Metrics>,
+}
+
+impl Hub {
+    pub fn new(view: Arc<ReadView>, metrics: Arc<Metrics>) -> Self {
+        Hub {
+            sequences: vec![0; view.trading.markets.len()],
+            conns: BTreeMap::new(),
+            audiences: BTreeMap::new(),
+            view,
+            metrics,
+        }
+    }
+
+    /// Runs until the engine's broadcast ends (the server stops).
+    pub async fn run(
+        mut self,
+        mut control: mpsc::Receiver<Control>,
+        mut ticks: broadcast::Receiver<TickEvents>,
+    ) {
+        loop {
+            tokio::select! {
+                c = control.recv() => match c {
+                    Some(c) => self.control(c),
+                    None => return,
+                },
+                t = ticks.recv() => match t {
+                    Ok(bundle) => self.tick(&bundle.view, &bundle.events),
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "the channels fell behind the engine; closing every connection");
+                        self.close_all(FELL_BEHIND);
+                    }
+                    Err(RecvError::Closed) => {
+                        self.close_all(STOPPING);
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    fn control(&mut self, c: Control) {
+        match c {
+            Control::Open { id, frames, close } => {
+                let conn = Conn {
+                    frames,
+                    close,
+                    broker: None,
+                    topics: BTreeSet::new(),
+                };
+                self.conns.insert(id, conn);
+            }
+            Control::Authenticated { id, broker } => {
+                if let Some(conn) = self.conns.get_mut(&id) {
+                    conn.broker = Some(broker);
+                }
+            }
+            Control::Subscribe { id, topics } => self.subscribe(id, topics),
+            Control::Unsubscribe { id, topics } => self.unsubscribe(id, topics),
+            Control::Gone { id } => self.remove(id),
+        }
+    }
+
+    fn subscribe(&mut self, id: ConnId, topics: Vec<(Topic, String)>) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let broker = conn.broker;
+        for (topic, _) in &topics {
+            conn.topics.insert(*topic);
+            let audience = topic.audience(broker);
+            self.audiences.entry(audience).or_default().insert(id);
+        }
+        let names = topics.iter().map(|(_, n)| n.clone()).collect();
+        let mut out = vec![ack("subscribed", names)];
+        for (topic, _) in &topics {
+            out.extend(self.snapshot(*topic, broker));
+        }
+        for f in out {
+            if !self.send(id, f) {
+                return;
+            }
+        }
+    }
+
+    fn unsubscribe(&mut self, id: ConnId, topics: Vec<(Topic, String)>) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let broker = conn.broker;
+        for (topic, _) in &topics {
+            conn.topics.remove(topic);
+        }
+        for (topic, _) in &topics {
+            self.forget(topic.audience(broker), id);
+        }
+        let names = topics.into_iter().map(|(_, n)| n).collect();
+        self.send(id, ack("unsubscribed", names));
+    }
+
+    /// What a subscription starts with: a book's snapshot at the stream's position, every
+    /// ticker, the customer's positions, the broker's margins; nothing on the others (§6
+    /// rule 8: balance-changes and notifications have no initial snapshot).
+    fn snapshot(&self, topic: Topic, broker: Option<BrokerCode>) -> Vec<Frame> {
+        let view = &self.view;
+        let now = Time::from(view.clock.now);
+        match topic {
+            Topic::OrderBook(m) => {
+                let spec = &view.instruments[view.trading.symbol(m)].spec;
+                let depth = &view.trading.books[m as usize];
+                let seq = self.sequences[m as usize];
+                vec![frame(&book::snapshot(topic.name(view), spec, depth, seq))]
+            }
+            Topic::Ticker => (0..view.trading.markets.len() as u32)
+                .filter_map(|m| render::ticker(view, m, "snapshot"))
+                .collect(),
+            Topic::Positions(c) => vec![render::positions(view, c, now)],
+            Topic::Margin => broker.map_or_else(Vec::new, |b| render::margins(view, b, &now)),
+            _ => Vec::new(),
+        }
+    }
+
+    fn tick(&mut self, view: &Arc<ReadView>, events: &[EngineEvent]) {
+        self.view = Arc::clone(view);
+        self.sequences.resize(view.trading.markets.len(), 0);
+        for event in events {
+            match event {
+                EngineEvent::Book { market, changes } => self.book(*market, changes),
+                EngineEvent::Valuation { at } => self.valuation(*at),
+                other => {
+                    if let Some((audience, f)) = self.rendered(other) {
+                        self.deliver(audience, &f);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Renders only what someone hears.
+    fn rendered(&self, event: &EngineEvent) -> Option<(Audience, Frame)> {
+        let audience = render::audience(&self.view, event)?;
+        if !self.audiences.contains_key(&audience) {
+            return None;
+        }
+        Some((audience, render::event(&self.view, event)?))
+    }
+
+    fn book(&mut self, market: u32, changes: &[LevelChange]) {
+        let m = market as usize;
+        self.sequences[m] += 1;
+        let audience = Topic::OrderBook(market).audience(None);
+        if !self.audiences.contains_key(&audience) {
+            return;
+        }
+        let view = &self.view;
+        let spec = &view.instruments[view.trading.symbol(market)].spec;
+        let after = &view.trading.books[m];
+        let channel = Topic::OrderBook(market).name(view);
+        let f = frame(&book::update(
+            channel,
+            spec,
+            changes,
+            after,
+            self.sequences[m],
+        ));
+        self.deliver(audience, &f);
+    }
+
+    /// Positions and margins of every subscription, all at the same instant.
+    fn valuation(&mut self, at: Timestamp) {
+        let at = Time::from(at);
+        let keys: Vec<Audience> = self
+            .audiences
+            .keys()
+            .filter(|a| matches!(a.topic, Topic::Positions(_) | Topic::Margin))
+            .copied()
+            .collect();
+        for audience in keys {
+            let frames = match (audience.topic, audience.broker) {
+                (Topic::Positions(c), _) => vec![render::positions(&self.view, c, at.clone())],
+                (_, Some(b)) => render::margins(&self.view, b, &at),
+                (_, None) => Vec::new(),
+            };
+            for f in frames {
+                self.deliver(audience, &f);
+            }
+        }
+    }
+
+    fn deliver(&mut self, audience: Audience, f: &Frame) {
+        let ids: Vec<ConnId> = match self.audiences.get(&audience) {
+            Some(ids) => ids.iter().copied().collect(),
+            None => return,
+        };
+        for id in ids {
+            self.send(id, f.clone());
+        }
+    }
+
+    /// Queues a frame without waiting; a full queue closes the connection (D9). Whether the
+    /// connection is still there.
+    fn send(&mut self, id: ConnId, f: Frame) -> bool {
+        let Some(conn) = self.conns.get(&id) else {
+            return false;
+        };
+        match conn.frames.try_send(f) {
+            Ok(()) => {
+                self.metrics.ws_frames.fetch_add(1, Relaxed);
+                true
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.metrics.ws_slow_consumers.fetch_add(1, Relaxed);
+                let _ = conn.close.send(Some(SLOW_CONSUMER));
+                self.remove(id);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.remove(id);
+                false
+            }
+        }
+    }
+
+    fn forget(&mut self, audience: Audience, id: ConnId) {
+        if let Some(ids) = self.audiences.get_mut(&audience) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.audiences.remove(&audience);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: ConnId) {
+        if let Some(conn) = self.conns.remove(&id) {
+            for topic in conn.topics {
+                self.forget(topic.audience(conn.broker), id);
+            }
+        }
+    }
+
+    fn close_all(&mut self, close: Close) {
+        for conn in std::mem::take(&mut self.conns).into_values() {
+            let _ = conn.close.send(Some(close));
+        }
+        self.audiences.clear();
+    }
+}
+
+fn ack(op: &str, args: Vec<String>) -> Frame {
+    frame(&OpReply {
+        op: op.into(),
+        args: Some(args),
+    })
+}

@@ -1,0 +1,58 @@
+//! The WebSocket push channels (interface §6, D9) at `GET /v1/ws`.
+//!
+//! - [`upgrade`]: the handshake, on the HTTP connection `server::connections` drives; the
+//!   upgraded connection leaves the HTTP bound and holds one of `--max-ws-connections`.
+//! - [`session`]: one connection — ops, its bounded queue, its heartbeat.
+//! - [`hub`]: the one task that fans the engine's tick events out to the subscriptions,
+//!   rendering each event once ([`render`], [`book`]) into [`frames`] whose bytes every
+//!   receiving connection shares.
+//! - [`topic`]: the ten topics and who may hear them; [`ops`]: what clients send.
+//!
+//! It knows the engine only through the events and the read view the host publishes; it
+//! never waits on the engine, and the engine never waits on it.
+
+pub mod book;
+pub mod frames;
+pub mod hub;
+pub mod ops;
+pub mod render;
+pub mod session;
+pub mod topic;
+pub mod upgrade;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::state::AppState;
+use crate::state::config::WsLimits;
+
+/// Control messages waiting for the hub; a connection waits when it is full.
+const CONTROL_QUEUE: usize = 4_096;
+
+/// What every connection shares: the service's state, the bounds, the hub's inbox and the
+/// connection slots.
+pub struct WsShared {
+    pub state: Arc<AppState>,
+    pub limits: WsLimits,
+    control: mpsc::Sender<hub::Control>,
+    slots: Arc<Semaphore>,
+    next_id: AtomicU64,
+}
+
+/// Starts the hub on the current runtime. It subscribes to the engine's ticks before it reads
+/// the view it starts from, so no tick falls between the two.
+pub fn start(state: Arc<AppState>, limits: WsLimits) -> Arc<WsShared> {
+    let ticks = state.engine.subscribe();
+    let hub = hub::Hub::new(state.engine.view(), Arc::clone(&state.metrics));
+    let (control, inbox) = mpsc::channel(CONTROL_QUEUE);
+    tokio::spawn(hub.run(inbox, ticks));
+    Arc::new(WsShared {
+        state,
+        limits,
+        control,
+        slots: Arc::new(Semaphore::new(limits.max_connections as usize)),
+        next_id: AtomicU64::new(0),
+    })
+}

@@ -1,0 +1,263 @@
+//! One WebSocket connection: its ops (D9), its queue of frames, its heartbeat.
+//!
+//! Replies to its own ops (authenticated, pong, errors) are written at once; everything
+//! the hub sends (acknowledgements of subscriptions with their snapshots, data frames)
+//! comes through the connection's bounded queue in the order the hub queued it. A bad frame
+//! is answered with an error and never closes the connection.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use perpsim_core::ErrorCode;
+use perpsim_core::ids::BrokerCode;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
+use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use super::WsShared;
+use super::frames::{Frame, OpReply, frame};
+use super::hub::{Close, ConnId, Control};
+use super::ops::{Op, Refusal, parse};
+use super::topic::{Topic, TopicError};
+use crate::signing::{AuthError, SignedHeaders};
+use crate::state::host::wall_clock_ns;
+
+/// The canonical request an authenticate signs (D9): `{nonce}\nGET\n/v1/ws\n`.
+pub const SIGNED_PATH: &str = "/v1/ws";
+/// Time a close frame may take to leave before the socket is simply dropped: a slow
+/// consumer's frame waits behind what its socket already holds, so it gets a few seconds.
+const CLOSE_TIME: Duration = Duration::from_secs(5);
+
+struct Session {
+    id: ConnId,
+    shared: Arc<WsShared>,
+    broker: Option<BrokerCode>,
+    /// The topics held, as the hub holds them, to keep the bound without asking it.
+    topics: BTreeSet<Topic>,
+}
+
+/// Serves one upgraded connection until either side ends it.
+pub async fn run<S>(ws: WebSocketStream<S>, shared: Arc<WsShared>, permit: OwnedSemaphorePermit)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let id = shared.next_id.fetch_add(1, Relaxed);
+    let limits = shared.limits;
+    let (frames_tx, mut frames) = mpsc::channel(limits.queue_frames as usize);
+    let (close_tx, mut closed) = watch::channel(None);
+    let open = Control::Open {
+        id,
+        frames: frames_tx,
+        close: close_tx,
+    };
+    if shared.control.send(open).await.is_err() {
+        return;
+    }
+    shared
+        .state
+        .metrics
+        .ws_connections_open
+        .fetch_add(1, Relaxed);
+    let (mut sink, mut stream) = ws.split();
+    let mut session = Session {
+        id,
+        shared: Arc::clone(&shared),
+        broker: None,
+        topics: BTreeSet::new(),
+    };
+    let mut heartbeat = tokio::time::interval(limits.heartbeat_timeout / 3);
+    let mut heard = Instant::now();
+    let close: Option<Close> = loop {
+        let out: Vec<Message> = tokio::select! {
+            incoming = stream.next() => match incoming {
+                Some(Ok(Message::Text(text))) => {
+                    heard = Instant::now();
+                    session.handle(&text).await.into_iter().map(Message::Text).collect()
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    heard = Instant::now();
+                    let refusal = Refusal::new(ErrorCode::Validation, "frames are JSON text, not binary");
+                    vec![Message::Text(refusal.frame())]
+                }
+                // tungstenite answers a ping with a pong on the next write: flush below.
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
+                    heard = Instant::now();
+                    Vec::new()
+                }
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break None,
+            },
+            Some(f) = frames.recv() => vec![Message::Text(f)],
+            _ = closed.changed() => break *closed.borrow(),
+            _ = heartbeat.tick() => match heard.elapsed() > limits.heartbeat_timeout {
+                true => break Some(Close { code: 1001, reason: "heartbeat timeout: nothing heard from the client" }),
+                false => vec![Message::Ping(Default::default())],
+            },
+        };
+        let sent = tokio::select! {
+            r = async {
+                for m in out {
+                    sink.feed(m).await?;
+                }
+                sink.flush().await
+            } => r.is_ok(),
+            _ = closed.changed() => false,
+        };
+        if !sent {
+            break *closed.borrow();
+        }
+    };
+    if let Some(c) = close {
+        let frame = CloseFrame {
+            code: CloseCode::from(c.code),
+            reason: c.reason.into(),
+        };
+        let _ = tokio::time::timeout(CLOSE_TIME, sink.send(Message::Close(Some(frame)))).await;
+    }
+    let _ = shared.control.send(Control::Gone { id }).await;
+    shared
+        .state
+        .metrics
+        .ws_connections_open
+        .fetch_sub(1, Relaxed);
+    drop(permit);
+}
+
+fn reply(op: &str) -> Frame {
+    frame(&OpReply {
+        op: op.into(),
+        args: None,
+    })
+}
+
+impl Session {
+    /// The frames that answer one client frame at once (the hub answers subscriptions).
+    async fn handle(&mut self, text: &str) -> Vec<Frame> {
+        let op = match parse(text) {
+            Ok(op) => op,
+            Err(refusal) => return vec![refusal.frame()],
+        };
+        let result = match op {
+            Op::Ping => Ok(vec![reply("pong")]),
+            Op::Authenticate {
+                public_key,
+                nonce,
+                signature,
+            } => self.authenticate(&public_key, &nonce, &signature).await,
+            Op::Subscribe(args) => Ok(self.subscribe(args, true).await),
+            Op::Unsubscribe(args) => Ok(self.subscribe(args, false).await),
+        };
+        result.unwrap_or_else(|refusal| vec![refusal.frame()])
+    }
+
+    /// D9: the REST checks over `{nonce}\nGET\n/v1/ws\n`, the nonce spent durably through
+    /// the same path as a REST request's (one namespace per key, across restarts too).
+    async fn authenticate(
+        &mut self,
+        public_key: &str,
+        nonce: &str,
+        signature: &str,
+    ) -> Result<Vec<Frame>, Refusal> {
+        if self.broker.is_some() {
+            return Err(Refusal::new(
+                ErrorCode::Validation,
+                "this connection is already authenticated",
+            ));
+        }
+        let state = &self.shared.state;
+        let headers = SignedHeaders {
+            public_key: Some(public_key),
+            nonce: Some(nonce),
+            signature: Some(signature),
+        };
+        let view = state.engine.view();
+        let lookup = |k: &_| view.keys.get(k).copied();
+        let verdict =
+            state
+                .auth
+                .authenticate(&headers, lookup, "GET", SIGNED_PATH, b"", wall_clock_ns());
+        let admission = verdict.map_err(|e| match e {
+            AuthError::Unauthorized(message) => {
+                state.metrics.unauthorized.fetch_add(1, Relaxed);
+                Refusal::new(ErrorCode::Unauthorized, message)
+            }
+            AuthError::RateLimited { .. } | AuthError::NonceMemoryFull { .. } => {
+                state.metrics.rate_limited.fetch_add(1, Relaxed);
+                Refusal::new(ErrorCode::RateLimited, "rate limit exceeded; retry later")
+            }
+        })?;
+        state
+            .engine
+            .spend_nonce(&admission)
+            .await
+            .map_err(|e| Refusal::new(e.code, e.message))?;
+        self.broker = Some(admission.broker);
+        let told = Control::Authenticated {
+            id: self.id,
+            broker: admission.broker,
+        };
+        let _ = self.shared.control.send(told).await;
+        Ok(vec![reply("authenticated")])
+    }
+
+    /// Subscribes (or unsubscribes) the topics that parse, within the bound; an error frame,
+    /// naming its topic, for each that does not.
+    async fn subscribe(&mut self, args: Vec<String>, on: bool) -> Vec<Frame> {
+        let view = self.shared.state.engine.view();
+        let max = self.shared.limits.max_subscriptions as usize;
+        let mut errors = Vec::new();
+        let mut topics: Vec<(Topic, String)> = Vec::new();
+        for name in args {
+            if topics.iter().any(|(_, n)| *n == name) {
+                continue;
+            }
+            let topic = match Topic::parse(&name, &view, self.broker) {
+                Ok(t) => t,
+                Err(e) => {
+                    errors.push(topic_refusal(&e).on(&name).frame());
+                    continue;
+                }
+            };
+            if on && !self.topics.contains(&topic) && self.topics.len() >= max {
+                let message = format!(
+                    "a connection holds at most {max} subscriptions (--max-ws-subscriptions)"
+                );
+                errors.push(
+                    Refusal::new(ErrorCode::Validation, message)
+                        .on(&name)
+                        .frame(),
+                );
+                continue;
+            }
+            match on {
+                true => self.topics.insert(topic),
+                false => self.topics.remove(&topic),
+            };
+            topics.push((topic, name));
+        }
+        if !topics.is_empty() {
+            let id = self.id;
+            let c = match on {
+                true => Control::Subscribe { id, topics },
+                false => Control::Unsubscribe { id, topics },
+            };
+            let _ = self.shared.control.send(c).await;
+        }
+        errors
+    }
+}
+
+fn topic_refusal(e: &TopicError) -> Refusal {
+    let code = match e {
+        TopicError::Unknown(_) => ErrorCode::Validation,
+        TopicError::Private => ErrorCode::Unauthorized,
+        TopicError::NoSuchCustomer(_) => ErrorCode::NotFound,
+    };
+    Refusal::new(code, e.to_string())
+}
