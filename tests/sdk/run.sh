@@ -3,7 +3,8 @@
 # into tests/sdk/.venv and tests/sdk/node_modules (kept between runs, reinstalled when the
 # pins change):
 #  1. the OpenAPI specification's own validator (openapi-spec-validator, PyPI) and a linter
-#     with a recommended ruleset (@redocly/cli, npm): zero errors and zero warnings;
+#     with a recommended ruleset (@redocly/cli, npm): zero errors and zero warnings; the
+#     AsyncAPI document through @asyncapi/cli validate (npm): no finding at all;
 #  2. SDKs generated from openapi/broker.json, with no generator warning, each running its
 #     smoke test against the real perpsim binary on loopback (manual clock);
 #  3. schemathesis with every check over the broker API, a few examples per operation
@@ -46,6 +47,16 @@ if [ "$failed" -ne 0 ]; then
   exit 1
 fi
 echo "OpenAPI documents: 1 passed, 0 failed"
+
+# The AsyncAPI document of the channels: @asyncapi/cli's validator, failing on any finding
+# down to information (the black-box tests check every frame they read against it).
+if SUPPRESS_NO_CONFIG_WARNING=1 ./node_modules/.bin/asyncapi validate \
+    "$root/openapi/asyncapi.yaml" --fail-severity=info; then
+  echo "AsyncAPI document: 1 passed, 0 failed"
+else
+  echo "AsyncAPI document: 0 passed, 1 failed"
+  exit 1
+fi
 
 # The real binary, on a manual clock in a fresh data dir. The smokes assert exact fill prices
 # between their own two customers, so the venue is quiet: fixed prices, no market maker (the

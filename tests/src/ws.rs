@@ -1,8 +1,9 @@
 //! A blocking WebSocket client for the channels (D9), as a broker's integration would hold
 //! one: connect without signature headers, authenticate with a signed nonce, subscribe, read
-//! frames as JSON.
+//! frames as JSON, each checked against the AsyncAPI document's schema for its channel.
 
 use std::net::TcpStream;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -10,6 +11,71 @@ use tungstenite::protocol::CloseFrame;
 use tungstenite::{Message, WebSocket};
 
 use crate::{Client, Server, now_ns};
+
+/// The checked-in AsyncAPI document (drift-tested against the code, and served as it is):
+/// per channel, its address and a validator per message it may carry.
+struct Contract {
+    channels: Vec<(String, Vec<(String, jsonschema::Validator)>)>,
+}
+
+static CONTRACT: LazyLock<Contract> = LazyLock::new(|| {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi/asyncapi.yaml");
+    let text = std::fs::read_to_string(path).expect("openapi/asyncapi.yaml");
+    let doc: Value = serde_saphyr::from_str(&text).expect("the AsyncAPI document is YAML");
+    let schemas = doc["components"]["schemas"].clone();
+    let channels = doc["channels"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| {
+            let address = c["address"].as_str().unwrap_or("").to_owned();
+            let messages = c["messages"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|name| {
+                    let payload = &doc["components"]["messages"][name]["payload"]["$ref"];
+                    let root = json!({"$ref": payload, "components": {"schemas": schemas}});
+                    let v = jsonschema::draft202012::new(&root).expect("a valid schema");
+                    (name.clone(), v)
+                })
+                .collect();
+            (address, messages)
+        })
+        .collect();
+    Contract { channels }
+});
+
+/// Panics unless `frame` is one of the messages its channel declares (the channel named by
+/// its `channel`, the ops' channel for a frame with an `op`).
+pub fn assert_documented(frame: &Value) {
+    let channel = frame["channel"].as_str();
+    let owner = CONTRACT.channels.iter().find(|(address, _)| match channel {
+        _ if frame.get("op").is_some() => address.is_empty(),
+        Some(name) => match address.split_once('{') {
+            Some((prefix, _)) => name.starts_with(prefix),
+            None => address == name,
+        },
+        None => false,
+    });
+    let Some((address, messages)) = owner else {
+        panic!("no channel of the AsyncAPI document carries {frame}");
+    };
+    if messages.iter().any(|(_, v)| v.is_valid(frame)) {
+        return;
+    }
+    let why: Vec<String> = messages
+        .iter()
+        .map(|(name, v)| {
+            let errors: Vec<String> = v.iter_errors(frame).map(|e| e.to_string()).collect();
+            format!("{name}: {}", errors.join("; "))
+        })
+        .collect();
+    panic!(
+        "frame on {address:?} matches no documented message: {frame}\n{}",
+        why.join("\n")
+    );
+}
 
 pub struct Ws {
     pub socket: WebSocket<TcpStream>,
@@ -62,7 +128,11 @@ impl Ws {
             }
             self.socket.get_ref().set_read_timeout(Some(left)).unwrap();
             match self.socket.read() {
-                Ok(Message::Text(t)) => return Read::Frame(serde_json::from_str(&t).unwrap()),
+                Ok(Message::Text(t)) => {
+                    let frame: Value = serde_json::from_str(&t).unwrap();
+                    assert_documented(&frame);
+                    return Read::Frame(frame);
+                }
                 Ok(Message::Close(c)) => return Read::Closed(c),
                 Ok(_) => continue,
                 Err(tungstenite::Error::Io(e))

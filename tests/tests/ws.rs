@@ -680,3 +680,27 @@ fn a_thousand_connections_are_held_and_each_is_served() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(metric(&server, "perpsim_ws_connections_open"), 0);
 }
+
+/// Issue 25 item 5: the frames the tests read are checked against the AsyncAPI document —
+/// and the check is real: an undocumented field, a missing one, or a frame on no channel is
+/// refused.
+#[test]
+fn the_document_refuses_frames_it_does_not_describe() {
+    let refused = |frame: Value| {
+        std::panic::catch_unwind(|| perpsim_tests::ws::assert_documented(&frame)).is_err()
+    };
+    assert!(!refused(json!({"op": "pong"})));
+    assert!(refused(json!({"op": "pong", "extra": 1})));
+    assert!(refused(
+        json!({"channel": "ticker", "type": "update", "data": {"symbol": "BTC-USDC-PERP"}})
+    ));
+    assert!(refused(json!({"channel": "weather", "type": "update"})));
+    let server = manual();
+    let served = raw("GET", &format!("{}/asyncapi.yaml", server.url), &[], b"");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi/asyncapi.yaml");
+    assert_eq!(
+        served.text,
+        std::fs::read_to_string(path).unwrap(),
+        "served as checked in"
+    );
+}

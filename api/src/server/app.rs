@@ -360,6 +360,13 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint<Output = Response> {
                 contract::json_text(&admin_document()),
             )),
         )
+        .at(
+            "/asyncapi.yaml",
+            get(fixed(
+                "application/x-yaml",
+                contract::yaml_text(&crate::ws::asyncapi::document()),
+            )),
+        )
         .at("/healthz", get(healthz))
         .at("/readyz", get(readyz))
         .at("/metrics", get(prometheus))

@@ -1,4 +1,5 @@
-//! The checked-in API documents under `openapi/`, generated from the code.
+//! The checked-in API documents under `openapi/`, generated from the code: the OpenAPI
+//! documents of both APIs and the AsyncAPI document of the channels.
 
 use std::path::Path;
 
@@ -12,6 +13,7 @@ pub fn documents() -> Vec<(&'static str, String)> {
         ("broker.json", json_text(&broker)),
         ("broker.yaml", yaml_text(&broker)),
         ("admin.json", json_text(&admin_document())),
+        ("asyncapi.yaml", yaml_text(&crate::ws::asyncapi::document())),
     ]
 }
 

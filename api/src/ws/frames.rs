@@ -206,3 +206,33 @@ pub struct BookUpdate {
     pub changes: Vec<BookChange>,
     pub checksum: u32,
 }
+
+/// `authenticate` (D9): the signature is over `{nonce}\nGET\n/v1/ws\n`, with the key's REST
+/// nonce namespace; `nonce` is a string of decimal digits (a JSON number fails).
+#[derive(Object, Debug, Clone, PartialEq, Eq)]
+pub struct AuthenticateOp {
+    /// Always `authenticate`.
+    pub op: String,
+    /// Standard base64 of the 32-byte ed25519 public key.
+    pub public_key: String,
+    /// A nanosecond Unix timestamp, as X-Nonce (interface §5).
+    pub nonce: String,
+    /// Standard base64 of the 64-byte ed25519 signature.
+    pub signature: String,
+}
+
+/// `subscribe` or `unsubscribe` with the topics (§6): answered `subscribed` / `unsubscribed`
+/// with the topics taken, and an error frame naming each topic refused.
+#[derive(Object, Debug, Clone, PartialEq, Eq)]
+pub struct TopicsOp {
+    /// `subscribe` or `unsubscribe`.
+    pub op: String,
+    pub args: Vec<String>,
+}
+
+/// `ping`, answered `pong`.
+#[derive(Object, Debug, Clone, PartialEq, Eq)]
+pub struct PingOp {
+    /// Always `ping`.
+    pub op: String,
+}

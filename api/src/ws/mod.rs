@@ -11,6 +11,7 @@
 //! It knows the engine only through the events and the read view the host publishes; it
 //! never waits on the engine, and the engine never waits on it.
 
+pub mod asyncapi;
 pub mod book;
 pub mod frames;
 pub mod hub;

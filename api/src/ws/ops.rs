@@ -4,19 +4,16 @@
 use perpsim_core::ErrorCode;
 use serde_json::{Map, Value};
 
-use super::frames::{ErrorFrame, Frame, frame};
+use super::frames::{AuthenticateOp, ErrorFrame, Frame, PingOp, TopicsOp, frame};
 use crate::contract::strict_json;
 
+/// A client frame, as its document type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Authenticate {
-        public_key: String,
-        nonce: String,
-        signature: String,
-    },
-    Subscribe(Vec<String>),
-    Unsubscribe(Vec<String>),
-    Ping,
+    Authenticate(AuthenticateOp),
+    Subscribe(TopicsOp),
+    Unsubscribe(TopicsOp),
+    Ping(PingOp),
 }
 
 /// A refusal: its code, message and the topic it is about, if one.
@@ -109,23 +106,27 @@ pub fn parse(text: &str) -> Result<Op, Refusal> {
     match op {
         "authenticate" => {
             only(&fields, &["op", "public_key", "nonce", "signature"], op)?;
-            Ok(Op::Authenticate {
+            Ok(Op::Authenticate(AuthenticateOp {
+                op: op.into(),
                 public_key: credential(&fields, "public_key")?,
                 nonce: credential(&fields, "nonce")?,
                 signature: credential(&fields, "signature")?,
-            })
+            }))
         }
         "subscribe" | "unsubscribe" => {
             only(&fields, &["op", "args"], op)?;
-            let args = topics(&fields, op)?;
+            let ask = TopicsOp {
+                op: op.into(),
+                args: topics(&fields, op)?,
+            };
             Ok(match op {
-                "subscribe" => Op::Subscribe(args),
-                _ => Op::Unsubscribe(args),
+                "subscribe" => Op::Subscribe(ask),
+                _ => Op::Unsubscribe(ask),
             })
         }
         "ping" => {
             only(&fields, &["op"], op)?;
-            Ok(Op::Ping)
+            Ok(Op::Ping(PingOp { op: op.into() }))
         }
         other => Err(invalid(format!(
             "unknown op {other:?}: authenticate, subscribe, unsubscribe or ping"
@@ -146,10 +147,17 @@ mod tests {
     /// malformed frame; unknown fields and duplicated keys are named.
     #[test]
     fn ops_are_parsed_strictly_and_a_numeric_nonce_fails_authentication() {
-        assert_eq!(parse(r#"{"op":"ping"}"#).unwrap(), Op::Ping);
+        assert_eq!(
+            parse(r#"{"op":"ping"}"#).unwrap(),
+            Op::Ping(PingOp { op: "ping".into() })
+        );
+        let ask = TopicsOp {
+            op: "subscribe".into(),
+            args: vec!["ticker".into()],
+        };
         assert_eq!(
             parse(r#"{"op":"subscribe","args":["ticker"]}"#).unwrap(),
-            Op::Subscribe(vec!["ticker".into()])
+            Op::Subscribe(ask)
         );
         let n = refused(r#"{"op":"authenticate","public_key":"k","nonce":1,"signature":"s"}"#);
         assert_eq!(n.0, ErrorCode::Unauthorized);

@@ -144,14 +144,13 @@ impl Session {
             Err(refusal) => return vec![refusal.frame()],
         };
         let result = match op {
-            Op::Ping => Ok(vec![reply("pong")]),
-            Op::Authenticate {
-                public_key,
-                nonce,
-                signature,
-            } => self.authenticate(&public_key, &nonce, &signature).await,
-            Op::Subscribe(args) => Ok(self.subscribe(args, true).await),
-            Op::Unsubscribe(args) => Ok(self.subscribe(args, false).await),
+            Op::Ping(_) => Ok(vec![reply("pong")]),
+            Op::Authenticate(a) => {
+                self.authenticate(&a.public_key, &a.nonce, &a.signature)
+                    .await
+            }
+            Op::Subscribe(ask) => Ok(self.subscribe(ask.args, true).await),
+            Op::Unsubscribe(ask) => Ok(self.subscribe(ask.args, false).await),
         };
         result.unwrap_or_else(|refusal| vec![refusal.frame()])
     }
