@@ -134,6 +134,10 @@ pub enum Command {
     SetLimits {
         limits: VenueLimits,
     },
+    /// Issue 25: the fault plan an integrator rehearses against, or none (faults off).
+    SetFaults {
+        plan: Option<crate::records::faults::FaultPlan>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +161,8 @@ pub enum Outcome {
     /// A market's funding as it stands after the request.
     Funding(crate::records::funding::FundingView),
     Limits(VenueLimits),
+    /// The fault plan now in force.
+    Faults(Option<Box<crate::records::faults::FaultPlan>>),
 }
 
 pub type CommandResult = Result<Outcome, perpsim_core::Error>;

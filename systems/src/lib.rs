@@ -17,6 +17,7 @@ pub mod clock;
 pub mod command;
 pub mod dirty;
 pub mod engine;
+pub mod faults;
 pub mod market;
 pub mod money;
 pub mod positions;

@@ -17,7 +17,7 @@ const SYSTEMS: &[&[&str]] = &[
     &["records", "sets", "dirty"],
     &["rng", "clock"],
     &["command"],
-    &["registry"],
+    &["registry", "faults"],
     &["money", "positions"],
     &["trading"],
     &["market", "settlement", "risk"],

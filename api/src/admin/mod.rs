@@ -3,6 +3,7 @@
 //! (`venue`) the venue's own accounts. Bearer-token authenticated; its own spec at
 //! `/admin/openapi.json`, not part of the broker spec.
 
+pub mod faults;
 pub mod simulation;
 pub mod venue;
 
@@ -55,6 +56,8 @@ pub(crate) enum AdminTag {
     Simulation,
     /// The venue's own accounts: fees, clearing and insurance (D10).
     Venue,
+    /// The fault plan an integrator rehearses a client's recovery against, and its report.
+    Faults,
 }
 
 /// Longest broker name accepted.

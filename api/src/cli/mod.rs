@@ -118,6 +118,22 @@ pub enum AdminCmd {
     State,
     /// The venue's own accounts (fees, clearing, insurance) per asset.
     Venue,
+    /// The fault plan for rehearsing a client's recovery (issue 25).
+    #[command(subcommand)]
+    Faults(FaultsCmd),
+}
+
+/// `perpsim admin faults …`
+#[derive(Subcommand, Debug)]
+pub enum FaultsCmd {
+    /// Show the plan in force.
+    Show,
+    /// Set the plan: its JSON (as PUT /admin/v1/faults takes it), or @FILE holding it.
+    Set { plan: String },
+    /// Turn faults off.
+    Clear,
+    /// The recovery report: per connection, each strike and how fast the client recovered.
+    Report,
 }
 
 /// Runs a parsed command line; the exit code.
@@ -259,6 +275,24 @@ fn admin_request(action: AdminCmd) -> Result<(&'static str, String, String), Str
         }
         AdminCmd::State => ("GET", "/admin/v1/state".into(), String::new()),
         AdminCmd::Venue => ("GET", "/admin/v1/venue/accounts".into(), String::new()),
+        AdminCmd::Faults(f) => faults_request(f)?,
+    })
+}
+
+fn faults_request(action: FaultsCmd) -> Result<(&'static str, String, String), String> {
+    let path = "/admin/v1/faults".to_owned();
+    Ok(match action {
+        FaultsCmd::Show => ("GET", path, String::new()),
+        FaultsCmd::Set { plan } => {
+            let body = match plan.strip_prefix('@') {
+                Some(file) => std::fs::read_to_string(file)
+                    .map_err(|e| format!("cannot read the fault plan {file}: {e}"))?,
+                None => plan,
+            };
+            ("PUT", path, body)
+        }
+        FaultsCmd::Clear => ("DELETE", path, String::new()),
+        FaultsCmd::Report => ("GET", format!("{path}/report"), String::new()),
     })
 }
 

@@ -148,6 +148,10 @@ fn answers(operation_id: &str, extra: Extra) -> Vec<(u16, String, Value)> {
     let unavailable = if transfers {
         "EXCHANGE_ERROR: deposits and withdrawals are temporarily unavailable (nothing was \
          sent on), or too many connections are open; retry later."
+    } else if operation_id == "createOrder" {
+        "EXCHANGE_ERROR: the exchange is temporarily unavailable (the share of order entries \
+         an operator's fault plan refuses; nothing was placed), or too many connections are \
+         open; retry later."
     } else {
         "EXCHANGE_ERROR: too many connections are open; retry later."
     };

@@ -13,6 +13,7 @@ use poem::web::Data;
 use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler};
 use poem_openapi::{LicenseObject, OpenApiService, ServerObject};
 
+use crate::admin::faults::FaultsApi;
 use crate::admin::simulation::SimulationApi;
 use crate::admin::venue::VenueApi;
 use crate::admin::{AdminApi, AdminAuthed};
@@ -83,9 +84,9 @@ fn fixed(content_type: &'static str, text: String) -> impl Endpoint<Output = Res
     })
 }
 
-pub fn admin_service() -> OpenApiService<(AdminApi, SimulationApi, VenueApi), ()> {
+pub fn admin_service() -> OpenApiService<(AdminApi, SimulationApi, VenueApi, FaultsApi), ()> {
     OpenApiService::new(
-        (AdminApi, SimulationApi, VenueApi),
+        (AdminApi, SimulationApi, VenueApi, FaultsApi),
         "perpsim admin API",
         VERSION,
     )
@@ -335,7 +336,7 @@ fn json_status(status: StatusCode, text: &str) -> Response {
 }
 
 /// The whole application.
-pub fn app(state: Arc<AppState>) -> impl Endpoint<Output = Response> {
+pub fn app(state: Arc<AppState>, ws: Arc<crate::ws::WsShared>) -> impl Endpoint<Output = Response> {
     let broker = broker_service();
     let admin_api = admin_service();
     let document = broker_document();
@@ -373,6 +374,7 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint<Output = Response> {
         .nest("/v1", broker.around(signed))
         .nest("/admin/v1", admin_api.around(admin))
         .data(state.clone())
+        .data(ws)
         .around(move |ep, req| {
             let state = state.clone();
             async move {

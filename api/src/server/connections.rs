@@ -311,7 +311,7 @@ where
                 // The channels' address is served below poem: the upgraded connection is
                 // ours to drive (D9), and it leaves this connection's bound.
                 if req.uri().path() == crate::ws::upgrade::PATH {
-                    let mut resp = crate::ws::upgrade::upgrade(&ws, req);
+                    let mut resp = crate::ws::upgrade::upgrade(&ws, req, remote.ip());
                     resp.headers_mut()
                         .insert(poem::http::header::DATE, crate::server::app::http_date());
                     watch.response_ready();

@@ -186,7 +186,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         };
         let metrics = state.metrics.clone();
         let ws = crate::ws::start(state.clone(), cfg.websocket);
-        let result = connections::serve(listener, app(state.clone()), ws, limits, metrics, stop)
+        let endpoint = app(state.clone(), ws.clone());
+        let result = connections::serve(listener, endpoint, ws, limits, metrics, stop)
             .await
             .map_err(|e| e.to_string());
         state.ready.store(false, Relaxed);

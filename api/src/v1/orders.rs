@@ -9,6 +9,7 @@ use perpsim_core::decimal::Sign;
 use perpsim_core::entry::{self, Amend, OrderEntry};
 use perpsim_core::order::{self as core_order, OrderStatus};
 use perpsim_core::time::Timestamp;
+use perpsim_systems::records::faults::PPM;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::{Command, Outcome, ReadView};
 use poem::web::Data;
@@ -311,6 +312,20 @@ fn decode(body: &OrderRequest) -> Result<OrderEntry, Error> {
 
 pub struct OrdersApi;
 
+/// The fault plan's share of order entries answered late (issue 25): chosen by the request's
+/// nonce, so a client can tell which entries it asked to be late by. Nothing is journaled:
+/// a late answer changes no state.
+async fn late_by_fault_plan(state: &AppState, auth: &Signed) {
+    let plan = state.engine.view().faults.clone();
+    let Some(fault) = plan.and_then(|p| p.order_entry) else {
+        return;
+    };
+    let nonce = auth.0.used().nonce;
+    if nonce % u64::from(PPM) < u64::from(fault.delay_ppm) {
+        tokio::time::sleep(std::time::Duration::from_millis(fault.delay_ms)).await;
+    }
+}
+
 impl OrdersApi {
     async fn submit_order(
         state: &AppState,
@@ -356,8 +371,9 @@ impl OrdersApi {
             symbol: body.0.symbol.to_string(),
             entry: Box::new(entry),
         };
-        let record = Self::submit_order(&state, &auth, command, Rendering::Entry).await?;
-        Ok(OrderCreated::Created(Json(record)))
+        let answer = Self::submit_order(&state, &auth, command, Rendering::Entry).await;
+        late_by_fault_plan(&state, &auth).await;
+        Ok(OrderCreated::Created(Json(answer?)))
     }
 
     /// A customer's open orders, conditional ones included, oldest first.

@@ -17,12 +17,14 @@ use perpsim_systems::{EngineEvent, ReadView};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::frames::{Frame, OpReply, frame};
+use super::faults::{RecoveryReport, StrikeLog, Striker, Target};
+use super::frames::{ErrorFrame, Frame, OpReply, frame};
 use super::topic::{Audience, Topic};
 use super::{book, render};
 use crate::state::host::TickEvents;
 use crate::state::metrics::Metrics;
 use crate::wire::Time;
+use perpsim_systems::records::faults::{ChannelFault, ChannelFaultKind};
 
 pub type ConnId = u64;
 
@@ -32,6 +34,22 @@ pub struct Close {
     pub code: u16,
     pub reason: &'static str,
 }
+
+/// What the hub tells a connection to do besides sending frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Send this close frame and end.
+    Close(Close),
+    /// End without a close frame (the fault plan's abrupt close).
+    Drop,
+    /// Send nothing at all, pings included, for this long (the fault plan's stall).
+    Stall(std::time::Duration),
+}
+
+const FAULT_CLOSE: Close = Close {
+    code: 1011,
+    reason: "fault plan: connection closed",
+};
 
 pub const SLOW_CONSUMER: Close = Close {
     code: 1008,
@@ -50,8 +68,9 @@ const STOPPING: Close = Close {
 pub enum Control {
     Open {
         id: ConnId,
+        remote: std::net::IpAddr,
         frames: mpsc::Sender<Frame>,
-        close: watch::Sender<Option<Close>>,
+        signal: watch::Sender<Option<Signal>>,
     },
     Authenticated {
         id: ConnId,
@@ -69,11 +88,13 @@ pub enum Control {
     Gone {
         id: ConnId,
     },
+    /// The recovery report of the fault plan's strikes.
+    Report(tokio::sync::oneshot::Sender<RecoveryReport>),
 }
 
 struct Conn {
     frames: mpsc::Sender<Frame>,
-    close: watch::Sender<Option<Close>>,
+    signal: watch::Sender<Option<Signal>>,
     broker: Option<BrokerCode>,
     topics: BTreeSet<Topic>,
 }
@@ -85,6 +106,8 @@ pub struct Hub {
     sequences: Vec<u64>,
     view: Arc<ReadView>,
     metrics: Arc<Metrics>,
+    striker: Striker,
+    strikes: StrikeLog,
 }
 
 impl Hub {
@@ -95,6 +118,8 @@ impl Hub {
             audiences: BTreeMap::new(),
             view,
             metrics,
+            striker: Striker::default(),
+            strikes: StrikeLog::default(),
         }
     }
 
@@ -127,23 +152,36 @@ impl Hub {
 
     fn control(&mut self, c: Control) {
         match c {
-            Control::Open { id, frames, close } => {
+            Control::Open {
+                id,
+                remote,
+                frames,
+                signal,
+            } => {
                 let conn = Conn {
                     frames,
-                    close,
+                    signal,
                     broker: None,
                     topics: BTreeSet::new(),
                 };
                 self.conns.insert(id, conn);
+                self.strikes.opened(id, remote);
             }
             Control::Authenticated { id, broker } => {
                 if let Some(conn) = self.conns.get_mut(&id) {
                     conn.broker = Some(broker);
                 }
+                self.strikes.authenticated(id, broker);
             }
             Control::Subscribe { id, topics } => self.subscribe(id, topics),
             Control::Unsubscribe { id, topics } => self.unsubscribe(id, topics),
-            Control::Gone { id } => self.remove(id),
+            Control::Gone { id } => {
+                self.remove(id);
+                self.strikes.closed(id);
+            }
+            Control::Report(reply) => {
+                let _ = reply.send(self.strikes.report());
+            }
         }
     }
 
@@ -156,6 +194,7 @@ impl Hub {
             conn.topics.insert(*topic);
             let audience = topic.audience(broker);
             self.audiences.entry(audience).or_default().insert(id);
+            self.strikes.subscribed(id, *topic);
         }
         let names = topics.iter().map(|(_, n)| n.clone()).collect();
         let mut out = vec![ack("subscribed", names)];
@@ -208,6 +247,7 @@ impl Hub {
 
     fn tick(&mut self, view: &Arc<ReadView>, events: &[EngineEvent]) {
         self.view = Arc::clone(view);
+        self.striker.follow(&view.faults);
         self.sequences.resize(view.trading.markets.len(), 0);
         for event in events {
             match event {
@@ -249,7 +289,7 @@ impl Hub {
             after,
             self.sequences[m],
         ));
-        self.deliver(audience, &f);
+        self.deliver_aimed(audience, &f, Some(self.sequences[m]));
     }
 
     /// Positions and margins of every subscription, all at the same instant.
@@ -274,12 +314,91 @@ impl Hub {
     }
 
     fn deliver(&mut self, audience: Audience, f: &Frame) {
+        self.deliver_aimed(audience, f, None);
+    }
+
+    /// Queues `f` on every connection of the audience, through the fault plan when one is
+    /// in force; `sequence` is a book update's.
+    fn deliver_aimed(&mut self, audience: Audience, f: &Frame, sequence: Option<u64>) {
         let ids: Vec<ConnId> = match self.audiences.get(&audience) {
             Some(ids) => ids.iter().copied().collect(),
             None => return,
         };
+        if !self.striker.armed() {
+            for id in ids {
+                self.send(id, f.clone());
+            }
+            return;
+        }
+        let name = audience.topic.name(&self.view);
         for id in ids {
-            self.send(id, f.clone());
+            let target = Target {
+                connection: id,
+                topic: audience.topic,
+                name: &name,
+                sequence,
+                book_update: sequence.is_some(),
+                now: self.view.clock.now,
+            };
+            match self.striker.strike(&target) {
+                None => {
+                    self.send(id, f.clone());
+                }
+                Some(fault) => {
+                    self.strikes.struck(id, fault.kind, &target);
+                    self.inflict(id, &fault, audience.topic, &name, f);
+                }
+            }
+        }
+    }
+
+    /// What a strike does to the frame `f` on its way to `id`.
+    fn inflict(&mut self, id: ConnId, fault: &ChannelFault, topic: Topic, name: &str, f: &Frame) {
+        use ChannelFaultKind::*;
+        let delay = std::time::Duration::from_millis(fault.delay_ms);
+        match fault.kind {
+            Drop | SkipSequence => {}
+            Duplicate => {
+                if self.send(id, f.clone()) {
+                    self.send(id, f.clone());
+                }
+            }
+            Delay => {
+                if let Some(conn) = self.conns.get(&id) {
+                    let (frames, f) = (conn.frames.clone(), f.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let _ = frames.try_send(f);
+                    });
+                }
+            }
+            CorruptChecksum => {
+                self.send(id, corrupted(f));
+            }
+            UpstreamError | UpstreamReject => {
+                let error = upstream(topic, name, fault.kind == UpstreamReject);
+                if let Some(conn) = self.conns.get_mut(&id) {
+                    conn.topics.remove(&topic);
+                    let broker = conn.broker;
+                    self.forget(topic.audience(broker), id);
+                }
+                self.send(id, error);
+            }
+            Close | CloseAbrupt | Stall => {
+                let signal = match fault.kind {
+                    Close => Signal::Close(FAULT_CLOSE),
+                    CloseAbrupt => Signal::Drop,
+                    _ => Signal::Stall(delay),
+                };
+                if let Some(conn) = self.conns.get(&id) {
+                    let _ = conn.signal.send(Some(signal));
+                }
+                if signal == Signal::Stall(delay) {
+                    self.send(id, f.clone());
+                } else {
+                    self.remove(id);
+                }
+            }
         }
     }
 
@@ -296,7 +415,7 @@ impl Hub {
             }
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.metrics.ws_slow_consumers.fetch_add(1, Relaxed);
-                let _ = conn.close.send(Some(SLOW_CONSUMER));
+                let _ = conn.signal.send(Some(Signal::Close(SLOW_CONSUMER)));
                 self.remove(id);
                 false
             }
@@ -326,10 +445,37 @@ impl Hub {
 
     fn close_all(&mut self, close: Close) {
         for conn in std::mem::take(&mut self.conns).into_values() {
-            let _ = conn.close.send(Some(close));
+            let _ = conn.signal.send(Some(Signal::Close(close)));
         }
         self.audiences.clear();
     }
+}
+
+/// The frame with its checksum inverted: what the fault plan's corrupt checksum sends.
+fn corrupted(f: &Frame) -> Frame {
+    let mut v: serde_json::Value = serde_json::from_str(f.as_str()).expect("frames are JSON");
+    if let Some(sum) = v["checksum"].as_u64() {
+        v["checksum"] = serde_json::json!(sum ^ u64::from(u32::MAX));
+    }
+    Frame::from(v.to_string())
+}
+
+/// §6 rule 7: the channel-scoped upstream error (or reject) of a book or trades topic.
+fn upstream(topic: Topic, name: &str, reject: bool) -> Frame {
+    let stem = match topic {
+        Topic::OrderBook(_) => "ORDERBOOK_STREAM",
+        _ => "MARKET_TRADES",
+    };
+    let (suffix, what) = match reject {
+        true => ("UPSTREAM_REJECT", "refused"),
+        false => ("UPSTREAM_ERROR", "failed"),
+    };
+    frame(&ErrorFrame {
+        op: "error".into(),
+        code: format!("{stem}_{suffix}"),
+        message: format!("the upstream feed of {name} {what}; subscribe again to recover"),
+        channel: Some(name.to_owned()),
+    })
 }
 
 fn ack(op: &str, args: Vec<String>) -> Frame {

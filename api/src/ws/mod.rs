@@ -13,6 +13,7 @@
 
 pub mod asyncapi;
 pub mod book;
+pub mod faults;
 pub mod frames;
 pub mod hub;
 pub mod ops;
@@ -56,4 +57,13 @@ pub fn start(state: Arc<AppState>, limits: WsLimits) -> Arc<WsShared> {
         slots: Arc::new(Semaphore::new(limits.max_connections as usize)),
         next_id: AtomicU64::new(0),
     })
+}
+
+impl WsShared {
+    /// The fault plan's recovery report, from the hub; None once the hub has stopped.
+    pub async fn report(&self) -> Option<faults::RecoveryReport> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.control.send(hub::Control::Report(reply)).await.ok()?;
+        answer.await.ok()
+    }
 }

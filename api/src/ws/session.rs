@@ -6,6 +6,7 @@
 //! is answered with an error and never closes the connection.
 
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -23,11 +24,17 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::WsShared;
 use super::frames::{Frame, OpReply, frame};
-use super::hub::{Close, ConnId, Control};
+use super::hub::{Close, ConnId, Control, Signal};
 use super::ops::{Op, Refusal, parse};
 use super::topic::{Topic, TopicError};
 use crate::signing::{AuthError, SignedHeaders};
 use crate::state::host::wall_clock_ns;
+
+/// Why a connection the client let go silent is closed.
+const HEARTBEAT: Close = Close {
+    code: 1001,
+    reason: "heartbeat timeout: nothing heard from the client",
+};
 
 /// The canonical request an authenticate signs (D9): `{nonce}\nGET\n/v1/ws\n`.
 pub const SIGNED_PATH: &str = "/v1/ws";
@@ -44,18 +51,23 @@ struct Session {
 }
 
 /// Serves one upgraded connection until either side ends it.
-pub async fn run<S>(ws: WebSocketStream<S>, shared: Arc<WsShared>, permit: OwnedSemaphorePermit)
-where
+pub async fn run<S>(
+    ws: WebSocketStream<S>,
+    shared: Arc<WsShared>,
+    permit: OwnedSemaphorePermit,
+    remote: IpAddr,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let id = shared.next_id.fetch_add(1, Relaxed);
     let limits = shared.limits;
     let (frames_tx, mut frames) = mpsc::channel(limits.queue_frames as usize);
-    let (close_tx, mut closed) = watch::channel(None);
+    let (signal_tx, mut signals) = watch::channel(None);
     let open = Control::Open {
         id,
+        remote,
         frames: frames_tx,
-        close: close_tx,
+        signal: signal_tx,
     };
     if shared.control.send(open).await.is_err() {
         return;
@@ -74,8 +86,19 @@ where
     };
     let mut heartbeat = tokio::time::interval(limits.heartbeat_timeout / 3);
     let mut heard = Instant::now();
-    let close: Option<Close> = loop {
+    let end: Option<Signal> = loop {
         let out: Vec<Message> = tokio::select! {
+            // The hub's signals first: a stall or a close takes effect before the next frame.
+            biased;
+            _ = signals.changed() => match latest(&signals) {
+                Some(Signal::Stall(pause)) => {
+                    // The fault plan's stall: nothing sent, nothing read, no pings.
+                    tokio::time::sleep(pause).await;
+                    heard = Instant::now();
+                    Vec::new()
+                }
+                signal => break signal,
+            },
             incoming = stream.next() => match incoming {
                 Some(Ok(Message::Text(text))) => {
                     heard = Instant::now();
@@ -94,26 +117,33 @@ where
                 Some(Ok(Message::Close(_)) | Err(_)) | None => break None,
             },
             Some(f) = frames.recv() => vec![Message::Text(f)],
-            _ = closed.changed() => break *closed.borrow(),
             _ = heartbeat.tick() => match heard.elapsed() > limits.heartbeat_timeout {
-                true => break Some(Close { code: 1001, reason: "heartbeat timeout: nothing heard from the client" }),
+                true => break Some(Signal::Close(HEARTBEAT)),
                 false => vec![Message::Ping(Default::default())],
             },
         };
-        let sent = tokio::select! {
+        // A socket that takes no more must not keep the hub's signals waiting.
+        let ended: Option<Option<Signal>> = tokio::select! {
             r = async {
                 for m in out {
                     sink.feed(m).await?;
                 }
                 sink.flush().await
-            } => r.is_ok(),
-            _ = closed.changed() => false,
+            } => r.err().map(|_| None),
+            _ = signals.changed() => match latest(&signals) {
+                Some(Signal::Stall(pause)) => {
+                    tokio::time::sleep(pause).await;
+                    heard = Instant::now();
+                    None
+                }
+                signal => Some(signal),
+            },
         };
-        if !sent {
-            break *closed.borrow();
+        if let Some(end) = ended {
+            break end;
         }
     };
-    if let Some(c) = close {
+    if let Some(Signal::Close(c)) = end {
         let frame = CloseFrame {
             code: CloseCode::from(c.code),
             reason: c.reason.into(),
@@ -127,6 +157,11 @@ where
         .ws_connections_open
         .fetch_sub(1, Relaxed);
     drop(permit);
+}
+
+/// The hub's last signal (the borrow ends here, before any await).
+fn latest(signals: &watch::Receiver<Option<Signal>>) -> Option<Signal> {
+    *signals.borrow()
 }
 
 fn reply(op: &str) -> Frame {

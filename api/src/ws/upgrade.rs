@@ -66,7 +66,11 @@ fn refusal(req: &hyper::Request<Incoming>) -> Option<Response> {
 
 /// Answers `req`: 101 and a session on the upgraded connection, or the D4 error saying why
 /// not (503 at `--max-ws-connections`).
-pub fn upgrade(shared: &Arc<WsShared>, mut req: hyper::Request<Incoming>) -> Response {
+pub fn upgrade(
+    shared: &Arc<WsShared>,
+    mut req: hyper::Request<Incoming>,
+    remote: std::net::IpAddr,
+) -> Response {
     if let Some(resp) = refusal(&req) {
         return resp;
     }
@@ -91,7 +95,7 @@ pub fn upgrade(shared: &Arc<WsShared>, mut req: hyper::Request<Incoming>) -> Res
                     .max_frame_size(Some(MAX_FRAME));
                 let io = TokioIo::new(upgraded);
                 let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-                session::run(ws, shared, permit).await;
+                session::run(ws, shared, permit, remote).await;
             }
             Err(e) => tracing::debug!(error = %e, "WebSocket upgrade failed"),
         }

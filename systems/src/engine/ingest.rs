@@ -4,6 +4,7 @@ use bevy_ecs::prelude::{Resource, World};
 
 use crate::command::TransferKind;
 use crate::command::{Command, CommandResult, Results};
+use crate::faults::Faults;
 use crate::money::accounts;
 use crate::records::money::MovementKind;
 use crate::registry;
@@ -23,6 +24,10 @@ pub fn ingest_commands(world: &mut World) {
     for command in commands {
         let index = results.len();
         let result = match command {
+            // The fault plan's share of refused entries never reaches the desk.
+            Command::PlaceOrder { .. } if world.resource_mut::<Faults>().refuses_order() => {
+                Some(Err(crate::faults::refusal()))
+            }
             Command::PlaceOrder { .. }
             | Command::CancelOrder { .. }
             | Command::AmendOrder { .. }
@@ -92,6 +97,7 @@ fn apply(world: &mut World, command: &Command) -> CommandResult {
             taker_bps,
         } => accounts::set_fees(world, *customer, symbol.as_deref(), *maker_bps, *taker_bps),
         Command::SetLimits { limits } => registry::set_limits(world, *limits),
+        Command::SetFaults { plan } => crate::faults::set(world, plan.clone()),
         Command::PlaceOrder { .. }
         | Command::CancelOrder { .. }
         | Command::AmendOrder { .. }

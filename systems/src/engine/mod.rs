@@ -180,6 +180,7 @@ impl Engine {
         );
         engine.world.insert_resource(state.funding.clone());
         engine.world.insert_resource(state.limits);
+        engine.world.insert_resource(state.faults.clone());
         crate::risk::insert(&mut engine.world, state.risk.clone());
         spawn_accounts(&mut engine.world, accounts);
         crate::trading::orders::restore(&mut engine.world, live, ended);
@@ -447,6 +448,8 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<TickEvents>();
     // The D4 defaults until a `SetLimits` command (or a restored state) says otherwise.
     world.init_resource::<Limits>();
+    // No fault plan until a `SetFaults` command (or a restored state) sets one.
+    world.init_resource::<crate::faults::Faults>();
     schedule.add_systems(ingest::ingest_commands.in_set(crate::sets::CommandIngest));
     schedule.add_systems(crate::clock::rearm.in_set(crate::sets::FundingSystems));
 }

@@ -24,7 +24,7 @@ use crate::trading::exchange::{Exchange, ExchangeState};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
-pub const STATE_VERSION: u32 = 8;
+pub const STATE_VERSION: u32 = 9;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -49,6 +49,8 @@ pub struct EngineState {
     pub risk: crate::risk::RiskState,
     /// The D4 bounds in force.
     pub limits: Limits,
+    /// The fault plan in force and its generator (issue 25).
+    pub faults: crate::faults::Faults,
 }
 
 /// SHA-256 of the canonical encoding, printed as lower-case hex.
@@ -125,6 +127,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
             .clone(),
         risk: crate::risk::extract(world),
         limits: *world.resource::<Limits>(),
+        faults: world.resource::<crate::faults::Faults>().clone(),
     }
 }
 

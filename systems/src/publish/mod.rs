@@ -22,6 +22,7 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
             view::publish_instruments,
             view::publish_funding,
             view::publish_ledger,
+            view::publish_faults,
             notices_view::publish_notices,
             market_view::publish_trading,
         )

@@ -62,6 +62,8 @@ pub struct ReadView {
     pub funding_index: OrdMap<Option<crate::records::venue::MarketId>, OrdSet<u64>>,
     /// Position depreciation notices and their list indexes.
     pub notices: super::notices_view::NoticesView,
+    /// The fault plan in force (issue 25), for the channels to apply.
+    pub faults: Option<std::sync::Arc<crate::records::faults::FaultPlan>>,
 }
 
 impl ReadView {
@@ -86,6 +88,7 @@ impl ReadView {
             funding_history: imbl::Vector::new(),
             funding_index: OrdMap::new(),
             notices: Default::default(),
+            faults: None,
         }
     }
 
@@ -203,5 +206,11 @@ pub fn publish_ledger(
                 view.venue.insert((account, asset), balance);
             }
         }
+    }
+}
+
+pub fn publish_faults(mut view: ResMut<ReadView>, faults: Res<crate::faults::Faults>) {
+    if faults.is_changed() {
+        view.faults = faults.plan.clone().map(std::sync::Arc::new);
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod depth;
+pub mod faults;
 pub mod funding;
 pub mod ids;
 pub mod market;
