@@ -9,7 +9,9 @@
 #     smoke test against the real perpsim binary on loopback (manual clock);
 #  3. schemathesis with every check over the broker API, a few examples per operation
 #     (fuzz.sh; the full budget is a separate command);
-#  4. the /docs page opened in a real headless Chromium (Debian's package, installed here when
+#  4. README's WebSocket client (python/book_client.py, websockets from PyPI) through an hour
+#     of the living market with random faults on the book stream (ws_client.sh);
+#  5. the /docs page opened in a real headless Chromium (Debian's package, installed here when
 #     missing): it renders and lists every tag; the screenshot stays in .generated/docs.png.
 # The binary is the one `cargo test --workspace` built (built here if it is missing).
 set -euo pipefail
@@ -110,6 +112,10 @@ fi
 bash "$here/fuzz.sh" "${PERPSIM_FUZZ_EXAMPLES:-5}" 1 >"$work/fuzz.log" 2>&1 \
   || { cat "$work/fuzz.log"; echo "schemathesis: 0 passed, 1 failed"; exit 1; }
 grep -E '^  [0-9]+ generated' "$work/fuzz.log" | sed 's/^ */schemathesis: /'
+
+# README's WebSocket client through a busy simulated hour with random channel faults: it
+# ends holding REST's top of book and the recovery report shows every strike recovered.
+bash "$here/ws_client.sh"
 
 # The docs page in Debian's Chromium: rendered, every tag of the document listed.
 if ! command -v chromium >/dev/null; then

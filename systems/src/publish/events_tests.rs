@@ -68,6 +68,17 @@ fn script(e: &mut Engine) -> Vec<Tick> {
     };
     let at = |s: i64| START.plus_millis(s * 1_000);
     let advance = |s: i64| Command::AdvanceClock { to: at(s) };
+    // A fault plan refusing half the order entries: its draws are journaled state too.
+    let faults = crate::records::faults::FaultPlan {
+        seed: 3,
+        channel: Vec::new(),
+        order_entry: Some(crate::records::faults::OrderEntryFault {
+            error_ppm: 500_000,
+            delay_ppm: 0,
+            delay_ms: 0,
+        }),
+    };
+    let extra = (0..6).map(|i| place(cs[1], limit(Side::Buy, &format!("f{i}"), "0.01", "40000")));
     vec![
         (START, vec![deposit(cs[0]), deposit(cs[1])]),
         (START, vec![advance(1)]),
@@ -94,6 +105,9 @@ fn script(e: &mut Engine) -> Vec<Tick> {
                 },
             ],
         ),
+        (at(7), vec![Command::SetFaults { plan: Some(faults) }]),
+        (at(7), extra.collect()),
+        (at(7), vec![Command::SetFaults { plan: None }]),
         (at(7), vec![advance(3_700)]),
     ]
 }
@@ -130,7 +144,7 @@ fn recorded() -> (Engine, Vec<Tick>, Vec<Vec<EngineEvent>>) {
 }
 
 /// Item 0: events are derived, never journaled — a replay of the same commands with the view
-/// switched off emits the same events in the same order.
+/// switched off emits the same events in the same order (a fault plan's refusals included).
 #[test]
 fn a_replay_with_publishing_off_emits_the_same_events_in_the_same_order() {
     let (_, ticks, live) = recorded();
@@ -220,6 +234,11 @@ fn a_tick_pushes_orders_trades_movements_fills_and_book_batches() {
         .collect();
     assert_eq!(books, vec![0], "one batch, for the market that changed");
     assert!(trading.contains(&EngineEvent::Ticker(0)));
+    // Under the fault plan, about half the six entries were refused before the desk.
+    let placed = count(&events[events.len() - 3], |e| {
+        matches!(e, EngineEvent::Order(_))
+    });
+    assert!((1..6).contains(&placed), "{placed} of 6 placed");
     // The hour's advance passes funding: its movements are pushed, and valuation instants.
     let hour = events.last().unwrap();
     assert!(count(hour, |e| matches!(e, EngineEvent::Movement(_))) >= 1);
