@@ -11,6 +11,12 @@ cd "$here"
 source "$here/common.sh"
 ensure_venv
 advances="${1:-360}"
+# The client README shows is the one run here.
+readme_client="$(sed -n '/^<!-- book_client.py -->$/,/^<!-- \/book_client.py -->$/p' "$root/README.md" | sed '1,2d;$d' | sed '$d')"
+if [ "$readme_client" != "$(cat python/book_client.py)" ]; then
+  echo "README's WebSocket client differs from tests/sdk/python/book_client.py: 0 passed, 1 failed"
+  exit 1
+fi
 work="$(mktemp -d)"
 trap '[ -n "${server:-}" ] && kill "$server" 2>/dev/null; [ -n "${client:-}" ] && kill "$client" 2>/dev/null; rm -rf "$work"' EXIT
 start_server --market-maker on --price-feed random-walk
