@@ -108,6 +108,9 @@ pub struct Hub {
     metrics: Arc<Metrics>,
     striker: Striker,
     strikes: StrikeLog,
+    /// The tick's frames per connection, queued together at its end: a connection then
+    /// writes its whole tick at once (one wake-up, one write) instead of a frame at a time.
+    pending: BTreeMap<ConnId, Vec<Frame>>,
 }
 
 impl Hub {
@@ -120,6 +123,7 @@ impl Hub {
             metrics,
             striker: Striker::default(),
             strikes: StrikeLog::default(),
+            pending: BTreeMap::new(),
         }
     }
 
@@ -260,6 +264,18 @@ impl Hub {
                 }
             }
         }
+        for (id, frames) in std::mem::take(&mut self.pending) {
+            for f in frames {
+                if !self.send(id, f) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Holds a frame of the tick for `id` until the tick's end (see `pending`).
+    fn queue(&mut self, id: ConnId, f: Frame) {
+        self.pending.entry(id).or_default().push(f);
     }
 
     /// Renders only what someone hears.
@@ -326,7 +342,7 @@ impl Hub {
         };
         if !self.striker.armed() {
             for id in ids {
-                self.send(id, f.clone());
+                self.queue(id, f.clone());
             }
             return;
         }
@@ -342,7 +358,7 @@ impl Hub {
             };
             match self.striker.strike(&target) {
                 None => {
-                    self.send(id, f.clone());
+                    self.queue(id, f.clone());
                 }
                 Some(fault) => {
                     self.strikes.struck(id, fault.kind, &target);
@@ -359,9 +375,8 @@ impl Hub {
         match fault.kind {
             Drop | SkipSequence => {}
             Duplicate => {
-                if self.send(id, f.clone()) {
-                    self.send(id, f.clone());
-                }
+                self.queue(id, f.clone());
+                self.queue(id, f.clone());
             }
             Delay => {
                 if let Some(conn) = self.conns.get(&id) {
@@ -373,7 +388,7 @@ impl Hub {
                 }
             }
             CorruptChecksum => {
-                self.send(id, corrupted(f));
+                self.queue(id, corrupted(f));
             }
             UpstreamError | UpstreamReject => {
                 let error = upstream(topic, name, fault.kind == UpstreamReject);
@@ -382,7 +397,7 @@ impl Hub {
                     let broker = conn.broker;
                     self.forget(topic.audience(broker), id);
                 }
-                self.send(id, error);
+                self.queue(id, error);
             }
             Close | CloseAbrupt | Stall => {
                 let signal = match fault.kind {
@@ -394,7 +409,7 @@ impl Hub {
                     let _ = conn.signal.send(Some(signal));
                 }
                 if signal == Signal::Stall(delay) {
-                    self.send(id, f.clone());
+                    self.queue(id, f.clone());
                 } else {
                     self.remove(id);
                 }

@@ -30,6 +30,9 @@ use super::topic::{Topic, TopicError};
 use crate::signing::{AuthError, SignedHeaders};
 use crate::state::host::wall_clock_ns;
 
+/// Most queued frames written (and flushed) together.
+const WRITE_BATCH: usize = 256;
+
 /// Why a connection the client let go silent is closed.
 const HEARTBEAT: Close = Close {
     code: 1001,
@@ -116,7 +119,17 @@ pub async fn run<S>(
                 }
                 Some(Ok(Message::Close(_)) | Err(_)) | None => break None,
             },
-            Some(f) = frames.recv() => vec![Message::Text(f)],
+            Some(f) = frames.recv() => {
+                // Whatever else is queued goes in the same write: one syscall for a burst.
+                let mut out = vec![Message::Text(f)];
+                while out.len() < WRITE_BATCH {
+                    match frames.try_recv() {
+                        Ok(f) => out.push(Message::Text(f)),
+                        Err(_) => break,
+                    }
+                }
+                out
+            }
             _ = heartbeat.tick() => match heard.elapsed() > limits.heartbeat_timeout {
                 true => break Some(Signal::Close(HEARTBEAT)),
                 false => vec![Message::Ping(Default::default())],

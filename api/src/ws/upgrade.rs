@@ -19,6 +19,8 @@ use crate::errors::error_response;
 pub const PATH: &str = "/v1/ws";
 /// Largest client frame: the REST body limit (D4); a larger one ends the connection (1009).
 const MAX_FRAME: usize = 64 * 1024;
+/// The read buffer of a connection (tungstenite's default is 128 KiB).
+const READ_BUFFER: usize = 4 * 1024;
 
 fn has_token(req: &hyper::Request<Incoming>, name: header::HeaderName, token: &str) -> bool {
     req.headers()
@@ -90,7 +92,11 @@ pub fn upgrade(
     tokio::spawn(async move {
         match on_upgrade.await {
             Ok(upgraded) => {
+                // Clients send small frames: tungstenite zeroes its read buffer's free space
+                // before each read, so a small buffer keeps that cheap (measured: with the
+                // default 128 KiB, memset was 19 % of the server at 100 subscribers).
                 let config = WebSocketConfig::default()
+                    .read_buffer_size(READ_BUFFER)
                     .max_message_size(Some(MAX_FRAME))
                     .max_frame_size(Some(MAX_FRAME));
                 let io = TokioIo::new(upgraded);
