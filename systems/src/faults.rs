@@ -17,6 +17,11 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// Whether a plan judges order entries (so the hot path touches nothing otherwise).
+    pub fn judges_orders(&self) -> bool {
+        self.plan.as_ref().is_some_and(|p| p.order_entry.is_some())
+    }
+
     /// Whether this order entry is refused by the plan (one draw per entry while a plan
     /// with an order-entry fault is in force).
     pub fn refuses_order(&mut self) -> bool {

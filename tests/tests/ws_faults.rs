@@ -50,11 +50,12 @@ fn strikes(report: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// Reads book frames until one a client must act on: a sequence gap or an error.
-fn book_frames_until_odd(ws: &mut Ws, last: &mut u64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Read::Frame(v) = ws.read(Duration::from_millis(200)) {
+/// Advances the clock ten seconds at a time (a tick whose walk ends where it began changes
+/// no book) until a book frame a client must act on arrives: a sequence gap or an error.
+fn advance_until_odd(server: &Server, ws: &mut Ws, last: &mut u64) -> Value {
+    for _ in 0..30 {
+        advance(server, 10);
+        for v in ws.drain(Duration::from_millis(200)) {
             if v["op"] == "error" {
                 return v;
             }
@@ -85,9 +86,7 @@ fn book_faults_are_seen_and_a_resubscription_recovers_from_them() {
         json!({"channel": [{"kind": "skip_sequence", "topic": BOOK}]}),
     );
     // The skipped update is missed; the gap shows on the next one.
-    advance(&server, 10);
-    advance(&server, 10);
-    let odd = book_frames_until_odd(&mut ws, &mut last);
+    let odd = advance_until_odd(&server, &mut ws, &mut last);
     assert!(odd["sequence"].as_u64().unwrap() > last + 1, "a gap: {odd}");
     ws.subscribe(&[BOOK]);
     let snap = ws.until("the new snapshot", |v| v["type"] == "snapshot");
@@ -96,8 +95,7 @@ fn book_faults_are_seen_and_a_resubscription_recovers_from_them() {
         &server,
         json!({"channel": [{"kind": "upstream_error", "topic": BOOK}]}),
     );
-    advance(&server, 10);
-    let error = book_frames_until_odd(&mut ws, &mut last);
+    let error = advance_until_odd(&server, &mut ws, &mut last);
     assert_eq!(
         (&error["code"], &error["channel"]),
         (&json!("ORDERBOOK_STREAM_UPSTREAM_ERROR"), &json!(BOOK)),
@@ -146,8 +144,14 @@ fn a_corrupted_checksum_differs_from_the_clean_one() {
         &server,
         json!({"channel": [{"kind": "corrupt_checksum", "topic": BOOK, "connection": 1}]}),
     );
-    advance(&server, 5);
-    let a = clean.until("an update", |v| v["type"] == "update");
+    // Until the book changes (a tick whose walk ends where it began changes nothing).
+    let a = (0..30)
+        .find_map(|_| {
+            advance(&server, 10);
+            let frames = clean.drain(Duration::from_millis(200));
+            frames.into_iter().find(|v| v["type"] == "update")
+        })
+        .expect("the book changed");
     let b = struck.until("an update", |v| v["type"] == "update");
     assert_eq!(
         (&a["sequence"], &a["changes"]),
@@ -317,4 +321,53 @@ fn order_entry_faults_refuse_and_a_journal_with_faults_replays() {
     let (_, _, hash) = server.state();
     server.terminate();
     assert_eq!(replay_hash(&server.data_dir), hash);
+}
+
+/// §6 rule 7, issue 25 item 4: an upstream reject on market-trades names its topic, tears
+/// it down (the next trade is not sent), and a new subscription hears trades again.
+#[test]
+fn an_upstream_reject_tears_down_market_trades_until_resubscribed() {
+    let server = manual();
+    let a = server.demo();
+    let (seller, buyer) = (
+        funded(&server, &a, "USDC", "100000"),
+        funded(&server, &a, "USDC", "100000"),
+    );
+    let topic = "market-trades:BTC-USDC-PERP";
+    let mut ws = Ws::connect(&server);
+    ws.subscribe(&[topic]);
+    let trade = |n: u32| {
+        for (who, side, kind) in [(&seller, "sell", "limit"), (&buyer, "buy", "market")] {
+            let mut body = json!({"symbol": "BTC-USDC-PERP", "side": side, "type": kind,
+                "reference_id": format!("{side}{n}"), "amount": "0.01"});
+            if kind == "limit" {
+                body["limit_price"] = json!("60000");
+            }
+            let r = a.send("POST", &format!("/v1/customers/{who}/orders"), Some(body));
+            assert_eq!(r.status, 201, "{}", r.text);
+        }
+    };
+    set_plan(
+        &server,
+        json!({"channel": [{"kind": "upstream_reject", "topic": topic}]}),
+    );
+    trade(1);
+    let error = ws.until("the reject", |v| v["op"] == "error");
+    assert_eq!(
+        (&error["code"], &error["channel"]),
+        (&json!("MARKET_TRADES_UPSTREAM_REJECT"), &json!(topic)),
+        "{error}"
+    );
+    trade(2);
+    assert!(ws.drain(Duration::from_millis(400)).is_empty(), "torn down");
+    ws.subscribe(&[topic]);
+    trade(3);
+    let heard = ws.until("a trade", |v| v["channel"] == topic);
+    assert_eq!(heard["data"]["amount"], "0.0100", "{heard}");
+    let r = report(&server);
+    assert_eq!(
+        strikes(&r),
+        vec![("upstream_reject".into(), json!("resubscribed"))],
+        "{r}"
+    );
 }

@@ -310,7 +310,11 @@ async fn fanout(perpsim: &Path, n: usize, seconds: u64, rate: Option<f64>) {
                 let due = started + Duration::from_secs_f64(second as f64 / rate);
                 std::thread::sleep(due.saturating_duration_since(Instant::now()));
             }
-            let side = if second.is_multiple_of(2) { "buy" } else { "sell" };
+            let side = if second.is_multiple_of(2) {
+                "buy"
+            } else {
+                "sell"
+            };
             let order = json!({"symbol": "BTC-USDC-PERP", "side": side, "type": "market",
                 "reference_id": format!("m{second}"), "amount": "0.001"});
             http.send(

@@ -25,7 +25,10 @@ pub fn ingest_commands(world: &mut World) {
         let index = results.len();
         let result = match command {
             // The fault plan's share of refused entries never reaches the desk.
-            Command::PlaceOrder { .. } if world.resource_mut::<Faults>().refuses_order() => {
+            Command::PlaceOrder { .. }
+                if world.resource::<Faults>().judges_orders()
+                    && world.resource_mut::<Faults>().refuses_order() =>
+            {
                 Some(Err(crate::faults::refusal()))
             }
             Command::PlaceOrder { .. }

@@ -209,8 +209,10 @@ pub fn publish_ledger(
     }
 }
 
+/// The plan, republished only when it differs: its generator moves with every order entry
+/// it judges, and the channels start a plan's counts anew when its record changes.
 pub fn publish_faults(mut view: ResMut<ReadView>, faults: Res<crate::faults::Faults>) {
-    if faults.is_changed() {
+    if faults.is_changed() && view.faults.as_deref() != faults.plan.as_ref() {
         view.faults = faults.plan.clone().map(std::sync::Arc::new);
     }
 }
