@@ -426,6 +426,15 @@ pub fn manual() -> Server {
     Server::start(&["--clock", "manual", "--start", crate::START])
 }
 
+/// A server on the manual clock at [`START`] with the living market (the market maker and
+/// the random walk on), and any `extra` flags.
+pub fn living(extra: &[&str]) -> Server {
+    let mut flags = vec!["--clock", "manual", "--start", crate::START];
+    flags.extend(["--market-maker", "on", "--price-feed", "random-walk"]);
+    flags.extend(extra);
+    Server::start(&flags)
+}
+
 pub fn customer(c: &Client) -> String {
     c.create_customer(None)["customer_code"]
         .as_str()

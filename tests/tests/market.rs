@@ -2,7 +2,7 @@
 //! maker and the random walk (D1, D10), funding (D7, §2.12, §4.1 rules 1–5) and daily
 //! settlement (D6).
 
-use perpsim_tests::{Client, Resp, START, Server, advance, funded, manual};
+use perpsim_tests::{Client, Resp, Server, advance, funded, living, manual};
 use serde_json::{Value, json};
 
 const BTC: &str = "BTC-USDC-PERP";
@@ -21,18 +21,7 @@ fn order(c: &Client, code: &str, body: Value) -> Resp {
 /// against the maker, and the index walks.
 #[test]
 fn the_market_maker_quotes_every_instrument_and_a_market_order_fills_against_it() {
-    let server = Server::start(&[
-        "--clock",
-        "manual",
-        "--start",
-        START,
-        "--market-maker",
-        "on",
-        "--price-feed",
-        "random-walk",
-        "--seed",
-        "11",
-    ]);
+    let server = living(&["--seed", "11"]);
     let c = server.demo();
     let tickers = get(&c, "/v1/tickers");
     for t in tickers.as_array().unwrap() {

@@ -105,6 +105,14 @@ fn listening(server: &Server, client: &Client, topics: &[&str]) -> Ws {
     ws
 }
 
+/// `seller` rests a sell of `amount` BTC at 60 000 and `buyer` takes it at market.
+fn cross(c: &Client, seller: &str, buyer: &str, amount: &str) {
+    let sell = json!({"symbol": "BTC-USDC-PERP", "side": "sell", "type": "limit", "reference_id": "s", "amount": amount, "limit_price": "60000"});
+    order(c, seller, sell);
+    let buy = json!({"symbol": "BTC-USDC-PERP", "side": "buy", "type": "market", "reference_id": "b", "amount": amount});
+    order(c, buyer, buy);
+}
+
 fn order(c: &Client, customer: &str, body: Value) -> Value {
     let r = c.send(
         "POST",
@@ -286,16 +294,7 @@ impl LocalBook {
 /// an hour of the maker re-quoting its best levels are REST's best bid and ask.
 #[test]
 fn the_book_stream_rebuilds_the_book_its_checksum_proves() {
-    let server = Server::start(&[
-        "--clock",
-        "manual",
-        "--start",
-        START,
-        "--market-maker",
-        "on",
-        "--price-feed",
-        "random-walk",
-    ]);
+    let server = living(&[]);
     let mut ws = Ws::connect(&server);
     let topic = "orderbook-stream:BTC-USDC-PERP";
     ws.subscribe(&[topic]);
@@ -357,16 +356,7 @@ fn positions_and_margin_arrive_together_every_five_seconds() {
     let a = server.demo();
     let seller = funded(&server, &a, "USDC", "100000");
     let buyer = funded(&server, &a, "USDC", "100000");
-    order(
-        &a,
-        &seller,
-        json!({"symbol": "BTC-USDC-PERP", "side": "sell", "type": "limit", "reference_id": "s", "amount": "0.01", "limit_price": "60000"}),
-    );
-    order(
-        &a,
-        &buyer,
-        json!({"symbol": "BTC-USDC-PERP", "side": "buy", "type": "market", "reference_id": "b", "amount": "0.01"}),
-    );
+    cross(&a, &seller, &buyer, "0.01");
     let positions = format!("positions:{buyer}");
     let mut ws = listening(&server, &a, &[&positions, "margin"]);
     let start: Vec<Value> = ws.drain(Duration::from_millis(300));
@@ -434,16 +424,7 @@ fn ticker_and_market_trades_are_public() {
     let a = server.demo();
     let seller = funded(&server, &a, "USDC", "100000");
     let buyer = funded(&server, &a, "USDC", "100000");
-    order(
-        &a,
-        &seller,
-        json!({"symbol": "BTC-USDC-PERP", "side": "sell", "type": "limit", "reference_id": "s", "amount": "0.02", "limit_price": "60000"}),
-    );
-    order(
-        &a,
-        &buyer,
-        json!({"symbol": "BTC-USDC-PERP", "side": "buy", "type": "market", "reference_id": "b", "amount": "0.02"}),
-    );
+    cross(&a, &seller, &buyer, "0.02");
     let trade = ws.until("a market trade", |v| {
         v["channel"] == "market-trades:BTC-USDC-PERP"
     });
@@ -602,18 +583,7 @@ fn connections_subscriptions_and_silence_are_bounded() {
 /// queue is full, and a client that reads keeps receiving each tick's frames at once.
 #[test]
 fn a_stalled_reader_is_closed_with_1008_and_others_are_not_slowed() {
-    let server = Server::start(&[
-        "--clock",
-        "manual",
-        "--start",
-        START,
-        "--market-maker",
-        "on",
-        "--price-feed",
-        "random-walk",
-        "--ws-queue",
-        "64",
-    ]);
+    let server = living(&["--ws-queue", "64"]);
     let books = [
         "orderbook-stream:BTC-USDC-PERP",
         "orderbook-stream:ETH-USDC-PERP",

@@ -9,19 +9,6 @@ use serde_json::{Value, json};
 
 const BOOK: &str = "orderbook-stream:BTC-USDC-PERP";
 
-fn living() -> Server {
-    Server::start(&[
-        "--clock",
-        "manual",
-        "--start",
-        START,
-        "--market-maker",
-        "on",
-        "--price-feed",
-        "random-walk",
-    ])
-}
-
 fn set_plan(server: &Server, plan: Value) -> Value {
     let r = server.admin("PUT", "/admin/v1/faults", Some(plan));
     assert_eq!(r.status, 200, "{}", r.text);
@@ -77,7 +64,7 @@ fn advance_until_odd(server: &Server, ws: &mut Ws, last: &mut u64) -> Value {
 /// report records with its delay.
 #[test]
 fn book_faults_are_seen_and_a_resubscription_recovers_from_them() {
-    let server = living();
+    let server = living(&[]);
     let mut ws = Ws::connect(&server);
     ws.subscribe(&[BOOK]);
     let mut last = ws.frame()["sequence"].as_u64().unwrap();
@@ -132,7 +119,7 @@ fn book_faults_are_seen_and_a_resubscription_recovers_from_them() {
 /// not give, the frame's changes intact.
 #[test]
 fn a_corrupted_checksum_differs_from_the_clean_one() {
-    let server = living();
+    let server = living(&[]);
     // Connection ids are given in order of opening: the first is 0, the second 1.
     let mut clean = Ws::connect(&server);
     clean.subscribe(&[BOOK]);
@@ -165,7 +152,7 @@ fn a_corrupted_checksum_differs_from_the_clean_one() {
 /// records.
 #[test]
 fn connection_faults_are_seen_and_a_reconnection_recovers_from_them() {
-    let server = living();
+    let server = living(&[]);
     let mut ws = Ws::connect(&server);
     ws.subscribe(&["ticker"]);
     ws.drain(Duration::from_millis(200));
