@@ -267,7 +267,14 @@ fn order_entry_faults_refuse_and_a_journal_with_faults_replays() {
         &server,
         json!({"seed": 7, "order_entry": {"error_rate": "1"}}),
     );
-    assert_eq!(shown["plan"]["order_entry"]["error_rate"], "1.0", "{shown}");
+    assert_eq!(
+        (
+            &shown["active"],
+            &shown["plan"]["order_entry"]["error_rate"]
+        ),
+        (&json!(true), &json!("1.0")),
+        "{shown}"
+    );
     let body = json!({"symbol": "BTC-USDC-PERP", "side": "buy", "type": "limit", "reference_id": "f1", "amount": "0.01", "limit_price": "50000"});
     let r = a.send(
         "POST",
@@ -304,7 +311,13 @@ fn order_entry_faults_refuse_and_a_journal_with_faults_replays() {
             .contains("error_rate")
     );
     let cleared = server.admin("DELETE", "/admin/v1/faults", None);
-    assert_eq!(cleared.json(), json!({"plan": null}));
+    let cleared = cleared.json();
+    assert_eq!(
+        (&cleared["active"], &cleared["plan"]["channel"]),
+        (&json!(false), &json!([])),
+        "{cleared}"
+    );
+    assert_eq!(cleared["plan"]["order_entry"]["error_rate"], "0.0");
     let (_, _, hash) = server.state();
     server.terminate();
     assert_eq!(replay_hash(&server.data_dir), hash);

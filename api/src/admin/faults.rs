@@ -89,6 +89,7 @@ pub struct ChannelFaultRecord {
     pub delay_ms: u64,
 }
 
+/// Zero rates when the plan has no order-entry fault.
 #[derive(Object, Debug, Clone)]
 pub struct OrderEntryFaultRecord {
     pub error_rate: DecimalOut,
@@ -100,13 +101,14 @@ pub struct OrderEntryFaultRecord {
 pub struct FaultPlanRecord {
     pub seed: u64,
     pub channel: Vec<ChannelFaultRecord>,
-    pub order_entry: Nullable<OrderEntryFaultRecord>,
+    pub order_entry: OrderEntryFaultRecord,
 }
 
-/// The plan in force; null when faults are off.
+/// Whether faults are on, and the plan in force (an empty plan when they are off).
 #[derive(Object, Debug, Clone)]
 pub struct FaultPlanState {
-    pub plan: Nullable<FaultPlanRecord>,
+    pub active: bool,
+    pub plan: FaultPlanRecord,
 }
 
 /// A rate as parts per million: 0 to 1 with at most 6 decimals.
@@ -214,20 +216,25 @@ fn record(plan: &FaultPlan) -> FaultPlanRecord {
                 delay_ms: f.delay_ms,
             })
             .collect(),
-        order_entry: plan
-            .order_entry
-            .map(|o| OrderEntryFaultRecord {
+        order_entry: {
+            let o = plan.order_entry.unwrap_or(OrderEntryFault {
+                error_ppm: 0,
+                delay_ppm: 0,
+                delay_ms: 0,
+            });
+            OrderEntryFaultRecord {
                 error_rate: rate_out(o.error_ppm),
                 delay_rate: rate_out(o.delay_ppm),
                 delay_ms: o.delay_ms,
-            })
-            .into(),
+            }
+        },
     }
 }
 
 fn state_of(plan: Option<&FaultPlan>) -> FaultPlanState {
     FaultPlanState {
-        plan: plan.map(record).into(),
+        active: plan.is_some(),
+        plan: record(plan.unwrap_or(&FaultPlan::default())),
     }
 }
 
@@ -246,7 +253,8 @@ pub struct FaultsApi;
 
 #[OpenApi]
 impl FaultsApi {
-    /// The fault plan in force (null when faults are off, as they are by default).
+    /// The fault plan in force (`active` false, and an empty plan, when faults are off, as
+    /// they are by default).
     #[oai(
         path = "/faults",
         method = "get",
