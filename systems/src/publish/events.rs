@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use bevy_ecs::prelude::{Res, ResMut, Resource, World};
+use bevy_ecs::system::SystemParam;
 use perpsim_core::order::Side;
 
 use crate::clock::SimClock;
@@ -62,19 +63,30 @@ pub struct StreamState {
     valued: i64,
 }
 
+/// The append-only logs the events follow besides the exchange's: movements, notices,
+/// margin states.
+#[derive(SystemParam)]
+pub struct Logs<'w> {
+    ledger: Res<'w, Ledger>,
+    notices: Res<'w, Notifications>,
+    risk: Res<'w, RiskLog>,
+}
+
 /// PublishSystems (before the view): the events of this run, in a fixed order — orders by
 /// id, then trade records, public fills, movements, notices and margin states by sequence.
-#[allow(clippy::too_many_arguments)]
 pub fn emit_events(
     mut events: ResMut<TickEvents>,
     mut cursors: ResMut<EventCursors>,
     mut stream: ResMut<StreamState>,
     mut exchange: ResMut<Exchange>,
     orders: OrderRecords,
-    ledger: Res<Ledger>,
-    notices: Res<Notifications>,
-    risk: Res<RiskLog>,
+    logs: Logs,
 ) {
+    let Logs {
+        ledger,
+        notices,
+        risk,
+    } = logs;
     let out = &mut events.0;
     let mut changed = std::mem::take(&mut exchange.changed_orders);
     changed.sort_unstable();
