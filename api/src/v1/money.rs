@@ -101,6 +101,29 @@ pub struct TransactionRecord {
     pub updated_at: Time,
 }
 
+/// A movement's instrument: trade-family, funding and settlement movements have one (the
+/// transactions row and the balance-changes frame both show it).
+pub fn symbol(m: &Movement) -> Option<String> {
+    let trade = m.trade.as_ref().map(|t| t.symbol.to_string());
+    trade.or_else(|| m.periodic.as_ref().map(|p| p.symbol.to_string()))
+}
+
+/// A settlement movement's mark price, at the decimals the engine booked it with (its
+/// tick's at least, §2.4).
+pub fn settlement_mark(m: &Movement) -> Option<DecimalOut> {
+    let periodic = m
+        .periodic
+        .as_ref()
+        .filter(|_| m.kind == MovementKind::Settlement);
+    periodic.map(|p| DecimalOut::new(p.mark_price, p.mark_price.scale()))
+}
+
+/// A funding movement's rate.
+pub fn funding_rate(m: &Movement) -> Option<DecimalOut> {
+    let rate = m.periodic.as_ref().and_then(|p| p.funding_rate);
+    rate.map(|r| DecimalOut::new(r, 8))
+}
+
 impl From<&Movement> for TransactionRecord {
     fn from(m: &Movement) -> Self {
         let kind = match m.kind {
@@ -142,25 +165,9 @@ impl From<&Movement> for TransactionRecord {
                 .as_ref()
                 .and_then(|t| t.reference_id.as_deref().map(str::to_owned))
                 .into(),
-            symbol: m
-                .trade
-                .as_ref()
-                .map(|t| t.symbol.to_string())
-                .or_else(|| m.periodic.as_ref().map(|p| p.symbol.to_string()))
-                .into(),
-            // The engine books the mark at its tick's decimals at least (§2.4).
-            mark_price: m
-                .periodic
-                .as_ref()
-                .filter(|_| m.kind == MovementKind::Settlement)
-                .map(|p| DecimalOut::new(p.mark_price, p.mark_price.scale()))
-                .into(),
-            funding_rate: m
-                .periodic
-                .as_ref()
-                .and_then(|p| p.funding_rate)
-                .map(|r| DecimalOut::new(r, 8))
-                .into(),
+            symbol: symbol(m).into(),
+            mark_price: settlement_mark(m).into(),
+            funding_rate: funding_rate(m).into(),
             trade_code: m
                 .trade
                 .as_ref()

@@ -44,7 +44,6 @@ fn data<T: poem_openapi::types::ToJSON + poem_openapi::types::ParseFromJSON>(
 pub fn balance_change(m: &Movement) -> BalanceChange {
     let completed = m.status == MovementStatus::Completed;
     let trade = m.trade.as_deref();
-    let periodic = m.periodic.as_deref();
     BalanceChange {
         channel: "balance-changes".into(),
         kind: "update".into(),
@@ -65,15 +64,9 @@ pub fn balance_change(m: &Movement) -> BalanceChange {
         reference_id: trade
             .filter(|_| m.kind == MovementKind::Trade)
             .and_then(|t| t.reference_id.as_deref().map(str::to_owned)),
-        symbol: trade
-            .map(|t| t.symbol.to_string())
-            .or_else(|| periodic.map(|p| p.symbol.to_string())),
-        mark_price: periodic
-            .filter(|_| m.kind == MovementKind::Settlement)
-            .map(|p| DecimalOut::new(p.mark_price, p.mark_price.scale())),
-        funding_rate: periodic
-            .and_then(|p| p.funding_rate)
-            .map(|r| DecimalOut::new(r, 8)),
+        symbol: crate::v1::money::symbol(m),
+        mark_price: crate::v1::money::settlement_mark(m),
+        funding_rate: crate::v1::money::funding_rate(m),
         timestamp: m.updated_at.into(),
     }
 }
