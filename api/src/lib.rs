@@ -16,6 +16,7 @@ pub mod cli;
 pub mod contract;
 pub mod errors;
 pub mod pagination;
+pub mod replay;
 pub mod server;
 pub mod signing;
 pub mod state;

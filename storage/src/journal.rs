@@ -30,6 +30,9 @@ pub enum JournalError {
     Storage(String),
     #[error("journal is corrupt: {0}")]
     Corrupt(String),
+    /// Another process (a running server) holds the file.
+    #[error("journal is in use: {0}")]
+    InUse(String),
 }
 
 impl<E: Into<redb::Error>> From<E> for JournalError {
@@ -111,7 +114,12 @@ impl Journal {
                 path.display()
             ))
         })?;
-        let db = Database::create(path)?;
+        let db = Database::create(path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => {
+                JournalError::InUse(format!("{} is open in another process", path.display()))
+            }
+            other => other.into(),
+        })?;
         let journal = Journal { db };
         let mut txn = journal.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
@@ -197,6 +205,31 @@ impl Journal {
             }
             nonces::write(txn, nonces)
         })
+    }
+
+    /// Appends consecutive ticks, the first numbered `first`, in one durable transaction: a
+    /// scenario replay has no request waiting on any tick, so it commits once per batch
+    /// instead of once per tick (the service's rule is one commit per tick, before replying).
+    pub fn append_batch(&self, first: u64, encoded: &[Vec<u8>]) -> Result<(), JournalError> {
+        self.write_durably(|txn| {
+            let mut ticks = txn.open_table(TICKS)?;
+            let last = ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+            assert_eq!(first, last + 1, "ticks are appended in order without gaps");
+            for (tick, bytes) in (first..).zip(encoded) {
+                ticks.insert(tick, bytes.as_slice())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// One tick's record, if journaled.
+    pub fn tick(&self, tick: u64) -> Result<Option<TickRecord>, JournalError> {
+        let txn = self.db.begin_read()?;
+        let ticks = txn.open_table(TICKS)?;
+        ticks
+            .get(tick)?
+            .map(|v| TickRecord::decode(v.value()))
+            .transpose()
     }
 
     /// Number of the last journaled tick (0 when none).

@@ -27,8 +27,8 @@ const SYSTEMS: &[&[&str]] = &[
 
 /// `api`, bottom first: the wire's pieces and signing, pagination, the shared state (engine
 /// handle, host, metrics, configuration), the broker API, the WebSocket channels (which
-/// render the broker API's records), the admin API, the server that composes them, the CLI
-/// on top.
+/// render the broker API's records), the admin API, scenario replay (which reads event
+/// bodies with the APIs' request types), the server that composes them, the CLI on top.
 const API: &[&[&str]] = &[
     &["wire", "errors", "types", "signing", "contract"],
     &["pagination"],
@@ -36,6 +36,7 @@ const API: &[&[&str]] = &[
     &["v1"],
     &["ws"],
     &["admin"],
+    &["replay"],
     &["server"],
     &["cli"],
 ];

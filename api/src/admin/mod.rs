@@ -273,16 +273,7 @@ impl AdminApi {
         symbol: Path<String>,
         body: Json<PriceRequest>,
     ) -> Result<Json<InstrumentStateRecord>, ApiError> {
-        let index_price = positive_price("index_price", &body.0.index_price)?;
-        let mark_price = match &body.0.mark_price {
-            Some(m) => positive_price("mark_price", m)?,
-            None => index_price,
-        };
-        let command = Command::SetInstrumentPrice {
-            symbol: symbol.0,
-            index_price,
-            mark_price,
-        };
+        let command = price_command(symbol.0, &body.0)?;
         Ok(Json(instrument(state.engine.submit(command, None).await?)))
     }
 
@@ -302,20 +293,7 @@ impl AdminApi {
         symbol: Path<String>,
         body: Json<FundingRequest>,
     ) -> Result<Json<FundingRateLatest>, ApiError> {
-        let rate = body
-            .0
-            .preliminary_rate
-            .parse("preliminary_rate", Sign::Signed)?;
-        if rate.scale() > MAX_RATE_DECIMALS || rate.abs() >= Decimal::ONE {
-            return Err(Error::validation(format!(
-                "preliminary_rate must be below 1 in absolute value with at most {MAX_RATE_DECIMALS} decimals, got {rate}"
-            ))
-            .into());
-        }
-        let command = Command::SetFundingRate {
-            symbol: symbol.0,
-            rate,
-        };
+        let command = funding_command(symbol.0, &body.0)?;
         match state.engine.submit(command, None).await? {
             Outcome::Funding(f) => {
                 let view = state.engine.view();
@@ -341,11 +319,43 @@ impl AdminApi {
         symbol: Path<String>,
         body: Json<StatusRequest>,
     ) -> Result<Json<InstrumentStateRecord>, ApiError> {
-        let command = Command::SetInstrumentStatus {
-            symbol: symbol.0,
-            status: body.0.status.into(),
-        };
+        let command = status_command(symbol.0, &body.0);
         Ok(Json(instrument(state.engine.submit(command, None).await?)))
+    }
+}
+
+/// The command a price body asks for (setInstrumentPrice; a scenario's `price` event).
+pub fn price_command(symbol: String, body: &PriceRequest) -> Result<Command, Error> {
+    let index_price = positive_price("index_price", &body.index_price)?;
+    let mark_price = match &body.mark_price {
+        Some(m) => positive_price("mark_price", m)?,
+        None => index_price,
+    };
+    Ok(Command::SetInstrumentPrice {
+        symbol,
+        index_price,
+        mark_price,
+    })
+}
+
+/// The command a funding body asks for (setFundingRate; a scenario's `funding` event).
+pub fn funding_command(symbol: String, body: &FundingRequest) -> Result<Command, Error> {
+    let rate = body
+        .preliminary_rate
+        .parse("preliminary_rate", Sign::Signed)?;
+    if rate.scale() > MAX_RATE_DECIMALS || rate.abs() >= Decimal::ONE {
+        return Err(Error::validation(format!(
+            "preliminary_rate must be below 1 in absolute value with at most {MAX_RATE_DECIMALS} decimals, got {rate}"
+        )));
+    }
+    Ok(Command::SetFundingRate { symbol, rate })
+}
+
+/// The command a status body asks for (setInstrumentStatus; a scenario's `status` event).
+pub fn status_command(symbol: String, body: &StatusRequest) -> Command {
+    Command::SetInstrumentStatus {
+        symbol,
+        status: body.status.into(),
     }
 }
 

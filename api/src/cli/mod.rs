@@ -1,9 +1,10 @@
 //! The `perpsim` command line: serve, keygen, curl, admin, openapi, replay; its configuration
-//! ([`config`]: flags, environment, TOML) and the signing HTTP client of `curl`/`admin`
-//! ([`client`]).
+//! ([`config`]: flags, environment, TOML), the signing HTTP client of `curl`/`admin`
+//! ([`client`]) and scenario replay ([`replay`]).
 
 pub mod client;
 pub mod config;
+pub mod replay;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -69,17 +70,16 @@ pub enum Cmd {
         #[command(subcommand)]
         action: AdminCmd,
     },
-    /// Write the checked-in OpenAPI documents (broker.json, broker.yaml, admin.json).
+    /// Write the checked-in documents (broker.json, broker.yaml, admin.json, asyncapi.yaml,
+    /// scenario.schema.json).
     Openapi {
         #[arg(long, default_value = "openapi")]
         out: PathBuf,
     },
-    /// Re-run a recorded journal from genesis, check it reaches every recorded snapshot hash,
-    /// and print the final state hash. The journal must not be open by a running server.
-    Replay {
-        #[arg(long)]
-        journal: PathBuf,
-    },
+    /// Scenario replay (D11): run SCENARIO into --out (journal, report.json, ledger.csv,
+    /// trades.csv, report.html, manifest.json) and print the final state hash; Monte-Carlo
+    /// with --seeds; a recorded --journal; `verify` and `summarize`.
+    Replay(Box<replay::ReplayArgs>),
 }
 
 #[derive(Subcommand, Debug)]
@@ -185,7 +185,7 @@ pub fn run(cli: Cli) -> Result<i32, String> {
             )?))
         }
         Cmd::Openapi { out } => crate::server::docs::write(&out).map(|_| 0),
-        Cmd::Replay { journal } => replay(&journal),
+        Cmd::Replay(args) => replay::run(*args),
     }
 }
 
@@ -294,35 +294,4 @@ fn faults_request(action: FaultsCmd) -> Result<(&'static str, String, String), S
         FaultsCmd::Clear => ("DELETE", path, String::new()),
         FaultsCmd::Report => ("GET", format!("{path}/report"), String::new()),
     })
-}
-
-fn replay(path: &Path) -> Result<i32, String> {
-    if !path.exists() {
-        return Err(format!("no journal at {}", path.display()));
-    }
-    let journal =
-        perpsim_storage::Journal::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let started = std::time::Instant::now();
-    let replayed = perpsim_storage::replay_from_genesis(&journal)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{} holds no genesis", path.display()))?;
-    let counters = replayed.engine.counters();
-    let mismatched: Vec<u64> = replayed
-        .verified
-        .iter()
-        .filter(|(_, ok)| !ok)
-        .map(|(s, _)| s.tick)
-        .collect();
-    println!(
-        "{}",
-        json!({
-            "ticks": counters.ticks,
-            "commands": counters.commands,
-            "state_hash": replayed.engine.state_hash().to_string(),
-            "snapshots_checked": replayed.verified.len(),
-            "snapshots_mismatched": mismatched,
-            "seconds": started.elapsed().as_secs_f64(),
-        })
-    );
-    Ok(if mismatched.is_empty() { 0 } else { 2 })
 }

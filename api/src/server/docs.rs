@@ -1,5 +1,6 @@
 //! The checked-in API documents under `openapi/`, generated from the code: the OpenAPI
-//! documents of both APIs and the AsyncAPI document of the channels.
+//! documents of both APIs, the AsyncAPI document of the channels and the JSON Schema of
+//! the scenario format.
 
 use std::path::Path;
 
@@ -14,6 +15,7 @@ pub fn documents() -> Vec<(&'static str, String)> {
         ("broker.yaml", yaml_text(&broker)),
         ("admin.json", json_text(&admin_document())),
         ("asyncapi.yaml", yaml_text(&crate::ws::asyncapi::document())),
+        (crate::replay::schema::FILE, crate::replay::schema::text()),
     ]
 }
 

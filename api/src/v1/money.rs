@@ -304,6 +304,23 @@ fn seq_window(
     )
 }
 
+/// The command a deposit's or withdrawal's body asks for (createDeposit, createWithdrawal;
+/// a scenario's `deposit` and `withdrawal` events), pending for `delay_ms`.
+pub fn transfer_command(
+    customer: CustomerCode,
+    kind: TransferKind,
+    body: &TransferRequest,
+    delay_ms: i64,
+) -> Result<Command, Error> {
+    Ok(Command::RequestTransfer {
+        customer,
+        kind,
+        asset: asset("asset", &body.asset)?,
+        amount: check_transfer_amount("amount", body.amount.parse("amount", Sign::Signed)?)?,
+        delay_ms,
+    })
+}
+
 pub struct MoneyApi;
 
 impl MoneyApi {
@@ -315,16 +332,8 @@ impl MoneyApi {
         kind: TransferKind,
         body: TransferRequest,
     ) -> Result<TransferCreated, ApiError> {
-        let customer = code.customer()?.code;
-        let asset = asset("asset", &body.asset)?;
-        let amount = check_transfer_amount("amount", body.amount.parse("amount", Sign::Signed)?)?;
-        let command = Command::RequestTransfer {
-            customer,
-            kind,
-            asset,
-            amount,
-            delay_ms: state.transfer_delay_ms,
-        };
+        let command =
+            transfer_command(code.customer()?.code, kind, &body, state.transfer_delay_ms)?;
         match state.engine.submit(command, auth.admission()).await? {
             Outcome::Movement(m) => Ok(TransferCreated::Created(Json(TransactionRecord::from(&m)))),
             other => unreachable!("transfers answer a movement, got {other:?}"),

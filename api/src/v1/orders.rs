@@ -7,6 +7,7 @@ use std::sync::Arc;
 use perpsim_core::Error;
 use perpsim_core::decimal::Sign;
 use perpsim_core::entry::{self, Amend, OrderEntry};
+use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{self as core_order, OrderStatus};
 use perpsim_core::time::Timestamp;
 use perpsim_systems::records::faults::PPM;
@@ -310,6 +311,40 @@ fn decode(body: &OrderRequest) -> Result<OrderEntry, Error> {
     })
 }
 
+/// The command an order entry's body asks for (createOrder; a scenario's `order` event).
+pub fn place_command(customer: CustomerCode, body: &OrderRequest) -> Result<Command, Error> {
+    Ok(Command::PlaceOrder {
+        customer,
+        symbol: body.symbol.to_string(),
+        entry: Box::new(decode(body)?),
+    })
+}
+
+/// The command an amend's body asks for (amendOrder; a scenario's `amend` event).
+pub fn amend_command(
+    customer: CustomerCode,
+    reference_id: String,
+    body: &AmendRequest,
+) -> Result<Command, Error> {
+    entry::check_reference_id("reference_id", &reference_id)?;
+    let amend = Amend {
+        amount: decimal("amount", &body.amount)?,
+        limit_price: decimal("limit_price", &body.limit_price)?,
+        trigger_price: decimal("trigger_price", &body.trigger_price)?,
+        expire_time: time("expire_time", &body.expire_time)?,
+    };
+    if amend == Amend::default() {
+        return Err(Error::validation(
+            "give at least one of amount, limit_price, trigger_price, expire_time",
+        ));
+    }
+    Ok(Command::AmendOrder {
+        customer,
+        reference_id,
+        amend,
+    })
+}
+
 pub struct OrdersApi;
 
 /// The fault plan's share of order entries answered late (issue 25): chosen by the request's
@@ -364,13 +399,7 @@ impl OrdersApi {
         code: customer::Path,
         body: Json<OrderRequest>,
     ) -> Result<OrderCreated, ApiError> {
-        let customer = code.customer()?.code;
-        let entry = decode(&body.0)?;
-        let command = Command::PlaceOrder {
-            customer,
-            symbol: body.0.symbol.to_string(),
-            entry: Box::new(entry),
-        };
+        let command = place_command(code.customer()?.code, &body.0)?;
         let answer = Self::submit_order(&state, &auth, command, Rendering::Entry).await;
         late_by_fault_plan(&state, &auth).await;
         Ok(OrderCreated::Created(Json(answer?)))
@@ -497,25 +526,7 @@ impl OrdersApi {
         reference_id: Path<String>,
         body: Json<AmendRequest>,
     ) -> Result<Json<OrderRecord>, ApiError> {
-        let customer = code.customer()?.code;
-        entry::check_reference_id("reference_id", &reference_id.0)?;
-        let amend = Amend {
-            amount: decimal("amount", &body.0.amount)?,
-            limit_price: decimal("limit_price", &body.0.limit_price)?,
-            trigger_price: decimal("trigger_price", &body.0.trigger_price)?,
-            expire_time: time("expire_time", &body.0.expire_time)?,
-        };
-        if amend == Amend::default() {
-            return Err(Error::validation(
-                "give at least one of amount, limit_price, trigger_price, expire_time",
-            )
-            .into());
-        }
-        let command = Command::AmendOrder {
-            customer,
-            reference_id: reference_id.0,
-            amend,
-        };
+        let command = amend_command(code.customer()?.code, reference_id.0, &body.0)?;
         Ok(Json(
             Self::submit_order(&state, &auth, command, Rendering::Read).await?,
         ))

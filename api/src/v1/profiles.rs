@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use perpsim_core::decimal::Sign;
+use perpsim_core::ids::CustomerCode;
 use perpsim_core::money::{MAX_FEE_BPS, MAX_LEVERAGE, margin_profile};
 use perpsim_core::{Decimal, Error, ErrorCode};
 use perpsim_systems::records::venue::CustomerView;
@@ -248,6 +249,28 @@ fn updated_customer(outcome: Outcome) -> CustomerView {
     }
 }
 
+/// The command a fee profile's body asks for (setFeeProfile and its per-instrument form; a
+/// scenario customer's `fees`).
+pub fn fees_command(
+    customer: CustomerCode,
+    symbol: Option<String>,
+    body: &FeeProfileRequest,
+) -> Result<Command, Error> {
+    let maker_bps = fee_value("maker_fee", &body.maker_fee, true)?;
+    let taker_bps = fee_value("taker_fee", &body.taker_fee, false)?;
+    if maker_bps.is_none() && taker_bps.is_none() {
+        return Err(Error::validation(
+            "give at least one of maker_fee and taker_fee",
+        ));
+    }
+    Ok(Command::SetFees {
+        customer,
+        symbol,
+        maker_bps,
+        taker_bps,
+    })
+}
+
 pub struct ProfilesApi;
 
 impl ProfilesApi {
@@ -259,18 +282,7 @@ impl ProfilesApi {
         symbol: Option<String>,
         body: FeeProfileRequest,
     ) -> Result<CustomerView, ApiError> {
-        let customer = code.customer()?.code;
-        let maker_bps = fee_value("maker_fee", &body.maker_fee, true)?;
-        let taker_bps = fee_value("taker_fee", &body.taker_fee, false)?;
-        if maker_bps.is_none() && taker_bps.is_none() {
-            return Err(Error::validation("give at least one of maker_fee and taker_fee").into());
-        }
-        let command = Command::SetFees {
-            customer,
-            symbol,
-            maker_bps,
-            taker_bps,
-        };
+        let command = fees_command(code.customer()?.code, symbol, &body)?;
         Ok(updated_customer(
             state.engine.submit(command, auth.admission()).await?,
         ))

@@ -242,7 +242,7 @@ fn control(s: &mut Schemas) -> Channel {
 
 /// OpenAPI 3.0's `nullable` and `example`, as JSON Schema says them; and every object
 /// closed (`additionalProperties: false`): a frame carries exactly the fields documented.
-fn json_schema(value: &mut Value) {
+pub(crate) fn json_schema(value: &mut Value) {
     match value {
         Value::Object(map) => {
             if map.contains_key("properties") {

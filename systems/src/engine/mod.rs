@@ -4,6 +4,7 @@
 //! journals exactly those arguments, and replaying them rebuilds the same state.
 
 pub mod ingest;
+pub mod observe;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,226 @@
+//! `perpsim replay`: a scenario into a run directory, Monte-Carlo over seeds (in worker
+//! processes, or one shard of a cluster array job), a recorded journal into the same report
+//! or checked against its snapshots, `verify` and `summarize`.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::replay::{self, montecarlo, output, summary};
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct ReplayArgs {
+    #[command(subcommand)]
+    pub action: Option<ReplayCmd>,
+    /// The scenario file, YAML or JSON (D11; format: openapi/scenario.schema.json).
+    pub scenario: Option<PathBuf>,
+    /// A recorded journal (a data dir's journal.redb) to re-run instead of a scenario: with
+    /// --out, its report; without, a check that it reaches every recorded snapshot hash.
+    #[arg(long, conflicts_with = "scenario")]
+    pub journal: Option<PathBuf>,
+    /// The directory to write (must be new or empty); with --seeds, one seed-<S> directory
+    /// per seed and the summary.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Run with this seed instead of the scenario's.
+    #[arg(long, conflicts_with = "seeds")]
+    pub seed: Option<u64>,
+    /// Monte-Carlo over seeds A..B (B excluded) or A..=B, each an independent run.
+    #[arg(long)]
+    pub seeds: Option<String>,
+    /// Worker processes at once for --seeds [default: 1].
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// This shard's index (0-based) of --count; when unset, JOB_COMPLETION_INDEX (Kubernetes
+    /// Indexed Job), SLURM_ARRAY_TASK_ID (Slurm array) or AWS_BATCH_JOB_ARRAY_INDEX.
+    #[arg(long, requires = "count")]
+    pub index: Option<u64>,
+    /// Split --seeds into this many shards and run only this one's (see --index); merge the
+    /// shards' directories with `perpsim replay summarize`.
+    #[arg(long, requires = "seeds")]
+    pub count: Option<u64>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReplayCmd {
+    /// Re-run a finished run directory from its scenario (or journal) and check that every
+    /// file is the same, byte for byte.
+    Verify {
+        /// A run directory (holding manifest.json and DONE).
+        dir: PathBuf,
+        /// The scenario, if it moved since the run (its hash must still match).
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+    },
+    /// Merge finished seed directories (from any number of shards) into summary.json and
+    /// summary.html, the summary one machine writes.
+    Summarize {
+        /// Directories holding seed-<S> directories.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where to write the summary.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+pub fn run(args: ReplayArgs) -> Result<i32, String> {
+    match args.action {
+        Some(ReplayCmd::Verify { dir, scenario }) => return verify(&dir, scenario.as_deref()),
+        Some(ReplayCmd::Summarize { dirs, out }) => {
+            let runs = montecarlo::finished(&dirs)?;
+            summary::write(&out, &runs)?;
+            println!(
+                "{}",
+                json!({"runs": runs.len(), "out": out.display().to_string()})
+            );
+            return Ok(0);
+        }
+        None => {}
+    }
+    if let Some(journal) = &args.journal {
+        return match &args.out {
+            Some(out) => {
+                let hash = output::journal_run(journal, out)?;
+                println!(
+                    "{}",
+                    json!({"state_hash": hash, "out": out.display().to_string()})
+                );
+                Ok(0)
+            }
+            None => check_journal(journal),
+        };
+    }
+    let scenario = args
+        .scenario
+        .clone()
+        .ok_or("give a SCENARIO file, or --journal FILE")?;
+    let out = args
+        .out
+        .clone()
+        .ok_or("give --out DIR: where the run's files go")?;
+    let mut plan = replay::read(&scenario).map_err(|e| e.to_string())?;
+    let Some(seeds) = &args.seeds else {
+        if let Some(seed) = args.seed {
+            plan.genesis.seed = seed;
+        }
+        let bar = progress(plan.steps.len() as u64, args.quiet);
+        let hash = output::scenario_run(&scenario, &plan, &out, &|done| bar.set_position(done))?;
+        bar.finish_and_clear();
+        println!(
+            "{}",
+            json!({"state_hash": hash, "seed": plan.genesis.seed, "out": out.display().to_string()})
+        );
+        return Ok(0);
+    };
+    let seeds = montecarlo::parse_seeds(seeds)?;
+    let index = montecarlo::shard_index(args.index, |v| std::env::var(v).ok())?;
+    let mine = match (args.count, index) {
+        (Some(count), Some(index)) => montecarlo::shard(&seeds, index, count)?,
+        (Some(_), None) => return Err("--count needs --index or a scheduler's index variable (JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID, AWS_BATCH_JOB_ARRAY_INDEX)".into()),
+        (None, _) => seeds.clone(),
+    };
+    montecarlo::run_seeds(&scenario, &mine, args.jobs, &out)?;
+    if args.count.is_none() {
+        let runs = montecarlo::finished(std::slice::from_ref(&out))?;
+        summary::write(&out, &runs)?;
+    }
+    println!(
+        "{}",
+        json!({"seeds": mine, "out": out.display().to_string()})
+    );
+    Ok(0)
+}
+
+/// The progress bar on stderr: hidden when asked, and by indicatif when stderr is not a
+/// terminal.
+fn progress(len: u64, quiet: bool) -> indicatif::ProgressBar {
+    if quiet {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(len),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} events")
+            .expect("a valid template"),
+    );
+    bar
+}
+
+/// Re-runs a run directory into a sibling and compares every file.
+fn verify(dir: &Path, scenario: Option<&Path>) -> Result<i32, String> {
+    let manifest = output::manifest(dir)?;
+    let again = dir.with_file_name(format!(".verify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&again);
+    let file = scenario
+        .map(Path::to_path_buf)
+        .or(manifest.scenario.as_ref().map(PathBuf::from));
+    let result = match file {
+        Some(file) if manifest.scenario_sha256.is_some() => {
+            let mut plan = replay::read(&file).map_err(|e| e.to_string())?;
+            let found = output::scenario_hash(&file, &plan.inputs)?;
+            if Some(&found) != manifest.scenario_sha256.as_ref() {
+                return Err(format!(
+                    "{} is not the scenario this run was made from (its hash changed)",
+                    file.display()
+                ));
+            }
+            plan.genesis.seed = manifest.seed;
+            output::scenario_run(&file, &plan, &again, &|_| {})
+        }
+        _ => output::journal_run(&dir.join(output::FILES[0]), &again),
+    };
+    let differ = result.map(|_| compare(dir, &again));
+    let _ = std::fs::remove_dir_all(&again);
+    let differ = differ?;
+    println!(
+        "{}",
+        json!({"dir": dir.display().to_string(), "identical": differ.is_empty(), "differ": differ})
+    );
+    Ok(if differ.is_empty() { 0 } else { 1 })
+}
+
+/// The files of `a` whose bytes differ in `b` (or are missing there).
+fn compare(a: &Path, b: &Path) -> Vec<String> {
+    output::FILES
+        .iter()
+        .chain([&output::MANIFEST])
+        .filter(|name| std::fs::read(a.join(name)).ok() != std::fs::read(b.join(name)).ok())
+        .map(|name| name.to_string())
+        .collect()
+}
+
+/// Without --out: re-runs the journal from genesis and checks every recorded snapshot hash.
+fn check_journal(path: &Path) -> Result<i32, String> {
+    let journal = output::open_journal(path)?;
+    let started = std::time::Instant::now();
+    let replayed = perpsim_storage::replay_from_genesis(&journal)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} holds no genesis", path.display()))?;
+    let counters = replayed.engine.counters();
+    let mismatched: Vec<u64> = replayed
+        .verified
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(s, _)| s.tick)
+        .collect();
+    println!(
+        "{}",
+        json!({
+            "ticks": counters.ticks,
+            "commands": counters.commands,
+            "state_hash": replayed.engine.state_hash().to_string(),
+            "snapshots_checked": replayed.verified.len(),
+            "snapshots_mismatched": mismatched,
+            "seconds": started.elapsed().as_secs_f64(),
+        })
+    );
+    Ok(if mismatched.is_empty() { 0 } else { 2 })
+}

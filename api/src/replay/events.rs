@@ -1,0 +1,175 @@
+//! A scenario's events into steps: the one action each names, the siblings that action takes
+//! and no other, and the rows of a `prices` CSV as price events of their own.
+
+use std::path::Path;
+
+use perpsim_core::time::Timestamp;
+use serde_saphyr::Spanned;
+
+use super::format::Event;
+use super::plan::{Ctx, ScenarioError, Step, action, price_row};
+use super::timing::parse_at;
+
+/// The most rows a `prices` CSV may hold: a row a second for a year is 31.6 M.
+const MAX_PRICE_ROWS: usize = 32_000_000;
+
+/// Appends the steps of event `index`.
+pub(super) fn plan_event(
+    ctx: &Ctx,
+    index: usize,
+    e: &Spanned<Event>,
+    steps: &mut Vec<Step>,
+    inputs: &mut Vec<std::path::PathBuf>,
+) -> Result<(), ScenarioError> {
+    let v = &e.value;
+    let at = ctx.instant(&v.at, ctx.start)?;
+    let actions = [
+        ("order", v.order.is_some(), Needs::Customer),
+        ("cancel", v.cancel.is_some(), Needs::Customer),
+        ("amend", v.amend.is_some(), Needs::Amend),
+        ("price", v.price.is_some(), Needs::Symbol),
+        ("prices", v.prices.is_some(), Needs::Symbol),
+        ("funding", v.funding.is_some(), Needs::Symbol),
+        ("status", v.status.is_some(), Needs::Symbol),
+        ("deposit", v.deposit.is_some(), Needs::Customer),
+        ("withdrawal", v.withdrawal.is_some(), Needs::Customer),
+    ];
+    let given: Vec<_> = actions.iter().filter(|a| a.1).collect();
+    if given.len() > 1 {
+        let names: Vec<_> = given.iter().map(|a| a.0).collect();
+        return Err(ctx.error(
+            e.referenced,
+            format!(
+                "an event holds one action, this one holds {}",
+                names.join(" and ")
+            ),
+        ));
+    }
+    if let Some((name, _, needs)) = given.first() {
+        let extra = [
+            (
+                "customer",
+                v.customer.is_some(),
+                !matches!(needs, Needs::Symbol),
+            ),
+            ("symbol", v.symbol.is_some(), matches!(needs, Needs::Symbol)),
+            (
+                "reference_id",
+                v.reference_id.is_some(),
+                matches!(needs, Needs::Amend),
+            ),
+        ];
+        if let Some((field, ..)) = extra.iter().find(|(_, given, allowed)| *given && !allowed) {
+            return Err(ctx.error(e.referenced, format!("a {name} event takes no `{field}`")));
+        }
+    }
+    if let Some(file) = &v.prices {
+        let symbol = v
+            .symbol
+            .as_ref()
+            .ok_or_else(|| ctx.error(e.referenced, "a prices event needs `symbol`"))?;
+        ctx.symbol(symbol)?;
+        let csv = ctx
+            .file
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(&file.value);
+        inputs.push(csv.clone());
+        return price_path(ctx, &csv, &symbol.value, at, index, steps).map_err(|err| match err {
+            PathError::Open(m) => ctx.error(file.referenced, m),
+            PathError::Row(err) => err,
+        });
+    }
+    let (customer, command) = action(ctx, e)?;
+    steps.push(Step {
+        at,
+        event: index,
+        customer,
+        command,
+    });
+    Ok(())
+}
+
+enum Needs {
+    Customer,
+    Amend,
+    Symbol,
+}
+
+enum PathError {
+    Open(String),
+    Row(ScenarioError),
+}
+
+/// The rows of a price CSV: `time,index_price[,mark_price]`, an optional header row, each
+/// time an offset from the event's `at` or a timestamp.
+fn price_path(
+    ctx: &Ctx,
+    path: &Path,
+    symbol: &str,
+    base: Timestamp,
+    event: usize,
+    steps: &mut Vec<Step>,
+) -> Result<(), PathError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_path(path)
+        .map_err(|e| PathError::Open(format!("prices: cannot read {}: {e}", path.display())))?;
+    let mut rows = 0usize;
+    for (i, record) in reader.records().enumerate() {
+        let line = i as u64 + 1;
+        let fail = |column: u64, m: String| {
+            PathError::Row(ScenarioError {
+                file: path.to_path_buf(),
+                line,
+                column,
+                message: m,
+            })
+        };
+        let record = record.map_err(|e| fail(1, format!("not a CSV row: {e}")))?;
+        if i == 0 && record.get(0) == Some("time") {
+            continue;
+        }
+        let column = |n: usize| {
+            1 + record
+                .iter()
+                .take(n)
+                .map(|f| f.len() as u64 + 1)
+                .sum::<u64>()
+        };
+        if record.len() < 2 || record.len() > 3 {
+            return Err(fail(
+                1,
+                format!(
+                    "expected time,index_price[,mark_price], got {} fields",
+                    record.len()
+                ),
+            ));
+        }
+        let at = parse_at(&record[0], base).map_err(|m| fail(1, format!("time: {m}")))?;
+        if at < ctx.start || at > ctx.end {
+            return Err(fail(
+                1,
+                format!("{at} is outside the scenario's {}..{}", ctx.start, ctx.end),
+            ));
+        }
+        let command = price_row(symbol, &record[1], record.get(2))
+            .map_err(|m| fail(column(if m.contains("mark_price") { 2 } else { 1 }), m))?;
+        rows += 1;
+        if rows > MAX_PRICE_ROWS {
+            return Err(fail(
+                1,
+                format!("a prices file holds at most {MAX_PRICE_ROWS} rows"),
+            ));
+        }
+        steps.push(Step {
+            at,
+            event,
+            customer: None,
+            command,
+        });
+    }
+    Ok(())
+}

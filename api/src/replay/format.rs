@@ -1,0 +1,220 @@
+//! The scenario file (D11), as read: YAML or JSON (JSON is YAML's flow style, so one reader
+//! takes both and they give the same scenario). Every field that can be wrong keeps where it
+//! was written (`Spanned`), so an error names the file, line and column. Event bodies are the
+//! API's own request bodies ([`Body`]), read by the same types the service reads them with.
+//! The JSON Schema (`openapi/scenario.schema.json`) is generated from these types.
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use perpsim_core::Decimal;
+use perpsim_core::decimal::Sign;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer};
+use serde_saphyr::Spanned;
+
+/// A scenario: the venue at `start`, its customers, and what happens until `end`.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Shown in the report.
+    pub name: String,
+    /// Seeds the engine: ids, the random walk, the maker; `--seed` or `--seeds` override it.
+    pub seed: u64,
+    /// RFC 3339, e.g. `2026-01-01T00:00:00Z`.
+    #[schemars(with = "String")]
+    pub start: Spanned<String>,
+    /// An offset from `start` (`+90s`, `+2h`, `+1d`, `+1h30m`) or an RFC 3339 timestamp.
+    #[schemars(with = "String")]
+    pub end: Spanned<String>,
+    /// Overrides of the D8 instruments' specs and of their living market, by symbol.
+    #[serde(default)]
+    #[schemars(with = "Vec<InstrumentOverride>")]
+    pub instruments: Vec<Spanned<InstrumentOverride>>,
+    /// The price feed, the market maker and the venue's funding.
+    #[serde(default)]
+    #[schemars(with = "Option<Market>")]
+    pub market: Option<Spanned<Market>>,
+    /// How often the report samples prices and every customer's equity [default: the
+    /// scenario's length / 500, at least 1 s].
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub sample_every: Option<Spanned<String>>,
+    #[schemars(with = "Vec<CustomerSpec>")]
+    pub customers: Vec<Spanned<CustomerSpec>>,
+    /// In any order: events at one instant run in the order written.
+    #[serde(default)]
+    #[schemars(with = "Vec<Event>")]
+    pub events: Vec<Spanned<Event>>,
+}
+
+/// One instrument's overrides; every field is optional.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct InstrumentOverride {
+    /// One of the D8 symbols.
+    #[schemars(with = "String")]
+    pub symbol: Spanned<String>,
+    pub start_price: Option<Dec>,
+    pub tick_size: Option<Dec>,
+    pub lot_size: Option<Dec>,
+    pub init_margin_req: Option<Dec>,
+    pub maint_margin_req: Option<Dec>,
+    /// Annualised volatility of the random walk, a fraction (0.6 = 60 %).
+    pub volatility: Option<Dec>,
+    /// The market maker's levels each side.
+    pub levels: Option<u32>,
+    pub half_spread_bps: Option<Dec>,
+    pub level_step_bps: Option<Dec>,
+    /// Amount quoted at each level.
+    pub size: Option<Dec>,
+    pub max_inventory: Option<Dec>,
+}
+
+/// The living market (D1, D10).
+#[derive(Deserialize, JsonSchema, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Market {
+    /// `random-walk` or `fixed` [default: random-walk].
+    #[schemars(with = "Option<String>")]
+    pub price_feed: Option<Spanned<String>>,
+    /// [default: true]
+    pub market_maker: Option<bool>,
+    pub maker_funding: Option<Dec>,
+    pub insurance_funding: Option<Dec>,
+    /// Between two depreciation evaluations, e.g. `60s` [default: 60s].
+    #[schemars(with = "Option<String>")]
+    pub notice_interval: Option<Spanned<String>>,
+}
+
+/// A customer of the scenario's broker, named for the events.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct CustomerSpec {
+    #[schemars(with = "String")]
+    pub name: Spanned<String>,
+    /// Completed at `start`, per asset: `{USDC: "10000"}`.
+    #[serde(default)]
+    pub deposits: std::collections::BTreeMap<String, Dec>,
+    /// The margin profile: 1 or 2 [default: 1].
+    pub leverage: Option<u32>,
+    /// The fee profile for every instrument, as `PUT …/fee-profile` takes it.
+    pub fees: Option<Body<crate::v1::profiles::FeeProfileRequest>>,
+}
+
+/// One event: `at`, what it applies to, and exactly one action, whose body is the request
+/// body of the API operation that does the same.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Event {
+    /// An offset from `start` (`+90s`) or an RFC 3339 timestamp, within start..end.
+    #[schemars(with = "String")]
+    pub at: Spanned<String>,
+    /// The customer (by name) of an order, cancel, amend, deposit or withdrawal.
+    #[schemars(with = "Option<String>")]
+    pub customer: Option<Spanned<String>>,
+    /// The instrument of a price, prices, funding or status event.
+    #[schemars(with = "Option<String>")]
+    pub symbol: Option<Spanned<String>>,
+    /// The order an amend applies to.
+    #[schemars(with = "Option<String>")]
+    pub reference_id: Option<Spanned<String>>,
+    /// `POST /v1/customers/{code}/orders`.
+    pub order: Option<Body<crate::v1::orders::OrderRequest>>,
+    /// The reference_id of the open order to cancel (`DELETE …/orders/{reference_id}`).
+    #[schemars(with = "Option<String>")]
+    pub cancel: Option<Spanned<String>>,
+    /// `PATCH …/orders/{reference_id}`, with `reference_id` beside it.
+    pub amend: Option<Body<crate::v1::orders::AmendRequest>>,
+    /// `PUT /admin/v1/instruments/{symbol}/price`.
+    pub price: Option<Body<crate::admin::PriceRequest>>,
+    /// A CSV file (relative to the scenario) of `time,index_price[,mark_price]` rows, each
+    /// time an offset from this event's `at` or an RFC 3339 timestamp.
+    #[schemars(with = "Option<String>")]
+    pub prices: Option<Spanned<String>>,
+    /// `PUT /admin/v1/instruments/{symbol}/funding`.
+    pub funding: Option<Body<crate::admin::FundingRequest>>,
+    /// `PUT /admin/v1/instruments/{symbol}/status`.
+    pub status: Option<Body<crate::admin::StatusRequest>>,
+    /// `POST …/deposits`; completes at once.
+    pub deposit: Option<Body<crate::v1::money::TransferRequest>>,
+    /// `POST …/withdrawals`; completes at once.
+    pub withdrawal: Option<Body<crate::v1::money::TransferRequest>>,
+}
+
+/// A decimal written as a string or an integer (`"0.6"`, `60000`); a plain YAML scalar is
+/// taken as written, so `0.1` is exactly 0.1, never a binary float.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dec(pub Decimal);
+
+impl<'de> Deserialize<'de> for Dec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Dec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a decimal such as \"0.6\" or 60000")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Dec, E> {
+                perpsim_core::decimal::parse("value", text, Sign::Signed)
+                    .map(Dec)
+                    .map_err(|e| E::custom(e.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Dec, E> {
+                Ok(Dec(Decimal::from(v)))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Dec, E> {
+                Ok(Dec(Decimal::from(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl JsonSchema for Dec {
+    fn schema_name() -> Cow<'static, str> {
+        "Decimal".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A decimal in plain notation, as a string or an integer.",
+            "anyOf": [
+                {"type": "string", "pattern": "^-?[0-9]+(\\.[0-9]+)?$"},
+                {"type": "integer"}
+            ]
+        })
+    }
+}
+
+/// An API request body inside a scenario: kept as JSON with where it was written, and read
+/// by `T`, the type the service reads that operation's body with. Its schema is the
+/// operation's (`#/$defs/<T>`, from the OpenAPI document's types).
+#[derive(Debug)]
+pub struct Body<T> {
+    pub json: Spanned<serde_json::Value>,
+    of: PhantomData<T>,
+}
+
+impl<'de, T> Deserialize<'de> for Body<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Body {
+            json: Spanned::deserialize(d)?,
+            of: PhantomData,
+        })
+    }
+}
+
+impl<T: poem_openapi::types::Type> JsonSchema for Body<T> {
+    fn schema_name() -> Cow<'static, str> {
+        T::name()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"$ref": format!("#/$defs/{}", T::name())})
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}

@@ -1,0 +1,254 @@
+//! A run's directory: written under a temporary name beside it and renamed when complete,
+//! with a `DONE` marker, so a reader (or a retried shard) never sees half a run. It holds
+//! `journal.redb`, `report.json`, `ledger.csv`, `trades.csv`, `report.html` and
+//! `manifest.json` (the binary's version, the scenario's hash, the seed, each file's hash).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use perpsim_storage::Journal;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::plan::Plan;
+use super::report::{self, RunInfo};
+use super::run::{self, Observed};
+use perpsim_systems::Engine;
+
+/// The files a run writes, in the manifest's order (the manifest itself last).
+pub const FILES: [&str; 5] = [
+    "journal.redb",
+    "report.json",
+    "ledger.csv",
+    "trades.csv",
+    "report.html",
+];
+pub const MANIFEST: &str = "manifest.json";
+pub const DONE: &str = "DONE";
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub perpsim: String,
+    /// The scenario as given on the command line, made absolute; `replay verify` reads it.
+    pub scenario: Option<String>,
+    /// SHA-256 of the scenario file and every price file it names, in that order.
+    pub scenario_sha256: Option<String>,
+    pub seed: u64,
+    pub state_hash: String,
+    /// SHA-256 of each file, by name.
+    pub files: BTreeMap<String, String>,
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The scenario's inputs' hash: the file's bytes, then each price file's.
+pub fn scenario_hash(file: &Path, plan_inputs: &[PathBuf]) -> Result<String, String> {
+    let mut h = Sha256::new();
+    for p in std::iter::once(file).chain(plan_inputs.iter().map(PathBuf::as_path)) {
+        h.update(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A sibling of `out` to build it in.
+fn staging(out: &Path) -> PathBuf {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into());
+    out.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// Refuses an `out` that already holds something: a run never mixes with another's files.
+pub fn check_free(out: &Path) -> Result<(), String> {
+    let empty = std::fs::read_dir(out)
+        .map(|mut e| e.next().is_none())
+        .unwrap_or(true);
+    match empty {
+        true => Ok(()),
+        false => Err(format!(
+            "{} is not empty; give a new --out directory",
+            out.display()
+        )),
+    }
+}
+
+/// Runs `plan` into `out`; the final state hash.
+pub fn scenario_run(
+    file: &Path,
+    plan: &Plan,
+    out: &Path,
+    progress: &dyn Fn(u64),
+) -> Result<String, String> {
+    check_free(out)?;
+    let stage = staging(out);
+    let _ = std::fs::remove_dir_all(&stage);
+    std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+    let journal = Journal::open(&stage.join(FILES[0])).map_err(|e| e.to_string())?;
+    let (mut engine, observed) = run::run(plan, &journal, progress)?;
+    drop(journal);
+    let info = RunInfo {
+        name: plan.name.clone(),
+        seed: plan.genesis.seed,
+        end: plan.end,
+        sample_every_ms: plan.sample_every_ms,
+    };
+    let absolute = std::path::absolute(file).map_err(|e| e.to_string())?;
+    let scenario = Some((
+        absolute.display().to_string(),
+        scenario_hash(file, &plan.inputs)?,
+    ));
+    let hash = write_reports(&stage, &mut engine, &observed, &info, scenario)?;
+    finish(&stage, out)?;
+    Ok(hash)
+}
+
+/// The report files and the manifest of a finished run in `dir`; the state hash.
+pub fn write_reports(
+    dir: &Path,
+    engine: &mut Engine,
+    observed: &Observed,
+    info: &RunInfo,
+    scenario: Option<(String, String)>,
+) -> Result<String, String> {
+    let (report, view) = report::build(engine, observed, info);
+    let names = report::tables::names(&observed.customers);
+    let json = serde_json::to_string_pretty(&report).expect("a report encodes") + "\n";
+    write(&dir.join(FILES[1]), json.as_bytes())?;
+    report::tables::write_ledger(&dir.join(FILES[2]), &view, &names)?;
+    report::tables::write_trades(&dir.join(FILES[3]), &view, &names)?;
+    write(
+        &dir.join(FILES[4]),
+        report::html::page(&report, &view, observed).as_bytes(),
+    )?;
+    let mut files = BTreeMap::new();
+    for name in FILES {
+        let bytes = std::fs::read(dir.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        files.insert(name.to_owned(), sha256_hex(&bytes));
+    }
+    let (scenario, scenario_sha256) = scenario.unzip();
+    let manifest = Manifest {
+        perpsim: env!("CARGO_PKG_VERSION").to_owned(),
+        scenario,
+        scenario_sha256,
+        seed: info.seed,
+        state_hash: report.state_hash.clone(),
+        files,
+    };
+    write(
+        &dir.join(MANIFEST),
+        (serde_json::to_string_pretty(&manifest).expect("a manifest encodes") + "\n").as_bytes(),
+    )?;
+    Ok(report.state_hash)
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Marks `stage` complete and moves it to `out` in one rename.
+fn finish(stage: &Path, out: &Path) -> Result<(), String> {
+    write(&stage.join(DONE), b"")?;
+    if out.exists() {
+        // Empty (checked before the run): a directory the caller made for it.
+        std::fs::remove_dir(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    std::fs::rename(stage, out).map_err(|e| format!("{} → {}: {e}", stage.display(), out.display()))
+}
+
+/// Reads a finished run's manifest (`DONE` present).
+pub fn manifest(dir: &Path) -> Result<Manifest, String> {
+    if !dir.join(DONE).exists() {
+        return Err(format!(
+            "{} holds no finished run (no {DONE} marker)",
+            dir.display()
+        ));
+    }
+    let text = std::fs::read_to_string(dir.join(MANIFEST))
+        .map_err(|e| format!("{}: {e}", dir.join(MANIFEST).display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", dir.join(MANIFEST).display()))
+}
+
+/// The report of a recorded journal (a server's data dir, or a scenario's run), written to
+/// `out` with a copy of the journal: the same files a scenario run writes. Samples are taken
+/// after each tick whose clock passed a sample instant.
+pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
+    check_free(out)?;
+    let journal = open_journal(path)?;
+    let genesis = journal
+        .genesis()
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} holds no genesis", path.display()))?;
+    let end = last_instant(&journal)?.max(genesis.start);
+    let every = ((end.millis() - genesis.start.millis()) / 500).max(1_000);
+    let mut engine = Engine::genesis(genesis.clone());
+    engine.set_publishing(false);
+    let assets = run::settlement_assets(&engine);
+    let mut r = run::Runner::new(engine, &journal, assets);
+    r.sample();
+    let mut next = genesis.start.plus_millis(every);
+    journal
+        .for_each_tick_after(0, |_, record| {
+            r.replayed(record.time, record.commands);
+            if r.engine.clock().now >= next {
+                r.sample();
+                while next <= r.engine.clock().now {
+                    next = next.plus_millis(every);
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+    r.sample();
+    let (mut engine, observed) = r.into_parts();
+    drop(journal);
+    let stage = staging(out);
+    let _ = std::fs::remove_dir_all(&stage);
+    std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+    std::fs::copy(path, stage.join(FILES[0])).map_err(|e| format!("{}: {e}", path.display()))?;
+    // The file's name, not its path: a copy of the journal elsewhere reports the same.
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let info = RunInfo {
+        name,
+        seed: genesis.seed,
+        end: engine.clock().now,
+        sample_every_ms: every,
+    };
+    let hash = write_reports(&stage, &mut engine, &observed, &info, None)?;
+    finish(&stage, out)?;
+    Ok(hash)
+}
+
+/// Opens a journal to read; a running server's is refused with what to do instead.
+pub fn open_journal(path: &Path) -> Result<Journal, String> {
+    if !path.exists() {
+        return Err(format!("no journal at {}", path.display()));
+    }
+    Journal::open(path).map_err(|e| match e {
+        perpsim_storage::JournalError::InUse(_) => format!(
+            "{} is open by a running perpsim server (the journal is locked while it serves): stop the server (everything it confirmed is in the journal), or copy the data dir while it is stopped, and replay that"
+            , path.display()),
+        other => format!("{}: {other}", path.display()),
+    })
+}
+
+/// The instant a journal reaches: its last tick's time, or the end of its last advance.
+fn last_instant(journal: &Journal) -> Result<perpsim_core::time::Timestamp, String> {
+    let last = journal.last_tick().map_err(|e| e.to_string())?;
+    let Some(record) = journal.tick(last).map_err(|e| e.to_string())? else {
+        return Ok(perpsim_core::time::Timestamp::EPOCH);
+    };
+    let advanced = record.commands.iter().filter_map(|c| match c {
+        perpsim_systems::Command::AdvanceClock { to } => Some(*to),
+        _ => None,
+    });
+    Ok(advanced.fold(record.time, perpsim_core::time::Timestamp::max))
+}

@@ -1,0 +1,501 @@
+//! From a scenario as read to the plan a run applies: every name resolved, every body read by
+//! the API's own types and turned into the command the API would send, every time placed in
+//! start..end. Anything wrong is refused here, naming the file, line and column, before a
+//! single file is written.
+
+use std::path::{Path, PathBuf};
+
+use perpsim_core::Decimal;
+use perpsim_core::clock::ClockMode;
+use perpsim_core::ids::CustomerCode;
+use perpsim_core::instrument::{InstrumentSpec, default_instruments};
+use perpsim_core::simulation::{PriceFeed, Simulation};
+use perpsim_core::time::Timestamp;
+use perpsim_systems::command::TransferKind;
+use perpsim_systems::{Command, Genesis};
+use poem_openapi::types::ParseFromJSON;
+use serde_json::{Value, json};
+use serde_saphyr::{Location, Spanned};
+
+use super::format::{Body, CustomerSpec, Dec, Event, InstrumentOverride, Market, Scenario};
+use super::timing::{self, parse_at};
+use crate::admin::{PriceRequest, funding_command, price_command, status_command};
+use crate::v1::money::{TransferRequest, transfer_command};
+use crate::v1::orders::{amend_command, place_command};
+use crate::v1::profiles::fees_command;
+
+/// A scenario ready to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub name: String,
+    pub genesis: Genesis,
+    pub end: Timestamp,
+    /// Between two report samples.
+    pub sample_every_ms: i64,
+    pub customers: Vec<PlannedCustomer>,
+    /// The price files the events name, in the order named (the manifest hashes them).
+    pub inputs: Vec<PathBuf>,
+    /// In time order; one instant's steps in the order written.
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlannedCustomer {
+    pub name: String,
+    /// Leverage, fees and deposits, for this customer, applied at `start`.
+    pub setup: Vec<Command>,
+}
+
+/// One command of the timeline.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub at: Timestamp,
+    /// The event's position in the file (0-based), for the report's refusals.
+    pub event: usize,
+    /// The customer (by position) the command is for, bound to its code at run time.
+    pub customer: Option<usize>,
+    pub command: Command,
+}
+
+/// A refusal of the scenario: where, and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: PathBuf,
+    pub line: u64,
+    pub column: u64,
+    pub message: String,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let (file, line, column) = (self.file.display(), self.line, self.column);
+        write!(f, "{file}:{line}:{column}: {}", self.message)
+    }
+}
+
+/// A customer code no one holds: commands are built with it and bound at run time.
+pub const UNBOUND: CustomerCode = CustomerCode(uuid::Uuid::nil());
+
+/// The longest a scenario may run: a year of simulation time.
+const MAX_SPAN_MS: i64 = 366 * perpsim_core::time::DAY_MS;
+
+/// Report samples of a scenario: at most this many, and at least a second apart.
+const SAMPLES: i64 = 500;
+
+pub(super) struct Ctx<'a> {
+    pub file: &'a Path,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    pub specs: Vec<InstrumentSpec>,
+    pub names: Vec<String>,
+}
+
+impl Ctx<'_> {
+    pub fn error(&self, at: Location, message: impl Into<String>) -> ScenarioError {
+        located(self.file, at, message)
+    }
+
+    /// An instant within start..end.
+    pub fn instant(
+        &self,
+        text: &Spanned<String>,
+        base: Timestamp,
+    ) -> Result<Timestamp, ScenarioError> {
+        let at = parse_at(&text.value, base).map_err(|m| self.error(text.referenced, m))?;
+        if at < self.start || at > self.end {
+            let (start, end) = (self.start, self.end);
+            return Err(self.error(
+                text.referenced,
+                format!("{at} is outside the scenario's {start}..{end}"),
+            ));
+        }
+        Ok(at)
+    }
+
+    pub(super) fn symbol(&self, symbol: &Spanned<String>) -> Result<String, ScenarioError> {
+        match self.specs.iter().any(|s| s.symbol == symbol.value) {
+            true => Ok(symbol.value.clone()),
+            false => Err(self.error(
+                symbol.referenced,
+                format!(
+                    "unknown symbol {:?}; known: {}",
+                    symbol.value,
+                    known(self.specs.iter().map(|s| s.symbol.as_str()))
+                ),
+            )),
+        }
+    }
+
+    pub(super) fn customer(&self, name: &Spanned<String>) -> Result<usize, ScenarioError> {
+        self.names
+            .iter()
+            .position(|n| *n == name.value)
+            .ok_or_else(|| {
+                self.error(
+                    name.referenced,
+                    format!(
+                        "unknown customer {:?}; known: {}",
+                        name.value,
+                        known(self.names.iter().map(String::as_str))
+                    ),
+                )
+            })
+    }
+
+    /// Reads a body with the API's type and builds its command; a refusal names the body.
+    pub fn body<T: ParseFromJSON>(&self, field: &str, body: &Body<T>) -> Result<T, ScenarioError> {
+        read_body(&body.json.value)
+            .map_err(|m| self.error(body.json.referenced, format!("{field}: {m}")))
+    }
+}
+
+pub(super) fn located(file: &Path, at: Location, message: impl Into<String>) -> ScenarioError {
+    ScenarioError {
+        file: file.to_path_buf(),
+        line: at.line(),
+        column: at.column(),
+        message: message.into(),
+    }
+}
+
+fn known<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.collect::<Vec<_>>().join(", ")
+}
+
+/// A body read by `T` as the service reads it; the message without the type's Rust name.
+pub(super) fn read_body<T: ParseFromJSON>(json: &Value) -> Result<T, String> {
+    T::parse_from_json(Some(json.clone())).map_err(|e| {
+        let message = e.into_message();
+        let message = match message.split_once("\": ") {
+            Some((head, rest)) if head.starts_with("failed to parse \"") => rest.to_owned(),
+            _ => message,
+        };
+        match message.split_once(" (occurred while parsing") {
+            Some((head, _)) => head.to_owned(),
+            None => message,
+        }
+    })
+}
+
+/// Resolves a scenario read from `file` into its plan.
+pub fn plan(file: &Path, scenario: Scenario) -> Result<Plan, ScenarioError> {
+    let start = Timestamp::parse_rfc3339(&scenario.start.value).ok_or_else(|| {
+        located(
+            file,
+            scenario.start.referenced,
+            format!(
+                "start: expected an RFC 3339 timestamp, got {:?}",
+                scenario.start.value
+            ),
+        )
+    })?;
+    let end = parse_at(&scenario.end.value, start)
+        .map_err(|m| located(file, scenario.end.referenced, format!("end: {m}")))?;
+    if end <= start || end.millis() - start.millis() > MAX_SPAN_MS {
+        return Err(located(
+            file,
+            scenario.end.referenced,
+            "end: must be after start, and at most 366 days after it",
+        ));
+    }
+    let mut ctx = Ctx {
+        file,
+        start,
+        end,
+        specs: default_instruments(),
+        names: Vec::new(),
+    };
+    let mut sim = Simulation::defaults(&ctx.specs);
+    for o in &scenario.instruments {
+        override_instrument(&ctx, o, &mut sim)?;
+        let specs = std::mem::take(&mut ctx.specs);
+        ctx.specs = apply_spec(&ctx, o, specs)?;
+    }
+    if let Some(market) = &scenario.market {
+        apply_market(&ctx, market, &mut sim)?;
+    }
+    sim.check(&ctx.specs)
+        .map_err(|m| located(file, scenario.start.referenced, m))?;
+    let sample_every_ms = match &scenario.sample_every {
+        Some(text) => timing::parse_duration(&text.value)
+            .filter(|ms| *ms >= 1_000)
+            .ok_or_else(|| {
+                ctx.error(
+                    text.referenced,
+                    "sample_every: expected a duration of at least 1s, such as 5m",
+                )
+            })?,
+        None => ((end.millis() - start.millis()) / SAMPLES).max(1_000),
+    };
+    let customers = customers(&mut ctx, &scenario.customers)?;
+    let (mut steps, mut inputs) = (Vec::new(), Vec::new());
+    for (i, event) in scenario.events.iter().enumerate() {
+        super::events::plan_event(&ctx, i, event, &mut steps, &mut inputs)?;
+    }
+    // Stable: one instant's steps keep the order written.
+    steps.sort_by_key(|s| s.at);
+    Ok(Plan {
+        name: scenario.name,
+        genesis: Genesis {
+            seed: scenario.seed,
+            clock_mode: ClockMode::Manual,
+            start,
+            instruments: ctx.specs,
+            simulation: sim,
+        },
+        end,
+        sample_every_ms,
+        customers,
+        inputs,
+        steps,
+    })
+}
+
+fn override_instrument(
+    ctx: &Ctx,
+    o: &Spanned<InstrumentOverride>,
+    sim: &mut Simulation,
+) -> Result<(), ScenarioError> {
+    let symbol = ctx.symbol(&o.value.symbol)?;
+    let i = sim
+        .instruments
+        .iter_mut()
+        .find(|i| i.symbol == symbol)
+        .expect("one entry per instrument");
+    let v = &o.value;
+    let set = |target: &mut Decimal, value: &Option<Dec>| {
+        if let Some(Dec(d)) = value {
+            *target = *d;
+        }
+    };
+    set(&mut i.volatility, &v.volatility);
+    set(&mut i.half_spread_bps, &v.half_spread_bps);
+    set(&mut i.level_step_bps, &v.level_step_bps);
+    set(&mut i.size, &v.size);
+    set(&mut i.max_inventory, &v.max_inventory);
+    if let Some(levels) = v.levels {
+        i.levels = levels;
+    }
+    Ok(())
+}
+
+fn apply_spec(
+    ctx: &Ctx,
+    o: &Spanned<InstrumentOverride>,
+    mut specs: Vec<InstrumentSpec>,
+) -> Result<Vec<InstrumentSpec>, ScenarioError> {
+    let v = &o.value;
+    let spec = specs
+        .iter_mut()
+        .find(|s| s.symbol == v.symbol.value)
+        .expect("checked");
+    for (target, value) in [
+        (&mut spec.start_price, &v.start_price),
+        (&mut spec.tick_size, &v.tick_size),
+        (&mut spec.lot_size, &v.lot_size),
+        (&mut spec.init_margin_req, &v.init_margin_req),
+        (&mut spec.maint_margin_req, &v.maint_margin_req),
+    ] {
+        if let Some(Dec(d)) = value {
+            *target = *d;
+        }
+    }
+    let valid = spec.tick_size > Decimal::ZERO
+        && spec.lot_size > Decimal::ZERO
+        && spec.start_price > Decimal::ZERO
+        && spec.on_tick(spec.start_price)
+        && spec.maint_margin_req > Decimal::ZERO
+        && spec.maint_margin_req < spec.init_margin_req
+        && spec.init_margin_req <= Decimal::ONE;
+    match valid {
+        true => Ok(specs),
+        false => Err(ctx.error(o.referenced, format!("{}: tick_size, lot_size and start_price must be positive with start_price on the tick, and 0 < maint_margin_req < init_margin_req ≤ 1", v.symbol.value))),
+    }
+}
+
+fn apply_market(
+    ctx: &Ctx,
+    market: &Spanned<Market>,
+    sim: &mut Simulation,
+) -> Result<(), ScenarioError> {
+    let m = &market.value;
+    if let Some(feed) = &m.price_feed {
+        sim.price_feed = PriceFeed::parse(&feed.value).ok_or_else(|| {
+            ctx.error(
+                feed.referenced,
+                format!(
+                    "price_feed: expected random-walk or fixed, got {:?}",
+                    feed.value
+                ),
+            )
+        })?;
+    }
+    if let Some(on) = m.market_maker {
+        sim.market_maker = on;
+    }
+    if let Some(Dec(d)) = m.maker_funding {
+        sim.maker_funding = d;
+    }
+    if let Some(Dec(d)) = m.insurance_funding {
+        sim.insurance_funding = d;
+    }
+    if let Some(text) = &m.notice_interval {
+        sim.notice_interval_ms = timing::parse_duration(&text.value).ok_or_else(|| {
+            ctx.error(
+                text.referenced,
+                "notice_interval: expected a duration such as 60s",
+            )
+        })?;
+    }
+    Ok(())
+}
+
+fn customers(
+    ctx: &mut Ctx,
+    specs: &[Spanned<CustomerSpec>],
+) -> Result<Vec<PlannedCustomer>, ScenarioError> {
+    let mut planned = Vec::new();
+    for c in specs {
+        let name = &c.value.name;
+        if name.value.is_empty() || name.value.len() > 64 || ctx.names.contains(&name.value) {
+            return Err(ctx.error(
+                name.referenced,
+                format!(
+                    "customer name {:?}: expected 1 to 64 characters, unique in the scenario",
+                    name.value
+                ),
+            ));
+        }
+        ctx.names.push(name.value.clone());
+        planned.push(PlannedCustomer {
+            name: name.value.clone(),
+            setup: setup(ctx, c)?,
+        });
+    }
+    Ok(planned)
+}
+
+fn setup(ctx: &Ctx, c: &Spanned<CustomerSpec>) -> Result<Vec<Command>, ScenarioError> {
+    let mut setup = Vec::new();
+    let here = |m: String| ctx.error(c.referenced, m);
+    if let Some(leverage) = c.value.leverage {
+        perpsim_core::money::margin_profile(leverage)
+            .ok_or_else(|| here(format!("leverage: expected 1 or 2, got {leverage}")))?;
+        setup.push(Command::SetLeverage {
+            customer: UNBOUND,
+            leverage,
+        });
+    }
+    if let Some(fees) = &c.value.fees {
+        let body = ctx.body("fees", fees)?;
+        setup.push(
+            fees_command(UNBOUND, None, &body)
+                .map_err(|e| ctx.error(fees.json.referenced, format!("fees: {}", e.message)))?,
+        );
+    }
+    for (asset, Dec(amount)) in &c.value.deposits {
+        let body: TransferRequest =
+            read_body(&json!({"asset": asset, "amount": amount.to_string()}))
+                .map_err(|m| here(format!("deposits: {m}")))?;
+        let command = transfer_command(UNBOUND, TransferKind::Deposit, &body, 0)
+            .map_err(|e| here(format!("deposits: {}", e.message)))?;
+        setup.push(command);
+    }
+    Ok(setup)
+}
+
+/// The price event of one CSV row, read by the admin API's price body.
+pub(super) fn price_row(symbol: &str, index: &str, mark: Option<&str>) -> Result<Command, String> {
+    let mut body = json!({"index_price": index});
+    if let Some(mark) = mark {
+        body["mark_price"] = json!(mark);
+    }
+    let body: PriceRequest = read_body(&body)?;
+    price_command(symbol.to_owned(), &body).map_err(|e| e.message)
+}
+
+/// An event's command from its action, with the siblings the action needs.
+pub(super) fn action(
+    ctx: &Ctx,
+    e: &Spanned<Event>,
+) -> Result<(Option<usize>, Command), ScenarioError> {
+    let v = &e.value;
+    let here = |m: &str| ctx.error(e.referenced, m.to_owned());
+    let customer = || {
+        v.customer
+            .as_ref()
+            .ok_or_else(|| here("this event needs `customer`"))
+            .and_then(|c| ctx.customer(c))
+    };
+    let symbol = || {
+        v.symbol
+            .as_ref()
+            .ok_or_else(|| here("this event needs `symbol`"))
+            .and_then(|s| ctx.symbol(s))
+    };
+    let refused = |at: Location| move |err: perpsim_core::Error| ctx.error(at, err.message);
+    if let Some(order) = &v.order {
+        let body = ctx.body("order", order)?;
+        ctx.symbol(&Spanned::new(
+            body.symbol.to_string(),
+            order.json.referenced,
+            order.json.defined,
+        ))?;
+        return Ok((
+            Some(customer()?),
+            place_command(UNBOUND, &body).map_err(refused(order.json.referenced))?,
+        ));
+    }
+    if let Some(reference) = &v.cancel {
+        let command = Command::CancelOrder {
+            customer: UNBOUND,
+            reference_id: reference.value.clone(),
+        };
+        return Ok((Some(customer()?), command));
+    }
+    if let Some(amend) = &v.amend {
+        let reference = v
+            .reference_id
+            .as_ref()
+            .ok_or_else(|| here("an amend needs `reference_id`"))?;
+        let body = ctx.body("amend", amend)?;
+        return Ok((
+            Some(customer()?),
+            amend_command(UNBOUND, reference.value.clone(), &body)
+                .map_err(refused(amend.json.referenced))?,
+        ));
+    }
+    if let Some(price) = &v.price {
+        let body = ctx.body("price", price)?;
+        return Ok((
+            None,
+            price_command(symbol()?, &body).map_err(refused(price.json.referenced))?,
+        ));
+    }
+    if let Some(funding) = &v.funding {
+        let body = ctx.body("funding", funding)?;
+        return Ok((
+            None,
+            funding_command(symbol()?, &body).map_err(refused(funding.json.referenced))?,
+        ));
+    }
+    if let Some(status) = &v.status {
+        let body = ctx.body("status", status)?;
+        return Ok((None, status_command(symbol()?, &body)));
+    }
+    for (kind, body) in [
+        (TransferKind::Deposit, &v.deposit),
+        (TransferKind::Withdrawal, &v.withdrawal),
+    ] {
+        if let Some(b) = body {
+            let request = ctx.body("transfer", b)?;
+            return Ok((
+                Some(customer()?),
+                transfer_command(UNBOUND, kind, &request, 0).map_err(refused(b.json.referenced))?,
+            ));
+        }
+    }
+    Err(here(
+        "an event needs one of order, cancel, amend, price, prices, funding, status, deposit, withdrawal",
+    ))
+}

@@ -1,0 +1,423 @@
+//! The report of a run (D11): `report.json`, `ledger.csv`, `trades.csv` and `report.html`,
+//! built from the final state (the read view, built once at the end) and what the run
+//! observed. Every money figure is a sum of `ledger.csv` rows; `build` asserts they add up to
+//! each balance before anything is written.
+
+pub mod charts;
+pub mod html;
+pub mod money;
+pub mod tables;
+
+use std::collections::BTreeMap;
+
+use perpsim_core::Decimal;
+use perpsim_core::ids::CustomerCode;
+use perpsim_core::instrument::Asset;
+use perpsim_core::risk::MarginState;
+use perpsim_core::time::Timestamp;
+use perpsim_systems::records::market::MARKET_MAKER;
+use perpsim_systems::records::money::{MovementKind, MovementStatus, VenueAccount};
+use perpsim_systems::records::trade::TradeKind;
+use perpsim_systems::records::venue::{InstrumentView, MarketId};
+use perpsim_systems::{Engine, ReadView};
+use serde::{Deserialize, Serialize};
+
+use self::money::{Flows, max_drawdown, net_transfers_at};
+use super::run::Observed;
+
+/// The name the market maker goes by in the report and the CSV files.
+pub const MAKER_NAME: &str = "market-maker";
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Report {
+    pub scenario: Meta,
+    pub state_hash: String,
+    pub ticks: u64,
+    pub commands: u64,
+    pub customers: Vec<CustomerReport>,
+    pub market_maker: Vec<Currency>,
+    pub instruments: Vec<InstrumentReport>,
+    pub venue: Vec<VenueReport>,
+    pub refusals: Vec<RefusalRow>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Meta {
+    pub name: String,
+    pub seed: u64,
+    pub start: String,
+    pub end: String,
+    pub sample_every_ms: i64,
+    pub samples: usize,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CustomerReport {
+    pub name: String,
+    pub code: String,
+    pub currencies: Vec<Currency>,
+    pub trades: usize,
+    /// Forced IOC fills of its liquidations, and auto-deleveraging fills (its own or as the
+    /// counterparty taken).
+    pub liquidation_fills: usize,
+    pub auto_deleveraging_fills: usize,
+    /// Margin-state changes into margin call and into liquidation.
+    pub margin_calls: usize,
+    pub liquidations: usize,
+    pub notices: usize,
+    pub refused: usize,
+}
+
+/// A customer's money in one settlement currency (figures are decimal strings).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Currency {
+    pub asset: String,
+    pub deposits: String,
+    pub withdrawals: String,
+    pub realised_pnl: String,
+    pub fees: String,
+    pub funding: String,
+    pub settlement: String,
+    pub insurance: String,
+    /// deposits − withdrawals + realised_pnl − fees + funding + settlement + insurance.
+    pub balance: String,
+    pub pending: String,
+    pub unrealised_pnl: String,
+    pub equity: String,
+    /// equity − (deposits − withdrawals): what trading made or lost.
+    pub pnl: String,
+    pub leverage_ratio: String,
+    /// The largest fall of equity less net transfers from a running peak, at the samples.
+    pub max_drawdown: String,
+    pub positions: Vec<PositionRow>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PositionRow {
+    pub symbol: String,
+    pub size: String,
+    pub entry_price: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct InstrumentReport {
+    pub symbol: String,
+    pub settlement: String,
+    /// Public fills (one per match).
+    pub trades: usize,
+    /// Σ amount of the fills, in contracts, and Σ price × amount.
+    pub volume: String,
+    pub notional: String,
+    pub open_interest: String,
+    pub index_first: String,
+    pub index_last: String,
+    pub index_min: String,
+    pub index_max: String,
+    /// (time, index, mark) at every sample.
+    pub path: Vec<[String; 3]>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct VenueReport {
+    pub asset: String,
+    pub fees: String,
+    pub clearing: String,
+    pub insurance: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RefusalRow {
+    pub at: String,
+    /// Position in the scenario's events (0-based); null for a customer's setup.
+    pub event: Option<usize>,
+    pub customer: Option<String>,
+    pub code: String,
+    pub message: String,
+}
+
+/// What the run was, for the report's head.
+pub struct RunInfo {
+    pub name: String,
+    pub seed: u64,
+    pub end: Timestamp,
+    pub sample_every_ms: i64,
+}
+
+/// Decimal text as the report prints it: trailing zeros dropped.
+pub fn text(d: Decimal) -> String {
+    d.normalize().to_string()
+}
+
+/// The report, and the view it was built from (for the CSV files and the charts).
+pub fn build(
+    engine: &mut Engine,
+    observed: &Observed,
+    info: &RunInfo,
+) -> (Report, std::sync::Arc<ReadView>) {
+    engine.set_publishing(true);
+    let view = engine.view();
+    let counters = engine.counters();
+    let genesis = engine.genesis_config();
+    let report = Report {
+        scenario: Meta {
+            name: info.name.clone(),
+            seed: info.seed,
+            start: genesis.start.to_string(),
+            end: info.end.to_string(),
+            sample_every_ms: info.sample_every_ms,
+            samples: observed.samples.len(),
+        },
+        state_hash: engine.state_hash().to_string(),
+        ticks: counters.ticks,
+        commands: counters.commands,
+        customers: observed
+            .customers
+            .iter()
+            .enumerate()
+            .map(|(i, (name, code))| customer(&view, observed, i, name, *code))
+            .collect(),
+        market_maker: currencies(&view, observed, None, MARKET_MAKER),
+        instruments: instruments(&view, observed),
+        venue: venue(&view, &observed.assets),
+        refusals: observed
+            .refusals
+            .iter()
+            .map(|r| RefusalRow {
+                at: r.at.to_string(),
+                event: r.event,
+                customer: r.customer.clone(),
+                code: r.code.to_owned(),
+                message: r.message.clone(),
+            })
+            .collect(),
+    };
+    (report, view)
+}
+
+fn customer(
+    view: &ReadView,
+    observed: &Observed,
+    i: usize,
+    name: &str,
+    code: CustomerCode,
+) -> CustomerReport {
+    let trades = view
+        .trading
+        .trades_by_customer
+        .get(&(code, None))
+        .map(|s| {
+            s.iter()
+                .map(|seq| &view.trading.trades[seq.index()])
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let of_kind = |k: TradeKind| trades.iter().filter(|t| t.kind == k).count();
+    let margin = observed.margin.iter().filter(|r| r.customer == code);
+    let (calls, liquidations) = margin.fold((0, 0), |(c, l), r| match r.state {
+        MarginState::MarginCall => (c + 1, l),
+        MarginState::Liquidation => (c, l + 1),
+        MarginState::Normal => (c, l),
+    });
+    CustomerReport {
+        name: name.to_owned(),
+        code: code.to_string(),
+        currencies: currencies(view, observed, Some(i), code),
+        trades: trades.len(),
+        liquidation_fills: of_kind(TradeKind::Liquidation),
+        auto_deleveraging_fills: of_kind(TradeKind::AutoDeleveraging),
+        margin_calls: calls,
+        liquidations,
+        notices: view
+            .notices
+            .all
+            .iter()
+            .filter(|n| n.customer == code)
+            .count(),
+        refused: observed
+            .refusals
+            .iter()
+            .filter(|r| r.customer.as_deref() == Some(name))
+            .count(),
+    }
+}
+
+/// Every currency the customer's ledger or samples touch, sorted.
+fn currencies(
+    view: &ReadView,
+    observed: &Observed,
+    sampled: Option<usize>,
+    code: CustomerCode,
+) -> Vec<Currency> {
+    let mut flows: BTreeMap<Asset, (Flows, Vec<(Timestamp, Decimal)>)> = BTreeMap::new();
+    let rows = view
+        .movements_by_customer
+        .get(&code)
+        .into_iter()
+        .flat_map(|keys| keys.iter())
+        .filter_map(|k| view.movements.get(&k.0));
+    for m in rows {
+        let (f, transfers) = flows.entry(m.asset).or_default();
+        f.add(m);
+        if m.status == MovementStatus::Completed
+            && matches!(m.kind, MovementKind::Deposit | MovementKind::Withdrawal)
+        {
+            transfers.push((m.updated_at, m.amount));
+        }
+    }
+    let balances = view.balances.get(&code);
+    flows
+        .into_iter()
+        .map(|(asset, (f, mut transfers))| {
+            let b = balances.and_then(|b| b.get(&asset));
+            let (total, withdrawing) = b.map(|b| (b.total, b.pending)).unwrap_or_default();
+            // The money invariant the report rests on, kept in release builds.
+            assert_eq!(
+                f.balance, total,
+                "the ledger rows of {code} in {asset:?} sum to its balance"
+            );
+            assert_eq!(
+                f.parts(),
+                f.balance,
+                "the report's parts of {code} in {asset:?} add up to its balance"
+            );
+            transfers.sort_by_key(|(t, _)| *t);
+            let equity_base = f.balance - withdrawing;
+            currency(
+                view,
+                observed,
+                (sampled, code, asset),
+                &f,
+                equity_base,
+                &transfers,
+            )
+        })
+        .collect()
+}
+
+/// `collateral`: the balance less pending withdrawals.
+fn currency(
+    view: &ReadView,
+    observed: &Observed,
+    (sampled, code, asset): (Option<usize>, CustomerCode, Asset),
+    f: &Flows,
+    collateral: Decimal,
+    transfers: &[(Timestamp, Decimal)],
+) -> Currency {
+    let positions: Vec<_> = view
+        .trading
+        .positions
+        .get(&code)
+        .into_iter()
+        .flat_map(|p| p.values())
+        .filter(|p| instrument(view, p.market).spec.settlement == asset)
+        .collect();
+    let mark =
+        |p: &perpsim_systems::records::position::Position| instrument(view, p.market).mark_price;
+    let unrealised: Decimal = positions.iter().map(|p| p.unrealised_pnl(mark(p))).sum();
+    let notional: Decimal = positions.iter().map(|p| p.size.abs() * mark(p)).sum();
+    let equity = collateral + unrealised;
+    let a = observed.assets.iter().position(|x| *x == asset);
+    let series = sampled.zip(a).map(|(c, a)| {
+        observed
+            .samples
+            .iter()
+            .map(move |s| s.accounts[c][a].equity - net_transfers_at(transfers, s.at))
+    });
+    let drawdown = series.map(max_drawdown).unwrap_or_default();
+    let net = f.deposits - f.withdrawals;
+    Currency {
+        asset: asset.as_str().to_owned(),
+        deposits: text(f.deposits),
+        withdrawals: text(f.withdrawals),
+        realised_pnl: text(f.realised_pnl),
+        fees: text(f.fees),
+        funding: text(f.funding),
+        settlement: text(f.settlement),
+        insurance: text(f.insurance),
+        balance: text(f.balance),
+        pending: text(f.pending),
+        unrealised_pnl: text(unrealised),
+        equity: text(equity),
+        pnl: text(equity - net),
+        leverage_ratio: text(perpsim_core::risk::leverage_ratio(equity, notional)),
+        max_drawdown: text(drawdown),
+        positions: positions
+            .iter()
+            .map(|p| PositionRow {
+                symbol: view.trading.symbol(p.market).to_owned(),
+                size: text(p.size),
+                entry_price: text(p.entry_price),
+            })
+            .collect(),
+    }
+}
+
+fn instruments(view: &ReadView, observed: &Observed) -> Vec<InstrumentReport> {
+    view.trading
+        .markets
+        .iter()
+        .enumerate()
+        .map(|(m, market)| {
+            let fills: Vec<_> = view
+                .trading
+                .fills
+                .iter()
+                .filter(|f| f.market as usize == m)
+                .collect();
+            let index: Vec<Decimal> = observed.samples.iter().map(|s| s.prices[m].index).collect();
+            let current = instrument(view, m as MarketId);
+            let first_last = |v: Option<&Decimal>| text(v.copied().unwrap_or(current.index_price));
+            InstrumentReport {
+                symbol: market.symbol.clone(),
+                settlement: current.spec.settlement.as_str().to_owned(),
+                trades: fills.len(),
+                volume: text(fills.iter().map(|f| f.amount).sum()),
+                notional: text(fills.iter().map(|f| f.amount * f.price).sum()),
+                open_interest: text(market.open_interest),
+                index_first: first_last(index.first()),
+                index_last: first_last(index.last()),
+                index_min: first_last(index.iter().min()),
+                index_max: first_last(index.iter().max()),
+                path: observed
+                    .samples
+                    .iter()
+                    .map(|s| {
+                        [
+                            s.at.to_string(),
+                            text(s.prices[m].index),
+                            text(s.prices[m].mark),
+                        ]
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+fn instrument(view: &ReadView, market: MarketId) -> &InstrumentView {
+    view.instruments
+        .get(view.trading.symbol(market))
+        .expect("every market is an instrument")
+}
+
+fn venue(view: &ReadView, assets: &[Asset]) -> Vec<VenueReport> {
+    assets
+        .iter()
+        .map(|asset| {
+            let of = |a: VenueAccount| {
+                text(
+                    view.venue
+                        .get(&(a, *asset))
+                        .map(|b| b.total)
+                        .unwrap_or_default(),
+                )
+            };
+            VenueReport {
+                asset: asset.as_str().to_owned(),
+                fees: of(VenueAccount::Fees),
+                clearing: of(VenueAccount::Clearing),
+                insurance: of(VenueAccount::Insurance),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,320 @@
+//! Runs a plan through the engine the service runs, on its manual clock, as fast as it can:
+//! every tick journaled (in batches: no request waits on one), the report's samples taken at
+//! their instants, the margin-state changes and refused requests kept for the report.
+
+use perpsim_core::ids::{CustomerCode, PublicKey};
+use perpsim_core::instrument::Asset;
+use perpsim_core::time::Timestamp;
+use perpsim_storage::{Journal, TickRecord};
+use perpsim_systems::records::risk::RiskRecord;
+use perpsim_systems::{
+    AccountFigures, Command, CommandResult, Engine, EngineEvent, MarketPrices, Outcome,
+};
+
+use super::plan::{Plan, Step, UNBOUND};
+
+/// Ticks written per journal transaction.
+const JOURNAL_BATCH: usize = 4_096;
+
+/// The name of the broker a scenario's customers belong to.
+pub const BROKER: &str = "scenario";
+
+/// What the report reads besides the final state.
+pub struct Observed {
+    /// (name, code) of every customer, in creation order.
+    pub customers: Vec<(String, CustomerCode)>,
+    /// The settlement assets sampled, sorted.
+    pub assets: Vec<Asset>,
+    pub samples: Vec<Sample>,
+    /// Every margin-state change, in order.
+    pub margin: Vec<RiskRecord>,
+    pub refusals: Vec<Refusal>,
+}
+
+/// Prices and every customer's figures at one instant.
+pub struct Sample {
+    pub at: Timestamp,
+    pub prices: Vec<MarketPrices>,
+    /// `[customer][asset]`, as `Observed::customers` and `Observed::assets`.
+    pub accounts: Vec<Vec<AccountFigures>>,
+}
+
+/// A request of the timeline the venue refused, as the API would have answered it.
+pub struct Refusal {
+    pub at: Timestamp,
+    /// The event's position in the scenario (0-based); none for a customer's setup.
+    pub event: Option<usize>,
+    pub customer: Option<String>,
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// The engine with its journal writer and what is observed along the way.
+pub struct Runner<'j> {
+    pub engine: Engine,
+    journal: &'j Journal,
+    pending: Vec<Vec<u8>>,
+    first_pending: u64,
+    pub observed: Observed,
+}
+
+impl<'j> Runner<'j> {
+    pub fn new(engine: Engine, journal: &'j Journal, assets: Vec<Asset>) -> Self {
+        let first_pending = engine.counters().ticks + 1;
+        Runner {
+            engine,
+            journal,
+            pending: Vec::with_capacity(JOURNAL_BATCH),
+            first_pending,
+            observed: Observed {
+                customers: Vec::new(),
+                assets,
+                samples: Vec::new(),
+                margin: Vec::new(),
+                refusals: Vec::new(),
+            },
+        }
+    }
+
+    /// One tick, journaled; its results.
+    pub fn tick(
+        &mut self,
+        now: Timestamp,
+        commands: Vec<Command>,
+    ) -> Result<Vec<CommandResult>, String> {
+        let first_seq = self.engine.counters().commands;
+        self.pending
+            .push(TickRecord::encode(now, first_seq, &commands));
+        let out = self.engine.tick(now, commands);
+        self.take(out.events, &out.results);
+        if self.pending.len() == JOURNAL_BATCH {
+            self.flush()?;
+        }
+        Ok(out.results)
+    }
+
+    /// Applies a tick read from a journal (nothing written): `replay --journal`.
+    pub fn replayed(&mut self, now: Timestamp, commands: Vec<Command>) {
+        let out = self.engine.tick(now, commands);
+        self.take(out.events, &out.results);
+    }
+
+    fn take(&mut self, events: Vec<EngineEvent>, results: &[CommandResult]) {
+        for e in events {
+            if let EngineEvent::MarginState(record) = e {
+                self.observed.margin.push(record);
+            }
+        }
+        for r in results {
+            if let Ok(Outcome::Customer(c)) = r
+                && !self
+                    .observed
+                    .customers
+                    .iter()
+                    .any(|(_, code)| *code == c.code)
+            {
+                let name = c.external_id.clone().unwrap_or_else(|| c.code.to_string());
+                self.observed.customers.push((name, c.code));
+            }
+        }
+    }
+
+    /// The engine and what was observed, once the run is over.
+    pub fn into_parts(self) -> (Engine, Observed) {
+        assert!(
+            self.pending.is_empty(),
+            "every tick is journaled before the report"
+        );
+        (self.engine, self.observed)
+    }
+
+    /// Writes the ticks not yet journaled, in one transaction.
+    pub fn flush(&mut self) -> Result<(), String> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.journal
+            .append_batch(self.first_pending, &self.pending)
+            .map_err(|e| e.to_string())?;
+        self.first_pending += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Samples prices and every known customer's figures now.
+    pub fn sample(&mut self) {
+        let at = self.engine.clock().now;
+        if self.observed.samples.last().is_some_and(|s| s.at == at) {
+            return;
+        }
+        let accounts = self
+            .observed
+            .customers
+            .iter()
+            .map(|(_, code)| {
+                self.observed
+                    .assets
+                    .iter()
+                    .map(|a| self.engine.account_figures(*code, *a))
+                    .collect()
+            })
+            .collect();
+        self.observed.samples.push(Sample {
+            at,
+            prices: self.engine.prices(),
+            accounts,
+        });
+    }
+}
+
+/// The settlement assets of the instruments, sorted.
+pub fn settlement_assets(engine: &Engine) -> Vec<Asset> {
+    let mut assets: Vec<Asset> = engine
+        .genesis_config()
+        .instruments
+        .iter()
+        .map(|i| i.settlement)
+        .collect();
+    assets.sort();
+    assets.dedup();
+    assets
+}
+
+/// Runs `plan` from genesis into `journal`, calling `progress` with the steps done.
+pub fn run(
+    plan: &Plan,
+    journal: &Journal,
+    progress: &dyn Fn(u64),
+) -> Result<(Engine, Observed), String> {
+    journal.init(&plan.genesis).map_err(|e| e.to_string())?;
+    let mut engine = Engine::genesis(plan.genesis.clone());
+    engine.set_publishing(false);
+    let assets = settlement_assets(&engine);
+    let mut r = Runner::new(engine, journal, assets);
+    let start = plan.genesis.start;
+    let broker = create_broker(&mut r, start)?;
+    let creates = plan
+        .customers
+        .iter()
+        .map(|c| Command::CreateCustomer {
+            broker,
+            external_id: Some(c.name.clone()),
+        })
+        .collect();
+    r.tick(start, creates)?;
+    let codes: Vec<CustomerCode> = r.observed.customers.iter().map(|(_, c)| *c).collect();
+    assert_eq!(
+        codes.len(),
+        plan.customers.len(),
+        "every scenario customer is created"
+    );
+    let setup = plan
+        .customers
+        .iter()
+        .zip(&codes)
+        .flat_map(|(c, code)| c.setup.iter().map(|cmd| bind(cmd.clone(), *code)))
+        .collect();
+    refused(&mut r, start, None, setup)?;
+    r.sample();
+    let mut next_sample = start.plus_millis(plan.sample_every_ms);
+    let mut i = 0;
+    while i < plan.steps.len() || r.engine.clock().now < plan.end {
+        let next_step = plan.steps.get(i).map(|s| s.at).unwrap_or(plan.end);
+        let t = next_step.min(next_sample).min(plan.end);
+        advance(&mut r, t)?;
+        let same = plan.steps[i..].iter().take_while(|s| s.at == t).count();
+        if same > 0 {
+            let steps = &plan.steps[i..i + same];
+            let commands = steps.iter().map(|s| bound(s, &codes)).collect();
+            refused(&mut r, t, Some((steps, plan)), commands)?;
+            i += same;
+            progress(i as u64);
+        }
+        if t == next_sample || t == plan.end {
+            r.sample();
+            next_sample = next_sample.plus_millis(plan.sample_every_ms);
+        }
+    }
+    r.sample();
+    r.flush()?;
+    Ok(r.into_parts())
+}
+
+fn create_broker(
+    r: &mut Runner,
+    start: Timestamp,
+) -> Result<perpsim_core::ids::BrokerCode, String> {
+    // No key signs for it: the scenario's requests come from the file, not the API.
+    let command = Command::CreateBroker {
+        name: BROKER.into(),
+        public_key: PublicKey([0; 32]),
+    };
+    match r.tick(start, vec![command])?.pop() {
+        Some(Ok(Outcome::Broker(b))) => Ok(b.code),
+        other => Err(format!("the scenario's broker was not created: {other:?}")),
+    }
+}
+
+fn advance(r: &mut Runner, to: Timestamp) -> Result<(), String> {
+    let now = r.engine.clock().now;
+    if to > now {
+        let result = r.tick(now, vec![Command::AdvanceClock { to }])?;
+        assert!(
+            result.iter().all(Result::is_ok),
+            "a manual clock advances to a later instant"
+        );
+    }
+    Ok(())
+}
+
+/// Applies one instant's commands, keeping each refusal with its event.
+fn refused(
+    r: &mut Runner,
+    at: Timestamp,
+    steps: Option<(&[Step], &Plan)>,
+    commands: Vec<Command>,
+) -> Result<(), String> {
+    let results = r.tick(at, commands)?;
+    for (k, result) in results.into_iter().enumerate() {
+        let Err(e) = result else { continue };
+        let (event, customer) = match steps {
+            Some((steps, plan)) => (
+                Some(steps[k].event),
+                steps[k].customer.map(|c| plan.customers[c].name.clone()),
+            ),
+            None => (None, None),
+        };
+        r.observed.refusals.push(Refusal {
+            at,
+            event,
+            customer,
+            code: e.code.code(),
+            message: e.message,
+        });
+    }
+    Ok(())
+}
+
+fn bound(step: &Step, codes: &[CustomerCode]) -> Command {
+    match step.customer {
+        Some(c) => bind(step.command.clone(), codes[c]),
+        None => step.command.clone(),
+    }
+}
+
+/// The command for `code`: the plan built it for [`UNBOUND`].
+fn bind(mut command: Command, code: CustomerCode) -> Command {
+    match &mut command {
+        Command::PlaceOrder { customer, .. }
+        | Command::CancelOrder { customer, .. }
+        | Command::AmendOrder { customer, .. }
+        | Command::RequestTransfer { customer, .. }
+        | Command::SetFees { customer, .. }
+        | Command::SetLeverage { customer, .. } => {
+            assert_eq!(*customer, UNBOUND, "a planned command is bound once");
+            *customer = code;
+        }
+        other => unreachable!("only customer commands are bound, got {other:?}"),
+    }
+    command
+}
