@@ -5,7 +5,8 @@ use std::path::Path;
 use perpsim_core::time::Timestamp;
 use perpsim_systems::{Command, EngineState, Genesis, StateHash};
 use redb::{
-    Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+    Builder, ConcurrencyMode, Database, DatabaseError, Durability, ReadOnlyDatabase,
+    ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
 };
 use serde::{Deserialize, Serialize};
 
@@ -87,7 +88,27 @@ pub struct SnapshotInfo {
 }
 
 pub struct Journal {
-    db: Database,
+    db: Handle,
+}
+
+/// The server's handle writes; a reader's (a replay of a running server's journal, a report)
+/// only reads. Both open the file in redb's single-writer mode: one process writes while any
+/// number follow its commits read-only, without taking its lock or changing a byte.
+enum Handle {
+    Write(Database),
+    Read(ReadOnlyDatabase),
+}
+
+/// How every handle of a journal shares the file (see [`Handle`]).
+const SHARING: ConcurrencyMode = ConcurrencyMode::SingleWriter;
+
+fn in_use(path: &Path, e: DatabaseError) -> JournalError {
+    match e {
+        DatabaseError::DatabaseAlreadyOpen => {
+            JournalError::InUse(format!("{} is open in another process", path.display()))
+        }
+        other => other.into(),
+    }
 }
 
 /// Creates `path` empty with mode 0600 when missing (redb initialises an empty file), and
@@ -114,14 +135,11 @@ impl Journal {
                 path.display()
             ))
         })?;
-        let db = Database::create(path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => {
-                JournalError::InUse(format!("{} is open in another process", path.display()))
-            }
-            other => other.into(),
-        })?;
-        let journal = Journal { db };
-        let mut txn = journal.db.begin_write()?;
+        let db = Builder::new()
+            .set_concurrency_mode(SHARING)
+            .create(path)
+            .map_err(|e| in_use(path, e))?;
+        let mut txn = db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         {
             let mut meta = txn.open_table(META)?;
@@ -142,11 +160,47 @@ impl Journal {
             txn.open_table(NONCES)?;
         }
         txn.commit()?;
-        Ok(journal)
+        Ok(Journal {
+            db: Handle::Write(db),
+        })
+    }
+
+    /// Opens an existing journal to read it, beside the process that writes it (a running
+    /// server) if any, without changing a byte of the file. Writing through it panics.
+    pub fn open_read_only(path: &Path) -> Result<Self, JournalError> {
+        let db = Builder::new()
+            .set_concurrency_mode(SHARING)
+            .open_read_only(path)
+            .map_err(|e| in_use(path, e))?;
+        let journal = Journal {
+            db: Handle::Read(db),
+        };
+        let txn = journal.begin_read()?;
+        let meta = txn.open_table(META)?;
+        match meta.get(FORMAT_KEY)?.map(|v| v.value().to_vec()) {
+            Some(v) if v == FORMAT.to_le_bytes() => Ok(journal),
+            other => Err(JournalError::Corrupt(format!(
+                "format {other:?} is not {FORMAT}"
+            ))),
+        }
+    }
+
+    pub(crate) fn begin_read(&self) -> Result<ReadTransaction, JournalError> {
+        Ok(match &self.db {
+            Handle::Write(db) => db.begin_read()?,
+            Handle::Read(db) => db.begin_read()?,
+        })
+    }
+
+    fn begin_write(&self) -> Result<WriteTransaction, JournalError> {
+        match &self.db {
+            Handle::Write(db) => Ok(db.begin_write()?),
+            Handle::Read(_) => panic!("a journal opened read-only is never written"),
+        }
     }
 
     pub fn genesis(&self) -> Result<Option<Genesis>, JournalError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.begin_read()?;
         let meta = txn.open_table(META)?;
         let Some(bytes) = meta.get(GENESIS_KEY)? else {
             return Ok(None);
@@ -158,7 +212,7 @@ impl Journal {
 
     /// Records the genesis of a new journal; refuses to overwrite an existing one.
     pub fn init(&self, genesis: &Genesis) -> Result<(), JournalError> {
-        let mut txn = self.db.begin_write()?;
+        let mut txn = self.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         {
             let mut meta = txn.open_table(META)?;
@@ -172,16 +226,12 @@ impl Journal {
         Ok(())
     }
 
-    pub(crate) fn db(&self) -> &Database {
-        &self.db
-    }
-
     /// Runs `write` in one `Durability::Immediate` transaction and commits it.
     pub(crate) fn write_durably(
         &self,
         write: impl FnOnce(&WriteTransaction) -> Result<(), JournalError>,
     ) -> Result<(), JournalError> {
-        let mut txn = self.db.begin_write()?;
+        let mut txn = self.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         write(&txn)?;
         txn.commit()?;
@@ -224,7 +274,7 @@ impl Journal {
 
     /// One tick's record, if journaled.
     pub fn tick(&self, tick: u64) -> Result<Option<TickRecord>, JournalError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.begin_read()?;
         let ticks = txn.open_table(TICKS)?;
         ticks
             .get(tick)?
@@ -234,7 +284,7 @@ impl Journal {
 
     /// Number of the last journaled tick (0 when none).
     pub fn last_tick(&self) -> Result<u64, JournalError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.begin_read()?;
         let ticks = txn.open_table(TICKS)?;
         Ok(ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0))
     }
@@ -250,7 +300,7 @@ impl Journal {
         let mut next = after + 1;
         loop {
             let chunk: Vec<(u64, TickRecord)> = {
-                let txn = self.db.begin_read()?;
+                let txn = self.begin_read()?;
                 let ticks = txn.open_table(TICKS)?;
                 let mut chunk = Vec::with_capacity(CHUNK);
                 for row in ticks.range(next..)?.take(CHUNK) {
@@ -286,7 +336,7 @@ impl Journal {
             state: encoded,
         })
         .expect("snapshot encodes");
-        let mut txn = self.db.begin_write()?;
+        let mut txn = self.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         {
             let mut snaps = txn.open_table(SNAPSHOTS)?;
@@ -305,7 +355,7 @@ impl Journal {
 
     /// Snapshots present, newest first.
     pub fn snapshots(&self) -> Result<Vec<SnapshotInfo>, JournalError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.begin_read()?;
         let snaps = txn.open_table(SNAPSHOTS)?;
         let mut out = Vec::new();
         for row in snaps.iter()?.rev() {
@@ -322,7 +372,7 @@ impl Journal {
 
     /// The state stored at `tick`, if its encoding is of this build's version.
     pub fn load_snapshot(&self, tick: u64) -> Result<Option<EngineState>, JournalError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.begin_read()?;
         let snaps = txn.open_table(SNAPSHOTS)?;
         let Some(v) = snaps.get(tick)? else {
             return Ok(None);

@@ -8,7 +8,7 @@
 //! needs is one range scan and forgetting what left the window is one range delete.
 
 use perpsim_core::ids::PublicKey;
-use redb::{ReadableDatabase, TableDefinition, WriteTransaction};
+use redb::{TableDefinition, WriteTransaction};
 
 use crate::journal::{Journal, JournalError};
 
@@ -72,7 +72,7 @@ impl Journal {
 
     /// Every spent nonce at or above `floor`, in nonce order: the window a restart rebuilds.
     pub fn nonces_since(&self, floor: u64) -> Result<Vec<UsedNonce>, JournalError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let table = txn.open_table(NONCES)?;
         let start = UsedNonce {
             key: PublicKey([0; 32]),

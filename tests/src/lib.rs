@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 pub mod campaign;
 pub mod layers;
+pub mod replay;
 pub mod schema;
 pub mod sockets;
 pub mod ws;

@@ -105,6 +105,8 @@ pub fn run_seeds(scenario: &Path, seeds: &[u64], jobs: usize, out: &Path) -> Res
                 .args(["replay", "--quiet", "--seed", &seed.to_string(), "--out"])
                 .arg(seed_dir(out, seed))
                 .arg(scenario)
+                // Each worker's line names its directory; the caller prints the range's.
+                .stdout(std::process::Stdio::null())
                 .spawn()
                 .map_err(|e| format!("cannot start a worker: {e}"))?;
             running.push((seed, child));

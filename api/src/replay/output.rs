@@ -174,27 +174,36 @@ pub fn manifest(dir: &Path) -> Result<Manifest, String> {
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", dir.join(MANIFEST).display()))
 }
 
-/// The report of a recorded journal (a server's data dir, or a scenario's run), written to
-/// `out` with a copy of the journal: the same files a scenario run writes. Samples are taken
-/// after each tick whose clock passed a sample instant.
+/// The report of a recorded journal (a server's data dir, running or not, or a run's), written
+/// to `out` with the journal of the ticks it read (re-journaled tick by tick: a byte copy of
+/// a file a server is writing could be caught mid-commit): the files a scenario run writes.
+/// Samples are taken after each tick whose clock passed a sample instant.
 pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
     check_free(out)?;
-    let journal = open_journal(path)?;
-    let genesis = journal
+    let source = open_journal(path)?;
+    let genesis = source
         .genesis()
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{} holds no genesis", path.display()))?;
-    let end = last_instant(&journal)?.max(genesis.start);
+    let end = last_instant(&source)?.max(genesis.start);
     let every = ((end.millis() - genesis.start.millis()) / 500).max(1_000);
+    let stage = staging(out);
+    let _ = std::fs::remove_dir_all(&stage);
+    std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+    let copy = Journal::open(&stage.join(FILES[0])).map_err(|e| e.to_string())?;
+    copy.init(&genesis).map_err(|e| e.to_string())?;
     let mut engine = Engine::genesis(genesis.clone());
     engine.set_publishing(false);
     let assets = run::settlement_assets(&engine);
-    let mut r = run::Runner::new(engine, &journal, assets);
+    let mut r = run::Runner::new(engine, &copy, assets);
     r.sample();
     let mut next = genesis.start.plus_millis(every);
-    journal
+    let mut failed = None;
+    source
         .for_each_tick_after(0, |_, record| {
-            r.replayed(record.time, record.commands);
+            if let Err(e) = r.tick(record.time, record.commands) {
+                failed.get_or_insert(e);
+            }
             if r.engine.clock().now >= next {
                 r.sample();
                 while next <= r.engine.clock().now {
@@ -204,14 +213,14 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
             Ok(())
         })
         .map_err(|e| e.to_string())?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
     r.sample();
+    r.flush()?;
     let (mut engine, observed) = r.into_parts();
-    drop(journal);
-    let stage = staging(out);
-    let _ = std::fs::remove_dir_all(&stage);
-    std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
-    std::fs::copy(path, stage.join(FILES[0])).map_err(|e| format!("{}: {e}", path.display()))?;
-    // The file's name, not its path: a copy of the journal elsewhere reports the same.
+    drop((copy, source));
+    // The file's name, not its path: the same journal elsewhere reports the same.
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -227,17 +236,23 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
     Ok(hash)
 }
 
-/// Opens a journal to read; a running server's is refused with what to do instead.
+/// Opens a journal to read without changing it: a running server's too (redb's
+/// single-writer mode lets a reader follow the server's commits). A journal a crash left
+/// needing recovery cannot be read so; it is opened to write, which repairs it, when no
+/// process holds it.
 pub fn open_journal(path: &Path) -> Result<Journal, String> {
     if !path.exists() {
         return Err(format!("no journal at {}", path.display()));
     }
-    Journal::open(path).map_err(|e| match e {
-        perpsim_storage::JournalError::InUse(_) => format!(
-            "{} is open by a running perpsim server (the journal is locked while it serves): stop the server (everything it confirmed is in the journal), or copy the data dir while it is stopped, and replay that"
-            , path.display()),
-        other => format!("{}: {other}", path.display()),
-    })
+    Journal::open_read_only(path)
+        .or_else(|_| Journal::open(path))
+        .map_err(|e| match e {
+            perpsim_storage::JournalError::InUse(_) => format!(
+                "{} is held by a process that does not share it (a perpsim older than this one?): stop it, and replay the journal it leaves",
+                path.display()
+            ),
+            other => format!("{}: {other}", path.display()),
+        })
 }
 
 /// The instant a journal reaches: its last tick's time, or the end of its last advance.

@@ -39,6 +39,14 @@ pub struct Sample {
     pub accounts: Vec<Vec<AccountFigures>>,
 }
 
+impl Sample {
+    /// Customer `c`'s figures in asset `a`; none before the customer existed (a recorded
+    /// journal creates customers as it goes).
+    pub fn figures(&self, c: usize, a: usize) -> Option<AccountFigures> {
+        self.accounts.get(c)?.get(a).copied()
+    }
+}
+
 /// A request of the timeline the venue refused, as the API would have answered it.
 pub struct Refusal {
     pub at: Timestamp,
@@ -91,12 +99,6 @@ impl<'j> Runner<'j> {
             self.flush()?;
         }
         Ok(out.results)
-    }
-
-    /// Applies a tick read from a journal (nothing written): `replay --journal`.
-    pub fn replayed(&mut self, now: Timestamp, commands: Vec<Command>) {
-        let out = self.engine.tick(now, commands);
-        self.take(out.events, &out.results);
     }
 
     fn take(&mut self, events: Vec<EngineEvent>, results: &[CommandResult]) {

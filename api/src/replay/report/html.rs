@@ -285,22 +285,19 @@ fn customer_charts(h: &mut String, r: &Report, observed: &Observed) {
     for (_, c, a) in order.into_iter().take(CHARTED_CUSTOMERS) {
         let name = &r.customers[c].name;
         let asset = observed.assets[a];
-        let equity = observed
-            .samples
-            .iter()
-            .map(|s| (s.at.millis(), f(s.accounts[c][a].equity)))
-            .collect();
-        let ratio = observed
-            .samples
-            .iter()
-            .filter(|s| !s.accounts[c][a].notional.is_zero())
-            .map(|s| {
+        let figures = || {
+            observed
+                .samples
+                .iter()
+                .filter_map(|s| Some((s.at.millis(), s.figures(c, a)?)))
+        };
+        let equity = figures().map(|(t, x)| (t, f(x.equity))).collect();
+        let ratio = figures()
+            .filter(|(_, x)| !x.notional.is_zero())
+            .map(|(t, x)| {
                 (
-                    s.at.millis(),
-                    f(perpsim_core::risk::leverage_ratio(
-                        s.accounts[c][a].equity,
-                        s.accounts[c][a].notional,
-                    )),
+                    t,
+                    f(perpsim_core::risk::leverage_ratio(x.equity, x.notional)),
                 )
             })
             .collect();

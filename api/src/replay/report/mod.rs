@@ -321,7 +321,7 @@ fn currency(
         observed
             .samples
             .iter()
-            .map(move |s| s.accounts[c][a].equity - net_transfers_at(transfers, s.at))
+            .filter_map(move |s| Some(s.figures(c, a)?.equity - net_transfers_at(transfers, s.at)))
     });
     let drawdown = series.map(max_drawdown).unwrap_or_default();
     let net = f.deposits - f.withdrawals;

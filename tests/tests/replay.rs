@@ -1,0 +1,508 @@
+//! Scenario replay (D11, issue 26), black-box through the `perpsim` binary: every field and
+//! event kind applied, every error class located, byte-identical runs, a report that
+//! reconciles with its ledger, Monte-Carlo in processes and in shards, `verify`, a recorded
+//! journal, and the worked examples' checked-in hashes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use perpsim_tests::replay::{csv_rows, example, files, replay_ok, report, run};
+use perpsim_tests::{Server, perpsim};
+use rust_decimal::Decimal;
+use serde_json::Value;
+
+fn dec(v: &str) -> Decimal {
+    v.parse()
+        .unwrap_or_else(|_| panic!("{v:?} is not a decimal"))
+}
+
+fn customer<'r>(report: &'r Value, name: &str) -> &'r Value {
+    report["customers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+/// D11: every scenario field and every event kind, each observed in the outputs.
+#[test]
+fn every_field_and_event_kind_is_applied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    run(&example("every-kind/every-kind.yaml"), &out, &[]);
+    let r = report(&out);
+    let sol = r["instruments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["symbol"] == "SOL-USDC-PERP")
+        .unwrap();
+    let at = |t: &str| {
+        sol["path"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p[0] == t)
+            .unwrap_or_else(|| panic!("no sample at {t}"))
+            .clone()
+    };
+    // instruments override start_price; price, prices (CSV with and without a mark).
+    assert_eq!(
+        at("2026-02-01T00:00:00.000Z"),
+        serde_json::json!(["2026-02-01T00:00:00.000Z", "200", "200"])
+    );
+    assert_eq!(
+        at("2026-02-01T00:05:00.000Z"),
+        serde_json::json!(["2026-02-01T00:05:00.000Z", "210", "211"])
+    );
+    assert_eq!(
+        at("2026-02-01T00:10:00.000Z"),
+        serde_json::json!(["2026-02-01T00:10:00.000Z", "220", "220"])
+    );
+    assert_eq!(
+        at("2026-02-01T00:15:00.000Z"),
+        serde_json::json!(["2026-02-01T00:15:00.000Z", "230", "231"])
+    );
+    assert_eq!(r["scenario"]["sample_every_ms"], 300_000);
+    // market: the maker's funding and the insurance fund.
+    let maker_usdc = r["market_maker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["asset"] == "USDC")
+        .unwrap();
+    assert_eq!(maker_usdc["deposits"], "5000000");
+    let venue_usdc = r["venue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["asset"] == "USDC")
+        .unwrap();
+    assert_eq!(venue_usdc["insurance"], "123456");
+    let trades = csv_rows(&out.join("trades.csv"));
+    let of = |who: &str, reference: &str| {
+        trades
+            .iter()
+            .filter(|t| t["customer"] == who && t["reference_id"] == reference)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    // leverage 2: 300 × 190 needs 28 500 at 50 % initial margin (57 000 at leverage 1).
+    let refusals = r["refusals"].as_array().unwrap();
+    assert!(
+        refusals
+            .iter()
+            .all(|x| x["customer"] != "ann" || x["event"] == 10),
+        "{refusals:?}"
+    );
+    // fees: ann's taker fee is 10 bps of each fill's notional.
+    let a1 = of("ann", "a1");
+    assert!(!a1.is_empty());
+    for t in &a1 {
+        assert_eq!(
+            dec(&t["fee"]),
+            (dec(&t["price"]) * dec(&t["amount"]) * dec("0.001")).normalize(),
+            "{t:?}"
+        );
+    }
+    // amend: ben's bid moved above the ask and filled; cancel: b2 was open and cancelled.
+    assert!(!of("ben", "b1").is_empty(), "the amended order filled");
+    assert!(of("ben", "b2").is_empty());
+    assert!(
+        refusals.iter().all(|x| x["event"] != 5),
+        "the cancel of an open order is accepted"
+    );
+    // status: trade_halt refuses ann's order (event 10); active again lets a3 trade.
+    let halted = refusals
+        .iter()
+        .find(|x| x["event"] == 10)
+        .expect("the order in trade_halt is refused");
+    assert_eq!(halted["code"], "ORDER_REJECTED", "{halted}");
+    assert!(!of("ann", "a3").is_empty(), "trading resumed");
+    // funding: the hour after the preliminary rate pays at that rate.
+    let ledger = csv_rows(&out.join("ledger.csv"));
+    assert!(ledger.iter().any(|m| m["type"] == "funding"
+        && m["customer"] == "ann"
+        && dec(&m["funding_rate"]) == dec("0.002")));
+    // deposit and withdrawal, completed.
+    assert!(ledger.iter().any(|m| m["customer"] == "ben"
+        && m["type"] == "deposit"
+        && m["amount"] == "500"
+        && m["status"] == "completed"));
+    assert!(ledger.iter().any(|m| m["customer"] == "ben"
+        && m["type"] == "withdrawal"
+        && m["amount"] == "-700"
+        && m["status"] == "completed"));
+    let ann = customer(&r, "ann");
+    assert_eq!(
+        ann["currencies"].as_array().unwrap().len(),
+        2,
+        "deposits in two assets: {ann}"
+    );
+}
+
+/// D11: the report's money is the ledger's — each customer's completed rows in an asset sum
+/// to the balance the report gives, and each part to its own column.
+#[test]
+fn the_report_reconciles_with_the_ledger_csv() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    run(&example("flash-crash.yaml"), &out, &[]);
+    let r = report(&out);
+    let ledger = csv_rows(&out.join("ledger.csv"));
+    let mut sums: BTreeMap<(String, String, &str), Decimal> = BTreeMap::new();
+    for m in ledger.iter().filter(|m| m["status"] == "completed") {
+        let key = |part| (m["customer"].clone(), m["asset"].clone(), part);
+        *sums.entry(key("balance")).or_default() += dec(&m["amount"]);
+        match m["type"].as_str() {
+            "deposit" => *sums.entry(key("deposits")).or_default() += dec(&m["amount"]),
+            "funding" => *sums.entry(key("funding")).or_default() += dec(&m["amount"]),
+            "settlement" => *sums.entry(key("settlement")).or_default() += dec(&m["amount"]),
+            _ if !m["trade_code"].is_empty() => {
+                *sums.entry(key("fees")).or_default() += dec(&m["fee"]);
+                *sums.entry(key("realised_pnl")).or_default() += dec(&m["realised_pnl"]);
+            }
+            "liquidation" => *sums.entry(key("insurance")).or_default() += dec(&m["amount"]),
+            _ => {}
+        }
+    }
+    let mut checked = 0;
+    for c in r["customers"].as_array().unwrap() {
+        for cur in c["currencies"].as_array().unwrap() {
+            let name = c["name"].as_str().unwrap().to_owned();
+            let asset = cur["asset"].as_str().unwrap().to_owned();
+            for part in [
+                "balance",
+                "deposits",
+                "funding",
+                "settlement",
+                "fees",
+                "realised_pnl",
+                "insurance",
+            ] {
+                let from_rows = sums
+                    .get(&(name.clone(), asset.clone(), part))
+                    .copied()
+                    .unwrap_or_default();
+                assert_eq!(
+                    dec(cur[part].as_str().unwrap()),
+                    from_rows,
+                    "{name} {asset} {part}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 7);
+    let alice = &customer(&r, "alice")["currencies"][0];
+    assert!(
+        dec(alice["insurance"].as_str().unwrap()) > Decimal::ZERO,
+        "the crash leaves alice covered by insurance"
+    );
+    assert!(
+        customer(&r, "alice")["auto_deleveraging_fills"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+/// D11: same scenario, same build → same files, byte for byte; the YAML and JSON forms of
+/// one scenario give the same hash.
+#[test]
+fn a_rerun_writes_the_same_bytes_and_json_equals_yaml() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    let scenario = example("flash-crash.yaml");
+    let hash = run(&scenario, &a, &[]);
+    assert_eq!(run(&scenario, &b, &[]), hash);
+    assert_eq!(files(&a), files(&b));
+    assert_eq!(
+        files(&a).len(),
+        7,
+        "journal, report.json, two CSV, report.html, manifest, DONE"
+    );
+    let yaml: Value = serde_saphyr::from_str(&std::fs::read_to_string(&scenario).unwrap()).unwrap();
+    let json = tmp.path().join("flash-crash.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&yaml).unwrap()).unwrap();
+    std::fs::copy(
+        example("flash-crash.csv"),
+        tmp.path().join("flash-crash.csv"),
+    )
+    .unwrap();
+    assert_eq!(run(&json, &c, &[]), hash);
+    let html = String::from_utf8(files(&a)["report.html"].clone()).unwrap();
+    assert!(
+        html.contains("<svg") && !html.contains("src=\"http") && !html.contains("<script"),
+        "self-contained"
+    );
+}
+
+/// D11: each class of bad input names its file, line and column, exits non-zero and writes
+/// nothing.
+#[test]
+fn bad_input_is_located_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let head = "name: x\nseed: 1\nstart: 2026-01-01T00:00:00Z\nend: +1h\ncustomers:\n  - {name: a, deposits: {USDC: \"100\"}}\nevents:\n";
+    std::fs::write(
+        tmp.path().join("bad.csv"),
+        "time,index_price\n+1s,100\n+2s,abc\n",
+    )
+    .unwrap();
+    let order =
+        "order: {symbol: BTC-USDC-PERP, side: buy, type: market, reference_id: x, amount: \"0.01\"";
+    let cases: Vec<(String, &str, &str)> = vec![
+        (format!("  - {{at: +1m, customer: a, {order}}}, foo: 1}}"), "s.yaml:8:", "unknown field `foo`"),
+        ("  - {at: 90s, customer: a, cancel: x}".into(), "s.yaml:8:10:", "expected an offset such as +90s"),
+        ("  - {at: +2h, customer: a, cancel: x}".into(), "s.yaml:8:10:", "outside the scenario"),
+        ("  - {at: +1m, customer: zed, cancel: x}".into(), "s.yaml:8:25:", "unknown customer \"zed\""),
+        ("  - {at: +1m, customer: a, order: {symbol: NOPE, side: buy, type: market, reference_id: x, amount: \"1\"}}".into(), "s.yaml:8:35:", "unknown symbol \"NOPE\""),
+        (format!("  - {{at: +1m, customer: a, {order}, bar: 1}}}}"), "s.yaml:8:35:", "order: unknown field `bar`"),
+        ("  - {at: +1m, symbol: BTC-USDC-PERP, prices: bad.csv}".into(), "bad.csv:3:5:", "index_price must be a decimal"),
+        ("  - {at: +1m, symbol: BTC-USDC-PERP, prices: none.csv}".into(), "s.yaml:8:46:", "cannot read"),
+        ("  - {at: +1m, customer: a, cancel: x, deposit: {asset: USDC, amount: \"1\"}}".into(), "s.yaml:8:5:", "one action"),
+        ("  - {at: +1m, symbol: BTC-USDC-PERP, customer: a, price: {index_price: \"1\"}}".into(), "s.yaml:8:5:", "takes no `customer`"),
+        ("  - {at: +1m, customer: a, withdrawal: {asset: XYZ, amount: \"1\"}}".into(), "s.yaml:8:40:", "asset must be one of USDC, USDT"),
+        ("  - [not, a, map]".into(), "s.yaml:8:5:", "expected"),
+    ];
+    for (event, at, message) in cases {
+        let file = tmp.path().join("s.yaml");
+        std::fs::write(&file, format!("{head}{event}\n")).unwrap();
+        let out = tmp.path().join("out");
+        let (code, stdout, stderr) = perpsim(&[
+            "replay",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_ne!(code, 0, "{event}: {stdout}");
+        assert!(
+            stderr.contains(at) && stderr.contains(message),
+            "{event}: expected {at} … {message}, got {stderr}"
+        );
+        assert!(!out.exists(), "{event}: nothing is written");
+    }
+}
+
+/// D11 Monte-Carlo: `--jobs 2` writes for each seed exactly what a run of that seed alone
+/// writes; shards run as separate processes under each scheduler's index variable merge
+/// into the one-machine summary.
+#[test]
+fn monte_carlo_in_processes_and_in_shards_equals_seeds_run_one_by_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = example("flash-crash.yaml");
+    let (s, mc) = (scenario.to_str().unwrap(), tmp.path().join("mc"));
+    let seeds = replay_ok(&[
+        s,
+        "--seeds",
+        "20..=23",
+        "--jobs",
+        "2",
+        "--out",
+        mc.to_str().unwrap(),
+    ]);
+    assert_eq!(seeds["seeds"], serde_json::json!([20, 21, 22, 23]));
+    for seed in 20..=23 {
+        let alone = tmp.path().join(format!("alone-{seed}"));
+        run(&scenario, &alone, &["--seed", &seed.to_string()]);
+        assert_eq!(
+            files(&alone),
+            files(&mc.join(format!("seed-{seed}"))),
+            "seed {seed}"
+        );
+    }
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(mc.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["runs"], 4);
+    assert!(summary["customers"][0]["pnl"]["p50"].is_string());
+    let mut shard_dirs = Vec::new();
+    for (index, variable) in [
+        "JOB_COMPLETION_INDEX",
+        "SLURM_ARRAY_TASK_ID",
+        "AWS_BATCH_JOB_ARRAY_INDEX",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let dir = tmp.path().join(format!("shard-{index}"));
+        let status = std::process::Command::new(perpsim_tests::binary())
+            .args([
+                "replay",
+                "--quiet",
+                s,
+                "--seeds",
+                "20..=23",
+                "--count",
+                "3",
+                "--out",
+                dir.to_str().unwrap(),
+            ])
+            .env(variable, index.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        shard_dirs.push(dir);
+    }
+    // A retried shard skips what it finished.
+    let before = std::fs::metadata(shard_dirs[0].join("seed-20/report.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let again = std::process::Command::new(perpsim_tests::binary())
+        .args([
+            "replay",
+            "--quiet",
+            s,
+            "--seeds",
+            "20..=23",
+            "--count",
+            "3",
+            "--index",
+            "0",
+            "--out",
+            shard_dirs[0].to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(again.success());
+    assert_eq!(
+        std::fs::metadata(shard_dirs[0].join("seed-20/report.json"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        before
+    );
+    let merged = tmp.path().join("merged");
+    let mut args = vec!["summarize", "--out", merged.to_str().unwrap()];
+    args.extend(shard_dirs.iter().map(|d| d.to_str().unwrap()));
+    replay_ok(&args);
+    for name in ["summary.json", "summary.html"] {
+        assert_eq!(
+            std::fs::read(merged.join(name)).unwrap(),
+            std::fs::read(mc.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+}
+
+/// D11: `replay verify` re-runs a directory and catches a changed byte.
+#[test]
+fn verify_passes_a_run_and_catches_a_changed_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    run(&example("depreciation-ladder.yaml"), &out, &[]);
+    assert_eq!(
+        replay_ok(&["verify", out.to_str().unwrap()])["identical"],
+        true
+    );
+    let ledger = out.join("ledger.csv");
+    let mut bytes = std::fs::read(&ledger).unwrap();
+    let last = bytes.len() - 2;
+    bytes[last] ^= 1;
+    std::fs::write(&ledger, bytes).unwrap();
+    let (code, stdout, _) = perpsim(&["replay", "verify", out.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let answer: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(answer["differ"], serde_json::json!(["ledger.csv"]));
+}
+
+/// D11: `--journal` reads a running server's journal beside it (without its lock, without
+/// changing a byte) into the report a scenario run writes, at the server's state hash.
+#[test]
+fn a_running_servers_journal_replays_into_a_report() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = Server::start_in(
+        data.path(),
+        &["--clock", "manual", "--start", perpsim_tests::START],
+    );
+    let broker = server.demo();
+    let code = perpsim_tests::funded(&server, &broker, "USDC", "5000");
+    perpsim_tests::advance(&server, 3_600);
+    let journal = data.path().join("journal.redb");
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("report");
+    let answer = replay_ok(&[
+        "--journal",
+        journal.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(answer["state_hash"], server.state().2.as_str());
+    let r = report(&dir);
+    let c = r["customers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == code.as_str())
+        .unwrap();
+    assert_eq!(c["currencies"][0]["balance"], "5000");
+    // The server goes on serving and journaling after the read.
+    perpsim_tests::advance(&server, 60);
+    server.terminate();
+    assert_eq!(
+        replay_ok(&["verify", dir.to_str().unwrap()])["identical"],
+        true
+    );
+}
+
+/// D11, issue 26 item 6: the worked examples reach their checked-in state hashes.
+#[test]
+fn the_worked_examples_reach_their_checked_in_hashes() {
+    let expected = std::fs::read_to_string(example("hashes.txt")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for line in expected
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (hash, file) = line.split_once("  ").unwrap();
+        let out = tmp.path().join(file);
+        assert_eq!(run(&example(file), &out, &[]), hash, "{file}");
+        checked += 1;
+    }
+    assert_eq!(checked, 3);
+}
+
+/// D11: the checked-in JSON Schema accepts every example and refuses what the reader
+/// refuses (an unknown field, an event body the API would refuse by shape).
+#[test]
+fn the_scenario_schema_accepts_the_examples_and_refuses_unknown_fields() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../openapi/scenario.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::draft202012::new(&schema).expect("a valid schema");
+    for file in [
+        "flash-crash.yaml",
+        "funding-week.yaml",
+        "depreciation-ladder.yaml",
+        "every-kind/every-kind.yaml",
+    ] {
+        let scenario: Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(example(file)).unwrap()).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&scenario)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{file}: {errors:?}");
+    }
+    let mut bad: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(example("flash-crash.yaml")).unwrap())
+            .unwrap();
+    bad["events"][0]["order"]["colour"] = "red".into();
+    assert!(!validator.is_valid(&bad));
+    bad["events"][0]["order"]
+        .as_object_mut()
+        .unwrap()
+        .remove("colour");
+    bad["extra"] = 1.into();
+    assert!(!validator.is_valid(&bad));
+}
