@@ -68,7 +68,7 @@ mod tests {
         );
         assert_eq!(parse_duration("500ms"), Some(500));
         for bad in [
-            "", "90", "s", "1m1h", "1s1s", "1.5h", "-1s", "1 s", "3651d", "1w",
+            "", "90", "s", "1m1h", "1s1s", "1.5h", "-1s", "1 s", "3661d", "1w",
         ] {
             assert_eq!(parse_duration(bad), None, "{bad:?}");
         }
