@@ -104,17 +104,29 @@ pub fn run(args: ReplayArgs) -> Result<i32, String> {
         .out
         .clone()
         .ok_or("give --out DIR: where the run's files go")?;
+    let started = std::time::Instant::now();
     let mut plan = replay::read(&scenario).map_err(|e| e.to_string())?;
     let Some(seeds) = &args.seeds else {
         if let Some(seed) = args.seed {
             plan.genesis.seed = seed;
         }
         let bar = progress(plan.steps.len() as u64, args.quiet);
-        let hash = output::scenario_run(&scenario, &plan, &out, &|done| bar.set_position(done))?;
+        let read = started.elapsed().as_secs_f64();
+        let done = output::scenario_run(&scenario, &plan, &out, &|n| bar.set_position(n))?;
         bar.finish_and_clear();
+        // Where the wall time went: reading the scenario, the engine, the journal's commits,
+        // the report files (the benchmark's split; not part of any file, which stay
+        // byte-identical).
+        let seconds = json!({
+            "read": read,
+            "engine": done.engine_seconds,
+            "journal": done.journal_seconds,
+            "report": done.report_seconds,
+            "total": started.elapsed().as_secs_f64(),
+        });
         println!(
             "{}",
-            json!({"state_hash": hash, "seed": plan.genesis.seed, "out": out.display().to_string()})
+            json!({"state_hash": done.state_hash, "seed": plan.genesis.seed, "out": out.display().to_string(), "seconds": seconds})
         );
         return Ok(0);
     };
@@ -173,7 +185,7 @@ fn verify(dir: &Path, scenario: Option<&Path>) -> Result<i32, String> {
                 ));
             }
             plan.genesis.seed = manifest.seed;
-            output::scenario_run(&file, &plan, &again, &|_| {})
+            output::scenario_run(&file, &plan, &again, &|_| {}).map(|f| f.state_hash)
         }
         _ => output::journal_run(&dir.join(output::FILES[0]), &again),
     };

@@ -78,20 +78,32 @@ pub fn check_free(out: &Path) -> Result<(), String> {
     }
 }
 
-/// Runs `plan` into `out`; the final state hash.
+/// What a run printed: its state hash and where its wall time went.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub state_hash: String,
+    /// Seconds: the engine (every tick), the journal's commits, the report files.
+    pub engine_seconds: f64,
+    pub journal_seconds: f64,
+    pub report_seconds: f64,
+}
+
+/// Runs `plan` into `out`.
 pub fn scenario_run(
     file: &Path,
     plan: &Plan,
     out: &Path,
     progress: &dyn Fn(u64),
-) -> Result<String, String> {
+) -> Result<Finished, String> {
     check_free(out)?;
     let stage = staging(out);
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
     let journal = Journal::open(&stage.join(FILES[0])).map_err(|e| e.to_string())?;
-    let (mut engine, observed) = run::run(plan, &journal, progress)?;
+    let started = std::time::Instant::now();
+    let (mut engine, observed, journal_time) = run::run(plan, &journal, progress)?;
     drop(journal);
+    let ran = started.elapsed();
     let info = RunInfo {
         name: plan.name.clone(),
         seed: plan.genesis.seed,
@@ -103,9 +115,15 @@ pub fn scenario_run(
         absolute.display().to_string(),
         scenario_hash(file, &plan.inputs)?,
     ));
+    let reporting = std::time::Instant::now();
     let hash = write_reports(&stage, &mut engine, &observed, &info, scenario)?;
     finish(&stage, out)?;
-    Ok(hash)
+    Ok(Finished {
+        state_hash: hash,
+        engine_seconds: (ran - journal_time).as_secs_f64(),
+        journal_seconds: journal_time.as_secs_f64(),
+        report_seconds: reporting.elapsed().as_secs_f64(),
+    })
 }
 
 /// The report files and the manifest of a finished run in `dir`; the state hash.
@@ -218,7 +236,7 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
     }
     r.sample();
     r.flush()?;
-    let (mut engine, observed) = r.into_parts();
+    let (mut engine, observed, _) = r.into_parts();
     drop((copy, source));
     // The file's name, not its path: the same journal elsewhere reports the same.
     let name = path

@@ -64,6 +64,8 @@ pub struct Runner<'j> {
     pending: Vec<Vec<u8>>,
     first_pending: u64,
     pub observed: Observed,
+    /// Wall time spent committing to the journal (the benchmark's split).
+    pub journal_time: std::time::Duration,
 }
 
 impl<'j> Runner<'j> {
@@ -81,6 +83,7 @@ impl<'j> Runner<'j> {
                 margin: Vec::new(),
                 refusals: Vec::new(),
             },
+            journal_time: std::time::Duration::ZERO,
         }
     }
 
@@ -121,13 +124,14 @@ impl<'j> Runner<'j> {
         }
     }
 
-    /// The engine and what was observed, once the run is over.
-    pub fn into_parts(self) -> (Engine, Observed) {
+    /// The engine, what was observed and the journal's share of the time, once the run is
+    /// over.
+    pub fn into_parts(self) -> (Engine, Observed, std::time::Duration) {
         assert!(
             self.pending.is_empty(),
             "every tick is journaled before the report"
         );
-        (self.engine, self.observed)
+        (self.engine, self.observed, self.journal_time)
     }
 
     /// Writes the ticks not yet journaled, in one transaction.
@@ -135,9 +139,11 @@ impl<'j> Runner<'j> {
         if self.pending.is_empty() {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         self.journal
             .append_batch(self.first_pending, &self.pending)
             .map_err(|e| e.to_string())?;
+        self.journal_time += started.elapsed();
         self.first_pending += self.pending.len() as u64;
         self.pending.clear();
         Ok(())
@@ -187,7 +193,7 @@ pub fn run(
     plan: &Plan,
     journal: &Journal,
     progress: &dyn Fn(u64),
-) -> Result<(Engine, Observed), String> {
+) -> Result<(Engine, Observed, std::time::Duration), String> {
     journal.init(&plan.genesis).map_err(|e| e.to_string())?;
     let mut engine = Engine::genesis(plan.genesis.clone());
     engine.set_publishing(false);

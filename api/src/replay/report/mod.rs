@@ -158,6 +158,7 @@ pub fn build(
     let view = engine.view();
     let counters = engine.counters();
     let genesis = engine.genesis_config();
+    let tallies = Tallies::of(&view, observed);
     let report = Report {
         scenario: Meta {
             name: info.name.clone(),
@@ -174,7 +175,7 @@ pub fn build(
             .customers
             .iter()
             .enumerate()
-            .map(|(i, (name, code))| customer(&view, observed, i, name, *code))
+            .map(|(i, (name, code))| customer(&view, observed, &tallies, (i, name, *code)))
             .collect(),
         market_maker: currencies(&view, observed, None, MARKET_MAKER),
         instruments: instruments(&view, observed),
@@ -194,12 +195,42 @@ pub fn build(
     (report, view)
 }
 
+/// Per customer: margin calls, liquidations, notices, refusals — counted in one pass each.
+#[derive(Default)]
+struct Tallies {
+    calls: BTreeMap<CustomerCode, usize>,
+    liquidations: BTreeMap<CustomerCode, usize>,
+    notices: BTreeMap<CustomerCode, usize>,
+    refused: BTreeMap<String, usize>,
+}
+
+impl Tallies {
+    fn of(view: &ReadView, observed: &Observed) -> Self {
+        let mut t = Tallies::default();
+        for r in &observed.margin {
+            match r.state {
+                MarginState::MarginCall => *t.calls.entry(r.customer).or_default() += 1,
+                MarginState::Liquidation => *t.liquidations.entry(r.customer).or_default() += 1,
+                MarginState::Normal => {}
+            }
+        }
+        for n in &view.notices.all {
+            *t.notices.entry(n.customer).or_default() += 1;
+        }
+        for r in &observed.refusals {
+            if let Some(name) = &r.customer {
+                *t.refused.entry(name.clone()).or_default() += 1;
+            }
+        }
+        t
+    }
+}
+
 fn customer(
     view: &ReadView,
     observed: &Observed,
-    i: usize,
-    name: &str,
-    code: CustomerCode,
+    tallies: &Tallies,
+    (i, name, code): (usize, &str, CustomerCode),
 ) -> CustomerReport {
     let trades = view
         .trading
@@ -212,12 +243,7 @@ fn customer(
         })
         .unwrap_or_default();
     let of_kind = |k: TradeKind| trades.iter().filter(|t| t.kind == k).count();
-    let margin = observed.margin.iter().filter(|r| r.customer == code);
-    let (calls, liquidations) = margin.fold((0, 0), |(c, l), r| match r.state {
-        MarginState::MarginCall => (c + 1, l),
-        MarginState::Liquidation => (c, l + 1),
-        MarginState::Normal => (c, l),
-    });
+    let count = |m: &BTreeMap<CustomerCode, usize>| m.get(&code).copied().unwrap_or(0);
     CustomerReport {
         name: name.to_owned(),
         code: code.to_string(),
@@ -225,19 +251,10 @@ fn customer(
         trades: trades.len(),
         liquidation_fills: of_kind(TradeKind::Liquidation),
         auto_deleveraging_fills: of_kind(TradeKind::AutoDeleveraging),
-        margin_calls: calls,
-        liquidations,
-        notices: view
-            .notices
-            .all
-            .iter()
-            .filter(|n| n.customer == code)
-            .count(),
-        refused: observed
-            .refusals
-            .iter()
-            .filter(|r| r.customer.as_deref() == Some(name))
-            .count(),
+        margin_calls: count(&tallies.calls),
+        liquidations: count(&tallies.liquidations),
+        notices: count(&tallies.notices),
+        refused: tallies.refused.get(name).copied().unwrap_or(0),
     }
 }
 
