@@ -241,6 +241,12 @@ fn a_rerun_writes_the_same_bytes_and_json_equals_yaml() {
         html.contains("<svg") && !html.contains("src=\"http") && !html.contains("<script"),
         "self-contained"
     );
+    // README's picture is this report's price chart.
+    let picture = std::fs::read_to_string(example("flash-crash-price.svg")).unwrap();
+    assert!(
+        html.contains(picture.trim_end()),
+        "tests/scenarios/flash-crash-price.svg is the report's chart"
+    );
 }
 
 /// D11: each class of bad input names its file, line and column, exits non-zero and writes
@@ -287,6 +293,43 @@ fn bad_input_is_located_and_writes_nothing() {
         );
         assert!(!out.exists(), "{event}: nothing is written");
     }
+}
+
+/// A JSON scenario takes the fast reader; what it refuses is located like YAML's.
+#[test]
+fn bad_json_is_located_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("s.json");
+    let text = r#"{"name":"x","seed":1,"start":"2026-01-01T00:00:00Z","end":"+1h",
+"customers":[{"name":"a","deposits":{"USDC":"100"}}],
+"events":[{"at":"+1m","customer":"zed","cancel":"x"}]}"#;
+    std::fs::write(&file, text).unwrap();
+    let out = tmp.path().join("out");
+    let (code, _, stderr) = perpsim(&[
+        "replay",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("s.json:3:34: unknown customer \"zed\""),
+        "{stderr}"
+    );
+    let duplicate = text.replace(r#""cancel":"x""#, r#""customer":"a","cancel":"x""#);
+    std::fs::write(&file, duplicate).unwrap();
+    let (code, _, stderr) = perpsim(&[
+        "replay",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0, "a repeated key is refused, never read as its last");
+    assert!(
+        stderr.contains("s.json:3:") && stderr.contains("customer"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
 }
 
 /// D11 Monte-Carlo: `--jobs 2` writes for each seed exactly what a run of that seed alone
