@@ -454,15 +454,39 @@ fn verify_passes_a_run_and_catches_a_changed_byte() {
     assert_eq!(answer["differ"], serde_json::json!(["ledger.csv"]));
 }
 
-/// D11: `--journal` reads a running server's journal beside it (without its lock, without
-/// changing a byte) into the report a scenario run writes, at the server's state hash.
+/// D11: `--journal` reads the journal of a server serving with `--journal-readers on` beside
+/// it (without its lock, without changing a byte) into the report a scenario run writes, at
+/// the server's state hash; a server holding its journal alone is refused with what to do.
 #[test]
 fn a_running_servers_journal_replays_into_a_report() {
-    let data = tempfile::tempdir().unwrap();
-    let mut server = Server::start_in(
-        data.path(),
-        &["--clock", "manual", "--start", perpsim_tests::START],
+    let exclusive = Server::start(&["--clock", "manual", "--start", perpsim_tests::START]);
+    let held = exclusive.data_dir.join("journal.redb");
+    let refused = tempfile::tempdir().unwrap();
+    let out_arg = refused.path().join("r");
+    let (code, _, stderr) = perpsim(&[
+        "replay",
+        "--journal",
+        held.to_str().unwrap(),
+        "--out",
+        out_arg.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("stop the server") && stderr.contains("--journal-readers on"),
+        "{stderr}"
     );
+    assert!(!out_arg.exists());
+    drop(exclusive);
+    let data = tempfile::tempdir().unwrap();
+    let flags = [
+        "--clock",
+        "manual",
+        "--start",
+        perpsim_tests::START,
+        "--journal-readers",
+        "on",
+    ];
+    let mut server = Server::start_in(data.path(), &flags);
     let broker = server.demo();
     let code = perpsim_tests::funded(&server, &broker, "USDC", "5000");
     perpsim_tests::advance(&server, 3_600);

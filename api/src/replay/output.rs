@@ -254,23 +254,29 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
     Ok(hash)
 }
 
-/// Opens a journal to read without changing it: a running server's too (redb's
-/// single-writer mode lets a reader follow the server's commits). A journal a crash left
-/// needing recovery cannot be read so; it is opened to write, which repairs it, when no
-/// process holds it.
+/// Opens a journal to read without changing it: a running server's too when it serves with
+/// `--journal-readers on` (redb's single-writer mode lets a reader follow its commits); any
+/// other running server's is refused with what to do. A journal a crash left needing
+/// recovery cannot be read so; it is opened to write, which repairs it, when no process
+/// holds it.
 pub fn open_journal(path: &Path) -> Result<Journal, String> {
     if !path.exists() {
         return Err(format!("no journal at {}", path.display()));
     }
-    Journal::open_read_only(path)
-        .or_else(|_| Journal::open(path))
-        .map_err(|e| match e {
-            perpsim_storage::JournalError::InUse(_) => format!(
-                "{} is held by a process that does not share it (a perpsim older than this one?): stop it, and replay the journal it leaves",
-                path.display()
-            ),
+    let in_use = |m: String| {
+        format!(
+            "{m}: held by a running perpsim server that does not share it: stop the server (everything it confirmed is in the journal) and run this again, or serve with --journal-readers on to replay while it runs"
+        )
+    };
+    match Journal::open_read_only(path) {
+        Ok(journal) => Ok(journal),
+        Err(perpsim_storage::JournalError::InUse(m)) => Err(in_use(m)),
+        Err(first) => Journal::open(path).map_err(|e| match e {
+            // Held by a writer that shares it, and yet unreadable: say why.
+            perpsim_storage::JournalError::InUse(_) => format!("{}: {first}", path.display()),
             other => format!("{}: {other}", path.display()),
-        })
+        }),
+    }
 }
 
 /// The instant a journal reaches: its last tick's time, or the end of its last advance.

@@ -78,8 +78,11 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         None => secrets::admin_token(&cfg.data_dir)?,
     };
     let journal_path = cfg.data_dir.join(secrets::JOURNAL_FILE);
-    let journal =
-        Journal::open(&journal_path).map_err(|e| format!("{}: {e}", journal_path.display()))?;
+    let journal = match cfg.journal_readers {
+        true => Journal::open_shared(&journal_path),
+        false => Journal::open(&journal_path),
+    }
+    .map_err(|e| format!("{}: {e}", journal_path.display()))?;
     let (engine, fresh) = open_engine(&cfg, &journal)?;
     // The nonces spent inside the window before this start stay spent (D2, at most once).
     let spent = journal

@@ -32,6 +32,9 @@ pub struct ServeConfig {
     pub websocket: WsLimits,
     /// The D4 bounds the engine applies (journaled when they change).
     pub limits: VenueLimits,
+    /// Other processes may read the journal while the server writes it (`perpsim replay
+    /// --journal` on a running server); each durable commit costs a little more.
+    pub journal_readers: bool,
 }
 
 /// Bounds on what clients may hold open (slow and idle clients cannot take the service down).
