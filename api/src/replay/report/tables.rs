@@ -22,14 +22,28 @@ fn name(names: &BTreeMap<CustomerCode, String>, code: &CustomerCode) -> String {
     names.get(code).cloned().unwrap_or_else(|| code.to_string())
 }
 
+/// A CSV file of a header and rows of as many fields.
+fn write_csv<const N: usize>(
+    path: &Path,
+    header: [&str; N],
+    rows: impl Iterator<Item = [String; N]>,
+) -> Result<(), String> {
+    let fail = |e: csv::Error| format!("{}: {e}", path.display());
+    let mut w = csv::Writer::from_path(path).map_err(fail)?;
+    w.write_record(header).map_err(fail)?;
+    for row in rows {
+        w.write_record(row).map_err(fail)?;
+    }
+    w.flush().map_err(|e| format!("{}: {e}", path.display()))
+}
+
 pub fn write_ledger(
     path: &Path,
     view: &ReadView,
     names: &BTreeMap<CustomerCode, String>,
 ) -> Result<(), String> {
-    let mut w = csv::Writer::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let fail = |e: csv::Error| format!("{}: {e}", path.display());
-    w.write_record([
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    let header = [
         "seq",
         "code",
         "customer",
@@ -48,12 +62,10 @@ pub fn write_ledger(
         "reference_id",
         "mark_price",
         "funding_rate",
-    ])
-    .map_err(fail)?;
-    for m in view.movements.values() {
+    ];
+    let rows = view.movements.values().map(|m| {
         let trade = m.trade.as_deref();
-        let opt = |v: Option<String>| v.unwrap_or_default();
-        w.write_record([
+        [
             m.seq.to_string(),
             m.code.to_string(),
             name(names, &m.customer),
@@ -74,10 +86,9 @@ pub fn write_ledger(
                 .map(|r| r.to_string())),
             opt(settlement_mark(m).map(|d| d.0)),
             opt(funding_rate(m).map(|d| d.0)),
-        ])
-        .map_err(fail)?;
-    }
-    w.flush().map_err(|e| format!("{}: {e}", path.display()))
+        ]
+    });
+    write_csv(path, header, rows)
 }
 
 pub fn write_trades(
@@ -85,9 +96,7 @@ pub fn write_trades(
     view: &ReadView,
     names: &BTreeMap<CustomerCode, String>,
 ) -> Result<(), String> {
-    let mut w = csv::Writer::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let fail = |e: csv::Error| format!("{}: {e}", path.display());
-    w.write_record([
+    let header = [
         "seq",
         "code",
         "customer",
@@ -104,10 +113,9 @@ pub fn write_trades(
         "position_code",
         "timestamp",
         "ledger_seq",
-    ])
-    .map_err(fail)?;
-    for t in &view.trading.trades {
-        w.write_record([
+    ];
+    let rows = view.trading.trades.iter().map(|t| {
+        [
             t.seq.to_string(),
             t.code.to_string(),
             name(names, &t.customer),
@@ -127,8 +135,7 @@ pub fn write_trades(
             t.position_code.to_string(),
             t.timestamp.to_string(),
             t.movement.to_string(),
-        ])
-        .map_err(fail)?;
-    }
-    w.flush().map_err(|e| format!("{}: {e}", path.display()))
+        ]
+    });
+    write_csv(path, header, rows)
 }
