@@ -158,7 +158,11 @@ impl<'de> Deserialize<'de> for Dec {
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Dec, E> {
                 perpsim_core::decimal::parse("value", text, Sign::Signed)
                     .map(Dec)
-                    .map_err(|e| E::custom(e.to_string()))
+                    .map_err(|_| {
+                        E::custom(format!(
+                            "expected a decimal in plain notation such as 0.6 or 60000 (no exponent), got {text:?}"
+                        ))
+                    })
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Dec, E> {
                 Ok(Dec(Decimal::from(v)))
