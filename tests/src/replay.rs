@@ -35,6 +35,14 @@ pub fn run(scenario: &Path, out: &Path, extra: &[&str]) -> String {
     replay_ok(&args)["state_hash"].as_str().unwrap().to_owned()
 }
 
+/// Runs the example `name` into a new temporary directory: (the directory, the run's path).
+pub fn run_example(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    run(&example(name), &out, &[]);
+    (tmp, out)
+}
+
 pub fn report(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use perpsim_tests::replay::{csv_rows, example, files, replay_ok, report, run};
+use perpsim_tests::replay::{csv_rows, example, files, replay_ok, report, run, run_example};
 use perpsim_tests::{Server, perpsim};
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -28,9 +28,7 @@ fn customer<'r>(report: &'r Value, name: &str) -> &'r Value {
 /// D11: every scenario field and every event kind, each observed in the outputs.
 #[test]
 fn every_field_and_event_kind_is_applied() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
-    run(&example("every-kind/every-kind.yaml"), &out, &[]);
+    let (_tmp, out) = run_example("every-kind/every-kind.yaml");
     let r = report(&out);
     let sol = r["instruments"]
         .as_array()
@@ -98,7 +96,19 @@ fn every_field_and_event_kind_is_applied() {
     );
     // fees: ann's taker fee is 10 bps of each fill's notional.
     let a1 = of("ann", "a1");
-    assert!(!a1.is_empty());
+    // The maker's overrides: levels on a 0.2 grid (10 bps of 200, tick 0.01), the best ask
+    // the first past a 5 bps half spread, 10 a level: ann's 10 fill at one price.
+    assert_eq!(a1.len(), 1, "{a1:?}");
+    assert_eq!(
+        (a1[0]["price"].as_str(), a1[0]["amount"].as_str()),
+        ("200.2", "10")
+    );
+    // lot_size 0.1: 0.05 is off the lot grid (SOL's default lot, 0.01, would take it).
+    let lot = refusals
+        .iter()
+        .find(|x| x["event"] == 16)
+        .expect("the order off the lot grid is refused");
+    assert_eq!(lot["code"], "ORDER_REJECTED", "{lot}");
     for t in &a1 {
         assert_eq!(
             dec(&t["fee"]),
@@ -146,9 +156,7 @@ fn every_field_and_event_kind_is_applied() {
 /// to the balance the report gives, and each part to its own column.
 #[test]
 fn the_report_reconciles_with_the_ledger_csv() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
-    run(&example("flash-crash.yaml"), &out, &[]);
+    let (_tmp, out) = run_example("flash-crash.yaml");
     let r = report(&out);
     let ledger = csv_rows(&out.join("ledger.csv"));
     let mut sums: BTreeMap<(String, String, &str), Decimal> = BTreeMap::new();
@@ -436,9 +444,7 @@ fn monte_carlo_in_processes_and_in_shards_equals_seeds_run_one_by_one() {
 /// D11: `replay verify` re-runs a directory and catches a changed byte.
 #[test]
 fn verify_passes_a_run_and_catches_a_changed_byte() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("run");
-    run(&example("depreciation-ladder.yaml"), &out, &[]);
+    let (_tmp, out) = run_example("depreciation-ladder.yaml");
     assert_eq!(
         replay_ok(&["verify", out.to_str().unwrap()])["identical"],
         true
