@@ -105,42 +105,62 @@ pub fn run(args: ReplayArgs) -> Result<i32, String> {
         .clone()
         .ok_or("give --out DIR: where the run's files go")?;
     let started = std::time::Instant::now();
+    // Read (and refused, if it must be) before anything is written or any worker starts.
     let mut plan = replay::read(&scenario).map_err(|e| e.to_string())?;
-    let Some(seeds) = &args.seeds else {
-        if let Some(seed) = args.seed {
-            plan.genesis.seed = seed;
+    match &args.seeds {
+        Some(seeds) => monte_carlo(&args, seeds, &scenario, &out),
+        None => {
+            if let Some(seed) = args.seed {
+                plan.genesis.seed = seed;
+            }
+            single(&plan, &scenario, &out, args.quiet, started)
         }
-        let bar = progress(plan.steps.len() as u64, args.quiet);
-        let read = started.elapsed().as_secs_f64();
-        let done = output::scenario_run(&scenario, &plan, &out, &|n| bar.set_position(n))?;
-        bar.finish_and_clear();
-        // Where the wall time went: reading the scenario, the engine, the journal's commits,
-        // the report files (the benchmark's split; not part of any file, which stay
-        // byte-identical).
-        let seconds = json!({
-            "read": read,
-            "engine": done.engine_seconds,
-            "journal": done.journal_seconds,
-            "report": done.report_seconds,
-            "total": started.elapsed().as_secs_f64(),
-        });
-        println!(
-            "{}",
-            json!({"state_hash": done.state_hash, "seed": plan.genesis.seed, "out": out.display().to_string(), "seconds": seconds})
-        );
-        return Ok(0);
-    };
+    }
+}
+
+/// One run; prints its hash and where the wall time went: reading the scenario, the engine,
+/// the journal's commits, the report files (the benchmark's split; in no file, which stay
+/// byte-identical).
+fn single(
+    plan: &replay::plan::Plan,
+    scenario: &Path,
+    out: &Path,
+    quiet: bool,
+    started: std::time::Instant,
+) -> Result<i32, String> {
+    let bar = progress(plan.steps.len() as u64, quiet);
+    let read = started.elapsed().as_secs_f64();
+    let done = output::scenario_run(scenario, plan, out, &|n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    let seconds = json!({
+        "read": read,
+        "engine": done.engine_seconds,
+        "journal": done.journal_seconds,
+        "report": done.report_seconds,
+        "total": started.elapsed().as_secs_f64(),
+    });
+    let out = out.display().to_string();
+    println!(
+        "{}",
+        json!({"state_hash": done.state_hash, "seed": plan.genesis.seed, "out": out, "seconds": seconds})
+    );
+    Ok(0)
+}
+
+/// The seeds of `--seeds` (this shard's, with `--count`) in worker processes; the summary
+/// when the whole range ran here.
+fn monte_carlo(args: &ReplayArgs, seeds: &str, scenario: &Path, out: &Path) -> Result<i32, String> {
     let seeds = montecarlo::parse_seeds(seeds)?;
     let index = montecarlo::shard_index(args.index, |v| std::env::var(v).ok())?;
     let mine = match (args.count, index) {
         (Some(count), Some(index)) => montecarlo::shard(&seeds, index, count)?,
         (Some(_), None) => return Err("--count needs --index or a scheduler's index variable (JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID, AWS_BATCH_JOB_ARRAY_INDEX)".into()),
-        (None, _) => seeds.clone(),
+        (None, _) => seeds,
     };
-    montecarlo::run_seeds(&scenario, &mine, args.jobs, &out)?;
+    montecarlo::run_seeds(scenario, &mine, args.jobs, out)?;
     if args.count.is_none() {
-        let runs = montecarlo::finished(std::slice::from_ref(&out))?;
-        summary::write(&out, &runs)?;
+        let runs = montecarlo::finished(&[out.to_path_buf()])?;
+        summary::write(out, &runs)?;
     }
     println!(
         "{}",

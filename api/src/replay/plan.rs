@@ -414,44 +414,55 @@ pub(super) fn price_row(symbol: &str, index: &str, mark: Option<&str>) -> Result
     price_command(symbol.to_owned(), &body).map_err(|e| e.message)
 }
 
-/// An event's command from its action, with the siblings the action needs.
+/// An event's command from its action, with the siblings the action needs: the customer
+/// (by position) it is for, if any.
 pub(super) fn action(
     ctx: &Ctx,
     e: &Spanned<Event>,
 ) -> Result<(Option<usize>, Command), ScenarioError> {
     let v = &e.value;
     let here = |m: &str| ctx.error(e.referenced, m.to_owned());
-    let customer = || {
-        v.customer
+    if let Some(command) = customer_action(ctx, v, &here)? {
+        let name = v
+            .customer
             .as_ref()
-            .ok_or_else(|| here("this event needs `customer`"))
-            .and_then(|c| ctx.customer(c))
-    };
-    let symbol = || {
-        v.symbol
-            .as_ref()
-            .ok_or_else(|| here("this event needs `symbol`"))
-            .and_then(|s| ctx.symbol(s))
-    };
-    let refused = |at: Location| move |err: perpsim_core::Error| ctx.error(at, err.message);
+            .ok_or_else(|| here("this event needs `customer`"))?;
+        return Ok((Some(ctx.customer(name)?), command));
+    }
+    if let Some(command) = venue_action(ctx, v, &here)? {
+        return Ok((None, command));
+    }
+    Err(here(
+        "an event needs one of order, cancel, amend, price, prices, funding, status, deposit, withdrawal",
+    ))
+}
+
+type Here<'a> = dyn Fn(&str) -> ScenarioError + 'a;
+
+fn refused(ctx: &Ctx, at: Location) -> impl Fn(perpsim_core::Error) -> ScenarioError {
+    move |err| ctx.error(at, err.message)
+}
+
+/// An order, cancel, amend, deposit or withdrawal, for a customer bound at run time.
+fn customer_action(ctx: &Ctx, v: &Event, here: &Here) -> Result<Option<Command>, ScenarioError> {
     if let Some(order) = &v.order {
         let body = ctx.body("order", order)?;
+        let at = order.json.referenced;
         ctx.symbol(&Spanned::new(
             body.symbol.to_string(),
-            order.json.referenced,
+            at,
             order.json.defined,
         ))?;
-        return Ok((
-            Some(customer()?),
-            place_command(UNBOUND, &body).map_err(refused(order.json.referenced))?,
-        ));
+        return place_command(UNBOUND, &body)
+            .map(Some)
+            .map_err(refused(ctx, at));
     }
     if let Some(reference) = &v.cancel {
-        let command = Command::CancelOrder {
+        let reference_id = reference.value.clone();
+        return Ok(Some(Command::CancelOrder {
             customer: UNBOUND,
-            reference_id: reference.value.clone(),
-        };
-        return Ok((Some(customer()?), command));
+            reference_id,
+        }));
     }
     if let Some(amend) = &v.amend {
         let reference = v
@@ -459,29 +470,9 @@ pub(super) fn action(
             .as_ref()
             .ok_or_else(|| here("an amend needs `reference_id`"))?;
         let body = ctx.body("amend", amend)?;
-        return Ok((
-            Some(customer()?),
-            amend_command(UNBOUND, reference.value.clone(), &body)
-                .map_err(refused(amend.json.referenced))?,
-        ));
-    }
-    if let Some(price) = &v.price {
-        let body = ctx.body("price", price)?;
-        return Ok((
-            None,
-            price_command(symbol()?, &body).map_err(refused(price.json.referenced))?,
-        ));
-    }
-    if let Some(funding) = &v.funding {
-        let body = ctx.body("funding", funding)?;
-        return Ok((
-            None,
-            funding_command(symbol()?, &body).map_err(refused(funding.json.referenced))?,
-        ));
-    }
-    if let Some(status) = &v.status {
-        let body = ctx.body("status", status)?;
-        return Ok((None, status_command(symbol()?, &body)));
+        return amend_command(UNBOUND, reference.value.clone(), &body)
+            .map(Some)
+            .map_err(refused(ctx, amend.json.referenced));
     }
     for (kind, body) in [
         (TransferKind::Deposit, &v.deposit),
@@ -489,13 +480,37 @@ pub(super) fn action(
     ] {
         if let Some(b) = body {
             let request = ctx.body("transfer", b)?;
-            return Ok((
-                Some(customer()?),
-                transfer_command(UNBOUND, kind, &request, 0).map_err(refused(b.json.referenced))?,
-            ));
+            return transfer_command(UNBOUND, kind, &request, 0)
+                .map(Some)
+                .map_err(refused(ctx, b.json.referenced));
         }
     }
-    Err(here(
-        "an event needs one of order, cancel, amend, price, prices, funding, status, deposit, withdrawal",
-    ))
+    Ok(None)
+}
+
+/// A price, funding or status event, for the instrument `symbol` names.
+fn venue_action(ctx: &Ctx, v: &Event, here: &Here) -> Result<Option<Command>, ScenarioError> {
+    let symbol = || {
+        v.symbol
+            .as_ref()
+            .ok_or_else(|| here("this event needs `symbol`"))
+            .and_then(|s| ctx.symbol(s))
+    };
+    if let Some(price) = &v.price {
+        let body = ctx.body("price", price)?;
+        return price_command(symbol()?, &body)
+            .map(Some)
+            .map_err(refused(ctx, price.json.referenced));
+    }
+    if let Some(funding) = &v.funding {
+        let body = ctx.body("funding", funding)?;
+        return funding_command(symbol()?, &body)
+            .map(Some)
+            .map_err(refused(ctx, funding.json.referenced));
+    }
+    if let Some(status) = &v.status {
+        let body = ctx.body("status", status)?;
+        return Ok(Some(status_command(symbol()?, &body)));
+    }
+    Ok(None)
 }
