@@ -18,7 +18,7 @@ pub struct ReplayArgs {
     pub scenario: Option<PathBuf>,
     /// A recorded journal (a data dir's journal.redb) to re-run instead of a scenario: with
     /// --out, its report; without, a check that it reaches every recorded snapshot hash.
-    #[arg(long, conflicts_with = "scenario")]
+    #[arg(long, conflicts_with_all = ["scenario", "seed", "seeds"])]
     pub journal: Option<PathBuf>,
     /// The directory to write (must be new or empty); with --seeds, one seed-<S> directory
     /// per seed and the summary.
@@ -30,9 +30,9 @@ pub struct ReplayArgs {
     /// Monte-Carlo over seeds A..B (B excluded) or A..=B, each an independent run.
     #[arg(long)]
     pub seeds: Option<String>,
-    /// Worker processes at once for --seeds [default: 1].
-    #[arg(long, default_value_t = 1)]
-    pub jobs: usize,
+    /// Worker processes at once for --seeds, 1 to 256 [default: 1].
+    #[arg(long, requires = "seeds")]
+    pub jobs: Option<usize>,
     /// This shard's index (0-based) of --count; when unset, JOB_COMPLETION_INDEX (Kubernetes
     /// Indexed Job), SLURM_ARRAY_TASK_ID (Slurm array) or AWS_BATCH_JOB_ARRAY_INDEX.
     #[arg(long, requires = "count")]
@@ -157,7 +157,14 @@ fn monte_carlo(args: &ReplayArgs, seeds: &str, scenario: &Path, out: &Path) -> R
         (Some(_), None) => return Err("--count needs --index or a scheduler's index variable (JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID, AWS_BATCH_JOB_ARRAY_INDEX)".into()),
         (None, _) => seeds,
     };
-    montecarlo::run_seeds(scenario, &mine, args.jobs, out)?;
+    let jobs = args.jobs.unwrap_or(1);
+    if !(1..=montecarlo::MAX_JOBS).contains(&jobs) {
+        return Err(format!(
+            "--jobs must be 1 to {}, got {jobs}",
+            montecarlo::MAX_JOBS
+        ));
+    }
+    montecarlo::run_seeds(scenario, &mine, jobs, out)?;
     if args.count.is_none() {
         let runs = montecarlo::finished(&[out.to_path_buf()])?;
         summary::write(out, &runs)?;
