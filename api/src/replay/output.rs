@@ -10,6 +10,8 @@ use perpsim_storage::Journal;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::signing::secrets::hex;
+
 use super::plan::Plan;
 use super::report::{self, RunInfo};
 use super::run::{self, Observed};
@@ -40,10 +42,7 @@ pub struct Manifest {
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
 }
 
 /// The scenario's inputs' hash: the file's bytes, then each price file's.
@@ -52,7 +51,7 @@ pub fn scenario_hash(file: &Path, plan_inputs: &[PathBuf]) -> Result<String, Str
     for p in std::iter::once(file).chain(plan_inputs.iter().map(PathBuf::as_path)) {
         h.update(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?);
     }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex(&h.finalize()))
 }
 
 /// A sibling of `out` to build it in.

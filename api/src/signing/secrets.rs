@@ -23,7 +23,8 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
     bytes
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes` (tokens, digests).
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
