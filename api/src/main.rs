@@ -2,6 +2,11 @@ use std::io::IsTerminal;
 
 use clap::Parser;
 
+/// mimalloc: under signed order entry glibc malloc took a fifth of the server's CPU (issue 27;
+/// the load tool's figures are in ARCHITECTURE.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(

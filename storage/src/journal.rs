@@ -24,6 +24,10 @@ const FORMAT_KEY: &str = "format";
 const FORMAT: u32 = 2;
 /// Snapshots kept: the newest and the one before, in case the newest cannot be decoded.
 const SNAPSHOTS_KEPT: usize = 2;
+/// Memory the journal's page cache may hold. The journal is written once and read back only
+/// at recovery, so a large cache buys nothing; redb's default (1 GiB) let a running server's
+/// memory grow with its journal for the first gigabyte (issue 27's soak).
+const CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -149,6 +153,7 @@ impl Journal {
         })?;
         let db = Builder::new()
             .set_concurrency_mode(mode)
+            .set_cache_size(CACHE_BYTES)
             .create(path)
             .map_err(|e| in_use(path, e))?;
         let mut txn = db.begin_write()?;

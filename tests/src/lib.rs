@@ -413,13 +413,14 @@ pub fn replay_hash(data_dir: &Path) -> String {
 }
 
 /// The value of a counter or gauge on the server's `/metrics`.
+/// A metric's value at `/metrics`: the sum of its series over every label set (0 while a
+/// labelled metric has no series yet).
 pub fn metric(server: &Server, name: &str) -> u64 {
     let text = raw("GET", &format!("{}/metrics", server.url), &[], b"").text;
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name} ")) || l.starts_with(&format!("{name}{{")))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64)
+        .sum()
 }
 
 /// A server on the manual clock at [`START`].

@@ -601,7 +601,7 @@ fn a_stalled_reader_is_closed_with_1008_and_others_are_not_slowed() {
     reader.drain(Duration::from_millis(200));
     let mut slowest = Duration::ZERO;
     let mut rounds = 0;
-    while metric(&server, "perpsim_ws_slow_consumers_total") == 0 {
+    while metric(&server, "perpsim_ws_slow_consumer_closes_total") == 0 {
         rounds += 1;
         assert!(rounds <= 3_000, "the stalled reader was never closed");
         advance(&server, 30);

@@ -5,10 +5,11 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, LazyLock};
+use std::time::Instant;
 
 use perpsim_core::ErrorCode;
 use poem::endpoint::make_sync;
-use poem::http::{HeaderValue, StatusCode, header};
+use poem::http::{HeaderValue, Method, StatusCode, header};
 use poem::web::Data;
 use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler};
 use poem_openapi::{LicenseObject, OpenApiService, ServerObject};
@@ -25,6 +26,7 @@ use crate::server::request_guard::RequestGuard;
 use crate::signing::{AuthError, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders};
 use crate::state::AppState;
 use crate::state::host::wall_clock_ns;
+use crate::state::metrics::{self, Api, Exporter};
 use crate::v1::{self, AuthedBroker, BrokerApi};
 
 /// Request bodies over this are refused with 413 before any other work (D4).
@@ -159,11 +161,11 @@ async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respo
     let admission = match verdict {
         Ok(admission) => Arc::new(admission),
         Err(AuthError::Unauthorized(message)) => {
-            state.metrics.unauthorized.fetch_add(1, Relaxed);
+            metrics::auth_failure(Api::Broker, "unauthorized");
             return Ok(error_response(ErrorCode::Unauthorized, message));
         }
         Err(AuthError::RateLimited { retry_after_secs }) => {
-            state.metrics.rate_limited.fetch_add(1, Relaxed);
+            metrics::auth_failure(Api::Broker, "rate_limited");
             return Ok(too_many(
                 "rate limit exceeded; retry later".into(),
                 retry_after_secs,
@@ -173,7 +175,7 @@ async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respo
             bound,
             retry_after_secs,
         }) => {
-            state.metrics.rate_limited.fetch_add(1, Relaxed);
+            metrics::auth_failure(Api::Broker, "nonce_memory_full");
             return Ok(too_many(
                 format!(
                     "nonce memory full: this public key already spent {bound} nonces inside the \
@@ -239,8 +241,12 @@ async fn admin<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respon
         Some(t) if same_secret(t.as_bytes(), state.admin_token.as_bytes()) => {
             req.extensions_mut().insert(AdminAuthed);
         }
-        Some(_) => return Ok(error_response(ErrorCode::Unauthorized, "wrong admin token")),
+        Some(_) => {
+            metrics::auth_failure(Api::Admin, "unauthorized");
+            return Ok(error_response(ErrorCode::Unauthorized, "wrong admin token"));
+        }
         None => {
+            metrics::auth_failure(Api::Admin, "unauthorized");
             return Ok(error_response(
                 ErrorCode::Unauthorized,
                 "missing header Authorization: Bearer <admin token>",
@@ -285,9 +291,57 @@ fn allowed_methods(path: &str) -> Vec<String> {
     methods.into_iter().collect()
 }
 
+/// The API, route (the document's path template) and method a request is counted under: the
+/// routes the documents declare, the fixed ones outside them, and `unmatched` for the rest,
+/// so that the labels stay a bounded set whatever paths clients send.
+fn route_of(method: &Method, path: &str) -> (Api, &'static str, &'static str) {
+    const FIXED: [&str; 9] = [
+        "/openapi.json",
+        "/openapi.yaml",
+        "/docs",
+        "/docs/",
+        "/admin/openapi.json",
+        "/asyncapi.yaml",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ];
+    let method = match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    };
+    let guards = guards();
+    if let Some(route) = guards.broker.route(method, path) {
+        return (Api::Broker, route, method);
+    }
+    if let Some(route) = guards.admin.route(method, path) {
+        return (Api::Admin, route, method);
+    }
+    let api = match path {
+        p if p.starts_with("/v1/") => Api::Broker,
+        p if p.starts_with("/admin/") => Api::Admin,
+        _ => Api::Other,
+    };
+    let route = FIXED
+        .into_iter()
+        .find(|f| *f == path)
+        .unwrap_or("unmatched");
+    (api, route, method)
+}
+
 /// Last step of every response: the D4 error body, `Allow` on a 405, the Date header, the
-/// status counter.
-async fn finish(result: poem::Result<Response>, state: &AppState, path: &str) -> Response {
+/// request's latency by route and status.
+async fn finish(
+    result: poem::Result<Response>,
+    (method, path): (&Method, &str),
+    started: Instant,
+) -> Response {
     let resp = match result {
         Ok(resp) => resp,
         Err(err) => errors::from_poem_error(err),
@@ -300,7 +354,14 @@ async fn finish(result: poem::Result<Response>, state: &AppState, path: &str) ->
         }
     }
     resp.headers_mut().insert(header::DATE, http_date());
-    state.metrics.record_response(resp.status().as_u16());
+    let (api, route, method) = route_of(method, path);
+    metrics::request(
+        api,
+        route,
+        method,
+        resp.status().as_u16(),
+        started.elapsed(),
+    );
     resp
 }
 
@@ -322,10 +383,10 @@ fn readyz(state: Data<&Arc<AppState>>) -> Response {
 
 #[handler]
 fn prometheus(state: Data<&Arc<AppState>>) -> Response {
-    let view = state.engine.view();
+    let text = state.exporter.as_ref().map(Exporter::render);
     Response::builder()
         .content_type("text/plain; version=0.0.4")
-        .body(state.metrics.render(view.tick))
+        .body(text.unwrap_or_default())
 }
 
 fn json_status(status: StatusCode, text: &str) -> Response {
@@ -375,12 +436,10 @@ pub fn app(state: Arc<AppState>, ws: Arc<crate::ws::WsShared>) -> impl Endpoint<
         .nest("/admin/v1", admin_api.around(admin))
         .data(state.clone())
         .data(ws)
-        .around(move |ep, req| {
-            let state = state.clone();
-            async move {
-                let path = req.uri().path().to_owned();
-                let result = ep.call(req).await.map(IntoResponse::into_response);
-                Ok::<Response, poem::Error>(finish(result, &state, &path).await)
-            }
+        .around(move |ep, req| async move {
+            let started = Instant::now();
+            let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+            let result = ep.call(req).await.map(IntoResponse::into_response);
+            Ok::<Response, poem::Error>(finish(result, (&method, &path), started).await)
         })
 }

@@ -41,7 +41,7 @@ use tokio::time::Instant;
 
 use crate::server::admission::{Admission, Refusal};
 use crate::state::config::ConnectionLimits;
-use crate::state::metrics::Metrics;
+use crate::state::metrics;
 use crate::ws::WsShared;
 
 /// Refusals being written at once; past it a connection over the bound is closed unanswered.
@@ -206,14 +206,12 @@ impl AsyncWrite for Watched {
 }
 
 /// Serves `ep` on `listener` until `stop` resolves, then gives open connections
-/// [`DRAIN_TIME`] to finish. Counts open, refused, evicted and timed-out connections in
-/// `metrics`.
+/// [`DRAIN_TIME`] to finish. Counts open, refused, evicted and timed-out connections.
 pub async fn serve<E>(
     listener: TcpListener,
     ep: E,
     ws: Arc<WsShared>,
     limits: ConnectionLimits,
-    metrics: Arc<Metrics>,
     stop: impl Future<Output = ()>,
 ) -> io::Result<()>
 where
@@ -242,13 +240,11 @@ where
         let watch = Arc::new(ConnectionWatch::new(limits));
         let ticket = match admission.admit(remote.ip(), watch.clone()) {
             Ok((ticket, evicted)) => {
-                metrics
-                    .connections_evicted
-                    .fetch_add(u64::from(evicted), Ordering::Relaxed);
+                metrics::connections_evicted(evicted);
                 ticket
             }
             Err(refusal) => {
-                metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+                metrics::connection_refused();
                 if let Ok(slot) = refusing.clone().try_acquire_owned() {
                     tokio::spawn(async move {
                         refuse(socket, refusal).await;
@@ -258,18 +254,13 @@ where
                 continue;
             }
         };
-        let (ep, ws, metrics, task) = (ep.clone(), ws.clone(), metrics.clone(), tasks.clone());
+        let (ep, ws, task) = (ep.clone(), ws.clone(), tasks.clone());
         let shutting_down = shutting_down.clone();
-        metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+        metrics::connection_opened();
         tokio::spawn(async move {
             let peer = Peer { local, remote };
             let timed_out = connection(socket, peer, watch, (ep, ws), shutting_down).await;
-            if timed_out {
-                metrics
-                    .connections_timed_out
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
+            metrics::connection_closed(timed_out);
             drop((ticket, task));
         });
     }

@@ -17,6 +17,8 @@ use crate::contract::json_type;
 
 struct Operation {
     method: String,
+    /// The path as the document writes it (`/v1/customers/{customer_code}`).
+    template: String,
     segments: Vec<Option<String>>,
     allowed: BTreeSet<String>,
     /// Body field → the JSON types it takes (`integer` also stands for itself within
@@ -121,6 +123,7 @@ impl RequestGuard {
                     .collect();
                 operations.push(Operation {
                     method: method.to_ascii_uppercase(),
+                    template: path.clone(),
                     segments: segments.clone(),
                     allowed,
                     body: body_fields(op, doc),
@@ -167,6 +170,11 @@ impl RequestGuard {
         self.operations
             .iter()
             .find(|op| op.method == method && op.matches(&parts))
+    }
+
+    /// The document's path template of the operation `method path` names.
+    pub fn route(&self, method: &str, path: &str) -> Option<&str> {
+        self.operation(method, path).map(|op| op.template.as_str())
     }
 
     /// The methods the document declares for `path` (upper case, sorted): what a 405 lists

@@ -19,7 +19,7 @@ use crate::signing::{Authenticator, BEHIND_NS, RateLimit};
 use crate::state::AppState;
 use crate::state::config::ServeConfig;
 use crate::state::host::{self, HostLimits};
-use crate::state::metrics::Metrics;
+use crate::state::metrics::{self, Exporter};
 
 /// Opens or creates the engine of the data dir. Returns it and whether it is new.
 fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), String> {
@@ -90,13 +90,13 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .map_err(|e| format!("reading spent nonces: {e}"))?;
     let mode_changed = engine.clock().mode != cfg.clock;
     let limits_changed = engine.limits() != cfg.limits;
-    let metrics = Arc::new(Metrics::default());
     let limits = HostLimits {
         snapshot_every: cfg.snapshot_every,
         snapshot_interval_ms: cfg.snapshot_interval_secs * SECOND_MS,
         ..HostLimits::default()
     };
-    let (handle, thread) = host::start(engine, journal, limits, metrics.clone());
+    let exporter = Exporter::install()?;
+    let (handle, thread) = host::start(engine, journal, limits);
     if fresh {
         let key = secrets::demo_key(&cfg.data_dir)?;
         let public_key = PublicKey(key.verifying_key().to_bytes());
@@ -158,7 +158,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         auth,
         cursors,
         admin_token,
-        metrics,
+        Some(exporter),
         transfer_delay_ms,
     ));
 
@@ -187,10 +187,9 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
                 }
             }
         };
-        let metrics = state.metrics.clone();
         let ws = crate::ws::start(state.clone(), cfg.websocket);
         let endpoint = app(state.clone(), ws.clone());
-        let result = connections::serve(listener, endpoint, ws, limits, metrics, stop)
+        let result = connections::serve(listener, endpoint, ws, limits, stop)
             .await
             .map_err(|e| e.to_string());
         state.ready.store(false, Relaxed);
@@ -230,7 +229,8 @@ fn raise_open_files(connections: u64) {
     }
 }
 
-/// Drops authentication state of revoked keys every few seconds, bounding it to live keys.
+/// Every few seconds: drops authentication state of revoked keys, bounding it to live keys;
+/// reports the nonce store's size; drains the metrics' histogram samples into their buckets.
 async fn prune_keys(state: Arc<AppState>) {
     let mut every = tokio::time::interval(Duration::from_secs(5));
     loop {
@@ -239,6 +239,10 @@ async fn prune_keys(state: Arc<AppState>) {
         state
             .auth
             .prune(|k| view.keys.contains_key(k), host::wall_clock_ns());
+        metrics::nonce_store(state.auth.tracked_keys(), state.auth.nonces());
+        if let Some(exporter) = &state.exporter {
+            exporter.upkeep();
+        }
     }
 }
 

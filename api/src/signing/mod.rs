@@ -287,6 +287,14 @@ impl Authenticator {
         });
     }
 
+    /// Spent nonces remembered, every key together.
+    pub fn nonces(&self) -> usize {
+        let keys = self.keys.lock().expect("key map lock");
+        keys.values()
+            .map(|st| st.lock().expect("key state lock").nonces.len())
+            .sum()
+    }
+
     pub fn tracked_keys(&self) -> usize {
         self.keys.lock().expect("key map lock").len()
     }

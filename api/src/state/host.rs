@@ -9,7 +9,6 @@
 //! has its nonce written in the next group commit, with or without a tick.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -22,7 +21,7 @@ use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, Read
 use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::signing::{Admission, BEHIND_NS};
-use crate::state::metrics::Metrics;
+use crate::state::metrics;
 
 /// Bounds of the host (TigerBeetle style: everything has one).
 #[derive(Debug, Clone, Copy)]
@@ -209,7 +208,6 @@ pub fn start(
     engine: Engine,
     journal: Journal,
     limits: HostLimits,
-    metrics: Arc<Metrics>,
 ) -> (EngineHandle, JoinHandle<Result<(), JournalError>>) {
     let (tx, rx) = flume::bounded(limits.queue);
     let view = Arc::new(ArcSwap::new(engine.view()));
@@ -227,7 +225,6 @@ pub fn start(
         engine,
         journal,
         limits,
-        metrics,
         view,
         events,
         since_snapshot: 0,
@@ -247,7 +244,6 @@ struct Host {
     engine: Engine,
     journal: Journal,
     limits: HostLimits,
-    metrics: Arc<Metrics>,
     view: Arc<ArcSwap<ReadView>>,
     events: broadcast::Sender<TickEvents>,
     since_snapshot: u64,
@@ -317,7 +313,7 @@ impl Host {
                 }
             }
             let after_tick = std::mem::take(&mut batch.after_tick);
-            self.tick(batch)?;
+            self.tick(batch, rx.len())?;
             for request in after_tick {
                 match request {
                     Request::State(reply) => {
@@ -360,7 +356,8 @@ impl Host {
         }
     }
 
-    fn tick(&mut self, batch: Batch) -> Result<(), JournalError> {
+    /// Applies, journals and publishes one batch; `queued`: requests left waiting behind it.
+    fn tick(&mut self, batch: Batch, queued: usize) -> Result<(), JournalError> {
         let Batch {
             commands,
             replies,
@@ -376,9 +373,11 @@ impl Host {
         };
         if commands.is_empty() && !due {
             if !nonces.used.is_empty() {
+                let started = Instant::now();
                 self.journal.record_nonces(nonces).inspect_err(|e| {
                     tracing::error!(error = %e, "nonce write failed; stopping the engine");
                 })?;
+                metrics::commit(started.elapsed(), self.engine.counters().ticks);
                 answer_nonces(nonce_replies);
             }
             return Ok(());
@@ -386,7 +385,9 @@ impl Host {
         let at = self.engine.counters();
         let count = commands.len() as u64;
         let encoded = TickRecord::encode(now, at.commands, &commands);
+        let applying = Instant::now();
         let out = self.engine.tick(now, commands);
+        metrics::tick(applying.elapsed(), count as usize, queued);
         let started = Instant::now();
         if let Err(e) = self.journal.append(at.ticks + 1, &encoded, nonces) {
             // The engine is ahead of the journal now; nothing of this tick may be confirmed:
@@ -395,10 +396,11 @@ impl Host {
             return Err(e);
         }
         answer_nonces(nonce_replies);
-        self.metrics
-            .record_commit(started.elapsed().as_nanos() as u64);
+        metrics::commit(started.elapsed(), at.ticks + 1);
+        let publishing = Instant::now();
         let view = self.engine.view();
         self.view.store(Arc::clone(&view));
+        metrics::publish(publishing.elapsed());
         if !out.events.is_empty() {
             let bundle = TickBundle {
                 view,
@@ -406,8 +408,6 @@ impl Host {
             };
             let _ = self.events.send(Arc::new(bundle));
         }
-        self.metrics.ticks.fetch_add(1, Relaxed);
-        self.metrics.commands.fetch_add(count, Relaxed);
         for (reply, result) in replies.into_iter().zip(out.results) {
             let _ = reply.send(result);
         }
@@ -426,7 +426,7 @@ impl Host {
         let info = self.journal.write_snapshot(ticks, &self.engine.state())?;
         self.since_snapshot = 0;
         self.snapshot_clock = self.engine.clock().now;
-        self.metrics.snapshots.fetch_add(1, Relaxed);
+        metrics::snapshot();
         tracing::info!(tick = ticks, hash = %info.hash, "snapshot written");
         Ok(info.hash)
     }

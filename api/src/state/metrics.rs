@@ -1,154 +1,351 @@
-//! Counters exposed at `/metrics` in the Prometheus text format.
+//! The service's metrics, recorded through the `metrics` facade and rendered at `/metrics` in
+//! the Prometheus text format by `metrics-exporter-prometheus`. Every name is declared here,
+//! with its unit and help text (README lists them); the parts of the service record through
+//! the small functions below and know nothing of the exporter.
+//!
+//! The recorder is process-wide: `perpsim serve` installs it; anywhere else (replay, tests
+//! that build parts of the service) the functions record into nothing.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
-#[derive(Default)]
-pub struct Metrics {
-    pub ticks: AtomicU64,
-    pub commands: AtomicU64,
-    pub journal_commit_ns: AtomicU64,
-    pub journal_commit_max_ns: AtomicU64,
-    pub snapshots: AtomicU64,
-    /// HTTP responses by status class: index 1 = 1xx … 5 = 5xx.
-    pub responses: [AtomicU64; 6],
-    pub unauthorized: AtomicU64,
-    pub rate_limited: AtomicU64,
-    pub connections_open: AtomicU64,
-    /// Connections answered 503 at a connection bound with none idle to give way.
-    pub connections_refused: AtomicU64,
-    /// Idle keep-alive connections closed to admit a new one at a bound.
-    pub connections_evicted: AtomicU64,
-    /// Connections closed past their header, body or idle deadline.
-    pub connections_timed_out: AtomicU64,
-    pub ws_connections_open: AtomicU64,
-    /// Frames queued for WebSocket connections (one per connection that receives it).
-    pub ws_frames: AtomicU64,
-    /// WebSocket connections closed with 1008 `slow consumer`.
-    pub ws_slow_consumers: AtomicU64,
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub const HTTP_REQUEST: &str = "perpsim_http_request_duration_seconds";
+pub const AUTH_FAILURES: &str = "perpsim_auth_failures_total";
+pub const TICKS: &str = "perpsim_engine_ticks_total";
+pub const COMMANDS: &str = "perpsim_engine_commands_total";
+pub const TICK: &str = "perpsim_engine_tick_duration_seconds";
+pub const TICK_COMMANDS: &str = "perpsim_engine_commands_per_tick";
+pub const QUEUE: &str = "perpsim_engine_queue_depth";
+pub const PUBLISH: &str = "perpsim_view_publish_duration_seconds";
+pub const COMMIT: &str = "perpsim_journal_commit_duration_seconds";
+pub const JOURNAL_TICK: &str = "perpsim_journal_tick";
+pub const SNAPSHOTS: &str = "perpsim_snapshots_total";
+pub const NONCES: &str = "perpsim_nonce_store_entries";
+pub const NONCE_KEYS: &str = "perpsim_nonce_store_keys";
+pub const CONNECTIONS: &str = "perpsim_connections_open";
+pub const REFUSED: &str = "perpsim_connections_refused_total";
+pub const EVICTED: &str = "perpsim_connections_evicted_total";
+pub const TIMED_OUT: &str = "perpsim_connections_timed_out_total";
+pub const WS_CONNECTIONS: &str = "perpsim_ws_connections_open";
+pub const WS_SENT: &str = "perpsim_ws_frames_sent_total";
+pub const WS_DROPPED: &str = "perpsim_ws_frames_dropped_total";
+pub const WS_SLOW: &str = "perpsim_ws_slow_consumer_closes_total";
+
+/// Latency buckets, seconds: 50 µs to 10 s.
+const LATENCY: [f64; 16] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 10.0,
+];
+/// Commands-per-tick buckets: powers of two up to the host's bound.
+const BATCH: [f64; 13] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0,
+];
+
+/// Every metric's kind, unit and help, for README and the exporter's `# HELP` lines.
+pub const CATALOGUE: [(&str, &str, &str, &str); 21] = [
+    (
+        HTTP_REQUEST,
+        "histogram",
+        "seconds",
+        "Time from a request's arrival at the application to its answer, by api, route (the document's path), method and status.",
+    ),
+    (
+        AUTH_FAILURES,
+        "counter",
+        "requests",
+        "Requests refused by authentication, by api (broker, admin, ws) and reason (unauthorized, rate_limited, nonce_memory_full).",
+    ),
+    (TICKS, "counter", "ticks", "Ticks applied and journaled."),
+    (
+        COMMANDS,
+        "counter",
+        "commands",
+        "Commands applied and journaled.",
+    ),
+    (
+        TICK,
+        "histogram",
+        "seconds",
+        "Time the engine took to apply a tick's commands and the systems that run with them.",
+    ),
+    (
+        TICK_COMMANDS,
+        "histogram",
+        "commands",
+        "Commands in a tick (one journal transaction).",
+    ),
+    (
+        QUEUE,
+        "gauge",
+        "requests",
+        "Requests waiting for the engine when it took the last tick's batch.",
+    ),
+    (
+        PUBLISH,
+        "histogram",
+        "seconds",
+        "Time to build and publish the read view after a tick.",
+    ),
+    (
+        COMMIT,
+        "histogram",
+        "seconds",
+        "Durable journal commit of a tick (or of nonces alone).",
+    ),
+    (
+        JOURNAL_TICK,
+        "gauge",
+        "ticks",
+        "Number of the last journaled tick.",
+    ),
+    (SNAPSHOTS, "counter", "snapshots", "Snapshots written."),
+    (
+        NONCES,
+        "gauge",
+        "nonces",
+        "Spent nonces remembered inside the replay window, every key together.",
+    ),
+    (
+        NONCE_KEYS,
+        "gauge",
+        "keys",
+        "Public keys with authentication state (rate bucket and nonces).",
+    ),
+    (
+        CONNECTIONS,
+        "gauge",
+        "connections",
+        "HTTP connections open now.",
+    ),
+    (
+        REFUSED,
+        "counter",
+        "connections",
+        "Connections refused at a connection bound with none idle to give way.",
+    ),
+    (
+        EVICTED,
+        "counter",
+        "connections",
+        "Idle keep-alive connections closed to admit a new one at a connection bound.",
+    ),
+    (
+        TIMED_OUT,
+        "counter",
+        "connections",
+        "Connections closed past their header, body or idle deadline.",
+    ),
+    (
+        WS_CONNECTIONS,
+        "gauge",
+        "connections",
+        "WebSocket connections open now.",
+    ),
+    (
+        WS_SENT,
+        "counter",
+        "frames",
+        "Frames queued for WebSocket connections, one per receiving connection, by topic.",
+    ),
+    (
+        WS_DROPPED,
+        "counter",
+        "frames",
+        "Frames not delivered, by topic and reason (slow_consumer: the queue was full; fault: the fault plan dropped it).",
+    ),
+    (
+        WS_SLOW,
+        "counter",
+        "connections",
+        "WebSocket connections closed with 1008 slow consumer, by the topic of the frame that overflowed.",
+    ),
+];
+
+fn unit(name: &str) -> Unit {
+    match name {
+        "seconds" => Unit::Seconds,
+        _ => Unit::Count,
+    }
 }
 
-impl Metrics {
-    pub fn record_commit(&self, ns: u64) {
-        self.journal_commit_ns.fetch_add(ns, Relaxed);
-        self.journal_commit_max_ns.fetch_max(ns, Relaxed);
-    }
+/// The installed recorder's handle: what `/metrics` renders.
+#[derive(Clone)]
+pub struct Exporter(PrometheusHandle);
 
-    pub fn record_response(&self, status: u16) {
-        let class = usize::from(status / 100).min(5);
-        self.responses[class].fetch_add(1, Relaxed);
-    }
-
-    pub fn render(&self, journal_tick: u64) -> String {
-        let mut out = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, value: String| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
-        };
-        let secs = |ns: u64| format!("{:.9}", ns as f64 / 1e9);
-        metric(
-            "perpsim_engine_ticks_total",
-            "counter",
-            "Ticks applied and journaled.",
-            self.ticks.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_engine_commands_total",
-            "counter",
-            "Commands applied and journaled.",
-            self.commands.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_journal_tick",
-            "gauge",
-            "Number of the last journaled tick.",
-            journal_tick.to_string(),
-        );
-        metric(
-            "perpsim_journal_commit_seconds_total",
-            "counter",
-            "Time spent in durable journal commits.",
-            secs(self.journal_commit_ns.load(Relaxed)),
-        );
-        metric(
-            "perpsim_journal_commit_seconds_max",
-            "gauge",
-            "Longest durable journal commit.",
-            secs(self.journal_commit_max_ns.load(Relaxed)),
-        );
-        metric(
-            "perpsim_snapshots_total",
-            "counter",
-            "Snapshots written.",
-            self.snapshots.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_auth_unauthorized_total",
-            "counter",
-            "Requests refused with 401.",
-            self.unauthorized.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_auth_rate_limited_total",
-            "counter",
-            "Requests refused with 429.",
-            self.rate_limited.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_connections_open",
-            "gauge",
-            "HTTP connections open now.",
-            self.connections_open.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_connections_refused_total",
-            "counter",
-            "Connections refused at a connection bound with none idle to give way.",
-            self.connections_refused.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_connections_evicted_total",
-            "counter",
-            "Idle keep-alive connections closed to admit a new one at a connection bound.",
-            self.connections_evicted.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_connections_timed_out_total",
-            "counter",
-            "Connections closed past their header, body or idle deadline.",
-            self.connections_timed_out.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_ws_connections_open",
-            "gauge",
-            "WebSocket connections open now.",
-            self.ws_connections_open.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_ws_frames_total",
-            "counter",
-            "Frames queued for WebSocket connections, one per receiving connection.",
-            self.ws_frames.load(Relaxed).to_string(),
-        );
-        metric(
-            "perpsim_ws_slow_consumers_total",
-            "counter",
-            "WebSocket connections closed with 1008 slow consumer.",
-            self.ws_slow_consumers.load(Relaxed).to_string(),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP perpsim_http_responses_total HTTP responses by status class.\n# TYPE perpsim_http_responses_total counter"
-        );
-        for class in 1..=5 {
-            let _ = writeln!(
-                out,
-                "perpsim_http_responses_total{{class=\"{class}xx\"}} {}",
-                self.responses[class].load(Relaxed)
-            );
+impl Exporter {
+    /// Installs the process-wide recorder (once per process: `perpsim serve`).
+    pub fn install() -> Result<Self, String> {
+        let handle = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &LATENCY)
+            .and_then(|b| b.set_buckets_for_metric(Matcher::Full(TICK_COMMANDS.into()), &BATCH))
+            .and_then(PrometheusBuilder::install_recorder)
+            .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+        for (name, kind, u, help) in CATALOGUE {
+            match kind {
+                "counter" => describe_counter!(name, unit(u), help),
+                "gauge" => describe_gauge!(name, unit(u), help),
+                _ => describe_histogram!(name, unit(u), help),
+            }
         }
-        out
+        // Series without labels are shown from the start, at zero, not from their first event.
+        for name in [TICKS, COMMANDS, SNAPSHOTS, REFUSED, EVICTED, TIMED_OUT] {
+            counter!(name).absolute(0);
+        }
+        for name in [
+            QUEUE,
+            JOURNAL_TICK,
+            NONCES,
+            NONCE_KEYS,
+            CONNECTIONS,
+            WS_CONNECTIONS,
+        ] {
+            gauge!(name).set(0.0);
+        }
+        Ok(Exporter(handle))
+    }
+
+    pub fn render(&self) -> String {
+        self.0.render()
+    }
+
+    /// Drains recorded histogram samples into their buckets; run every few seconds so memory
+    /// stays bounded when nobody scrapes.
+    pub fn upkeep(&self) {
+        self.0.run_upkeep();
+    }
+}
+
+/// Which API a request or refusal belongs to.
+#[derive(Debug, Clone, Copy)]
+pub enum Api {
+    Broker,
+    Admin,
+    WebSocket,
+    Other,
+}
+
+impl Api {
+    fn label(self) -> &'static str {
+        match self {
+            Api::Broker => "broker",
+            Api::Admin => "admin",
+            Api::WebSocket => "ws",
+            Api::Other => "other",
+        }
+    }
+}
+
+pub fn request(api: Api, route: &'static str, method: &'static str, status: u16, took: Duration) {
+    histogram!(HTTP_REQUEST, "api" => api.label(), "route" => route, "method" => method, "status" => status.to_string())
+        .record(took.as_secs_f64());
+}
+
+/// `reason`: `unauthorized`, `rate_limited` or `nonce_memory_full`.
+pub fn auth_failure(api: Api, reason: &'static str) {
+    counter!(AUTH_FAILURES, "api" => api.label(), "reason" => reason).increment(1);
+}
+
+/// A tick applied: how long the engine took, its commands, and the queue behind it.
+pub fn tick(took: Duration, commands: usize, queued: usize) {
+    counter!(TICKS).increment(1);
+    counter!(COMMANDS).increment(commands as u64);
+    histogram!(TICK).record(took.as_secs_f64());
+    histogram!(TICK_COMMANDS).record(commands as f64);
+    gauge!(QUEUE).set(queued as f64);
+}
+
+pub fn publish(took: Duration) {
+    histogram!(PUBLISH).record(took.as_secs_f64());
+}
+
+pub fn commit(took: Duration, tick: u64) {
+    histogram!(COMMIT).record(took.as_secs_f64());
+    gauge!(JOURNAL_TICK).set(tick as f64);
+}
+
+pub fn snapshot() {
+    counter!(SNAPSHOTS).increment(1);
+}
+
+pub fn nonce_store(keys: usize, nonces: usize) {
+    gauge!(NONCE_KEYS).set(keys as f64);
+    gauge!(NONCES).set(nonces as f64);
+}
+
+pub fn connection_opened() {
+    gauge!(CONNECTIONS).increment(1.0);
+}
+
+pub fn connection_closed(timed_out: bool) {
+    gauge!(CONNECTIONS).decrement(1.0);
+    if timed_out {
+        counter!(TIMED_OUT).increment(1);
+    }
+}
+
+pub fn connection_refused() {
+    counter!(REFUSED).increment(1);
+}
+
+pub fn connections_evicted(n: u32) {
+    counter!(EVICTED).increment(u64::from(n));
+}
+
+pub fn ws_opened() {
+    gauge!(WS_CONNECTIONS).increment(1.0);
+}
+
+pub fn ws_closed() {
+    gauge!(WS_CONNECTIONS).decrement(1.0);
+}
+
+/// The topic of a frame: its `channel` without the instrument or customer after `:`
+/// (`orderbook-stream`, `ticker`, …), `control` for acknowledgements and errors.
+pub fn topic_of(frame: &str) -> &str {
+    frame
+        .strip_prefix("{\"channel\":\"")
+        .and_then(|rest| rest.split(['"', ':']).next())
+        .unwrap_or("control")
+}
+
+pub fn ws_sent(topic: &str) {
+    counter!(WS_SENT, "topic" => topic.to_owned()).increment(1);
+}
+
+/// `reason`: `slow_consumer` or `fault`.
+pub fn ws_dropped(topic: &str, reason: &'static str) {
+    counter!(WS_DROPPED, "topic" => topic.to_owned(), "reason" => reason).increment(1);
+}
+
+pub fn ws_slow_consumer(topic: &str) {
+    counter!(WS_SLOW, "topic" => topic.to_owned()).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_is_counted_under_its_channel_kind_and_control_frames_apart() {
+        assert_eq!(topic_of(r#"{"channel":"ticker","data":{}}"#), "ticker");
+        assert_eq!(
+            topic_of(r#"{"channel":"orderbook-stream:BTC-USDC-PERP","data":{}}"#),
+            "orderbook-stream"
+        );
+        assert_eq!(topic_of(r#"{"op":"subscribed","args":[]}"#), "control");
+    }
+
+    /// Issue 27 item 5: every metric is documented in README with its kind and unit.
+    #[test]
+    fn every_metric_is_in_the_readme_with_its_kind_and_unit() {
+        let readme = include_str!("../../../README.md");
+        for (name, kind, unit, _) in CATALOGUE {
+            let row = format!("| `{name}` | {kind} | {unit} |");
+            assert!(readme.contains(&row), "README lacks the row {row}");
+        }
     }
 }

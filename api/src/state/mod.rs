@@ -6,13 +6,12 @@ pub mod config;
 pub mod host;
 pub mod metrics;
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use self::metrics::Exporter;
 use crate::pagination::Cursors;
 use crate::signing::Authenticator;
 use host::EngineHandle;
-use metrics::Metrics;
 
 /// The state every handler is given (poem `Data`).
 pub struct AppState {
@@ -22,7 +21,8 @@ pub struct AppState {
     pub auth: Authenticator,
     pub cursors: Cursors,
     pub admin_token: String,
-    pub metrics: Arc<Metrics>,
+    /// `/metrics`: the installed recorder (none when this process did not install one).
+    pub exporter: Option<Exporter>,
     pub ready: AtomicBool,
 }
 
@@ -32,7 +32,7 @@ impl AppState {
         auth: Authenticator,
         cursors: Cursors,
         admin_token: String,
-        metrics: Arc<Metrics>,
+        exporter: Option<Exporter>,
         transfer_delay_ms: i64,
     ) -> Self {
         AppState {
@@ -41,7 +41,7 @@ impl AppState {
             auth,
             cursors,
             admin_token,
-            metrics,
+            exporter,
             ready: AtomicBool::new(false),
         }
     }

@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use perpsim_core::ids::BrokerCode;
 use perpsim_core::time::Timestamp;
@@ -22,7 +21,7 @@ use super::frames::{ErrorFrame, Frame, OpReply, frame};
 use super::topic::{Audience, Topic};
 use super::{book, render};
 use crate::state::host::TickEvents;
-use crate::state::metrics::Metrics;
+use crate::state::metrics;
 use crate::wire::Time;
 use perpsim_systems::records::faults::{ChannelFault, ChannelFaultKind};
 
@@ -105,7 +104,6 @@ pub struct Hub {
     /// Each market's book stream position: the `sequence` of its last frame.
     sequences: Vec<u64>,
     view: Arc<ReadView>,
-    metrics: Arc<Metrics>,
     striker: Striker,
     strikes: StrikeLog,
     /// The tick's frames per connection, queued together at its end: a connection then
@@ -114,13 +112,12 @@ pub struct Hub {
 }
 
 impl Hub {
-    pub fn new(view: Arc<ReadView>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(view: Arc<ReadView>) -> Self {
         Hub {
             sequences: vec![0; view.trading.markets.len()],
             conns: BTreeMap::new(),
             audiences: BTreeMap::new(),
             view,
-            metrics,
             striker: Striker::default(),
             strikes: StrikeLog::default(),
             pending: BTreeMap::new(),
@@ -373,7 +370,7 @@ impl Hub {
         use ChannelFaultKind::*;
         let delay = std::time::Duration::from_millis(fault.delay_ms);
         match fault.kind {
-            Drop | SkipSequence => {}
+            Drop | SkipSequence => metrics::ws_dropped(metrics::topic_of(f), "fault"),
             Duplicate => {
                 self.queue(id, f.clone());
                 self.queue(id, f.clone());
@@ -423,13 +420,15 @@ impl Hub {
         let Some(conn) = self.conns.get(&id) else {
             return false;
         };
+        let topic = metrics::topic_of(&f).to_owned();
         match conn.frames.try_send(f) {
             Ok(()) => {
-                self.metrics.ws_frames.fetch_add(1, Relaxed);
+                metrics::ws_sent(&topic);
                 true
             }
             Err(mpsc::error::TrySendError::Full(_)) => {
-                self.metrics.ws_slow_consumers.fetch_add(1, Relaxed);
+                metrics::ws_dropped(&topic, "slow_consumer");
+                metrics::ws_slow_consumer(&topic);
                 let _ = conn.signal.send(Some(Signal::Close(SLOW_CONSUMER)));
                 self.remove(id);
                 false

@@ -47,7 +47,7 @@ pub struct WsShared {
 /// the view it starts from, so no tick falls between the two.
 pub fn start(state: Arc<AppState>, limits: WsLimits) -> Arc<WsShared> {
     let ticks = state.engine.subscribe();
-    let hub = hub::Hub::new(state.engine.view(), Arc::clone(&state.metrics));
+    let hub = hub::Hub::new(state.engine.view());
     let (control, inbox) = mpsc::channel(CONTROL_QUEUE);
     tokio::spawn(hub.run(inbox, ticks));
     Arc::new(WsShared {

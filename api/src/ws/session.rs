@@ -29,6 +29,7 @@ use super::ops::{Op, Refusal, parse};
 use super::topic::{Topic, TopicError};
 use crate::signing::{AuthError, SignedHeaders};
 use crate::state::host::wall_clock_ns;
+use crate::state::metrics::{self, Api};
 
 /// Most queued frames written (and flushed) together.
 const WRITE_BATCH: usize = 256;
@@ -75,11 +76,7 @@ pub async fn run<S>(
     if shared.control.send(open).await.is_err() {
         return;
     }
-    shared
-        .state
-        .metrics
-        .ws_connections_open
-        .fetch_add(1, Relaxed);
+    metrics::ws_opened();
     let (mut sink, mut stream) = ws.split();
     let mut session = Session {
         id,
@@ -164,11 +161,7 @@ pub async fn run<S>(
         let _ = tokio::time::timeout(CLOSE_TIME, sink.send(Message::Close(Some(frame)))).await;
     }
     let _ = shared.control.send(Control::Gone { id }).await;
-    shared
-        .state
-        .metrics
-        .ws_connections_open
-        .fetch_sub(1, Relaxed);
+    metrics::ws_closed();
     drop(permit);
 }
 
@@ -231,11 +224,15 @@ impl Session {
                 .authenticate(&headers, lookup, "GET", SIGNED_PATH, b"", wall_clock_ns());
         let admission = verdict.map_err(|e| match e {
             AuthError::Unauthorized(message) => {
-                state.metrics.unauthorized.fetch_add(1, Relaxed);
+                metrics::auth_failure(Api::WebSocket, "unauthorized");
                 Refusal::new(ErrorCode::Unauthorized, message)
             }
-            AuthError::RateLimited { .. } | AuthError::NonceMemoryFull { .. } => {
-                state.metrics.rate_limited.fetch_add(1, Relaxed);
+            AuthError::RateLimited { .. } => {
+                metrics::auth_failure(Api::WebSocket, "rate_limited");
+                Refusal::new(ErrorCode::RateLimited, "rate limit exceeded; retry later")
+            }
+            AuthError::NonceMemoryFull { .. } => {
+                metrics::auth_failure(Api::WebSocket, "nonce_memory_full");
                 Refusal::new(ErrorCode::RateLimited, "rate limit exceeded; retry later")
             }
         })?;
