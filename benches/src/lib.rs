@@ -1,6 +1,8 @@
 //! Workloads shared by the benchmarks: a genesis engine with one broker, and the commands the
 //! journal benchmarks stream through it.
 
+pub mod load;
+
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};

@@ -30,13 +30,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
-use ed25519_dalek::{Signer, SigningKey};
 use futures_util::{SinkExt, StreamExt};
 use hdrhistogram::Histogram;
+use perpsim_benches::load::client::{Auth, Http, public_key, worker_key};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -103,65 +101,6 @@ fn start(perpsim: &Path, living: bool) -> Server {
     Server { child, url, data }
 }
 
-/// A keep-alive HTTP client that signs as a broker (D2) or carries the admin token.
-struct Http {
-    agent: ureq::Agent,
-    url: String,
-}
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970")
-        .as_nanos()
-}
-
-impl Http {
-    fn new(url: &str) -> Self {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        Http {
-            agent,
-            url: url.to_owned(),
-        }
-    }
-
-    fn send(&self, method: &str, path: &str, body: Option<&Value>, auth: &Auth) -> (u16, Value) {
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let mut req = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.url))
-            .header("Content-Type", "application/json");
-        match auth {
-            Auth::Key(key) => {
-                let nonce = now_ns().to_string();
-                let msg =
-                    perpsim_api::signing::canonical_message(&nonce, method, path, body.as_bytes());
-                req = req
-                    .header(
-                        "X-Public-Key",
-                        STANDARD.encode(key.verifying_key().as_bytes()),
-                    )
-                    .header("X-Nonce", nonce)
-                    .header("X-Signature", STANDARD.encode(key.sign(&msg).to_bytes()));
-            }
-            Auth::Admin(token) => req = req.header("Authorization", format!("Bearer {token}")),
-        }
-        let req = req.body(body.into_bytes()).expect("a request");
-        let mut resp = self.agent.run(req).expect("the server answers");
-        let status = resp.status().as_u16();
-        let text = resp.body_mut().read_to_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-}
-
-enum Auth {
-    Key(SigningKey),
-    Admin(String),
-}
-
 fn admin(server: &Server) -> Auth {
     let token = std::fs::read_to_string(server.data.path().join("admin.token")).expect("token");
     Auth::Admin(token.trim().to_owned())
@@ -169,21 +108,19 @@ fn admin(server: &Server) -> Auth {
 
 /// A new broker's key, with one customer holding `usdc`.
 fn broker(http: &Http, admin: &Auth, seed: u8) -> (Auth, String) {
-    let mut bytes = [seed; 32];
-    bytes[0] = bytes[0].wrapping_add(1);
-    let key = SigningKey::from_bytes(&bytes);
-    let public = STANDARD.encode(key.verifying_key().as_bytes());
+    let key = worker_key(seed);
+    let public = public_key(&key);
     let body = json!({"name": format!("load {seed}"), "public_key": public});
-    let (status, _) = http.send("POST", "/admin/v1/brokers", Some(&body), admin);
+    let (status, _) = http.json("POST", "/admin/v1/brokers", Some(&body), admin);
     assert_eq!(status, 201, "broker created");
     let auth = Auth::Key(key);
-    let (_, customer) = http.send("POST", "/v1/customers", Some(&json!({})), &auth);
+    let (_, customer) = http.json("POST", "/v1/customers", Some(&json!({})), &auth);
     let code = customer["customer_code"]
         .as_str()
         .expect("a customer")
         .to_owned();
     let deposit = json!({"asset": "USDC", "amount": "10000000"});
-    let (status, _) = http.send(
+    let (status, _) = http.json(
         "POST",
         &format!("/v1/customers/{code}/deposits"),
         Some(&deposit),
@@ -317,14 +254,14 @@ async fn fanout(perpsim: &Path, n: usize, seconds: u64, rate: Option<f64>) {
             };
             let order = json!({"symbol": "BTC-USDC-PERP", "side": side, "type": "market",
                 "reference_id": format!("m{second}"), "amount": "0.001"});
-            http.send(
+            http.json(
                 "POST",
                 &format!("/v1/customers/{customer}/orders"),
                 Some(&order),
                 &trader,
             );
             sent.lock().expect("lock")[second] = Some(Instant::now());
-            let (status, _) = http.send(
+            let (status, _) = http.json(
                 "POST",
                 "/admin/v1/clock/advance",
                 Some(&json!({"seconds": 1})),
@@ -366,7 +303,7 @@ async fn order_entry(perpsim: &Path, attached: usize, seconds: u64) {
     let workers: Vec<(Auth, String)> = (0..WORKERS)
         .map(|i| broker(&http, &admin, 10 + i as u8))
         .collect();
-    let (status, _) = http.send(
+    let (status, _) = http.json(
         "POST",
         "/admin/v1/clock/advance",
         Some(&json!({"seconds": 2})),
@@ -396,7 +333,7 @@ async fn order_entry(perpsim: &Path, attached: usize, seconds: u64) {
                     let order = json!({"symbol": "BTC-USDC-PERP", "side": "buy", "type": "limit",
                         "reference_id": reference, "amount": "0.001", "limit_price": "50000"});
                     let t = Instant::now();
-                    let (s, _) = http.send(
+                    let (s, _) = http.json(
                         "POST",
                         &format!("/v1/customers/{customer}/orders"),
                         Some(&order),
@@ -405,7 +342,7 @@ async fn order_entry(perpsim: &Path, attached: usize, seconds: u64) {
                     let _ = h.record(t.elapsed().as_micros() as u64);
                     assert_eq!(s, 201, "placed");
                     let t = Instant::now();
-                    let (s, _) = http.send(
+                    let (s, _) = http.json(
                         "DELETE",
                         &format!("/v1/customers/{customer}/orders/{reference}"),
                         None,
