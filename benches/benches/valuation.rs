@@ -38,6 +38,10 @@ use perpsim_systems::settlement::daily::settle_daily;
 use perpsim_systems::settlement::funding::{FundingState, set_rate, settle_funding};
 use perpsim_systems::trading::exchange::Exchange;
 
+/// The allocator the service runs with (`api/src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// 2026-01-02T00:00:00Z: a midnight, and so also a whole hour.
 const MIDNIGHT: Timestamp = Timestamp::from_millis(1_767_225_600_000 + DAY_MS);
 

@@ -109,6 +109,35 @@ pub struct Ledger {
     held: [Decimal; Asset::ALL.len()],
 }
 
+/// The venue's side of a completed booking: postings made with it (which, with the
+/// customer's, must net to zero), or owed in an open [`ClearingBatch`].
+enum Counterparts<'a> {
+    Now(&'a [(AccountId, Decimal)]),
+    Owed,
+}
+
+/// The clearing account's side of a pass of periodic bookings (funding on the hour,
+/// settlement at midnight), posted once when the pass closes: nothing reads the clearing
+/// balance between the pass's rows, and sums of exact amounts are the same however grouped,
+/// so the balances after the pass are those of booking each row against clearing in turn —
+/// for one account lookup a pass instead of one a row. A batch dropped unclosed stops the
+/// engine, in release builds too: its rows would not net to zero.
+#[must_use = "a clearing batch must be closed, or its rows do not net to zero"]
+pub struct ClearingBatch {
+    /// Per asset (in `Asset::ALL`'s order), what the clearing account is owed, once a row
+    /// of that asset was booked.
+    owed: [Option<Decimal>; Asset::ALL.len()],
+    open: bool,
+}
+
+impl Drop for ClearingBatch {
+    fn drop(&mut self) {
+        if self.open && !std::thread::panicking() {
+            panic!("a clearing batch was dropped unclosed: {:?}", self.owed);
+        }
+    }
+}
+
 /// What every booking is given: where the balances live, the seeded RNG its row's code
 /// comes from, and the simulation time it happens at.
 pub struct Books<'a, S: AccountStore> {
@@ -509,7 +538,13 @@ impl Ledger {
             amount: info.realised_pnl - info.fee,
             locked_delta,
         };
-        self.complete(books, &venue, row, Some(Box::new(info)), None)
+        self.complete(
+            books,
+            Counterparts::Now(&venue),
+            row,
+            Some(Box::new(info)),
+            None,
+        )
     }
 
     /// Puts the venue's capital into its insurance account (genesis): a flow across the
@@ -564,18 +599,26 @@ impl Ledger {
             symbol,
             trade_code: None,
         };
-        self.complete(books, &venue, row, Some(Box::new(info)), None)
+        self.complete(
+            books,
+            Counterparts::Now(&venue),
+            row,
+            Some(Box::new(info)),
+            None,
+        )
     }
 
     /// Books a settlement or funding movement of `amount` (already rounded; positive credits
     /// the customer) against the clearing account, completed at once, and moves the
-    /// customer's locked margin by `locked_delta` in the same touch. A movement of zero is
-    /// not booked (D7): returns its seq when it was.
+    /// customer's locked margin by `locked_delta` in the same touch. The clearing side is
+    /// owed in `batch`, posted when it closes. A movement of zero is not booked (D7):
+    /// returns its seq when it was.
     pub fn book_periodic(
         &mut self,
         books: &mut Books<'_, impl AccountStore>,
         row: CustomerSide,
-        info: PeriodicInfo,
+        info: &Arc<PeriodicInfo>,
+        batch: &mut ClearingBatch,
     ) -> Option<MovementSeq> {
         assert!(
             matches!(row.kind, MovementKind::Settlement | MovementKind::Funding),
@@ -590,11 +633,37 @@ impl Ledger {
             self.adjust_locked(books.accounts, customer, asset, row.locked_delta, books.now);
             return None;
         }
-        let venue = [(
-            AccountId::venue(VenueAccount::Clearing, row.asset),
-            -row.amount,
-        )];
-        Some(self.complete(books, &venue, row, None, Some(Box::new(info))))
+        let owed = &mut batch.owed[row.asset.index()];
+        *owed = Some(owed.unwrap_or_default() - row.amount);
+        Some(self.complete(books, Counterparts::Owed, row, None, Some(Arc::clone(info))))
+    }
+
+    /// A pass of periodic bookings starts: nothing owed to the clearing account yet.
+    pub fn open_clearing_batch(&mut self, rows: usize) -> ClearingBatch {
+        // The pass appends up to `rows` movements: room for them at once, not by doublings.
+        self.state.movements.reserve(rows);
+        ClearingBatch {
+            owed: [None; Asset::ALL.len()],
+            open: true,
+        }
+    }
+
+    /// Posts what the pass owes the clearing account, per asset, and closes the batch.
+    pub fn close_clearing_batch(
+        &mut self,
+        accounts: &mut impl AccountStore,
+        mut batch: ClearingBatch,
+        now: Timestamp,
+    ) {
+        for asset in Asset::ALL {
+            // Posted when any row was booked, even if they net to nothing: each row touches
+            // the clearing account (its `as_of` moves), as booking them one by one did.
+            if let Some(owed) = batch.owed[asset.index()] {
+                let clearing = AccountId::venue(VenueAccount::Clearing, asset);
+                self.post(accounts, (clearing, owed), now);
+            }
+        }
+        batch.open = false;
     }
 
     /// The customer's side of a completed booking (its counterparts already booked): the
@@ -603,19 +672,25 @@ impl Ledger {
     fn complete(
         &mut self,
         books: &mut Books<'_, impl AccountStore>,
-        venue: &[(AccountId, Decimal)],
+        counterparts: Counterparts<'_>,
         row: CustomerSide,
         trade: Option<Box<TradeInfo>>,
-        periodic: Option<Box<PeriodicInfo>>,
+        periodic: Option<Arc<PeriodicInfo>>,
     ) -> MovementSeq {
         let (code, broker) = row.customer;
         let now = books.now;
-        // On the stack: a booking has at most two venue postings besides the customer's.
         let customer = (AccountId::customer(code, row.asset), row.amount);
-        let mut postings = [customer; 3];
-        postings[..venue.len()].copy_from_slice(venue);
-        postings[venue.len()] = customer;
-        let account = self.post_all(books.accounts, &postings[..=venue.len()], now);
+        let account = match counterparts {
+            Counterparts::Now(venue) => {
+                // On the stack: a booking has at most two venue postings besides the customer's.
+                let mut postings = [customer; 3];
+                postings[..venue.len()].copy_from_slice(venue);
+                postings[venue.len()] = customer;
+                self.post_all(books.accounts, &postings[..=venue.len()], now)
+            }
+            // Owed in a clearing batch, which posts the other side when it closes.
+            Counterparts::Owed => self.post(books.accounts, customer, now),
+        };
         shift_locked(account, code, row.locked_delta);
         let total = account.total;
         let seq = MovementSeq(self.state.movements.len() as u64);

@@ -201,3 +201,65 @@ fn invariants_catch_a_fees_account_below_zero() {
         "{violation}"
     );
 }
+
+fn funding_row(customer: u128, amount: &str) -> CustomerSide {
+    CustomerSide {
+        customer: (
+            CustomerCode(Uuid::from_u128(customer)),
+            BrokerCode(Uuid::from_u128(2)),
+        ),
+        asset: Asset::Usdc,
+        kind: MovementKind::Funding,
+        amount: d(amount),
+        locked_delta: Decimal::ZERO,
+    }
+}
+
+/// Issue 27: a pass's clearing side is posted once, when its batch closes — the same
+/// balances, `as_of` included, as booking each row against clearing in turn, even when
+/// the rows net to nothing (longs paid exactly what shorts received).
+#[test]
+fn a_clearing_batch_posts_the_pass_once_and_touches_clearing_even_at_zero() {
+    let (mut l, mut a, mut rng, t) = fresh();
+    let info = Arc::new(PeriodicInfo {
+        symbol: "BTC-USDC-PERP".into(),
+        mark_price: d("60000"),
+        funding_rate: Some(d("0.0001")),
+    });
+    let mut batch = l.open_clearing_batch(2);
+    for (customer, amount) in [(1, "-6.5"), (3, "6.5")] {
+        let mut books = Books {
+            accounts: &mut a,
+            rng: &mut rng,
+            now: t,
+        };
+        let booked = l.book_periodic(&mut books, funding_row(customer, amount), &info, &mut batch);
+        assert!(booked.is_some());
+    }
+    l.close_clearing_batch(&mut a, batch, t);
+    let clearing = &a[&AccountId::venue(VenueAccount::Clearing, Asset::Usdc)];
+    assert_eq!((clearing.total, clearing.as_of), (Decimal::ZERO, t));
+    let payer = &a[&AccountId::customer(CustomerCode(Uuid::from_u128(1)), Asset::Usdc)];
+    assert_eq!(payer.total, d("-6.5"));
+    l.assert_conserved();
+}
+
+/// Its rows would not net to zero: a batch dropped unclosed stops the engine.
+#[test]
+#[should_panic(expected = "dropped unclosed")]
+fn a_clearing_batch_dropped_unclosed_panics() {
+    let (mut l, mut a, mut rng, t) = fresh();
+    let info = Arc::new(PeriodicInfo {
+        symbol: "BTC-USDC-PERP".into(),
+        mark_price: d("60000"),
+        funding_rate: None,
+    });
+    let mut batch = l.open_clearing_batch(1);
+    let mut books = Books {
+        accounts: &mut a,
+        rng: &mut rng,
+        now: t,
+    };
+    l.book_periodic(&mut books, funding_row(1, "1"), &info, &mut batch);
+    drop(batch);
+}

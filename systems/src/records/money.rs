@@ -148,8 +148,9 @@ pub struct Movement {
     /// What a trade-family row carries besides the amount (§2.9); boxed, as most rows are
     /// transfers, funding or settlement.
     pub trade: Option<Box<TradeInfo>>,
-    /// What a settlement or funding row carries besides the amount (§2.9).
-    pub periodic: Option<Box<PeriodicInfo>>,
+    /// What a settlement or funding row carries besides the amount (§2.9): one shared by
+    /// every row of a market's pass, which all name the same instrument, mark and rate.
+    pub periodic: Option<Arc<PeriodicInfo>>,
 }
 
 /// The instrument, mark and rate behind a settlement or funding movement.

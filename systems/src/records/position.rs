@@ -48,6 +48,11 @@ impl Position {
 
     /// Unrealised PnL at `mark`, at the ledger's 10 decimals.
     pub fn unrealised_pnl(&self, mark: Decimal) -> Decimal {
-        perpsim_core::decimal::round_ledger(self.size * (mark - self.entry_price))
+        unrealised_pnl(self.size, self.entry_price, mark)
     }
+}
+
+/// The unrealised PnL of `size` entered at `entry_price`, at `mark`, rounded for the ledger.
+pub fn unrealised_pnl(size: Decimal, entry_price: Decimal, mark: Decimal) -> Decimal {
+    perpsim_core::decimal::round_ledger(size * (mark - entry_price))
 }

@@ -5,8 +5,10 @@
 
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{Query, Res, ResMut};
+use bevy_ecs::prelude::{Entity, Query, Res, ResMut};
+use perpsim_core::Decimal;
 use perpsim_core::decimal::round_ledger;
+use perpsim_core::ids::{BrokerCode, CustomerCode};
 
 use crate::clock::{DueEvents, SimClock};
 use crate::money::ledger::{Books, CustomerSide, Ledger};
@@ -15,7 +17,8 @@ use crate::positions::MarginRate;
 use crate::positions::PositionIndex;
 use crate::records::clock::ScheduledEvent;
 use crate::records::money::{MovementKind, PeriodicInfo};
-use crate::records::position::Position;
+use crate::records::position::{Position, unrealised_pnl};
+use crate::records::venue::MarketId;
 use crate::rng::EngineRng;
 use crate::trading::exchange::Exchange;
 
@@ -40,12 +43,24 @@ pub fn settle_daily(
     }
     let now = clock.now;
     let marks = marks.by_market();
-    for (&key, &entity) in &index.0 {
-        let (mut p, rate) = positions.get_mut(entity).expect("indexed position");
-        let (mark, symbol, asset) = &marks[key.1 as usize];
-        let pnl = p.unrealised_pnl(*mark);
-        let margin = round_ledger(p.size.abs() * *mark * rate.initial);
-        if pnl.is_zero() && margin == p.margin && p.entry_price == *mark {
+    // One description per market, shared by its rows.
+    let infos: Vec<Arc<PeriodicInfo>> = marks
+        .iter()
+        .map(|(mark, symbol, _)| {
+            Arc::new(PeriodicInfo {
+                symbol: Arc::clone(symbol),
+                mark_price: *mark,
+                funding_rate: None,
+            })
+        })
+        .collect();
+    let mut batch = ledger.open_clearing_batch(index.0.len());
+    let mut settled = Vec::new();
+    for held in gather(&index, &positions) {
+        let (mark, _, asset) = &marks[held.market as usize];
+        let pnl = unrealised_pnl(held.size, held.entry_price, *mark);
+        let margin = round_ledger(held.size.abs() * *mark * held.initial);
+        if pnl.is_zero() && margin == held.margin && held.entry_price == *mark {
             continue;
         }
         let mut books = Books {
@@ -54,25 +69,58 @@ pub fn settle_daily(
             now,
         };
         let row = CustomerSide {
-            customer: (p.customer, p.broker),
+            customer: (held.customer, held.broker),
             asset: *asset,
             kind: MovementKind::Settlement,
             amount: pnl,
-            locked_delta: margin - p.margin,
+            locked_delta: margin - held.margin,
         };
-        ledger.book_periodic(
-            &mut books,
-            row,
-            PeriodicInfo {
-                symbol: Arc::clone(symbol),
-                mark_price: *mark,
-                funding_rate: None,
-            },
-        );
-        p.entry_price = *mark;
+        ledger.book_periodic(&mut books, row, &infos[held.market as usize], &mut batch);
+        settled.push((held.entity, *mark, margin));
+        exchange.dirty.positions.push((held.customer, held.market));
+    }
+    ledger.close_clearing_batch(&mut accounts, batch, now);
+    accounts.flush();
+    // Written back after the bookings, in one tight loop of their own (see `gather`).
+    for (entity, mark, margin) in settled {
+        let (mut p, _) = positions.get_mut(entity).expect("indexed position");
+        p.entry_price = mark;
         p.margin = margin;
         p.updated_at = now;
-        exchange.dirty.positions.push(key);
     }
-    accounts.flush();
+}
+
+/// What midnight reads of each position, in the index's order.
+struct Held {
+    entity: Entity,
+    customer: CustomerCode,
+    broker: BrokerCode,
+    market: MarketId,
+    size: Decimal,
+    entry_price: Decimal,
+    margin: Decimal,
+    initial: Decimal,
+}
+
+/// Every indexed position's [`Held`], read in one tight loop before any booking: the index
+/// orders positions by customer, not as they lie in memory, so each read is a cache miss,
+/// and only a loop that does nothing else lets the processor have many in flight at once.
+fn gather(index: &PositionIndex, positions: &Query<(&mut Position, &MarginRate)>) -> Vec<Held> {
+    index
+        .0
+        .values()
+        .map(|&entity| {
+            let (p, rate) = positions.get(entity).expect("indexed position");
+            Held {
+                entity,
+                customer: p.customer,
+                broker: p.broker,
+                market: p.market,
+                size: p.size,
+                entry_price: p.entry_price,
+                margin: p.margin,
+                initial: rate.initial,
+            }
+        })
+        .collect()
 }
