@@ -538,13 +538,7 @@ impl Ledger {
             amount: info.realised_pnl - info.fee,
             locked_delta,
         };
-        self.complete(
-            books,
-            Counterparts::Now(&venue),
-            row,
-            Some(Box::new(info)),
-            None,
-        )
+        self.complete_trade(books, &venue, row, info)
     }
 
     /// Puts the venue's capital into its insurance account (genesis): a flow across the
@@ -599,13 +593,7 @@ impl Ledger {
             symbol,
             trade_code: None,
         };
-        self.complete(
-            books,
-            Counterparts::Now(&venue),
-            row,
-            Some(Box::new(info)),
-            None,
-        )
+        self.complete_trade(books, &venue, row, info)
     }
 
     /// Books a settlement or funding movement of `amount` (already rounded; positive credits
@@ -664,6 +652,23 @@ impl Ledger {
             }
         }
         batch.open = false;
+    }
+
+    /// A trade-family row, its venue postings made with it.
+    fn complete_trade(
+        &mut self,
+        books: &mut Books<'_, impl AccountStore>,
+        venue: &[(AccountId, Decimal)],
+        row: CustomerSide,
+        info: TradeInfo,
+    ) -> MovementSeq {
+        self.complete(
+            books,
+            Counterparts::Now(venue),
+            row,
+            Some(Box::new(info)),
+            None,
+        )
     }
 
     /// The customer's side of a completed booking (its counterparts already booked): the
