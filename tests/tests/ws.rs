@@ -650,6 +650,16 @@ fn a_thousand_connections_are_held_and_each_is_served() {
         let v = ws.until("the new ticker", |v| v["type"] == "update");
         assert_eq!(v["data"]["index_price"], "61000.0", "{v}");
     }
+    // Issue 27 item 5: frames are counted per topic, the subscriptions' acknowledgements apart;
+    // each connection got at least its snapshot's tickers and this update.
+    let text = raw("GET", &format!("{}/metrics", server.url), &[], b"").text;
+    let sent = |topic: &str| -> u64 {
+        let series = format!("perpsim_ws_frames_sent_total{{topic=\"{topic}\"}} ");
+        let line = text.lines().find(|l| l.starts_with(&series));
+        line.map_or(0, |l| l[series.len()..].parse().unwrap())
+    };
+    assert!(sent("ticker") >= 2_000, "{text}");
+    assert_eq!(sent("control"), 1_000, "one acknowledgement each: {text}");
     drop(all);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(metric(&server, "perpsim_ws_connections_open"), 0);

@@ -420,15 +420,15 @@ impl Hub {
         let Some(conn) = self.conns.get(&id) else {
             return false;
         };
-        let topic = metrics::topic_of(&f).to_owned();
+        let topic = metrics::topic_of(&f);
         match conn.frames.try_send(f) {
             Ok(()) => {
-                metrics::ws_sent(&topic);
+                metrics::ws_sent(topic);
                 true
             }
             Err(mpsc::error::TrySendError::Full(_)) => {
-                metrics::ws_dropped(&topic, "slow_consumer");
-                metrics::ws_slow_consumer(&topic);
+                metrics::ws_dropped(topic, "slow_consumer");
+                metrics::ws_slow_consumer(topic);
                 let _ = conn.signal.send(Some(Signal::Close(SLOW_CONSUMER)));
                 self.remove(id);
                 false
