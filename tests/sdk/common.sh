@@ -22,7 +22,7 @@ start_server() {
   server=$!
   address=""
   for _ in $(seq 1 200); do
-    address="$(grep -o 'address=socket://[0-9.:]*' "$work/server.log" | head -1 | cut -d/ -f3 || true)"
+    address="$(grep -o 'address=http://[0-9.:]*' "$work/server.log" | head -1 | cut -d/ -f3 || true)"
     [ -n "$address" ] && break
     sleep 0.05
   done

@@ -109,7 +109,7 @@ impl Server {
         let sink = logs.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.split("address=socket://").nth(1) {
+                if let Some(addr) = line.split("address=http://").nth(1) {
                     let _ = tx.send(addr.trim().to_owned());
                 }
                 sink.lock().unwrap().push(line);

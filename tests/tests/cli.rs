@@ -20,6 +20,19 @@ fn curl_prints_the_json_answer_and_exits_non_zero_on_http_errors() {
     assert!(stderr.contains("HTTP 200"));
     let body: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(body[0]["symbol"], "ETH-USDC-PERP");
+    // Issue 28 item 5: a path without its leading slash means the same path.
+    let (code, stdout, stderr) = perpsim(&[
+        "curl",
+        "GET",
+        "v1/instruments?symbol=ETH-*",
+        "--url",
+        &server.url,
+        "--key",
+        key,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let same: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(same[0]["symbol"], "ETH-USDC-PERP");
     let (code, stdout, stderr) = perpsim(&[
         "curl",
         "POST",

@@ -48,7 +48,7 @@ pub enum Cmd {
     Curl {
         /// GET, POST, PUT, PATCH or DELETE.
         method: String,
-        /// Path and query, e.g. /v1/customers?limit=10
+        /// Path and query, e.g. /v1/customers?limit=10 (the leading slash may be left out).
         path: String,
         /// JSON body.
         body: Option<String>,
@@ -149,6 +149,11 @@ pub fn run(cli: Cli) -> Result<i32, String> {
             key,
         } => {
             let key = secrets::load_signing_key(&key)?;
+            // `v1/instruments` means `/v1/instruments`: the path is signed as it is sent.
+            let path = match path.starts_with('/') {
+                true => path,
+                false => format!("/{path}"),
+            };
             let answer = client::send(
                 &url,
                 Auth::Signed(&key),

@@ -175,7 +175,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
-        tracing::info!(address = %format!("socket://{local}"), "listening");
+        tracing::info!(address = %format!("http://{local}"), "listening");
         state.ready.store(true, Relaxed);
         let prune = tokio::spawn(prune_keys(state.clone()));
         let stop = {

@@ -176,7 +176,7 @@ fn restart_to_healthy(perpsim: &Path, data_dir: &Path) -> Duration {
     let stderr = BufReader::new(child.stderr.take().unwrap());
     let mut address = None;
     for line in stderr.lines().map_while(Result::ok) {
-        if let Some(a) = line.split("address=socket://").nth(1) {
+        if let Some(a) = line.split("address=http://").nth(1) {
             address = Some(a.trim().to_owned());
             break;
         }

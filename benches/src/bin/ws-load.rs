@@ -92,7 +92,7 @@ fn start(perpsim: &Path, living: bool) -> Server {
     let stderr = BufReader::new(child.stderr.take().expect("stderr"));
     let mut url = None;
     for line in stderr.lines().map_while(Result::ok) {
-        if let Some(a) = line.split("address=socket://").nth(1) {
+        if let Some(a) = line.split("address=http://").nth(1) {
             url = Some(format!("http://{}", a.trim()));
             break;
         }
