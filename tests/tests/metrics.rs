@@ -56,6 +56,9 @@ fn request_latency_is_a_histogram_by_route_and_status_and_auth_failures_count_pe
         &[],
         b"",
     );
+    raw("GET", &format!("{}/no-such-page", server.url), &[], b"");
+    let health = raw("GET", &format!("{}/healthz", server.url), &[], b"");
+    assert_eq!(health.status, 200);
 
     let text = scrape(&server);
     let route = "/v1/customers/{code}/orders";
@@ -74,6 +77,10 @@ fn request_latency_is_a_histogram_by_route_and_status_and_auth_failures_count_pe
     // Paths no document declares share one label, whatever the client sent.
     assert!(text.contains("route=\"unmatched\""), "{text}");
     assert!(!text.contains("/v1/no/such/route"), "{text}");
+    assert!(!text.contains("no-such-page"), "{text}");
+    // The router's own routes are counted under their path.
+    let health = [("api", "other"), ("route", "/healthz"), ("status", "200")];
+    assert_eq!(series(&text, count, &health), 1.0);
     let failures = "perpsim_auth_failures_total";
     let admin = [("api", "admin"), ("reason", "unauthorized")];
     assert_eq!(series(&text, failures, &admin), 2.0);

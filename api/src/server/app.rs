@@ -3,6 +3,7 @@
 //! Every response passes through [`finish`]: errors take the D4 body, and every response
 //! carries the `Date` header with server (wall-clock) time.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
@@ -292,20 +293,14 @@ fn allowed_methods(path: &str) -> Vec<String> {
 }
 
 /// The API, route (the document's path template) and method a request is counted under: the
-/// routes the documents declare, the fixed ones outside them, and `unmatched` for the rest,
-/// so that the labels stay a bounded set whatever paths clients send.
-fn route_of(method: &Method, path: &str) -> (Api, &'static str, &'static str) {
-    const FIXED: [&str; 9] = [
-        "/openapi.json",
-        "/openapi.yaml",
-        "/docs",
-        "/docs/",
-        "/admin/openapi.json",
-        "/asyncapi.yaml",
-        "/healthz",
-        "/readyz",
-        "/metrics",
-    ];
+/// routes the documents declare, the router's own fixed routes (any other path outside the
+/// APIs answered 404), and `unmatched` for the rest, so that the labels stay a bounded set
+/// whatever paths clients send.
+fn route_of(
+    method: &Method,
+    path: &str,
+    status: StatusCode,
+) -> (Api, Cow<'static, str>, &'static str) {
     let method = match *method {
         Method::GET => "GET",
         Method::POST => "POST",
@@ -318,20 +313,20 @@ fn route_of(method: &Method, path: &str) -> (Api, &'static str, &'static str) {
     };
     let guards = guards();
     if let Some(route) = guards.broker.route(method, path) {
-        return (Api::Broker, route, method);
+        return (Api::Broker, Cow::Borrowed(route), method);
     }
     if let Some(route) = guards.admin.route(method, path) {
-        return (Api::Admin, route, method);
+        return (Api::Admin, Cow::Borrowed(route), method);
     }
-    let api = match path {
-        p if p.starts_with("/v1/") => Api::Broker,
-        p if p.starts_with("/admin/") => Api::Admin,
-        _ => Api::Other,
+    let (api, fixed) = match path {
+        p if p.starts_with("/v1/") => (Api::Broker, false),
+        p if p.starts_with("/admin/v1/") => (Api::Admin, false),
+        _ => (Api::Other, status != StatusCode::NOT_FOUND),
     };
-    let route = FIXED
-        .into_iter()
-        .find(|f| *f == path)
-        .unwrap_or("unmatched");
+    let route = match fixed {
+        true => Cow::Owned(path.to_owned()),
+        false => Cow::Borrowed("unmatched"),
+    };
     (api, route, method)
 }
 
@@ -354,7 +349,7 @@ async fn finish(
         }
     }
     resp.headers_mut().insert(header::DATE, http_date());
-    let (api, route, method) = route_of(method, path);
+    let (api, route, method) = route_of(method, path, resp.status());
     metrics::request(
         api,
         route,

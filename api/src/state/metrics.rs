@@ -6,6 +6,7 @@
 //! The recorder is process-wide: `perpsim serve` installs it; anywhere else (replay, tests
 //! that build parts of the service) the functions record into nothing.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use metrics::{
@@ -239,7 +240,13 @@ impl Api {
     }
 }
 
-pub fn request(api: Api, route: &'static str, method: &'static str, status: u16, took: Duration) {
+pub fn request(
+    api: Api,
+    route: Cow<'static, str>,
+    method: &'static str,
+    status: u16,
+    took: Duration,
+) {
     histogram!(HTTP_REQUEST, "api" => api.label(), "route" => route, "method" => method, "status" => status.to_string())
         .record(took.as_secs_f64());
 }
