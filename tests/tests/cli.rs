@@ -93,3 +93,27 @@ fn keygen_writes_an_owner_only_key_that_admin_can_register() {
     ]);
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// Issue 28 item 2: a setting given through `PERPSIM_*` is validated as its flag is: garbage
+/// refuses the start, naming the flag, rather than being dropped.
+#[test]
+fn garbage_in_an_environment_variable_refuses_the_start_as_the_flag_would() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, value, says) in [
+        ("PERPSIM_VOLATILITY", "garbage", "--volatility"),
+        ("PERPSIM_MAKER_LEVELS", "garbage", "--maker-levels"),
+        ("PERPSIM_MAKER_SIZE", "BTC-USDC-PERP=-1", "--maker-size"),
+        ("PERPSIM_CLOCK", "sundial", "--clock"),
+    ] {
+        let out = std::process::Command::new(perpsim_tests::binary())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .env(name, value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}={value}: {stderr}");
+        assert!(stderr.contains(says), "{name}={value}: {stderr}");
+        assert!(!dir.path().join("data").exists(), "nothing created: {name}");
+    }
+}

@@ -192,22 +192,45 @@ fn two_fresh_runs_with_the_same_seed_and_commands_end_with_the_same_ids_and_hash
     assert_eq!(replay_hash(first_dir.path()), first_hash);
 }
 
+/// Issue 28 and D1: what a data dir fixed at creation (seed, the manual clock's start, clock
+/// mode, the living market) is never silently dropped: a restart asking for something else
+/// is refused with what to do, and one that leaves the settings out goes on with the dir's.
 #[test]
-fn a_restart_with_another_seed_is_refused_clearly() {
+fn a_restart_that_contradicts_the_data_dir_is_refused_saying_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = Server::start_in(dir.path(), &["--seed", "1"]);
+    let created = ["--seed", "1", "--clock", "manual", "--start", START];
+    let mut server = Server::start_in(dir.path(), &created);
+    advance(&server, 90);
     assert!(server.terminate().success());
-    let (code, _, stderr) = perpsim_tests::perpsim(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--seed",
-        "2",
-    ]);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("created with seed 1"), "{stderr}");
+    let refused = [
+        (&["--seed", "2"][..], "created with seed 1"),
+        (
+            &["--clock", "manual", "--start", "2027-01-01T00:00:00Z"],
+            "began at 2026-01-01T00:00:00.000Z",
+        ),
+        (&["--clock", "realtime"], "runs the manual clock"),
+        (&["--volatility", "0.9"], "keeps the market settings"),
+    ];
+    for (flags, says) in refused {
+        let data_dir = dir.path().to_str().unwrap();
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir];
+        args.extend(flags);
+        let (code, _, stderr) = perpsim_tests::perpsim(&args);
+        assert_eq!(code, 2, "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert!(
+            stderr.contains("leave") && stderr.contains("new data dir"),
+            "{stderr}"
+        );
+    }
+    // The same settings again, or none: the dir goes on where its manual clock stood.
+    for flags in [&created[..], &[][..]] {
+        let mut server = Server::start_in(dir.path(), flags);
+        let clock = server.admin("GET", "/admin/v1/clock", None).json();
+        assert_eq!(clock["mode"], "manual", "{flags:?}");
+        assert_eq!(clock["now"], "2026-01-01T00:01:30.000Z", "{flags:?}");
+        assert!(server.terminate().success());
+    }
 }
 
 /// A quiet venue snapshots on simulation time: once `--snapshot-interval` has passed since

@@ -52,24 +52,24 @@ pub struct ServeArgs {
     pub price_feed: Option<String>,
     /// Annualised volatility of the random walk, a fraction: `0.8` for every instrument or
     /// `SYMBOL=0.8` for one; repeatable [default: BTC 0.60, ETH 0.75, SOL 1.00].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = "PERPSIM_VOLATILITY")]
     pub volatility: Vec<String>,
     /// Market maker's levels each side: `N` or `SYMBOL=N`; repeatable [default: 10].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = "PERPSIM_MAKER_LEVELS")]
     pub maker_levels: Vec<String>,
     /// Distance in basis points from the index to the best bid and ask: `BPS` or
     /// `SYMBOL=BPS`; repeatable [default: 1].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = "PERPSIM_MAKER_HALF_SPREAD_BPS")]
     pub maker_half_spread_bps: Vec<String>,
     /// Basis points between neighbouring levels: `BPS` or `SYMBOL=BPS` [default: 1].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = "PERPSIM_MAKER_LEVEL_STEP_BPS")]
     pub maker_level_step_bps: Vec<String>,
     /// Amount quoted per level: `SYMBOL=AMOUNT`; repeatable [default: BTC 0.5, ETH 5, SOL 100].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = "PERPSIM_MAKER_SIZE")]
     pub maker_size: Vec<String>,
     /// Largest absolute position the maker takes on: `SYMBOL=AMOUNT`; repeatable
     /// [default: 20 levels' size].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = "PERPSIM_MAKER_MAX_INVENTORY")]
     pub maker_max_inventory: Vec<String>,
     /// Let `perpsim replay --journal` read the journal while the server runs: on or off
     /// (redb's single-writer mode: each durable commit costs ~0.13 ms more) [default: off].
@@ -323,6 +323,33 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
     Ok(sim)
 }
 
+/// Whether any setting of the living market was given (flag, variable or file): an existing
+/// data dir refuses settings that differ from its own, and keeps its own when none is given.
+fn market_given(args: &ServeArgs, file: &FileConfig) -> bool {
+    let flags = [
+        &args.volatility,
+        &args.maker_levels,
+        &args.maker_half_spread_bps,
+        &args.maker_level_step_bps,
+        &args.maker_size,
+        &args.maker_max_inventory,
+    ];
+    let texts = [
+        &args.price_feed,
+        &args.market_maker,
+        &args.maker_funding,
+        &args.insurance_funding,
+        &file.price_feed,
+        &file.market_maker,
+        &file.maker_funding,
+        &file.insurance_funding,
+    ];
+    flags.iter().any(|v| !v.is_empty())
+        || texts.iter().any(|t| t.is_some())
+        || args.notice_interval.or(file.notice_interval).is_some()
+        || !file.instruments.is_empty()
+}
+
 fn instrument_mut<'a>(
     sim: &'a mut Simulation,
     symbol: &str,
@@ -385,13 +412,16 @@ impl ServeArgs {
             None => FileConfig::default(),
         };
         let simulation = simulation(&self, &file)?;
+        let market_given = market_given(&self, &file);
         let websocket = ws_limits(&self, &file)?;
-        let clock_text = self
+        let clock = self
             .clock
             .or(file.clock)
-            .unwrap_or_else(|| "realtime".into());
-        let clock = ClockMode::parse(&clock_text)
-            .ok_or_else(|| format!("--clock must be realtime or manual, got {clock_text:?}"))?;
+            .map(|text| {
+                ClockMode::parse(&text)
+                    .ok_or_else(|| format!("--clock must be realtime or manual, got {text:?}"))
+            })
+            .transpose()?;
         let start = self
             .start
             .or(file.start)
@@ -400,7 +430,7 @@ impl ServeArgs {
                     .ok_or_else(|| format!("--start must be an RFC 3339 timestamp, got {t:?}"))
             })
             .transpose()?;
-        if start.is_some() && clock != ClockMode::Manual {
+        if start.is_some() && clock != Some(ClockMode::Manual) {
             return Err("--start sets the manual clock's start; use it with --clock manual".into());
         }
         let snapshot_every = self
@@ -500,6 +530,7 @@ impl ServeArgs {
             admin_token,
             seed: self.seed.or(file.seed),
             simulation,
+            market_given,
             transfer_delay_secs: self.transfer_delay.or(file.transfer_delay).unwrap_or(1),
             snapshot_every,
             snapshot_interval_secs,

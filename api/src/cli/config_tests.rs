@@ -56,7 +56,7 @@ fn flags_override_the_file_which_overrides_defaults() {
     let cfg = args.resolve().unwrap();
     assert_eq!(cfg.listen.port(), 9000);
     assert_eq!(cfg.seed, Some(6));
-    assert_eq!(cfg.clock, ClockMode::Manual);
+    assert_eq!(cfg.clock, Some(ClockMode::Manual));
     assert_eq!(cfg.data_dir, PathBuf::from("./data"));
     assert_eq!(cfg.transfer_delay_secs, 1);
     assert_eq!(cfg.connections, ConnectionLimits::default());
@@ -188,4 +188,27 @@ fn unknown_keys_and_bad_market_settings_are_refused_clearly() {
     .resolve()
     .unwrap_err();
     assert!(err.contains("--clock manual"));
+}
+
+/// Issue 28 item 2: every `serve` flag reads `PERPSIM_<FLAG>` (shown in --help) into the
+/// same field, so the same validation refuses the same text from either.
+#[test]
+fn every_serve_flag_has_its_environment_variable_in_help() {
+    use clap::CommandFactory;
+    let mut cli = crate::cli::Cli::command();
+    let serve = cli.find_subcommand_mut("serve").unwrap();
+    let help = serve.render_long_help().to_string();
+    for arg in serve.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if long == "help" {
+            continue;
+        }
+        let want = format!("PERPSIM_{}", long.to_ascii_uppercase().replace('-', "_"));
+        let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+        assert_eq!(env.as_deref(), Some(want.as_str()), "--{long}");
+        assert!(
+            help.contains(&format!("[env: {want}")),
+            "--{long} in --help"
+        );
+    }
 }

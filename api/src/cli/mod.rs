@@ -1,7 +1,8 @@
 //! The `perpsim` command line: serve, keygen, curl, admin, openapi, replay; its configuration
-//! ([`config`]: flags, environment, TOML), the signing HTTP client of `curl`/`admin`
-//! ([`client`]) and scenario replay ([`replay`]).
+//! ([`config`]: flags, environment, TOML), the admin subcommands ([`admin`]), the signing HTTP
+//! client of `curl`/`admin` ([`client`]) and scenario replay ([`replay`]).
 
+pub mod admin;
 pub mod client;
 pub mod config;
 pub mod replay;
@@ -9,14 +10,11 @@ pub mod replay;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::{Parser, Subcommand};
-use serde_json::json;
 
+use self::admin::AdminCmd;
 use self::client::Auth;
 use self::config::ServeArgs;
-use crate::signing::parse_public_key;
 use crate::signing::secrets;
 
 #[derive(Parser, Debug)]
@@ -40,6 +38,7 @@ pub enum Cmd {
     /// Create an ed25519 key pair: the private key as PKCS#8 PEM in FILE (mode 0600); prints
     /// the public key in the base64 form the admin API and X-Public-Key take.
     Keygen {
+        /// The file to write the private key to (refused if it exists).
         #[arg(long)]
         out: PathBuf,
     },
@@ -52,18 +51,31 @@ pub enum Cmd {
         path: String,
         /// JSON body.
         body: Option<String>,
+        /// Print only this field of the JSON answer (a dotted path: `customer_code`,
+        /// `0.symbol`), strings without quotes: for shell variables.
+        #[arg(long)]
+        field: Option<String>,
+        /// The service's base URL.
         #[arg(long, default_value = DEFAULT_URL, env = "PERPSIM_URL")]
         url: String,
-        #[arg(long, default_value = "./data/demo-broker.key", env = "PERPSIM_KEY")]
-        key: PathBuf,
+        /// The data dir whose demo broker key signs (when --key is not given).
+        #[arg(long, default_value = "./data", env = "PERPSIM_DATA_DIR")]
+        data_dir: PathBuf,
+        /// The broker's private key, PKCS#8 PEM [default: <data-dir>/demo-broker.key].
+        #[arg(long, env = "PERPSIM_KEY")]
+        key: Option<PathBuf>,
     },
-    /// Drive the admin API.
+    /// Drive the admin API (D3): every operation has a subcommand.
     Admin {
+        /// The service's base URL.
         #[arg(long, default_value = DEFAULT_URL, env = "PERPSIM_URL")]
         url: String,
-        /// File holding the admin token.
-        #[arg(long, default_value = "./data/admin.token")]
-        token_file: PathBuf,
+        /// The data dir whose admin token is used (when neither --token nor --token-file is).
+        #[arg(long, default_value = "./data", env = "PERPSIM_DATA_DIR")]
+        data_dir: PathBuf,
+        /// File holding the admin token [default: <data-dir>/admin.token].
+        #[arg(long)]
+        token_file: Option<PathBuf>,
         /// The admin token itself (instead of --token-file).
         #[arg(long, env = "PERPSIM_ADMIN_TOKEN", hide_env_values = true)]
         token: Option<String>,
@@ -73,6 +85,7 @@ pub enum Cmd {
     /// Write the checked-in documents (broker.json, broker.yaml, admin.json, asyncapi.yaml,
     /// scenario.schema.json).
     Openapi {
+        /// The directory to write them to.
         #[arg(long, default_value = "openapi")]
         out: PathBuf,
     },
@@ -80,60 +93,6 @@ pub enum Cmd {
     /// trades.csv, report.html, manifest.json) and print the final state hash; Monte-Carlo
     /// with --seeds; a recorded --journal; `verify` and `summarize`.
     Replay(Box<replay::ReplayArgs>),
-}
-
-#[derive(Subcommand, Debug)]
-pub enum AdminCmd {
-    /// Register a broker with its first public key (standard base64).
-    CreateBroker { name: String, public_key: String },
-    /// Add a public key to a broker.
-    AddKey {
-        broker_code: String,
-        public_key: String,
-    },
-    /// Revoke a broker's public key (standard base64, as shown by keygen).
-    RevokeKey {
-        broker_code: String,
-        public_key: String,
-    },
-    /// Set an instrument's status: active, post_only or trade_halt.
-    Status { symbol: String, status: String },
-    /// Set an instrument's index price (and mark price, default the index).
-    Price {
-        symbol: String,
-        index_price: String,
-        #[arg(long)]
-        mark_price: Option<String>,
-    },
-    /// Show the simulation clock.
-    Clock,
-    /// Advance the manual clock by --seconds or to --to.
-    Advance {
-        #[arg(long)]
-        seconds: Option<i64>,
-        #[arg(long)]
-        to: Option<String>,
-    },
-    /// Show the engine's position and state hash.
-    State,
-    /// The venue's own accounts (fees, clearing, insurance) per asset.
-    Venue,
-    /// The fault plan for rehearsing a client's recovery (issue 25).
-    #[command(subcommand)]
-    Faults(FaultsCmd),
-}
-
-/// `perpsim admin faults …`
-#[derive(Subcommand, Debug)]
-pub enum FaultsCmd {
-    /// Show the plan in force.
-    Show,
-    /// Set the plan: its JSON (as PUT /admin/v1/faults takes it), or @FILE holding it.
-    Set { plan: String },
-    /// Turn faults off.
-    Clear,
-    /// The recovery report: per connection, each strike and how fast the client recovered.
-    Report,
 }
 
 /// Runs a parsed command line; the exit code.
@@ -145,9 +104,12 @@ pub fn run(cli: Cli) -> Result<i32, String> {
             method,
             path,
             body,
+            field,
             url,
+            data_dir,
             key,
         } => {
+            let key = key.unwrap_or_else(|| data_dir.join(secrets::DEMO_KEY_FILE));
             let key = secrets::load_signing_key(&key)?;
             // `v1/instruments` means `/v1/instruments`: the path is signed as it is sent.
             let path = match path.starts_with('/') {
@@ -161,33 +123,33 @@ pub fn run(cli: Cli) -> Result<i32, String> {
                 &path,
                 body.as_deref().unwrap_or(""),
             )?;
-            Ok(print_answer(answer))
+            print_answer(answer, field.as_deref())
         }
         Cmd::Admin {
             url,
+            data_dir,
             token_file,
             token,
             action,
         } => {
             let token = match token {
                 Some(t) => t,
-                None => std::fs::read_to_string(&token_file)
-                    .map(|t| t.trim().to_owned())
-                    .map_err(|e| {
-                        format!(
-                            "cannot read the admin token {}: {e} (or pass --token)",
-                            token_file.display()
-                        )
-                    })?,
+                None => {
+                    let file =
+                        token_file.unwrap_or_else(|| data_dir.join(secrets::ADMIN_TOKEN_FILE));
+                    std::fs::read_to_string(&file)
+                        .map(|t| t.trim().to_owned())
+                        .map_err(|e| {
+                            format!(
+                                "cannot read the admin token {}: {e} (or pass --token)",
+                                file.display()
+                            )
+                        })?
+                }
             };
-            let (method, path, body) = admin_request(action)?;
-            Ok(print_answer(client::send(
-                &url,
-                Auth::Bearer(&token),
-                method,
-                &path,
-                &body,
-            )?))
+            let (method, path, body) = admin::request(action)?;
+            let answer = client::send(&url, Auth::Bearer(&token), method, &path, &body)?;
+            print_answer(answer, None)
         }
         Cmd::Openapi { out } => crate::server::docs::write(&out).map(|_| 0),
         Cmd::Replay(args) => replay::run(*args),
@@ -207,96 +169,26 @@ fn keygen(out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Prints the body (pretty JSON when it is JSON) on stdout and the status on stderr.
-fn print_answer(answer: client::Answer) -> i32 {
+/// Prints the body (pretty JSON when it is JSON; only `field` of it when given) on stdout and
+/// the status on stderr; the exit code: 0, or 1 for HTTP ≥ 400.
+fn print_answer(answer: client::Answer, field: Option<&str>) -> Result<i32, String> {
     eprintln!("HTTP {}", answer.status);
-    let body = match serde_json::from_str::<serde_json::Value>(&answer.body) {
-        Ok(v) => serde_json::to_string_pretty(&v).expect("json prints"),
-        Err(_) => answer.body,
+    let json = serde_json::from_str::<serde_json::Value>(&answer.body);
+    let body = match (json, field) {
+        (Ok(v), None) => serde_json::to_string_pretty(&v).expect("json prints"),
+        (Err(_), None) => answer.body,
+        (Ok(v), Some(path)) if answer.status < 400 => {
+            let pointer = format!("/{}", path.replace('.', "/"));
+            match v.pointer(&pointer) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => return Err(format!("the answer has no field {path:?}: {v}")),
+            }
+        }
+        // An error or a body that is not JSON: shown whole, whatever field was asked for.
+        (Ok(v), Some(_)) => serde_json::to_string_pretty(&v).expect("json prints"),
+        (Err(_), Some(_)) => answer.body,
     };
     let _ = writeln!(std::io::stdout(), "{body}");
-    if answer.status >= 400 { 1 } else { 0 }
-}
-
-fn admin_request(action: AdminCmd) -> Result<(&'static str, String, String), String> {
-    let url_key = |k: &str| {
-        parse_public_key(k)
-            .map(|k| URL_SAFE_NO_PAD.encode(k.0))
-            .ok_or_else(|| "public key must be standard base64 of 32 bytes".to_owned())
-    };
-    Ok(match action {
-        AdminCmd::CreateBroker { name, public_key } => (
-            "POST",
-            "/admin/v1/brokers".into(),
-            json!({"name": name, "public_key": public_key}).to_string(),
-        ),
-        AdminCmd::AddKey {
-            broker_code,
-            public_key,
-        } => (
-            "POST",
-            format!("/admin/v1/brokers/{broker_code}/keys"),
-            json!({"public_key": public_key}).to_string(),
-        ),
-        AdminCmd::RevokeKey {
-            broker_code,
-            public_key,
-        } => (
-            "DELETE",
-            format!(
-                "/admin/v1/brokers/{broker_code}/keys/{}",
-                url_key(&public_key)?
-            ),
-            String::new(),
-        ),
-        AdminCmd::Status { symbol, status } => (
-            "PUT",
-            format!("/admin/v1/instruments/{symbol}/status"),
-            json!({"status": status}).to_string(),
-        ),
-        AdminCmd::Price {
-            symbol,
-            index_price,
-            mark_price,
-        } => {
-            let mut body = json!({"index_price": index_price});
-            if let Some(m) = mark_price {
-                body["mark_price"] = json!(m);
-            }
-            (
-                "PUT",
-                format!("/admin/v1/instruments/{symbol}/price"),
-                body.to_string(),
-            )
-        }
-        AdminCmd::Clock => ("GET", "/admin/v1/clock".into(), String::new()),
-        AdminCmd::Advance { seconds, to } => {
-            let body = match (seconds, to) {
-                (Some(s), None) => json!({"seconds": s}),
-                (None, Some(t)) => json!({"to": t}),
-                _ => return Err("give exactly one of --seconds and --to".into()),
-            };
-            ("POST", "/admin/v1/clock/advance".into(), body.to_string())
-        }
-        AdminCmd::State => ("GET", "/admin/v1/state".into(), String::new()),
-        AdminCmd::Venue => ("GET", "/admin/v1/venue/accounts".into(), String::new()),
-        AdminCmd::Faults(f) => faults_request(f)?,
-    })
-}
-
-fn faults_request(action: FaultsCmd) -> Result<(&'static str, String, String), String> {
-    let path = "/admin/v1/faults".to_owned();
-    Ok(match action {
-        FaultsCmd::Show => ("GET", path, String::new()),
-        FaultsCmd::Set { plan } => {
-            let body = match plan.strip_prefix('@') {
-                Some(file) => std::fs::read_to_string(file)
-                    .map_err(|e| format!("cannot read the fault plan {file}: {e}"))?,
-                None => plan,
-            };
-            ("PUT", path, body)
-        }
-        FaultsCmd::Clear => ("DELETE", path, String::new()),
-        FaultsCmd::Report => ("GET", format!("{path}/report"), String::new()),
-    })
+    Ok(if answer.status >= 400 { 1 } else { 0 })
 }

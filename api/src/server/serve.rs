@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::PublicKey;
 use perpsim_core::instrument::default_instruments;
 use perpsim_core::time::{SECOND_MS, Timestamp};
@@ -21,21 +22,47 @@ use crate::state::config::ServeConfig;
 use crate::state::host::{self, HostLimits};
 use crate::state::metrics::{self, Exporter};
 
+/// What an existing data dir fixed at its creation — seed, the manual clock's start, clock
+/// mode, the living market — against what this start asks for: a setting given that
+/// disagrees refuses the start, saying what to do, rather than being dropped.
+fn agrees_with_data_dir(
+    cfg: &ServeConfig,
+    genesis: &Genesis,
+    mode: ClockMode,
+) -> Result<(), String> {
+    let dir = cfg.data_dir.display();
+    let fresh = format!("start on a new data dir (another --data-dir, or remove {dir})");
+    if let Some(seed) = cfg.seed.filter(|s| *s != genesis.seed) {
+        return Err(format!(
+            "{dir} was created with seed {}; --seed {seed} differs: leave --seed out to go on, or {fresh}",
+            genesis.seed
+        ));
+    }
+    if let Some(start) = cfg.start.filter(|s| *s != genesis.start) {
+        return Err(format!(
+            "{dir} began at {}; --start {start} applies only to a new data dir: leave --start out to go on from where its clock is, or {fresh}",
+            genesis.start
+        ));
+    }
+    if let Some(asked) = cfg.clock.filter(|c| *c != mode) {
+        return Err(format!(
+            "{dir} runs the {} clock; --clock {} differs: leave --clock out to go on, or {fresh}",
+            mode.as_str(),
+            asked.as_str()
+        ));
+    }
+    if cfg.market_given && genesis.simulation != cfg.simulation {
+        return Err(format!(
+            "{dir} keeps the market settings it was created with (price feed, market maker, volatility, …) and the ones given differ: leave them out to go on, or {fresh}"
+        ));
+    }
+    Ok(())
+}
+
 /// Opens or creates the engine of the data dir. Returns it and whether it is new.
 fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), String> {
     if let Some(r) = recover(journal).map_err(|e| e.to_string())? {
-        let genesis = r.engine.genesis_config();
-        if let Some(seed) = cfg.seed.filter(|s| *s != genesis.seed) {
-            return Err(format!(
-                "the data dir was created with seed {}; --seed {seed} differs (use another --data-dir for another seed)",
-                genesis.seed
-            ));
-        }
-        if genesis.simulation != cfg.simulation {
-            tracing::warn!(
-                "the data dir keeps the market settings it was created with; price feed and market maker flags apply to a new data dir"
-            );
-        }
+        agrees_with_data_dir(cfg, &r.engine.genesis_config(), r.engine.clock().mode)?;
         tracing::info!(
             snapshot_tick = r.snapshot.map(|s| s.tick),
             replayed_ticks = r.replayed_ticks,
@@ -53,7 +80,7 @@ fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), S
         .unwrap_or_else(|| u64::from_le_bytes(secrets::random_bytes::<8>()));
     let genesis = Genesis {
         seed,
-        clock_mode: cfg.clock,
+        clock_mode: cfg.clock.unwrap_or(ClockMode::Realtime),
         start,
         instruments: default_instruments(),
         simulation: cfg.simulation.clone(),
@@ -62,7 +89,7 @@ fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), S
     tracing::info!(
         seed,
         start = %start,
-        clock = cfg.clock.as_str(),
+        clock = genesis.clock_mode.as_str(),
         price_feed = cfg.simulation.price_feed.as_str(),
         market_maker = cfg.simulation.market_maker,
         "new data dir"
@@ -88,7 +115,6 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let spent = journal
         .nonces_since(host::wall_clock_ns().saturating_sub(BEHIND_NS))
         .map_err(|e| format!("reading spent nonces: {e}"))?;
-    let mode_changed = engine.clock().mode != cfg.clock;
     let limits_changed = engine.limits() != cfg.limits;
     let limits = HostLimits {
         snapshot_every: cfg.snapshot_every,
@@ -105,11 +131,6 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
                 name: "demo".into(),
                 public_key,
             })
-            .map_err(|e| e.to_string())?;
-    }
-    if mode_changed {
-        handle
-            .submit_blocking(Command::SetClockMode { mode: cfg.clock })
             .map_err(|e| e.to_string())?;
     }
     if limits_changed {

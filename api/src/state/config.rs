@@ -16,12 +16,15 @@ use perpsim_core::time::Timestamp;
 pub struct ServeConfig {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
-    pub clock: ClockMode,
+    /// The clock mode asked for; `None` keeps an existing data dir's (a new one runs realtime).
+    pub clock: Option<ClockMode>,
     pub start: Option<Timestamp>,
     pub admin_token: Option<String>,
     pub seed: Option<u64>,
     /// The living market of a new data dir (an existing one keeps its genesis settings).
     pub simulation: Simulation,
+    /// Whether any market setting was given: only then may it disagree with a data dir's.
+    pub market_given: bool,
     pub transfer_delay_secs: u64,
     pub snapshot_every: u64,
     pub snapshot_interval_secs: i64,
