@@ -382,3 +382,59 @@ fn a_short_is_noticed_on_a_rise_and_an_increase_starts_a_new_baseline() {
         (&json!(20), &json!("21.2121"))
     );
 }
+
+/// Issue 28 item 6, §2.4 and §2.6: a position's record and its account summary carry the mark
+/// and what follows from it, so a new mark — set by the admin, or a step of the random walk
+/// during an advance — moves their `updated_at` to the instant of that mark.
+#[test]
+fn updated_at_moves_with_every_mark_that_moves_the_values() {
+    let server = manual();
+    let c = server.demo();
+    let (short, long) = (
+        funded(&server, &c, "USDC", "100000"),
+        funded(&server, &c, "USDC", "100000"),
+    );
+    cross(&c, (&short, &long), "0.5", "60000", "t1");
+    let now = |server: &Server| server.admin("GET", "/admin/v1/clock", None).json()["now"].clone();
+    let seen = |c: &Client| seen_for(c, &long);
+    let (summary, position) = seen(&c);
+    assert_eq!(summary["updated_at"], now(&server), "the fill's instant");
+    advance(&server, 60);
+    let (same, unmoved) = seen(&c);
+    assert_eq!(
+        same, summary,
+        "nothing moved: the same record, the same instant"
+    );
+    assert_eq!(unmoved, position);
+    set_price(&server, "61000");
+    let (summary, position) = seen(&c);
+    assert_ne!(summary["unrealised_pnl"], same["unrealised_pnl"]);
+    assert_eq!(summary["updated_at"], now(&server));
+    assert_eq!(position["updated_at"], now(&server));
+    assert_ne!(position["unrealised_pnl"], unmoved["unrealised_pnl"]);
+    drop(server);
+    // The living market: an advance walks the marks; the records follow them.
+    let server = perpsim_tests::living(&[]);
+    let c = server.demo();
+    let long = funded(&server, &c, "USDC", "100000");
+    place(
+        &c,
+        &long,
+        json!({"symbol": BTC, "reference_id": "m1", "side": "buy", "type": "market", "amount": "0.01"}),
+    );
+    let (before, _) = seen_for(&c, &long);
+    advance(&server, 60);
+    let (after, position) = seen_for(&c, &long);
+    assert_ne!(
+        after["unrealised_pnl"], before["unrealised_pnl"],
+        "the walk moved the mark"
+    );
+    assert_eq!(after["updated_at"], now(&server));
+    assert_eq!(position["updated_at"], now(&server));
+}
+
+fn seen_for(c: &Client, code: &str) -> (Value, Value) {
+    let summary = get(c, &format!("/v1/customers/{code}/account-summary"));
+    let positions = get(c, &format!("/v1/customers/{code}/positions"));
+    (summary, positions[0].clone())
+}

@@ -3,6 +3,7 @@
 use perpsim_core::Error;
 use perpsim_core::ids::PositionCode;
 use perpsim_core::order::PositionSide;
+use perpsim_core::time::Timestamp;
 use perpsim_systems::ReadView;
 use perpsim_systems::records::position::Position;
 use poem_openapi::param::{Path, Query};
@@ -64,8 +65,16 @@ pub fn record(view: &ReadView, p: &Position) -> PositionRecord {
         unrealised_pnl: DecimalOut::ledger(p.unrealised_pnl(mark)),
         margin: DecimalOut::ledger(p.margin),
         created_at: p.created_at.into(),
-        updated_at: p.updated_at.into(),
+        updated_at: valued_at(view, p).into(),
     }
+}
+
+/// When a position's record last changed: its own last change (fill, settlement) or its
+/// instrument's last price move, whichever is later — the record carries the mark and the
+/// unrealised PnL at it, so a new mark is a new record.
+pub fn valued_at(view: &ReadView, p: &Position) -> Timestamp {
+    let instrument = &view.instruments[view.trading.symbol(p.market)];
+    p.updated_at.max(instrument.price_time)
 }
 
 pub struct PositionsApi;

@@ -172,10 +172,19 @@ pub fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
             MarginState::Normal,
             risk::leverage_ratio(Decimal::ZERO, Decimal::ZERO),
         ));
+    // The summary changes when a balance does or when a position's record does (a fill, a
+    // settlement, a new mark moving its unrealised PnL and the ratios).
+    let positions = view.trading.positions.get(&customer.code);
     let updated_at = rows
         .into_iter()
         .flat_map(|r| r.values())
         .map(|b| b.as_of)
+        .chain(
+            positions
+                .into_iter()
+                .flat_map(|held| held.values())
+                .map(|p| super::positions::valued_at(view, p)),
+        )
         .max()
         .unwrap_or(customer.created_at);
     AccountSummary {
