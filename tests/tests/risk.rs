@@ -431,6 +431,32 @@ fn updated_at_moves_with_every_mark_that_moves_the_values() {
     );
     assert_eq!(after["updated_at"], now(&server));
     assert_eq!(position["updated_at"], now(&server));
+    // Issue 28 item 7: the maker's account is listed beside the venue's own.
+    let venue = server.admin("GET", "/admin/v1/venue/accounts", None).json();
+    let names: Vec<&str> = venue
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["account"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "fees",
+            "fees",
+            "clearing",
+            "clearing",
+            "insurance",
+            "insurance",
+            "market_maker",
+            "market_maker"
+        ]
+    );
+    let maker: f64 = venue[6]["total"].as_str().unwrap().parse().unwrap();
+    assert!(
+        maker > 99_000_000.0,
+        "the maker's USDC, funded with 100 000 000: {venue}"
+    );
 }
 
 fn seen_for(c: &Client, code: &str) -> (Value, Value) {

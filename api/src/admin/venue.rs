@@ -1,10 +1,12 @@
 //! The venue's own accounts (D7, D10): trading fees, the clearing account of realised PnL,
 //! funding and settlement, and the insurance account that pays what liquidations leave
 //! below zero. Its balance may go negative: a visible venue loss, read here, never hidden.
+//! Beside them, the built-in market maker's account: the other side of most customer trades.
 
 use std::sync::Arc;
 
 use perpsim_core::instrument::Asset;
+use perpsim_systems::records::market::MARKET_MAKER;
 use perpsim_systems::records::money::VenueAccount;
 use poem::web::Data;
 use poem_openapi::payload::Json;
@@ -25,6 +27,9 @@ pub enum VenueAccountApi {
     /// Funded at genesis (`--insurance-funding`); pays the negative balances liquidations
     /// leave.
     Insurance,
+    /// The built-in market maker's own account (`--maker-funding` at genesis): a trader like
+    /// any customer, whose trades are the other side of the customers' against its quotes.
+    MarketMaker,
 }
 
 impl From<VenueAccount> for VenueAccountApi {
@@ -50,8 +55,8 @@ pub struct VenueApi;
 
 #[OpenApi]
 impl VenueApi {
-    /// Every venue account in every asset, in a fixed order (fees, clearing, insurance; USDC,
-    /// USDT), as of the last published tick.
+    /// Every venue account in every asset, in a fixed order (fees, clearing, insurance,
+    /// market_maker; USDC, USDT), as of the last published tick.
     #[oai(
         path = "/venue/accounts",
         method = "get",
@@ -76,6 +81,18 @@ impl VenueApi {
                         .map_or_else(Default::default, |b| b.total),
                 ),
             })
+            .chain(Asset::ALL.map(|asset| {
+                VenueAccountRecord {
+                    account: VenueAccountApi::MarketMaker,
+                    asset: asset.as_str().to_owned(),
+                    total: DecimalOut::ledger(
+                        view.balances
+                            .get(&MARKET_MAKER)
+                            .and_then(|rows| rows.get(&asset))
+                            .map_or_else(Default::default, |b| b.total),
+                    ),
+                }
+            }))
             .collect();
         Ok(Json(records))
     }

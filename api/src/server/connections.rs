@@ -166,10 +166,44 @@ impl ConnectionWatch {
     }
 }
 
-/// The socket, telling the watch when bytes arrive.
+/// The socket, telling the watch when bytes arrive, and giving hyper's own answer to a
+/// request it cannot parse the documented JSON body.
 struct Watched {
     socket: TcpStream,
     watch: Arc<ConnectionWatch>,
+    /// The rewritten answer being written and how much of it is out.
+    rewritten: Option<(Vec<u8>, usize)>,
+}
+
+/// hyper answers a request it cannot parse (a malformed request line or header line, headers
+/// or a URI too long) itself, below the application: a bare head, `content-length: 0`. No
+/// answer of the application's is an error without a body, so such a head is hyper's; it
+/// becomes the same head with the D4 JSON body. `None` for every other write.
+fn parse_error_answer(write: &[u8]) -> Option<Vec<u8>> {
+    let head = std::str::from_utf8(write).ok()?;
+    let status = head.strip_prefix("HTTP/1.1 ")?.get(..3)?;
+    let message = match status {
+        "400" => "the request is not valid HTTP/1.1: a malformed request line or header line",
+        "414" => "the request's URI is too long",
+        "431" => "the request's header lines are too large",
+        _ => return None,
+    };
+    let bare = head.ends_with("\r\n\r\n") && head.contains("\r\ncontent-length: 0\r\n");
+    if !bare {
+        return None;
+    }
+    let body = crate::errors::body_text(ErrorCode::Validation, message);
+    let fields = format!(
+        "\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    Some(
+        format!(
+            "{}{body}",
+            head.replacen("\r\ncontent-length: 0\r\n", &fields, 1)
+        )
+        .into_bytes(),
+    )
 }
 
 impl AsyncRead for Watched {
@@ -193,7 +227,25 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.socket).poll_write(cx, buf)
+        if self.rewritten.is_none()
+            && let Some(answer) = parse_error_answer(buf)
+        {
+            self.rewritten = Some((answer, 0));
+        }
+        let this = &mut *self;
+        let Some((answer, sent)) = this.rewritten.as_mut() else {
+            return Pin::new(&mut this.socket).poll_write(cx, buf);
+        };
+        // hyper's bare head is taken whole; what goes out is the answer in its place.
+        while *sent < answer.len() {
+            match Pin::new(&mut this.socket).poll_write(cx, &answer[*sent..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => *sent += n,
+                other => return other,
+            }
+        }
+        this.rewritten = None;
+        Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -320,6 +372,7 @@ where
     let io = TokioIo::new(Watched {
         socket,
         watch: watch.clone(),
+        rewritten: None,
     });
     let conn = http1::Builder::new()
         .serve_connection(io, service)
@@ -362,4 +415,33 @@ async fn refuse(mut socket: TcpStream, refusal: Refusal) {
         socket.shutdown().await
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_error_answer;
+
+    /// Issue 28 item 4: hyper's bare answer to an unparsable request gets the D4 body; an
+    /// answer of the application's (it always has a body) is left alone.
+    #[test]
+    fn hypers_bare_parse_error_answer_gets_the_documented_body() {
+        let bare = "HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: Wed, 25 Nov 2026 22:40:36 GMT\r\n\r\n";
+        let answer = String::from_utf8(parse_error_answer(bare.as_bytes()).unwrap()).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\nconnection: close\r\n"));
+        assert!(head.contains("content-type: application/json"));
+        assert!(head.contains(&format!("content-length: {}", body.len())));
+        let body: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(body["code"], "VALIDATION_ERROR");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("not valid HTTP/1.1")
+        );
+        let ours = "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+        assert_eq!(parse_error_answer(ours.as_bytes()), None);
+        let ok = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+        assert_eq!(parse_error_answer(ok.as_bytes()), None);
+    }
 }

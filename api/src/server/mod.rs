@@ -1,12 +1,14 @@
 //! Serving: the poem application composing both APIs and their routes ([`app`]), the
 //! HTTP/1.1 accept loop with its timeouts ([`connections`]) and who may hold a connection
 //! ([`admission`]), start-up and shutdown ([`serve`]), request shape checks
-//! ([`request_guard`]; strict JSON is `contract::strict_json`) and the served documents ([`docs`]). The engine host
-//! thread and the shared state are `state`'s.
+//! ([`request_guard`], bodies against their schema in [`schema_check`]; strict JSON is
+//! `contract::strict_json`) and the served documents ([`docs`]). The engine host thread and
+//! the shared state are `state`'s.
 
 pub mod admission;
 pub mod app;
 pub mod connections;
 pub mod docs;
 pub mod request_guard;
+pub mod schema_check;
 pub mod serve;

@@ -1,8 +1,9 @@
 //! What the OpenAPI document declares about a request, enforced before any handler runs:
 //! - unsupported query parameters → 400 VALIDATION_ERROR naming them and the supported set
 //!   (D4);
-//! - a body field of the wrong JSON type → 400 VALIDATION_ERROR naming the field, the types it
-//!   takes and the one it got (`{"external_id": false}` is refused, not stored as `"false"`);
+//! - a body that breaks its schema → 400 VALIDATION_ERROR naming the field as the document
+//!   does, what it takes and what it got (`{"external_id": false}` is refused, not stored as
+//!   `"false"`; `"side": "long"` lists buy and sell), see [`schema_check`];
 //! - the methods of a path, for the `Allow` header of a 405.
 //!
 //! Everything is read from the document the service serves, so it is exactly what the
@@ -13,17 +14,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use perpsim_core::Error;
 use serde_json::Value;
 
-use crate::contract::json_type;
+use super::schema_check;
 
 struct Operation {
     method: String,
     /// The path as the document writes it (`/v1/customers/{customer_code}`).
     template: String,
     segments: Vec<Option<String>>,
-    allowed: BTreeSet<String>,
-    /// Body field → the JSON types it takes (`integer` also stands for itself within
-    /// `number`; `null` where the field is nullable).
-    body: BTreeMap<String, BTreeSet<&'static str>>,
+    /// Query parameters with their schemas.
+    allowed: BTreeMap<String, Value>,
+    /// The body's schema (a `$ref` into the components), for operations that take one.
+    body: Option<Value>,
 }
 
 impl Operation {
@@ -39,68 +40,14 @@ impl Operation {
 
 pub struct RequestGuard {
     operations: Vec<Operation>,
+    /// The document's `components.schemas`, which body schemas refer to.
+    schemas: Value,
 }
 
-/// The JSON types a property schema admits, resolving `$ref`, `allOf` and `oneOf`.
-fn json_types(schema: &Value, schemas: &Value, out: &mut BTreeSet<&'static str>) {
-    if let Some(name) = schema["$ref"].as_str().and_then(|r| r.rsplit('/').next()) {
-        return json_types(&schemas[name], schemas, out);
-    }
-    if schema["nullable"] == true {
-        out.insert("null");
-    }
-    for part in ["allOf", "oneOf", "anyOf"] {
-        for sub in schema[part].as_array().into_iter().flatten() {
-            json_types(sub, schemas, out);
-        }
-    }
-    if let Some(ty) = schema["type"].as_str() {
-        out.insert(match ty {
-            "string" => "string",
-            "integer" => "integer",
-            "number" => "number",
-            "boolean" => "boolean",
-            "array" => "array",
-            _ => "object",
-        });
-    }
-}
-
-/// Each body field of an operation with the JSON types it takes.
-fn body_fields(op: &Value, doc: &Value) -> BTreeMap<String, BTreeSet<&'static str>> {
-    let schemas = &doc["components"]["schemas"];
-    let mut fields = BTreeMap::new();
-    for media in op["requestBody"]["content"]
-        .as_object()
-        .into_iter()
-        .flatten()
-    {
-        let mut schema = &media.1["schema"];
-        if let Some(name) = schema["$ref"].as_str().and_then(|r| r.rsplit('/').next()) {
-            schema = &schemas[name];
-        }
-        for (name, property) in schema["properties"].as_object().into_iter().flatten() {
-            let mut types = BTreeSet::new();
-            json_types(property, schemas, &mut types);
-            if !types.is_empty() {
-                fields.insert(name.clone(), types);
-            }
-        }
-    }
-    fields
-}
-
-/// The JSON type of a value as the document names types.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
+/// The schema of an operation's JSON body, if it takes one.
+fn body_schema(op: &Value) -> Option<Value> {
+    let content = op["requestBody"]["content"].as_object()?;
+    content.values().next().map(|media| media["schema"].clone())
 }
 
 impl RequestGuard {
@@ -119,49 +66,40 @@ impl RequestGuard {
                     .into_iter()
                     .flatten()
                     .filter(|p| p["in"] == "query")
-                    .filter_map(|p| p["name"].as_str().map(str::to_owned))
+                    .filter_map(|p| Some((p["name"].as_str()?.to_owned(), p["schema"].clone())))
                     .collect();
                 operations.push(Operation {
                     method: method.to_ascii_uppercase(),
                     template: path.clone(),
                     segments: segments.clone(),
                     allowed,
-                    body: body_fields(op, doc),
+                    body: body_schema(op),
                 });
             }
         }
-        RequestGuard { operations }
+        RequestGuard {
+            operations,
+            schemas: doc["components"]["schemas"].clone(),
+        }
     }
 
-    /// Checks the JSON type of each body field the operation declares. A body that is not a
-    /// JSON object, and fields the operation does not declare, are left to the operation's
-    /// own parsing (400 naming the malformed body or the unknown field).
+    /// Holds a JSON body to its operation's schema: the first field of a wrong JSON type,
+    /// outside an enum, unknown or missing is refused naming it as the document does
+    /// ([`schema_check`]). A body that is not JSON at all is left to the operation's parser.
     pub fn check_body(&self, method: &str, path: &str, body: &[u8]) -> Result<(), Error> {
         if body.is_empty() {
             return Ok(());
         }
-        let Some(op) = self.operation(method, path) else {
+        let Some(schema) = self.operation(method, path).and_then(|op| op.body.as_ref()) else {
             return Ok(());
         };
-        let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) else {
+        let Ok(value) = serde_json::from_slice::<Value>(body) else {
             return Ok(());
         };
-        for (name, value) in &fields {
-            let Some(takes) = op.body.get(name) else {
-                continue;
-            };
-            let got = kind(value);
-            let fits = takes.contains(got) || (got == "integer" && takes.contains("number"));
-            if !fits {
-                let takes: Vec<&str> = takes.iter().copied().collect();
-                return Err(Error::validation(format!(
-                    "{name} must be a JSON {}, got {}",
-                    takes.join(" or "),
-                    json_type(value)
-                )));
-            }
+        match schema_check::diagnose(&value, schema, &self.schemas) {
+            Some(why) => Err(Error::validation(why)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// The operation `method path` names, if the document declares it.
@@ -198,24 +136,24 @@ impl RequestGuard {
             return Ok(());
         };
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut values = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             let name = percent_decode(name);
-            *seen.entry(name).or_default() += 1;
+            *seen.entry(name.clone()).or_default() += 1;
+            values.push((name, percent_decode(value)));
         }
         let supported = || {
             if op.allowed.is_empty() {
                 "this endpoint takes no query parameters".to_owned()
             } else {
-                format!(
-                    "supported: {}",
-                    op.allowed.iter().cloned().collect::<Vec<_>>().join(", ")
-                )
+                let names: Vec<&str> = op.allowed.keys().map(String::as_str).collect();
+                format!("supported: {}", names.join(", "))
             }
         };
         let unknown: Vec<&str> = seen
             .keys()
-            .filter(|n| !op.allowed.contains(*n))
+            .filter(|n| !op.allowed.contains_key(*n))
             .map(String::as_str)
             .collect();
         if !unknown.is_empty() {
@@ -229,6 +167,12 @@ impl RequestGuard {
             return Err(Error::validation(format!(
                 "query parameter {name} is given more than once"
             )));
+        }
+        for (name, value) in &values {
+            let schema = schema_check::resolved(&op.allowed[name], &self.schemas);
+            if let Some(why) = schema_check::query_value(name, value, schema) {
+                return Err(Error::validation(why));
+            }
         }
         Ok(())
     }
