@@ -12,7 +12,9 @@
 #  4. README's WebSocket client (python/book_client.py, websockets from PyPI) through an hour
 #     of the living market with random faults on the book stream (ws_client.sh);
 #  5. the /docs page opened in a real headless Chromium (Debian's package, installed here when
-#     missing): it renders and lists every tag; the screenshot stays in .generated/docs.png.
+#     missing): it renders and lists every tag; the screenshot stays in .generated/docs.png;
+#     and a person's use of it: a key pasted into its signing panel, an order placed with
+#     "Try it out" (docs_sign.py, through the DevTools protocol).
 # The binary is the one `cargo test --workspace` built (built here if it is missing).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -138,3 +140,23 @@ if [ "$missing" -ne 0 ]; then
   exit 1
 fi
 echo "docs page: 1 passed, 0 failed (screenshot: tests/sdk/.generated/docs.png, $(chromium --version 2>/dev/null))"
+
+# A person in /docs pastes the demo broker's key into the signing panel and places an order
+# with "Try it out" (docs_sign.py drives the page through the DevTools protocol); the page
+# shows 201 and the order is there over REST.
+bin="${CARGO_TARGET_DIR:-$root/target}/debug/perpsim"
+cli=(--url "$url" --data-dir "$work/data")
+customer="$("$bin" curl POST v1/customers '{}' --field customer_code "${cli[@]}" 2>/dev/null)"
+"$bin" curl POST "v1/customers/$customer/deposits" '{"asset":"USDC","amount":"1000"}' \
+  "${cli[@]}" >/dev/null 2>&1
+"$bin" admin "${cli[@]}" advance --seconds 1 >/dev/null 2>&1
+answer="$(.venv/bin/python docs_sign.py "$url" "$work/data/demo-broker.key" "$customer" docs-1 "$work")"
+shown="$(echo "$answer" | .venv/bin/python -c 'import json,sys; a=json.load(sys.stdin); print(a["status"], a["key_left_in_page"] == "")')"
+order="$("$bin" curl GET "v1/customers/$customer/orders/docs-1" --field status "${cli[@]}" 2>/dev/null || true)"
+if [ "$shown" = "201 True" ] && [ "$order" = open ]; then
+  echo "docs page signing: 1 passed, 0 failed (an order placed from /docs, signed in the page)"
+else
+  echo "$answer"
+  echo "docs page signing: 0 passed, 1 failed (page: $shown, order over REST: $order)"
+  exit 1
+fi

@@ -98,10 +98,14 @@ fn specs_docs_health_and_metrics_are_served_without_authentication() {
     let get = |p: &str| raw("GET", &format!("{}{p}", server.url), &[], b"");
     let spec = get("/openapi.json").json();
     assert!(spec["paths"]["/v1/instruments"]["get"].is_object());
+    // Issue 28 item 3: the served documents name where this service listens ("Try it out"
+    // reaches it); the checked-in ones the default.
+    assert_eq!(spec["servers"][0]["url"], server.url.as_str());
     assert!(get("/openapi.yaml").text.contains("/v1/customers:"));
-    assert!(
-        get("/admin/openapi.json").json()["paths"]["/admin/v1/clock/advance"]["post"].is_object()
-    );
+    assert!(get("/openapi.yaml").text.contains(&server.url));
+    let admin = get("/admin/openapi.json").json();
+    assert!(admin["paths"]["/admin/v1/clock/advance"]["post"].is_object());
+    assert_eq!(admin["servers"][0]["url"], server.url.as_str());
     let docs = get("/docs/");
     assert_eq!(docs.status, 200);
     assert!(

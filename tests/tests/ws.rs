@@ -700,9 +700,17 @@ fn the_document_refuses_frames_it_does_not_describe() {
     let server = manual();
     let served = raw("GET", &format!("{}/asyncapi.yaml", server.url), &[], b"");
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi/asyncapi.yaml");
+    let mut served: Value = serde_saphyr::from_str(&served.text).unwrap();
+    let mut checked_in: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    // Issue 28 item 3: the served copy names where this service listens.
+    let host = server.url.trim_start_matches("http://");
+    assert_eq!(served["servers"]["local"]["host"], host);
+    assert_eq!(checked_in["servers"]["local"]["host"], "127.0.0.1:8080");
+    served["servers"].take();
+    checked_in["servers"].take();
     assert_eq!(
-        served.text,
-        std::fs::read_to_string(path).unwrap(),
-        "served as checked in"
+        served, checked_in,
+        "served as checked in, but for its server"
     );
 }

@@ -4,6 +4,7 @@
 //! carries the `Date` header with server (wall-clock) time.
 
 use std::borrow::Cow;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
@@ -23,6 +24,7 @@ use crate::contract;
 use crate::contract::strict_json;
 use crate::errors::{self, error_response};
 use crate::server::connections::ConnectionWatch;
+use crate::server::docs_page;
 use crate::server::request_guard::RequestGuard;
 use crate::signing::{AuthError, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders};
 use crate::state::AppState;
@@ -391,19 +393,24 @@ fn json_status(status: StatusCode, text: &str) -> Response {
         .body(format!("{{\"status\":\"{text}\"}}"))
 }
 
-/// The whole application.
-pub fn app(state: Arc<AppState>, ws: Arc<crate::ws::WsShared>) -> impl Endpoint<Output = Response> {
+/// The whole application, serving documents that name `local`, the address it listens on.
+pub fn app(
+    state: Arc<AppState>,
+    ws: Arc<crate::ws::WsShared>,
+    local: SocketAddr,
+) -> impl Endpoint<Output = Response> {
     let broker = broker_service();
     let admin_api = admin_service();
-    let document = broker_document();
-    let json = contract::json_text(&document);
-    // The page embeds poem-openapi's own document; it shows the contract's instead.
-    let page = broker.swagger_ui_html().replace(&broker.spec(), &json);
+    let served = docs_page::served(local);
+    let page = served.docs_page;
     Route::new()
-        .at("/openapi.json", get(fixed("application/json", json)))
+        .at(
+            "/openapi.json",
+            get(fixed("application/json", served.broker_json)),
+        )
         .at(
             "/openapi.yaml",
-            get(fixed("application/x-yaml", contract::yaml_text(&document))),
+            get(fixed("application/x-yaml", served.broker_yaml)),
         )
         .at(
             "/docs",
@@ -412,17 +419,11 @@ pub fn app(state: Arc<AppState>, ws: Arc<crate::ws::WsShared>) -> impl Endpoint<
         .at("/docs/", get(fixed("text/html; charset=utf-8", page)))
         .at(
             "/admin/openapi.json",
-            get(fixed(
-                "application/json",
-                contract::json_text(&admin_document()),
-            )),
+            get(fixed("application/json", served.admin_json)),
         )
         .at(
             "/asyncapi.yaml",
-            get(fixed(
-                "application/x-yaml",
-                contract::yaml_text(&crate::ws::asyncapi::document()),
-            )),
+            get(fixed("application/x-yaml", served.asyncapi_yaml)),
         )
         .at("/healthz", get(healthz))
         .at("/readyz", get(readyz))

@@ -62,7 +62,7 @@ fn agrees_with_data_dir(
 /// Opens or creates the engine of the data dir. Returns it and whether it is new.
 fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), String> {
     if let Some(r) = recover(journal).map_err(|e| e.to_string())? {
-        agrees_with_data_dir(cfg, &r.engine.genesis_config(), r.engine.clock().mode)?;
+        agrees_with_data_dir(cfg, r.engine.genesis_config(), r.engine.clock().mode)?;
         tracing::info!(
             snapshot_tick = r.snapshot.map(|s| s.tick),
             replayed_ticks = r.replayed_ticks,
@@ -209,7 +209,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             }
         };
         let ws = crate::ws::start(state.clone(), cfg.websocket);
-        let endpoint = app(state.clone(), ws.clone());
+        let endpoint = app(state.clone(), ws.clone(), local);
         let result = connections::serve(listener, endpoint, ws, limits, stop)
             .await
             .map_err(|e| e.to_string());

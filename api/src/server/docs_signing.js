@@ -1,0 +1,64 @@
+// D2 signing for the /docs page's "Try it out": a broker's private key pasted into the panel is
+// imported into WebCrypto (Ed25519) and kept in this page's memory only — never stored, never
+// sent — and every /v1 request the page sends carries X-Public-Key, X-Nonce and X-Signature
+// over `{nonce}\n{METHOD}\n{path_and_query}\n{body}`, exactly as a broker's client signs.
+(function () {
+  let signer = null;
+  let lastNonce = 0n;
+  const base64 = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes)));
+  const status = (text) => { document.getElementById("perpsim-key-status").textContent = text; };
+
+  async function useKey(pem) {
+    const body = pem.replace(/-----(BEGIN|END) PRIVATE KEY-----/g, "").replace(/\s+/g, "");
+    const der = Uint8Array.from(atob(body), (c) => c.charCodeAt(0));
+    const algorithm = { name: "Ed25519" };
+    // Imported once extractable, only to read the public key from its JWK; the key that
+    // signs is imported again, not extractable.
+    const readable = await crypto.subtle.importKey("pkcs8", der, algorithm, true, ["sign"]);
+    const jwk = await crypto.subtle.exportKey("jwk", readable);
+    const publicKey = btoa(atob(jwk.x.replace(/-/g, "+").replace(/_/g, "/")));
+    const key = await crypto.subtle.importKey("pkcs8", der, algorithm, false, ["sign"]);
+    signer = { key, publicKey };
+    return publicKey;
+  }
+
+  window.perpsimUseKey = async function () {
+    const box = document.getElementById("perpsim-key");
+    try {
+      const publicKey = await useKey(box.value);
+      status("Signing /v1 requests as " + publicKey + " (the key is in this page's memory only).");
+    } catch (e) {
+      signer = null;
+      status("Not a PKCS#8 PEM ed25519 private key (" + e + "); requests go unsigned.");
+    }
+    box.value = "";
+  };
+
+  window.perpsimForgetKey = function () {
+    signer = null;
+    status("No key: requests go unsigned and /v1 answers 401.");
+  };
+
+  // Swagger UI's requestInterceptor: may return a promise of the request.
+  window.perpsimSign = async function (request) {
+    const url = new URL(request.url, window.location.href);
+    if (!signer || !url.pathname.startsWith("/v1/")) {
+      return request;
+    }
+    // Nanoseconds since the epoch, strictly increasing within the page (D2: never reused).
+    let nonce = BigInt(Date.now()) * 1000000n;
+    if (nonce <= lastNonce) {
+      nonce = lastNonce + 1n;
+    }
+    lastNonce = nonce;
+    const body = typeof request.body === "string" ? request.body : "";
+    const method = request.method.toUpperCase();
+    const message = nonce + "\n" + method + "\n" + url.pathname + url.search + "\n" + body;
+    const signature = await crypto.subtle.sign(
+      { name: "Ed25519" }, signer.key, new TextEncoder().encode(message));
+    request.headers["X-Public-Key"] = signer.publicKey;
+    request.headers["X-Nonce"] = nonce.toString();
+    request.headers["X-Signature"] = base64(signature);
+    return request;
+  };
+})();
