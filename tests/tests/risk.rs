@@ -42,17 +42,23 @@ fn cross(c: &Client, (seller, buyer): (&str, &str), amount: &str, price: &str, r
     );
 }
 
+/// Two funded customers; the second buys 0.5 BTC from the first at 60 000: (short, long).
+fn long_half_a_btc_at_60000(server: &Server, c: &Client) -> (String, String) {
+    let (short, long) = (
+        funded(server, c, "USDC", "100000"),
+        funded(server, c, "USDC", "100000"),
+    );
+    cross(c, (&short, &long), "0.5", "60000", "t1");
+    (short, long)
+}
+
 /// §2.2, §3.3: a 25 % fall of a long is one notice at 20 with exact values; the list
 /// filters by customer, type, symbol and creation time, and refuses an unknown type.
 #[test]
 fn a_fall_of_a_quarter_is_one_notice_at_twenty_on_the_notifications_list() {
     let server = manual();
     let c = server.demo();
-    let (short, long) = (
-        funded(&server, &c, "USDC", "100000"),
-        funded(&server, &c, "USDC", "100000"),
-    );
-    cross(&c, (&short, &long), "0.5", "60000", "t1");
+    let (short, long) = long_half_a_btc_at_60000(&server, &c);
     set_price(&server, "45000");
     advance(&server, 60);
     let page = get(
@@ -390,11 +396,7 @@ fn a_short_is_noticed_on_a_rise_and_an_increase_starts_a_new_baseline() {
 fn updated_at_moves_with_every_mark_that_moves_the_values() {
     let server = manual();
     let c = server.demo();
-    let (short, long) = (
-        funded(&server, &c, "USDC", "100000"),
-        funded(&server, &c, "USDC", "100000"),
-    );
-    cross(&c, (&short, &long), "0.5", "60000", "t1");
+    let (_short, long) = long_half_a_btc_at_60000(&server, &c);
     let now = |server: &Server| server.admin("GET", "/admin/v1/clock", None).json()["now"].clone();
     let seen = |c: &Client| seen_for(c, &long);
     let (summary, position) = seen(&c);
