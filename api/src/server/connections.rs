@@ -180,6 +180,11 @@ struct Watched {
 /// answer of the application's is an error without a body, so such a head is hyper's; it
 /// becomes the same head with the D4 JSON body. `None` for every other write.
 fn parse_error_answer(write: &[u8]) -> Option<Vec<u8>> {
+    // Cheap tests first: this looks at every write of every answer.
+    let error = write.starts_with(b"HTTP/1.1 4") || write.starts_with(b"HTTP/1.1 5");
+    if !error || !write.ends_with(b"\r\n\r\n") {
+        return None;
+    }
     let head = std::str::from_utf8(write).ok()?;
     let status = head.strip_prefix("HTTP/1.1 ")?.get(..3)?;
     let message = match status {
@@ -188,8 +193,7 @@ fn parse_error_answer(write: &[u8]) -> Option<Vec<u8>> {
         "431" => "the request's header lines are too large",
         _ => return None,
     };
-    let bare = head.ends_with("\r\n\r\n") && head.contains("\r\ncontent-length: 0\r\n");
-    if !bare {
+    if !head.contains("\r\ncontent-length: 0\r\n") {
         return None;
     }
     let body = crate::errors::body_text(ErrorCode::Validation, message);

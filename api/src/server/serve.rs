@@ -53,7 +53,7 @@ fn agrees_with_data_dir(
     }
     if cfg.market_given && genesis.simulation != cfg.simulation {
         return Err(format!(
-            "{dir} keeps the market settings it was created with (price feed, market maker, volatility, …) and the ones given differ: leave them out to go on, or {fresh}"
+            "{dir} keeps the market settings it was created with (price feed, market maker, volatility, …) and the ones given differ (they are compared as a whole: give them all as at creation, or none): leave them out to go on, or {fresh}"
         ));
     }
     Ok(())
