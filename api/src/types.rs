@@ -8,7 +8,7 @@ use poem_openapi::{Enum, Object};
 
 /// Instrument status (interface §2.11, D8).
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[oai(rename_all = "snake_case")]
+#[oai(rename = "InstrumentStatus", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum InstrumentStatusApi {
     /// Trading normally.

@@ -20,7 +20,7 @@ use crate::errors::ApiError;
 use crate::state::AppState;
 
 #[derive(poem_openapi::Enum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[oai(rename_all = "snake_case")]
+#[oai(rename = "ClockMode", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum ClockModeApi {
     Realtime,

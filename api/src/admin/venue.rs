@@ -18,7 +18,7 @@ use crate::state::AppState;
 use crate::wire::DecimalOut;
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
-#[oai(rename_all = "snake_case")]
+#[oai(rename = "VenueAccount", rename_all = "snake_case")]
 pub enum VenueAccountApi {
     /// Trading fees collected, rebates paid.
     Fees,

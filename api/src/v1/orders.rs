@@ -27,7 +27,7 @@ use crate::state::AppState;
 use crate::wire::{DecimalIn, DecimalOut, LeverageIn, NumberIn, Time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
-#[oai(rename_all = "snake_case")]
+#[oai(rename = "Side", rename_all = "snake_case")]
 pub enum SideApi {
     Buy,
     Sell,
@@ -80,6 +80,7 @@ impl From<OrderEntryType> for core_order::OrderType {
 }
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename = "TimeInForce")]
 pub enum TimeInForceApi {
     #[oai(rename = "IOC")]
     Ioc,
@@ -103,7 +104,7 @@ impl From<TimeInForceApi> for core_order::TimeInForce {
 }
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
-#[oai(rename_all = "snake_case")]
+#[oai(rename = "TriggerPriceType", rename_all = "snake_case")]
 pub enum TriggerPriceTypeApi {
     TradePrice,
     MarkPrice,

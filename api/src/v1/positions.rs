@@ -15,7 +15,7 @@ use crate::errors::ApiError;
 use crate::wire::{DecimalOut, Time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
-#[oai(rename_all = "snake_case")]
+#[oai(rename = "PositionSide", rename_all = "snake_case")]
 pub enum PositionSideApi {
     Long,
     Short,

@@ -41,14 +41,14 @@ pub enum TradeType {
 }
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
-#[oai(rename_all = "snake_case")]
+#[oai(rename = "Liquidity", rename_all = "snake_case")]
 pub enum LiquidityApi {
     Maker,
     Taker,
 }
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
-#[oai(rename_all = "snake_case")]
+#[oai(rename = "Sort", rename_all = "snake_case")]
 pub enum SortApi {
     Asc,
     Desc,

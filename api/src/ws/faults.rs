@@ -102,7 +102,7 @@ impl Striker {
 }
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
-#[oai(rename_all = "snake_case")]
+#[oai(rename = "FaultKind", rename_all = "snake_case")]
 pub enum FaultKindApi {
     Drop,
     Duplicate,

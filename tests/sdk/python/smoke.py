@@ -29,7 +29,7 @@ from perpsim_client.models import (
     ErrorBody,
     OrderEntryType,
     OrderRequest,
-    SideApi,
+    Side,
     TransferRequest,
     TransferRequestAsset,
 )
@@ -80,7 +80,7 @@ def main(base_url: str, data_dir: Path) -> None:
         client=client,
         body=OrderRequest(
             symbol=BTC,
-            side=SideApi.BUY,
+            side=Side.BUY,
             type_=OrderEntryType.LIMIT,
             reference_id="py-1",
             amount="0.010",
@@ -102,7 +102,7 @@ def main(base_url: str, data_dir: Path) -> None:
         client=client,
         body=OrderRequest(
             symbol=BTC,
-            side=SideApi.SELL,
+            side=Side.SELL,
             type_=OrderEntryType.LIMIT,
             reference_id="py-ask",
             amount="0.010",
@@ -114,7 +114,7 @@ def main(base_url: str, data_dir: Path) -> None:
         client=client,
         body=OrderRequest(
             symbol=BTC,
-            side=SideApi.BUY,
+            side=Side.BUY,
             type_=OrderEntryType.MARKET,
             reference_id="py-take",
             amount="0.010",

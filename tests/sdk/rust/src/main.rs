@@ -19,7 +19,7 @@ fn check(condition: bool, what: &str) {
 
 fn order(
     reference: &str,
-    side: types::SideApi,
+    side: types::Side,
     kind: types::OrderEntryType,
 ) -> types::OrderRequest {
     types::OrderRequest {
@@ -85,7 +85,7 @@ async fn main() {
         "deposit completed",
     );
 
-    let mut limit = order("rs-1", types::SideApi::Buy, types::OrderEntryType::Limit);
+    let mut limit = order("rs-1", types::Side::Buy, types::OrderEntryType::Limit);
     limit.limit_price = Some("50000".parse().unwrap());
     let placed = client.create_order(a, &limit).await.unwrap().into_inner();
     check(
@@ -124,12 +124,12 @@ async fn main() {
         .into_inner();
     check(canceled.status == "canceled", "order canceled");
 
-    let mut ask = order("rs-ask", types::SideApi::Sell, types::OrderEntryType::Limit);
+    let mut ask = order("rs-ask", types::Side::Sell, types::OrderEntryType::Limit);
     ask.limit_price = Some("60000".parse().unwrap());
     client.create_order(b, &ask).await.unwrap();
     let take = order(
         "rs-take",
-        types::SideApi::Buy,
+        types::Side::Buy,
         types::OrderEntryType::Market,
     );
     let taken = client.create_order(a, &take).await.unwrap().into_inner();
@@ -140,7 +140,7 @@ async fn main() {
         .unwrap()
         .into_inner();
     check(
-        positions.len() == 1 && positions[0].side == types::PositionSideApi::Long,
+        positions.len() == 1 && positions[0].side == types::PositionSide::Long,
         "a long position",
     );
 
