@@ -60,7 +60,7 @@ pub enum AdminCmd {
     /// Switch deposits and withdrawals on or off (while off they answer 503 EXCHANGE_ERROR).
     Transfers {
         /// on or off (true/false, yes/no are read too).
-        #[arg(action = clap::ArgAction::Set, value_parser = BoolishValueParser::new())]
+        #[arg(action = clap::ArgAction::Set, value_parser = BoolishValueParser::new(), hide_possible_values = true)]
         available: bool,
     },
     /// End a pending deposit or withdrawal as cancelled, as when the venue refuses it.
@@ -74,7 +74,7 @@ pub enum AdminCmd {
         /// The customer's code.
         customer_code: String,
         /// on or off (true/false, yes/no are read too).
-        #[arg(action = clap::ArgAction::Set, value_parser = BoolishValueParser::new())]
+        #[arg(action = clap::ArgAction::Set, value_parser = BoolishValueParser::new(), hide_possible_values = true)]
         provisioned: bool,
     },
     /// Show the simulation clock.
@@ -90,7 +90,7 @@ pub enum AdminCmd {
     },
     /// Show the engine's position (ticks, commands) and its state hash.
     State,
-    /// The venue's own accounts (fees, clearing, insurance) per asset.
+    /// The venue's own accounts (fees, clearing, insurance) and the market maker's, per asset.
     Venue,
     /// The fault plan for rehearsing a client's recovery.
     #[command(subcommand)]
