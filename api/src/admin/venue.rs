@@ -69,30 +69,25 @@ impl VenueApi {
         _auth: AdminToken,
     ) -> Result<Json<Vec<VenueAccountRecord>>, ApiError> {
         let view = state.engine.view();
-        let records = VenueAccount::ALL
+        let venue = VenueAccount::ALL
             .into_iter()
             .flat_map(|account| Asset::ALL.map(|asset| (account, asset)))
-            .map(|(account, asset)| VenueAccountRecord {
-                account: account.into(),
+            .map(|(account, asset)| (account.into(), asset, view.venue.get(&(account, asset))));
+        let maker = view.balances.get(&MARKET_MAKER);
+        let maker = Asset::ALL.map(|a| {
+            (
+                VenueAccountApi::MarketMaker,
+                a,
+                maker.and_then(|r| r.get(&a)),
+            )
+        });
+        let records = venue
+            .chain(maker)
+            .map(|(account, asset, balance)| VenueAccountRecord {
+                account,
                 asset: asset.as_str().to_owned(),
-                total: DecimalOut::ledger(
-                    view.venue
-                        .get(&(account, asset))
-                        .map_or_else(Default::default, |b| b.total),
-                ),
+                total: DecimalOut::ledger(balance.map_or_else(Default::default, |b| b.total)),
             })
-            .chain(Asset::ALL.map(|asset| {
-                VenueAccountRecord {
-                    account: VenueAccountApi::MarketMaker,
-                    asset: asset.as_str().to_owned(),
-                    total: DecimalOut::ledger(
-                        view.balances
-                            .get(&MARKET_MAKER)
-                            .and_then(|rows| rows.get(&asset))
-                            .map_or_else(Default::default, |b| b.total),
-                    ),
-                }
-            }))
             .collect();
         Ok(Json(records))
     }

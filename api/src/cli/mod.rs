@@ -173,21 +173,19 @@ fn keygen(out: &Path) -> Result<(), String> {
 /// the status on stderr; the exit code: 0, or 1 for HTTP ≥ 400.
 fn print_answer(answer: client::Answer, field: Option<&str>) -> Result<i32, String> {
     eprintln!("HTTP {}", answer.status);
-    let json = serde_json::from_str::<serde_json::Value>(&answer.body);
-    let body = match (json, field) {
+    // An error, or a body that is not JSON, is shown whole whatever field was asked for.
+    let field = field.filter(|_| answer.status < 400);
+    let body = match (
+        serde_json::from_str::<serde_json::Value>(&answer.body),
+        field,
+    ) {
+        (Ok(v), Some(path)) => match v.pointer(&format!("/{}", path.replace('.', "/"))) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => return Err(format!("the answer has no field {path:?}: {v}")),
+        },
         (Ok(v), None) => serde_json::to_string_pretty(&v).expect("json prints"),
-        (Err(_), None) => answer.body,
-        (Ok(v), Some(path)) if answer.status < 400 => {
-            let pointer = format!("/{}", path.replace('.', "/"));
-            match v.pointer(&pointer) {
-                Some(serde_json::Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-                None => return Err(format!("the answer has no field {path:?}: {v}")),
-            }
-        }
-        // An error or a body that is not JSON: shown whole, whatever field was asked for.
-        (Ok(v), Some(_)) => serde_json::to_string_pretty(&v).expect("json prints"),
-        (Err(_), Some(_)) => answer.body,
+        (Err(_), _) => answer.body,
     };
     let _ = writeln!(std::io::stdout(), "{body}");
     Ok(if answer.status >= 400 { 1 } else { 0 })

@@ -73,7 +73,7 @@ fn types(schema: &Value, schemas: &Value, out: &mut Vec<&'static str>) {
 }
 
 /// The JSON type of a value as the document names types.
-pub fn kind(value: &Value) -> &'static str {
+fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

@@ -6,6 +6,7 @@ use perpsim_core::order::PositionSide;
 use perpsim_core::time::Timestamp;
 use perpsim_systems::ReadView;
 use perpsim_systems::records::position::Position;
+use perpsim_systems::records::venue::InstrumentView;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};
@@ -65,15 +66,14 @@ pub fn record(view: &ReadView, p: &Position) -> PositionRecord {
         unrealised_pnl: DecimalOut::ledger(p.unrealised_pnl(mark)),
         margin: DecimalOut::ledger(p.margin),
         created_at: p.created_at.into(),
-        updated_at: valued_at(view, p).into(),
+        updated_at: valued_at(p, instrument).into(),
     }
 }
 
 /// When a position's record last changed: its own last change (fill, settlement) or its
 /// instrument's last price move, whichever is later — the record carries the mark and the
 /// unrealised PnL at it, so a new mark is a new record.
-pub fn valued_at(view: &ReadView, p: &Position) -> Timestamp {
-    let instrument = &view.instruments[view.trading.symbol(p.market)];
+pub fn valued_at(p: &Position, instrument: &InstrumentView) -> Timestamp {
     p.updated_at.max(instrument.price_time)
 }
 

@@ -125,10 +125,15 @@ pub fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
     let profile = margin_profile(customer.leverage).expect("customers hold a valid leverage");
     let mut currencies: BTreeMap<Asset, CurrencyMargin> = BTreeMap::new();
     let rows = view.balances.get(&customer.code);
+    // The summary changes when a balance does or when a position's record does (a fill, a
+    // settlement, a new mark moving its unrealised PnL and the ratios); no balance row
+    // precedes the customer.
+    let mut updated_at = customer.created_at;
     for (asset, b) in rows.into_iter().flat_map(|r| r.iter()) {
         let c = currencies.entry(*asset).or_default();
         c.collateral += b.total - b.pending;
         c.used += b.locked;
+        updated_at = updated_at.max(b.as_of);
     }
     for p in view
         .trading
@@ -138,6 +143,7 @@ pub fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
         .flat_map(|held| held.values())
     {
         let instrument = &view.instruments[view.trading.symbol(p.market)];
+        updated_at = updated_at.max(super::positions::valued_at(p, instrument));
         let c = currencies.entry(instrument.spec.settlement).or_default();
         c.unrealised += p.unrealised_pnl(instrument.mark_price);
         c.notional += p.size.abs() * instrument.mark_price;
@@ -172,21 +178,6 @@ pub fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
             MarginState::Normal,
             risk::leverage_ratio(Decimal::ZERO, Decimal::ZERO),
         ));
-    // The summary changes when a balance does or when a position's record does (a fill, a
-    // settlement, a new mark moving its unrealised PnL and the ratios).
-    let positions = view.trading.positions.get(&customer.code);
-    let updated_at = rows
-        .into_iter()
-        .flat_map(|r| r.values())
-        .map(|b| b.as_of)
-        .chain(
-            positions
-                .into_iter()
-                .flat_map(|held| held.values())
-                .map(|p| super::positions::valued_at(view, p)),
-        )
-        .max()
-        .unwrap_or(customer.created_at);
     AccountSummary {
         total_equity: DecimalOut::ledger(equity),
         available_margin: DecimalOut::ledger(collateral - used),
