@@ -12,8 +12,8 @@ use base64::engine::general_purpose::STANDARD;
 use criterion::{Criterion, criterion_group, criterion_main};
 use ed25519_dalek::{Signer, SigningKey};
 use perpsim_api::signing::{
-    Authenticator, DEFAULT_MAX_NONCES_PER_KEY, RateLimit, SignedHeaders, canonical_message,
-    encode_public_key,
+    Attempt, Authenticator, ClientAddress, DEFAULT_MAX_NONCES_PER_KEY, RateLimit, SignedHeaders,
+    canonical_message, encode_public_key,
 };
 use perpsim_core::ids::{BrokerCode, PublicKey};
 
@@ -59,6 +59,10 @@ fn signing(c: &mut Criterion) {
             per_second: u32::MAX,
             burst: u32::MAX,
         },
+        RateLimit {
+            per_second: 10,
+            burst: 100,
+        },
         DEFAULT_MAX_NONCES_PER_KEY,
     );
     let next = Cell::new(0usize);
@@ -68,21 +72,20 @@ fn signing(c: &mut Criterion) {
             assert!(i < N, "pre-signed requests exhausted; raise N");
             next.set(i + 1);
             let (nonce, sig) = &reqs[i];
-            let headers = SignedHeaders {
-                public_key: Some(&public_text),
-                nonce: Some(nonce),
-                signature: Some(sig),
+            let attempt = Attempt {
+                headers: SignedHeaders {
+                    public_key: Some(&public_text),
+                    nonce: Some(nonce),
+                    signature: Some(sig),
+                },
+                method: "POST",
+                path_and_query: PATH,
+                body: BODY,
+                from: ClientAddress::from(std::net::IpAddr::from([127, 0, 0, 1])),
             };
             let now = NOW + i as u64 * 1_000_000;
-            auth.authenticate(
-                &headers,
-                |k| (*k == public).then_some(broker),
-                "POST",
-                PATH,
-                BODY,
-                now,
-            )
-            .unwrap()
+            auth.authenticate(&attempt, |k| (*k == public).then_some(broker), now)
+                .unwrap()
         })
     });
     group.finish();

@@ -134,6 +134,30 @@ impl Server {
         }
     }
 
+    /// A handle on a server another handle started (for a second thread): it stops nothing
+    /// when dropped.
+    pub fn at(url: &str) -> Server {
+        Server {
+            child: None,
+            url: url.to_owned(),
+            data_dir: PathBuf::new(),
+            _temp: None,
+            logs: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The server's resident memory now, in bytes (`VmRSS` of `/proc/<pid>/status`).
+    pub fn rss(&self) -> u64 {
+        let pid = self.child.as_ref().expect("running").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/<pid>/status");
+        kib * 1024
+    }
+
     pub fn logs(&self) -> String {
         self.logs.lock().unwrap().join("\n")
     }

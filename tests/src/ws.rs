@@ -95,8 +95,16 @@ impl Ws {
     }
 
     pub fn try_connect(server: &Server) -> Result<Ws, tungstenite::Error> {
+        Ws::try_connect_from(server, std::net::Ipv4Addr::LOCALHOST)
+    }
+
+    /// A connection from `source`, a loopback address (one test, many clients).
+    pub fn try_connect_from(
+        server: &Server,
+        source: std::net::Ipv4Addr,
+    ) -> Result<Ws, tungstenite::Error> {
         let addr = server.url.trim_start_matches("http://");
-        let stream = TcpStream::connect(addr).expect("connect");
+        let stream = crate::sockets::connect_from(server, source);
         stream.set_nodelay(true).unwrap();
         let url = format!("ws://{addr}/v1/ws");
         match tungstenite::client(url, stream) {

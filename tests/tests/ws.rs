@@ -539,8 +539,8 @@ fn notifications_equal_their_rest_record_and_margin_calls_reach_liquidations() {
 }
 
 /// D9, issue 25 item 3: the connection and subscription bounds answer clearly (503 on the
-/// upgrade, VALIDATION_ERROR naming the bound), and a connection silent past the heartbeat
-/// timeout is closed, while one that answers pings stays.
+/// upgrade once every session holds credentials, VALIDATION_ERROR naming the bound), and a
+/// connection silent past the heartbeat timeout is closed, while one that answers pings stays.
 #[test]
 fn connections_subscriptions_and_silence_are_bounded() {
     let server = Server::start(&[
@@ -556,6 +556,7 @@ fn connections_subscriptions_and_silence_are_bounded() {
         "1",
     ]);
     let mut first = Ws::connect(&server);
+    first.authenticate(&server.demo());
     first.subscribe(&["ticker", "market-trades:BTC-USDC-PERP"]);
     first.send(json!({"op": "subscribe", "args": ["orderbook-stream:BTC-USDC-PERP"]}));
     let refused = first.until("the bound", |v| v["op"] == "error");
@@ -570,7 +571,8 @@ fn connections_subscriptions_and_silence_are_bounded() {
             .contains("--max-ws-subscriptions"),
         "{refused}"
     );
-    let _second = Ws::connect(&server);
+    let mut _second = Ws::connect(&server);
+    _second.authenticate(&server.demo());
     let err = Ws::try_connect(&server)
         .err()
         .expect("a third connection is refused");

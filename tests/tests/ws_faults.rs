@@ -371,3 +371,47 @@ fn an_upstream_reject_tears_down_market_trades_until_resubscribed() {
         "{r}"
     );
 }
+
+/// Issue 35, a newcomer's report: a skipped update followed at once by an upstream error
+/// leaves the client only the error to see (no later frame of the stream showed the gap), so
+/// its one resubscription is credited to the error; the skip is reported as not observable,
+/// not as recovered. On main both strikes were credited `resubscribed`.
+#[test]
+fn a_resubscription_is_credited_only_to_the_strikes_the_client_could_see() {
+    let server = living(&[]);
+    let mut ws = Ws::connect(&server);
+    ws.subscribe(&[BOOK]);
+    let mut last = ws.frame()["sequence"].as_u64().unwrap();
+    set_plan(
+        &server,
+        json!({"channel": [{"kind": "skip_sequence", "topic": BOOK},
+                           {"kind": "upstream_error", "topic": BOOK}]}),
+    );
+    let odd = advance_until_odd(&server, &mut ws, &mut last);
+    assert_eq!(odd["code"], "ORDERBOOK_STREAM_UPSTREAM_ERROR", "{odd}");
+    ws.subscribe(&[BOOK]);
+    ws.until("the new snapshot", |v| v["type"] == "snapshot");
+    let r = report(&server);
+    let struck: Vec<(String, Value, Value)> = r["connections"][0]["strikes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let kind = s["kind"].as_str().unwrap().to_owned();
+            (kind, s["observable"].clone(), s["recovered"].clone())
+        })
+        .collect();
+    assert_eq!(
+        struck,
+        vec![
+            ("skip_sequence".into(), json!(false), Value::Null),
+            ("upstream_error".into(), json!(true), json!("resubscribed")),
+        ],
+        "{r}"
+    );
+    assert_eq!(
+        (r["recovered"].clone(), r["unrecovered"].clone()),
+        (json!(1), json!(0)),
+        "{r}"
+    );
+}

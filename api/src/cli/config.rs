@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::signing::DEFAULT_MAX_NONCES_PER_KEY;
 use crate::signing::secrets::check_admin_token;
+use crate::signing::{DEFAULT_MAX_NONCES_PER_KEY, RateLimit};
 use crate::state::config::{ConnectionLimits, ServeConfig, WsLimits};
 
 use clap::Args;
@@ -104,6 +104,14 @@ pub struct ServeArgs {
     /// Burst per public key [default: 200].
     #[arg(long, env = "PERPSIM_RATE_BURST")]
     pub rate_burst: Option<u32>,
+    /// Failed authentications (REST 401s and WebSocket authenticates) one client address may
+    /// make a second; past the burst its requests are answered 429 before any signature is
+    /// checked. A failure is charged to its address, never to the key it names [default: 10].
+    #[arg(long, env = "PERPSIM_AUTH_FAILURE_RATE")]
+    pub auth_failure_rate: Option<u32>,
+    /// Failed authentications one client address may make in a burst [default: 100].
+    #[arg(long, env = "PERPSIM_AUTH_FAILURE_BURST")]
+    pub auth_failure_burst: Option<u32>,
     /// Hard cap on the nonces one public key may have spent inside the 35 s window; the bound
     /// in force is the smaller of this and what the rate limit admits in the window
     /// [default: 1048576].
@@ -141,6 +149,21 @@ pub struct ServeArgs {
     /// 1008 `slow consumer` [default: 4096].
     #[arg(long, env = "PERPSIM_WS_QUEUE")]
     pub ws_queue: Option<u32>,
+    /// Bytes queued for one WebSocket connection; past it, as past --ws-queue
+    /// [default: 4194304].
+    #[arg(long, env = "PERPSIM_WS_QUEUE_BYTES")]
+    pub ws_queue_bytes: Option<u64>,
+    /// Seconds a WebSocket connection has to authenticate or subscribe before it is closed
+    /// with 1008 `authentication timeout` [default: 10].
+    #[arg(long, env = "PERPSIM_WS_AUTH_TIMEOUT")]
+    pub ws_auth_timeout: Option<u64>,
+    /// Frames a WebSocket client may send a second (ops, pings, pongs); past the burst it is
+    /// answered with an error and closed with 1008 [default: 20].
+    #[arg(long, env = "PERPSIM_WS_OP_RATE")]
+    pub ws_op_rate: Option<u32>,
+    /// Frames a WebSocket client may send in a burst [default: 40].
+    #[arg(long, env = "PERPSIM_WS_OP_BURST")]
+    pub ws_op_burst: Option<u32>,
     /// Seconds a WebSocket connection may stay silent (no frame, ping or pong) before it is
     /// closed; the server pings every third of it [default: 30].
     #[arg(long, env = "PERPSIM_WS_HEARTBEAT_TIMEOUT")]
@@ -170,6 +193,8 @@ struct FileConfig {
     snapshot_interval: Option<u64>,
     rate_limit: Option<u32>,
     rate_burst: Option<u32>,
+    auth_failure_rate: Option<u32>,
+    auth_failure_burst: Option<u32>,
     max_nonces_per_key: Option<u64>,
     header_read_timeout: Option<u64>,
     idle_timeout: Option<u64>,
@@ -180,6 +205,10 @@ struct FileConfig {
     max_ws_connections: Option<u32>,
     max_ws_subscriptions: Option<u32>,
     ws_queue: Option<u32>,
+    ws_queue_bytes: Option<u64>,
+    ws_auth_timeout: Option<u64>,
+    ws_op_rate: Option<u32>,
+    ws_op_burst: Option<u32>,
     ws_heartbeat_timeout: Option<u64>,
     journal_readers: Option<String>,
 }
@@ -376,6 +405,9 @@ fn positive(field: &str, text: &str) -> Result<Decimal, String> {
 /// The WebSocket bounds: flags over the file over the defaults; each must be positive.
 fn ws_limits(args: &ServeArgs, file: &FileConfig) -> Result<WsLimits, String> {
     let d = WsLimits::default();
+    let secs = |flag: Option<u64>, toml: Option<u64>, default: Duration| {
+        flag.or(toml).map_or(default, Duration::from_secs)
+    };
     let limits = WsLimits {
         max_connections: args
             .max_ws_connections
@@ -386,22 +418,57 @@ fn ws_limits(args: &ServeArgs, file: &FileConfig) -> Result<WsLimits, String> {
             .or(file.max_ws_subscriptions)
             .unwrap_or(d.max_subscriptions),
         queue_frames: args.ws_queue.or(file.ws_queue).unwrap_or(d.queue_frames),
-        heartbeat_timeout: args
-            .ws_heartbeat_timeout
-            .or(file.ws_heartbeat_timeout)
-            .map_or(d.heartbeat_timeout, Duration::from_secs),
+        queue_bytes: args
+            .ws_queue_bytes
+            .or(file.ws_queue_bytes)
+            .unwrap_or(d.queue_bytes),
+        heartbeat_timeout: secs(
+            args.ws_heartbeat_timeout,
+            file.ws_heartbeat_timeout,
+            d.heartbeat_timeout,
+        ),
+        auth_timeout: secs(args.ws_auth_timeout, file.ws_auth_timeout, d.auth_timeout),
+        ops_per_second: args
+            .ws_op_rate
+            .or(file.ws_op_rate)
+            .unwrap_or(d.ops_per_second),
+        ops_burst: args.ws_op_burst.or(file.ws_op_burst).unwrap_or(d.ops_burst),
     };
     let zero = limits.max_connections == 0
         || limits.max_subscriptions == 0
         || limits.queue_frames == 0
-        || limits.heartbeat_timeout.is_zero();
+        || limits.queue_bytes == 0
+        || limits.heartbeat_timeout.is_zero()
+        || limits.auth_timeout.is_zero()
+        || limits.ops_per_second == 0
+        || limits.ops_burst == 0;
     match zero {
         true => Err(
-            "--max-ws-connections, --max-ws-subscriptions, --ws-queue and \
-             --ws-heartbeat-timeout must be positive"
+            "--max-ws-connections, --max-ws-subscriptions, --ws-queue, --ws-queue-bytes, \
+             --ws-heartbeat-timeout, --ws-auth-timeout, --ws-op-rate and --ws-op-burst must \
+             be positive"
                 .into(),
         ),
         false => Ok(limits),
+    }
+}
+
+/// The failed authentications a client address may make: flags over the file over the
+/// defaults (10 a second, bursts of 100); both must be positive.
+fn auth_failures(args: &ServeArgs, file: &FileConfig) -> Result<RateLimit, String> {
+    let rate = RateLimit {
+        per_second: args
+            .auth_failure_rate
+            .or(file.auth_failure_rate)
+            .unwrap_or(10),
+        burst: args
+            .auth_failure_burst
+            .or(file.auth_failure_burst)
+            .unwrap_or(100),
+    };
+    match rate.per_second > 0 && rate.burst > 0 {
+        true => Ok(rate),
+        false => Err("--auth-failure-rate and --auth-failure-burst must be positive".into()),
     }
 }
 
@@ -414,6 +481,7 @@ impl ServeArgs {
         let simulation = simulation(&self, &file)?;
         let market_given = market_given(&self, &file);
         let websocket = ws_limits(&self, &file)?;
+        let auth_failures = auth_failures(&self, &file)?;
         let clock = self
             .clock
             .or(file.clock)
@@ -536,6 +604,7 @@ impl ServeArgs {
             snapshot_interval_secs,
             rate_limit,
             rate_burst,
+            auth_failures,
             max_nonces_per_key,
             connections,
             websocket,

@@ -26,7 +26,10 @@ use crate::errors::{self, error_response};
 use crate::server::connections::ConnectionWatch;
 use crate::server::docs_page;
 use crate::server::request_guard::RequestGuard;
-use crate::signing::{AuthError, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE, SignedHeaders};
+use crate::signing::{
+    Attempt, AuthError, ClientAddress, HEADER_NONCE, HEADER_PUBLIC_KEY, HEADER_SIGNATURE,
+    SignedHeaders,
+};
 use crate::state::AppState;
 use crate::state::host::wall_clock_ns;
 use crate::state::metrics::{self, Api, Exporter};
@@ -143,50 +146,32 @@ async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respo
         Ok(admitted) => admitted,
         Err(resp) => return Ok(resp),
     };
-    let headers = SignedHeaders {
-        public_key: req.header(HEADER_PUBLIC_KEY),
-        nonce: req.header(HEADER_NONCE),
-        signature: req.header(HEADER_SIGNATURE),
-    };
     let view = state.engine.view();
     let path_and_query = req
         .original_uri()
         .path_and_query()
         .map_or("/", |p| p.as_str());
-    let verdict = state.auth.authenticate(
-        &headers,
-        |k| view.keys.get(k).copied(),
-        req.method().as_str(),
+    let from = req
+        .remote_addr()
+        .as_socket_addr()
+        .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
+    let attempt = Attempt {
+        headers: SignedHeaders {
+            public_key: req.header(HEADER_PUBLIC_KEY),
+            nonce: req.header(HEADER_NONCE),
+            signature: req.header(HEADER_SIGNATURE),
+        },
+        method: req.method().as_str(),
         path_and_query,
-        &body,
-        wall_clock_ns(),
-    );
+        body: &body,
+        from: ClientAddress::from(from),
+    };
+    let verdict = state
+        .auth
+        .authenticate(&attempt, |k| view.keys.get(k).copied(), wall_clock_ns());
     let admission = match verdict {
         Ok(admission) => Arc::new(admission),
-        Err(AuthError::Unauthorized(message)) => {
-            metrics::auth_failure(Api::Broker, "unauthorized");
-            return Ok(error_response(ErrorCode::Unauthorized, message));
-        }
-        Err(AuthError::RateLimited { retry_after_secs }) => {
-            metrics::auth_failure(Api::Broker, "rate_limited");
-            return Ok(too_many(
-                "rate limit exceeded; retry later".into(),
-                retry_after_secs,
-            ));
-        }
-        Err(AuthError::NonceMemoryFull {
-            bound,
-            retry_after_secs,
-        }) => {
-            metrics::auth_failure(Api::Broker, "nonce_memory_full");
-            return Ok(too_many(
-                format!(
-                    "nonce memory full: this public key already spent {bound} nonces inside the \
-                     35 s window (--max-nonces-per-key); retry when the oldest leaves it"
-                ),
-                retry_after_secs,
-            ));
-        }
+        Err(e) => return Ok(refused(e)),
     };
     req.extensions_mut().insert(AuthedBroker(admission.clone()));
     let resp = forward(&*ep, req, body, &guards().broker).await;
@@ -195,6 +180,30 @@ async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respo
     match state.engine.spend_nonce(&admission).await {
         Ok(()) => resp,
         Err(e) => Ok(error_response(e.code, e.message)),
+    }
+}
+
+/// The answer to a request that failed authentication, counted by its reason.
+fn refused(e: AuthError) -> Response {
+    metrics::auth_failure(Api::Broker, e.reason());
+    match e {
+        AuthError::Unauthorized(message) => error_response(ErrorCode::Unauthorized, message),
+        AuthError::RateLimited { retry_after_secs } => {
+            too_many("rate limit exceeded; retry later".into(), retry_after_secs)
+        }
+        AuthError::NonceMemoryFull {
+            bound,
+            retry_after_secs,
+        } => too_many(
+            format!(
+                "nonce memory full: this public key already spent {bound} nonces inside the \
+                 35 s window (--max-nonces-per-key); retry when the oldest leaves it"
+            ),
+            retry_after_secs,
+        ),
+        AuthError::TooManyFailures { retry_after_secs } => {
+            too_many(crate::signing::TOO_MANY_FAILURES.into(), retry_after_secs)
+        }
     }
 }
 

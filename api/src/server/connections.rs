@@ -39,10 +39,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 
-use crate::server::admission::{Admission, Refusal};
+use crate::errors::error_response;
+use crate::server::admission::{Admission, Refusal, Ticket};
 use crate::state::config::ConnectionLimits;
 use crate::state::metrics;
 use crate::ws::WsShared;
+use crate::ws::session::Standing;
+use crate::ws::upgrade;
 
 /// Refusals being written at once; past it a connection over the bound is closed unanswered.
 const REFUSALS_AT_ONCE: usize = 256;
@@ -275,7 +278,7 @@ where
 {
     let ep = Arc::new(ep);
     let local = listener.local_addr()?;
-    let admission = Admission::new(limits);
+    let admission = Admission::new(limits, ws.limits.max_connections);
     let refusing = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
     let (shutdown, shutting_down) = watch::channel(false);
     // One clone per connection task: the drain waits until only this one is left.
@@ -315,7 +318,9 @@ where
         metrics::connection_opened();
         tokio::spawn(async move {
             let peer = Peer { local, remote };
-            let timed_out = connection(socket, peer, watch, (ep, ws), shutting_down).await;
+            let ticket = Arc::new(ticket);
+            let timed_out =
+                connection(socket, peer, (watch, &ticket), (ep, ws), shutting_down).await;
             metrics::connection_closed(timed_out);
             drop((ticket, task));
         });
@@ -341,7 +346,7 @@ struct Peer {
 async fn connection<E>(
     socket: TcpStream,
     Peer { local, remote }: Peer,
-    watch: Arc<ConnectionWatch>,
+    (watch, ticket): (Arc<ConnectionWatch>, &Arc<Ticket>),
     (ep, ws): (Arc<E>, Arc<WsShared>),
     mut shutting_down: watch::Receiver<bool>,
 ) -> bool
@@ -350,15 +355,16 @@ where
 {
     let _ = socket.set_nodelay(true);
     let service = service_fn({
-        let watch = watch.clone();
+        let (watch, ticket) = (watch.clone(), ticket.clone());
         move |mut req: poem::http::Request<Incoming>| {
             let (ep, ws, watch) = (ep.clone(), ws.clone(), watch.clone());
+            let ticket = ticket.clone();
             async move {
                 watch.head_read();
                 // The channels' address is served below poem: the upgraded connection is
-                // ours to drive (D9), and it leaves this connection's bound.
-                if req.uri().path() == crate::ws::upgrade::PATH {
-                    let mut resp = crate::ws::upgrade::upgrade(&ws, req, remote.ip());
+                // ours to drive (D9), and it leaves the HTTP bound for the WebSocket one.
+                if req.uri().path() == upgrade::PATH {
+                    let mut resp = websocket(&ws, req, remote, &ticket);
                     resp.headers_mut()
                         .insert(poem::http::header::DATE, crate::server::app::http_date());
                     watch.response_ready();
@@ -398,6 +404,35 @@ where
                 draining = true;
                 conn.as_mut().graceful_shutdown();
             }
+        }
+    }
+}
+
+/// The answer to an upgrade: refused as the handshake requires, or admitted under the
+/// WebSocket bound (a session without credentials giving way where it is reached), or 503.
+fn websocket(
+    ws: &Arc<WsShared>,
+    req: hyper::Request<Incoming>,
+    remote: SocketAddr,
+    ticket: &Arc<Ticket>,
+) -> Response {
+    if let Some(refused) = upgrade::refusal(&req) {
+        return refused;
+    }
+    let standing = Arc::new(Standing::default());
+    match ticket.admission().upgrade(ticket, standing.clone()) {
+        Ok((place, evicted)) => {
+            metrics::connections_evicted(evicted);
+            upgrade::accept(ws, req, remote.ip(), standing, place)
+        }
+        Err(refusal) => {
+            metrics::connection_refused();
+            let mut resp = error_response(ErrorCode::ExchangeUnavailable, refusal.message());
+            resp.headers_mut().insert(
+                poem::http::header::RETRY_AFTER,
+                poem::http::HeaderValue::from_static("1"),
+            );
+            resp
         }
     }
 }

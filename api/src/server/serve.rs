@@ -155,6 +155,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             per_second: cfg.rate_limit,
             burst: cfg.rate_burst,
         },
+        cfg.auth_failures,
         cfg.max_nonces_per_key,
     );
     tracing::info!(
@@ -164,7 +165,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     );
     auth.restore(spent);
     let limits = cfg.connections;
-    raise_open_files(u64::from(limits.max_connections));
+    raise_open_files(u64::from(limits.max_connections) + u64::from(cfg.websocket.max_connections));
     tracing::info!(
         header_read_timeout_secs = limits.header_read_timeout.as_secs(),
         idle_timeout_secs = limits.idle_timeout.as_secs(),

@@ -1,8 +1,10 @@
 //! Request signing (interface §5, D2): the checks in their order, with the clock passed in.
 //!
-//! Order of work for a request: body limit (in the middleware), key lookup, rate limit, nonce
-//! form and window, nonce not yet seen, signature (`verify_strict`), and only then is the
-//! nonce recorded, so a request with a bad signature never consumes a nonce. Nonce memory
+//! Order of work for a request: body limit (in the middleware), the address's budget of
+//! failures ([`address`]), key lookup, whether the key's rate limit has a request left, nonce
+//! form and window, nonce not yet seen, signature (`verify_strict`), and only then are the
+//! key's token spent and the nonce recorded: a request whose signature fails never consumes
+//! a nonce or its key's budget, and is charged to its address instead (D9). Nonce memory
 //! holds only nonces inside the window, and each key's memory is bounded by what its rate
 //! limit can admit in that window (with a hard cap).
 //!
@@ -10,7 +12,10 @@
 //! request carries its [`Admission`], and is answered only once its nonce is journaled (with
 //! its command, or on its own), so a restart rebuilds exactly the nonces that were spent.
 
+pub mod address;
 pub mod secrets;
+
+pub use address::{ClientAddress, FailureBudget};
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +72,9 @@ pub enum AuthError {
     /// 429: the key's nonce memory is at its bound (only when the hard cap is below what the
     /// rate limit admits in the window); a retry is admitted once its oldest nonce leaves it.
     NonceMemoryFull { bound: u64, retry_after_secs: u64 },
+    /// 429: the request's address spent its budget of failed authentications; nothing was
+    /// verified.
+    TooManyFailures { retry_after_secs: u64 },
 }
 
 /// A signed request that passed every check: its broker, and the nonce it spent. The nonce
@@ -93,8 +101,28 @@ impl Admission {
     }
 }
 
+/// What a request of an address out of failures is told.
+pub const TOO_MANY_FAILURES: &str = "too many failed authentications from this address \
+    (--auth-failure-rate); retry later";
+
+impl AuthError {
+    /// The metrics' reason label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::Unauthorized(_) => "unauthorized",
+            AuthError::RateLimited { .. } => "rate_limited",
+            AuthError::NonceMemoryFull { .. } => "nonce_memory_full",
+            AuthError::TooManyFailures { .. } => "too_many_failures",
+        }
+    }
+}
+
 fn unauthorized(msg: impl Into<String>) -> AuthError {
     AuthError::Unauthorized(msg.into())
+}
+
+fn reused() -> AuthError {
+    unauthorized("nonce reused: this public key has already used it")
 }
 
 /// The three signing headers as received.
@@ -104,6 +132,16 @@ pub struct SignedHeaders<'a> {
     pub signature: Option<&'a str>,
 }
 
+/// A signed request as the checks see it: its headers, what they sign, and where it came
+/// from (a failure is charged there).
+pub struct Attempt<'a> {
+    pub headers: SignedHeaders<'a>,
+    pub method: &'a str,
+    pub path_and_query: &'a str,
+    pub body: &'a [u8],
+    pub from: ClientAddress,
+}
+
 /// Token bucket settings per public key (D4: 100 requests/s, bursts of 200).
 #[derive(Debug, Clone, Copy)]
 pub struct RateLimit {
@@ -111,16 +149,64 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
-struct KeyState {
-    key: VerifyingKey,
-    /// Tokens in nano-tokens, so refills are exact integer arithmetic.
+/// A token bucket: `burst` tokens, refilled at `per_second`. Tokens are counted in
+/// nano-tokens, so refills are exact integer arithmetic.
+#[derive(Debug, Clone, Copy)]
+pub struct Bucket {
     tokens_nano: u64,
     refilled_at_ns: u64,
+}
+
+impl Bucket {
+    pub fn full_of(rate: RateLimit) -> Self {
+        Bucket {
+            tokens_nano: u64::from(rate.burst) * NANO,
+            refilled_at_ns: 0,
+        }
+    }
+
+    fn refill(&mut self, rate: RateLimit, now_ns: u64) {
+        let cap = u64::from(rate.burst) * NANO;
+        let elapsed = now_ns.saturating_sub(self.refilled_at_ns);
+        let refill = elapsed.saturating_mul(u64::from(rate.per_second));
+        self.tokens_nano = self.tokens_nano.saturating_add(refill).min(cap);
+        self.refilled_at_ns = self.refilled_at_ns.max(now_ns);
+    }
+
+    /// `Err(seconds)` until a token is there, without taking it.
+    pub fn peek(&mut self, rate: RateLimit, now_ns: u64) -> Result<(), u64> {
+        self.refill(rate, now_ns);
+        if self.tokens_nano >= NANO {
+            return Ok(());
+        }
+        let wait_ns = (NANO - self.tokens_nano).div_ceil(u64::from(rate.per_second));
+        Err(wait_ns.div_ceil(NANO).max(1))
+    }
+
+    /// Takes a token, or `Err(seconds)` until one is there.
+    pub fn take(&mut self, rate: RateLimit, now_ns: u64) -> Result<(), u64> {
+        self.peek(rate, now_ns)?;
+        self.tokens_nano -= NANO;
+        Ok(())
+    }
+
+    /// Whether it holds its whole burst again.
+    pub fn full(&mut self, rate: RateLimit, now_ns: u64) -> bool {
+        self.refill(rate, now_ns);
+        self.tokens_nano == u64::from(rate.burst) * NANO
+    }
+}
+
+struct KeyState {
+    key: VerifyingKey,
+    bucket: Bucket,
     nonces: BTreeSet<u64>,
 }
 
 pub struct Authenticator {
     rate: RateLimit,
+    /// Failed authentications per client address.
+    failures: FailureBudget,
     /// Most nonces remembered per key: what the rate limit admits in the window, capped.
     nonce_bound: u64,
     /// Only keys registered in the engine's view get an entry; `prune` drops revoked ones once
@@ -138,13 +224,18 @@ pub fn nonce_bound(rate: RateLimit, cap: u64) -> u64 {
 }
 
 impl Authenticator {
-    pub fn new(rate: RateLimit, max_nonces_per_key: u64) -> Self {
+    pub fn new(rate: RateLimit, failures: RateLimit, max_nonces_per_key: u64) -> Self {
         assert!(
             rate.per_second > 0 && rate.burst > 0 && max_nonces_per_key > 0,
             "rate limit and nonce bound must admit requests"
         );
+        assert!(
+            failures.per_second > 0 && failures.burst > 0,
+            "the failure budget must admit a failure"
+        );
         Authenticator {
             rate,
+            failures: FailureBudget::new(failures),
             nonce_bound: nonce_bound(rate, max_nonces_per_key),
             keys: Mutex::new(HashMap::new()),
         }
@@ -168,16 +259,33 @@ impl Authenticator {
     }
 
     /// Checks a request. `lookup` maps a public key to its broker (the engine's read view);
-    /// `now_ns` is wall-clock time in nanoseconds.
+    /// `now_ns` is wall-clock time in nanoseconds. A 401 is charged to the request's address;
+    /// an address with no failure left is refused before any check.
     pub fn authenticate(
         &self,
-        headers: &SignedHeaders<'_>,
+        attempt: &Attempt<'_>,
         lookup: impl Fn(&PublicKey) -> Option<BrokerCode>,
-        method: &str,
-        path_and_query: &str,
-        body: &[u8],
         now_ns: u64,
     ) -> Result<Admission, AuthError> {
+        if let Err(retry_after_secs) = self.failures.check(attempt.from, now_ns) {
+            return Err(AuthError::TooManyFailures { retry_after_secs });
+        }
+        let verdict = self.verify(attempt, lookup, now_ns);
+        if let Err(AuthError::Unauthorized(_)) = verdict {
+            self.failures.charge(attempt.from, now_ns);
+        }
+        verdict
+    }
+
+    /// The checks in their order; only a request that passes them all spends its key's
+    /// token and its nonce.
+    fn verify(
+        &self,
+        attempt: &Attempt<'_>,
+        lookup: impl Fn(&PublicKey) -> Option<BrokerCode>,
+        now_ns: u64,
+    ) -> Result<Admission, AuthError> {
+        let headers = &attempt.headers;
         let key_text = headers
             .public_key
             .ok_or_else(|| unauthorized(format!("missing header {HEADER_PUBLIC_KEY}")))?;
@@ -199,22 +307,36 @@ impl Authenticator {
         let nonce = parse_nonce(nonce_text)?;
         let verifying_key = {
             let mut st = state.lock().expect("key state lock");
-            self.take_token(&mut st, now_ns)?;
+            st.bucket
+                .peek(self.rate, now_ns)
+                .map_err(|retry_after_secs| AuthError::RateLimited { retry_after_secs })?;
             check_window(nonce, now_ns)?;
             if st.nonces.contains(&nonce) {
-                return Err(unauthorized(
-                    "nonce reused: this public key has already used it",
-                ));
+                return Err(reused());
             }
             st.key
         };
         // Verification runs outside every lock: concurrent requests of one key verify in parallel.
         let signature = parse_signature(sig_text)?;
-        let message = canonical_message(nonce_text, method, path_and_query, body);
+        let message = canonical_message(
+            nonce_text,
+            attempt.method,
+            attempt.path_and_query,
+            attempt.body,
+        );
         verifying_key
             .verify_strict(&message, &signature)
             .map_err(|_| unauthorized("bad signature"))?;
-        let mut st = state.lock().expect("key state lock");
+        self.spend(&mut state.lock().expect("key state lock"), nonce, now_ns)?;
+        Ok(Admission {
+            broker,
+            used: UsedNonce { key, nonce },
+            journaled: AtomicBool::new(false),
+        })
+    }
+
+    /// A verified request spends its key's token and its nonce.
+    fn spend(&self, st: &mut KeyState, nonce: u64, now_ns: u64) -> Result<(), AuthError> {
         // Forget nonces that fell out of the window: they would be refused as too old anyway.
         let floor = now_ns.saturating_sub(BEHIND_NS);
         st.nonces = st.nonces.split_off(&floor);
@@ -226,16 +348,14 @@ impl Authenticator {
                 retry_after_secs: leaves_in.div_ceil(NANO).max(1),
             });
         }
-        if !st.nonces.insert(nonce) {
-            return Err(unauthorized(
-                "nonce reused: this public key has already used it",
-            ));
+        if st.nonces.contains(&nonce) {
+            return Err(reused());
         }
-        Ok(Admission {
-            broker,
-            used: UsedNonce { key, nonce },
-            journaled: AtomicBool::new(false),
-        })
+        st.bucket
+            .take(self.rate, now_ns)
+            .map_err(|retry_after_secs| AuthError::RateLimited { retry_after_secs })?;
+        st.nonces.insert(nonce);
+        Ok(())
     }
 
     fn state_for(&self, key: PublicKey) -> Option<Arc<Mutex<KeyState>>> {
@@ -246,29 +366,11 @@ impl Authenticator {
         let verifying_key = VerifyingKey::from_bytes(&key.0).ok()?;
         let state = Arc::new(Mutex::new(KeyState {
             key: verifying_key,
-            tokens_nano: u64::from(self.rate.burst) * NANO,
-            refilled_at_ns: 0,
+            bucket: Bucket::full_of(self.rate),
             nonces: BTreeSet::new(),
         }));
         keys.insert(key, state.clone());
         Some(state)
-    }
-
-    fn take_token(&self, st: &mut KeyState, now_ns: u64) -> Result<(), AuthError> {
-        let cap = u64::from(self.rate.burst) * NANO;
-        let elapsed = now_ns.saturating_sub(st.refilled_at_ns);
-        let refill = elapsed.saturating_mul(u64::from(self.rate.per_second));
-        st.tokens_nano = st.tokens_nano.saturating_add(refill).min(cap);
-        st.refilled_at_ns = st.refilled_at_ns.max(now_ns);
-        if st.tokens_nano < NANO {
-            let missing = NANO - st.tokens_nano;
-            let wait_ns = missing.div_ceil(u64::from(self.rate.per_second));
-            return Err(AuthError::RateLimited {
-                retry_after_secs: wait_ns.div_ceil(NANO).max(1),
-            });
-        }
-        st.tokens_nano -= NANO;
-        Ok(())
     }
 
     /// Drops the state of keys that are no longer registered, bounding memory to live keys;
@@ -393,21 +495,37 @@ mod tests {
         sig: &str,
         now: u64,
     ) -> Result<BrokerCode, AuthError> {
+        run_from(auth, c, nonce, sig, now, HOME)
+    }
+
+    const HOME: [u8; 4] = [192, 0, 2, 1];
+
+    fn attempt<'a>(headers: SignedHeaders<'a>, from: [u8; 4]) -> Attempt<'a> {
+        Attempt {
+            headers,
+            method: "POST",
+            path_and_query: "/v1/customers",
+            body: b"{}",
+            from: ClientAddress::from(std::net::IpAddr::from(from)),
+        }
+    }
+
+    fn run_from(
+        auth: &Authenticator,
+        c: &Client,
+        nonce: &str,
+        sig: &str,
+        now: u64,
+        from: [u8; 4],
+    ) -> Result<BrokerCode, AuthError> {
         let headers = SignedHeaders {
             public_key: Some(&c.public),
             nonce: Some(nonce),
             signature: Some(sig),
         };
         let known = parse_public_key(&c.public).unwrap();
-        auth.authenticate(
-            &headers,
-            |k| (*k == known).then(broker),
-            "POST",
-            "/v1/customers",
-            b"{}",
-            now,
-        )
-        .map(|admitted| admitted.broker)
+        auth.authenticate(&attempt(headers, from), |k| (*k == known).then(broker), now)
+            .map(|admitted| admitted.broker)
     }
 
     const DEFAULTS: RateLimit = RateLimit {
@@ -415,8 +533,13 @@ mod tests {
         burst: 200,
     };
 
+    const FAILURES: RateLimit = RateLimit {
+        per_second: 10,
+        burst: 100,
+    };
+
     fn auth() -> Authenticator {
-        Authenticator::new(DEFAULTS, DEFAULT_MAX_NONCES_PER_KEY)
+        Authenticator::new(DEFAULTS, FAILURES, DEFAULT_MAX_NONCES_PER_KEY)
     }
 
     fn message(r: Result<BrokerCode, AuthError>) -> String {
@@ -508,6 +631,7 @@ mod tests {
                     per_second: 10,
                     burst: 3,
                 },
+                FAILURES,
                 DEFAULT_MAX_NONCES_PER_KEY,
             ),
             Client::new(1),
@@ -539,21 +663,14 @@ mod tests {
             nonce: Some(&n),
             signature: Some(&sig),
         };
-        let r = a.authenticate(&headers, |_| None, "POST", "/v1/customers", b"{}", NOW);
+        let r = a.authenticate(&attempt(headers, HOME), |_| None, NOW);
         assert!(message(r.map(|a| a.broker)).contains("unknown public key"));
         let headers = SignedHeaders {
             public_key: Some(&c.public),
             nonce: None,
             signature: Some(&sig),
         };
-        let r = a.authenticate(
-            &headers,
-            |_| Some(broker()),
-            "POST",
-            "/v1/customers",
-            b"{}",
-            NOW,
-        );
+        let r = a.authenticate(&attempt(headers, HOME), |_| Some(broker()), NOW);
         assert!(message(r.map(|a| a.broker)).contains("missing header X-Nonce"));
     }
 
@@ -579,7 +696,7 @@ mod tests {
             per_second: 1_000,
             burst: 1_000,
         };
-        let (a, c) = (Authenticator::new(rate, 3), Client::new(1));
+        let (a, c) = (Authenticator::new(rate, FAILURES, 3), Client::new(1));
         for i in 0..3u64 {
             let n = (NOW - 10 * NANO + i).to_string();
             assert!(run(&a, &c, &n, &c.sign(&n, b"{}"), NOW).is_ok());
@@ -626,5 +743,68 @@ mod tests {
         assert!(message(run(&a, &c, &n, &c.sign(&n, b"{}"), NOW + NANO)).contains("reused"));
         a.prune(|_| false, NOW + BEHIND_NS + 1);
         assert_eq!(a.tracked_keys(), 0);
+    }
+
+    /// D9: garbage naming a key is charged to the address it came from, never to the key:
+    /// the key's owner keeps its whole burst while the sender runs out of failures and is
+    /// refused before any verification; another address is untouched.
+    #[test]
+    fn a_failed_signature_is_charged_to_its_address_never_to_the_key_it_names() {
+        let (a, c, forger) = (auth(), Client::new(1), Client::new(2));
+        let attacker = [198, 51, 100, 7];
+        let mut refused = 0;
+        for i in 0..(FAILURES.burst as u64 + 50) {
+            let n = (NOW + i).to_string();
+            match run_from(&a, &c, &n, &forger.sign(&n, b"{}"), NOW, attacker) {
+                Err(AuthError::Unauthorized(m)) => assert_eq!(m, "bad signature"),
+                Err(AuthError::TooManyFailures { retry_after_secs }) => {
+                    assert_eq!(retry_after_secs, 1);
+                    refused += 1;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(refused, 50, "the burst of failures, then refusals");
+        for i in 0..DEFAULTS.burst as u64 {
+            let n = (NOW + 1_000 + i).to_string();
+            assert_eq!(
+                run(&a, &c, &n, &c.sign(&n, b"{}"), NOW),
+                Ok(broker()),
+                "the owner's request {i} of its burst"
+            );
+        }
+        let n = (NOW + 5_000).to_string();
+        assert!(matches!(
+            run_from(&a, &c, &n, &c.sign(&n, b"{}"), NOW, attacker),
+            Err(AuthError::TooManyFailures { .. })
+        ));
+        let later = NOW + NANO;
+        assert!(
+            run_from(
+                &a,
+                &c,
+                &later.to_string(),
+                &c.sign(&later.to_string(), b"{}"),
+                later,
+                attacker
+            )
+            .is_ok(),
+            "a second refills ten failures and a good request spends none"
+        );
+    }
+
+    /// The failure table is bounded: refilled buckets leave first, then the fullest.
+    #[test]
+    fn the_failure_table_holds_at_most_its_bound_of_addresses() {
+        let budget = FailureBudget::new(FAILURES);
+        for i in 0..(address::MAX_ADDRESSES as u32 + 10) {
+            let ip = std::net::Ipv4Addr::from(0x0a00_0000 + i);
+            budget.charge(ClientAddress::from(std::net::IpAddr::V4(ip)), NOW);
+        }
+        assert_eq!(budget.tracked(), address::MAX_ADDRESSES);
+        // Ten seconds on, every bucket is full again: a new one finds room by dropping them.
+        let ip = std::net::IpAddr::from([203, 0, 113, 9]);
+        budget.charge(ClientAddress::from(ip), NOW + 10 * NANO);
+        assert_eq!(budget.tracked(), 1);
     }
 }

@@ -11,6 +11,8 @@ use perpsim_core::limits::VenueLimits;
 use perpsim_core::simulation::Simulation;
 use perpsim_core::time::Timestamp;
 
+use crate::signing::RateLimit;
+
 /// Resolved settings.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -30,6 +32,8 @@ pub struct ServeConfig {
     pub snapshot_interval_secs: i64,
     pub rate_limit: u32,
     pub rate_burst: u32,
+    /// Failed authentications each client address may make (D9): a second, and in a burst.
+    pub auth_failures: RateLimit,
     pub max_nonces_per_key: u64,
     pub connections: ConnectionLimits,
     pub websocket: WsLimits,
@@ -64,18 +68,37 @@ impl Default for ConnectionLimits {
 }
 
 /// Bounds of the WebSocket channels (D9): upgraded connections count here, not against
-/// [`ConnectionLimits`].
+/// [`ConnectionLimits`]' bound, and in their address's share of both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WsLimits {
+    /// At the bound a connection that has not authenticated gives way to a newcomer; only
+    /// with every one authenticated is an upgrade answered 503.
     pub max_connections: u32,
     /// Topics one connection may hold at once.
     pub max_subscriptions: u32,
     /// Frames waiting to be written to one connection; a consumer that lets more pile up is
     /// closed with 1008 `slow consumer`, so the engine never waits for a socket.
     pub queue_frames: u32,
+    /// ... and bytes waiting, likewise.
+    pub queue_bytes: u64,
     /// A connection that sends nothing (frames, pings or pongs) this long is closed; the
     /// server pings every third of it, and a client that answers pings stays open.
     pub heartbeat_timeout: Duration,
+    /// A connection that has neither authenticated nor subscribed this long after it
+    /// opened is closed with 1008 `authentication timeout`.
+    pub auth_timeout: Duration,
+    /// Frames a client may send a second, and in a burst; past it an error, then 1008.
+    pub ops_per_second: u32,
+    pub ops_burst: u32,
+}
+
+impl WsLimits {
+    pub fn op_rate(&self) -> RateLimit {
+        RateLimit {
+            per_second: self.ops_per_second,
+            burst: self.ops_burst,
+        }
+    }
 }
 
 impl Default for WsLimits {
@@ -84,7 +107,11 @@ impl Default for WsLimits {
             max_connections: 4_096,
             max_subscriptions: 256,
             queue_frames: 4_096,
+            queue_bytes: 4 << 20,
             heartbeat_timeout: Duration::from_secs(30),
+            auth_timeout: Duration::from_secs(10),
+            ops_per_second: 20,
+            ops_burst: 40,
         }
     }
 }

@@ -220,7 +220,9 @@ pub fn start(
         stopped,
     };
     let snapshot_clock = engine.clock().now;
+    let keys = engine.view().keys.clone();
     let host = Host {
+        keys,
         snapshot_clock,
         engine,
         journal,
@@ -246,6 +248,9 @@ struct Host {
     limits: HostLimits,
     view: Arc<ArcSwap<ReadView>>,
     events: broadcast::Sender<TickEvents>,
+    /// The keys of the last view broadcast: a tick that changes them is broadcast even with
+    /// no events, so the channels close a revoked key's sessions at once (D9).
+    keys: imbl::OrdMap<perpsim_core::ids::PublicKey, perpsim_core::ids::BrokerCode>,
     since_snapshot: u64,
     /// The simulation time of the last snapshot (or of the start).
     snapshot_clock: Timestamp,
@@ -401,7 +406,8 @@ impl Host {
         let view = self.engine.view();
         self.view.store(Arc::clone(&view));
         metrics::publish(publishing.elapsed());
-        if !out.events.is_empty() {
+        if !out.events.is_empty() || !view.keys.ptr_eq(&self.keys) {
+            self.keys = view.keys.clone();
             let bundle = TickBundle {
                 view,
                 events: out.events,

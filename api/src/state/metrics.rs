@@ -35,6 +35,7 @@ pub const WS_CONNECTIONS: &str = "perpsim_ws_connections_open";
 pub const WS_SENT: &str = "perpsim_ws_frames_sent_total";
 pub const WS_DROPPED: &str = "perpsim_ws_frames_dropped_total";
 pub const WS_SLOW: &str = "perpsim_ws_slow_consumer_closes_total";
+pub const WS_CLOSES: &str = "perpsim_ws_closes_total";
 
 /// Latency buckets, seconds: 50 µs to 10 s.
 const LATENCY: [f64; 16] = [
@@ -47,7 +48,7 @@ const BATCH: [f64; 13] = [
 ];
 
 /// Every metric's kind, unit and help, for README and the exporter's `# HELP` lines.
-pub const CATALOGUE: [(&str, &str, &str, &str); 21] = [
+pub const CATALOGUE: [(&str, &str, &str, &str); 22] = [
     (
         HTTP_REQUEST,
         "histogram",
@@ -58,7 +59,7 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 21] = [
         AUTH_FAILURES,
         "counter",
         "requests",
-        "Requests refused by authentication, by api (broker, admin, ws) and reason (unauthorized, rate_limited, nonce_memory_full).",
+        "Requests refused by authentication, by api (broker, admin, ws) and reason (unauthorized, rate_limited, nonce_memory_full, too_many_failures).",
     ),
     (TICKS, "counter", "ticks", "Ticks applied and journaled."),
     (
@@ -164,6 +165,12 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 21] = [
         "connections",
         "WebSocket connections closed with 1008 slow consumer, by the topic of the frame that overflowed.",
     ),
+    (
+        WS_CLOSES,
+        "counter",
+        "connections",
+        "WebSocket connections the server closed, by reason (auth_timeout, gave_way, op_rate, failed_authentications, key_revoked, slow_consumer, heartbeat, frame_too_large, not_utf8, protocol_error, fault, fell_behind, stopping).",
+    ),
 ];
 
 fn unit(name: &str) -> Unit {
@@ -251,7 +258,7 @@ pub fn request(
         .record(took.as_secs_f64());
 }
 
-/// `reason`: `unauthorized`, `rate_limited` or `nonce_memory_full`.
+/// `reason`: `unauthorized`, `rate_limited`, `nonce_memory_full` or `too_many_failures`.
 pub fn auth_failure(api: Api, reason: &'static str) {
     counter!(AUTH_FAILURES, "api" => api.label(), "reason" => reason).increment(1);
 }
@@ -306,8 +313,12 @@ pub fn ws_opened() {
     gauge!(WS_CONNECTIONS).increment(1.0);
 }
 
-pub fn ws_closed() {
+/// `reason`: the label of the close the server sent, if it sent one.
+pub fn ws_closed(reason: Option<&'static str>) {
     gauge!(WS_CONNECTIONS).decrement(1.0);
+    if let Some(reason) = reason {
+        counter!(WS_CLOSES, "reason" => reason).increment(1);
+    }
 }
 
 /// The channels' kinds (AsyncAPI): a frame's topic label is one of these or `control`.

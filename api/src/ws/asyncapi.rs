@@ -24,14 +24,23 @@ Public topics (`ticker`, `orderbook-stream:{symbol}`, `market-trades:{symbol}`) 
 authentication; the others carry only the authenticated broker's customers. A bad frame is \
 answered `{\"op\":\"error\",\"code\",\"message\",\"channel\"?}` and never closes the \
 connection; codes: VALIDATION_ERROR (malformed frame, unknown op, topic or symbol, a bound), \
-UNAUTHORIZED (a failed authenticate, a private topic before it), NOT_FOUND (positions of no \
-customer of the broker), RATE_LIMITED (authenticate past the key's rate). \n\n\
-Bounds: `--max-ws-connections` (4096; past it the upgrade answers 503), \
-`--max-ws-subscriptions` per connection (256), a queue of `--ws-queue` frames per connection \
-(4096; a consumer that lets it fill is closed with 1008 `slow consumer`; the engine never \
-waits), client frames of at most 64 KiB, and a heartbeat: the server pings every third of \
-`--ws-heartbeat-timeout` (30 s) and closes a connection it heard nothing from (no frame, ping \
-or pong) for that long, with 1001. \n\n\
+UNAUTHORIZED (a failed authenticate, a private topic before it, a revoked key), NOT_FOUND \
+(positions of no customer of the broker), RATE_LIMITED (authenticate past the key's rate or \
+past the address's failed authentications, frames past the connection's rate). \n\n\
+Bounds: `--max-ws-connections` (4096; at it a connection that has not authenticated gives \
+way, closed with 1013, and only with every one authenticated does the upgrade answer 503); \
+WebSocket and HTTP connections together within `--max-connections-per-address` (1024); \
+`--max-ws-subscriptions` per connection (256); a queue per connection of `--ws-queue` frames \
+(4096) and `--ws-queue-bytes` bytes (4 MiB): a consumer that lets it fill is closed with 1008 \
+`slow consumer`, the engine never waits. Closed with 1008: a connection that neither \
+authenticated nor subscribed within `--ws-auth-timeout` (10 s; `authentication timeout`), one \
+sending frames faster than `--ws-op-rate` (20 a second, bursts of `--ws-op-burst` 40; an \
+error first, then `op rate exceeded`), one after its fifth failed authenticate \
+(`too many failed authentications`), and every session of a key when it is revoked \
+(`key revoked`). Client frames of at most 64 KiB (1009 past it; 1007 for text that is not \
+UTF-8), and a heartbeat: the server pings every third of `--ws-heartbeat-timeout` (30 s) and \
+closes a connection it heard nothing from (no frame, ping or pong) for that long, with \
+1001. \n\n\
 Orders: one update per order per engine run that changed it (placement, amend, cancel, \
 trigger, fills, expiry, a liquidation's cancel), carrying the order as the run left it; each \
 fill is on `trades`. Positions and margin: pushed when a 5-second boundary of simulation time \

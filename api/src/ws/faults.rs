@@ -171,7 +171,9 @@ pub struct StrikeRecord {
     /// Milliseconds since the server started (wall clock).
     pub injected_at_ms: u64,
     /// Whether the server can see a recovery from it: a dropped, duplicated or delayed
-    /// frame of a topic with no sequence is for the client to notice, not the server.
+    /// frame of a topic with no sequence is for the client to notice, not the server; nor
+    /// is a gap the client never saw (no later frame of its stream reached it before the
+    /// stream was replaced by a new subscription, for another strike's sake).
     pub observable: bool,
     /// How the client recovered; null while it has not (or cannot be seen).
     pub recovered: Nullable<RecoveryApi>,
@@ -209,16 +211,22 @@ struct Strike {
     name: String,
     sequence: Option<u64>,
     at: Instant,
+    /// Whether the client can have noticed it: a frame taken away shows only as the gap
+    /// before the next frame of its stream.
+    seen: bool,
+    /// Its stream was replaced before the client could notice it.
+    masked: bool,
     recovered: Option<(RecoveryApi, Instant)>,
 }
 
 impl Strike {
     fn observable(&self) -> bool {
         use ChannelFaultKind::*;
-        match self.kind {
-            Drop | Duplicate | Delay => matches!(self.topic, Topic::OrderBook(_)),
-            _ => true,
-        }
+        !self.masked
+            && match self.kind {
+                Drop | Duplicate | Delay => matches!(self.topic, Topic::OrderBook(_)),
+                _ => true,
+            }
     }
 
     /// A strike a new subscription to its topic recovers from.
@@ -243,6 +251,8 @@ pub struct StrikeLog {
     started: Instant,
     entries: BTreeMap<ConnId, Entry>,
     order: VecDeque<ConnId>,
+    /// Strikes the client cannot have noticed yet, all connections together.
+    unseen: usize,
 }
 
 impl Default for StrikeLog {
@@ -251,6 +261,7 @@ impl Default for StrikeLog {
             started: Instant::now(),
             entries: BTreeMap::new(),
             order: VecDeque::new(),
+            unseen: 0,
         }
     }
 }
@@ -259,8 +270,9 @@ impl StrikeLog {
     pub fn opened(&mut self, id: ConnId, remote: IpAddr) {
         if self.order.len() >= REPORTED_CONNECTIONS
             && let Some(old) = self.order.pop_front()
+            && let Some(gone) = self.entries.remove(&old)
         {
-            self.entries.remove(&old);
+            self.unseen -= gone.strikes.iter().filter(|s| !s.seen).count();
         }
         let entry = Entry {
             remote,
@@ -289,14 +301,34 @@ impl StrikeLog {
         if let Some(e) = self.entries.get_mut(&id)
             && e.strikes.len() < STRIKES_PER_CONNECTION
         {
+            let seen = !matches!(
+                kind,
+                ChannelFaultKind::Drop | ChannelFaultKind::SkipSequence
+            );
+            self.unseen += usize::from(!seen);
             e.strikes.push(Strike {
                 kind,
                 topic: t.topic,
                 name: t.name.to_owned(),
                 sequence: t.sequence,
                 at: Instant::now(),
+                seen,
+                masked: false,
                 recovered: None,
             });
+        }
+    }
+
+    /// A frame of `topic` reached `id`: a gap before it is now in the client's sight.
+    pub fn delivered(&mut self, id: ConnId, topic: Topic) {
+        if self.unseen == 0 {
+            return;
+        }
+        if let Some(e) = self.entries.get_mut(&id) {
+            for s in e.strikes.iter_mut().filter(|s| !s.seen && s.topic == topic) {
+                s.seen = true;
+                self.unseen -= 1;
+            }
         }
     }
 
@@ -318,7 +350,12 @@ impl StrikeLog {
                 .iter_mut()
                 .filter(|s| s.recovered.is_none() && s.topic == topic)
             {
-                if *other == id && s.resubscribe_heals() {
+                if *other == id && !s.seen {
+                    // Replaced before the client could see it: a resync for another strike.
+                    s.seen = true;
+                    s.masked = true;
+                    self.unseen -= 1;
+                } else if *other == id && s.resubscribe_heals() {
                     s.recovered = Some((RecoveryApi::Resubscribed, now));
                 } else if *other != id && same_client && !s.resubscribe_heals() && s.observable() {
                     s.recovered = Some((RecoveryApi::Reconnected, now));

@@ -9,7 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use perpsim_core::ids::BrokerCode;
+use imbl::OrdMap;
+use perpsim_core::ids::{BrokerCode, PublicKey};
 use perpsim_core::time::Timestamp;
 use perpsim_systems::records::depth::LevelChange;
 use perpsim_systems::{EngineEvent, ReadView};
@@ -18,9 +19,11 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::faults::{RecoveryReport, StrikeLog, Striker, Target};
 use super::frames::{ErrorFrame, Frame, OpReply, frame};
+use super::outbox::{Outbox, Refused};
+use super::session::KEY_REVOKED;
 use super::topic::{Audience, Topic};
 use super::{book, render};
-use crate::state::host::TickEvents;
+use crate::state::host::{EngineHandle, TickEvents};
 use crate::state::metrics;
 use crate::wire::Time;
 use perpsim_systems::records::faults::{ChannelFault, ChannelFaultKind};
@@ -32,6 +35,8 @@ pub type ConnId = u64;
 pub struct Close {
     pub code: u16,
     pub reason: &'static str,
+    /// The metrics' label of why it closed.
+    pub label: &'static str,
 }
 
 /// What the hub tells a connection to do besides sending frames.
@@ -48,19 +53,23 @@ pub enum Signal {
 const FAULT_CLOSE: Close = Close {
     code: 1011,
     reason: "fault plan: connection closed",
+    label: "fault",
 };
 
 pub const SLOW_CONSUMER: Close = Close {
     code: 1008,
     reason: "slow consumer",
+    label: "slow_consumer",
 };
 const FELL_BEHIND: Close = Close {
     code: 1011,
     reason: "the server fell behind the engine; reconnect",
+    label: "fell_behind",
 };
 const STOPPING: Close = Close {
     code: 1001,
     reason: "the server is stopping",
+    label: "stopping",
 };
 
 /// What connections tell the hub.
@@ -68,12 +77,14 @@ pub enum Control {
     Open {
         id: ConnId,
         remote: std::net::IpAddr,
-        frames: mpsc::Sender<Frame>,
+        outbox: Outbox,
         signal: watch::Sender<Option<Signal>>,
     },
+    /// The connection authenticated as `broker` with `key`.
     Authenticated {
         id: ConnId,
         broker: BrokerCode,
+        key: PublicKey,
     },
     /// Topics with the names they were asked by, acknowledged in one frame.
     Subscribe {
@@ -92,10 +103,14 @@ pub enum Control {
 }
 
 struct Conn {
-    frames: mpsc::Sender<Frame>,
+    outbox: Outbox,
     signal: watch::Sender<Option<Signal>>,
     broker: Option<BrokerCode>,
+    key: Option<PublicKey>,
     topics: BTreeSet<Topic>,
+    /// Where in its queue the last snapshot of each topic went: while it waits there, a
+    /// repeated subscribe is acknowledged without another.
+    snapshots: BTreeMap<Topic, u64>,
 }
 
 pub struct Hub {
@@ -104,6 +119,10 @@ pub struct Hub {
     /// Each market's book stream position: the `sequence` of its last frame.
     sequences: Vec<u64>,
     view: Arc<ReadView>,
+    /// The engine's latest view, for what cannot wait for a tick.
+    engine: EngineHandle,
+    /// The keys of the last view seen: when they change, sessions of a revoked key close.
+    keys: OrdMap<PublicKey, BrokerCode>,
     striker: Striker,
     strikes: StrikeLog,
     /// The tick's frames per connection, queued together at its end: a connection then
@@ -112,11 +131,14 @@ pub struct Hub {
 }
 
 impl Hub {
-    pub fn new(view: Arc<ReadView>) -> Self {
+    pub fn new(engine: EngineHandle) -> Self {
+        let view = engine.view();
         Hub {
+            engine,
             sequences: vec![0; view.trading.markets.len()],
             conns: BTreeMap::new(),
             audiences: BTreeMap::new(),
+            keys: view.keys.clone(),
             view,
             striker: Striker::default(),
             strikes: StrikeLog::default(),
@@ -156,23 +178,31 @@ impl Hub {
             Control::Open {
                 id,
                 remote,
-                frames,
+                outbox,
                 signal,
             } => {
                 let conn = Conn {
-                    frames,
+                    outbox,
                     signal,
                     broker: None,
+                    key: None,
                     topics: BTreeSet::new(),
+                    snapshots: BTreeMap::new(),
                 };
                 self.conns.insert(id, conn);
                 self.strikes.opened(id, remote);
             }
-            Control::Authenticated { id, broker } => {
+            Control::Authenticated { id, broker, key } => {
                 if let Some(conn) = self.conns.get_mut(&id) {
                     conn.broker = Some(broker);
+                    conn.key = Some(key);
                 }
                 self.strikes.authenticated(id, broker);
+                // Revoked since its check, in a tick this hub may have seen already: the
+                // latest view says (this hub's own may not hold a key added just now).
+                if self.engine.view().keys.get(&key) != Some(&broker) {
+                    self.close(id, KEY_REVOKED);
+                }
             }
             Control::Subscribe { id, topics } => self.subscribe(id, topics),
             Control::Unsubscribe { id, topics } => self.unsubscribe(id, topics),
@@ -186,25 +216,39 @@ impl Hub {
         }
     }
 
+    /// Acknowledges, then queues each new subscription's snapshot. A topic held already
+    /// gets a fresh snapshot (how a client resyncs a book) unless its last one is still
+    /// queued: a flood of subscribes makes one snapshot, not one each.
     fn subscribe(&mut self, id: ConnId, topics: Vec<(Topic, String)>) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
         let broker = conn.broker;
+        let mut fresh = Vec::new();
         for (topic, _) in &topics {
+            let waiting = conn.topics.contains(topic)
+                && conn
+                    .snapshots
+                    .get(topic)
+                    .is_some_and(|at| conn.outbox.waiting(*at));
+            if !waiting {
+                fresh.push(*topic);
+            }
             conn.topics.insert(*topic);
             let audience = topic.audience(broker);
             self.audiences.entry(audience).or_default().insert(id);
             self.strikes.subscribed(id, *topic);
         }
         let names = topics.iter().map(|(_, n)| n.clone()).collect();
-        let mut out = vec![ack("subscribed", names)];
-        for (topic, _) in &topics {
-            out.extend(self.snapshot(*topic, broker));
+        if self.send(id, ack("subscribed", names)).is_none() {
+            return;
         }
-        for f in out {
-            if !self.send(id, f) {
-                return;
+        for topic in fresh {
+            for f in self.snapshot(topic, broker) {
+                let Some(at) = self.send(id, f) else { return };
+                if let Some(conn) = self.conns.get_mut(&id) {
+                    conn.snapshots.insert(topic, at);
+                }
             }
         }
     }
@@ -216,6 +260,7 @@ impl Hub {
         let broker = conn.broker;
         for (topic, _) in &topics {
             conn.topics.remove(topic);
+            conn.snapshots.remove(topic);
         }
         for (topic, _) in &topics {
             self.forget(topic.audience(broker), id);
@@ -248,6 +293,10 @@ impl Hub {
 
     fn tick(&mut self, view: &Arc<ReadView>, events: &[EngineEvent]) {
         self.view = Arc::clone(view);
+        if !self.keys.ptr_eq(&view.keys) {
+            self.keys = view.keys.clone();
+            self.revoked();
+        }
         self.striker.follow(&view.faults);
         self.sequences.resize(view.trading.markets.len(), 0);
         for event in events {
@@ -263,11 +312,37 @@ impl Hub {
         }
         for (id, frames) in std::mem::take(&mut self.pending) {
             for f in frames {
-                if !self.send(id, f) {
+                if self.send(id, f).is_none() {
                     break;
                 }
             }
         }
+    }
+
+    /// D9: every session authenticated by a key no longer its broker's is closed with 1008
+    /// `key revoked`, at the tick that revoked it.
+    fn revoked(&mut self) {
+        let gone: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.key
+                    .zip(c.broker)
+                    .is_some_and(|(k, b)| self.keys.get(&k) != Some(&b))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            self.close(id, KEY_REVOKED);
+        }
+    }
+
+    /// Tells a connection to close with `close` and forgets it.
+    fn close(&mut self, id: ConnId, close: Close) {
+        if let Some(conn) = self.conns.get(&id) {
+            let _ = conn.signal.send(Some(Signal::Close(close)));
+        }
+        self.remove(id);
     }
 
     /// Holds a frame of the tick for `id` until the tick's end (see `pending`).
@@ -339,6 +414,7 @@ impl Hub {
         };
         if !self.striker.armed() {
             for id in ids {
+                self.strikes.delivered(id, audience.topic);
                 self.queue(id, f.clone());
             }
             return;
@@ -355,6 +431,7 @@ impl Hub {
             };
             match self.striker.strike(&target) {
                 None => {
+                    self.strikes.delivered(id, audience.topic);
                     self.queue(id, f.clone());
                 }
                 Some(fault) => {
@@ -377,10 +454,10 @@ impl Hub {
             }
             Delay => {
                 if let Some(conn) = self.conns.get(&id) {
-                    let (frames, f) = (conn.frames.clone(), f.clone());
+                    let (outbox, f) = (conn.outbox.clone(), f.clone());
                     tokio::spawn(async move {
                         tokio::time::sleep(delay).await;
-                        let _ = frames.try_send(f);
+                        let _ = outbox.push(f);
                     });
                 }
             }
@@ -414,28 +491,25 @@ impl Hub {
         }
     }
 
-    /// Queues a frame without waiting; a full queue closes the connection (D9). Whether the
-    /// connection is still there.
-    fn send(&mut self, id: ConnId, f: Frame) -> bool {
-        let Some(conn) = self.conns.get(&id) else {
-            return false;
-        };
+    /// Queues a frame without waiting; a full queue (in frames or bytes) closes the
+    /// connection (D9). Where the frame went in the connection's queue, if it is still there.
+    fn send(&mut self, id: ConnId, f: Frame) -> Option<u64> {
+        let conn = self.conns.get(&id)?;
         let topic = metrics::topic_of(&f);
-        match conn.frames.try_send(f) {
-            Ok(()) => {
+        match conn.outbox.push(f) {
+            Ok(at) => {
                 metrics::ws_sent(topic);
-                true
+                Some(at)
             }
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(Refused::Full) => {
                 metrics::ws_dropped(topic, "slow_consumer");
                 metrics::ws_slow_consumer(topic);
-                let _ = conn.signal.send(Some(Signal::Close(SLOW_CONSUMER)));
-                self.remove(id);
-                false
+                self.close(id, SLOW_CONSUMER);
+                None
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
+            Err(Refused::Closed) => {
                 self.remove(id);
-                false
+                None
             }
         }
     }

@@ -1,8 +1,10 @@
 //! The WebSocket push channels (interface §6, D9) at `GET /v1/ws`.
 //!
 //! - [`upgrade`]: the handshake, on the HTTP connection `server::connections` drives; the
-//!   upgraded connection leaves the HTTP bound and holds one of `--max-ws-connections`.
-//! - [`session`]: one connection — ops, its bounded queue, its heartbeat.
+//!   upgraded connection leaves the HTTP bound for `--max-ws-connections`, where
+//!   `server::admission` judges it by its [`session::Standing`].
+//! - [`session`]: one connection — ops and their rate, its deadline to authenticate, its
+//!   heartbeat; [`outbox`]: its queue, bounded in frames and bytes.
 //! - [`hub`]: the one task that fans the engine's tick events out to the subscriptions,
 //!   rendering each event once ([`render`], [`book`]) into [`frames`] whose bytes every
 //!   receiving connection shares.
@@ -17,6 +19,7 @@ pub mod faults;
 pub mod frames;
 pub mod hub;
 pub mod ops;
+pub mod outbox;
 pub mod render;
 pub mod session;
 pub mod topic;
@@ -25,7 +28,7 @@ pub mod upgrade;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 
 use crate::state::AppState;
 use crate::state::config::WsLimits;
@@ -33,13 +36,11 @@ use crate::state::config::WsLimits;
 /// Control messages waiting for the hub; a connection waits when it is full.
 const CONTROL_QUEUE: usize = 4_096;
 
-/// What every connection shares: the service's state, the bounds, the hub's inbox and the
-/// connection slots.
+/// What every connection shares: the service's state, the bounds and the hub's inbox.
 pub struct WsShared {
     pub state: Arc<AppState>,
     pub limits: WsLimits,
     control: mpsc::Sender<hub::Control>,
-    slots: Arc<Semaphore>,
     next_id: AtomicU64,
 }
 
@@ -47,14 +48,13 @@ pub struct WsShared {
 /// the view it starts from, so no tick falls between the two.
 pub fn start(state: Arc<AppState>, limits: WsLimits) -> Arc<WsShared> {
     let ticks = state.engine.subscribe();
-    let hub = hub::Hub::new(state.engine.view());
+    let hub = hub::Hub::new(state.engine.clone());
     let (control, inbox) = mpsc::channel(CONTROL_QUEUE);
     tokio::spawn(hub.run(inbox, ticks));
     Arc::new(WsShared {
         state,
         limits,
         control,
-        slots: Arc::new(Semaphore::new(limits.max_connections as usize)),
         next_id: AtomicU64::new(0),
     })
 }

@@ -6,6 +6,11 @@ use perpsim_core::ids::{BrokerCode, CustomerCode};
 use perpsim_systems::ReadView;
 use perpsim_systems::records::venue::MarketId;
 
+/// The topics as a client writes them, for the refusal of an unknown one.
+pub const NAMES: &str = "ticker, orderbook-stream:{symbol}, market-trades:{symbol} (public); \
+    balance-changes, notifications, positions:{customer_code}, margin, liquidations, orders, \
+    trades (private)";
+
 /// A topic as subscribed. Symbols are resolved to their market when the topic is parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Topic {
@@ -54,10 +59,16 @@ impl Topic {
         view: &ReadView,
         broker: Option<BrokerCode>,
     ) -> Result<Topic, TopicError> {
-        let unknown = || TopicError::Unknown(format!("unknown topic {text:?}"));
+        let unknown = || TopicError::Unknown(format!("unknown topic {text:?}; topics: {NAMES}"));
         let market = |symbol: &str| {
             view.trading.market(symbol).map(|(m, _)| m).ok_or_else(|| {
-                TopicError::Unknown(format!("unknown symbol {symbol:?} in topic {text:?}"))
+                let symbols: Vec<&str> = (0..view.trading.markets.len() as u32)
+                    .map(|m| view.trading.symbol(m))
+                    .collect();
+                TopicError::Unknown(format!(
+                    "unknown symbol {symbol:?} in topic {text:?}; symbols: {}",
+                    symbols.join(", ")
+                ))
             })
         };
         let topic = match text.split_once(':') {

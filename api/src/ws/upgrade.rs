@@ -12,12 +12,13 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
-use super::{WsShared, session};
+use super::WsShared;
+use super::session::{self, Standing};
 use crate::errors::error_response;
 
 /// The channels' address (D9).
 pub const PATH: &str = "/v1/ws";
-/// Largest client frame: the REST body limit (D4); a larger one ends the connection (1009).
+/// Largest client frame: the REST body limit (D4); a larger one closes the connection (1009).
 const MAX_FRAME: usize = 64 * 1024;
 /// The read buffer of a connection (tungstenite's default is 128 KiB).
 const READ_BUFFER: usize = 4 * 1024;
@@ -32,7 +33,7 @@ fn has_token(req: &hyper::Request<Incoming>, name: header::HeaderName, token: &s
 }
 
 /// What makes a request not an upgrade this server takes, with the error it answers.
-fn refusal(req: &hyper::Request<Incoming>) -> Option<Response> {
+pub fn refusal(req: &hyper::Request<Incoming>) -> Option<Response> {
     if req.method() != Method::GET {
         return Some(error_response(
             ErrorCode::MethodNotAllowed,
@@ -66,26 +67,16 @@ fn refusal(req: &hyper::Request<Incoming>) -> Option<Response> {
     None
 }
 
-/// Answers `req`: 101 and a session on the upgraded connection, or the D4 error saying why
-/// not (503 at `--max-ws-connections`).
-pub fn upgrade(
+/// Answers `req`, an upgrade [`refusal`] let through and admitted under the bound: 101, and
+/// a session on the upgraded connection held by `standing`, which lets go of `place` when
+/// it ends.
+pub fn accept(
     shared: &Arc<WsShared>,
     mut req: hyper::Request<Incoming>,
     remote: std::net::IpAddr,
+    standing: Arc<Standing>,
+    place: impl Send + 'static,
 ) -> Response {
-    if let Some(resp) = refusal(&req) {
-        return resp;
-    }
-    let Ok(permit) = Arc::clone(&shared.slots).try_acquire_owned() else {
-        let max = shared.limits.max_connections;
-        let mut resp = error_response(
-            ErrorCode::ExchangeUnavailable,
-            format!("too many WebSocket connections: at most {max} (--max-ws-connections)"),
-        );
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return resp;
-    };
     let key = req.headers()[header::SEC_WEBSOCKET_KEY].as_bytes().to_vec();
     let on_upgrade = hyper::upgrade::on(&mut req);
     let shared = Arc::clone(shared);
@@ -101,7 +92,7 @@ pub fn upgrade(
                     .max_frame_size(Some(MAX_FRAME));
                 let io = TokioIo::new(upgraded);
                 let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-                session::run(ws, shared, permit, remote).await;
+                session::run(ws, shared, standing, place, remote).await;
             }
             Err(e) => tracing::debug!(error = %e, "WebSocket upgrade failed"),
         }
