@@ -15,10 +15,15 @@ ensure_venv() {
 # manual clock in "$work/data", with any extra flags; sets $server (its pid) and $address
 # (read from its log).
 start_server() {
+  start_perpsim --clock manual --start 2026-01-01T00:00:00Z "$@"
+}
+
+# The same with only the flags given (the realtime clock of the defaults unless they say).
+start_perpsim() {
   local bin="${CARGO_TARGET_DIR:-$root/target}/debug/perpsim"
   [ -x "$bin" ] || (cd "$root" && cargo build --quiet -p perpsim-api --bin perpsim)
-  PERPSIM_LOG=info "$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --clock manual \
-    --start 2026-01-01T00:00:00Z "$@" 2>"$work/server.log" &
+  PERPSIM_LOG=info "$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" "$@" \
+    2>"$work/server.log" &
   server=$!
   address=""
   for _ in $(seq 1 200); do

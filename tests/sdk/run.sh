@@ -7,8 +7,8 @@
 #     AsyncAPI document through @asyncapi/cli validate (npm): no finding at all;
 #  2. SDKs generated from openapi/broker.json, with no generator warning, each running its
 #     smoke test against the real perpsim binary on loopback (manual clock);
-#  3. schemathesis with every check over the broker API, a few examples per operation
-#     (fuzz.sh; the full budget is a separate command);
+#  3. schemathesis with every check over the broker API and over the admin API, a few
+#     examples per operation (fuzz.sh, fuzz_admin.sh; the full budget is a separate command);
 #  4. README's WebSocket client (python/book_client.py, websockets from PyPI) through an hour
 #     of the living market with random faults on the book stream (ws_client.sh);
 #  5. the /docs page opened in a real headless Chromium (Debian's package, installed here when
@@ -114,6 +114,9 @@ fi
 bash "$here/fuzz.sh" "${PERPSIM_FUZZ_EXAMPLES:-5}" 1 >"$work/fuzz.log" 2>&1 \
   || { cat "$work/fuzz.log"; echo "schemathesis: 0 passed, 1 failed"; exit 1; }
 grep -E '^  [0-9]+ generated' "$work/fuzz.log" | sed 's/^ */schemathesis: /'
+bash "$here/fuzz_admin.sh" "${PERPSIM_FUZZ_EXAMPLES:-5}" 1 >"$work/fuzz-admin.log" 2>&1 \
+  || { cat "$work/fuzz-admin.log"; echo "schemathesis (admin): 0 passed, 1 failed"; exit 1; }
+grep -E '^  [0-9]+ generated' "$work/fuzz-admin.log" | sed 's/^ */schemathesis (admin): /'
 
 # README's WebSocket client through a busy simulated hour with random channel faults: it
 # ends holding REST's top of book and the recovery report shows every strike recovered.

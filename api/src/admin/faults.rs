@@ -117,11 +117,18 @@ fn ppm(field: &str, rate: Option<&DecimalIn>, default: u32) -> Result<u32, Error
         return Ok(default);
     };
     let r = rate.parse(field, Sign::Unsigned)?;
-    let scaled = r * Decimal::from(PPM);
-    if r > Decimal::ONE || scaled.fract() != Decimal::ZERO {
-        return Err(Error::validation(format!(
+    let refused = || {
+        Error::validation(format!(
             "{field} must be between 0 and 1 with at most 6 decimals"
-        )));
+        ))
+    };
+    // Bounded before it is scaled: a rate of 1e23 must not overflow the product.
+    if r > Decimal::ONE {
+        return Err(refused());
+    }
+    let scaled = r * Decimal::from(PPM);
+    if scaled.fract() != Decimal::ZERO {
+        return Err(refused());
     }
     Ok(u32::try_from(scaled.mantissa() / 10i128.pow(scaled.scale())).expect("at most a million"))
 }

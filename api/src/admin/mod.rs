@@ -102,9 +102,9 @@ impl From<BrokerView> for BrokerRecord {
 #[derive(Object, Debug)]
 #[oai(deny_unknown_fields)]
 pub struct PriceRequest {
-    /// Positive decimal string.
+    /// Positive decimal string below 1000000000000, at most 10 decimals.
     pub index_price: DecimalIn,
-    /// Positive decimal string; defaults to index_price.
+    /// As index_price; defaults to it.
     pub mark_price: Option<DecimalIn>,
 }
 
@@ -159,11 +159,18 @@ fn key_from_body(text: &str) -> Result<PublicKey, Error> {
     })
 }
 
+/// Prices an operator or a scenario may set: below a trillion, with at most 10 decimals,
+/// so that no valuation, margin or funding figure built on them can overflow a decimal.
+pub const MAX_PRICE_DIGITS: u32 = 12;
+pub const MAX_PRICE_DECIMALS: u32 = 10;
+
 fn positive_price(field: &str, input: &DecimalIn) -> Result<Decimal, Error> {
     let v = input.parse(field, Sign::Unsigned)?;
-    if v.is_zero() {
+    let below = Decimal::from(10i64.pow(MAX_PRICE_DIGITS));
+    if v.is_zero() || v >= below || v.normalize().scale() > MAX_PRICE_DECIMALS {
         return Err(Error::validation(format!(
-            "{field} must be greater than zero"
+            "{field} must be greater than zero and below {below}, with at most \
+             {MAX_PRICE_DECIMALS} decimals"
         )));
     }
     Ok(v)

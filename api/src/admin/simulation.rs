@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use perpsim_core::Error;
-use perpsim_core::time::{SECOND_MS, Timestamp};
+use perpsim_core::time::{DAY_MS, HOUR_MS, SECOND_MS, Timestamp};
 use perpsim_systems::records::clock::ClockView;
 use perpsim_systems::{Command, Outcome};
 use poem::web::Data;
@@ -53,9 +53,9 @@ impl ClockRecord {
 #[derive(Object, Debug)]
 #[oai(deny_unknown_fields)]
 pub struct AdvanceRequest {
-    /// Whole seconds to advance, > 0.
+    /// Whole seconds to advance, 1 to 31622400 (366 days).
     pub seconds: Option<i64>,
-    /// RFC 3339 instant to advance to; later than now.
+    /// RFC 3339 instant to advance to; later than now, at most 366 days on.
     pub to: Option<Text>,
 }
 
@@ -97,6 +97,42 @@ pub struct StateRecord {
 
 pub struct SimulationApi;
 
+/// The longest advance (D3): 366 days, as the longest scenario.
+pub const MAX_ADVANCE_MS: i64 = 366 * DAY_MS;
+/// An advance is journaled in steps of at most this much simulation time: each is one tick,
+/// so requests are answered between them and a tick's events stay bounded.
+const ADVANCE_STEP_MS: i64 = HOUR_MS;
+
+fn clock_now(state: &AppState) -> Timestamp {
+    state.engine.view().clock.now
+}
+
+/// Where an advance ends: `seconds` after `now` or `to`, later than now and at most 366 days
+/// on, each checked before any arithmetic.
+fn advance_target(body: &AdvanceRequest, now: Timestamp) -> Result<Timestamp, Error> {
+    let most = MAX_ADVANCE_MS / SECOND_MS;
+    let bound = || {
+        Error::validation(format!(
+            "an advance spans at most 366 days ({most} seconds); advance again to go further"
+        ))
+    };
+    let to = match (body.seconds, body.to.as_deref()) {
+        (Some(s), None) if s > most => return Err(bound()),
+        (Some(s), None) if s > 0 => now.plus_millis(s * SECOND_MS),
+        (Some(_), None) => {
+            return Err(Error::validation("seconds must be a positive whole number"));
+        }
+        (None, Some(t)) => Timestamp::parse_rfc3339(t).ok_or_else(|| {
+            Error::validation("to must be an RFC 3339 timestamp with at most millisecond precision")
+        })?,
+        _ => return Err(Error::validation("give exactly one of seconds and to")),
+    };
+    if to.millis().saturating_sub(now.millis()) > MAX_ADVANCE_MS {
+        return Err(bound());
+    }
+    Ok(to)
+}
+
 #[OpenApi]
 impl SimulationApi {
     /// The simulation clock.
@@ -118,7 +154,10 @@ impl SimulationApi {
     }
 
     /// Advance the manual clock by `seconds` or to `to`, running every timed event inside the
-    /// span in time order. 409 CONFLICT unless the clock is manual.
+    /// span in time order. One advance spans at most 366 days (400 beyond); it runs in
+    /// journaled steps of at most an hour of simulation time, so other requests are answered
+    /// in between, and two advances run one after the other. 409 CONFLICT unless the clock
+    /// is manual.
     #[oai(
         path = "/clock/advance",
         method = "post",
@@ -131,32 +170,28 @@ impl SimulationApi {
         _auth: AdminToken,
         body: Json<AdvanceRequest>,
     ) -> Result<Json<ClockRecord>, ApiError> {
+        let _alone = state.advancing.lock().await;
         let now = state.engine.view().clock.now;
-        let to = match (body.0.seconds, body.0.to.as_deref()) {
-            (Some(s), None) if s > 0 && s <= i64::MAX / SECOND_MS - now.millis() / SECOND_MS => {
-                now.plus_millis(s * SECOND_MS)
+        let to = advance_target(&body.0, now)?;
+        let mut clock;
+        loop {
+            let step = to.min(clock_now(&state).plus_millis(ADVANCE_STEP_MS));
+            clock = match state
+                .engine
+                .submit(Command::AdvanceClock { to: step }, None)
+                .await?
+            {
+                Outcome::Clock(c) => c,
+                other => unreachable!("AdvanceClock answers the clock, got {other:?}"),
+            };
+            if clock.now >= to {
+                break;
             }
-            (Some(_), None) => {
-                return Err(Error::validation("seconds must be a positive whole number").into());
-            }
-            (None, Some(t)) => Timestamp::parse_rfc3339(t).ok_or_else(|| {
-                Error::validation(
-                    "to must be an RFC 3339 timestamp with at most millisecond precision",
-                )
-            })?,
-            _ => return Err(Error::validation("give exactly one of seconds and to").into()),
-        };
-        match state
-            .engine
-            .submit(Command::AdvanceClock { to }, None)
-            .await?
-        {
-            Outcome::Clock(c) => Ok(Json(ClockRecord::new(
-                c,
-                crate::state::host::wall_clock_ms(),
-            ))),
-            other => unreachable!("AdvanceClock answers the clock, got {other:?}"),
         }
+        Ok(Json(ClockRecord::new(
+            clock,
+            crate::state::host::wall_clock_ms(),
+        )))
     }
 
     /// Where the engine stands and the SHA-256 of its whole state; the same journal always

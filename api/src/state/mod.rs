@@ -24,6 +24,8 @@ pub struct AppState {
     /// `/metrics`: the installed recorder (none when this process did not install one).
     pub exporter: Option<Exporter>,
     pub ready: AtomicBool,
+    /// Held by the clock advance running (the admin API's), so two run one after the other.
+    pub advancing: tokio::sync::Mutex<()>,
 }
 
 impl AppState {
@@ -43,6 +45,7 @@ impl AppState {
             admin_token,
             exporter,
             ready: AtomicBool::new(false),
+            advancing: tokio::sync::Mutex::new(()),
         }
     }
 }

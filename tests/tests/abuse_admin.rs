@@ -1,0 +1,111 @@
+//! An operator's slips against the real binary (issue 35 item 5, D3): an advance beyond 366
+//! days is refused naming the bound, a long one runs in steps while the venue answers, and
+//! numbers that would overflow are refused before any arithmetic.
+
+use std::time::{Duration, Instant};
+
+use perpsim_tests::{START, Server, living, manual};
+use serde_json::{Value, json};
+
+fn advance(server: &Server, body: Value) -> perpsim_tests::Resp {
+    server.admin("POST", "/admin/v1/clock/advance", Some(body))
+}
+
+/// D3: one advance spans at most 366 days, by `seconds` or by `to`; beyond it is a 400
+/// naming the bound, and the clock has not moved. On main `{"seconds":100000000}` was
+/// accepted and the venue answered no signed request for as long as it ran.
+#[test]
+fn an_advance_beyond_366_days_is_refused_naming_the_bound() {
+    let server = manual();
+    for body in [
+        json!({"seconds": 100_000_000}),
+        json!({"seconds": 31_622_401}),
+        json!({"to": "2027-01-02T00:00:00.001Z"}),
+        json!({"seconds": i64::MAX}),
+    ] {
+        let message = advance(&server, body.clone()).assert_error(400, "VALIDATION_ERROR");
+        assert!(message.contains("366 days"), "{body}: {message}");
+    }
+    let clock = server.admin("GET", "/admin/v1/clock", None).json();
+    assert_eq!(clock["now"], "2026-01-01T00:00:00.000Z");
+}
+
+/// D3: a long advance runs in journaled steps of at most an hour: while twelve hours of the
+/// living market pass, signed requests are answered within a second and the clock is seen
+/// between its ends; the advance ends where it was asked to.
+#[test]
+fn a_long_advance_runs_in_steps_and_the_venue_answers_meanwhile() {
+    let server = living(&[]);
+    let c = server.demo();
+    let url = server.url.clone();
+    let token = server.admin_token();
+    let advancing = std::thread::spawn(move || {
+        let r = perpsim_tests::raw(
+            "POST",
+            &format!("{url}/admin/v1/clock/advance"),
+            &[
+                ("Authorization", &format!("Bearer {token}")),
+                ("Content-Type", "application/json"),
+            ],
+            br#"{"seconds":43200}"#,
+        );
+        (r.status, r.json())
+    });
+    let mut slowest = Duration::ZERO;
+    let mut between = Vec::new();
+    while !advancing.is_finished() {
+        let started = Instant::now();
+        assert_eq!(c.send("GET", "/v1/instruments", None).status, 200);
+        slowest = slowest.max(started.elapsed());
+        let now = server.admin("GET", "/admin/v1/clock", None).json()["now"].clone();
+        between.push(now);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, clock) = advancing.join().unwrap();
+    assert_eq!(status, 200, "{clock}");
+    assert_eq!(clock["now"], "2026-01-01T12:00:00.000Z");
+    let inside = between
+        .iter()
+        .filter(|t| *t != &json!("2026-01-01T00:00:00.000Z") && *t != &clock["now"])
+        .count();
+    assert!(
+        inside > 0,
+        "no instant between the ends was seen: {between:?}"
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a signed read waited {slowest:?}"
+    );
+}
+
+/// Issue 35 item 5: numbers that would overflow are refused with 400 before any
+/// arithmetic: a fault rate of 1e23 (on main: `Multiplication overflowed`, the connection
+/// dropped unanswered), prices of a trillion or with more than 10 decimals; and the venue
+/// answers afterwards.
+#[test]
+fn numbers_that_would_overflow_are_refused_before_any_arithmetic() {
+    let server = Server::start(&["--clock", "manual", "--start", START]);
+    for rate in [
+        json!("100000000000000000000000"),
+        json!(1e23),
+        json!("79228162514264337593543950335"),
+    ] {
+        let plan = json!({"channel": [{"kind": "drop", "rate": rate}]});
+        let r = server.admin("PUT", "/admin/v1/faults", Some(plan));
+        let message = r.assert_error(400, "VALIDATION_ERROR");
+        assert!(message.contains("channel[0].rate"), "{rate}: {message}");
+    }
+    let price = "/admin/v1/instruments/BTC-USDC-PERP/price";
+    for index in [
+        "1000000000000",
+        "79228162514264337593543950335",
+        "0.00000000001",
+    ] {
+        let r = server.admin("PUT", price, Some(json!({"index_price": index})));
+        let message = r.assert_error(400, "VALIDATION_ERROR");
+        assert!(message.contains("index_price"), "{index}: {message}");
+    }
+    let r = server.admin("PUT", price, Some(json!({"index_price": "999999999999.9"})));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(server.admin("GET", "/admin/v1/clock", None).status, 200);
+}
