@@ -117,3 +117,37 @@ fn garbage_in_an_environment_variable_refuses_the_start_as_the_flag_would() {
         assert!(!dir.path().join("data").exists(), "nothing created: {name}");
     }
 }
+
+/// Issue 35, a newcomer's first hour: `perpsim admin` takes its options after the subcommand
+/// as `curl` does (on main `admin state --data-dir X` was refused), and a command with
+/// nothing listening names the URL it tried and how to change it (on main: only
+/// `Connection refused (os error 111)`).
+#[test]
+fn admin_takes_its_options_after_the_subcommand_and_a_refused_connection_names_the_url() {
+    let server = Server::start(&[]);
+    let dir = server.data_dir.to_str().unwrap();
+    let (code, stdout, stderr) =
+        perpsim(&["admin", "state", "--data-dir", dir, "--url", &server.url]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("state_hash"), "{stdout}");
+    let nowhere = "http://127.0.0.1:9";
+    for args in [
+        vec![
+            "curl",
+            "GET",
+            "v1/instruments",
+            "--data-dir",
+            dir,
+            "--url",
+            nowhere,
+        ],
+        vec!["admin", "clock", "--data-dir", dir, "--url", nowhere],
+    ] {
+        let (code, _, stderr) = perpsim(&args);
+        assert_ne!(code, 0);
+        assert!(
+            stderr.contains(nowhere) && stderr.contains("PERPSIM_URL"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -55,6 +55,13 @@ fn every_operation_answers_in_the_shape_the_document_declares() {
         &format!("/v1/customers/{a}/fee-profile/{BTC}"),
         Some(json!({"maker_fee": "1.5"})),
     );
+    // Issue 35: what is set for one instrument reads back from its own path.
+    let item = get(&format!("/v1/customers/{a}/fee-profile/{BTC}")).json();
+    assert_eq!(
+        (&item["symbol"], &item["maker_fee"]),
+        (&json!(BTC), &json!("1.5")),
+        "{item}"
+    );
     call(
         &doc,
         &c,

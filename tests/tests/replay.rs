@@ -277,7 +277,7 @@ fn bad_input_is_located_and_writes_nothing() {
         ("  - {at: +1m, customer: zed, cancel: x}".into(), "s.yaml:8:25:", "unknown customer \"zed\""),
         ("  - {at: +1m, customer: a, order: {symbol: NOPE, side: buy, type: market, reference_id: x, amount: \"1\"}}".into(), "s.yaml:8:35:", "unknown symbol \"NOPE\""),
         (format!("  - {{at: +1m, customer: a, {order}, bar: 1}}}}"), "s.yaml:8:35:", "order: unknown field `bar`"),
-        ("  - {at: +1m, symbol: BTC-USDC-PERP, prices: bad.csv}".into(), "bad.csv:3:5:", "index_price must be a decimal"),
+        ("  - {at: +1m, symbol: BTC-USDC-PERP, prices: bad.csv}".into(), "bad.csv:3:5:", "index_price: expected a positive decimal"),
         ("  - {at: +1m, symbol: BTC-USDC-PERP, prices: none.csv}".into(), "s.yaml:8:46:", "cannot read"),
         ("  - {at: +1m, customer: a, cancel: x, deposit: {asset: USDC, amount: \"1\"}}".into(), "s.yaml:8:5:", "one action"),
         ("  - {at: +1m, symbol: BTC-USDC-PERP, customer: a, price: {index_price: \"1\"}}".into(), "s.yaml:8:5:", "takes no `customer`"),

@@ -62,9 +62,12 @@ pub fn send(
     let request = request
         .body(body.as_bytes().to_vec())
         .map_err(|e| format!("bad request: {e}"))?;
-    let mut response = agent()
-        .run(request)
-        .map_err(|e| format!("request failed: {e}"))?;
+    let mut response = agent().run(request).map_err(|e| {
+        format!(
+            "{method} {base_url}{path} failed: {e}; is perpsim serving at {base_url}? \
+             (--url or PERPSIM_URL)"
+        )
+    })?;
     let status = response.status().as_u16();
     let body = response
         .body_mut()

@@ -1,11 +1,13 @@
-//! The `perpsim` command line: serve, keygen, curl, admin, openapi, replay; its configuration
-//! ([`config`]: flags, environment, TOML), the admin subcommands ([`admin`]), the signing HTTP
-//! client of `curl`/`admin` ([`client`]) and scenario replay ([`replay`]).
+//! The `perpsim` command line: serve, keygen, curl, admin, openapi, replay, scenario; its
+//! configuration ([`config`]: flags, environment, TOML), the admin subcommands ([`admin`]),
+//! the signing HTTP client of `curl`/`admin` ([`client`]), scenario replay ([`replay`]) and
+//! the worked examples ([`scenario`]).
 
 pub mod admin;
 pub mod client;
 pub mod config;
 pub mod replay;
+pub mod scenario;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -65,19 +67,30 @@ pub enum Cmd {
         #[arg(long, env = "PERPSIM_KEY")]
         key: Option<PathBuf>,
     },
-    /// Drive the admin API (D3): every operation has a subcommand.
+    /// Drive the admin API (D3): every operation has a subcommand. Its options may come before
+    /// or after the subcommand.
     Admin {
         /// The service's base URL.
-        #[arg(long, default_value = DEFAULT_URL, env = "PERPSIM_URL")]
+        #[arg(long, default_value = DEFAULT_URL, env = "PERPSIM_URL", global = true)]
         url: String,
         /// The data dir whose admin token is used (when neither --token nor --token-file is).
-        #[arg(long, default_value = "./data", env = "PERPSIM_DATA_DIR")]
+        #[arg(
+            long,
+            default_value = "./data",
+            env = "PERPSIM_DATA_DIR",
+            global = true
+        )]
         data_dir: PathBuf,
         /// File holding the admin token [default: <data-dir>/admin.token].
-        #[arg(long)]
+        #[arg(long, global = true)]
         token_file: Option<PathBuf>,
         /// The admin token itself (instead of --token-file).
-        #[arg(long, env = "PERPSIM_ADMIN_TOKEN", hide_env_values = true)]
+        #[arg(
+            long,
+            env = "PERPSIM_ADMIN_TOKEN",
+            hide_env_values = true,
+            global = true
+        )]
         token: Option<String>,
         #[command(subcommand)]
         action: AdminCmd,
@@ -93,6 +106,9 @@ pub enum Cmd {
     /// trades.csv, report.html, manifest.json) and print the final state hash; Monte-Carlo
     /// with --seeds; a recorded --journal; `verify` and `summarize`.
     Replay(Box<replay::ReplayArgs>),
+    /// Scenarios (D11): `examples` writes the worked examples to run.
+    #[command(subcommand)]
+    Scenario(scenario::ScenarioCmd),
 }
 
 /// Runs a parsed command line; the exit code.
@@ -153,6 +169,7 @@ pub fn run(cli: Cli) -> Result<i32, String> {
         }
         Cmd::Openapi { out } => crate::server::docs::write(&out).map(|_| 0),
         Cmd::Replay(args) => replay::run(*args),
+        Cmd::Scenario(cmd) => scenario::run(cmd),
     }
 }
 

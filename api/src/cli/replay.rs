@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::replay::{self, montecarlo, output, summary};
+use crate::replay::{self, Limits, montecarlo, output, summary};
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -44,6 +44,42 @@ pub struct ReplayArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// Bounds on what a scenario may make a run read and hold: a scenario is someone else's
+/// file (D11). Each refusal names its flag.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LimitArgs {
+    /// Bytes of the scenario file and of each file it names [default: 268435456].
+    #[arg(long)]
+    pub max_file_bytes: Option<u64>,
+    /// Bytes of one line of a file the scenario names [default: 65536].
+    #[arg(long)]
+    pub max_record_bytes: Option<u64>,
+    /// Bytes of the scenario's text once its YAML aliases are expanded [default: 536870912].
+    #[arg(long)]
+    pub max_expanded_bytes: Option<u64>,
+    /// Steps of the timeline, events and price rows together [default: 5000000].
+    #[arg(long)]
+    pub max_steps: Option<u64>,
+    /// Report samples times the customers and instruments sampled [default: 5000000].
+    #[arg(long)]
+    pub max_samples: Option<u64>,
+}
+
+impl LimitArgs {
+    pub fn resolve(&self) -> Limits {
+        let d = Limits::default();
+        Limits {
+            max_file_bytes: self.max_file_bytes.unwrap_or(d.max_file_bytes),
+            max_record_bytes: self.max_record_bytes.unwrap_or(d.max_record_bytes),
+            max_expanded_bytes: self.max_expanded_bytes.unwrap_or(d.max_expanded_bytes),
+            max_steps: self.max_steps.unwrap_or(d.max_steps),
+            max_samples: self.max_samples.unwrap_or(d.max_samples),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -56,6 +92,8 @@ pub enum ReplayCmd {
         /// The scenario, if it moved since the run (its hash must still match).
         #[arg(long)]
         scenario: Option<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Merge finished seed directories (from any number of shards) into summary.json and
     /// summary.html, the summary one machine writes.
@@ -71,7 +109,11 @@ pub enum ReplayCmd {
 
 pub fn run(args: ReplayArgs) -> Result<i32, String> {
     match args.action {
-        Some(ReplayCmd::Verify { dir, scenario }) => return verify(&dir, scenario.as_deref()),
+        Some(ReplayCmd::Verify {
+            dir,
+            scenario,
+            limits,
+        }) => return verify(&dir, scenario.as_deref(), &limits.resolve()),
         Some(ReplayCmd::Summarize { dirs, out }) => {
             let runs = montecarlo::finished(&dirs)?;
             summary::write(&out, &runs)?;
@@ -106,14 +148,15 @@ pub fn run(args: ReplayArgs) -> Result<i32, String> {
         .ok_or("give --out DIR: where the run's files go")?;
     let started = std::time::Instant::now();
     // Read (and refused, if it must be) before anything is written or any worker starts.
-    let mut plan = replay::read(&scenario).map_err(|e| e.to_string())?;
+    let limits = args.limits.resolve();
+    let mut plan = replay::read(&scenario, &limits).map_err(|e| e.to_string())?;
     match &args.seeds {
         Some(seeds) => monte_carlo(&args, seeds, &scenario, &out),
         None => {
             if let Some(seed) = args.seed {
                 plan.genesis.seed = seed;
             }
-            single(&plan, &scenario, &out, args.quiet, started)
+            single(&plan, &scenario, &out, &limits, args.quiet, started)
         }
     }
 }
@@ -125,12 +168,13 @@ fn single(
     plan: &replay::plan::Plan,
     scenario: &Path,
     out: &Path,
+    limits: &Limits,
     quiet: bool,
     started: std::time::Instant,
 ) -> Result<i32, String> {
     let bar = progress(plan.steps.len() as u64, quiet);
     let read = started.elapsed().as_secs_f64();
-    let done = output::scenario_run(scenario, plan, out, &|n| bar.set_position(n))?;
+    let done = output::scenario_run(scenario, plan, out, limits, &|n| bar.set_position(n))?;
     bar.finish_and_clear();
     let seconds = json!({
         "read": read,
@@ -164,7 +208,8 @@ fn monte_carlo(args: &ReplayArgs, seeds: &str, scenario: &Path, out: &Path) -> R
             montecarlo::MAX_JOBS
         ));
     }
-    montecarlo::run_seeds(scenario, &mine, jobs, out)?;
+    let bounds = worker_limits(&args.limits.resolve());
+    montecarlo::run_seeds(scenario, &mine, jobs, out, &bounds)?;
     if args.count.is_none() {
         let runs = montecarlo::finished(&[out.to_path_buf()])?;
         summary::write(out, &runs)?;
@@ -193,8 +238,22 @@ fn progress(len: u64, quiet: bool) -> indicatif::ProgressBar {
     bar
 }
 
+/// The bounds a worker runs with: this run's, as flags.
+fn worker_limits(l: &Limits) -> Vec<String> {
+    [
+        ("--max-file-bytes", l.max_file_bytes),
+        ("--max-record-bytes", l.max_record_bytes),
+        ("--max-expanded-bytes", l.max_expanded_bytes),
+        ("--max-steps", l.max_steps),
+        ("--max-samples", l.max_samples),
+    ]
+    .into_iter()
+    .flat_map(|(flag, v)| [flag.to_owned(), v.to_string()])
+    .collect()
+}
+
 /// Re-runs a run directory into a sibling and compares every file.
-fn verify(dir: &Path, scenario: Option<&Path>) -> Result<i32, String> {
+fn verify(dir: &Path, scenario: Option<&Path>, limits: &Limits) -> Result<i32, String> {
     let manifest = output::manifest(dir)?;
     let again = dir.with_file_name(format!(".verify-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&again);
@@ -202,18 +261,7 @@ fn verify(dir: &Path, scenario: Option<&Path>) -> Result<i32, String> {
         .map(Path::to_path_buf)
         .or(manifest.scenario.as_ref().map(PathBuf::from));
     let result = match file {
-        Some(file) if manifest.scenario_sha256.is_some() => {
-            let mut plan = replay::read(&file).map_err(|e| e.to_string())?;
-            let found = output::scenario_hash(&file, &plan.inputs)?;
-            if Some(&found) != manifest.scenario_sha256.as_ref() {
-                return Err(format!(
-                    "{} is not the scenario this run was made from (its hash changed)",
-                    file.display()
-                ));
-            }
-            plan.genesis.seed = manifest.seed;
-            output::scenario_run(&file, &plan, &again, &|_| {}).map(|f| f.state_hash)
-        }
+        Some(file) if manifest.scenario_sha256.is_some() => rerun(&file, &manifest, &again, limits),
         _ => output::journal_run(&dir.join(output::FILES[0]), &again),
     };
     let differ = result.map(|_| compare(dir, &again));
@@ -224,6 +272,28 @@ fn verify(dir: &Path, scenario: Option<&Path>) -> Result<i32, String> {
         json!({"dir": dir.display().to_string(), "identical": differ.is_empty(), "differ": differ})
     );
     Ok(if differ.is_empty() { 0 } else { 1 })
+}
+
+/// The scenario of a manifest run again into `again`: its inputs are checked against the
+/// manifest's hashes before anything reads the scenario (someone else's run directory may
+/// name any file), then the scenario is read and run with the manifest's seed.
+fn rerun(
+    file: &Path,
+    manifest: &output::Manifest,
+    again: &Path,
+    limits: &Limits,
+) -> Result<String, String> {
+    output::check_inputs(file, &manifest.inputs, limits)?;
+    let mut plan = replay::read(file, limits).map_err(|e| e.to_string())?;
+    let (found, _) = output::input_hashes(file, &plan.inputs, limits)?;
+    if Some(&found) != manifest.scenario_sha256.as_ref() {
+        return Err(format!(
+            "{} is not the scenario this run was made from (its hash changed)",
+            file.display()
+        ));
+    }
+    plan.genesis.seed = manifest.seed;
+    output::scenario_run(file, &plan, again, limits, &|_| {}).map(|f| f.state_hash)
 }
 
 /// The files of `a` whose bytes differ in `b` (or are missing there).

@@ -74,6 +74,7 @@ fn extra(operation_id: &str) -> Option<Extra> {
         | "getFeeProfile"
         | "setFeeProfile"
         | "setInstrumentFeeProfile"
+        | "getInstrumentFeeProfile"
         | "listCustomerTrades"
         | "getCustomerTrade"
         | "listTrades"

@@ -4,14 +4,12 @@
 use std::path::Path;
 
 use perpsim_core::time::Timestamp;
-use serde_saphyr::Spanned;
+use serde_saphyr::{Location, Spanned};
 
+use super::files;
 use super::format::Event;
 use super::plan::{Ctx, ScenarioError, Step, action, price_row};
-use super::timing::parse_at;
-
-/// The most rows a `prices` CSV may hold: a row a second for a year is 31.6 M.
-const MAX_PRICE_ROWS: usize = 32_000_000;
+use super::timing::{EXPECTED_AT, parse_at};
 
 /// Appends the steps of event `index`.
 pub(super) fn plan_event(
@@ -69,11 +67,8 @@ pub(super) fn plan_event(
             .as_ref()
             .ok_or_else(|| ctx.error(e.referenced, "a prices event needs `symbol`"))?;
         ctx.symbol(symbol)?;
-        let csv = ctx
-            .file
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join(&file.value);
+        let csv = files::resolve(ctx.file, &file.value)
+            .map_err(|m| ctx.error(file.referenced, format!("prices: {m}")))?;
         inputs.push(csv.clone());
         return price_path(ctx, &csv, &symbol.value, at, index, steps).map_err(|err| match err {
             PathError::Open(m) => ctx.error(file.referenced, m),
@@ -81,13 +76,33 @@ pub(super) fn plan_event(
         });
     }
     let (customer, command) = action(ctx, e)?;
-    steps.push(Step {
-        at,
-        event: index,
-        customer,
-        command,
-    });
+    push(
+        ctx,
+        steps,
+        e.referenced,
+        Step {
+            at,
+            event: index,
+            customer,
+            command,
+        },
+    )
+}
+
+/// Adds a step to the timeline, within `--max-steps`.
+fn push(ctx: &Ctx, steps: &mut Vec<Step>, at: Location, step: Step) -> Result<(), ScenarioError> {
+    if steps.len() as u64 >= ctx.limits.max_steps {
+        return Err(ctx.error(at, too_many_steps(ctx)));
+    }
+    steps.push(step);
     Ok(())
+}
+
+fn too_many_steps(ctx: &Ctx) -> String {
+    format!(
+        "the timeline holds more than {} steps, events and price rows together (--max-steps)",
+        ctx.limits.max_steps
+    )
 }
 
 enum Needs {
@@ -102,7 +117,8 @@ enum PathError {
 }
 
 /// The rows of a price CSV: `time,index_price[,mark_price]`, an optional header row, each
-/// time an offset from the event's `at` or a timestamp.
+/// time an offset from the event's `at` or a timestamp. The file is someone else's: it is
+/// read within the bounds, and no refusal quotes it.
 fn price_path(
     ctx: &Ctx,
     path: &Path,
@@ -111,13 +127,13 @@ fn price_path(
     event: usize,
     steps: &mut Vec<Step>,
 ) -> Result<(), PathError> {
+    let file = files::open(path, ctx.limits.max_file_bytes)
+        .map_err(|m| PathError::Open(format!("prices: {}: {m}", path.display())))?;
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_path(path)
-        .map_err(|e| PathError::Open(format!("prices: cannot read {}: {e}", path.display())))?;
-    let mut rows = 0usize;
+        .from_reader(files::Bounded::new(file, ctx.limits));
     for (i, record) in reader.records().enumerate() {
         let line = i as u64 + 1;
         let fail = |column: u64, m: String| {
@@ -128,7 +144,7 @@ fn price_path(
                 message: m,
             })
         };
-        let record = record.map_err(|e| fail(1, format!("not a CSV row: {e}")))?;
+        let record = record.map_err(|e| fail(1, row_error(&e)))?;
         if i == 0 && record.get(0) == Some("time") {
             continue;
         }
@@ -148,28 +164,45 @@ fn price_path(
                 ),
             ));
         }
-        let at = parse_at(&record[0], base).map_err(|m| fail(1, format!("time: {m}")))?;
+        let at = parse_at(&record[0], base)
+            .map_err(|_| fail(1, format!("time: expected {EXPECTED_AT}")))?;
         if at < ctx.start || at > ctx.end {
             return Err(fail(
                 1,
                 format!("{at} is outside the scenario's {}..{}", ctx.start, ctx.end),
             ));
         }
-        let command = price_row(symbol, &record[1], record.get(2))
-            .map_err(|m| fail(column(if m.contains("mark_price") { 2 } else { 1 }), m))?;
-        rows += 1;
-        if rows > MAX_PRICE_ROWS {
-            return Err(fail(
-                1,
-                format!("a prices file holds at most {MAX_PRICE_ROWS} rows"),
-            ));
-        }
-        steps.push(Step {
+        let command = price_row(symbol, &record[1], record.get(2)).map_err(|_| {
+            let (n, field) = match super::plan::price_row(symbol, &record[1], None) {
+                Ok(_) => (2, "mark_price"),
+                Err(_) => (1, "index_price"),
+            };
+            fail(column(n), format!("{field}: expected {EXPECTED_PRICE}"))
+        })?;
+        let step = Step {
             at,
             event,
             customer: None,
             command,
-        });
+        };
+        if steps.len() as u64 >= ctx.limits.max_steps {
+            return Err(fail(1, too_many_steps(ctx)));
+        }
+        steps.push(step);
     }
     Ok(())
+}
+
+/// What a price in a CSV must be (as the admin API's price body takes it).
+const EXPECTED_PRICE: &str =
+    "a positive decimal in plain notation below 1000000000000 with at most 10 decimals";
+
+/// Why a row could not be read, without quoting it.
+fn row_error(e: &csv::Error) -> String {
+    match e.kind() {
+        csv::ErrorKind::Io(io) if io.to_string() == files::LONG_LINE => files::LONG_LINE.into(),
+        csv::ErrorKind::Io(io) => format!("cannot read the file: {io}"),
+        csv::ErrorKind::Utf8 { .. } => "not UTF-8 text".into(),
+        _ => "not a CSV row".into(),
+    }
 }

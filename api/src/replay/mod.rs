@@ -8,6 +8,7 @@
 //! the API's own request types and turns it into the command the API would send.
 
 pub mod events;
+pub mod files;
 pub mod format;
 pub mod montecarlo;
 pub mod output;
@@ -20,58 +21,89 @@ pub mod timing;
 
 use std::path::Path;
 
+pub use self::files::Limits;
 use self::format::Scenario;
 use self::plan::{Plan, ScenarioError, located};
 
-/// The largest scenario file read: 1 GiB (a million orders in YAML is about 150 MiB).
-const MAX_SCENARIO_BYTES: u64 = 1 << 30;
-
-/// Reads and resolves a scenario file (YAML or JSON).
-pub fn read(file: &Path) -> Result<Plan, ScenarioError> {
+/// Reads and resolves a scenario file (YAML or JSON), within `limits`: nothing it holds or
+/// names makes the run read or hold more than they allow, and every refusal names its flag.
+pub fn read(file: &Path, limits: &Limits) -> Result<Plan, ScenarioError> {
     let origin = serde_saphyr::Location::UNKNOWN;
-    let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-    if size > MAX_SCENARIO_BYTES {
-        return Err(located(
-            file,
-            origin,
-            format!("the file is {size} bytes; a scenario holds at most {MAX_SCENARIO_BYTES}"),
-        ));
-    }
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| located(file, origin, format!("cannot read the scenario: {e}")))?;
-    if let Some(plan) = json_fast_path(file, &text) {
+    let bytes = files::read(file, limits.max_file_bytes)
+        .map_err(|m| located(file, origin, format!("cannot read the scenario: {m}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| located(file, origin, "the scenario is not UTF-8 text"))?;
+    if let Some(plan) = json_fast_path(file, &text, limits) {
         return Ok(plan);
     }
-    plan::plan(file, parse(file, &text)?)
+    plan::plan(file, parse(file, &text, limits)?, limits)
 }
 
 /// A JSON scenario read by serde_json, an order of magnitude faster than the YAML reader but
 /// without locations: used only when it and the plan accept the file (and no object repeats a
 /// key, which serde_json would read as its last). Anything refused is read again by the YAML
-/// reader, which says where.
-fn json_fast_path(file: &Path, text: &str) -> Option<Plan> {
+/// reader, which says where. JSON has no aliases: what it holds is what the file holds.
+fn json_fast_path(file: &Path, text: &str, limits: &Limits) -> Option<Plan> {
     if !text.trim_start().starts_with('{') {
         return None;
     }
     crate::contract::strict_json::refuse_duplicate_keys(text.as_bytes()).ok()?;
     let scenario = serde_json::from_str::<Scenario>(text).ok()?;
-    plan::plan(file, scenario).ok()
+    plan::plan(file, scenario, limits).ok()
 }
 
 /// The scenario as written, or where and why it is not one.
-pub fn parse(file: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+pub fn parse(file: &Path, text: &str, limits: &Limits) -> Result<Scenario, ScenarioError> {
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
-    // Bounded by the file size instead: a million-order scenario passes every default budget.
-    options.budget = None;
+    options.budget = Some(budget(limits));
     serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         let at = e.location().unwrap_or(serde_saphyr::Location::UNKNOWN);
-        located(file, at, message_of(&e))
+        located(file, at, message_of(&e, limits))
     })
 }
 
-/// The reader's message without the position it appends (the error names it up front).
-fn message_of(e: &serde_saphyr::Error) -> String {
+/// The YAML reader's bounds: events and nodes are bounded by the file's bytes (a million
+/// orders pass), what aliases replay by the reader's own caps on their events, and the text
+/// they expand to by `--max-expanded-bytes`.
+fn budget(limits: &Limits) -> serde_saphyr::Budget {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_events = usize::MAX;
+    budget.max_nodes = usize::MAX;
+    budget.max_total_scalar_bytes =
+        usize::try_from(limits.max_expanded_bytes).unwrap_or(usize::MAX);
+    // Bytes are what is bounded: a scenario may alias one order body a thousand times.
+    budget.enforce_alias_anchor_ratio = false;
+    budget
+}
+
+/// The reader's message without the position it appends (the error names it up front); a
+/// bound's refusal names its flag.
+fn message_of(e: &serde_saphyr::Error, limits: &Limits) -> String {
+    use serde_saphyr::budget::BudgetBreach;
+    match e {
+        // A bound met while an alias was replayed: the bound is the message.
+        serde_saphyr::Error::AliasError { error, .. } => return message_of(error, limits),
+        serde_saphyr::Error::AliasReplayLimitExceeded { .. }
+        | serde_saphyr::Error::AliasExpansionLimitExceeded { .. } => {
+            return "the scenario's aliases expand past the YAML reader's bound on replayed events"
+                .into();
+        }
+        _ => {}
+    }
+    if let serde_saphyr::Error::Budget { breach, .. } = e {
+        return match breach {
+            BudgetBreach::ScalarBytes { .. } => format!(
+                "the scenario's text, its aliases expanded, is more than {} bytes (--max-expanded-bytes)",
+                limits.max_expanded_bytes
+            ),
+            BudgetBreach::Aliases { aliases } => format!(
+                "the scenario uses more than {} YAML aliases (the reader's bound)",
+                aliases.saturating_sub(1)
+            ),
+            other => format!("the scenario is beyond what the YAML reader takes: {other:?}"),
+        };
+    }
     let full = e.to_string();
     match full.rfind(" at line ") {
         Some(i) => full[..i].to_owned(),

@@ -88,8 +88,15 @@ pub fn seed_dir(out: &Path, seed: u64) -> PathBuf {
 }
 
 /// Runs each seed not yet finished in `out` in a worker process (this binary, `replay
-/// SCENARIO --seed S --out out/seed-S`), at most `jobs` at once. Fails if any worker did.
-pub fn run_seeds(scenario: &Path, seeds: &[u64], jobs: usize, out: &Path) -> Result<(), String> {
+/// SCENARIO --seed S --out out/seed-S` and the run's `bounds` flags), at most `jobs` at
+/// once. Fails if any worker did.
+pub fn run_seeds(
+    scenario: &Path,
+    seeds: &[u64],
+    jobs: usize,
+    out: &Path,
+    bounds: &[String],
+) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     let mut todo = seeds
@@ -104,6 +111,7 @@ pub fn run_seeds(scenario: &Path, seeds: &[u64], jobs: usize, out: &Path) -> Res
             let child = Command::new(&exe)
                 .args(["replay", "--quiet", "--seed", &seed.to_string(), "--out"])
                 .arg(seed_dir(out, seed))
+                .args(bounds)
                 .arg(scenario)
                 // Each worker's line names its directory; the caller prints the range's.
                 .stdout(std::process::Stdio::null())
@@ -137,7 +145,7 @@ pub fn run_seeds(scenario: &Path, seeds: &[u64], jobs: usize, out: &Path) -> Res
 /// Every finished seed directory under `dirs` (a run directory itself, or one holding
 /// `seed-*` directories), by seed; a seed found twice must have the same state hash.
 pub fn finished(dirs: &[PathBuf]) -> Result<Vec<(u64, Report)>, String> {
-    let mut found: std::collections::BTreeMap<u64, Report> = Default::default();
+    let mut found: std::collections::BTreeMap<u64, (Report, PathBuf)> = Default::default();
     for dir in dirs {
         let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut runs: Vec<PathBuf> = entries
@@ -147,11 +155,18 @@ pub fn finished(dirs: &[PathBuf]) -> Result<Vec<(u64, Report)>, String> {
         runs.sort();
         for run in runs {
             let manifest = output::manifest(&run)?;
-            let text = std::fs::read_to_string(run.join("report.json"))
-                .map_err(|e| format!("{}: {e}", run.display()))?;
+            let file = run.join("report.json");
+            let text =
+                std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
             let report: Report =
-                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", run.display()))?;
-            if let Some(other) = found.get(&manifest.seed)
+                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            if let Some((first, other)) = found.values().next() {
+                fits(&report, first)
+                    .map_err(|m| format!("{}: {m} in {}", file.display(), other.display()))?;
+            } else {
+                fits(&report, &report).map_err(|m| format!("{}: {m}", file.display()))?;
+            }
+            if let Some((other, _)) = found.get(&manifest.seed)
                 && other.state_hash != report.state_hash
             {
                 return Err(format!(
@@ -160,13 +175,53 @@ pub fn finished(dirs: &[PathBuf]) -> Result<Vec<(u64, Report)>, String> {
                     run.display()
                 ));
             }
-            found.insert(manifest.seed, report);
+            found.insert(manifest.seed, (report, file));
         }
     }
     if found.is_empty() {
         return Err("no finished seed directories found".into());
     }
-    Ok(found.into_iter().collect())
+    Ok(found.into_iter().map(|(seed, (r, _))| (seed, r)).collect())
+}
+
+/// Whether `report` holds every figure the summary reads, as decimals, in the shape of
+/// `first` (the same customers, currencies and instruments, every path row a time and two
+/// prices): a report is a file someone may have crafted, and the summary must not panic on it.
+fn fits(report: &Report, first: &Report) -> Result<(), String> {
+    let decimal = |what: &str, text: &str| {
+        text.parse::<Decimal>()
+            .map(|_| ())
+            .map_err(|_| format!("{what} is not a decimal"))
+    };
+    let shape = |what: &str, a: usize, b: usize| match a == b {
+        true => Ok(()),
+        false => Err(format!(
+            "holds {a} {what}, not a run of the same scenario as the {b} {what}"
+        )),
+    };
+    shape("customers", report.customers.len(), first.customers.len())?;
+    for (c, f) in report.customers.iter().zip(&first.customers) {
+        shape("currencies", c.currencies.len(), f.currencies.len())?;
+        for x in &c.currencies {
+            decimal("equity", &x.equity)?;
+            decimal("pnl", &x.pnl)?;
+            decimal("max_drawdown", &x.max_drawdown)?;
+        }
+    }
+    shape(
+        "instruments",
+        report.instruments.len(),
+        first.instruments.len(),
+    )?;
+    for i in &report.instruments {
+        for figure in [&i.index_min, &i.index_max, &i.index_last] {
+            decimal("an instrument's index", figure)?;
+        }
+        for row in &i.path {
+            decimal("a path's index", &row[1])?;
+        }
+    }
+    Ok(())
 }
 
 /// p1, p5, p50, p95, p99 (nearest rank) and the worst of one figure across seeds.

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::signing::secrets::hex;
 
+use super::files::{self, Limits};
 use super::plan::Plan;
 use super::report::{self, RunInfo};
 use super::run::{self, Observed};
@@ -35,6 +36,10 @@ pub struct Manifest {
     pub scenario: Option<String>,
     /// SHA-256 of the scenario file and every price file it names, in that order.
     pub scenario_sha256: Option<String>,
+    /// The same files one by one: the scenario's name, then each file by its path in the
+    /// scenario's directory; `replay verify` checks them before it reads the scenario.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputHash>,
     pub seed: u64,
     pub state_hash: String,
     /// SHA-256 of each file, by name.
@@ -45,26 +50,135 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-/// The scenario's inputs' hash: the file's bytes, then each price file's.
-pub fn scenario_hash(file: &Path, plan_inputs: &[PathBuf]) -> Result<String, String> {
-    let mut h = Sha256::new();
-    for p in std::iter::once(file).chain(plan_inputs.iter().map(PathBuf::as_path)) {
-        h.update(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?);
+/// One input of a run and its hash.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct InputHash {
+    pub file: String,
+    pub sha256: String,
+}
+
+/// The scenario's inputs, each with its hash (the scenario by its name, the files it names
+/// by their path in its directory), and the hash of all of them in that order. Each is read
+/// within `--max-file-bytes`, as planning read it.
+pub fn input_hashes(
+    file: &Path,
+    plan_inputs: &[PathBuf],
+    limits: &Limits,
+) -> Result<(String, Vec<InputHash>), String> {
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .canonicalize()
+        .map_err(|e| format!("the scenario's directory: {e}"))?;
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+    let mut all = Sha256::new();
+    let mut each = Vec::new();
+    for (i, p) in std::iter::once(file)
+        .chain(plan_inputs.iter().map(PathBuf::as_path))
+        .enumerate()
+    {
+        let bytes =
+            files::read(p, limits.max_file_bytes).map_err(|m| format!("{}: {m}", p.display()))?;
+        all.update(&bytes);
+        let relative = match i {
+            0 => name.clone().unwrap_or_default(),
+            _ => p.strip_prefix(&dir).unwrap_or(p).display().to_string(),
+        };
+        each.push(InputHash {
+            file: relative,
+            sha256: sha256_hex(&bytes),
+        });
     }
-    Ok(hex(&h.finalize()))
+    Ok((hex(&all.finalize()), each))
 }
 
-/// A sibling of `out` to build it in.
-fn staging(out: &Path) -> PathBuf {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "run".into());
-    out.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+/// Checks the inputs a manifest lists against `file` and the files beside it, before
+/// anything reads them as a scenario: the first is `file` itself, the others resolve in its
+/// directory as a scenario's do.
+pub fn check_inputs(file: &Path, inputs: &[InputHash], limits: &Limits) -> Result<(), String> {
+    for (i, input) in inputs.iter().enumerate() {
+        let path = match i {
+            0 => file.to_path_buf(),
+            _ => files::resolve(file, &input.file)?,
+        };
+        let bytes = files::read(&path, limits.max_file_bytes)
+            .map_err(|m| format!("{}: {m}", path.display()))?;
+        if sha256_hex(&bytes) != input.sha256 {
+            return Err(format!(
+                "{} is not the file this run was made from (its hash changed)",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
-/// Refuses an `out` that already holds something: a run never mixes with another's files.
+/// A sibling of `out` a run is built in, created anew: removed with everything in it unless
+/// the run finished and renamed it to `out`, so a failed run leaves nothing behind.
+struct Staging {
+    path: PathBuf,
+    finished: bool,
+}
+
+impl Staging {
+    fn new(out: &Path) -> Result<Self, String> {
+        let name = out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "run".into());
+        let path = out.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        // A leftover of this pid, or a link planted at the name: removed, never followed.
+        match path.symlink_metadata() {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+            Ok(_) => std::fs::remove_file(&path),
+            Err(_) => Ok(()),
+        }
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        std::fs::create_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Staging {
+            path,
+            finished: false,
+        })
+    }
+
+    /// Marks the run complete and moves it to `out` in one rename.
+    fn finish(mut self, out: &Path) -> Result<(), String> {
+        write(&self.path.join(DONE), b"")?;
+        if out.exists() {
+            // Empty (checked before the run): a directory the caller made for it.
+            std::fs::remove_dir(out).map_err(|e| format!("{}: {e}", out.display()))?;
+        }
+        std::fs::rename(&self.path, out)
+            .map_err(|e| format!("{} → {}: {e}", self.path.display(), out.display()))?;
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Refuses an `out` that already holds something, or is a link: a run never mixes with
+/// another's files, nor writes where a link leads.
 pub fn check_free(out: &Path) -> Result<(), String> {
+    if out
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return Err(format!(
+            "{} is a symbolic link; give a new --out directory",
+            out.display()
+        ));
+    }
     let empty = std::fs::read_dir(out)
         .map(|mut e| e.next().is_none())
         .unwrap_or(true);
@@ -92,12 +206,12 @@ pub fn scenario_run(
     file: &Path,
     plan: &Plan,
     out: &Path,
+    limits: &Limits,
     progress: &dyn Fn(u64),
 ) -> Result<Finished, String> {
     check_free(out)?;
-    let stage = staging(out);
-    let _ = std::fs::remove_dir_all(&stage);
-    std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+    let staging = Staging::new(out)?;
+    let stage = staging.path.clone();
     let journal = Journal::open(&stage.join(FILES[0])).map_err(|e| e.to_string())?;
     let started = std::time::Instant::now();
     let (mut engine, observed, journal_time) = run::run(plan, &journal, progress)?;
@@ -110,13 +224,15 @@ pub fn scenario_run(
         sample_every_ms: plan.sample_every_ms,
     };
     let absolute = std::path::absolute(file).map_err(|e| e.to_string())?;
-    let scenario = Some((
-        absolute.display().to_string(),
-        scenario_hash(file, &plan.inputs)?,
-    ));
+    let (all, each) = input_hashes(file, &plan.inputs, limits)?;
+    let scenario = Some(Scenario {
+        path: absolute.display().to_string(),
+        sha256: all,
+        inputs: each,
+    });
     let reporting = std::time::Instant::now();
     let hash = write_reports(&stage, &mut engine, &observed, &info, scenario)?;
-    finish(&stage, out)?;
+    staging.finish(out)?;
     Ok(Finished {
         state_hash: hash,
         engine_seconds: (ran - journal_time).as_secs_f64(),
@@ -125,13 +241,20 @@ pub fn scenario_run(
     })
 }
 
+/// The scenario a run was made from, for its manifest.
+pub struct Scenario {
+    pub path: String,
+    pub sha256: String,
+    pub inputs: Vec<InputHash>,
+}
+
 /// The report files and the manifest of a finished run in `dir`; the state hash.
 pub fn write_reports(
     dir: &Path,
     engine: &mut Engine,
     observed: &Observed,
     info: &RunInfo,
-    scenario: Option<(String, String)>,
+    scenario: Option<Scenario>,
 ) -> Result<String, String> {
     let (report, view) = report::build(engine, observed, info);
     let names = report::tables::names(&observed.customers);
@@ -148,11 +271,11 @@ pub fn write_reports(
         let bytes = std::fs::read(dir.join(name)).map_err(|e| format!("{name}: {e}"))?;
         files.insert(name.to_owned(), sha256_hex(&bytes));
     }
-    let (scenario, scenario_sha256) = scenario.unzip();
     let manifest = Manifest {
         perpsim: env!("CARGO_PKG_VERSION").to_owned(),
-        scenario,
-        scenario_sha256,
+        scenario: scenario.as_ref().map(|s| s.path.clone()),
+        scenario_sha256: scenario.as_ref().map(|s| s.sha256.clone()),
+        inputs: scenario.map(|s| s.inputs).unwrap_or_default(),
         seed: info.seed,
         state_hash: report.state_hash.clone(),
         files,
@@ -166,16 +289,6 @@ pub fn write_reports(
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Marks `stage` complete and moves it to `out` in one rename.
-fn finish(stage: &Path, out: &Path) -> Result<(), String> {
-    write(&stage.join(DONE), b"")?;
-    if out.exists() {
-        // Empty (checked before the run): a directory the caller made for it.
-        std::fs::remove_dir(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    }
-    std::fs::rename(stage, out).map_err(|e| format!("{} → {}: {e}", stage.display(), out.display()))
 }
 
 /// Reads a finished run's manifest (`DONE` present).
@@ -204,9 +317,8 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
         .ok_or_else(|| format!("{} holds no genesis", path.display()))?;
     let end = last_instant(&source)?.max(genesis.start);
     let every = ((end.millis() - genesis.start.millis()) / 500).max(1_000);
-    let stage = staging(out);
-    let _ = std::fs::remove_dir_all(&stage);
-    std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+    let staging = Staging::new(out)?;
+    let stage = staging.path.clone();
     let copy = Journal::open(&stage.join(FILES[0])).map_err(|e| e.to_string())?;
     copy.init(&genesis).map_err(|e| e.to_string())?;
     let mut engine = Engine::genesis(genesis.clone());
@@ -249,7 +361,7 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
         sample_every_ms: every,
     };
     let hash = write_reports(&stage, &mut engine, &observed, &info, None)?;
-    finish(&stage, out)?;
+    staging.finish(out)?;
     Ok(hash)
 }
 

@@ -17,6 +17,7 @@ use poem_openapi::types::ParseFromJSON;
 use serde_json::{Value, json};
 use serde_saphyr::{Location, Spanned};
 
+use super::files::Limits;
 use super::format::{Body, CustomerSpec, Dec, Event, InstrumentOverride, Market, Scenario};
 use super::timing::{self, parse_at};
 use crate::admin::{PriceRequest, funding_command, price_command, status_command};
@@ -84,6 +85,7 @@ const SAMPLES: i64 = 500;
 
 pub(super) struct Ctx<'a> {
     pub file: &'a Path,
+    pub limits: &'a Limits,
     pub start: Timestamp,
     pub end: Timestamp,
     pub specs: Vec<InstrumentSpec>,
@@ -177,8 +179,8 @@ pub(super) fn read_body<T: ParseFromJSON>(json: &Value) -> Result<T, String> {
     })
 }
 
-/// Resolves a scenario read from `file` into its plan.
-pub fn plan(file: &Path, scenario: Scenario) -> Result<Plan, ScenarioError> {
+/// Resolves a scenario read from `file` into its plan, within `limits`.
+pub fn plan(file: &Path, scenario: Scenario, limits: &Limits) -> Result<Plan, ScenarioError> {
     let start = Timestamp::parse_rfc3339(&scenario.start.value).ok_or_else(|| {
         located(
             file,
@@ -200,6 +202,7 @@ pub fn plan(file: &Path, scenario: Scenario) -> Result<Plan, ScenarioError> {
     }
     let mut ctx = Ctx {
         file,
+        limits,
         start,
         end,
         specs: default_instruments(),
@@ -228,6 +231,24 @@ pub fn plan(file: &Path, scenario: Scenario) -> Result<Plan, ScenarioError> {
         None => ((end.millis() - start.millis()) / SAMPLES).max(1_000),
     };
     let customers = customers(&mut ctx, &scenario.customers)?;
+    let samples = (end.millis() - start.millis()) / sample_every_ms + 1;
+    let points = samples as u64 * (customers.len() + ctx.specs.len()) as u64;
+    if points > limits.max_samples {
+        let at = scenario
+            .sample_every
+            .as_ref()
+            .map_or(scenario.end.referenced, |s| s.referenced);
+        return Err(ctx.error(
+            at,
+            format!(
+                "the report would sample {samples} times {} customers and {} instruments, \
+                 {points} points; at most {} (--max-samples): sample less often or raise it",
+                customers.len(),
+                ctx.specs.len(),
+                limits.max_samples
+            ),
+        ));
+    }
     let (mut steps, mut inputs) = (Vec::new(), Vec::new());
     for (i, event) in scenario.events.iter().enumerate() {
         super::events::plan_event(&ctx, i, event, &mut steps, &mut inputs)?;

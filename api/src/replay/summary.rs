@@ -10,6 +10,7 @@ use perpsim_core::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 use serde::Serialize;
 
+use super::files;
 use super::montecarlo::{Distribution, distribution};
 use super::report::charts::{self, Line};
 use super::report::html::{CSS, esc};
@@ -44,8 +45,9 @@ pub struct InstrumentSummary {
     pub index_last: Distribution,
 }
 
+/// A figure of a report `montecarlo::finished` accepted: it checked every one parses.
 fn dec(s: &str) -> Decimal {
-    s.parse().expect("a report's figures are decimals")
+    s.parse().expect("montecarlo::finished checked the figure")
 }
 
 pub fn summarize(runs: &[(u64, Report)]) -> Summary {
@@ -104,14 +106,14 @@ pub fn summarize(runs: &[(u64, Report)]) -> Summary {
     }
 }
 
-/// Writes `summary.json` and `summary.html` into `out`.
+/// Writes `summary.json` and `summary.html` into `out`, each through a new temporary file
+/// renamed into place (a link planted in `out` is replaced, never written through).
 pub fn write(out: &Path, runs: &[(u64, Report)]) -> Result<(), String> {
     let summary = summarize(runs);
     let json = serde_json::to_string_pretty(&summary).expect("a summary encodes") + "\n";
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    std::fs::write(out.join("summary.json"), json).map_err(|e| format!("summary.json: {e}"))?;
-    std::fs::write(out.join("summary.html"), page(&summary, runs))
-        .map_err(|e| format!("summary.html: {e}"))
+    files::write_new(out, "summary.json", json.as_bytes())?;
+    files::write_new(out, "summary.html", page(&summary, runs).as_bytes())
 }
 
 fn page(s: &Summary, runs: &[(u64, Report)]) -> String {
@@ -136,7 +138,7 @@ fn page(s: &Summary, runs: &[(u64, Report)]) -> String {
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{figure}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&c.name),
-                c.asset,
+                esc(&c.asset),
                 d.p1,
                 d.p5,
                 d.p50,
@@ -151,7 +153,12 @@ fn page(s: &Summary, runs: &[(u64, Report)]) -> String {
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            i.symbol, i.index_min, i.index_max, i.index_last.p1, i.index_last.p50, i.index_last.p99
+            esc(&i.symbol),
+            i.index_min,
+            i.index_max,
+            i.index_last.p1,
+            i.index_last.p50,
+            i.index_last.p99
         );
     }
     h.push_str("</table><h2>Index across seeds</h2><p>p5, p50 and p95 of the index at each sample.</p><div class=\"charts\">");
@@ -165,6 +172,9 @@ fn page(s: &Summary, runs: &[(u64, Report)]) -> String {
 /// The p5/p50/p95 of an instrument's index at each sample instant, across seeds.
 fn fan(symbol: &str, i: usize, runs: &[(u64, Report)]) -> String {
     let path = &runs[0].1.instruments[i].path;
+    if path.is_empty() {
+        return String::new();
+    }
     let at = |k: usize| {
         Timestamp::parse_rfc3339(&path[k][0])
             .map(|t| t.millis())

@@ -396,6 +396,27 @@ impl ProfilesApi {
         Ok(Json(fee_list(&state.engine.view(), &updated)))
     }
 
+    /// The customer's fees for one instrument; unknown symbol → 404.
+    #[oai(
+        path = "/customers/:code/fee-profile/:symbol",
+        method = "get",
+        operation_id = "getInstrumentFeeProfile"
+    )]
+    async fn symbol_fee_profile(
+        &self,
+        _auth: Signed,
+        code: customer::Path,
+        symbol: Path<String>,
+    ) -> Result<Json<FeeProfileItem>, ApiError> {
+        let view = code.view();
+        let customer = code.customer()?;
+        if !view.instruments.contains_key(&symbol.0) {
+            let message = format!("symbol {} does not exist", symbol.0);
+            return Err(Error::not_found(message).into());
+        }
+        Ok(Json(fee_item(customer, &symbol.0)))
+    }
+
     /// Set maker and/or taker fees for one instrument; unknown symbol → 404.
     ///
     /// A negative maker_fee is a rebate, paid on each fill out of that fill's taker fee and

@@ -1,0 +1,87 @@
+//! `perpsim scenario`: the worked examples of scenario replay, written where a reader wants
+//! them, so the README's tour runs from any directory with nothing but the binary.
+
+use std::path::Path;
+
+use clap::Subcommand;
+
+/// The worked examples (`tests/scenarios/`, whose state hashes `cargo test` checks), as the
+/// binary carries them: each file by name.
+const EXAMPLES: [(&str, &str); 4] = [
+    (
+        "flash-crash.yaml",
+        include_str!("../../../tests/scenarios/flash-crash.yaml"),
+    ),
+    (
+        "flash-crash.csv",
+        include_str!("../../../tests/scenarios/flash-crash.csv"),
+    ),
+    (
+        "funding-week.yaml",
+        include_str!("../../../tests/scenarios/funding-week.yaml"),
+    ),
+    (
+        "depreciation-ladder.yaml",
+        include_str!("../../../tests/scenarios/depreciation-ladder.yaml"),
+    ),
+];
+
+#[derive(Subcommand, Debug)]
+pub enum ScenarioCmd {
+    /// Write the worked examples (the flash crash with its price file, a funding-heavy week,
+    /// a depreciation ladder) into --out; a file already there is left alone and refused.
+    Examples {
+        /// The directory to write them to (created if missing).
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+}
+
+pub fn run(cmd: ScenarioCmd) -> Result<i32, String> {
+    match cmd {
+        ScenarioCmd::Examples { out } => examples(&out).map(|_| 0),
+    }
+}
+
+fn examples(out: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    for (name, text) in EXAMPLES {
+        let path = out.join(name);
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+        written.map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("{}", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The examples the binary carries are the checked-in ones, and they are all of them.
+    #[test]
+    fn the_binary_carries_every_worked_example() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios");
+        let hashes = std::fs::read_to_string(dir.join("hashes.txt")).unwrap();
+        for line in hashes.lines().filter(|l| !l.starts_with('#')) {
+            let name = line.split_whitespace().nth(1).unwrap();
+            assert!(EXAMPLES.iter().any(|(n, _)| *n == name), "{name}");
+        }
+        let out = tempfile::tempdir().unwrap();
+        examples(out.path()).unwrap();
+        for (name, text) in EXAMPLES {
+            assert_eq!(
+                std::fs::read_to_string(out.path().join(name)).unwrap(),
+                text
+            );
+        }
+        assert!(
+            examples(out.path()).is_err(),
+            "a file already there is refused"
+        );
+    }
+}
