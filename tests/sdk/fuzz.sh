@@ -18,9 +18,12 @@ source "$here/common.sh"
 ensure_venv
 work="$(mktemp -d)"
 trap '[ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
-# The fuzzer sends far more than a broker's default 100 requests/s; the manual clock keeps
-# every transfer pending, so nothing moves under it between a request and its check.
-start_server --rate-limit 100000 --rate-burst 100000
+# The fuzzer sends far more than a broker's default 100 requests/s, and hundreds of requests
+# with broken credentials from one address (each must answer 401, not the 429 an address past
+# its failures gets); the manual clock keeps every transfer pending, so nothing moves under it
+# between a request and its check.
+start_server --rate-limit 100000 --rate-burst 100000 \
+  --auth-failure-rate 100000 --auth-failure-burst 100000
 
 cd fuzz
 # Real resources for the generated requests to address (see schemathesis.toml).

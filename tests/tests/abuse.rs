@@ -293,3 +293,32 @@ fn the_data_dir_and_journal_are_private_whatever_the_umask() {
         assert_eq!(mode(&made.join(secret)), 0o600, "{secret}");
     }
 }
+
+/// Issue 35 item 7: /docs runs only its own scripts (named by hash in its policy), talks only
+/// to this service and is never framed; its signer signs this service's origins only. On
+/// main it sent no policy and no X-Frame-Options, and signed a request to any origin.
+#[test]
+fn the_docs_page_runs_only_its_own_scripts_and_is_never_framed() {
+    let server = Server::start(&[]);
+    let r = perpsim_tests::raw("GET", &format!("{}/docs", server.url), &[], b"");
+    assert_eq!(r.status, 200);
+    let policy = r.header("content-security-policy").unwrap_or_default();
+    let script_src = policy
+        .split(';')
+        .find(|d| d.trim().starts_with("script-src"))
+        .unwrap();
+    assert!(
+        script_src.contains("'sha256-") && !script_src.contains("unsafe"),
+        "{policy}"
+    );
+    assert!(
+        policy.contains(&format!("connect-src 'self' {};", server.url)),
+        "{policy}"
+    );
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    assert!(
+        r.text.contains("ownOrigins.has(url.origin)"),
+        "signs its own origins only"
+    );
+}

@@ -2,7 +2,10 @@
 // imported into WebCrypto (Ed25519) and kept in this page's memory only — never stored, never
 // sent — and every /v1 request the page sends carries X-Public-Key, X-Nonce and X-Signature
 // over `{nonce}\n{METHOD}\n{path_and_query}\n{body}`, exactly as a broker's client signs.
+// Only requests to this service are signed: the signature does not cover the host, so a
+// request signed for another origin could be replayed here inside the nonce window.
 (function () {
+  const ownOrigins = new Set([window.location.origin, new URL("__PERPSIM_BASE__").origin]);
   let signer = null;
   let lastNonce = 0n;
   const base64 = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes)));
@@ -22,7 +25,7 @@
     return publicKey;
   }
 
-  window.perpsimUseKey = async function () {
+  async function perpsimUseKey() {
     const box = document.getElementById("perpsim-key");
     try {
       const publicKey = await useKey(box.value);
@@ -32,17 +35,22 @@
       status("Not a PKCS#8 PEM ed25519 private key (" + e + "); requests go unsigned.");
     }
     box.value = "";
-  };
+  }
 
-  window.perpsimForgetKey = function () {
+  function perpsimForgetKey() {
     signer = null;
     status("No key: requests go unsigned and /v1 answers 401.");
-  };
+  }
+
+  // Handlers attached here, not inline: the page's Content-Security-Policy runs only the
+  // scripts it names by hash.
+  document.getElementById("perpsim-use-key").addEventListener("click", perpsimUseKey);
+  document.getElementById("perpsim-forget-key").addEventListener("click", perpsimForgetKey);
 
   // Swagger UI's requestInterceptor: may return a promise of the request.
   window.perpsimSign = async function (request) {
     const url = new URL(request.url, window.location.href);
-    if (!signer || !url.pathname.startsWith("/v1/")) {
+    if (!signer || !ownOrigins.has(url.origin) || !url.pathname.startsWith("/v1/")) {
       return request;
     }
     // Nanoseconds since the epoch, strictly increasing within the page (D2: never reused).
