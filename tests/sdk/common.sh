@@ -11,6 +11,16 @@ ensure_venv() {
   fi
 }
 
+# The prelude of fuzz.sh and fuzz_admin.sh: the budget and seed from their arguments, the
+# tools, and a work directory removed (with the server stopped) on exit.
+fuzz_prelude() {
+  examples="${1:-100}"
+  seed="${2:-$RANDOM}"
+  ensure_venv
+  work="$(mktemp -d)"
+  trap '[ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+}
+
 # Starts the perpsim binary `cargo test --workspace` built (building it if missing) on a
 # manual clock in "$work/data", with any extra flags; sets $server (its pid) and $address
 # (read from its log).

@@ -10,14 +10,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-examples="${1:-100}"
-seed="${2:-$RANDOM}"
 cd "$here"
 
 source "$here/common.sh"
-ensure_venv
-work="$(mktemp -d)"
-trap '[ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+fuzz_prelude "$@"
 # The fuzzer sends far more than a broker's default 100 requests/s, and hundreds of requests
 # with broken credentials from one address (each must answer 401, not the 429 an address past
 # its failures gets); the manual clock keeps every transfer pending, so nothing moves under it

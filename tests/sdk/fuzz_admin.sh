@@ -14,14 +14,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-examples="${1:-100}"
-seed="${2:-$RANDOM}"
 cd "$here"
 
 source "$here/common.sh"
-ensure_venv
-work="$(mktemp -d)"
-trap '[ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+fuzz_prelude "$@"
 # Deposits stay pending for an hour, so a transfer exists for cancelTransfer to address.
 start_perpsim --transfer-delay 3600
 

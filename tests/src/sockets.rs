@@ -51,6 +51,15 @@ pub fn served_once(server: &Server) -> TcpStream {
     served_once_from(server, Ipv4Addr::LOCALHOST).expect("served")
 }
 
+/// A new connection from `source` is answered 503 naming `bound` (the address's share, or a
+/// global bound), then closed.
+pub fn assert_refused_naming(server: &Server, source: Ipv4Addr, bound: &str) {
+    let mut refused = connect_from(server, source);
+    let answer = get_healthz(&mut refused).unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains(bound), "{answer}");
+}
+
 /// Makes an idle connection busy: the first line of a request whose headers never end.
 pub fn begin_request(s: &mut TcpStream) {
     s.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();

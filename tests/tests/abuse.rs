@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use perpsim_tests::sockets::{begin_request, connect_from, get_healthz, served_once_from};
+use perpsim_tests::sockets::{assert_refused_naming, begin_request, get_healthz, served_once_from};
 use perpsim_tests::{Client, Resp, Server, customer, funded, manual, metric, perpsim, transfer};
 use serde_json::{Value, json};
 
@@ -130,13 +130,7 @@ fn one_address_holds_at_most_its_share_of_the_connections() {
     busy.push(fourth);
     busy.iter_mut().for_each(begin_request);
     std::thread::sleep(Duration::from_millis(200));
-    let mut refused = connect_from(&server, hoarder);
-    let answer = get_healthz(&mut refused).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(
-        answer.contains("--max-connections-per-address 3"),
-        "{answer}"
-    );
+    assert_refused_naming(&server, hoarder, "--max-connections-per-address 3");
     let r = server.demo().send("GET", "/v1/customers", None);
     assert_eq!(r.status, 200, "another address is served: {}", r.text);
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use perpsim_tests::sockets::{
-    client_frame, close_frame, connect_from, get_healthz, send_text, upgrade_from,
+    assert_refused_naming, client_frame, close_frame, connect_from, send_text, upgrade_from,
 };
 use perpsim_tests::ws::{Read, Ws};
 use perpsim_tests::{Client, START, Server, funded, living, manual, metric, now_ns, random_bytes};
@@ -20,6 +20,19 @@ use serde_json::{Value, json};
 /// A public topic that stays quiet on a venue without a market maker: its subscribers get a
 /// snapshot and then nothing.
 const QUIET: &str = "orderbook-stream:SOL-USDC-PERP";
+
+/// A quiet server on the manual clock whose connections have `seconds` to authenticate or
+/// subscribe.
+fn with_deadline(seconds: &str) -> Server {
+    Server::start(&[
+        "--clock",
+        "manual",
+        "--start",
+        START,
+        "--ws-auth-timeout",
+        seconds,
+    ])
+}
 
 fn subscribe_frame(topics: &[&str]) -> String {
     json!({"op": "subscribe", "args": topics}).to_string()
@@ -55,14 +68,7 @@ fn order(c: &Client, code: &str, reference: &str) -> Value {
 /// bound. On main its upgrade was answered 503 for as long as they were held.
 #[test]
 fn five_thousand_sessions_without_credentials_never_lock_out_a_broker() {
-    let server = Server::start(&[
-        "--clock",
-        "manual",
-        "--start",
-        START,
-        "--ws-auth-timeout",
-        "600",
-    ]);
+    let server = with_deadline("600");
     let c = server.demo();
     let code = funded(&server, &c, "USDC", "100000");
     let held = hoard(&server, 1_000);
@@ -86,14 +92,7 @@ fn five_thousand_sessions_without_credentials_never_lock_out_a_broker() {
 /// stay. On main all three stayed for as long as they answered pings.
 #[test]
 fn a_connection_that_neither_authenticates_nor_subscribes_is_closed_at_its_deadline() {
-    let server = Server::start(&[
-        "--clock",
-        "manual",
-        "--start",
-        START,
-        "--ws-auth-timeout",
-        "1",
-    ]);
+    let server = with_deadline("1");
     let (mut silent, status) = upgrade_from(&server, Ipv4Addr::LOCALHOST);
     assert!(status.starts_with("HTTP/1.1 101"), "{status}");
     let (mut subscribed, _) = upgrade_from(&server, Ipv4Addr::LOCALHOST);
@@ -143,13 +142,7 @@ fn an_address_holds_its_share_in_websockets_and_http_together() {
     assert_eq!(close.0, 1013, "{close:?}");
     third.authenticate(&demo);
     sessions.push(third);
-    let mut refused = connect_from(&server, source);
-    let answer = get_healthz(&mut refused).unwrap_or_default();
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(
-        answer.contains("--max-connections-per-address 3"),
-        "{answer}"
-    );
+    assert_refused_naming(&server, source, "--max-connections-per-address 3");
     let r = server.demo().send("GET", "/v1/customers", None);
     assert_eq!(r.status, 200, "another address is served: {}", r.text);
     for ws in &mut sessions {

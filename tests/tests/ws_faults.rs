@@ -37,6 +37,16 @@ fn strikes(report: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// A connection following the BTC book, the sequence of its snapshot, and `faults` set on
+/// the channels from there on.
+fn struck_book(server: &Server, faults: Value) -> (Ws, u64) {
+    let mut ws = Ws::connect(server);
+    ws.subscribe(&[BOOK]);
+    let last = ws.frame()["sequence"].as_u64().unwrap();
+    set_plan(server, json!({ "channel": faults }));
+    (ws, last)
+}
+
 /// Advances the clock ten seconds at a time (a tick whose walk ends where it began changes
 /// no book) until a book frame a client must act on arrives: a sequence gap or an error.
 fn advance_until_odd(server: &Server, ws: &mut Ws, last: &mut u64) -> Value {
@@ -65,13 +75,8 @@ fn advance_until_odd(server: &Server, ws: &mut Ws, last: &mut u64) -> Value {
 #[test]
 fn book_faults_are_seen_and_a_resubscription_recovers_from_them() {
     let server = living(&[]);
-    let mut ws = Ws::connect(&server);
-    ws.subscribe(&[BOOK]);
-    let mut last = ws.frame()["sequence"].as_u64().unwrap();
-    set_plan(
-        &server,
-        json!({"channel": [{"kind": "skip_sequence", "topic": BOOK}]}),
-    );
+    let (mut ws, mut last) =
+        struck_book(&server, json!([{"kind": "skip_sequence", "topic": BOOK}]));
     // The skipped update is missed; the gap shows on the next one.
     let odd = advance_until_odd(&server, &mut ws, &mut last);
     assert!(odd["sequence"].as_u64().unwrap() > last + 1, "a gap: {odd}");
@@ -379,14 +384,9 @@ fn an_upstream_reject_tears_down_market_trades_until_resubscribed() {
 #[test]
 fn a_resubscription_is_credited_only_to_the_strikes_the_client_could_see() {
     let server = living(&[]);
-    let mut ws = Ws::connect(&server);
-    ws.subscribe(&[BOOK]);
-    let mut last = ws.frame()["sequence"].as_u64().unwrap();
-    set_plan(
-        &server,
-        json!({"channel": [{"kind": "skip_sequence", "topic": BOOK},
-                           {"kind": "upstream_error", "topic": BOOK}]}),
-    );
+    let faults = json!([{"kind": "skip_sequence", "topic": BOOK},
+                        {"kind": "upstream_error", "topic": BOOK}]);
+    let (mut ws, mut last) = struck_book(&server, faults);
     let odd = advance_until_odd(&server, &mut ws, &mut last);
     assert_eq!(odd["code"], "ORDERBOOK_STREAM_UPSTREAM_ERROR", "{odd}");
     ws.subscribe(&[BOOK]);

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Bucket, RateLimit};
 
@@ -40,6 +41,8 @@ impl From<IpAddr> for ClientAddress {
 pub struct FailureBudget {
     rate: RateLimit,
     addresses: Mutex<BTreeMap<ClientAddress, Bucket>>,
+    /// Whether any address has failed: while none has, a request takes no lock here.
+    any: AtomicBool,
 }
 
 impl FailureBudget {
@@ -47,6 +50,7 @@ impl FailureBudget {
         FailureBudget {
             rate,
             addresses: Mutex::new(BTreeMap::new()),
+            any: AtomicBool::new(false),
         }
     }
 
@@ -56,6 +60,9 @@ impl FailureBudget {
 
     /// `Err(seconds)` to wait while `from` has no failure left to spend.
     pub fn check(&self, from: ClientAddress, now_ns: u64) -> Result<(), u64> {
+        if !self.any.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match self.lock().get_mut(&from) {
             Some(bucket) => bucket.peek(self.rate, now_ns),
             None => Ok(()),
@@ -80,6 +87,7 @@ impl FailureBudget {
             .entry(from)
             .or_insert_with(|| Bucket::full_of(self.rate));
         let _ = bucket.take(self.rate, now_ns);
+        self.any.store(true, Ordering::Release);
     }
 
     /// Addresses with failures remembered.

@@ -67,8 +67,10 @@ const SYMBOL: &str = "BTC-USDC-PERP";
 /// Answers a round waits for before its random kill delay starts.
 const MIN_ANSWERS_BEFORE_KILL: usize = 6;
 /// Manual clock (the campaign moves it, so nothing ticks between the kill and the checks),
-/// frequent snapshots (recovery is snapshot plus tail), and a rate limit the load never meets.
-const FLAGS: [&str; 10] = [
+/// frequent snapshots (recovery is snapshot plus tail), and a rate limit the load never meets,
+/// nor the replays of every round's requests (each refused as reused, so each a failed
+/// authentication of this one address).
+const FLAGS: [&str; 14] = [
     "--clock",
     "manual",
     "--start",
@@ -78,6 +80,10 @@ const FLAGS: [&str; 10] = [
     "--rate-limit",
     "100000",
     "--rate-burst",
+    "100000",
+    "--auth-failure-rate",
+    "100000",
+    "--auth-failure-burst",
     "100000",
 ];
 
