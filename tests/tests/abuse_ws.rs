@@ -458,6 +458,11 @@ fn a_subscription_flood_leaves_memory_where_it_found_it() {
         }
         peak = peak.max(server.rss());
     }
+    // Held open, unread, while the server reads what they sent.
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(200));
+        peak = peak.max(server.rss());
+    }
     drop(held);
     std::thread::sleep(Duration::from_secs(2));
     let after = server.rss();
