@@ -153,6 +153,29 @@ async fn admit(req: &mut Request) -> Result<(Arc<AppState>, Vec<u8>), Response> 
     Ok((state, body))
 }
 
+/// What the D2 checks read of a request: its three headers, method, target as sent and body,
+/// and the client address a failure is charged to.
+pub fn attempt<'a>(req: &'a Request, body: &'a [u8]) -> Attempt<'a> {
+    let from = req
+        .remote_addr()
+        .as_socket_addr()
+        .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
+    Attempt {
+        headers: SignedHeaders {
+            public_key: req.header(HEADER_PUBLIC_KEY),
+            nonce: req.header(HEADER_NONCE),
+            signature: req.header(HEADER_SIGNATURE),
+        },
+        method: req.method().as_str(),
+        path_and_query: req
+            .original_uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str()),
+        body,
+        from: ClientAddress::from(from),
+    }
+}
+
 /// The D2 signing check in front of the broker API.
 async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
     let (state, body) = match admit(&mut req).await {
@@ -160,25 +183,7 @@ async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respo
         Err(resp) => return Ok(resp),
     };
     let view = state.engine.view();
-    let path_and_query = req
-        .original_uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str());
-    let from = req
-        .remote_addr()
-        .as_socket_addr()
-        .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip());
-    let attempt = Attempt {
-        headers: SignedHeaders {
-            public_key: req.header(HEADER_PUBLIC_KEY),
-            nonce: req.header(HEADER_NONCE),
-            signature: req.header(HEADER_SIGNATURE),
-        },
-        method: req.method().as_str(),
-        path_and_query,
-        body: &body,
-        from: ClientAddress::from(from),
-    };
+    let attempt = attempt(&req, &body);
     let verdict = state
         .auth
         .authenticate(&attempt, |k| view.keys.get(k).copied(), wall_clock_ns());

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use perpsim_api::signing::{Attempt, Authenticator, ClientAddress, RateLimit, SignedHeaders};
+use perpsim_api::signing::{Authenticator, RateLimit};
 use perpsim_core::ids::BrokerCode;
 use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
@@ -28,21 +28,7 @@ async fn answer(auth: &Authenticator, mut req: Request) -> Response {
                 .finish();
         }
     };
-    let from = req
-        .remote_addr()
-        .as_socket_addr()
-        .map_or(std::net::Ipv4Addr::LOCALHOST.into(), |a| a.ip());
-    let attempt = Attempt {
-        headers: SignedHeaders {
-            public_key: req.header("X-Public-Key"),
-            nonce: req.header("X-Nonce"),
-            signature: req.header("X-Signature"),
-        },
-        method: req.method().as_str(),
-        path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
-        body: &body,
-        from: ClientAddress::from(from),
-    };
+    let attempt = perpsim_api::server::app::attempt(&req, &body);
     // Every key is a broker here: there is no engine to look it up in.
     let broker = |_: &_| BrokerCode::parse("00000000-0000-4000-8000-000000000000");
     let now = perpsim_api::state::host::wall_clock_ns();
