@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use perpsim_core::time::Timestamp;
-use serde_saphyr::{Location, Spanned};
+use serde_saphyr::Spanned;
 
 use super::files;
 use super::format::Event;
@@ -76,33 +76,25 @@ pub(super) fn plan_event(
         });
     }
     let (customer, command) = action(ctx, e)?;
-    push(
-        ctx,
-        steps,
-        e.referenced,
-        Step {
-            at,
-            event: index,
-            customer,
-            command,
-        },
-    )
-}
-
-/// Adds a step to the timeline, within `--max-steps`.
-fn push(ctx: &Ctx, steps: &mut Vec<Step>, at: Location, step: Step) -> Result<(), ScenarioError> {
-    if steps.len() as u64 >= ctx.limits.max_steps {
-        return Err(ctx.error(at, too_many_steps(ctx)));
-    }
-    steps.push(step);
+    room(ctx, steps).map_err(|m| ctx.error(e.referenced, m))?;
+    steps.push(Step {
+        at,
+        event: index,
+        customer,
+        command,
+    });
     Ok(())
 }
 
-fn too_many_steps(ctx: &Ctx) -> String {
-    format!(
-        "the timeline holds more than {} steps, events and price rows together (--max-steps)",
-        ctx.limits.max_steps
-    )
+/// Whether the timeline has room for one more step within `--max-steps`.
+fn room(ctx: &Ctx, steps: &[Step]) -> Result<(), String> {
+    match (steps.len() as u64) < ctx.limits.max_steps {
+        true => Ok(()),
+        false => Err(format!(
+            "the timeline holds more than {} steps, events and price rows together (--max-steps)",
+            ctx.limits.max_steps
+        )),
+    }
 }
 
 enum Needs {
@@ -172,23 +164,21 @@ fn price_path(
                 format!("{at} is outside the scenario's {}..{}", ctx.start, ctx.end),
             ));
         }
-        let command = price_row(symbol, &record[1], record.get(2)).map_err(|_| {
-            let (n, field) = match super::plan::price_row(symbol, &record[1], None) {
-                Ok(_) => (2, "mark_price"),
-                Err(_) => (1, "index_price"),
+        // The refusal names its field; only the field is said, never the value.
+        let command = price_row(symbol, &record[1], record.get(2)).map_err(|m| {
+            let (n, field) = match m.contains("mark_price") {
+                true => (2, "mark_price"),
+                false => (1, "index_price"),
             };
             fail(column(n), format!("{field}: expected {EXPECTED_PRICE}"))
         })?;
-        let step = Step {
+        room(ctx, steps).map_err(|m| fail(1, m))?;
+        steps.push(Step {
             at,
             event,
             customer: None,
             command,
-        };
-        if steps.len() as u64 >= ctx.limits.max_steps {
-            return Err(fail(1, too_many_steps(ctx)));
-        }
-        steps.push(step);
+        });
     }
     Ok(())
 }

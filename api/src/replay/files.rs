@@ -57,13 +57,7 @@ pub fn resolve(scenario: &Path, name: &str) -> Result<PathBuf, String> {
             "{name:?} must be a path relative to the scenario's directory, without `..`"
         ));
     }
-    let dir = scenario
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let dir = dir
-        .canonicalize()
-        .map_err(|e| format!("the scenario's directory: {e}"))?;
+    let dir = directory_of(scenario)?;
     let found = dir
         .join(relative)
         .canonicalize()
@@ -74,6 +68,16 @@ pub fn resolve(scenario: &Path, name: &str) -> Result<PathBuf, String> {
             "{name:?} leads out of the scenario's directory (a symbolic link)"
         )),
     }
+}
+
+/// The scenario's own directory, links resolved: where the files it names must be.
+pub fn directory_of(scenario: &Path) -> Result<PathBuf, String> {
+    scenario
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .canonicalize()
+        .map_err(|e| format!("the scenario's directory: {e}"))
 }
 
 /// Opens `path` to read: a regular file of at most `max_bytes`, never a device or a pipe.
@@ -104,7 +108,7 @@ pub fn open(path: &Path, max_bytes: u64) -> Result<File, String> {
 pub fn read(path: &Path, max_bytes: u64) -> Result<Vec<u8>, String> {
     let file = open(path, max_bytes)?;
     let mut bytes = Vec::new();
-    file.take(max_bytes + 1)
+    file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read it: {e}"))?;
     if bytes.len() as u64 > max_bytes {
@@ -140,7 +144,9 @@ pub const LONG_LINE: &str = "a line is longer than --max-record-bytes";
 
 impl<R: Read> Read for Bounded<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = buf.len().min(self.left.min(usize::MAX as u64) as usize + 1);
+        // One byte past what is left, to see a file that grew; any bound, u64::MAX included.
+        let left = usize::try_from(self.left).unwrap_or(usize::MAX);
+        let want = buf.len().min(left.saturating_add(1));
         let n = self.inner.read(&mut buf[..want])?;
         if n as u64 > self.left {
             return Err(io::Error::other("the file grew past --max-file-bytes"));
@@ -210,6 +216,15 @@ mod tests {
 
     #[test]
     fn a_line_past_its_bound_is_refused_while_it_is_read() {
+        let unbounded = Limits {
+            max_file_bytes: u64::MAX,
+            ..Limits::default()
+        };
+        let mut all = String::new();
+        Bounded::new(&b"1,2\n"[..], &unbounded)
+            .read_to_string(&mut all)
+            .unwrap();
+        assert_eq!(all, "1,2\n", "the largest bound reads the file whole");
         let limits = Limits {
             max_record_bytes: 8,
             ..Limits::default()

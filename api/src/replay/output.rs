@@ -65,12 +65,7 @@ pub fn input_hashes(
     plan_inputs: &[PathBuf],
     limits: &Limits,
 ) -> Result<(String, Vec<InputHash>), String> {
-    let dir = file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .canonicalize()
-        .map_err(|e| format!("the scenario's directory: {e}"))?;
+    let dir = files::directory_of(file)?;
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
     let mut all = Sha256::new();
     let mut each = Vec::new();

@@ -204,31 +204,11 @@ async fn signed<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Respo
 /// The answer to a request that failed authentication, counted by its reason.
 fn refused(e: AuthError) -> Response {
     metrics::auth_failure(Api::Broker, e.reason());
-    match e {
-        AuthError::Unauthorized(message) => error_response(ErrorCode::Unauthorized, message),
-        AuthError::RateLimited { retry_after_secs } => {
-            too_many("rate limit exceeded; retry later".into(), retry_after_secs)
-        }
-        AuthError::NonceMemoryFull {
-            bound,
-            retry_after_secs,
-        } => too_many(
-            format!(
-                "nonce memory full: this public key already spent {bound} nonces inside the \
-                 35 s window (--max-nonces-per-key); retry when the oldest leaves it"
-            ),
-            retry_after_secs,
-        ),
-        AuthError::TooManyFailures { retry_after_secs } => {
-            too_many(crate::signing::TOO_MANY_FAILURES.into(), retry_after_secs)
-        }
+    let mut resp = error_response(e.code(), e.message());
+    if let Some(secs) = e.retry_after_secs() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
-}
-
-fn too_many(message: String, retry_after_secs: u64) -> Response {
-    let mut resp = error_response(ErrorCode::RateLimited, message);
-    resp.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
     resp
 }
 

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, VerifyingKey};
+use perpsim_core::ErrorCode;
 use perpsim_core::ids::{BrokerCode, PublicKey};
 use perpsim_storage::UsedNonce;
 
@@ -101,10 +102,6 @@ impl Admission {
     }
 }
 
-/// What a request of an address out of failures is told.
-pub const TOO_MANY_FAILURES: &str = "too many failed authentications from this address \
-    (--auth-failure-rate); retry later";
-
 impl AuthError {
     /// The metrics' reason label.
     pub fn reason(&self) -> &'static str {
@@ -113,6 +110,41 @@ impl AuthError {
             AuthError::RateLimited { .. } => "rate_limited",
             AuthError::NonceMemoryFull { .. } => "nonce_memory_full",
             AuthError::TooManyFailures { .. } => "too_many_failures",
+        }
+    }
+
+    /// The error code a refusal carries, on REST and on the channels alike.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AuthError::Unauthorized(_) => ErrorCode::Unauthorized,
+            _ => ErrorCode::RateLimited,
+        }
+    }
+
+    /// What the client is told.
+    pub fn message(&self) -> String {
+        match self {
+            AuthError::Unauthorized(message) => message.clone(),
+            AuthError::RateLimited { .. } => "rate limit exceeded; retry later".into(),
+            AuthError::NonceMemoryFull { bound, .. } => format!(
+                "nonce memory full: this public key already spent {bound} nonces inside the \
+                 35 s window (--max-nonces-per-key); retry when the oldest leaves it"
+            ),
+            AuthError::TooManyFailures { .. } => "too many failed authentications from this \
+                address (--auth-failure-rate); retry later"
+                .into(),
+        }
+    }
+
+    /// Seconds until a retry may be admitted (the `Retry-After` of a 429).
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            AuthError::Unauthorized(_) => None,
+            AuthError::RateLimited { retry_after_secs }
+            | AuthError::NonceMemoryFull {
+                retry_after_secs, ..
+            }
+            | AuthError::TooManyFailures { retry_after_secs } => Some(*retry_after_secs),
         }
     }
 }

@@ -41,7 +41,7 @@ use super::hub::{Close, ConnId, Control, Signal};
 use super::ops::{Op, Refusal, parse};
 use super::outbox::{self, Inbox};
 use super::topic::{Topic, TopicError};
-use crate::signing::{Attempt, AuthError, Bucket, ClientAddress, SignedHeaders, TOO_MANY_FAILURES};
+use crate::signing::{Attempt, Bucket, ClientAddress, SignedHeaders};
 use crate::state::host::wall_clock_ns;
 use crate::state::metrics::{self, Api};
 
@@ -435,15 +435,7 @@ impl Session {
                 .authenticate(&attempt, |k| view.keys.get(k).copied(), wall_clock_ns());
         let admission = verdict.map_err(|e| {
             metrics::auth_failure(Api::WebSocket, e.reason());
-            match e {
-                AuthError::Unauthorized(message) => Refusal::new(ErrorCode::Unauthorized, message),
-                AuthError::TooManyFailures { .. } => {
-                    Refusal::new(ErrorCode::RateLimited, TOO_MANY_FAILURES)
-                }
-                AuthError::RateLimited { .. } | AuthError::NonceMemoryFull { .. } => {
-                    Refusal::new(ErrorCode::RateLimited, "rate limit exceeded; retry later")
-                }
-            }
+            Refusal::new(e.code(), e.message())
         })?;
         state
             .engine
