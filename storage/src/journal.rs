@@ -348,7 +348,7 @@ impl Journal {
         state: &EngineState,
     ) -> Result<SnapshotInfo, JournalError> {
         let encoded = state.encode();
-        let hash = state.hash();
+        let hash = StateHash::of_encoding(&encoded);
         let stored = postcard::to_stdvec(&StoredSnapshot {
             hash,
             state: encoded,

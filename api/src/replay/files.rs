@@ -119,6 +119,33 @@ pub fn read(path: &Path, max_bytes: u64) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// The bytes of `path` handed to `block` in order, a block at a time, within the bounds of
+/// [`open`]: what hashes a file reads it once and never holds it whole.
+pub fn for_each_block(
+    path: &Path,
+    max_bytes: u64,
+    mut block: impl FnMut(&[u8]),
+) -> Result<(), String> {
+    let mut file = open(path, max_bytes)?.take(max_bytes.saturating_add(1));
+    let mut buffer = vec![0; 1 << 20];
+    let mut seen = 0u64;
+    loop {
+        let n = match file.read(&mut buffer) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("cannot read it: {e}")),
+        };
+        seen += n as u64;
+        if seen > max_bytes {
+            return Err(format!(
+                "it grew past {max_bytes} bytes while read (--max-file-bytes)"
+            ));
+        }
+        block(&buffer[..n]);
+    }
+}
+
 /// A reader that refuses a line longer than its bound and more bytes than the file's, so a
 /// record with no end never makes the CSV reader grow its buffer without limit.
 pub struct Bounded<R> {

@@ -43,9 +43,11 @@ pub struct Scenario {
     #[schemars(with = "Vec<CustomerSpec>")]
     pub customers: Vec<Spanned<CustomerSpec>>,
     /// In any order: events at one instant run in the order written.
+    // Boxed: an event is a kilobyte (a slot per action), and a list of a million grows by
+    // copying what it holds.
     #[serde(default)]
     #[schemars(with = "Vec<Event>")]
-    pub events: Vec<Spanned<Event>>,
+    pub events: Vec<Spanned<Box<Event>>>,
 }
 
 /// One instrument's overrides; every field is optional.

@@ -46,8 +46,15 @@ pub struct Manifest {
     pub files: BTreeMap<String, String>,
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+/// SHA-256 of a file, read in blocks within `max_bytes`; each block also goes to `also`.
+fn file_sha256(path: &Path, max_bytes: u64, also: &mut Sha256) -> Result<String, String> {
+    let mut one = Sha256::new();
+    files::for_each_block(path, max_bytes, |block| {
+        one.update(block);
+        also.update(block);
+    })
+    .map_err(|m| format!("{}: {m}", path.display()))?;
+    Ok(hex(&one.finalize()))
 }
 
 /// One input of a run and its hash.
@@ -73,16 +80,14 @@ pub fn input_hashes(
         .chain(plan_inputs.iter().map(PathBuf::as_path))
         .enumerate()
     {
-        let bytes =
-            files::read(p, limits.max_file_bytes).map_err(|m| format!("{}: {m}", p.display()))?;
-        all.update(&bytes);
+        let sha256 = file_sha256(p, limits.max_file_bytes, &mut all)?;
         let relative = match i {
             0 => name.clone().unwrap_or_default(),
             _ => p.strip_prefix(&dir).unwrap_or(p).display().to_string(),
         };
         each.push(InputHash {
             file: relative,
-            sha256: sha256_hex(&bytes),
+            sha256,
         });
     }
     Ok((hex(&all.finalize()), each))
@@ -97,9 +102,7 @@ pub fn check_inputs(file: &Path, inputs: &[InputHash], limits: &Limits) -> Resul
             0 => file.to_path_buf(),
             _ => files::resolve(file, &input.file)?,
         };
-        let bytes = files::read(&path, limits.max_file_bytes)
-            .map_err(|m| format!("{}: {m}", path.display()))?;
-        if sha256_hex(&bytes) != input.sha256 {
+        if file_sha256(&path, limits.max_file_bytes, &mut Sha256::new())? != input.sha256 {
             return Err(format!(
                 "{} is not the file this run was made from (its hash changed)",
                 path.display()
@@ -263,8 +266,8 @@ pub fn write_reports(
     )?;
     let mut files = BTreeMap::new();
     for name in FILES {
-        let bytes = std::fs::read(dir.join(name)).map_err(|e| format!("{name}: {e}"))?;
-        files.insert(name.to_owned(), sha256_hex(&bytes));
+        let hash = file_sha256(&dir.join(name), u64::MAX, &mut Sha256::new())?;
+        files.insert(name.to_owned(), hash);
     }
     let manifest = Manifest {
         perpsim: env!("CARGO_PKG_VERSION").to_owned(),

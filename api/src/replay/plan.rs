@@ -3,6 +3,7 @@
 //! start..end. Anything wrong is refused here, naming the file, line and column, before a
 //! single file is written.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use perpsim_core::Decimal;
@@ -89,7 +90,10 @@ pub(super) struct Ctx<'a> {
     pub start: Timestamp,
     pub end: Timestamp,
     pub specs: Vec<InstrumentSpec>,
+    /// The customers' names in the scenario's order (what an unknown name's refusal lists),
+    /// and each name's place in it (what every event's look-up reads).
     pub names: Vec<String>,
+    pub by_name: BTreeMap<String, usize>,
 }
 
 impl Ctx<'_> {
@@ -129,19 +133,16 @@ impl Ctx<'_> {
     }
 
     pub(super) fn customer(&self, name: &Spanned<String>) -> Result<usize, ScenarioError> {
-        self.names
-            .iter()
-            .position(|n| *n == name.value)
-            .ok_or_else(|| {
-                self.error(
-                    name.referenced,
-                    format!(
-                        "unknown customer {:?}; known: {}",
-                        name.value,
-                        known(self.names.iter().map(String::as_str))
-                    ),
-                )
-            })
+        self.by_name.get(&name.value).copied().ok_or_else(|| {
+            self.error(
+                name.referenced,
+                format!(
+                    "unknown customer {:?}; known: {}",
+                    name.value,
+                    known(self.names.iter().map(String::as_str))
+                ),
+            )
+        })
     }
 
     /// Reads a body with the API's type and builds its command; a refusal names the body.
@@ -207,6 +208,7 @@ pub fn plan(file: &Path, scenario: Scenario, limits: &Limits) -> Result<Plan, Sc
         end,
         specs: default_instruments(),
         names: Vec::new(),
+        by_name: BTreeMap::new(),
     };
     let mut sim = Simulation::defaults(&ctx.specs);
     for o in &scenario.instruments {
@@ -378,7 +380,7 @@ fn customers(
     let mut planned = Vec::new();
     for c in specs {
         let name = &c.value.name;
-        if name.value.is_empty() || name.value.len() > 64 || ctx.names.contains(&name.value) {
+        if name.value.is_empty() || name.value.len() > 64 || ctx.by_name.contains_key(&name.value) {
             return Err(ctx.error(
                 name.referenced,
                 format!(
@@ -387,6 +389,7 @@ fn customers(
                 ),
             ));
         }
+        ctx.by_name.insert(name.value.clone(), ctx.names.len());
         ctx.names.push(name.value.clone());
         planned.push(PlannedCustomer {
             name: name.value.clone(),
@@ -439,7 +442,7 @@ pub(super) fn price_row(symbol: &str, index: &str, mark: Option<&str>) -> Result
 /// (by position) it is for, if any.
 pub(super) fn action(
     ctx: &Ctx,
-    e: &Spanned<Event>,
+    e: &Spanned<Box<Event>>,
 ) -> Result<(Option<usize>, Command), ScenarioError> {
     let v = &e.value;
     let here = |m: &str| ctx.error(e.referenced, m.to_owned());

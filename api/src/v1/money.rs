@@ -103,9 +103,9 @@ pub struct TransactionRecord {
 
 /// A movement's instrument: trade-family, funding and settlement movements have one (the
 /// transactions row and the balance-changes frame both show it).
-pub fn symbol(m: &Movement) -> Option<String> {
-    let trade = m.trade.as_ref().map(|t| t.symbol.to_string());
-    trade.or_else(|| m.periodic.as_ref().map(|p| p.symbol.to_string()))
+pub fn symbol(m: &Movement) -> Option<&str> {
+    let trade = m.trade.as_ref().map(|t| &*t.symbol);
+    trade.or_else(|| m.periodic.as_ref().map(|p| &*p.symbol))
 }
 
 /// A settlement movement's mark price, at the decimals the engine booked it with (its
@@ -165,7 +165,7 @@ impl From<&Movement> for TransactionRecord {
                 .as_ref()
                 .and_then(|t| t.reference_id.as_deref().map(str::to_owned))
                 .into(),
-            symbol: symbol(m).into(),
+            symbol: symbol(m).map(str::to_owned).into(),
             mark_price: settlement_mark(m).into(),
             funding_rate: funding_rate(m).into(),
             trade_code: m

@@ -74,8 +74,69 @@ impl EngineState {
             .filter(|s| s.version == STATE_VERSION)
     }
 
+    /// The hash of [`EngineState::encode`]'s bytes, fed to SHA-256 as they are encoded: no
+    /// copy of the encoding is held, however large the state.
     pub fn hash(&self) -> StateHash {
-        StateHash(Sha256::digest(self.encode()).into())
+        let digest = postcard::serialize_with_flavor(self, Digesting::default())
+            .expect("engine state always encodes");
+        StateHash(digest.finalize().into())
+    }
+}
+
+impl StateHash {
+    /// The hash of an encoding already made (a snapshot's): the same as [`EngineState::hash`].
+    pub fn of_encoding(bytes: &[u8]) -> Self {
+        StateHash(Sha256::digest(bytes).into())
+    }
+}
+
+/// A postcard output that feeds SHA-256 through a buffer of [`Digesting::CHUNK`] bytes:
+/// postcard writes a byte at a time, which the hasher takes best in blocks.
+struct Digesting {
+    hasher: Sha256,
+    pending: Vec<u8>,
+}
+
+impl Digesting {
+    const CHUNK: usize = 64 * 1024;
+}
+
+impl Default for Digesting {
+    fn default() -> Self {
+        Digesting {
+            hasher: Sha256::new(),
+            pending: Vec::with_capacity(Self::CHUNK),
+        }
+    }
+}
+
+impl postcard::ser_flavors::Flavor for Digesting {
+    type Output = Sha256;
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        if self.pending.len() == Self::CHUNK {
+            self.hasher.update(&self.pending);
+            self.pending.clear();
+        }
+        self.pending.push(byte);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        if self.pending.len() + bytes.len() > Self::CHUNK {
+            self.hasher.update(&self.pending);
+            self.pending.clear();
+        }
+        match bytes.len() > Self::CHUNK {
+            true => self.hasher.update(bytes),
+            false => self.pending.extend_from_slice(bytes),
+        }
+        Ok(())
+    }
+
+    fn finalize(mut self) -> postcard::Result<Sha256> {
+        self.hasher.update(&self.pending);
+        Ok(self.hasher)
     }
 }
 

@@ -220,6 +220,27 @@ fn same_seed_and_commands_give_the_same_state_hash_and_another_seed_does_not() {
     );
 }
 
+/// The state hash is fed as the state encodes, in chunks; it must be the hash of the very
+/// bytes a snapshot stores, across chunk boundaries too.
+#[test]
+fn the_state_hash_is_sha256_of_the_snapshot_encoding() {
+    let mut engine = manual();
+    for key in 1..=40 {
+        workload(&mut engine, key);
+    }
+    let state = engine.state();
+    let bytes = state.encode();
+    assert!(
+        bytes.len() > 64 * 1024,
+        "spans several chunks: {}",
+        bytes.len()
+    );
+    let expected = crate::StateHash(<sha2::Sha256 as sha2::Digest>::digest(&bytes).into());
+    assert_eq!(state.hash(), expected);
+    assert_eq!(crate::StateHash::of_encoding(&bytes), expected);
+    assert_eq!(engine.state_hash(), expected);
+}
+
 #[test]
 fn a_restored_snapshot_has_the_same_hash_view_and_future() {
     let mut original = manual();

@@ -2,13 +2,14 @@
 //! record: one per side of each fill), with customers named as in the scenario.
 
 use std::collections::BTreeMap;
+use std::fmt::{Display, Write};
 use std::path::Path;
 
 use perpsim_core::ids::CustomerCode;
 use perpsim_systems::ReadView;
 use perpsim_systems::records::market::MARKET_MAKER;
 
-use super::{MAKER_NAME, text};
+use super::MAKER_NAME;
 use crate::v1::money::{funding_rate, settlement_mark, symbol};
 
 /// Names by code: the scenario's customers and the market maker.
@@ -18,23 +19,64 @@ pub fn names(customers: &[(String, CustomerCode)]) -> BTreeMap<CustomerCode, Str
     names
 }
 
-fn name(names: &BTreeMap<CustomerCode, String>, code: &CustomerCode) -> String {
-    names.get(code).cloned().unwrap_or_else(|| code.to_string())
+/// A CSV row being written: each field formatted into one reused buffer and handed to the
+/// writer, so a row of a million-row file allocates nothing.
+struct Row<'a> {
+    out: &'a mut csv::Writer<std::fs::File>,
+    buffer: String,
 }
 
-/// A CSV file of a header and rows of as many fields.
-fn write_csv<const N: usize>(
+impl Row<'_> {
+    fn text(&mut self, field: &str) -> csv::Result<()> {
+        self.out.write_field(field)
+    }
+
+    fn show(&mut self, field: impl Display) -> csv::Result<()> {
+        self.buffer.clear();
+        write!(self.buffer, "{field}").expect("a String takes any text");
+        self.out.write_field(&self.buffer)
+    }
+
+    /// An absent value is an empty field.
+    fn maybe(&mut self, field: Option<impl Display>) -> csv::Result<()> {
+        match field {
+            Some(field) => self.show(field),
+            None => self.text(""),
+        }
+    }
+
+    fn name(
+        &mut self,
+        names: &BTreeMap<CustomerCode, String>,
+        code: &CustomerCode,
+    ) -> csv::Result<()> {
+        match names.get(code) {
+            Some(name) => self.text(name),
+            None => self.show(code),
+        }
+    }
+}
+
+/// A CSV file of a header and a row per item, each written by `row`; the writer refuses a
+/// row whose field count is not the header's.
+fn write_csv<T>(
     path: &Path,
-    header: [&str; N],
-    rows: impl Iterator<Item = [String; N]>,
+    header: &[&str],
+    items: impl Iterator<Item = T>,
+    row: impl Fn(&mut Row<'_>, T) -> csv::Result<()>,
 ) -> Result<(), String> {
     let fail = |e: csv::Error| format!("{}: {e}", path.display());
-    let mut w = csv::Writer::from_path(path).map_err(fail)?;
-    w.write_record(header).map_err(fail)?;
-    for row in rows {
-        w.write_record(row).map_err(fail)?;
+    let mut out = csv::Writer::from_path(path).map_err(fail)?;
+    out.write_record(header).map_err(fail)?;
+    let mut fields = Row {
+        out: &mut out,
+        buffer: String::new(),
+    };
+    for item in items {
+        row(&mut fields, item).map_err(fail)?;
+        fields.out.write_record(None::<&[u8]>).map_err(fail)?;
     }
-    w.flush().map_err(|e| format!("{}: {e}", path.display()))
+    out.flush().map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub fn write_ledger(
@@ -42,7 +84,6 @@ pub fn write_ledger(
     view: &ReadView,
     names: &BTreeMap<CustomerCode, String>,
 ) -> Result<(), String> {
-    let opt = |v: Option<String>| v.unwrap_or_default();
     let header = [
         "seq",
         "code",
@@ -63,32 +104,27 @@ pub fn write_ledger(
         "mark_price",
         "funding_rate",
     ];
-    let rows = view.movements.values().map(|m| {
+    write_csv(path, &header, view.movements.values(), |row, m| {
         let trade = m.trade.as_deref();
-        [
-            m.seq.to_string(),
-            m.code.to_string(),
-            name(names, &m.customer),
-            m.customer.to_string(),
-            m.kind.as_str().to_owned(),
-            m.status.as_str().to_owned(),
-            m.asset.as_str().to_owned(),
-            text(m.amount),
-            opt(m.balance_after.map(text)),
-            m.created_at.to_string(),
-            m.updated_at.to_string(),
-            opt(symbol(m)),
-            opt(trade.map(|t| text(t.realised_pnl))),
-            opt(trade.map(|t| text(t.fee))),
-            opt(trade.and_then(|t| t.trade_code).map(|c| c.to_string())),
-            opt(trade
-                .and_then(|t| t.reference_id.as_ref())
-                .map(|r| r.to_string())),
-            opt(settlement_mark(m).map(|d| d.0)),
-            opt(funding_rate(m).map(|d| d.0)),
-        ]
-    });
-    write_csv(path, header, rows)
+        row.show(m.seq)?;
+        row.show(m.code)?;
+        row.name(names, &m.customer)?;
+        row.show(m.customer)?;
+        row.text(m.kind.as_str())?;
+        row.text(m.status.as_str())?;
+        row.text(m.asset.as_str())?;
+        row.show(m.amount.normalize())?;
+        row.maybe(m.balance_after.map(|b| b.normalize()))?;
+        row.show(m.created_at)?;
+        row.show(m.updated_at)?;
+        row.maybe(symbol(m))?;
+        row.maybe(trade.map(|t| t.realised_pnl.normalize()))?;
+        row.maybe(trade.map(|t| t.fee.normalize()))?;
+        row.maybe(trade.and_then(|t| t.trade_code))?;
+        row.maybe(trade.and_then(|t| t.reference_id.as_ref()))?;
+        row.maybe(settlement_mark(m).map(|d| d.0))?;
+        row.maybe(funding_rate(m).map(|d| d.0))
+    })
 }
 
 pub fn write_trades(
@@ -114,28 +150,22 @@ pub fn write_trades(
         "timestamp",
         "ledger_seq",
     ];
-    let rows = view.trading.trades.iter().map(|t| {
-        [
-            t.seq.to_string(),
-            t.code.to_string(),
-            name(names, &t.customer),
-            t.customer.to_string(),
-            view.trading.symbol(t.market).to_owned(),
-            t.side.as_str().to_owned(),
-            t.kind.as_str().to_owned(),
-            text(t.price),
-            text(t.amount),
-            text(t.fee),
-            text(t.realised_pnl),
-            t.liquidity.as_str().to_owned(),
-            t.reference_id
-                .as_ref()
-                .map(|r| r.to_string())
-                .unwrap_or_default(),
-            t.position_code.to_string(),
-            t.timestamp.to_string(),
-            t.movement.to_string(),
-        ]
-    });
-    write_csv(path, header, rows)
+    write_csv(path, &header, view.trading.trades.iter(), |row, t| {
+        row.show(t.seq)?;
+        row.show(t.code)?;
+        row.name(names, &t.customer)?;
+        row.show(t.customer)?;
+        row.text(view.trading.symbol(t.market))?;
+        row.text(t.side.as_str())?;
+        row.text(t.kind.as_str())?;
+        row.show(t.price.normalize())?;
+        row.show(t.amount.normalize())?;
+        row.show(t.fee.normalize())?;
+        row.show(t.realised_pnl.normalize())?;
+        row.text(t.liquidity.as_str())?;
+        row.maybe(t.reference_id.as_ref())?;
+        row.show(t.position_code)?;
+        row.show(t.timestamp)?;
+        row.show(t.movement)
+    })
 }
