@@ -1,14 +1,13 @@
-//! The valuation tick (issues 11 and 12) over 10 000, 100 000 and 1 000 000 open positions
-//! spread over the default instruments, run as the engine orders it: `settle_daily` (on
-//! midnight), `value_positions` (every tick), `settle_funding` (on the hour).
+//! The periodic passes (issues 11, 12 and 36) over 10 000, 100 000 and 1 000 000 open
+//! positions spread over the default instruments, run as the engine orders them:
+//! `settle_daily` (on midnight), `value_positions` (the bases of the positions midnight
+//! changed), `settle_funding` (on the hour). Every mark moves before each pass. A mark move
+//! alone values nothing (the margin pass values what it judges: `--bench risk`).
 //!
-//! - `mark_to_market/{n}`: every mark moves before each pass, so every position is
-//!   revalued — the worst case of an ordinary tick (a tick whose marks stand still revalues
-//!   only what fills changed). Target: ≤ 30 ms at 1 000 000.
-//! - `funding_hour/{n}`: the same, on the hour with a rate set on every market, so every
-//!   position also books a `funding` movement (one ledger row each).
-//! - `midnight/{n}`: the same at 00:00 UTC: every position books a `settlement` movement
-//!   (its PnL since the last midnight, the margin re-locked at the mark) and a `funding` one.
+//! - `funding_hour/{n}`: on the hour with a rate set on every market, so every position
+//!   books a `funding` movement (one ledger row each).
+//! - `midnight/{n}`: at 00:00 UTC: every position books a `settlement` movement (its PnL
+//!   since the last midnight, the margin re-locked at the mark) and a `funding` one.
 //!
 //! Half the entries are weighted averages at 10 decimals, so half the positions need rounding.
 //! The ledger is emptied between iterations (untimed), so every iteration books into a ledger
@@ -28,7 +27,7 @@ use perpsim_systems::clock::{DueEvents, SimClock};
 use perpsim_systems::money::ledger::Ledger;
 use perpsim_systems::money::store::AccountIndex;
 use perpsim_systems::positions::PositionIndex;
-use perpsim_systems::positions::{MarginRate, Valuation, ValuedMarks, value_positions};
+use perpsim_systems::positions::{MarginRate, ValuationBasis, value_positions};
 use perpsim_systems::records::clock::ScheduledEvent;
 use perpsim_systems::records::position::Position;
 use perpsim_systems::records::venue::{Instrument, InstrumentState};
@@ -51,7 +50,6 @@ fn world_with(n: usize) -> (World, Schedule) {
     let mut world = World::new();
     let specs = default_instruments();
     world.insert_resource(Registry::default());
-    world.insert_resource(ValuedMarks::default());
     world.insert_resource(AccountIndex::default());
     world.insert_resource(PositionIndex::default());
     world.insert_resource(DueEvents::default());
@@ -103,7 +101,7 @@ fn world_with(n: usize) -> (World, Schedule) {
                 noticed: 0,
             };
             let rate = MarginRate::of_leverage(1 + (i % 2) as u32);
-            (position, rate, Valuation::default())
+            (position, rate, ValuationBasis::default())
         })
         .collect();
     let keys: Vec<_> = positions
@@ -117,7 +115,7 @@ fn world_with(n: usize) -> (World, Schedule) {
         .extend(keys.into_iter().zip(entities));
     let mut schedule = Schedule::default();
     schedule.add_systems((settle_daily, value_positions, settle_funding).chain());
-    schedule.run(&mut world); // the first valuation of every position (nothing due)
+    schedule.run(&mut world); // every position's basis built (nothing due)
     (world, schedule)
 }
 
@@ -149,8 +147,7 @@ fn prepare(world: &mut World, up: bool, due: &[ScheduledEvent]) {
 }
 
 fn valuation(c: &mut Criterion) {
-    let cases: [(&str, &[ScheduledEvent]); 3] = [
-        ("mark_to_market", &[]),
+    let cases: [(&str, &[ScheduledEvent]); 2] = [
         ("funding_hour", &[ScheduledEvent::FundingHour]),
         (
             "midnight",

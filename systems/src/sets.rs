@@ -23,7 +23,7 @@ pub struct TriggerSystems;
 /// Fills booked: positions, fees, ledger movements.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FillSystems;
-/// Open positions valued at the mark price (daily settlement lands here too).
+/// Daily settlement at the marks, then the valuation bases of the positions that changed.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MarkToMarketSystems;
 /// Hourly funding.
@@ -51,14 +51,14 @@ pub struct PriceSteps;
 pub struct OrderHandling;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Quoting;
-/// Inside `MarkToMarketSystems`: daily settlement books at the marks, then every position is
-/// valued.
+/// Inside `MarkToMarketSystems`: daily settlement books at the marks, then the bases of the
+/// positions it and the fills changed are rebuilt.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Settlement;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ValuationPass;
-/// Inside `MarginSystems`: margin states judged and liquidations run, then the positions
-/// they moved valued again.
+/// Inside `MarginSystems`: margin states judged and liquidations run, then the bases of the
+/// positions they moved rebuilt.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MarginAssessment;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]

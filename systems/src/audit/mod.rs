@@ -11,7 +11,7 @@ use crate::clock::SimClock;
 use crate::money::ledger::Ledger;
 use crate::money::store::AccountIndex;
 use crate::positions::PositionIndex;
-use crate::positions::{MarginRate, Valuation, ValuationBasis};
+use crate::positions::{MarginRate, ValuationBasis};
 use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
 use crate::records::position::Position;
 use crate::records::venue::{Customer, Instrument, InstrumentState, MarketSlot};
@@ -139,7 +139,7 @@ pub fn assert_trading_invariants(
     index: Res<PositionIndex>,
     instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
     customers: Query<&Customer>,
-    positions: Query<(&Position, &MarginRate, &Valuation, &ValuationBasis)>,
+    positions: Query<(&Position, &MarginRate, &ValuationBasis)>,
     account_index: Res<AccountIndex>,
     balances: Query<&Balance>,
 ) {
@@ -153,15 +153,15 @@ pub fn assert_trading_invariants(
             .expect("positions belong to customers")
             .leverage
     };
-    let open: Vec<&Position> = positions.iter().map(|(p, _, _, _)| p).collect();
+    let open: Vec<&Position> = positions.iter().map(|(p, _, _)| p).collect();
     let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
         .and_then(|()| indexed_balances(&account_index, &balances))
         .and_then(|accounts| {
             exchange.check_invariants(&orders, &open, &ledger, &accounts, &mut done)?;
-            let unrealised = positions.iter().map(|(p, _, v, _)| {
+            let unrealised = open.iter().map(|p| {
                 (
                     exchange.markets[p.market as usize].spec.settlement,
-                    v.unrealised_pnl,
+                    p.unrealised_pnl(marks[p.market as usize].0),
                 )
             });
             check_clearing(&accounts, unrealised, ledger.movements().len() + open.len())?;

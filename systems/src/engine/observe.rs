@@ -9,9 +9,12 @@ use perpsim_core::instrument::Asset;
 
 use super::Engine;
 use crate::money::store::AccountIndex;
+use crate::positions::{PositionIndex, ValuationBasis};
 use crate::records::money::{AccountId, Balance};
+use crate::records::position::Position;
 use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
 use crate::risk::margin::MarginBook;
+use crate::trading::exchange::Exchange;
 
 /// A market's prices at the instant observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +68,25 @@ impl Engine {
         let Some(balance) = balance else {
             return AccountFigures::default();
         };
-        let book = self.world.resource::<MarginBook>();
+        let world = &self.world;
+        let position = |e| {
+            let p = world
+                .get::<Position>(e)
+                .expect("indexed positions are live");
+            (
+                p,
+                world
+                    .get::<ValuationBasis>(e)
+                    .expect("positions have a basis"),
+            )
+        };
+        let book = world.resource::<MarginBook>();
+        let (exchange, held) = (
+            world.resource::<Exchange>(),
+            world.resource::<PositionIndex>(),
+        );
         let (equity, notional) = book
-            .figures(customer, asset)
+            .figures((customer, asset), exchange, held, &position)
             .unwrap_or((balance.total - balance.pending, Decimal::ZERO));
         AccountFigures {
             total: balance.total,

@@ -15,7 +15,7 @@ use crate::engine::Counters;
 use crate::money::ledger::{Ledger, LedgerState};
 use crate::money::store::all_accounts;
 use crate::positions::PositionIndex;
-use crate::positions::{MarginRate, Valuation};
+use crate::positions::{MarginRate, ValuationBasis};
 use crate::records::position::{Position, PositionKey};
 use crate::records::venue::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
 use crate::registry::{Limits, Registry};
@@ -246,7 +246,7 @@ pub(crate) fn restore_entities(world: &mut World, state: &EngineState) {
         let rate = MarginRate::of_leverage(leverage);
         // Valued by the first run of the schedule after the restore.
         let entity = world
-            .spawn((position.clone(), rate, Valuation::default()))
+            .spawn((position.clone(), rate, ValuationBasis::default()))
             .id();
         world.resource_mut::<PositionIndex>().0.insert(*key, entity);
     }

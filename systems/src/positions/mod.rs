@@ -4,8 +4,12 @@
 //!   which re-locks margin);
 //! - [`MarginRate`]: the initial and maintenance fractions of its customer's profile, set at
 //!   open and by a profile change, so a pass over positions never looks up the customer;
-//! - [`Valuation`]: mark price, unrealised PnL and maintenance margin at the mark, written
-//!   only by [`value_positions`] in `MarkToMarketSystems`.
+//! - [`ValuationBasis`]: the position's size and entry as integers, rebuilt only by
+//!   [`value_positions`] when the position changes.
+//!
+//! A position's [`Valuation`] at a mark is derived where it is read ([`valuation_at`]): the
+//! margin pass values only the accounts a mark move can change, and nothing values every
+//! position every second.
 //!
 //! A position that closes is despawned: what it traded stays in the trade log. Systems reach
 //! positions by their stable key (customer, market) through [`OpenPositions`], over the
@@ -13,10 +17,9 @@
 
 use std::collections::BTreeMap;
 
-use bevy_ecs::change_detection::DetectChanges;
 use bevy_ecs::prelude::{
-    Changed, Commands, Component, Entity, IntoScheduleConfigs, Local, Mut, ParamSet, Query, Ref,
-    ResMut, Resource, Schedule, World,
+    Changed, Commands, Component, Entity, IntoScheduleConfigs, Local, Query, ResMut, Resource,
+    Schedule, World,
 };
 use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
@@ -25,7 +28,7 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::money::margin_profile;
 
 use crate::records::position::{Position, PositionKey};
-use crate::records::venue::{Instrument, InstrumentState, MarketId, MarketSlot};
+use crate::records::venue::{Instrument, MarketId, MarketSlot};
 use crate::sets::{Revaluation, ValuationPass};
 
 /// Open positions by (customer, market) — see `positions::OpenPositions`. Its own resource,
@@ -36,11 +39,10 @@ pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
 #[cfg(test)]
 mod tests;
 
-/// Open positions are valued in `MarkToMarketSystems` (`ValuationPass`), and once more in
-/// `MarginSystems` (`Revaluation`) for the positions a liquidation moved.
+/// The bases of changed positions are rebuilt in `MarkToMarketSystems` (`ValuationPass`), and
+/// once more in `MarginSystems` (`Revaluation`) for the positions a liquidation moved.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<PositionIndex>();
-    world.init_resource::<ValuedMarks>();
     schedule.add_systems(value_positions.in_set(ValuationPass));
     schedule.add_systems(value_positions.in_set(Revaluation));
 }
@@ -69,8 +71,7 @@ impl MarginRate {
 /// A position valued at its market's mark price: what the margin pass weighs (D10). The
 /// margin a rate asks of it is the notional times the rate, taken by the margin pass per
 /// account, so a profile change revalues nothing.
-#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[require(ValuationBasis)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Valuation {
     /// `size × (mark − entry)`, at the ledger's 10 decimals.
     pub unrealised_pnl: Decimal,
@@ -180,10 +181,6 @@ fn to_ledger(product: i128, shift: i8) -> Option<Decimal> {
     Decimal::try_from_i128_with_scale(ledger, 10).ok()
 }
 
-/// The mark each market's positions were last valued at.
-#[derive(Resource, Debug, Default)]
-pub struct ValuedMarks(pub Vec<Decimal>);
-
 /// `mark`'s mantissa at `price_scale`, when it has no more decimals than that and fits.
 pub fn at_scale(mark: Decimal, price_scale: u32) -> Option<i64> {
     let up = price_scale.checked_sub(mark.scale())?;
@@ -192,73 +189,49 @@ pub fn at_scale(mark: Decimal, price_scale: u32) -> Option<i64> {
         .checked_mul(*POW10_64.get(up as usize)?)
 }
 
-/// One market as the pass values it: its mark, and the mark's mantissa at the market's
-/// price scale when it has no more decimals than that (else its positions take the decimal
-/// path this pass).
-struct MarketMark {
-    mark: Decimal,
-    price_scale: u32,
-    at: Option<i64>,
-    moved: bool,
+/// A market's mark as a valuation reads it: the decimal, and its mantissa at the market's
+/// price scale where it has no more decimals than that ([`at_scale`]), converted once per pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub price: Decimal,
+    pub at: Option<i64>,
 }
 
-/// MarkToMarketSystems: every open position valued at its market's current mark. A position
-/// is revalued when its market's mark moved since the last pass, or when it changed (a fill,
-/// an open; then its basis is rebuilt first); everything else keeps its valuation.
-pub fn value_positions(
-    instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
-    mut valued: ResMut<ValuedMarks>,
-    mut positions: ParamSet<(Query<Revalued>, ChangedPositions)>,
-) {
-    let mut markets: Vec<(MarketId, MarketMark)> = instruments
-        .iter()
-        .map(|(slot, state, instrument)| {
-            let (mark, price_scale) = (state.mark_price, instrument.0.tick_size.scale());
-            let market = MarketMark {
-                mark,
-                price_scale,
-                at: at_scale(mark, price_scale),
-                moved: valued.0.get(slot.0 as usize) != Some(&mark),
-            };
-            (slot.0, market)
-        })
-        .collect();
-    markets.sort_unstable_by_key(|(id, _)| *id);
-    let markets: Vec<MarketMark> = markets.into_iter().map(|(_, m)| m).collect();
-    let revalue = |(p, mut basis, mut valuation): RevaluedItem| {
-        let changed = p.is_changed();
-        if changed {
-            let price_scale = markets[p.market as usize].price_scale;
-            *basis = ValuationBasis::of(&p, price_scale);
+impl Mark {
+    pub fn new(price: Decimal, price_scale: u32) -> Self {
+        Mark {
+            price,
+            at: at_scale(price, price_scale),
         }
-        let m = &markets[basis.market as usize];
-        if m.moved || changed {
-            *valuation =
-                m.at.and_then(|at| basis.value(at))
-                    .unwrap_or_else(|| Valuation::of(&p, m.mark));
-        }
-    };
-    // With no mark moved only what changed is revalued: skip the rest without fetching it.
-    match markets.iter().any(|m| m.moved) {
-        true => positions.p0().iter_mut().for_each(revalue),
-        false => positions.p1().iter_mut().for_each(revalue),
     }
-    valued.0 = markets.into_iter().map(|m| m.mark).collect();
 }
 
-/// What the valuation pass reads and writes of a position.
-type Revalued = (
-    Ref<'static, Position>,
-    &'static mut ValuationBasis,
-    &'static mut Valuation,
-);
-/// Only the positions that changed since the pass last ran.
-type ChangedPositions<'w, 's> = Query<'w, 's, Revalued, Changed<Position>>;
-type RevaluedItem<'a> = (
-    Ref<'a, Position>,
-    Mut<'a, ValuationBasis>,
-    Mut<'a, Valuation>,
-);
+/// Pure: `p`'s valuation at `mark`, by its integer basis where that holds it, else in
+/// decimals — the same values either way ([`Valuation::of`]).
+pub fn valuation_at(p: &Position, basis: &ValuationBasis, mark: Mark) -> Valuation {
+    mark.at
+        .and_then(|at| basis.value(at))
+        .unwrap_or_else(|| Valuation::of(p, mark.price))
+}
+
+/// MarkToMarketSystems (and Revaluation): the basis of every position that changed since the
+/// pass last ran (a fill, an open, a settlement, a liquidation). A mark move rebuilds nothing.
+pub fn value_positions(
+    instruments: Query<(&MarketSlot, &Instrument)>,
+    mut positions: Query<(&Position, &mut ValuationBasis), Changed<Position>>,
+) {
+    if positions.is_empty() {
+        return;
+    }
+    let mut scales: Vec<(MarketId, u32)> = instruments
+        .iter()
+        .map(|(slot, instrument)| (slot.0, instrument.0.tick_size.scale()))
+        .collect();
+    scales.sort_unstable_by_key(|(id, _)| *id);
+    for (p, mut basis) in &mut positions {
+        *basis = ValuationBasis::of(p, scales[p.market as usize].1);
+    }
+}
 
 /// Open positions by key, for the systems that open, move, re-lock and close them in one
 /// run (fills, profile changes). A position opened during the run is staged here with its
@@ -337,17 +310,17 @@ impl OpenPositions<'_, '_> {
         for (entity, (position, rate)) in std::mem::take(&mut *self.staged) {
             self.commands
                 .entity(entity)
-                .insert((position, rate, Valuation::default()));
+                .insert((position, rate, ValuationBasis::default()));
         }
     }
 }
 
 /// The position invariants (debug and test builds, after every run): the index and the
-/// entities agree one to one; each position is held under its customer's profile and valued
-/// at its market's current mark.
+/// entities agree one to one; each position is held under its customer's profile, and its
+/// basis values it at its market's current mark as the decimal arithmetic does.
 pub fn check_positions(
     index: &PositionIndex,
-    positions: &Query<(&Position, &MarginRate, &Valuation, &ValuationBasis)>,
+    positions: &Query<(&Position, &MarginRate, &ValuationBasis)>,
     marks: &[(Decimal, u32)],
     leverage: impl Fn(CustomerCode) -> u32,
 ) -> Result<(), String> {
@@ -359,7 +332,7 @@ pub fn check_positions(
         ));
     }
     for (&(customer, market), &entity) in &index.0 {
-        let (p, rate, valuation, basis) = positions
+        let (p, rate, basis) = positions
             .get(entity)
             .map_err(|_| format!("indexed position of {customer} in market {market} is gone"))?;
         if (p.customer, p.market) != (customer, market) {
@@ -372,9 +345,9 @@ pub fn check_positions(
         if *basis != ValuationBasis::of(p, price_scale) {
             return Err(format!("position {}'s valuation basis is stale", p.code));
         }
-        if *valuation != Valuation::of(p, mark) {
+        if valuation_at(p, basis, Mark::new(mark, price_scale)) != Valuation::of(p, mark) {
             return Err(format!(
-                "position {} is not valued at the current mark",
+                "position {}'s basis values it otherwise than its decimals",
                 p.code
             ));
         }

@@ -1,21 +1,29 @@
-//! Open positions as entities (issue 11): a fill opens one, the valuation pass values it at
-//! the mark (D6), a mark move or a profile change revalues it, and closing despawns it.
+//! Open positions as entities (issue 11): a fill opens one, its basis values it at the mark
+//! (D6), a mark move or a profile change revalues it, and closing despawns it.
 
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{OrderStatus, Side};
 
-use crate::positions::{MarginRate, Valuation};
+use std::collections::BTreeMap;
+
+use crate::positions::{MarginRate, Mark, Valuation, ValuationBasis, valuation_at};
 use crate::records::position::Position;
+use crate::records::venue::{Instrument, InstrumentState, MarketSlot};
 use crate::testkit::{BTC, d, engine, funded, limit, order, place, run};
 use crate::{Command, Engine};
 
-/// Each open position's customer and valuation, by customer.
+/// Each open position's customer and valuation at its market's mark, by customer.
 fn valuations(e: &mut Engine) -> Vec<(CustomerCode, Valuation, MarginRate)> {
     let world = e.world_mut();
-    let mut query = world.query::<(&Position, &Valuation, &MarginRate)>();
+    let mut instruments = world.query::<(&MarketSlot, &InstrumentState, &Instrument)>();
+    let marks: BTreeMap<_, _> = instruments
+        .iter(world)
+        .map(|(m, s, i)| (m.0, Mark::new(s.mark_price, i.0.tick_size.scale())))
+        .collect();
+    let mut query = world.query::<(&Position, &ValuationBasis, &MarginRate)>();
     let mut all: Vec<_> = query
         .iter(world)
-        .map(|(p, v, r)| (p.customer, *v, *r))
+        .map(|(p, b, r)| (p.customer, valuation_at(p, b, marks[&p.market]), *r))
         .collect();
     all.sort_by_key(|(c, _, _)| *c);
     all

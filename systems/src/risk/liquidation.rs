@@ -114,7 +114,7 @@ fn rank(desk: &Desk, book: &MarginBook, market: MarketId, long: bool) -> Vec<Cus
                 .checked_div(p.size.abs() * p.entry_price)
                 .unwrap_or(Decimal::ZERO);
             let (equity, notional) = book
-                .figures(p.customer, asset)
+                .judged_figures((p.customer, asset))
                 .unwrap_or((Decimal::ZERO, Decimal::ZERO));
             let key = if equity > Decimal::ZERO {
                 let leverage = notional.checked_div(equity).unwrap_or(Decimal::MAX);

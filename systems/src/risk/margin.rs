@@ -1,15 +1,18 @@
-//! The margin pass (MarginSystems, first): every open position's valuation summed per
-//! (customer, settlement currency), against that currency's balance, into a margin state
-//! (D10). A change of state is recorded for the `liquidations` channel; a liquidation is
+//! The margin pass (MarginSystems, first): per (customer, settlement currency), the
+//! valuations of its open positions summed against that currency's balance into a margin
+//! state (D10). A change of state is recorded for the `liquidations` channel; a liquidation is
 //! handed to `liquidation::liquidate`, next in the set.
 //!
-//! The sums live in dense slots, one per (customer, currency) that ever held a position,
-//! which each position entity names through its [`Holder`]. A run in which a mark moved adds
-//! every position into freshly zeroed sums in one scan, reading only the valuation and the
-//! slot; any other run sums again only the slots something touched: a position whose
-//! valuation or rate changed, one that closed (an `on_remove` hook), or a balance that
-//! changed ([`Collateral`] on the account entity), each through the position index. Either
-//! way the sums are rebuilt from the valuations, never carried forward, so they cannot drift.
+//! The pass judges only the accounts something can have changed: a slot (one per (customer,
+//! currency) that ever held a position, named by each position's [`Holder`]) is judged when
+//! one of its positions changed or closed (an `on_remove` hook), its balance changed
+//! ([`Collateral`] on the account entity), its rate changed, or a mark move left the slot's
+//! safe box ([`Triggers`]). A judgment sums the slot's positions valued at the current marks
+//! from scratch, never carried forward, so sums cannot drift; it then gives the slot, per
+//! market it holds, the open interval of marks within which no threshold can be crossed while
+//! every other mark also stays in its own ([`safe_box`]), and files the interval's ends in the
+//! market's ordered index. A mark move reads the index from the old mark to the new one: what
+//! it returns are the only slots that can have changed.
 //!
 //! Sums and judgments are fixed point ([`perpsim_core::fixed`]), integer arithmetic, where
 //! every figure is exact there; a slot holding a figure that is not is judged in decimals.
@@ -17,7 +20,7 @@
 //! Slots are derived: a restore rebuilds them in the run after its own (see [`Rebuild`]).
 //! Their order reaches nothing: changes are sorted by customer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bevy_ecs::lifecycle::HookContext;
 use bevy_ecs::prelude::{
@@ -34,14 +37,13 @@ use super::liquidation::Liquidating;
 use super::{MarginStates, RiskLog};
 use crate::clock::SimClock;
 use crate::money::store::AccountIndex;
-use crate::positions::PositionIndex;
-use crate::positions::{MarginRate, Valuation};
+use crate::positions::{MarginRate, Mark, PositionIndex, Valuation, ValuationBasis, valuation_at};
 use crate::records::ids::RiskSeq;
 use crate::records::market::MARKET_MAKER;
 use crate::records::money::{AccountId, Balance};
 use crate::records::position::Position;
 use crate::records::risk::RiskRecord;
-use crate::records::venue::{Customer, InstrumentState, MarketId, MarketSlot};
+use crate::records::venue::{Customer, Instrument, InstrumentState, MarketId, MarketSlot};
 use crate::registry::Registry;
 use crate::trading::exchange::Exchange;
 
@@ -55,7 +57,7 @@ pub struct Holder(u32);
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Collateral(u32);
 
-/// A closed position (despawned) leaves its slot to be summed again.
+/// A closed position (despawned) leaves its slot to be judged again.
 fn position_closed(mut world: DeferredWorld, ctx: HookContext) {
     let Some(&Holder(slot)) = world.get::<Holder>(ctx.entity) else {
         return;
@@ -65,11 +67,12 @@ fn position_closed(mut world: DeferredWorld, ctx: HookContext) {
     }
 }
 
-/// Per slot, what every pass adds to and judges: 64 bytes, kept apart from the rest of the
-/// account so a pass over a million slots streams only these.
+/// Per slot, what a judgment sums and decides: kept apart from the rest of the account so a
+/// pass over many slots streams only these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Sums {
-    /// Σ unrealised PnL and Σ |size| × mark of the open positions, fixed point.
+    /// Σ unrealised PnL and Σ |size| × mark of the open positions at the judgment's marks,
+    /// fixed point.
     unrealised: i128,
     notional: i128,
     /// total − pending, fixed point, when `collateral_exact`.
@@ -137,6 +140,15 @@ struct MarginAccount {
     decimal: Option<(Decimal, Decimal)>,
 }
 
+/// Per market, the ends of every slot's safe interval of that market's mark, ordered: a move
+/// up reads the upper ends it passed, a move down the lower ones. A slot with no interval in
+/// a market (no position there, or nothing to cross) is in neither.
+#[derive(Debug, Default)]
+struct Triggers {
+    lower: BTreeSet<(Decimal, u32)>,
+    upper: BTreeSet<(Decimal, u32)>,
+}
+
 /// The risk pass's slots. Derived: not state, rebuilt after a restore.
 #[derive(Resource, Debug, Default)]
 pub struct MarginBook {
@@ -145,12 +157,20 @@ pub struct MarginBook {
     accounts: Vec<MarginAccount>,
     /// Slots to judge in the next pass, each once (bounded by the slot count).
     dirty: Vec<u32>,
-    /// The marks the sums were taken at, by market.
-    marks: Vec<Decimal>,
+    /// The marks of the last pass, by market.
+    marks: Vec<Mark>,
+    /// Per market, the slots' safe intervals; per slot and market (`slot × markets +
+    /// market`), the interval filed there.
+    triggers: Vec<Triggers>,
+    boxes: Vec<Option<(Decimal, Decimal)>>,
     /// The distinct margin rates slots hold (one per leverage profile), with their
     /// thresholds in fixed point: a slot names its own by index, so judging reads nothing
     /// outside the slot's sums.
     rates: Vec<(MarginRate, Option<risk::Thresholds>)>,
+    /// Every slot's figures as the last pass saw them, kept when that pass called
+    /// liquidations: they change the positions after the pass, and the auto-deleveraging
+    /// ranks and the observers read the figures the pass judged.
+    frozen: Option<Vec<(Decimal, Decimal)>>,
     /// Where a restore left the book (see [`Rebuild`]).
     rebuild: Rebuild,
 }
@@ -172,6 +192,41 @@ enum Rebuild {
     Due,
 }
 
+/// What a judgment reads: the marks of a pass, the positions by key, and each position with
+/// its basis by entity.
+pub struct Valuer<'a> {
+    pub exchange: &'a Exchange,
+    pub held: &'a PositionIndex,
+    pub position: &'a dyn Fn(Entity) -> (&'a Position, &'a ValuationBasis),
+    pub marks: &'a [Mark],
+}
+
+impl Valuer<'_> {
+    /// The open positions of a (customer, currency) with their markets' marks, by market.
+    fn held_in(
+        &self,
+        (customer, asset): (CustomerCode, Asset),
+    ) -> impl Iterator<Item = (MarketId, &Position, &ValuationBasis, Mark)> + '_ {
+        let markets = self.exchange.markets.iter().enumerate();
+        markets
+            .filter(move |(_, m)| m.spec.settlement == asset)
+            .filter_map(move |(m, _)| {
+                let entity = *self.held.0.get(&(customer, m as MarketId))?;
+                let (p, basis) = (self.position)(entity);
+                Some((m as MarketId, p, basis, self.marks[m]))
+            })
+    }
+
+    /// A (customer, currency)'s collateral + Σ unrealised PnL and Σ notional at the marks.
+    pub fn figures(&self, key: (CustomerCode, Asset), collateral: Decimal) -> (Decimal, Decimal) {
+        self.held_in(key)
+            .map(|(_, p, basis, mark)| valuation_at(p, basis, mark))
+            .fold((collateral, Decimal::ZERO), |(e, n), v| {
+                (e + v.unrealised_pnl, n + v.notional)
+            })
+    }
+}
+
 impl MarginBook {
     /// The book of a restored engine: rebuilt by the runs after it (see [`Rebuild`]).
     pub(crate) fn restored() -> Self {
@@ -182,12 +237,38 @@ impl MarginBook {
     }
 
     /// A (customer, currency)'s equity (collateral + Σ unrealised PnL) and notional
-    /// (Σ |size| × mark) as the last pass left them.
-    pub fn figures(&self, customer: CustomerCode, asset: Asset) -> Option<(Decimal, Decimal)> {
-        let slot = *self.slots.get(&(customer, asset))? as usize;
-        Some(self.figures_of(slot))
+    /// (Σ |size| × mark) as the last pass saw them: its positions valued at that pass's marks
+    /// (which only a pass moves), or, after a pass that called liquidations, as that pass
+    /// left them. None for an account that never held a position.
+    pub fn figures<'a>(
+        &'a self,
+        key: (CustomerCode, Asset),
+        exchange: &'a Exchange,
+        held: &'a PositionIndex,
+        position: &'a dyn Fn(Entity) -> (&'a Position, &'a ValuationBasis),
+    ) -> Option<(Decimal, Decimal)> {
+        let slot = *self.slots.get(&key)? as usize;
+        if let Some(frozen) = &self.frozen {
+            return Some(frozen[slot]);
+        }
+        let valuer = Valuer {
+            exchange,
+            held,
+            position,
+            marks: &self.marks,
+        };
+        Some(valuer.figures(key, self.accounts[slot].collateral))
     }
 
+    /// The figures of a pass that called liquidations, as it saw them (see
+    /// [`MarginBook::figures`]): what the auto-deleveraging queues rank by.
+    pub fn judged_figures(&self, key: (CustomerCode, Asset)) -> Option<(Decimal, Decimal)> {
+        let slot = *self.slots.get(&key)? as usize;
+        let frozen = self.frozen.as_ref();
+        Some(frozen.expect("a pass that calls liquidations keeps its figures")[slot])
+    }
+
+    /// The figures of a slot as its last judgment summed them.
     fn figures_of(&self, slot: usize) -> (Decimal, Decimal) {
         let (s, a) = (&self.sums[slot], &self.accounts[slot]);
         let decimal = a.decimal.filter(|_| s.inexact > 0);
@@ -266,62 +347,227 @@ impl MarginBook {
             state: states.0.get(&key).copied().unwrap_or(MarginState::Normal),
             ..Sums::EMPTY
         });
+        let markets = self.triggers.len();
+        self.boxes.extend(std::iter::repeat_n(None, markets));
         (slot, Some(balance))
     }
 
-    /// D10, in fixed point while every figure is exact there and nothing overflows, else in
-    /// decimals (for a slot with inexact positions, `decimal` summed first).
+    /// D10 for the slot as its last judgment summed it.
     fn judge(&self, slot: usize) -> MarginState {
-        let s = &self.sums[slot];
-        if s.maker || s.positions == 0 {
-            // The market maker is never liquidated (D10); no position, no margin.
-            return MarginState::Normal;
+        judge(&self.rates, &self.sums[slot], || self.figures_of(slot))
+    }
+
+    /// Sums the slot's positions at this pass's marks, judges it and files its safe box.
+    /// Returns its state.
+    fn assess(&mut self, slot: usize, valuer: &Valuer) -> MarginState {
+        let key = (self.accounts[slot].customer, self.accounts[slot].asset);
+        let s = &mut self.sums[slot];
+        s.clear();
+        let mut sizes = [(0, Decimal::ZERO); MAX_BOX_MARKETS];
+        for (m, p, basis, mark) in valuer.held_in(key) {
+            if let Some(size) = sizes.get_mut(s.positions as usize) {
+                *size = (m, p.size);
+            }
+            s.add(&valuation_at(p, basis, mark));
         }
-        let (rate, thresholds) = &self.rates[s.rate as usize];
-        let fast = match (s.inexact == 0 && s.collateral_exact, thresholds) {
-            (true, Some(t)) => s
-                .collateral
-                .checked_add(s.unrealised)
-                .and_then(|equity| risk::margin_state_fixed(equity, s.notional, t)),
-            _ => None,
+        let held = s.positions as usize;
+        // Decimals only for a slot fixed point cannot sum.
+        self.accounts[slot].decimal = (s.inexact > 0).then(|| {
+            let figures = valuer.figures(key, Decimal::ZERO);
+            (figures.0, figures.1)
+        });
+        let state = self.judge(slot);
+        self.unfile(slot);
+        let s = &self.sums[slot];
+        if s.maker || held == 0 {
+            return state; // never judged otherwise: nothing to trigger
+        }
+        let rate = self.rates[s.rate as usize].0;
+        let (equity, notional) = self.figures_of(slot);
+        let half = sizes
+            .get(..held)
+            .and_then(|sizes| safe_box(equity, notional, rate, sizes));
+        let filed: Vec<(MarketId, Decimal)> = match half {
+            Some(half) => (sizes.iter().zip(half).take(held))
+                .map(|(&(m, _), h)| (m, h))
+                .collect(),
+            // Judged at every move of any of its marks.
+            None => valuer
+                .held_in(key)
+                .map(|(m, ..)| (m, Decimal::ZERO))
+                .collect(),
         };
-        fast.unwrap_or_else(|| {
-            let (equity, notional) = self.figures_of(slot);
-            risk::margin_state(equity, notional, rate.maintenance, rate.liquidation)
-        })
+        for (m, half) in filed {
+            let mark = valuer.marks[m as usize].price;
+            let hi = mark.checked_add(half).unwrap_or(Decimal::MAX);
+            self.file(slot, m, (mark - half, hi));
+        }
+        state
+    }
+
+    /// Judges every queued slot; the slots whose state changed.
+    fn judge_dirty(&mut self, valuer: &Valuer) -> Vec<usize> {
+        let mut changed = Vec::new();
+        for slot in std::mem::take(&mut self.dirty) {
+            let slot = slot as usize;
+            let state = self.assess(slot, valuer);
+            let s = &mut self.sums[slot];
+            s.dirty = false;
+            if state != s.state {
+                s.state = state;
+                changed.push(slot);
+            }
+        }
+        changed
+    }
+
+    /// Keeps every slot's figures as this pass sees them (see [`MarginBook::frozen`]).
+    fn freeze(&mut self, valuer: &Valuer) {
+        let figures = self
+            .accounts
+            .iter()
+            .map(|a| valuer.figures((a.customer, a.asset), a.collateral));
+        self.frozen = Some(figures.collect());
+    }
+
+    /// Files the slot's interval of market `m`'s mark.
+    fn file(&mut self, slot: usize, m: MarketId, (lo, hi): (Decimal, Decimal)) {
+        let markets = self.triggers.len();
+        let t = &mut self.triggers[m as usize];
+        t.lower.insert((lo, slot as u32));
+        t.upper.insert((hi, slot as u32));
+        self.boxes[slot * markets + m as usize] = Some((lo, hi));
+    }
+
+    /// Takes the slot's intervals out of the index.
+    fn unfile(&mut self, slot: usize) {
+        let markets = self.triggers.len();
+        for m in 0..markets {
+            if let Some((lo, hi)) = self.boxes[slot * markets + m].take() {
+                let t = &mut self.triggers[m];
+                t.lower.remove(&(lo, slot as u32));
+                t.upper.remove(&(hi, slot as u32));
+            }
+        }
+    }
+
+    /// Queues every slot whose interval of a market the move from the last pass's marks to
+    /// `marks` left (a mark on an interval's end has left it).
+    fn crossed(&mut self, marks: &[Mark]) {
+        if marks.len() != self.triggers.len() {
+            // The first pass (or a market listed since): every slot is judged and filed anew.
+            for slot in 0..self.sums.len() {
+                self.touch(slot as u32);
+            }
+            self.triggers = (0..marks.len()).map(|_| Triggers::default()).collect();
+            self.boxes = vec![None; self.sums.len() * marks.len()];
+            return;
+        }
+        let mut crossed = Vec::new();
+        for (m, (old, new)) in self.marks.iter().zip(marks).enumerate() {
+            let t = &self.triggers[m];
+            if new.price > old.price {
+                crossed.extend(t.upper.range(..=(new.price, u32::MAX)).map(|&(_, s)| s));
+            } else if new.price < old.price {
+                crossed.extend(t.lower.range((new.price, 0)..).map(|&(_, s)| s));
+            }
+        }
+        for slot in crossed {
+            self.touch(slot);
+        }
     }
 }
 
-/// The valuations of a (customer, currency)'s open positions, through the position index.
-fn valuations_of<'a>(
-    exchange: &'a Exchange,
-    held: &'a PositionIndex,
-    valuations: &'a Query<&Valuation>,
-    (customer, asset): (CustomerCode, Asset),
-) -> impl Iterator<Item = &'a Valuation> + 'a {
-    let markets = exchange.markets.iter().enumerate();
-    markets
-        .filter(move |(_, m)| m.spec.settlement == asset)
-        .filter_map(move |(m, _)| held.0.get(&(customer, m as MarketId)))
-        .map(|&e| valuations.get(e).expect("indexed positions are valued"))
+/// D10, in fixed point while every figure is exact there and nothing overflows, else in
+/// decimals (`figures`: the slot's equity and notional, read only then).
+fn judge(
+    rates: &[(MarginRate, Option<risk::Thresholds>)],
+    s: &Sums,
+    figures: impl FnOnce() -> (Decimal, Decimal),
+) -> MarginState {
+    if s.maker || s.positions == 0 {
+        // The market maker is never liquidated (D10); no position, no margin.
+        return MarginState::Normal;
+    }
+    let (rate, thresholds) = &rates[s.rate as usize];
+    let fast = match (s.inexact == 0 && s.collateral_exact, thresholds) {
+        (true, Some(t)) => s
+            .collateral
+            .checked_add(s.unrealised)
+            .and_then(|equity| risk::margin_state_fixed(equity, s.notional, t)),
+        _ => None,
+    };
+    fast.unwrap_or_else(|| {
+        let (equity, notional) = figures();
+        risk::margin_state(equity, notional, rate.maintenance, rate.liquidation)
+    })
+}
+
+/// Positions a slot may hold for its safe box to be computed; a slot holding more (more
+/// markets in one currency than this) is judged at every move of its marks.
+const MAX_BOX_MARKETS: usize = 16;
+
+/// Per market a slot holds (`sizes`: the market and the position's size), the half-width of
+/// the open interval of that market's mark within which, while every other held market's
+/// mark also stays within its own, neither threshold can be crossed: None where the
+/// decimals would not hold the bound (the slot is then judged at every move).
+///
+/// Why it holds: for a threshold `k`, `g = equity − k × notional` is linear in the marks
+/// but for the rounding of each position's PnL to 10 decimals: `g(M') = g(M) +
+/// Σ (size − k|size|) (M'ₘ − Mₘ) + r` with `|r| ≤ n × 10⁻¹⁰` over `n` positions. The state
+/// changes only where some `g` changes sign; it cannot while `Σ |size − k|size|| |ΔMₘ| <
+/// |g(M)| − n × 10⁻¹⁰`, which each market's share of that budget, divided by its slope,
+/// bounds. The budget is shrunk further by a relative 10⁻¹⁸ for the decimals' own rounding.
+fn safe_box(
+    equity: Decimal,
+    notional: Decimal,
+    rate: MarginRate,
+    sizes: &[(MarketId, Decimal)],
+) -> Option<[Decimal; MAX_BOX_MARKETS]> {
+    if notional.is_zero() {
+        // No notional, no margin: any move that gives it one is judged.
+        return Some([Decimal::ZERO; MAX_BOX_MARKETS]);
+    }
+    let n = Decimal::from(sizes.len() as u64);
+    let rounding = Decimal::new(1, 10) * n;
+    let mut half = [Decimal::MAX; MAX_BOX_MARKETS];
+    for k in [rate.liquidation, rate.maintenance] {
+        let required = k.checked_mul(notional)?;
+        let g = equity.checked_sub(required)?;
+        let noise = (equity.abs().checked_add(required.abs())?) * Decimal::new(1, 18);
+        let budget = g.abs() - rounding - noise;
+        if budget <= Decimal::ZERO {
+            return Some([Decimal::ZERO; MAX_BOX_MARKETS]);
+        }
+        let share = budget / n;
+        for (h, &(_, size)) in half.iter_mut().zip(sizes) {
+            let slope = (size - k * size.abs()).abs();
+            if slope.is_zero() {
+                continue;
+            }
+            let width = share.checked_div(slope)?;
+            // A quotient rounds in its last digit: shrunk by a part in 10⁹, it stays inside.
+            *h = (*h).min(width - width * Decimal::new(1, 9));
+        }
+    }
+    Some(half)
 }
 
 /// MarginSystems, first: the margin state of every (customer, currency) whose positions,
-/// marks or balance changed.
+/// balance or rate changed, or whose safe box a mark move left.
 #[allow(clippy::too_many_arguments)] // one pass: positions, balances, the states and records
 pub fn assess_margin(
     clock: Res<SimClock>,
     exchange: Res<Exchange>,
     accounts: (Res<AccountIndex>, Res<Registry>, Query<&Customer>),
     held: Res<PositionIndex>,
-    instruments: Query<(&MarketSlot, &InstrumentState)>,
+    instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
     balances: Query<&Balance>,
     funded: Query<(&Collateral, &Balance), Changed<Balance>>,
-    fresh: Query<(Entity, &Position, &Valuation, &MarginRate), Without<Holder>>,
+    fresh: Query<(Entity, &Position, &MarginRate), Without<Holder>>,
     rerated: Query<(&Holder, &MarginRate), Changed<MarginRate>>,
-    revalued: Query<&Holder, Changed<Valuation>>,
-    valued: Query<(&Valuation, &Holder)>,
-    valuations: Query<&Valuation>,
+    moved: Query<&Holder, Changed<Position>>,
+    positions: Query<(&'static Position, &'static ValuationBasis)>,
     mut book: ResMut<MarginBook>,
     outcome: (ResMut<MarginStates>, ResMut<RiskLog>, ResMut<Liquidating>),
     mut commands: Commands,
@@ -329,6 +575,7 @@ pub fn assess_margin(
     let (mut states, mut log, mut liquidating) = outcome;
     let (index, registry, customers) = accounts;
     let book = &mut *book;
+    book.frozen = None;
     let mut reopen = false;
     match book.rebuild {
         Rebuild::Done => {}
@@ -338,24 +585,14 @@ pub fn assess_margin(
         }
         Rebuild::Due => (book.rebuild, reopen) = (Rebuild::Done, true),
     }
-    let mut marks = vec![Decimal::ZERO; exchange.markets.len()];
-    for (slot, state) in &instruments {
-        marks[slot.0 as usize] = state.mark_price;
+    let mut marks = vec![Mark::new(Decimal::ZERO, 0); exchange.markets.len()];
+    for (slot, state, instrument) in &instruments {
+        marks[slot.0 as usize] = Mark::new(state.mark_price, instrument.0.tick_size.scale());
     }
-    let rescan = marks != book.marks;
-    if rescan {
-        // A mark moved: every slot summed again from every valuation, in one scan.
-        for s in &mut book.sums {
-            s.clear();
-        }
-        for (valuation, &Holder(slot)) in &valued {
-            book.sums[slot as usize].add(valuation);
-        }
-        book.marks = marks;
-    } else {
-        for &Holder(slot) in &revalued {
-            book.touch(slot);
-        }
+    book.crossed(&marks);
+    book.marks = marks;
+    for &Holder(slot) in &moved {
+        book.touch(slot);
     }
     let open = |book: &mut MarginBook, commands: &mut Commands, key, broker| {
         let (slot, opened) = book.open(key, broker, &states, &index);
@@ -373,14 +610,14 @@ pub fn assess_margin(
             let broker = customers.get(entity).expect("customers never go").broker;
             open(book, &mut commands, (customer, asset), broker);
         }
+        for slot in 0..book.sums.len() {
+            book.touch(slot as u32);
+        }
     }
-    for (entity, p, valuation, rate) in &fresh {
+    for (entity, p, rate) in &fresh {
         let asset = exchange.markets[p.market as usize].spec.settlement;
         let slot = open(book, &mut commands, (p.customer, asset), p.broker);
         commands.entity(entity).insert(Holder(slot));
-        if rescan {
-            book.sums[slot as usize].add(valuation); // not yet among `valued`
-        }
         book.set_rate(slot, *rate);
     }
     for (&Holder(slot), rate) in &rerated {
@@ -390,36 +627,59 @@ pub fn assess_margin(
     for (&Collateral(slot), b) in &funded {
         book.fund(slot, b);
     }
-    let mut changed = Vec::new();
-    let dirty = std::mem::take(&mut book.dirty);
-    let slots: Box<dyn Iterator<Item = usize>> = match rescan {
-        true => Box::new(0..book.sums.len()),
-        false => Box::new(dirty.iter().map(|&slot| slot as usize)),
+    let marks = std::mem::take(&mut book.marks);
+    let position = |e| positions.get(e).expect("indexed positions are live");
+    let valuer = Valuer {
+        exchange: &exchange,
+        held: &held,
+        position: &position,
+        marks: &marks,
     };
-    for slot in slots {
-        let key = |book: &MarginBook| (book.accounts[slot].customer, book.accounts[slot].asset);
-        if !rescan {
-            // Without a rescan, a touched slot is summed again from its positions.
-            let positions = valuations_of(&exchange, &held, &valuations, key(book));
-            let s = &mut book.sums[slot];
-            s.clear();
-            positions.for_each(|v| s.add(v));
-        }
-        if book.sums[slot].inexact > 0 {
-            let positions = valuations_of(&exchange, &held, &valuations, key(book));
-            book.accounts[slot].decimal =
-                Some(positions.fold((Decimal::ZERO, Decimal::ZERO), |(u, n), v| {
-                    (u + v.unrealised_pnl, n + v.notional)
-                }));
-        }
-        let state = book.judge(slot);
-        let s = &mut book.sums[slot];
-        s.dirty = false;
-        if state != s.state {
-            s.state = state;
-            changed.push(slot);
-        }
+    let changed = book.judge_dirty(&valuer);
+    #[cfg(debug_assertions)]
+    check_against_rescan(book, &valuer);
+    let outcome = (&mut *states, &mut *log, &mut *liquidating);
+    record(book, changed, &clock, &balances, outcome);
+    if !liquidating.0.is_empty() {
+        book.freeze(&valuer);
     }
+    book.marks = marks;
+}
+
+/// The oracle of the event-driven judgments (debug and test builds, every pass): every slot
+/// summed from its positions at this pass's marks and judged, as a pass over everything would, has
+/// the state the pass left it in.
+#[cfg(debug_assertions)]
+fn check_against_rescan(book: &MarginBook, valuer: &Valuer) {
+    for (slot, (a, s)) in book.accounts.iter().zip(&book.sums).enumerate() {
+        let key = (a.customer, a.asset);
+        let mut scratch = *s;
+        scratch.clear();
+        for (_, p, basis, mark) in valuer.held_in(key) {
+            scratch.add(&valuation_at(p, basis, mark));
+        }
+        let full = judge(&book.rates, &scratch, || valuer.figures(key, a.collateral));
+        assert_eq!(
+            s.state,
+            full,
+            "slot {slot} ({} {:?}): the pass left {:?}, a full rescan judges {full:?} at {:?}",
+            a.customer,
+            a.asset,
+            s.state,
+            valuer.figures(key, a.collateral)
+        );
+    }
+}
+
+/// The changes of state of this pass, in customer order: the states, the liquidations to
+/// make, and a record each.
+fn record(
+    book: &MarginBook,
+    mut changed: Vec<usize>,
+    clock: &SimClock,
+    balances: &Query<&Balance>,
+    (states, log, liquidating): (&mut MarginStates, &mut RiskLog, &mut Liquidating),
+) {
     changed.sort_unstable_by_key(|&slot| {
         let a = &book.accounts[slot];
         (a.customer, a.asset)

@@ -1,7 +1,8 @@
 //! Risk (D10, §2.2, §2.6, §3.3, §6 rules 4–5): each run, after mark-to-market and funding,
-//! every account's margin state per settlement currency (`margin`), the liquidations it
-//! calls for and the insurance covers after them (`liquidation`), and, every notice
-//! interval, the position depreciation notices (`notices`).
+//! the margin state per settlement currency of every account that run can have changed
+//! (`margin`), the liquidations it calls for and the insurance covers after them
+//! (`liquidation`), and, every notice interval, the position depreciation notices of the
+//! positions whose threshold the mark reached (`notices`).
 //!
 //! Each settlement currency margins its own instruments: its balance is the collateral of the
 //! positions settling in it, as the D5 placement check already takes margin in the
@@ -22,6 +23,8 @@ pub mod liquidation;
 pub mod margin;
 pub mod notices;
 #[cfg(test)]
+mod rescan_tests;
+#[cfg(test)]
 mod tests;
 
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
@@ -30,6 +33,7 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<margin::MarginBook>();
     world.init_resource::<liquidation::Liquidating>();
     world.init_resource::<notices::Notifications>();
+    world.init_resource::<notices::NoticeTriggers>();
     schedule.add_systems(
         (margin::assess_margin, liquidation::liquidate)
             .chain()
@@ -58,6 +62,7 @@ pub struct RiskState {
 /// A restore's risk state; the margin book is rebuilt by the runs that follow.
 pub(crate) fn insert(world: &mut World, state: RiskState) {
     world.insert_resource(margin::MarginBook::restored());
+    world.insert_resource(notices::NoticeTriggers::default());
     world.insert_resource(state.states);
     world.insert_resource(state.log);
     world.insert_resource(state.notifications);

@@ -4,22 +4,30 @@
 //! baseline gets one notice, for the highest threshold reached; a recovery and a new fall
 //! repeat nothing. Fills start a new baseline (`Position::noticed` back to 0) on an increase,
 //! a flip or a reopen; a reduction keeps it.
+//!
+//! A check reads only the positions it can notice: each position's next threshold is a mark
+//! (a long's at `avg × (9 − noticed) / 10` or below, a short's at `avg × (11 + noticed) / 10`
+//! or above), filed per market in an ordered index ([`NoticeTriggers`]) whenever the position
+//! changes, so a check takes the range the mark reached and decides those exactly. Debug
+//! and test builds check every position too, and require the same notices.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
+use bevy_ecs::prelude::{Changed, ParamSet, Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;
 use perpsim_core::fixed;
-use perpsim_core::ids::NotificationCode;
+use perpsim_core::ids::{CustomerCode, NotificationCode};
 use perpsim_core::risk::depreciation_level_at;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{DueEvents, Scheduler, SimClock};
+use crate::positions::PositionIndex;
 use crate::records::clock::ScheduledEvent;
 use crate::records::ids::NoticeSeq;
 use crate::records::market::SimulationSettings;
-use crate::records::position::Position;
+use crate::records::position::{Position, PositionKey};
 use crate::records::risk::Notification;
 use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
 use crate::rng::EngineRng;
@@ -28,18 +36,117 @@ use crate::rng::EngineRng;
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notifications(pub Vec<Arc<Notification>>);
 
-/// DepreciationSystems: on a DepreciationCheck, every open position against its baseline.
+/// Per market, the marks at which open positions reach their next threshold: longs' at or
+/// below, shorts' at or above (each filed a part in 10¹² wide of its exact mark, so the
+/// range read is never short of one). Derived: rebuilt from the positions after a restore.
+#[derive(Resource, Debug, Default)]
+pub struct NoticeTriggers {
+    longs: Vec<BTreeSet<(Decimal, CustomerCode)>>,
+    shorts: Vec<BTreeSet<(Decimal, CustomerCode)>>,
+    /// What each position has filed, by key: whether long, and its mark.
+    filed: BTreeMap<PositionKey, (bool, Decimal)>,
+}
+
+impl NoticeTriggers {
+    /// Files `p`'s next threshold in place of what its key filed before.
+    fn refile(&mut self, p: &Position) {
+        self.unfile((p.customer, p.market));
+        let Some((long, mark)) = next_threshold(p) else {
+            return;
+        };
+        let market = p.market as usize;
+        if self.longs.len() <= market {
+            self.longs.resize_with(market + 1, BTreeSet::new);
+            self.shorts.resize_with(market + 1, BTreeSet::new);
+        }
+        let side = if long {
+            &mut self.longs
+        } else {
+            &mut self.shorts
+        };
+        side[market].insert((mark, p.customer));
+        self.filed.insert((p.customer, p.market), (long, mark));
+    }
+
+    fn unfile(&mut self, key: PositionKey) {
+        if let Some((long, mark)) = self.filed.remove(&key) {
+            let side = if long {
+                &mut self.longs
+            } else {
+                &mut self.shorts
+            };
+            side[key.1 as usize].remove(&(mark, key.0));
+        }
+    }
+
+    /// The keys whose threshold `mark` reached in `market`.
+    fn reached(&self, market: MarketId, mark: Decimal) -> Vec<PositionKey> {
+        let m = market as usize;
+        let longs = self
+            .longs
+            .get(m)
+            .into_iter()
+            .flat_map(|s| s.range((mark, CustomerCode(perpsim_core::Uuid::nil()))..));
+        let shorts = self.shorts.get(m).into_iter().flat_map(|s| {
+            s.range(..=(mark, CustomerCode(perpsim_core::Uuid::from_u128(u128::MAX))))
+        });
+        longs.chain(shorts).map(|&(_, c)| (c, market)).collect()
+    }
+}
+
+/// The positions that changed since the last run, and every position to decide and mark.
+type Positions<'w, 's> = ParamSet<
+    'w,
+    's,
+    (
+        Query<'static, 'static, &'static Position, Changed<Position>>,
+        Query<'static, 'static, &'static mut Position>,
+    ),
+>;
+
+/// A market's mark as the check reads it: the decimal with its fixed-point form (None where it
+/// has none), and when it was set.
+type CheckMark = (MarketId, (Decimal, Option<i128>), Timestamp);
+
+/// Pure: the side of `p` and the mark at which its drop reaches the threshold above the one
+/// noticed, widened outwards by a part in 10¹²; None where no positive mark reaches it.
+fn next_threshold(p: &Position) -> Option<(bool, Decimal)> {
+    if p.size.is_zero() || p.avg_fill_price <= Decimal::ZERO {
+        return None;
+    }
+    let long = p.size > Decimal::ZERO;
+    let noticed = Decimal::from(p.noticed);
+    let tenths = match long {
+        true => Decimal::from(9) - noticed,
+        false => Decimal::from(11).checked_add(noticed)?,
+    };
+    if tenths <= Decimal::ZERO {
+        return None; // a long's drop beyond its whole value needs a mark below zero
+    }
+    let exact = p.avg_fill_price.checked_mul(tenths)? / Decimal::TEN;
+    let slack = exact * Decimal::new(1, 12);
+    Some((long, if long { exact + slack } else { exact - slack }))
+}
+
+/// DepreciationSystems, every run: the triggers of the positions that changed; on a
+/// DepreciationCheck, the positions whose threshold the mark reached, each decided exactly.
 #[allow(clippy::too_many_arguments)] // one pass: positions, prices, the log, the timer
 pub fn check_depreciation(
     due: Res<DueEvents>,
     clock: Res<SimClock>,
     settings: Res<SimulationSettings>,
     instruments: Query<(&MarketSlot, &InstrumentState)>,
-    mut positions: Query<&mut Position>,
-    mut notifications: ResMut<Notifications>,
-    mut scheduler: ResMut<Scheduler>,
-    mut rng: ResMut<EngineRng>,
+    (index, mut triggers): (Res<PositionIndex>, ResMut<NoticeTriggers>),
+    mut positions: Positions,
+    (mut notifications, mut scheduler, mut rng): (
+        ResMut<Notifications>,
+        ResMut<Scheduler>,
+        ResMut<EngineRng>,
+    ),
 ) {
+    for p in &positions.p0() {
+        triggers.refile(p);
+    }
     if !due.has(ScheduledEvent::DepreciationCheck) {
         return;
     }
@@ -48,9 +155,9 @@ pub fn check_depreciation(
         now.next_multiple_of(settings.0.notice_interval_ms),
         ScheduledEvent::DepreciationCheck,
     );
-    // Per market: its mark (the one every position was just valued at), in fixed point
-    // where it fits, converted once for all its positions, and when it was set.
-    let mut marks: Vec<(MarketId, (Decimal, Option<i128>), Timestamp)> = instruments
+    // Per market: its mark, in fixed point where it fits, converted once for all its
+    // positions, and when it was set.
+    let mut marks: Vec<CheckMark> = instruments
         .iter()
         .map(|(m, s)| {
             let mark = s.mark_price;
@@ -58,14 +165,29 @@ pub fn check_depreciation(
         })
         .collect();
     marks.sort_unstable_by_key(|m| m.0);
+    let reached: Vec<PositionKey> = marks
+        .iter()
+        .flat_map(|&(m, (mark, _), _)| triggers.reached(m, mark))
+        .collect();
+    let mut positions = positions.p1();
+    #[cfg(debug_assertions)]
+    check_against_scan(&positions, &marks, &reached);
     let mut due_notices = Vec::new();
-    for mut p in &mut positions {
+    for key in reached {
+        let Some(&entity) = index.0.get(&key) else {
+            triggers.unfile(key); // closed since it was filed
+            continue;
+        };
+        let mut p = positions
+            .get_mut(entity)
+            .expect("indexed positions are live");
         let (_, (mark, mark_fixed), mark_time) = marks[p.market as usize];
         let level = depreciation_level_at(p.size, p.avg_fill_price, (mark, mark_fixed));
         if level <= p.noticed {
             continue;
         }
         p.noticed = level;
+        triggers.refile(&p);
         due_notices.push(Notification {
             seq: NoticeSeq(0),
             code: NotificationCode(perpsim_core::Uuid::nil()),
@@ -80,11 +202,32 @@ pub fn check_depreciation(
             threshold_pct: u32::from(level) * 10,
         });
     }
-    // Entity order is not stable across a restore: codes are drawn in key order.
+    // Codes are drawn in key order, whatever order the index gave.
     due_notices.sort_unstable_by_key(|n| (n.customer, n.market));
     for mut n in due_notices {
         n.seq = NoticeSeq(notifications.0.len() as u64);
         n.code = NotificationCode(rng.0.uuid());
         notifications.0.push(Arc::new(n));
+    }
+}
+
+/// The oracle of the triggers (debug and test builds, every check): every position a scan of
+/// all would notice is among those the index returned.
+#[cfg(debug_assertions)]
+fn check_against_scan(
+    positions: &Query<&mut Position>,
+    marks: &[CheckMark],
+    reached: &[PositionKey],
+) {
+    let reached: BTreeSet<&PositionKey> = reached.iter().collect();
+    for p in positions {
+        let (_, mark, _) = marks[p.market as usize];
+        if depreciation_level_at(p.size, p.avg_fill_price, mark) > p.noticed {
+            assert!(
+                reached.contains(&(p.customer, p.market)),
+                "position {} reaches a threshold its trigger did not",
+                p.code
+            );
+        }
     }
 }
