@@ -11,7 +11,7 @@ use crate::clock::SimClock;
 use crate::money::ledger::Ledger;
 use crate::money::store::AccountIndex;
 use crate::positions::PositionIndex;
-use crate::positions::{MarginRate, ValuationBasis};
+use crate::positions::{MarginRate, Mark, ValuationBasis, valuation_at};
 use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
 use crate::records::position::Position;
 use crate::records::venue::{Customer, Instrument, InstrumentState, MarketSlot};
@@ -158,10 +158,12 @@ pub fn assert_trading_invariants(
         .and_then(|()| indexed_balances(&account_index, &balances))
         .and_then(|accounts| {
             exchange.check_invariants(&orders, &open, &ledger, &accounts, &mut done)?;
-            let unrealised = open.iter().map(|p| {
+            // By the basis, which `check_positions` just found to value as the decimals do.
+            let unrealised = positions.iter().map(|(p, _, basis)| {
+                let (mark, scale) = marks[p.market as usize];
                 (
                     exchange.markets[p.market as usize].spec.settlement,
-                    p.unrealised_pnl(marks[p.market as usize].0),
+                    valuation_at(p, basis, Mark::new(mark, scale)).unrealised_pnl,
                 )
             });
             check_clearing(&accounts, unrealised, ledger.movements().len() + open.len())?;
