@@ -642,7 +642,8 @@ pub fn assess_margin(
     #[cfg(debug_assertions)]
     {
         book.passes += 1;
-        let every = book.sums.len() <= RESCAN_ALWAYS_UP_TO || book.passes % RESCAN_EVERY == 0;
+        let every =
+            book.sums.len() <= RESCAN_ALWAYS_UP_TO || book.passes.is_multiple_of(RESCAN_EVERY);
         if every {
             check_against_rescan(book, &valuer);
         }
