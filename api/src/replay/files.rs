@@ -106,16 +106,8 @@ pub fn open(path: &Path, max_bytes: u64) -> Result<File, String> {
 /// The whole of `path`, within the bounds of [`open`] (a file that grows while it is read
 /// is cut at the bound and refused).
 pub fn read(path: &Path, max_bytes: u64) -> Result<Vec<u8>, String> {
-    let file = open(path, max_bytes)?;
     let mut bytes = Vec::new();
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(format!(
-            "it grew past {max_bytes} bytes while read (--max-file-bytes)"
-        ));
-    }
+    for_each_block(path, max_bytes, |block| bytes.extend_from_slice(block))?;
     Ok(bytes)
 }
 

@@ -375,10 +375,7 @@ impl MarginBook {
         }
         let held = s.positions as usize;
         // Decimals only for a slot fixed point cannot sum.
-        self.accounts[slot].decimal = (s.inexact > 0).then(|| {
-            let figures = valuer.figures(key, Decimal::ZERO);
-            (figures.0, figures.1)
-        });
+        self.accounts[slot].decimal = (s.inexact > 0).then(|| valuer.figures(key, Decimal::ZERO));
         let state = self.judge(slot);
         self.unfile(slot);
         let s = &self.sums[slot];
@@ -387,23 +384,19 @@ impl MarginBook {
         }
         let rate = self.rates[s.rate as usize].0;
         let (equity, notional) = self.figures_of(slot);
-        let half = sizes
-            .get(..held)
-            .and_then(|sizes| safe_box(equity, notional, rate, sizes));
-        let filed: Vec<(MarketId, Decimal)> = match half {
-            Some(half) => (sizes.iter().zip(half).take(held))
-                .map(|(&(m, _), h)| (m, h))
-                .collect(),
+        let sizes = sizes.get(..held);
+        match sizes.and_then(|sizes| Some((sizes, safe_box(equity, notional, rate, sizes)?))) {
+            Some((sizes, half)) => {
+                for (&(m, _), half) in sizes.iter().zip(half) {
+                    self.file_around(slot, m, valuer.marks[m as usize].price, half);
+                }
+            }
             // Judged at every move of any of its marks.
-            None => valuer
-                .held_in(key)
-                .map(|(m, ..)| (m, Decimal::ZERO))
-                .collect(),
-        };
-        for (m, half) in filed {
-            let mark = valuer.marks[m as usize].price;
-            let hi = mark.checked_add(half).unwrap_or(Decimal::MAX);
-            self.file(slot, m, (mark - half, hi));
+            None => {
+                for (m, ..) in valuer.held_in(key) {
+                    self.file_around(slot, m, valuer.marks[m as usize].price, Decimal::ZERO);
+                }
+            }
         }
         state
     }
@@ -433,8 +426,9 @@ impl MarginBook {
         self.frozen = Some(figures.collect());
     }
 
-    /// Files the slot's interval of market `m`'s mark.
-    fn file(&mut self, slot: usize, m: MarketId, (lo, hi): (Decimal, Decimal)) {
+    /// Files the open interval of market `m`'s mark `half` either side of `mark`.
+    fn file_around(&mut self, slot: usize, m: MarketId, mark: Decimal, half: Decimal) {
+        let (lo, hi) = (mark - half, mark.checked_add(half).unwrap_or(Decimal::MAX));
         let markets = self.triggers.len();
         let t = &mut self.triggers[m as usize];
         t.lower.insert((lo, slot as u32));
