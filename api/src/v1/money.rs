@@ -367,7 +367,9 @@ impl MoneyApi {
     /// Withdraw from a customer's account.
     ///
     /// The amount is held in `pending` at once and leaves `total` when the withdrawal
-    /// completes. Beyond `available` → 400 INSUFFICIENT_FUNDS.
+    /// completes. Beyond `available` → 400 INSUFFICIENT_FUNDS; so too beyond what leaves the
+    /// open positions settling in the currency their initial margin at the mark price, their
+    /// unrealised PnL counted (the message says how much could go).
     #[oai(
         path = "/customers/:code/withdrawals",
         method = "post",

@@ -113,13 +113,14 @@ fn check_no_negative_flat(
     exposed: &std::collections::BTreeSet<(perpsim_core::ids::CustomerCode, Asset)>,
 ) -> Result<(), String> {
     for (AccountId { owner, asset }, b) in accounts {
+        // Net of pending withdrawals, which complete whatever happens meanwhile.
         if let Owner::Customer(code) = owner
-            && b.total < Decimal::ZERO
+            && b.total - b.pending < Decimal::ZERO
             && !exposed.contains(&(*code, *asset))
         {
             return Err(format!(
-                "customer {code} holds {} {asset:?} with no position open in it",
-                b.total
+                "customer {code} holds {} {asset:?} ({} pending out) with no position open in it",
+                b.total, b.pending
             ));
         }
     }

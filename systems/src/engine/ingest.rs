@@ -1,6 +1,7 @@
 //! IngestSystems: the tick's commands applied one by one, in arrival order.
 
 use bevy_ecs::prelude::{Resource, World};
+use perpsim_core::Decimal;
 
 use crate::command::TransferKind;
 use crate::command::{Command, CommandResult, Results};
@@ -80,8 +81,11 @@ fn apply(world: &mut World, command: &Command) -> CommandResult {
             delay_ms,
         } => {
             let kind = match kind {
-                TransferKind::Deposit => MovementKind::Deposit,
-                TransferKind::Withdrawal => MovementKind::Withdrawal,
+                TransferKind::Deposit => (MovementKind::Deposit, Decimal::ZERO),
+                TransferKind::Withdrawal => (
+                    MovementKind::Withdrawal,
+                    crate::positions::committed_at_marks(world, *customer, *asset),
+                ),
             };
             accounts::request_transfer(world, *customer, kind, *asset, *amount, *delay_ms)
         }

@@ -9,6 +9,7 @@
 //! never takes part in margin or liquidation (it has no broker to answer to).
 
 use bevy_ecs::prelude::{Mut, Res, ResMut, Resource, World};
+use perpsim_core::Decimal;
 use perpsim_core::entry::{Amend, OrderEntry};
 use perpsim_core::instrument::{Asset, InstrumentStatus};
 use perpsim_core::order::{OrderType, Side};
@@ -65,7 +66,7 @@ pub(crate) fn spawn(world: &mut World, simulation: &Simulation, assets: &[Asset]
                     .request_transfer(
                         &mut books,
                         (MARKET_MAKER, NO_BROKER),
-                        MovementKind::Deposit,
+                        (MovementKind::Deposit, Decimal::ZERO),
                         asset,
                         simulation.maker_funding,
                     )

@@ -19,11 +19,13 @@ use crate::records::venue::CustomerView;
 use crate::registry::{Registry, customer_entity, instrument_entity};
 use crate::rng::EngineRng;
 
-/// Records a deposit or withdrawal as pending and schedules its completion `delay_ms` later.
+/// Records a deposit or withdrawal as pending and schedules its completion `delay_ms` later;
+/// `committed` is what the customer's open positions in `asset` commit at the marks
+/// (see [`Ledger::request_transfer`]).
 pub fn request_transfer(
     world: &mut World,
     customer: CustomerCode,
-    kind: MovementKind,
+    kind: (MovementKind, Decimal),
     asset: Asset,
     amount: Decimal,
     delay_ms: i64,

@@ -98,7 +98,8 @@ pub struct Ledger {
     /// Changed since the read view last took them (publish drains these).
     dirty_movements: DirtyKeys<MovementSeq>,
     dirty_accounts: DirtyKeys<AccountId>,
-    /// Customer accounts a completed booking left below zero, with the instrument it named,
+    /// Customer accounts a completed booking left below zero net of their pending
+    /// withdrawals, with the instrument it named,
     /// since the risk pass last took them: the candidates of an insurance cover (D10).
     /// Derived: drained every run, so empty between ticks.
     went_negative: Vec<(CustomerCode, Asset, Arc<str>)>,
@@ -160,6 +161,38 @@ impl Default for Ledger {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A withdrawal of `amount` from `balance` (D7): within `available`, and leaving the
+/// balance net of holds at least what the open positions commit at the marks.
+fn withdrawable(
+    balance: &Balance,
+    committed: Decimal,
+    amount: Decimal,
+    asset: Asset,
+) -> Result<(), Error> {
+    let available = balance.available();
+    if available < amount {
+        return Err(Error::new(
+            ErrorCode::InsufficientFunds,
+            format!(
+                "withdrawal of {amount} {} exceeds the available balance {available}",
+                asset.as_str()
+            ),
+        ));
+    }
+    let free = balance.total - balance.pending - committed;
+    if free < amount {
+        return Err(Error::new(
+            ErrorCode::InsufficientFunds,
+            format!(
+                "withdrawal of {amount} {} would leave the open positions short of initial margin at the mark price: with their unrealised PnL at most {} can be withdrawn",
+                asset.as_str(),
+                free.max(Decimal::ZERO)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl Ledger {
@@ -338,12 +371,16 @@ impl Ledger {
     }
 
     /// A deposit or withdrawal request, pending until [`Self::complete_transfer`] (§3.2).
-    /// A withdrawal is held in `pending` at once; beyond `available` it is refused.
+    /// A withdrawal is held in `pending` at once; it is refused beyond `available`, and
+    /// beyond what leaves `total − pending` at least `committed`, what the customer's open
+    /// positions in `asset` commit at the marks (their initial margin at the mark less their
+    /// unrealised PnL; zero for a deposit): `available` counts margin at entry prices and no
+    /// unrealised loss, so a losing account could otherwise withdraw itself into liquidation.
     pub fn request_transfer(
         &mut self,
         books: &mut Books<'_, impl AccountStore>,
         customer: (CustomerCode, BrokerCode),
-        kind: MovementKind,
+        (kind, committed): (MovementKind, Decimal),
         asset: Asset,
         amount: Decimal,
     ) -> Result<&Movement, Error> {
@@ -364,19 +401,8 @@ impl Ledger {
         let id = AccountId::customer(customer.0, asset);
         if kind == MovementKind::Withdrawal {
             // Checked before the row is touched: a refused request leaves no trace.
-            let available = books
-                .accounts
-                .balance(&id)
-                .map_or(Decimal::ZERO, Balance::available);
-            if available < amount {
-                return Err(Error::new(
-                    ErrorCode::InsufficientFunds,
-                    format!(
-                        "withdrawal of {amount} {} exceeds the available balance {available}",
-                        asset.as_str()
-                    ),
-                ));
-            }
+            let balance = books.accounts.balance(&id).copied().unwrap_or_default();
+            withdrawable(&balance, committed, amount, asset)?;
         }
         let now = books.now;
         let account = self.account_mut(books.accounts, id, now);
@@ -562,7 +588,8 @@ impl Ledger {
         self.state.flows.entry(asset).or_default().capital += amount;
     }
 
-    /// D10: the insurance account covers a negative balance a liquidation left: a completed
+    /// D10: the insurance account covers a negative balance a liquidation left (net of the
+    /// pending withdrawals, which the venue has already committed to pay): a completed
     /// `liquidation` movement crediting the customer `amount` (realised_pnl = amount, fee 0,
     /// no trade, no reference), debited from the insurance account, whose balance may go
     /// negative — a visible venue loss. Returns the row's seq.
@@ -697,7 +724,9 @@ impl Ledger {
             Counterparts::Owed => self.post(books.accounts, customer, now),
         };
         shift_locked(account, code, row.locked_delta);
-        let total = account.total;
+        // Pending withdrawals are already spoken for: the margin pass weighs `total −
+        // pending`, and so does the insurance cover.
+        let (total, net) = (account.total, account.total - account.pending);
         let seq = MovementSeq(self.state.movements.len() as u64);
         self.state.movements.push(Movement {
             seq,
@@ -715,7 +744,7 @@ impl Ledger {
             periodic,
         });
         self.dirty_movements.push(seq);
-        if total < Decimal::ZERO {
+        if net < Decimal::ZERO {
             let m = &self.state.movements[seq.index()];
             let symbol = m.trade.as_ref().map(|t| &t.symbol);
             let symbol = symbol.or(m.periodic.as_ref().map(|p| &p.symbol));

@@ -36,7 +36,7 @@ fn a_deposit_books_only_when_completed_and_keeps_its_code() {
                 now: t,
             },
             who(),
-            MovementKind::Deposit,
+            (MovementKind::Deposit, Decimal::ZERO),
             Asset::Usdc,
             d("100.5"),
         )
@@ -74,7 +74,7 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
                 now: t,
             },
             who(),
-            MovementKind::Deposit,
+            (MovementKind::Deposit, Decimal::ZERO),
             Asset::Usdt,
             d("10"),
         )
@@ -89,7 +89,7 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
                 now: t,
             },
             who(),
-            MovementKind::Withdrawal,
+            (MovementKind::Withdrawal, Decimal::ZERO),
             Asset::Usdt,
             d("7"),
         )
@@ -109,7 +109,7 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
                 now: t,
             },
             who(),
-            MovementKind::Withdrawal,
+            (MovementKind::Withdrawal, Decimal::ZERO),
             Asset::Usdt,
             d("3.0000000001"),
         )
@@ -125,7 +125,7 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
                 now: t,
             },
             who(),
-            MovementKind::Withdrawal,
+            (MovementKind::Withdrawal, Decimal::ZERO),
             Asset::Usdt,
             d("10"),
         )
@@ -162,7 +162,7 @@ fn the_switch_refuses_transfers_with_nothing_booked() {
                 now: t,
             },
             who(),
-            MovementKind::Deposit,
+            (MovementKind::Deposit, Decimal::ZERO),
             Asset::Usdc,
             d("1"),
         )

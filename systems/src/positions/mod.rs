@@ -25,10 +25,11 @@ use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
 use perpsim_core::decimal::{POW10_64, div_pow10_half_even, ledger_mantissa};
 use perpsim_core::ids::CustomerCode;
+use perpsim_core::instrument::Asset;
 use perpsim_core::money::margin_profile;
 
 use crate::records::position::{Position, PositionKey};
-use crate::records::venue::{Instrument, MarketId, MarketSlot};
+use crate::records::venue::{Instrument, InstrumentState, MarketId, MarketSlot};
 use crate::sets::{Revaluation, ValuationPass};
 
 /// Open positions by (customer, market) — see `positions::OpenPositions`. Its own resource,
@@ -231,6 +232,38 @@ pub fn value_positions(
     for (p, mut basis) in &mut positions {
         *basis = ValuationBasis::of(p, scales[p.market as usize].1);
     }
+}
+
+/// What a customer's open positions settling in `asset` commit of its balance at the marks:
+/// their initial margin at the mark less their unrealised PnL. A withdrawal must leave
+/// `total − pending` at least this (D7 as the ledger applies it), so it can never itself put
+/// an account into margin call; zero when no position is open in `asset`.
+pub fn committed_at_marks(world: &mut World, customer: CustomerCode, asset: Asset) -> Decimal {
+    let mut markets = world.query::<(&MarketSlot, &Instrument, &InstrumentState)>();
+    let marks: BTreeMap<MarketId, Decimal> = markets
+        .iter(world)
+        .filter(|(_, i, _)| i.0.settlement == asset)
+        .map(|(slot, _, state)| (slot.0, state.mark_price))
+        .collect();
+    let held: Vec<(MarketId, Entity)> = world
+        .resource::<PositionIndex>()
+        .0
+        .range((customer, 0)..=(customer, MarketId::MAX))
+        .filter(|((_, market), _)| marks.contains_key(market))
+        .map(|(&(_, market), &entity)| (market, entity))
+        .collect();
+    held.into_iter()
+        .map(|(market, entity)| {
+            let mark = marks[&market];
+            let p = world
+                .get::<Position>(entity)
+                .expect("indexed positions are live");
+            let rate = world
+                .get::<MarginRate>(entity)
+                .expect("positions carry a rate");
+            p.size.abs() * mark * rate.initial - p.unrealised_pnl(mark)
+        })
+        .sum()
 }
 
 /// Open positions by key, for the systems that open, move, re-lock and close them in one

@@ -246,6 +246,68 @@ fn insurance_covers_the_negative_balance_a_liquidation_leaves() {
     );
 }
 
+fn withdraw(e: &mut Engine, c: CustomerCode, usdc: &str, delay_ms: i64) -> crate::CommandResult {
+    let cmd = Command::RequestTransfer {
+        customer: c,
+        kind: TransferKind::Withdrawal,
+        asset: Asset::Usdc,
+        amount: d(usdc),
+        delay_ms,
+    };
+    run(e, vec![cmd]).remove(0)
+}
+
+/// D7, §3.2: a withdrawal is held to what leaves the open positions their initial margin
+/// at the mark price with their unrealised PnL, besides the available balance (which counts
+/// margin at entry and no unrealised loss): a losing account cannot withdraw itself into a
+/// margin call, and the refusal says how much could go.
+#[test]
+fn a_withdrawal_that_would_leave_positions_short_of_initial_margin_at_the_mark_is_refused() {
+    let (mut e, cs) = leveraged_long();
+    let long = cs[0];
+    // Available: 319.70 − 300 locked − 1.50 for the resting buy = 18.20.
+    set_price(&mut e, "42000");
+    // Leverage ratio (319.70 − 180) / 420 = 0.3326: normal, and 15 more out would call it.
+    let refused = withdraw(&mut e, long, "15", 0).unwrap_err();
+    assert_eq!(refused.code, perpsim_core::ErrorCode::InsufficientFunds);
+    assert!(
+        refused.message.contains("initial margin at the mark price")
+            && refused.message.contains("at most 0 can be withdrawn"),
+        "{refused}"
+    );
+    assert_eq!(total(&e, long), d("319.70"), "a refusal leaves no trace");
+    // At 70 000 the position holds 350 at the mark less 100 of profit: 69.70 would be free,
+    // the available balance still bounds it.
+    set_price(&mut e, "70000");
+    let over = withdraw(&mut e, long, "18.21", 0).unwrap_err();
+    assert!(over.message.contains("available balance 18.20"), "{over}");
+    assert!(withdraw(&mut e, long, "18.20", 0).is_ok());
+    advance(&mut e, 1);
+    assert_eq!(total(&e, long), d("301.50"));
+    assert!(states(&mut e, long).is_empty(), "never called");
+}
+
+/// D10: a withdrawal accepted before a crash still completes, and the insurance cover of
+/// the liquidation nets it: the account ends at zero, never below.
+#[test]
+fn a_pending_withdrawal_across_a_liquidation_is_covered_and_never_leaves_a_negative_balance() {
+    let (mut e, cs) = leveraged_long();
+    let long = cs[0];
+    assert!(withdraw(&mut e, long, "18", 5_000).is_ok());
+    set_price(&mut e, "25000");
+    assert_eq!(size(&e, long), Decimal::ZERO);
+    // Closed at the mark: 319.70 − 350 = −30.30, and 18 promised out: 48.30 covered.
+    let v = e.view();
+    let balance = v.balances[&long][&Asset::Usdc];
+    assert_eq!((balance.total, balance.pending), (d("18.00"), d("18")));
+    advance(&mut e, 10_000);
+    assert_eq!(total(&e, long), Decimal::ZERO, "the withdrawal completed");
+    let w = e.world_mut();
+    let accounts = crate::money::store::all_accounts(w);
+    let insurance = accounts[&AccountId::venue(VenueAccount::Insurance, Asset::Usdc)].total;
+    assert_eq!(insurance, d("9999951.70"));
+}
+
 /// §4.2: a leverage change that would put an open position into margin call is refused.
 #[test]
 fn a_leverage_change_into_margin_call_is_refused() {

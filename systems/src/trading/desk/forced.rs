@@ -101,7 +101,9 @@ impl Desk<'_, '_> {
 
     /// D10: a negative balance of a customer with no open position left in `asset` is
     /// covered by the insurance account (a `liquidation` row naming `symbol`). Returns
-    /// whether it was.
+    /// whether it was. The balance is taken net of pending withdrawals, as the margin pass
+    /// weighs it: a withdrawal accepted before the loss still completes, and never leaves
+    /// the account below zero.
     pub fn cover_negative(
         &mut self,
         customer: CustomerCode,
@@ -111,7 +113,7 @@ impl Desk<'_, '_> {
         let total = self
             .accounts
             .balance(&AccountId::customer(customer, asset))
-            .map_or(Decimal::ZERO, |b| b.total);
+            .map_or(Decimal::ZERO, |b| b.total - b.pending);
         let exposed =
             self.positions.keys_of(customer).iter().any(|&(_, market)| {
                 self.exchange.markets[market as usize].spec.settlement == asset
