@@ -26,8 +26,8 @@ use perpsim_core::time::{DAY_MS, Timestamp};
 use perpsim_systems::clock::{DueEvents, SimClock};
 use perpsim_systems::money::ledger::Ledger;
 use perpsim_systems::money::store::AccountIndex;
-use perpsim_systems::positions::PositionIndex;
 use perpsim_systems::positions::{MarginRate, ValuationBasis, value_positions};
+use perpsim_systems::positions::{MovedPositions, PositionIndex};
 use perpsim_systems::records::clock::ScheduledEvent;
 use perpsim_systems::records::position::Position;
 use perpsim_systems::records::venue::{Instrument, InstrumentState};
@@ -52,6 +52,7 @@ fn world_with(n: usize) -> (World, Schedule) {
     world.insert_resource(Registry::default());
     world.insert_resource(AccountIndex::default());
     world.insert_resource(PositionIndex::default());
+    world.insert_resource(MovedPositions::default());
     world.insert_resource(DueEvents::default());
     world.insert_resource(SimClock {
         mode: ClockMode::Manual,

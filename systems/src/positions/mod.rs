@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use bevy_ecs::prelude::{
-    Changed, Commands, Component, Entity, IntoScheduleConfigs, Local, Query, ResMut, Resource,
+    Changed, Commands, Component, Entity, IntoScheduleConfigs, Local, Query, Res, ResMut, Resource,
     Schedule, World,
 };
 use bevy_ecs::system::SystemParam;
@@ -41,11 +41,28 @@ pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
 mod tests;
 
 /// The bases of changed positions are rebuilt in `MarkToMarketSystems` (`ValuationPass`), and
-/// once more in `MarginSystems` (`Revaluation`) for the positions a liquidation moved.
+/// once more in `MarginSystems` (`Revaluation`) when a liquidation moved positions after it.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<PositionIndex>();
+    world.init_resource::<MovedPositions>();
     schedule.add_systems(value_positions.in_set(ValuationPass));
-    schedule.add_systems(value_positions.in_set(Revaluation));
+    schedule.add_systems(
+        revalue_positions
+            .run_if(|moved: Res<MovedPositions>| moved.written)
+            .in_set(Revaluation),
+    );
+}
+
+/// The positions the run's valuation pass found changed, and those a liquidation moved after
+/// it: what the margin pass touches and the depreciation triggers refile, read here rather
+/// than each scanning every position for a change (at a million positions the scans were
+/// most of a risk tick). Entities of live positions when listed; a later close may despawn
+/// one, which readers skip. Derived, replaced by each run's first valuation pass.
+#[derive(Resource, Debug, Default)]
+pub struct MovedPositions {
+    pub list: Vec<Entity>,
+    /// Whether [`OpenPositions`] wrote a position since the valuation pass last ran.
+    written: bool,
 }
 
 /// The margin fractions of the customer's profile (D8) a position is held under.
@@ -215,11 +232,38 @@ pub fn valuation_at(p: &Position, basis: &ValuationBasis, mark: Mark) -> Valuati
         .unwrap_or_else(|| Valuation::of(p, mark.price))
 }
 
-/// MarkToMarketSystems (and Revaluation): the basis of every position that changed since the
-/// pass last ran (a fill, an open, a settlement, a liquidation). A mark move rebuilds nothing.
+/// What changed since a valuation pass last ran.
+type ChangedPositions<'w, 's> =
+    Query<'w, 's, (Entity, &'static Position, &'static mut ValuationBasis), Changed<Position>>;
+
+/// MarkToMarketSystems: the basis of every position that changed since the pass last ran (a
+/// fill, an open, a settlement, a liquidation after the last pass), listed as the run's
+/// [`MovedPositions`]. A mark move rebuilds nothing.
 pub fn value_positions(
     instruments: Query<(&MarketSlot, &Instrument)>,
-    mut positions: Query<(&Position, &mut ValuationBasis), Changed<Position>>,
+    positions: ChangedPositions,
+    mut moved: ResMut<MovedPositions>,
+) {
+    moved.list.clear();
+    moved.written = false;
+    rebuild_bases(&instruments, positions, &mut moved.list);
+}
+
+/// Revaluation, when a liquidation wrote positions after the run's valuation pass: their
+/// bases, and their entities added to [`MovedPositions`].
+pub fn revalue_positions(
+    instruments: Query<(&MarketSlot, &Instrument)>,
+    positions: ChangedPositions,
+    mut moved: ResMut<MovedPositions>,
+) {
+    moved.written = false;
+    rebuild_bases(&instruments, positions, &mut moved.list);
+}
+
+fn rebuild_bases(
+    instruments: &Query<(&MarketSlot, &Instrument)>,
+    mut positions: ChangedPositions,
+    moved: &mut Vec<Entity>,
 ) {
     if positions.is_empty() {
         return;
@@ -229,8 +273,9 @@ pub fn value_positions(
         .map(|(slot, instrument)| (slot.0, instrument.0.tick_size.scale()))
         .collect();
     scales.sort_unstable_by_key(|(id, _)| *id);
-    for (p, mut basis) in &mut positions {
+    for (entity, p, mut basis) in &mut positions {
         *basis = ValuationBasis::of(p, scales[p.market as usize].1);
+        moved.push(entity);
     }
 }
 
@@ -273,6 +318,7 @@ pub fn committed_at_marks(world: &mut World, customer: CustomerCode, asset: Asse
 #[derive(SystemParam)]
 pub struct OpenPositions<'w, 's> {
     index: ResMut<'w, PositionIndex>,
+    moved: ResMut<'w, MovedPositions>,
     live: Query<'w, 's, (&'static mut Position, &'static mut MarginRate)>,
     commands: Commands<'w, 's>,
     staged: Local<'s, BTreeMap<Entity, (Position, MarginRate)>>,
@@ -289,6 +335,7 @@ impl OpenPositions<'_, '_> {
 
     pub fn get_mut(&mut self, key: PositionKey) -> Option<(&mut Position, &mut MarginRate)> {
         let entity = *self.index.0.get(&key)?;
+        self.moved.written = true;
         if self.staged.contains_key(&entity) {
             let (p, rate) = self.staged.get_mut(&entity).expect("checked above");
             return Some((p, rate));
@@ -302,6 +349,7 @@ impl OpenPositions<'_, '_> {
 
     /// Opens the position of `key` (none is open there).
     pub fn open(&mut self, key: PositionKey, position: Position, rate: MarginRate) {
+        self.moved.written = true;
         let entity = self.commands.spawn_empty().id();
         let previous = self.index.0.insert(key, entity);
         assert!(
@@ -313,6 +361,7 @@ impl OpenPositions<'_, '_> {
 
     /// Closes the position of `key` and returns it.
     pub fn close(&mut self, key: PositionKey) -> Position {
+        self.moved.written = true;
         let entity = self.index.0.remove(&key).expect("closing an open position");
         self.commands.entity(entity).despawn();
         match self.staged.remove(&entity) {

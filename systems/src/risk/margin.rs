@@ -37,7 +37,9 @@ use super::liquidation::Liquidating;
 use super::{MarginStates, RiskLog};
 use crate::clock::SimClock;
 use crate::money::store::AccountIndex;
-use crate::positions::{MarginRate, Mark, PositionIndex, Valuation, ValuationBasis, valuation_at};
+use crate::positions::{
+    MarginRate, Mark, MovedPositions, PositionIndex, Valuation, ValuationBasis, valuation_at,
+};
 use crate::records::ids::RiskSeq;
 use crate::records::market::MARKET_MAKER;
 use crate::records::money::{AccountId, Balance};
@@ -562,8 +564,8 @@ pub fn assess_margin(
     balances: Query<&Balance>,
     funded: Query<(&Collateral, &Balance), Changed<Balance>>,
     fresh: Query<(Entity, &Position, &MarginRate), Without<Holder>>,
-    rerated: Query<(&Holder, &MarginRate), Changed<MarginRate>>,
-    moved: Query<&Holder, Changed<Position>>,
+    holders: Query<(&Holder, &MarginRate)>,
+    moved: Res<MovedPositions>,
     positions: Query<(&'static Position, &'static ValuationBasis)>,
     mut book: ResMut<MarginBook>,
     outcome: (ResMut<MarginStates>, ResMut<RiskLog>, ResMut<Liquidating>),
@@ -588,8 +590,12 @@ pub fn assess_margin(
     }
     book.crossed(&marks);
     book.marks = marks;
-    for &Holder(slot) in &moved {
-        book.touch(slot);
+    // A rate changes only with its position written (a re-lock), so the moved carry it.
+    for &entity in &moved.list {
+        if let Ok((&Holder(slot), rate)) = holders.get(entity) {
+            book.set_rate(slot, *rate);
+            book.touch(slot);
+        }
     }
     let open = |book: &mut MarginBook, commands: &mut Commands, key, broker| {
         let (slot, opened) = book.open(key, broker, &states, &index);
@@ -616,10 +622,6 @@ pub fn assess_margin(
         let slot = open(book, &mut commands, (p.customer, asset), p.broker);
         commands.entity(entity).insert(Holder(slot));
         book.set_rate(slot, *rate);
-    }
-    for (&Holder(slot), rate) in &rerated {
-        book.set_rate(slot, *rate);
-        book.touch(slot);
     }
     for (&Collateral(slot), b) in &funded {
         book.fund(slot, b);

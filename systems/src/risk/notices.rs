@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{Changed, ParamSet, Query, Res, ResMut, Resource};
+use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;
 use perpsim_core::fixed;
 use perpsim_core::ids::{CustomerCode, NotificationCode};
@@ -23,7 +23,7 @@ use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{DueEvents, Scheduler, SimClock};
-use crate::positions::PositionIndex;
+use crate::positions::{MovedPositions, PositionIndex};
 use crate::records::clock::ScheduledEvent;
 use crate::records::ids::NoticeSeq;
 use crate::records::market::SimulationSettings;
@@ -94,16 +94,6 @@ impl NoticeTriggers {
     }
 }
 
-/// The positions that changed since the last run, and every position to decide and mark.
-type Positions<'w, 's> = ParamSet<
-    'w,
-    's,
-    (
-        Query<'static, 'static, &'static Position, Changed<Position>>,
-        Query<'static, 'static, &'static mut Position>,
-    ),
->;
-
 /// A market's mark as the check reads it: the decimal with its fixed-point form (None where it
 /// has none), and when it was set.
 type CheckMark = (MarketId, (Decimal, Option<i128>), Timestamp);
@@ -136,16 +126,23 @@ pub fn check_depreciation(
     clock: Res<SimClock>,
     settings: Res<SimulationSettings>,
     instruments: Query<(&MarketSlot, &InstrumentState)>,
-    (index, mut triggers): (Res<PositionIndex>, ResMut<NoticeTriggers>),
-    mut positions: Positions,
+    (index, moved, mut triggers): (
+        Res<PositionIndex>,
+        Res<MovedPositions>,
+        ResMut<NoticeTriggers>,
+    ),
+    mut positions: Query<&mut Position>,
     (mut notifications, mut scheduler, mut rng): (
         ResMut<Notifications>,
         ResMut<Scheduler>,
         ResMut<EngineRng>,
     ),
 ) {
-    for p in &positions.p0() {
-        triggers.refile(p);
+    // The run's moved positions; one a liquidation closed since is unfiled when reached.
+    for &entity in &moved.list {
+        if let Ok(p) = positions.get(entity) {
+            triggers.refile(p);
+        }
     }
     if !due.has(ScheduledEvent::DepreciationCheck) {
         return;
@@ -169,7 +166,6 @@ pub fn check_depreciation(
         .iter()
         .flat_map(|&(m, (mark, _), _)| triggers.reached(m, mark))
         .collect();
-    let mut positions = positions.p1();
     #[cfg(debug_assertions)]
     check_against_scan(&positions, &marks, &reached);
     let mut due_notices = Vec::new();
