@@ -222,12 +222,7 @@ impl InstrumentSimulation {
     /// The ladder of one side of `index`, best first: the first grid point at least the half
     /// spread away from the index, then a grid step further each level, never below `grid`.
     pub fn ladder(&self, index: Decimal, bid: bool, grid: Decimal) -> Vec<Decimal> {
-        let half = index * self.half_spread_bps / Decimal::from(10_000);
-        let (edge, strategy) = match bid {
-            true => (index - half, RoundingStrategy::ToNegativeInfinity),
-            false => (index + half, RoundingStrategy::ToPositiveInfinity),
-        };
-        let best = (edge / grid).round_dp_with_strategy(0, strategy) * grid;
+        let best = self.edge(index, bid, grid);
         (0..self.levels)
             .map(|k| {
                 let away = grid * Decimal::from(k);
@@ -238,6 +233,23 @@ impl InstrumentSimulation {
             })
             .take_while(|p| *p >= grid)
             .collect()
+    }
+
+    /// The first level of one side of `index`'s ladder, if it has one: `ladder(..)[0]`
+    /// without the rest.
+    pub fn best(&self, index: Decimal, bid: bool, grid: Decimal) -> Option<Decimal> {
+        let best = self.edge(index, bid, grid);
+        (self.levels > 0 && best >= grid).then_some(best)
+    }
+
+    /// The grid point at least the half spread away from `index` on one side.
+    fn edge(&self, index: Decimal, bid: bool, grid: Decimal) -> Decimal {
+        let half = index * self.half_spread_bps / Decimal::from(10_000);
+        let (edge, strategy) = match bid {
+            true => (index - half, RoundingStrategy::ToNegativeInfinity),
+            false => (index + half, RoundingStrategy::ToPositiveInfinity),
+        };
+        (edge / grid).round_dp_with_strategy(0, strategy) * grid
     }
 }
 

@@ -89,10 +89,8 @@ pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<Simula
     for market in 0..markets {
         let sim = &settings.0.instruments[market as usize];
         let (spec, now) = desk.market(market);
-        let new_best_bid = sim
-            .ladder(now.index_price, true, sim.grid(spec))
-            .first()
-            .copied();
+        let grid = sim.grid(spec);
+        let new_best_bid = sim.best(now.index_price, true, grid);
         let best_bid = state.quotes[market as usize][0]
             .iter()
             .filter_map(|&id| desk.order(id).limit_price)
@@ -104,11 +102,11 @@ pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<Simula
         };
         for (i, side) in sides {
             let mut ids = std::mem::take(&mut state.quotes[market as usize][i]);
+            let quoting = Quoting { market, sim, grid };
             requote(
                 &mut desk,
                 &mut state.next_reference,
-                market,
-                sim,
+                quoting,
                 side,
                 &mut ids,
             );
@@ -118,41 +116,31 @@ pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<Simula
     desk.flush();
 }
 
-/// One side of one market: keep the orders on surviving levels (topped up to the quote
-/// size), move the others onto the missing levels, cancel what is left over and place what
-/// is still missing. A request the desk refuses (a status that forbids it) leaves that level
-/// unquoted until the next run.
-fn requote(
+/// The open quotes of one side already on a level of `wanted` (each topped up to the quote
+/// size), the others to move, and which levels are held. The ladder is strictly monotone
+/// (bids falling, asks rising), so a quote's level is found by bisection, not by a scan per
+/// quote; a second quote on a held level is moved like any other.
+fn keep_held_levels(
     desk: &mut Desk,
-    next_reference: &mut u64,
-    market: MarketId,
     sim: &InstrumentSimulation,
     side: Side,
-    ids: &mut Vec<OrderId>,
-) {
-    let (spec, state) = desk.market(market);
-    if state.status == InstrumentStatus::TradeHalt {
-        return; // nothing may be placed or amended: the quotes stand as they are
-    }
-    let (grid, index) = (sim.grid(spec), state.index_price);
-    let position = desk.position_size(MARKET_MAKER, market);
-    let grows = match side {
-        Side::Buy => position >= sim.max_inventory,
-        Side::Sell => -position >= sim.max_inventory,
+    ids: &[OrderId],
+    wanted: &[Decimal],
+) -> (Vec<OrderId>, Vec<OrderId>, Vec<bool>) {
+    let mut held = vec![false; wanted.len()];
+    let level = |price: &Decimal| match side {
+        Side::Buy => wanted.binary_search_by(|p| price.cmp(p)),
+        Side::Sell => wanted.binary_search_by(|p| p.cmp(price)),
     };
-    let mut wanted = match grows {
-        true => Vec::new(),
-        false => sim.ladder(index, side == Side::Buy, grid),
-    };
-    ids.retain(|&id| desk.order(id).is_open());
-    let mut free = Vec::new();
-    let mut kept = Vec::with_capacity(ids.len());
-    for &id in ids.iter() {
+    let (mut kept, mut free) = (Vec::with_capacity(ids.len()), Vec::new());
+    for &id in ids {
         let o = desk.order(id);
-        let price = o.limit_price.expect("quotes are limit orders");
-        match wanted.iter().position(|p| *p == price) {
-            Some(at) => {
-                wanted.remove(at);
+        if !o.is_open() {
+            continue;
+        }
+        match level(&o.limit_price.expect("quotes are limit orders")) {
+            Ok(at) if !held[at] => {
+                held[at] = true;
                 kept.push(id);
                 if o.remaining() != sim.size {
                     let amend = Amend {
@@ -165,10 +153,51 @@ fn requote(
                     let _ = desk.amend(MARKET_MAKER, &reference, &amend);
                 }
             }
-            None => free.push(id),
+            _ => free.push(id),
         }
     }
-    let mut wanted = wanted.into_iter();
+    (kept, free, held)
+}
+
+/// What a market's re-quote is given: the market, its simulation and its price grid.
+#[derive(Clone, Copy)]
+struct Quoting<'a> {
+    market: MarketId,
+    sim: &'a InstrumentSimulation,
+    grid: Decimal,
+}
+
+/// One side of one market: keep the orders on surviving levels (topped up to the quote
+/// size), move the others onto the missing levels, cancel what is left over and place what
+/// is still missing. A request the desk refuses (a status that forbids it) leaves that level
+/// unquoted until the next run.
+fn requote(
+    desk: &mut Desk,
+    next_reference: &mut u64,
+    Quoting { market, sim, grid }: Quoting<'_>,
+    side: Side,
+    ids: &mut Vec<OrderId>,
+) {
+    let (_, state) = desk.market(market);
+    if state.status == InstrumentStatus::TradeHalt {
+        return; // nothing may be placed or amended: the quotes stand as they are
+    }
+    let index = state.index_price;
+    let position = desk.position_size(MARKET_MAKER, market);
+    let grows = match side {
+        Side::Buy => position >= sim.max_inventory,
+        Side::Sell => -position >= sim.max_inventory,
+    };
+    let wanted = match grows {
+        true => Vec::new(),
+        false => sim.ladder(index, side == Side::Buy, grid),
+    };
+    let (mut kept, free, held) = keep_held_levels(desk, sim, side, ids, &wanted);
+    let mut wanted = wanted
+        .into_iter()
+        .zip(held)
+        .filter(|(_, h)| !h)
+        .map(|(p, _)| p);
     for id in free {
         let o = desk.order(id);
         let reference = o.reference_id.to_string();
