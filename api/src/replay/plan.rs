@@ -251,9 +251,11 @@ pub fn plan(file: &Path, scenario: Scenario, limits: &Limits) -> Result<Plan, Sc
             ),
         ));
     }
-    let (mut steps, mut inputs) = (Vec::new(), Vec::new());
-    for (i, event) in scenario.events.iter().enumerate() {
-        super::events::plan_event(&ctx, i, event, &mut steps, &mut inputs)?;
+    let (mut steps, mut inputs) = (Vec::with_capacity(scenario.events.len()), Vec::new());
+    // Each event is freed once planned: the events as read (a kilobyte each, with their
+    // bodies' JSON) and the steps they become are never all held at once.
+    for (i, event) in scenario.events.into_iter().enumerate() {
+        super::events::plan_event(&ctx, i, &event, &mut steps, &mut inputs)?;
     }
     // Stable: one instant's steps keep the order written.
     steps.sort_by_key(|s| s.at);
