@@ -34,7 +34,7 @@ pub mod trading;
 mod testkit;
 
 pub use command::{Command, CommandResult, EngineEvent, Genesis, Outcome};
-pub use engine::observe::{AccountFigures, MarketPrices};
+pub use engine::observe::{AccountFigures, Closing, ClosingMarket, MarketPrices};
 pub use engine::snapshot::{EngineState, StateHash};
 pub use engine::{Engine, TickOutput};
 pub use publish::view::ReadView;

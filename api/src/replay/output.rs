@@ -212,7 +212,7 @@ pub fn scenario_run(
     let stage = staging.path.clone();
     let journal = Journal::open(&stage.join(FILES[0])).map_err(|e| e.to_string())?;
     let started = std::time::Instant::now();
-    let (mut engine, observed, journal_time) = run::run(plan, &journal, progress)?;
+    let (engine, observed, journal_time) = run::run(plan, &journal, progress)?;
     drop(journal);
     let ran = started.elapsed();
     let info = RunInfo {
@@ -229,7 +229,7 @@ pub fn scenario_run(
         inputs: each,
     });
     let reporting = std::time::Instant::now();
-    let hash = write_reports(&stage, &mut engine, &observed, &info, scenario)?;
+    let hash = write_reports(&stage, &engine, &observed, &info, scenario)?;
     staging.finish(out)?;
     Ok(Finished {
         state_hash: hash,
@@ -249,7 +249,7 @@ pub struct Scenario {
 /// The report files and the manifest of a finished run in `dir`; the state hash.
 pub fn write_reports(
     dir: &Path,
-    engine: &mut Engine,
+    engine: &Engine,
     observed: &Observed,
     info: &RunInfo,
     scenario: Option<Scenario>,
@@ -345,7 +345,7 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
     }
     r.sample();
     r.flush()?;
-    let (mut engine, observed, _) = r.into_parts();
+    let (engine, observed, _) = r.into_parts();
     drop((copy, source));
     // The file's name, not its path: the same journal elsewhere reports the same.
     let name = path
@@ -358,7 +358,7 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
         end: engine.clock().now,
         sample_every_ms: every,
     };
-    let hash = write_reports(&stage, &mut engine, &observed, &info, None)?;
+    let hash = write_reports(&stage, &engine, &observed, &info, None)?;
     staging.finish(out)?;
     Ok(hash)
 }

@@ -1,19 +1,29 @@
 //! What a scenario's report samples while the engine runs with publishing off: each market's
 //! prices and a customer's figures in one settlement currency, read from the live state
 //! without building the read view (a replay keeps the view off: it costs a map write per
-//! change, and a report samples a few hundred instants).
+//! change, and a report samples a few hundred instants); and, at the end, the [`Closing`]
+//! state its files are written from, borrowed from the live state and its logs rather than
+//! copied into the view (which for a million orders held every row twice).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use perpsim_core::Decimal;
 use perpsim_core::ids::CustomerCode;
-use perpsim_core::instrument::Asset;
+use perpsim_core::instrument::{Asset, InstrumentSpec};
 
 use super::Engine;
+use crate::money::ledger::Ledger;
 use crate::money::store::AccountIndex;
+use crate::money::store::all_accounts;
 use crate::positions::{PositionIndex, ValuationBasis};
-use crate::records::money::{AccountId, Balance};
+use crate::records::money::{AccountId, Balance, Movement};
 use crate::records::position::Position;
+use crate::records::risk::Notification;
+use crate::records::trade::{PublicFill, TradeRecord};
 use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
 use crate::risk::margin::MarginBook;
+use crate::risk::notices::Notifications;
 use crate::trading::exchange::Exchange;
 
 /// A market's prices at the instant observed.
@@ -92,6 +102,70 @@ impl Engine {
             total: balance.total,
             equity,
             notional,
+        }
+    }
+}
+
+/// The state a run ends in, as its report reads it: the logs in the order they were written
+/// (ledger rows by sequence number, trades and public fills, notices) and the accounts,
+/// positions and markets as they stand.
+pub struct Closing<'a> {
+    pub movements: &'a [Movement],
+    pub trades: &'a [TradeRecord],
+    pub fills: &'a [PublicFill],
+    pub notices: &'a [Arc<Notification>],
+    /// By market id.
+    pub markets: Vec<ClosingMarket<'a>>,
+    /// Every account, customers' and the venue's.
+    pub balances: BTreeMap<AccountId, Balance>,
+    /// Open positions by (customer, market).
+    pub positions: BTreeMap<(CustomerCode, MarketId), &'a Position>,
+}
+
+/// A market as the run leaves it.
+pub struct ClosingMarket<'a> {
+    pub spec: &'a InstrumentSpec,
+    pub index_price: Decimal,
+    pub mark_price: Decimal,
+    pub open_interest: Decimal,
+}
+
+impl Engine {
+    /// The state the run ends in, for its report.
+    pub fn closing(&self) -> Closing<'_> {
+        let world = &self.world;
+        let exchange = world.resource::<Exchange>();
+        let prices = self.prices();
+        let markets = exchange
+            .markets
+            .iter()
+            .zip(&prices)
+            .map(|(m, p)| ClosingMarket {
+                spec: &m.spec,
+                index_price: p.index,
+                mark_price: p.mark,
+                open_interest: m.open_interest,
+            })
+            .collect();
+        let positions = world
+            .resource::<PositionIndex>()
+            .0
+            .iter()
+            .map(|(&key, &e)| {
+                let p = world
+                    .get::<Position>(e)
+                    .expect("indexed positions are live");
+                (key, p)
+            })
+            .collect();
+        Closing {
+            movements: world.resource::<Ledger>().movements(),
+            trades: &exchange.trades,
+            fills: &exchange.fills,
+            notices: &world.resource::<Notifications>().0,
+            markets,
+            balances: all_accounts(world),
+            positions,
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use perpsim_core::Decimal;
-use perpsim_systems::ReadView;
+use perpsim_systems::Closing;
 use perpsim_systems::records::trade::TradeKind;
 use rust_decimal::prelude::ToPrimitive;
 
@@ -29,7 +29,7 @@ pub fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-pub fn page(report: &Report, view: &ReadView, observed: &Observed) -> String {
+pub fn page(report: &Report, view: &Closing, observed: &Observed) -> String {
     let mut h = String::new();
     let s = &report.scenario;
     let _ = write!(
@@ -112,7 +112,7 @@ fn venue(h: &mut String, r: &Report) {
     );
 }
 
-fn instruments(h: &mut String, r: &Report, view: &ReadView, observed: &Observed) {
+fn instruments(h: &mut String, r: &Report, view: &Closing, observed: &Observed) {
     h.push_str("<h2>Instruments</h2>");
     table(
         h,
@@ -161,7 +161,6 @@ fn instruments(h: &mut String, r: &Report, view: &ReadView, observed: &Observed)
                 .collect()
         };
         let forced = view
-            .trading
             .trades
             .iter()
             .filter(|t| t.market as usize == m && t.kind != TradeKind::Trade)
@@ -169,7 +168,6 @@ fn instruments(h: &mut String, r: &Report, view: &ReadView, observed: &Observed)
             .collect();
         let notices = view
             .notices
-            .all
             .iter()
             .filter(|n| n.market as usize == m)
             .map(|n| (n.created_at.millis(), f(n.mark_price)))

@@ -1,7 +1,8 @@
 //! The report of a run (D11): `report.json`, `ledger.csv`, `trades.csv` and `report.html`,
-//! built from the final state (the read view, built once at the end) and what the run
-//! observed. Every money figure is a sum of `ledger.csv` rows; `build` asserts they add up to
-//! each balance before anything is written.
+//! built from the state the run ends in ([`Closing`]: the engine's logs and live state,
+//! borrowed, never copied into the read view) and what the run observed. Every money figure
+//! is a sum of `ledger.csv` rows; `build` asserts they add up to each balance before anything
+//! is written.
 
 pub mod charts;
 pub mod html;
@@ -16,10 +17,11 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::risk::MarginState;
 use perpsim_core::time::Timestamp;
 use perpsim_systems::records::market::MARKET_MAKER;
-use perpsim_systems::records::money::{MovementKind, MovementStatus, VenueAccount};
+use perpsim_systems::records::money::{AccountId, MovementKind, MovementStatus, VenueAccount};
+use perpsim_systems::records::position::Position;
 use perpsim_systems::records::trade::TradeKind;
-use perpsim_systems::records::venue::{InstrumentView, MarketId};
-use perpsim_systems::{Engine, ReadView};
+use perpsim_systems::records::venue::MarketId;
+use perpsim_systems::{Closing, ClosingMarket, Engine};
 use serde::{Deserialize, Serialize};
 
 use self::money::{Flows, max_drawdown, net_transfers_at};
@@ -148,14 +150,9 @@ pub fn text(d: Decimal) -> String {
     d.normalize().to_string()
 }
 
-/// The report, and the view it was built from (for the CSV files and the charts).
-pub fn build(
-    engine: &mut Engine,
-    observed: &Observed,
-    info: &RunInfo,
-) -> (Report, std::sync::Arc<ReadView>) {
-    engine.set_publishing(true);
-    let view = engine.view();
+/// The report, and the closing state it was built from (for the CSV files and the charts).
+pub fn build<'e>(engine: &'e Engine, observed: &Observed, info: &RunInfo) -> (Report, Closing<'e>) {
+    let view = engine.closing();
     let counters = engine.counters();
     let genesis = engine.genesis_config();
     let tallies = Tallies::of(&view, observed);
@@ -177,7 +174,7 @@ pub fn build(
             .enumerate()
             .map(|(i, (name, code))| customer(&view, observed, &tallies, (i, name, *code)))
             .collect(),
-        market_maker: currencies(&view, observed, None, MARKET_MAKER),
+        market_maker: currencies(&view, observed, &tallies, None, MARKET_MAKER),
         instruments: instruments(&view, observed),
         venue: venue(&view, &observed.assets),
         refusals: observed
@@ -195,18 +192,54 @@ pub fn build(
     (report, view)
 }
 
-/// Per customer: margin calls, liquidations, notices, refusals — counted in one pass each.
+/// A customer's money per currency: its rows' flows, and its completed transfers as (time,
+/// signed amount) in time order.
+type Money = BTreeMap<Asset, (Flows, Vec<(Timestamp, Decimal)>)>;
+
+/// Per customer: margin calls, liquidations, notices, refusals, trades by kind and money —
+/// counted in one pass over each log.
 #[derive(Default)]
 struct Tallies {
     calls: BTreeMap<CustomerCode, usize>,
     liquidations: BTreeMap<CustomerCode, usize>,
     notices: BTreeMap<CustomerCode, usize>,
     refused: BTreeMap<String, usize>,
+    /// Trades, liquidation fills, auto-deleveraging fills.
+    trades: BTreeMap<CustomerCode, [usize; 3]>,
+    money: BTreeMap<CustomerCode, Money>,
 }
 
 impl Tallies {
-    fn of(view: &ReadView, observed: &Observed) -> Self {
+    fn of(view: &Closing, observed: &Observed) -> Self {
         let mut t = Tallies::default();
+        for tr in view.trades {
+            let n = t.trades.entry(tr.customer).or_default();
+            n[0] += 1;
+            match tr.kind {
+                TradeKind::Liquidation => n[1] += 1,
+                TradeKind::AutoDeleveraging => n[2] += 1,
+                TradeKind::Trade => {}
+            }
+        }
+        for m in view.movements {
+            let (f, transfers) = t
+                .money
+                .entry(m.customer)
+                .or_default()
+                .entry(m.asset)
+                .or_default();
+            f.add(m);
+            if m.status == MovementStatus::Completed
+                && matches!(m.kind, MovementKind::Deposit | MovementKind::Withdrawal)
+            {
+                transfers.push((m.updated_at, m.amount));
+            }
+        }
+        for money in t.money.values_mut() {
+            money
+                .values_mut()
+                .for_each(|(_, x)| x.sort_by_key(|(t, _)| *t));
+        }
         for r in &observed.margin {
             match r.state {
                 MarginState::MarginCall => *t.calls.entry(r.customer).or_default() += 1,
@@ -214,7 +247,7 @@ impl Tallies {
                 MarginState::Normal => {}
             }
         }
-        for n in &view.notices.all {
+        for n in view.notices {
             *t.notices.entry(n.customer).or_default() += 1;
         }
         for r in &observed.refusals {
@@ -227,30 +260,21 @@ impl Tallies {
 }
 
 fn customer(
-    view: &ReadView,
+    view: &Closing,
     observed: &Observed,
     tallies: &Tallies,
     (i, name, code): (usize, &str, CustomerCode),
 ) -> CustomerReport {
-    let trades = view
-        .trading
-        .trades_by_customer
-        .get(&(code, None))
-        .map(|s| {
-            s.iter()
-                .map(|seq| &view.trading.trades[seq.index()])
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    let of_kind = |k: TradeKind| trades.iter().filter(|t| t.kind == k).count();
+    let [trades, liquidation_fills, auto_deleveraging_fills] =
+        tallies.trades.get(&code).copied().unwrap_or_default();
     let count = |m: &BTreeMap<CustomerCode, usize>| m.get(&code).copied().unwrap_or(0);
     CustomerReport {
         name: name.to_owned(),
         code: code.to_string(),
-        currencies: currencies(view, observed, Some(i), code),
-        trades: trades.len(),
-        liquidation_fills: of_kind(TradeKind::Liquidation),
-        auto_deleveraging_fills: of_kind(TradeKind::AutoDeleveraging),
+        currencies: currencies(view, observed, tallies, Some(i), code),
+        trades,
+        liquidation_fills,
+        auto_deleveraging_fills,
         margin_calls: count(&tallies.calls),
         liquidations: count(&tallies.liquidations),
         notices: count(&tallies.notices),
@@ -258,34 +282,21 @@ fn customer(
     }
 }
 
-/// Every currency the customer's ledger or samples touch, sorted.
+/// Every currency the customer's ledger touches, sorted.
 fn currencies(
-    view: &ReadView,
+    view: &Closing,
     observed: &Observed,
+    tallies: &Tallies,
     sampled: Option<usize>,
     code: CustomerCode,
 ) -> Vec<Currency> {
-    let mut flows: BTreeMap<Asset, (Flows, Vec<(Timestamp, Decimal)>)> = BTreeMap::new();
-    let rows = view
-        .movements_by_customer
+    tallies
+        .money
         .get(&code)
         .into_iter()
-        .flat_map(|keys| keys.iter())
-        .filter_map(|k| view.movements.get(&k.0));
-    for m in rows {
-        let (f, transfers) = flows.entry(m.asset).or_default();
-        f.add(m);
-        if m.status == MovementStatus::Completed
-            && matches!(m.kind, MovementKind::Deposit | MovementKind::Withdrawal)
-        {
-            transfers.push((m.updated_at, m.amount));
-        }
-    }
-    let balances = view.balances.get(&code);
-    flows
-        .into_iter()
-        .map(|(asset, (f, mut transfers))| {
-            let b = balances.and_then(|b| b.get(&asset));
+        .flatten()
+        .map(|(&asset, (f, transfers))| {
+            let b = view.balances.get(&AccountId::customer(code, asset));
             let (total, withdrawing) = b.map(|b| (b.total, b.pending)).unwrap_or_default();
             // The money invariant the report rests on, kept in release builds.
             assert_eq!(
@@ -297,15 +308,14 @@ fn currencies(
                 f.balance,
                 "the report's parts of {code} in {asset:?} add up to its balance"
             );
-            transfers.sort_by_key(|(t, _)| *t);
             let equity_base = f.balance - withdrawing;
             currency(
                 view,
                 observed,
                 (sampled, code, asset),
-                &f,
+                f,
                 equity_base,
-                &transfers,
+                transfers,
             )
         })
         .collect()
@@ -313,23 +323,20 @@ fn currencies(
 
 /// `collateral`: the balance less pending withdrawals.
 fn currency(
-    view: &ReadView,
+    view: &Closing,
     observed: &Observed,
     (sampled, code, asset): (Option<usize>, CustomerCode, Asset),
     f: &Flows,
     collateral: Decimal,
     transfers: &[(Timestamp, Decimal)],
 ) -> Currency {
-    let positions: Vec<_> = view
-        .trading
+    let positions: Vec<&Position> = view
         .positions
-        .get(&code)
-        .into_iter()
-        .flat_map(|p| p.values())
+        .range((code, 0)..=(code, MarketId::MAX))
+        .map(|(_, p)| *p)
         .filter(|p| instrument(view, p.market).spec.settlement == asset)
         .collect();
-    let mark =
-        |p: &perpsim_systems::records::position::Position| instrument(view, p.market).mark_price;
+    let mark = |p: &Position| instrument(view, p.market).mark_price;
     let unrealised: Decimal = positions.iter().map(|p| p.unrealised_pnl(mark(p))).sum();
     let notional: Decimal = positions.iter().map(|p| p.size.abs() * mark(p)).sum();
     let equity = collateral + unrealised;
@@ -361,7 +368,7 @@ fn currency(
         positions: positions
             .iter()
             .map(|p| PositionRow {
-                symbol: view.trading.symbol(p.market).to_owned(),
+                symbol: instrument(view, p.market).spec.symbol.clone(),
                 size: text(p.size),
                 entry_price: text(p.entry_price),
             })
@@ -369,28 +376,25 @@ fn currency(
     }
 }
 
-fn instruments(view: &ReadView, observed: &Observed) -> Vec<InstrumentReport> {
-    view.trading
-        .markets
+fn instruments(view: &Closing, observed: &Observed) -> Vec<InstrumentReport> {
+    view.markets
         .iter()
         .enumerate()
-        .map(|(m, market)| {
+        .map(|(m, current)| {
             let fills: Vec<_> = view
-                .trading
                 .fills
                 .iter()
                 .filter(|f| f.market as usize == m)
                 .collect();
             let index: Vec<Decimal> = observed.samples.iter().map(|s| s.prices[m].index).collect();
-            let current = instrument(view, m as MarketId);
             let first_last = |v: Option<&Decimal>| text(v.copied().unwrap_or(current.index_price));
             InstrumentReport {
-                symbol: market.symbol.clone(),
+                symbol: current.spec.symbol.clone(),
                 settlement: current.spec.settlement.as_str().to_owned(),
                 trades: fills.len(),
                 volume: text(fills.iter().map(|f| f.amount).sum()),
                 notional: text(fills.iter().map(|f| f.amount * f.price).sum()),
-                open_interest: text(market.open_interest),
+                open_interest: text(current.open_interest),
                 index_first: first_last(index.first()),
                 index_last: first_last(index.last()),
                 index_min: first_last(index.iter().min()),
@@ -411,20 +415,18 @@ fn instruments(view: &ReadView, observed: &Observed) -> Vec<InstrumentReport> {
         .collect()
 }
 
-fn instrument(view: &ReadView, market: MarketId) -> &InstrumentView {
-    view.instruments
-        .get(view.trading.symbol(market))
-        .expect("every market is an instrument")
+fn instrument<'v>(view: &'v Closing, market: MarketId) -> &'v ClosingMarket<'v> {
+    &view.markets[market as usize]
 }
 
-fn venue(view: &ReadView, assets: &[Asset]) -> Vec<VenueReport> {
+fn venue(view: &Closing, assets: &[Asset]) -> Vec<VenueReport> {
     assets
         .iter()
         .map(|asset| {
             let of = |a: VenueAccount| {
                 text(
-                    view.venue
-                        .get(&(a, *asset))
+                    view.balances
+                        .get(&AccountId::venue(a, *asset))
                         .map(|b| b.total)
                         .unwrap_or_default(),
                 )

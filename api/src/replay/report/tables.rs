@@ -6,7 +6,7 @@ use std::fmt::{Display, Write};
 use std::path::Path;
 
 use perpsim_core::ids::CustomerCode;
-use perpsim_systems::ReadView;
+use perpsim_systems::Closing;
 use perpsim_systems::records::market::MARKET_MAKER;
 
 use super::MAKER_NAME;
@@ -81,7 +81,7 @@ fn write_csv<T>(
 
 pub fn write_ledger(
     path: &Path,
-    view: &ReadView,
+    view: &Closing,
     names: &BTreeMap<CustomerCode, String>,
 ) -> Result<(), String> {
     let header = [
@@ -104,7 +104,7 @@ pub fn write_ledger(
         "mark_price",
         "funding_rate",
     ];
-    write_csv(path, &header, view.movements.values(), |row, m| {
+    write_csv(path, &header, view.movements.iter(), |row, m| {
         let trade = m.trade.as_deref();
         row.show(m.seq)?;
         row.show(m.code)?;
@@ -129,7 +129,7 @@ pub fn write_ledger(
 
 pub fn write_trades(
     path: &Path,
-    view: &ReadView,
+    view: &Closing,
     names: &BTreeMap<CustomerCode, String>,
 ) -> Result<(), String> {
     let header = [
@@ -150,12 +150,12 @@ pub fn write_trades(
         "timestamp",
         "ledger_seq",
     ];
-    write_csv(path, &header, view.trading.trades.iter(), |row, t| {
+    write_csv(path, &header, view.trades.iter(), |row, t| {
         row.show(t.seq)?;
         row.show(t.code)?;
         row.name(names, &t.customer)?;
         row.show(t.customer)?;
-        row.text(view.trading.symbol(t.market))?;
+        row.text(&view.markets[t.market as usize].spec.symbol)?;
         row.text(t.side.as_str())?;
         row.text(t.kind.as_str())?;
         row.show(t.price.normalize())?;
