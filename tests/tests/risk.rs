@@ -466,3 +466,49 @@ fn seen_for(c: &Client, code: &str) -> (Value, Value) {
     let positions = get(c, &format!("/v1/customers/{code}/positions"));
     (summary, positions[0].clone())
 }
+
+/// D7, §3.2, §6 (INSUFFICIENT_FUNDS): a withdrawal is held to what leaves the open positions
+/// their initial margin at the mark with their unrealised PnL counted, besides the available
+/// balance, so a losing account cannot withdraw itself into a margin call; the refusal says
+/// how much could go, and that much goes.
+#[test]
+fn a_withdrawal_that_would_leave_a_losing_position_short_of_initial_margin_is_insufficient_funds() {
+    let server = manual();
+    let c = server.demo();
+    let (short, long) = (
+        funded(&server, &c, "USDC", "100000"),
+        funded(&server, &c, "USDC", "100000"),
+    );
+    let r = c.send(
+        "PUT",
+        &format!("/v1/customers/{long}/margin-profile"),
+        Some(json!({"leverage": 2})),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    cross(&c, (&short, &long), "0.5", "60000", "t1");
+    set_price(&server, "45000");
+    // 99 985 after the 15 taker fee; available 84 985 (15 000 locked at entry). At 45 000 the
+    // position needs 11 250 of initial margin and has lost 7 500: 81 235 can go.
+    let withdraw = |amount: &str| {
+        let body = json!({"asset": "USDC", "amount": amount});
+        c.send(
+            "POST",
+            &format!("/v1/customers/{long}/withdrawals"),
+            Some(body),
+        )
+    };
+    let refused = withdraw("81235.0000000001").assert_error(400, "INSUFFICIENT_FUNDS");
+    assert!(
+        refused.contains("initial margin at the mark price") && refused.contains("at most 81235"),
+        "{refused}"
+    );
+    let r = withdraw("81235");
+    assert_eq!(r.status, 201, "{}", r.text);
+    advance(&server, 1);
+    let summary = get(&c, &format!("/v1/customers/{long}/account-summary"));
+    assert_eq!(
+        (&summary["margin_state"], &summary["leverage_ratio"]),
+        (&json!("normal"), &json!("0.5000")),
+        "{summary}"
+    );
+}
