@@ -343,7 +343,14 @@ fn garbage_naming_a_key_never_spends_its_owners_budget() {
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     assert!(seen.closed_after_five > 0, "{seen:?}");
     assert!(seen.refused_before_checking > 0, "{seen:?}");
-    let forged = forged_rest(&server, attacker, &victim);
+    // The address's failure budget refills at 10 a second, bursts of 100: whatever refilled
+    // since the flood stopped (on a loaded machine, joining it can take a while) is spent by
+    // forged requests, each a 401 charged to the address, and then the address is refused
+    // before any signature is checked. Never anything but those two answers.
+    let forged = (0..200)
+        .map(|_| forged_rest(&server, attacker, &victim))
+        .find(|answer| !answer.starts_with("HTTP/1.1 401"))
+        .expect("the address's failure budget runs out within a burst");
     assert!(forged.starts_with("HTTP/1.1 429"), "{forged}");
     assert!(
         forged.contains("too many failed authentications"),
