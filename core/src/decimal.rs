@@ -257,6 +257,38 @@ pub fn ledger_mantissa(mantissa: i128, scale: u32) -> Option<i128> {
     Some(if away { q + mantissa.signum() } else { q })
 }
 
+/// The largest mantissa a `Decimal` holds: 2⁹⁶ − 1.
+const MAX_MANTISSA: u128 = (1 << 96) - 1;
+
+/// `round_ledger(factors[0] × factors[1] × …)`: the same value and representation (scale
+/// and sign, zeros included) as the `Decimal` expression, computed on the mantissas in
+/// integers wherever each partial product is exact in a `Decimal` (its mantissa within 96
+/// bits, its scale at most 28), and by the `Decimal` arithmetic where one is not. A periodic
+/// pass books one such product per open position: funding's `size × mark × rate`,
+/// settlement's `|size| × mark × initial`; the general multiplications and the rounding were
+/// most of what the pass computed.
+pub fn round_ledger_product(factors: &[Decimal]) -> Decimal {
+    let exact = factors.iter().try_fold((1i128, 0u32), |(m, s), f| {
+        let m = m.checked_mul(f.mantissa())?;
+        let s = s + f.scale();
+        (m.unsigned_abs() <= MAX_MANTISSA && s <= 28).then_some((m, s))
+    });
+    let Some((mantissa, scale)) = exact else {
+        let product = factors.iter().fold(Decimal::ONE, |p, f| p * f);
+        return round_ledger(product);
+    };
+    if mantissa == 0 {
+        // A `Decimal` product with a zero factor is a plain zero.
+        return Decimal::ZERO;
+    }
+    if scale <= LEDGER_DECIMALS {
+        return Decimal::from_i128_with_scale(mantissa, scale);
+    }
+    let rounded = ledger_mantissa(mantissa, scale).expect("a 96-bit mantissa rounds in i128");
+    // A product that rounds to zero is a plain zero at the ledger's scale, as `round_dp` makes it.
+    Decimal::from_i128_with_scale(rounded, LEDGER_DECIMALS)
+}
+
 /// Whether `value` is already at the ledger precision: what [`round_ledger`] leaves alone. A
 /// scale within the precision answers without rounding (the bookings assert this on every
 /// movement).
@@ -296,10 +328,56 @@ pub mod bin_opt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::str::FromStr;
 
     fn d(s: &str) -> Decimal {
         Decimal::from_str(s).unwrap()
+    }
+
+    /// Any decimal: mantissas from a few digits to the full 96 bits, every scale.
+    fn any_decimal() -> impl Strategy<Value = Decimal> {
+        let digits = prop_oneof![
+            3 => 0u128..1_000,
+            3 => 0u128..10_000_000_000,
+            1 => 0u128..=MAX_MANTISSA
+        ];
+        (digits, 0u32..=28, any::<bool>()).prop_map(|(m, scale, negative)| {
+            let mut d = Decimal::from_i128_with_scale(m as i128, scale);
+            d.set_sign_negative(negative);
+            d
+        })
+    }
+
+    proptest! {
+        // Products beyond a `Decimal` are drawn and skipped.
+        #![proptest_config(ProptestConfig { max_global_rejects: 1 << 20, ..ProptestConfig::default() })]
+        #[test]
+        fn a_ledger_product_is_the_decimal_expression_bit_for_bit_d7(
+            factors in proptest::collection::vec(any_decimal(), 1..=3)
+        ) {
+            let product = factors.iter().try_fold(Decimal::ONE, |p, f| p.checked_mul(*f));
+            // Beyond a `Decimal`, both panic alike.
+            prop_assume!(product.is_some());
+            let expected = round_ledger(product.expect("assumed"));
+            let product = round_ledger_product(&factors);
+            prop_assert_eq!(product.serialize(), expected.serialize(), "{:?}", factors);
+        }
+    }
+
+    #[test]
+    fn a_ledger_product_rounds_half_to_even_and_a_tiny_loss_to_a_plain_zero_d7() {
+        let p = |f: &[&str]| round_ledger_product(&f.iter().map(|s| d(s)).collect::<Vec<_>>());
+        assert_eq!(p(&["0.00005", "0.000001"]).to_string(), "0.0000000000");
+        assert_eq!(p(&["0.00015", "0.000001"]).to_string(), "0.0000000002");
+        assert_eq!(p(&["0.000015", "0.00001"]).to_string(), "0.0000000002");
+        assert_eq!(p(&["0.000025", "0.00001"]).to_string(), "0.0000000002");
+        let tiny = p(&["-0.000001", "0.00001"]);
+        assert_eq!(
+            tiny.serialize(),
+            round_ledger(d("-0.00000000001")).serialize()
+        );
+        assert_eq!(p(&["1.5", "0"]).serialize(), Decimal::ZERO.serialize());
     }
 
     #[test]

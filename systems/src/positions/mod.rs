@@ -40,6 +40,53 @@ pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
 #[cfg(test)]
 mod tests;
 
+/// What a periodic pass reads of every open position, in the index's (customer, market)
+/// order, kept from one pass to the next. Derived; bounded by the highest entity index of an
+/// open position.
+#[derive(Debug)]
+pub struct KeyOrder<T> {
+    /// By entity index, what the last pass read of the entity there.
+    by_entity: Vec<(Entity, T)>,
+    /// The pass's rows, in the index's order.
+    pub rows: Vec<T>,
+}
+
+impl<T> Default for KeyOrder<T> {
+    fn default() -> Self {
+        KeyOrder {
+            by_entity: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> KeyOrder<T> {
+    /// `rows` becomes every indexed position's row, in the index's order, from `table` (every
+    /// open position's entity and row, in the order they lie in memory). Read in key order,
+    /// each position is a chain of two cache misses (its location, then its row): a million
+    /// of them took a funding hour 100 ms. So the table is read in its own order into a list
+    /// by entity index, and the key order then reads that list: one independent miss per
+    /// position, many of them in flight at once.
+    pub fn read(&mut self, index: &PositionIndex, table: impl Iterator<Item = (Entity, T)>) {
+        let mut read = 0;
+        for (entity, row) in table {
+            let at = entity.index_u32() as usize;
+            if self.by_entity.len() <= at {
+                self.by_entity.resize(at + 1, (entity, row));
+            }
+            self.by_entity[at] = (entity, row);
+            read += 1;
+        }
+        assert_eq!(read, index.0.len(), "every open position is indexed");
+        self.rows.clear();
+        self.rows.extend(index.0.values().map(|&entity| {
+            let (held, row) = self.by_entity[entity.index_u32() as usize];
+            assert!(held == entity, "an indexed position is an open position");
+            row
+        }));
+    }
+}
+
 /// The bases of changed positions are rebuilt in `MarkToMarketSystems` (`ValuationPass`), and
 /// once more in `MarginSystems` (`Revaluation`) when a liquidation moved positions after it.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {

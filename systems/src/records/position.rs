@@ -54,5 +54,5 @@ impl Position {
 
 /// The unrealised PnL of `size` entered at `entry_price`, at `mark`, rounded for the ledger.
 pub fn unrealised_pnl(size: Decimal, entry_price: Decimal, mark: Decimal) -> Decimal {
-    perpsim_core::decimal::round_ledger(size * (mark - entry_price))
+    perpsim_core::decimal::round_ledger_product(&[size, mark - entry_price])
 }

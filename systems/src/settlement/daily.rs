@@ -7,14 +7,13 @@ use std::sync::Arc;
 
 use bevy_ecs::prelude::{Entity, Local, Query, Res, ResMut};
 use perpsim_core::Decimal;
-use perpsim_core::decimal::round_ledger;
+use perpsim_core::decimal::round_ledger_product;
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 
 use crate::clock::{DueEvents, SimClock};
 use crate::money::ledger::{Books, CustomerSide, Ledger};
 use crate::money::store::Accounts;
-use crate::positions::MarginRate;
-use crate::positions::PositionIndex;
+use crate::positions::{KeyOrder, MarginRate, PositionIndex};
 use crate::records::clock::ScheduledEvent;
 use crate::records::money::{MovementKind, PeriodicInfo};
 use crate::records::position::{Position, unrealised_pnl};
@@ -32,12 +31,12 @@ pub fn settle_daily(
     clock: Res<SimClock>,
     index: Res<PositionIndex>,
     marks: Marks,
-    mut positions: Query<(&mut Position, &MarginRate)>,
+    mut positions: Query<(Entity, &mut Position, &MarginRate)>,
     mut exchange: ResMut<Exchange>,
     mut ledger: ResMut<Ledger>,
     mut accounts: Accounts,
     mut rng: ResMut<EngineRng>,
-    mut scratch: Local<Scratch>,
+    mut held: Local<KeyOrder<Held>>,
 ) {
     if !due.has(ScheduledEvent::DailySettlement) {
         return;
@@ -56,47 +55,64 @@ pub fn settle_daily(
         })
         .collect();
     let mut batch = ledger.open_clearing_batch(index.0.len());
-    let Scratch { held, settled } = &mut *scratch;
-    gather(&index, &positions, held);
-    settled.clear();
-    settled.reserve(held.len());
-    for held in held.iter() {
-        let (mark, _, asset) = &marks[held.market as usize];
-        let pnl = unrealised_pnl(held.size, held.entry_price, *mark);
-        let margin = round_ledger(held.size.abs() * *mark * held.initial);
-        if pnl.is_zero() && margin == held.margin && held.entry_price == *mark {
+    let held = &mut *held;
+    held.read(
+        &index,
+        positions.iter().map(|(e, p, rate)| (e, Held::of(p, rate))),
+    );
+    for row in &held.rows {
+        let (mark, _, asset) = &marks[row.market as usize];
+        let Some(margin) =
+            settled_margin(row.size, row.entry_price, row.margin, *mark, row.initial)
+        else {
             continue;
-        }
+        };
         let mut books = Books {
             accounts: &mut accounts,
             rng: &mut rng.0,
             now,
         };
-        let row = CustomerSide {
-            customer: (held.customer, held.broker),
+        let booking = CustomerSide {
+            customer: (row.customer, row.broker),
             asset: *asset,
             kind: MovementKind::Settlement,
-            amount: pnl,
-            locked_delta: margin - held.margin,
+            amount: unrealised_pnl(row.size, row.entry_price, *mark),
+            locked_delta: margin - row.margin,
         };
-        ledger.book_periodic(&mut books, row, &infos[held.market as usize], &mut batch);
-        settled.push((held.entity, *mark, margin));
-        exchange.dirty.positions.push((held.customer, held.market));
+        ledger.book_periodic(&mut books, booking, &infos[row.market as usize], &mut batch);
+        exchange.dirty.positions.push((row.customer, row.market));
     }
     ledger.close_clearing_batch(&mut accounts, batch, now);
     accounts.flush();
-    // Written back after the bookings, in one tight loop of their own (see `gather`).
-    for &(entity, mark, margin) in settled.iter() {
-        let (mut p, _) = positions.get_mut(entity).expect("indexed position");
-        p.entry_price = mark;
-        p.margin = margin;
-        p.updated_at = now;
+    // Written back after the bookings, in the positions' own order: judged again from each
+    // position's own figures, which is cheaper than finding each settled one by its entity.
+    for (_, mut p, rate) in &mut positions {
+        let mark = marks[p.market as usize].0;
+        if let Some(margin) = settled_margin(p.size, p.entry_price, p.margin, mark, rate.initial) {
+            p.entry_price = mark;
+            p.margin = margin;
+            p.updated_at = now;
+        }
     }
 }
 
-/// What midnight reads of each position, in the index's order.
-struct Held {
-    entity: Entity,
+/// The margin a position locks once settled at `mark`, if settling changes it: its entry
+/// becomes the mark, so a position already entered at the mark with that margin locked has
+/// nothing to settle (its unrealised PnL is zero).
+fn settled_margin(
+    size: Decimal,
+    entry_price: Decimal,
+    margin: Decimal,
+    mark: Decimal,
+    initial: Decimal,
+) -> Option<Decimal> {
+    let settled = round_ledger_product(&[size.abs(), mark, initial]);
+    (entry_price != mark || settled != margin).then_some(settled)
+}
+
+/// What midnight reads of each position, in the index's order (see [`KeyOrder`]).
+#[derive(Clone, Copy)]
+pub struct Held {
     customer: CustomerCode,
     broker: BrokerCode,
     market: MarketId,
@@ -106,30 +122,9 @@ struct Held {
     initial: Decimal,
 }
 
-/// The pass's working lists, kept from one midnight to the next: at a million positions
-/// they are 150 MB, which fresh each night cost the pass a page fault per 4 KiB. Derived;
-/// bounded by the open positions.
-#[derive(Default)]
-pub struct Scratch {
-    held: Vec<Held>,
-    /// The positions settled, with their new entry price and margin.
-    settled: Vec<(Entity, Decimal, Decimal)>,
-}
-
-/// Every indexed position's [`Held`] into `into`, read in one tight loop before any
-/// booking: the index orders positions by customer, not as they lie in memory, so each read
-/// is a cache miss, and only a loop that does nothing else lets the processor have many in
-/// flight at once.
-fn gather(
-    index: &PositionIndex,
-    positions: &Query<(&mut Position, &MarginRate)>,
-    into: &mut Vec<Held>,
-) {
-    into.clear();
-    into.extend(index.0.values().map(|&entity| {
-        let (p, rate) = positions.get(entity).expect("indexed position");
+impl Held {
+    fn of(p: &Position, rate: &MarginRate) -> Self {
         Held {
-            entity,
             customer: p.customer,
             broker: p.broker,
             market: p.market,
@@ -138,5 +133,5 @@ fn gather(
             margin: p.margin,
             initial: rate.initial,
         }
-    }));
+    }
 }

@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{Local, Mut, Query, Res, ResMut, Resource, World};
-use perpsim_core::decimal::round_ledger;
+use bevy_ecs::prelude::{Entity, Local, Mut, Query, Res, ResMut, Resource, World};
+use perpsim_core::decimal::round_ledger_product;
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 use perpsim_core::time::{HOUR_MS, Timestamp};
 use perpsim_core::{Decimal, RoundingStrategy};
@@ -21,7 +21,7 @@ use crate::clock::{DueEvents, SimClock};
 use crate::command::{CommandResult, Outcome};
 use crate::money::ledger::{Books, CustomerSide, Ledger};
 use crate::money::store::Accounts;
-use crate::positions::PositionIndex;
+use crate::positions::{KeyOrder, PositionIndex};
 use crate::records::clock::ScheduledEvent;
 use crate::records::funding::{
     FundingRecord, FundingView, MAX_RATE_DECIMALS, RATE_CLAMP, RATE_DECIMALS,
@@ -107,12 +107,12 @@ pub fn settle_funding(
     clock: Res<SimClock>,
     index: Res<PositionIndex>,
     marks: Marks,
-    positions: Query<&Position>,
+    positions: Query<(Entity, &Position)>,
     mut state: ResMut<FundingState>,
     mut ledger: ResMut<Ledger>,
     mut accounts: Accounts,
     mut rng: ResMut<EngineRng>,
-    mut payers: Local<Payers>,
+    mut payers: Local<KeyOrder<Payer>>,
 ) {
     if !due.has(ScheduledEvent::FundingHour) {
         return;
@@ -134,15 +134,18 @@ pub fn settle_funding(
         })
         .collect();
     let mut batch = ledger.open_clearing_batch(index.0.len());
-    gather(&index, &positions, &mut payers.0);
-    for p in &payers.0 {
+    payers.read(
+        &index,
+        positions.iter().map(|(entity, p)| (entity, Payer::of(p))),
+    );
+    for p in &payers.rows {
         let market = p.market;
         let (Some(rate), Some(info)) = (rates[market as usize], &infos[market as usize]) else {
             continue;
         };
         let (mark, _, asset) = &marks[market as usize];
         // Longs pay when the rate is positive: the customer's side of it is −size × mark × rate.
-        let amount = round_ledger(-p.size * *mark * rate);
+        let amount = round_ledger_product(&[-p.size, *mark, rate]);
         let mut books = Books {
             accounts: &mut accounts,
             rng: &mut rng.0,
@@ -175,36 +178,26 @@ pub fn settle_funding(
     state.interval_start = now;
 }
 
-/// What the hour's pass reads of each position, in the index's order.
-struct Payer {
+/// What the hour's pass reads of each position, in the index's order (see [`KeyOrder`]):
+/// the list is kept from one hour to the next, since at a million positions it is 56 MB,
+/// which fresh each hour cost the pass a page fault per 4 KiB.
+#[derive(Clone, Copy)]
+pub struct Payer {
     customer: CustomerCode,
     broker: BrokerCode,
     market: MarketId,
     size: Decimal,
 }
 
-/// The hour's list of payers, kept from one hour to the next: at a million positions it is
-/// 56 MB, which fresh each hour cost the pass a page fault per 4 KiB. Derived; bounded by
-/// the open positions.
-#[derive(Default)]
-pub struct Payers(Vec<Payer>);
-
-/// Every indexed position's [`Payer`] into `into`, read in one tight loop before any
-/// booking: the index orders positions by customer, not as they lie in memory, so each read
-/// is a cache miss; with nothing else between them the processor has many of them in flight
-/// at once, which a loop that also books each row does not allow (issue 27: half the hour's
-/// time).
-fn gather(index: &PositionIndex, positions: &Query<&Position>, into: &mut Vec<Payer>) {
-    into.clear();
-    into.extend(index.0.values().map(|&entity| {
-        let p = positions.get(entity).expect("indexed position");
+impl Payer {
+    fn of(p: &Position) -> Self {
         Payer {
             customer: p.customer,
             broker: p.broker,
             market: p.market,
             size: p.size,
         }
-    }));
+    }
 }
 
 /// FundingSystems, each whole minute, after the hour's settlement (a sample on the hour
