@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::SimClock;
 use crate::command::{CommandResult, Outcome};
+use crate::records::lookup::Lookup;
 use crate::records::venue::{
     Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
     InstrumentView, MAX_KEYS_PER_BROKER, MarketId, MarketSlot,
@@ -28,7 +29,7 @@ use crate::rng::EngineRng;
 pub struct Registry {
     pub brokers: BTreeMap<BrokerCode, Entity>,
     pub keys: BTreeMap<PublicKey, BrokerCode>,
-    pub customers: BTreeMap<CustomerCode, Entity>,
+    pub customers: Lookup<CustomerCode, Entity>,
     pub instruments: BTreeMap<String, Entity>,
     /// Customers per broker, for the D4 bound; derived (rebuilt at a restore).
     pub customer_counts: BTreeMap<BrokerCode, u32>,

@@ -154,8 +154,9 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         .collect();
     let customers = registry
         .customers
-        .values()
-        .map(|&e| world.get::<Customer>(e).unwrap().clone())
+        .sorted()
+        .into_iter()
+        .map(|(_, e)| world.get::<Customer>(e).unwrap().clone())
         .collect();
     let instruments = registry
         .instruments
