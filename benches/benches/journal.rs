@@ -14,6 +14,11 @@ use perpsim_benches::{
 use perpsim_core::ids::PublicKey;
 use perpsim_storage::{Journal, NonceWrites, TickRecord, UsedNonce, recover, replay_from_genesis};
 
+/// The allocator the service runs with (`api/src/main.rs`), so replay and recovery are
+/// measured as `perpsim` runs them.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The host's path for one tick: encode, apply, append durably (with `nonces`).
 fn durable_tick_with(
     engine: &mut perpsim_systems::Engine,
