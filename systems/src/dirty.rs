@@ -43,7 +43,9 @@ impl<T: Ord> DirtyKeys<T> {
     }
 
     fn compact(&mut self) {
-        self.keys.sort_unstable();
+        // The stable sort merges runs: a periodic pass marks its keys in order, after a
+        // compacted prefix, and two runs merge in one linear pass instead of a full sort.
+        self.keys.sort();
         self.keys.dedup();
     }
 

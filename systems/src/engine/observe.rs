@@ -17,6 +17,7 @@ use crate::money::ledger::Ledger;
 use crate::money::store::AccountIndex;
 use crate::money::store::all_accounts;
 use crate::positions::{PositionIndex, ValuationBasis};
+use crate::records::log::Log;
 use crate::records::money::{AccountId, Balance, Movement};
 use crate::records::position::Position;
 use crate::records::risk::Notification;
@@ -110,7 +111,7 @@ impl Engine {
 /// (ledger rows by sequence number, trades and public fills, notices) and the accounts,
 /// positions and markets as they stand.
 pub struct Closing<'a> {
-    pub movements: &'a [Movement],
+    pub movements: &'a Log<Movement>,
     pub trades: &'a [TradeRecord],
     pub fills: &'a [PublicFill],
     pub notices: &'a [Arc<Notification>],

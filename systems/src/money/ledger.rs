@@ -16,6 +16,7 @@ use perpsim_core::instrument::Asset;
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::MovementSeq;
+use crate::records::log::Log;
 use crate::records::money::{
     AccountId, Balance, Flows, Movement, MovementKind, MovementStatus, Owner, PeriodicInfo,
     TradeInfo, VenueAccount,
@@ -40,7 +41,7 @@ pub struct CustomerSide {
 pub struct LedgerState {
     pub accounts: BTreeMap<AccountId, Balance>,
     /// Indexed by `seq`.
-    pub movements: Vec<Movement>,
+    pub movements: Log<Movement>,
     pub flows: BTreeMap<Asset, Flows>,
     pub transfers_available: bool,
 }
@@ -199,7 +200,7 @@ impl Ledger {
     pub fn new() -> Self {
         Self::from_state(LedgerState {
             accounts: BTreeMap::new(),
-            movements: Vec::new(),
+            movements: Log::default(),
             flows: BTreeMap::new(),
             transfers_available: true,
         })
@@ -261,7 +262,7 @@ impl Ledger {
     }
 
     /// Every movement, indexed by `seq`.
-    pub fn movements(&self) -> &[Movement] {
+    pub fn movements(&self) -> &Log<Movement> {
         &self.state.movements
     }
 

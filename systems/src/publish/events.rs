@@ -109,8 +109,8 @@ pub fn emit_events(
     // in a terminal status, so it is pushed as it appears.
     let movements = ledger.movements();
     out.extend(
-        movements[c.movements..]
-            .iter()
+        movements
+            .iter_from(c.movements)
             .filter(|m| !matches!(m.kind, MovementKind::Deposit | MovementKind::Withdrawal))
             .filter(|m| m.status != MovementStatus::Pending)
             .map(|m| EngineEvent::Movement(MovementSeq(m.seq.0))),

@@ -11,6 +11,7 @@ pub mod depth;
 pub mod faults;
 pub mod funding;
 pub mod ids;
+pub mod log;
 pub mod lookup;
 pub mod market;
 pub mod money;

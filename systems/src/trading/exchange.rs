@@ -389,8 +389,8 @@ impl Exchange {
             }
         }
         done.trades = self.trades.len();
-        done.trade_movements += movements[done.movements..]
-            .iter()
+        done.trade_movements += movements
+            .iter_from(done.movements)
             .filter(|m| m.trade.as_ref().is_some_and(|t| t.trade_code.is_some()))
             .count();
         done.movements = movements.len();
