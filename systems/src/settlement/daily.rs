@@ -15,7 +15,7 @@ use crate::money::ledger::{Books, CustomerSide, Ledger};
 use crate::money::store::Accounts;
 use crate::positions::{KeyOrder, MarginRate, PositionIndex};
 use crate::records::clock::ScheduledEvent;
-use crate::records::money::{MovementKind, PeriodicInfo};
+use crate::records::money::{AccountId, MovementKind, PeriodicInfo};
 use crate::records::position::{Position, unrealised_pnl};
 use crate::records::venue::MarketId;
 use crate::rng::EngineRng;
@@ -37,6 +37,7 @@ pub fn settle_daily(
     mut accounts: Accounts,
     mut rng: ResMut<EngineRng>,
     mut held: Local<KeyOrder<Held>>,
+    mut found: Local<Vec<Option<Entity>>>,
 ) {
     if !due.has(ScheduledEvent::DailySettlement) {
         return;
@@ -60,7 +61,9 @@ pub fn settle_daily(
         &index,
         positions.iter().map(|(e, p, rate)| (e, Held::of(p, rate))),
     );
-    for row in &held.rows {
+    let account = |row: &Held| AccountId::customer(row.customer, marks[row.market as usize].2);
+    accounts.find_in_order(held.rows.iter().map(account), &mut found);
+    for (row, &entity) in held.rows.iter().zip(found.iter()) {
         let (mark, _, asset) = &marks[row.market as usize];
         let Some(margin) =
             settled_margin(row.size, row.entry_price, row.margin, *mark, row.initial)
@@ -68,7 +71,7 @@ pub fn settle_daily(
             continue;
         };
         let mut books = Books {
-            accounts: &mut accounts,
+            accounts: &mut accounts.knowing(account(row), entity),
             rng: &mut rng.0,
             now,
         };

@@ -26,7 +26,7 @@ use crate::records::clock::ScheduledEvent;
 use crate::records::funding::{
     FundingRecord, FundingView, MAX_RATE_DECIMALS, RATE_CLAMP, RATE_DECIMALS,
 };
-use crate::records::money::{MovementKind, PeriodicInfo};
+use crate::records::money::{AccountId, MovementKind, PeriodicInfo};
 use crate::records::position::Position;
 use crate::records::venue::{MarketId, MarketSlot};
 use crate::rng::EngineRng;
@@ -113,6 +113,7 @@ pub fn settle_funding(
     mut accounts: Accounts,
     mut rng: ResMut<EngineRng>,
     mut payers: Local<KeyOrder<Payer>>,
+    mut found: Local<Vec<Option<Entity>>>,
 ) {
     if !due.has(ScheduledEvent::FundingHour) {
         return;
@@ -138,7 +139,9 @@ pub fn settle_funding(
         &index,
         positions.iter().map(|(entity, p)| (entity, Payer::of(p))),
     );
-    for p in &payers.rows {
+    let account = |p: &Payer| AccountId::customer(p.customer, marks[p.market as usize].2);
+    accounts.find_in_order(payers.rows.iter().map(account), &mut found);
+    for (p, &entity) in payers.rows.iter().zip(found.iter()) {
         let market = p.market;
         let (Some(rate), Some(info)) = (rates[market as usize], &infos[market as usize]) else {
             continue;
@@ -147,7 +150,7 @@ pub fn settle_funding(
         // Longs pay when the rate is positive: the customer's side of it is −size × mark × rate.
         let amount = round_ledger_product(&[-p.size, *mark, rate]);
         let mut books = Books {
-            accounts: &mut accounts,
+            accounts: &mut accounts.knowing(account(p), entity),
             rng: &mut rng.0,
             now,
         };
