@@ -112,8 +112,8 @@ impl Engine {
 /// positions and markets as they stand.
 pub struct Closing<'a> {
     pub movements: &'a Log<Movement>,
-    pub trades: &'a [TradeRecord],
-    pub fills: &'a [PublicFill],
+    pub trades: &'a Log<TradeRecord>,
+    pub fills: &'a Log<PublicFill>,
     pub notices: &'a [Arc<Notification>],
     /// By market id.
     pub markets: Vec<ClosingMarket<'a>>,

@@ -100,7 +100,7 @@ pub fn emit_events(
     out.extend((c.trades..exchange.trades.len()).map(|i| EngineEvent::Trade(TradeSeq(i as u64))));
     c.trades = exchange.trades.len();
     stream.traded.resize(exchange.markets.len(), false);
-    for fill in &exchange.fills[c.fills..] {
+    for fill in exchange.fills.iter_from(c.fills) {
         stream.traded[fill.market as usize] = true;
         out.push(EngineEvent::PublicTrade(FillSeq(fill.seq.0)));
     }

@@ -204,7 +204,7 @@ pub fn publish_trading(
                 .insert(key.1, p.clone());
         }
     }
-    for trade in &exchange.trades[exchange.dirty.trades_published..] {
+    for trade in exchange.trades.iter_from(exchange.dirty.trades_published) {
         for market in [None, Some(trade.market)] {
             t.trades_by_customer
                 .entry((trade.customer, market))
@@ -219,7 +219,7 @@ pub fn publish_trading(
         t.trades.push_back(trade.clone());
     }
     exchange.dirty.trades_published = exchange.trades.len();
-    for fill in &exchange.fills[exchange.dirty.fills_published..] {
+    for fill in exchange.fills.iter_from(exchange.dirty.fills_published) {
         let m = &mut t.markets[fill.market as usize];
         for (i, (_, ms)) in INTERVALS.iter().enumerate() {
             let open_time = fill.timestamp.millis().div_euclid(*ms) * ms;

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::OrderId;
+use crate::records::log::Log;
 use crate::records::order::{Lots, Ticks};
 use crate::records::position::{Position, PositionKey};
 use crate::trading::book::Book;
@@ -132,8 +133,8 @@ pub struct ExchangeState {
     /// Ended orders, in the order they ended (the archive).
     pub ended_orders: Vec<Order>,
     pub positions: BTreeMap<(CustomerCode, MarketId), Position>,
-    pub trades: Vec<TradeRecord>,
-    pub fills: Vec<PublicFill>,
+    pub trades: Log<TradeRecord>,
+    pub fills: Log<PublicFill>,
     pub next_priority: u64,
 }
 
@@ -153,8 +154,8 @@ pub struct MarketState {
 pub struct Exchange {
     pub markets: Vec<Market>,
     pub by_symbol: BTreeMap<String, MarketId>,
-    pub trades: Vec<TradeRecord>,
-    pub fills: Vec<PublicFill>,
+    pub trades: Log<TradeRecord>,
+    pub fills: Log<PublicFill>,
     pub next_priority: u64,
     pub dirty: Dirty,
     /// Orders changed in the current run, for the orders channel (drained by the events
@@ -370,7 +371,7 @@ impl Exchange {
             ));
         }
         let movements = ledger.movements();
-        for t in &self.trades[done.trades..] {
+        for t in self.trades.iter_from(done.trades) {
             if t.fill.0 != t.seq.0 / 2 {
                 return Err(format!(
                     "trade {} is not one of fill {}'s two records",
