@@ -402,12 +402,15 @@ impl Exchange {
                 self.trades.len()
             ));
         }
-        let mut locked: BTreeMap<(CustomerCode, perpsim_core::instrument::Asset), Decimal> =
-            BTreeMap::new();
-        for p in positions {
-            let asset = self.markets[p.market as usize].spec.settlement;
-            *locked.entry((p.customer, asset)).or_default() += p.margin;
-        }
+        // What each (customer, asset) holds, summed once sorted: a map entry per position and
+        // order on every run was a large share of a simulated week's audit.
+        let mut locked: Vec<((CustomerCode, perpsim_core::instrument::Asset), Decimal)> = positions
+            .iter()
+            .map(|p| {
+                let asset = self.markets[p.market as usize].spec.settlement;
+                ((p.customer, asset), p.margin)
+            })
+            .collect();
         orders.check_open_counts()?;
         if orders.count() <= SCAN_ALWAYS_UP_TO || done.passes.is_multiple_of(FULL_SCAN_EVERY) {
             orders.check_index()?;
@@ -441,7 +444,7 @@ impl Exchange {
                 ));
             }
             let asset = self.markets[o.market as usize].spec.settlement;
-            *locked.entry((o.customer, asset)).or_default() += o.reserved();
+            locked.push(((o.customer, asset), o.reserved()));
         }
         if waiting != armed.len() {
             return Err(format!(
@@ -449,9 +452,17 @@ impl Exchange {
                 armed.len()
             ));
         }
+        locked.sort_unstable_by_key(|(key, _)| *key);
+        let mut held = locked.iter().peekable();
+        // The accounts come in id order, which is (customer, asset) order among customers.
         for (crate::records::money::AccountId { owner, asset }, b) in accounts {
             if let crate::records::money::Owner::Customer(c) = owner {
-                let expected = locked.get(&(*c, *asset)).copied().unwrap_or_default();
+                let key = (*c, *asset);
+                while held.next_if(|(k, _)| *k < key).is_some() {}
+                let mut expected = Decimal::ZERO;
+                while let Some((_, amount)) = held.next_if(|(k, _)| *k == key) {
+                    expected += amount;
+                }
                 if b.locked != expected {
                     return Err(format!(
                         "{c} {asset:?}: locked {} but positions and orders hold {expected}",
