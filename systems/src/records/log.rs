@@ -74,16 +74,6 @@ impl<T> Log<T> {
         self.chunks.get(index >> CHUNK_BITS)?.get(index % CHUNK)
     }
 
-    pub fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        self.chunks
-            .get_mut(index >> CHUNK_BITS)?
-            .get_mut(index % CHUNK)
-    }
-
-    pub fn last(&self) -> Option<&T> {
-        self.len.checked_sub(1).and_then(|i| self.get(i))
-    }
-
     /// Every item, in the order appended.
     pub fn iter(&self) -> std::iter::Flatten<std::slice::Iter<'_, Vec<T>>> {
         self.into_iter()
@@ -121,14 +111,6 @@ impl<'a, T> IntoIterator for &'a Log<T> {
 
     fn into_iter(self) -> Self::IntoIter {
         self.chunks.iter().flatten()
-    }
-}
-
-impl<T> FromIterator<T> for Log<T> {
-    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
-        let mut log = Log::default();
-        items.into_iter().for_each(|item| log.push(item));
-        log
     }
 }
 
@@ -188,7 +170,7 @@ mod tests {
         log.reserve(CHUNK + 3);
         (0..n as u64).for_each(|i| log.push(i));
         assert_eq!(
-            (log.len(), log[CHUNK], log.last()),
+            (log.len(), log[CHUNK], log.get(n - 1)),
             (n, CHUNK as u64, Some(&(n as u64 - 1)))
         );
         assert!(log.iter().copied().eq(0..n as u64));
