@@ -8,6 +8,7 @@
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
+use crate::decimal::from_units;
 use crate::instrument::InstrumentSpec;
 use crate::rng::SimRng;
 
@@ -219,37 +220,64 @@ impl InstrumentSimulation {
         round_to_unit(step, spec.tick_size).max(spec.tick_size)
     }
 
-    /// The ladder of one side of `index`, best first: the first grid point at least the half
-    /// spread away from the index, then a grid step further each level, never below `grid`.
-    pub fn ladder(&self, index: Decimal, bid: bool, grid: Decimal) -> Vec<Decimal> {
-        let best = self.edge(index, bid, grid);
-        (0..self.levels)
-            .map(|k| {
-                let away = grid * Decimal::from(k);
-                match bid {
-                    true => best - away,
-                    false => best + away,
-                }
-            })
-            .take_while(|p| *p >= grid)
-            .collect()
-    }
-
-    /// The first level of one side of `index`'s ladder, if it has one: `ladder(..)[0]`
-    /// without the rest.
-    pub fn best(&self, index: Decimal, bid: bool, grid: Decimal) -> Option<Decimal> {
-        let best = self.edge(index, bid, grid);
-        (self.levels > 0 && best >= grid).then_some(best)
-    }
-
-    /// The grid point at least the half spread away from `index` on one side.
-    fn edge(&self, index: Decimal, bid: bool, grid: Decimal) -> Decimal {
+    /// The ladder of one side of `index`: its first level the first grid point at least the
+    /// half spread away from the index, then a grid step further each level, never below
+    /// `grid`.
+    pub fn ladder(&self, index: Decimal, bid: bool, grid: Decimal) -> Ladder {
         let half = index * self.half_spread_bps / Decimal::from(10_000);
         let (edge, strategy) = match bid {
             true => (index - half, RoundingStrategy::ToNegativeInfinity),
             false => (index + half, RoundingStrategy::ToPositiveInfinity),
         };
-        (edge / grid).round_dp_with_strategy(0, strategy) * grid
+        let steps = (edge / grid).round_dp_with_strategy(0, strategy);
+        let first = i64::try_from(steps.mantissa()).expect("a price is far within i64 grid steps");
+        // Bids step down and stop above zero; asks step up from a first level above zero.
+        let len = match (first < 1, bid) {
+            (true, _) => 0,
+            (false, true) => first.min(i64::from(self.levels)) as usize,
+            (false, false) => self.levels as usize,
+        };
+        Ladder { first, len, bid }
+    }
+}
+
+/// One side's ladder in whole grid steps, so a re-quote places its quotes by integer
+/// arithmetic: level `k` (best first) is `first − k` steps for bids, `first + k` for asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ladder {
+    /// The best level, in grid steps.
+    pub first: i64,
+    /// How many levels there are (none when the first would be below one step).
+    pub len: usize,
+    pub bid: bool,
+}
+
+impl Ladder {
+    /// Level `k`'s price in grid steps.
+    pub fn steps(&self, k: usize) -> i64 {
+        match self.bid {
+            true => self.first - k as i64,
+            false => self.first + k as i64,
+        }
+    }
+
+    /// Which level a price of `steps` grid steps is on, if it is on one.
+    pub fn level_of(&self, steps: i64) -> Option<usize> {
+        let k = match self.bid {
+            true => self.first - steps,
+            false => steps - self.first,
+        };
+        (0..self.len as i64).contains(&k).then_some(k as usize)
+    }
+
+    /// Level `k`'s price, with the grid's scale.
+    pub fn price(&self, k: usize, grid: Decimal) -> Decimal {
+        from_units(self.steps(k), grid)
+    }
+
+    /// The best level's price, if the ladder has one.
+    pub fn best(&self, grid: Decimal) -> Option<Decimal> {
+        (self.len > 0).then(|| self.price(0, grid))
     }
 }
 
@@ -335,17 +363,69 @@ mod tests {
         let btc = &sim.instruments[0];
         let grid = btc.grid(&specs[0]);
         assert_eq!(grid, d("6.0"), "1 bp of the 60 000 start, on the 0.1 tick");
-        let bids = btc.ladder(d("60000"), true, grid);
-        let asks = btc.ladder(d("60000"), false, grid);
+        let prices = |index: &str, bid: bool| {
+            let ladder = btc.ladder(d(index), bid, grid);
+            (0..ladder.len)
+                .map(|k| ladder.price(k, grid))
+                .collect::<Vec<_>>()
+        };
+        let (bids, asks) = (prices("60000", true), prices("60000", false));
         assert_eq!(
             (bids[0], bids[9], asks[0]),
             (d("59994"), d("59940"), d("60006"))
         );
         // A move within a grid step keeps the whole ladder; one past it, nine of ten levels.
-        assert_eq!(btc.ladder(d("60004.3"), true, grid), bids);
-        let moved = btc.ladder(d("60007"), true, grid);
+        assert_eq!(prices("60004.3", true), bids);
+        let moved = prices("60007", true);
         assert_eq!(moved[0], d("60000"));
         assert_eq!(moved[1..], bids[..9]);
+    }
+
+    /// A level's price is the grid point itself, as the decimal arithmetic writes it (the
+    /// first level `round(edge / grid) × grid`, then `first − grid × k`): same value and same
+    /// scale, so an order placed at it encodes as before. Bids stop above zero.
+    #[test]
+    fn a_ladder_in_grid_steps_prices_its_levels_as_the_decimal_formula_does() {
+        let specs = default_instruments();
+        let sim = Simulation::defaults(&specs);
+        for (spec, s) in specs.iter().zip(&sim.instruments) {
+            let grid = s.grid(spec);
+            for index in [
+                "0.5", "13", "149.987", "2999.995", "60000", "60004.3", "61234.56",
+            ] {
+                for bid in [true, false] {
+                    let ladder = s.ladder(d(index), bid, grid);
+                    let half = d(index) * s.half_spread_bps / Decimal::from(10_000);
+                    let (edge, rounding) = match bid {
+                        true => (d(index) - half, RoundingStrategy::ToNegativeInfinity),
+                        false => (d(index) + half, RoundingStrategy::ToPositiveInfinity),
+                    };
+                    let best = (edge / grid).round_dp_with_strategy(0, rounding) * grid;
+                    let formula: Vec<Decimal> = (0..s.levels)
+                        .map(|k| match bid {
+                            true => best - grid * Decimal::from(k),
+                            false => best + grid * Decimal::from(k),
+                        })
+                        .take_while(|p| *p >= grid)
+                        .collect();
+                    let stepped: Vec<Decimal> =
+                        (0..ladder.len).map(|k| ladder.price(k, grid)).collect();
+                    let encoded =
+                        |v: &[Decimal]| v.iter().map(|p| p.serialize()).collect::<Vec<_>>();
+                    assert_eq!(
+                        encoded(&stepped),
+                        encoded(&formula),
+                        "{} {index} {bid}",
+                        spec.symbol
+                    );
+                    for (k, p) in stepped.iter().enumerate() {
+                        let steps = crate::decimal::whole_units(*p, grid).unwrap() as i64;
+                        assert_eq!(ladder.level_of(steps), Some(k));
+                    }
+                    assert_eq!(ladder.level_of(ladder.steps(ladder.len)), None);
+                }
+            }
+        }
     }
 
     fn d(s: &str) -> Decimal {

@@ -8,12 +8,13 @@
 //! ladder. It stops quoting the side that would grow its inventory past the maximum, and
 //! never takes part in margin or liquidation (it has no broker to answer to).
 
-use bevy_ecs::prelude::{Mut, Res, ResMut, Resource, World};
+use bevy_ecs::prelude::{Local, Mut, Res, ResMut, Resource, World};
 use perpsim_core::Decimal;
+use perpsim_core::decimal::whole_units;
 use perpsim_core::entry::{Amend, OrderEntry};
 use perpsim_core::instrument::{Asset, InstrumentStatus};
 use perpsim_core::order::{OrderType, Side};
-use perpsim_core::simulation::{InstrumentSimulation, Simulation};
+use perpsim_core::simulation::{InstrumentSimulation, Ladder, Simulation};
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -81,56 +82,87 @@ pub(crate) fn spawn(world: &mut World, simulation: &Simulation, assets: &[Asset]
 }
 
 /// MatchSystems, after the run's order requests: every market's ladder brought to the
-/// current index (a no-op when nothing moved and nothing filled). The side the index moved
-/// towards goes first, so the other side never meets a stale quote of the maker's own.
-pub fn quote(mut desk: Desk, mut state: ResMut<MakerState>, settings: Res<SimulationSettings>) {
+/// current index. The side the index moved towards goes first, so the other side never meets
+/// a stale quote of the maker's own. A run where neither ladder nor any quote moved does
+/// nothing; and the ladders are whole grid steps, so finding which quotes survive a move is
+/// integer arithmetic (this was most of a flash crash's Monte-Carlo).
+pub fn quote(
+    mut desk: Desk,
+    mut state: ResMut<MakerState>,
+    settings: Res<SimulationSettings>,
+    mut quoted: Local<Vec<[Option<Ladder>; 2]>>,
+) {
     let markets = desk.market_count();
     state.quotes.resize_with(markets as usize, Default::default);
+    quoted.resize(markets as usize, [None; 2]);
     for market in 0..markets {
-        let sim = &settings.0.instruments[market as usize];
+        let m = market as usize;
+        let sim = &settings.0.instruments[m];
         let (spec, now) = desk.market(market);
-        let grid = sim.grid(spec);
-        let new_best_bid = sim.best(now.index_price, true, grid);
-        let best_bid = state.quotes[market as usize][0]
+        let (grid, index) = (sim.grid(spec), now.index_price);
+        let quoting = Quoting { market, sim, grid };
+        let ladders = [true, false].map(|bid| sim.ladder(index, bid, grid));
+        let wanted = |i: usize| wanted(&desk, quoting, ladders[i]);
+        let standing =
+            |i: usize| quoted[m][i] == Some(wanted(i)) && intact(&desk, sim, &state.quotes[m][i]);
+        if standing(0) && standing(1) {
+            continue;
+        }
+        let best_bid = state.quotes[m][0]
             .iter()
             .filter_map(|&id| desk.order(id).limit_price)
             .max();
-        let rising = best_bid.is_some_and(|b| new_best_bid.is_some_and(|n| b < n));
+        let rising = best_bid.is_some_and(|b| ladders[0].best(grid).is_some_and(|n| b < n));
         let sides = match rising {
-            true => [(1, Side::Sell), (0, Side::Buy)],
-            false => [(0, Side::Buy), (1, Side::Sell)],
+            true => [1, 0],
+            false => [0, 1],
         };
-        for (i, side) in sides {
-            let mut ids = std::mem::take(&mut state.quotes[market as usize][i]);
-            let quoting = Quoting { market, sim, grid };
-            requote(
-                &mut desk,
-                &mut state.next_reference,
-                quoting,
-                side,
-                &mut ids,
-            );
-            state.quotes[market as usize][i] = ids;
+        for i in sides {
+            let mut ids = std::mem::take(&mut state.quotes[m][i]);
+            let next_reference = &mut state.next_reference;
+            quoted[m][i] = requote(&mut desk, next_reference, quoting, ladders[i], &mut ids);
+            state.quotes[m][i] = ids;
         }
     }
     desk.flush();
 }
 
+/// The ladder a side wants now: none of its levels when quoting would grow the maker's
+/// inventory past its maximum.
+fn wanted(desk: &Desk, Quoting { market, sim, .. }: Quoting<'_>, ladder: Ladder) -> Ladder {
+    let position = desk.position_size(MARKET_MAKER, market);
+    let grows = match ladder.bid {
+        true => position >= sim.max_inventory,
+        false => -position >= sim.max_inventory,
+    };
+    match grows {
+        true => Ladder { len: 0, ..ladder },
+        false => ladder,
+    }
+}
+
+/// Whether every quote of a side is still open for the full quote size: nothing filled,
+/// ended or moved it since the re-quote that left it (only the maker moves its orders).
+fn intact(desk: &Desk, sim: &InstrumentSimulation, ids: &[OrderId]) -> bool {
+    ids.iter().all(|&id| {
+        let o = desk.order(id);
+        o.is_open() && o.remaining() == sim.size
+    })
+}
+
 /// The open quotes of one side already on a level of `wanted` (each topped up to the quote
-/// size), the others to move, and which levels are held. The ladder is strictly monotone
-/// (bids falling, asks rising), so a quote's level is found by bisection, not by a scan per
-/// quote; a second quote on a held level is moved like any other.
+/// size), the others to move, and which levels are held. A quote's level is its price in
+/// whole grid steps; a second quote on a held level is moved like any other.
 fn keep_held_levels(
     desk: &mut Desk,
-    sim: &InstrumentSimulation,
-    side: Side,
+    Quoting { sim, grid, .. }: Quoting<'_>,
+    wanted: Ladder,
     ids: &[OrderId],
-    wanted: &[Decimal],
 ) -> (Vec<OrderId>, Vec<OrderId>, Vec<bool>) {
-    let mut held = vec![false; wanted.len()];
-    let level = |price: &Decimal| match side {
-        Side::Buy => wanted.binary_search_by(|p| price.cmp(p)),
-        Side::Sell => wanted.binary_search_by(|p| p.cmp(price)),
+    let mut held = vec![false; wanted.len];
+    let level = |price: Decimal| {
+        let steps = whole_units(price, grid).and_then(|s| i64::try_from(s).ok());
+        steps.and_then(|s| wanted.level_of(s))
     };
     let (mut kept, mut free) = (Vec::with_capacity(ids.len()), Vec::new());
     for &id in ids {
@@ -138,8 +170,8 @@ fn keep_held_levels(
         if !o.is_open() {
             continue;
         }
-        match level(&o.limit_price.expect("quotes are limit orders")) {
-            Ok(at) if !held[at] => {
+        match level(o.limit_price.expect("quotes are limit orders")) {
+            Some(at) if !held[at] => {
                 held[at] = true;
                 kept.push(id);
                 if o.remaining() != sim.size {
@@ -170,38 +202,29 @@ struct Quoting<'a> {
 /// One side of one market: keep the orders on surviving levels (topped up to the quote
 /// size), move the others onto the missing levels, cancel what is left over and place what
 /// is still missing. A request the desk refuses (a status that forbids it) leaves that level
-/// unquoted until the next run.
+/// unquoted until the next run. The ladder now quoted in full, if every level holds a quote.
 fn requote(
     desk: &mut Desk,
     next_reference: &mut u64,
-    Quoting { market, sim, grid }: Quoting<'_>,
-    side: Side,
+    quoting: Quoting<'_>,
+    ladder: Ladder,
     ids: &mut Vec<OrderId>,
-) {
-    let (_, state) = desk.market(market);
-    if state.status == InstrumentStatus::TradeHalt {
-        return; // nothing may be placed or amended: the quotes stand as they are
+) -> Option<Ladder> {
+    let Quoting { market, sim, grid } = quoting;
+    if desk.market(market).1.status == InstrumentStatus::TradeHalt {
+        return None; // nothing may be placed or amended: the quotes stand as they are
     }
-    let index = state.index_price;
-    let position = desk.position_size(MARKET_MAKER, market);
-    let grows = match side {
-        Side::Buy => position >= sim.max_inventory,
-        Side::Sell => -position >= sim.max_inventory,
-    };
-    let wanted = match grows {
-        true => Vec::new(),
-        false => sim.ladder(index, side == Side::Buy, grid),
-    };
-    let (mut kept, free, held) = keep_held_levels(desk, sim, side, ids, &wanted);
-    let mut wanted = wanted
-        .into_iter()
-        .zip(held)
-        .filter(|(_, h)| !h)
-        .map(|(p, _)| p);
+    // Read after the other side's re-quote, whose fills may have moved the position.
+    let wanted = wanted(desk, quoting, ladder);
+    let side = if ladder.bid { Side::Buy } else { Side::Sell };
+    let (mut kept, free, held) = keep_held_levels(desk, quoting, wanted, ids);
+    let mut missing = (0..wanted.len)
+        .filter(|&k| !held[k])
+        .map(|k| wanted.price(k, grid));
     for id in free {
         let o = desk.order(id);
         let reference = o.reference_id.to_string();
-        match wanted.next() {
+        match missing.next() {
             Some(price) => {
                 let amend = Amend {
                     amount: (o.remaining() != sim.size).then_some(o.filled_amount + sim.size),
@@ -221,7 +244,7 @@ fn requote(
             }
         }
     }
-    for price in wanted {
+    for price in missing {
         *next_reference += 1;
         let entry = OrderEntry {
             amount: Some(sim.size),
@@ -234,4 +257,5 @@ fn requote(
     }
     kept.retain(|&id| desk.order(id).is_open());
     *ids = kept;
+    (ids.len() == wanted.len).then_some(wanted)
 }
