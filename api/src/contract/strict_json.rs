@@ -3,11 +3,13 @@
 //! last occurrence, so `{"amount":"1","amount":"2"}` would book 2; this pass over the raw
 //! bytes runs first, for every body of both APIs (and the WebSocket frames to come).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fmt;
 
 use perpsim_core::Error;
+use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Refuses a body holding an object with a key given twice, naming the key by its path
@@ -120,8 +122,8 @@ impl<'de> Visitor<'de> for Node<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<(), A::Error> {
-        let mut seen = BTreeSet::new();
-        while let Some(key) = entries.next_key::<String>()? {
+        let mut seen = Seen::default();
+        while let Some(Key(key)) = entries.next_key::<Key<'de>>()? {
             let at = Segment {
                 parent: self.at,
                 name: Name::Key(&key),
@@ -140,12 +142,72 @@ impl<'de> Visitor<'de> for Node<'_, '_> {
     }
 }
 
+/// An object's key as the reader gives it: borrowed from the body when it holds no escape,
+/// so a walk of a million small objects (a scenario's events) allocates nothing per key.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(reader: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl<'de> Visitor<'de> for Text {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(key)))
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key.to_owned())))
+            }
+        }
+        reader.deserialize_str(Text)
+    }
+}
+
+/// The keys an object has shown so far: a short list searched in turn (an API body's object
+/// has a handful), a sorted set once it holds more than [`Seen::SHORT`], so an object of
+/// any size costs O(n log n).
+#[derive(Default)]
+struct Seen<'de> {
+    short: Vec<Cow<'de, str>>,
+    many: BTreeSet<Cow<'de, str>>,
+}
+
+impl<'de> Seen<'de> {
+    const SHORT: usize = 16;
+
+    fn contains(&self, key: &str) -> bool {
+        self.short.iter().any(|k| k == key) || self.many.contains(key)
+    }
+
+    fn insert(&mut self, key: Cow<'de, str>) {
+        if self.short.len() < Self::SHORT {
+            self.short.push(key);
+        } else {
+            self.many.insert(key);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn dup(body: &str) -> Option<String> {
         duplicate_key(body.as_bytes())
+    }
+
+    /// D4: an object with more keys than the short list holds still names its duplicate,
+    /// whether the first occurrence was among the first keys or the later ones.
+    #[test]
+    fn a_duplicate_in_a_large_object_is_found_wherever_its_first_occurrence_sits() {
+        let keys: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+        let body = |extra: &str| format!("{{{},{extra}}}", keys.join(","));
+        assert_eq!(dup(&body("\"k3\":0")).as_deref(), Some("k3"));
+        assert_eq!(dup(&body("\"k30\":0")).as_deref(), Some("k30"));
+        assert_eq!(dup(&body("\"k\\u0033\":0")).as_deref(), Some("k3"));
+        assert_eq!(dup(&body("\"k40\":0")), None);
     }
 
     /// D4: a duplicated key is named wherever it sits, escapes decoded; distinct keys, the
