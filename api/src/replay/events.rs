@@ -15,7 +15,7 @@ use super::timing::{EXPECTED_AT, parse_at};
 pub(super) fn plan_event(
     ctx: &Ctx,
     index: usize,
-    e: &Spanned<Box<Event>>,
+    e: &mut Spanned<Box<Event>>,
     steps: &mut Vec<Step>,
     inputs: &mut Vec<std::path::PathBuf>,
 ) -> Result<(), ScenarioError> {

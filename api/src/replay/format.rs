@@ -106,6 +106,9 @@ pub struct CustomerSpec {
 
 /// One event: `at`, what it applies to, and exactly one action, whose body is the request
 /// body of the API operation that does the same.
+// Every optional field is boxed (not in the doc comment, which is the schema's): an event
+// holds one or two of its twelve, each a hundred bytes or more with its two locations, and a
+// scenario holds a million events at once while it is read.
 #[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct Event {
@@ -114,34 +117,34 @@ pub struct Event {
     pub at: Spanned<String>,
     /// The customer (by name) of an order, cancel, amend, deposit or withdrawal.
     #[schemars(with = "Option<String>")]
-    pub customer: Option<Spanned<String>>,
+    pub customer: Option<Box<Spanned<String>>>,
     /// The instrument of a price, prices, funding or status event.
     #[schemars(with = "Option<String>")]
-    pub symbol: Option<Spanned<String>>,
+    pub symbol: Option<Box<Spanned<String>>>,
     /// The order an amend applies to.
     #[schemars(with = "Option<String>")]
-    pub reference_id: Option<Spanned<String>>,
+    pub reference_id: Option<Box<Spanned<String>>>,
     /// `POST /v1/customers/{code}/orders`.
-    pub order: Option<Body<crate::v1::orders::OrderRequest>>,
+    pub order: Option<Box<Body<crate::v1::orders::OrderRequest>>>,
     /// The reference_id of the open order to cancel (`DELETE …/orders/{reference_id}`).
     #[schemars(with = "Option<String>")]
-    pub cancel: Option<Spanned<String>>,
+    pub cancel: Option<Box<Spanned<String>>>,
     /// `PATCH …/orders/{reference_id}`, with `reference_id` beside it.
-    pub amend: Option<Body<crate::v1::orders::AmendRequest>>,
+    pub amend: Option<Box<Body<crate::v1::orders::AmendRequest>>>,
     /// `PUT /admin/v1/instruments/{symbol}/price`.
-    pub price: Option<Body<crate::admin::PriceRequest>>,
+    pub price: Option<Box<Body<crate::admin::PriceRequest>>>,
     /// A CSV file (relative to the scenario) of `time,index_price[,mark_price]` rows, each
     /// time an offset from this event's `at` or an RFC 3339 timestamp.
     #[schemars(with = "Option<String>")]
-    pub prices: Option<Spanned<String>>,
+    pub prices: Option<Box<Spanned<String>>>,
     /// `PUT /admin/v1/instruments/{symbol}/funding`.
-    pub funding: Option<Body<crate::admin::FundingRequest>>,
+    pub funding: Option<Box<Body<crate::admin::FundingRequest>>>,
     /// `PUT /admin/v1/instruments/{symbol}/status`.
-    pub status: Option<Body<crate::admin::StatusRequest>>,
+    pub status: Option<Box<Body<crate::admin::StatusRequest>>>,
     /// `POST …/deposits`; completes at once.
-    pub deposit: Option<Body<crate::v1::money::TransferRequest>>,
+    pub deposit: Option<Box<Body<crate::v1::money::TransferRequest>>>,
     /// `POST …/withdrawals`; completes at once.
-    pub withdrawal: Option<Body<crate::v1::money::TransferRequest>>,
+    pub withdrawal: Option<Box<Body<crate::v1::money::TransferRequest>>>,
 }
 
 /// A decimal written as a string or an integer (`"0.6"`, `60000`); a plain YAML scalar is

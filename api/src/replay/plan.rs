@@ -145,9 +145,14 @@ impl Ctx<'_> {
         })
     }
 
-    /// Reads a body with the API's type and builds its command; a refusal names the body.
-    pub fn body<T: ParseFromJSON>(&self, field: &str, body: &Body<T>) -> Result<T, ScenarioError> {
-        read_body(&body.json.value)
+    /// Reads a body with the API's type (taking its JSON: a body is read once); a refusal
+    /// names the body.
+    pub fn body<T: ParseFromJSON>(
+        &self,
+        field: &str,
+        body: &mut Body<T>,
+    ) -> Result<T, ScenarioError> {
+        read_body(std::mem::take(&mut body.json.value))
             .map_err(|m| self.error(body.json.referenced, format!("{field}: {m}")))
     }
 }
@@ -166,8 +171,8 @@ fn known<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 /// A body read by `T` as the service reads it; the message without the type's Rust name.
-pub(super) fn read_body<T: ParseFromJSON>(json: &Value) -> Result<T, String> {
-    T::parse_from_json(Some(json.clone())).map_err(|e| {
+pub(super) fn read_body<T: ParseFromJSON>(json: Value) -> Result<T, String> {
+    T::parse_from_json(Some(json)).map_err(|e| {
         let message = e.into_message();
         let message = match message.split_once("\": ") {
             Some((head, rest)) if head.starts_with("failed to parse \"") => rest.to_owned(),
@@ -181,7 +186,7 @@ pub(super) fn read_body<T: ParseFromJSON>(json: &Value) -> Result<T, String> {
 }
 
 /// Resolves a scenario read from `file` into its plan, within `limits`.
-pub fn plan(file: &Path, scenario: Scenario, limits: &Limits) -> Result<Plan, ScenarioError> {
+pub fn plan(file: &Path, mut scenario: Scenario, limits: &Limits) -> Result<Plan, ScenarioError> {
     let start = Timestamp::parse_rfc3339(&scenario.start.value).ok_or_else(|| {
         located(
             file,
@@ -232,7 +237,7 @@ pub fn plan(file: &Path, scenario: Scenario, limits: &Limits) -> Result<Plan, Sc
             })?,
         None => ((end.millis() - start.millis()) / SAMPLES).max(1_000),
     };
-    let customers = customers(&mut ctx, &scenario.customers)?;
+    let customers = customers(&mut ctx, &mut scenario.customers)?;
     let samples = (end.millis() - start.millis()) / sample_every_ms + 1;
     let points = samples as u64 * (customers.len() + ctx.specs.len()) as u64;
     if points > limits.max_samples {
@@ -254,8 +259,8 @@ pub fn plan(file: &Path, scenario: Scenario, limits: &Limits) -> Result<Plan, Sc
     let (mut steps, mut inputs) = (Vec::with_capacity(scenario.events.len()), Vec::new());
     // Each event is freed once planned: the events as read (a kilobyte each, with their
     // bodies' JSON) and the steps they become are never all held at once.
-    for (i, event) in scenario.events.into_iter().enumerate() {
-        super::events::plan_event(&ctx, i, &event, &mut steps, &mut inputs)?;
+    for (i, mut event) in scenario.events.into_iter().enumerate() {
+        super::events::plan_event(&ctx, i, &mut event, &mut steps, &mut inputs)?;
     }
     // Stable: one instant's steps keep the order written.
     steps.sort_by_key(|s| s.at);
@@ -377,7 +382,7 @@ fn apply_market(
 
 fn customers(
     ctx: &mut Ctx,
-    specs: &[Spanned<CustomerSpec>],
+    specs: &mut [Spanned<CustomerSpec>],
 ) -> Result<Vec<PlannedCustomer>, ScenarioError> {
     let mut planned = Vec::new();
     for c in specs {
@@ -401,7 +406,7 @@ fn customers(
     Ok(planned)
 }
 
-fn setup(ctx: &Ctx, c: &Spanned<CustomerSpec>) -> Result<Vec<Command>, ScenarioError> {
+fn setup(ctx: &Ctx, c: &mut Spanned<CustomerSpec>) -> Result<Vec<Command>, ScenarioError> {
     let mut setup = Vec::new();
     let here = |m: String| ctx.error(c.referenced, m);
     if let Some(leverage) = c.value.leverage {
@@ -412,7 +417,7 @@ fn setup(ctx: &Ctx, c: &Spanned<CustomerSpec>) -> Result<Vec<Command>, ScenarioE
             leverage,
         });
     }
-    if let Some(fees) = &c.value.fees {
+    if let Some(fees) = &mut c.value.fees {
         let body = ctx.body("fees", fees)?;
         setup.push(
             fees_command(UNBOUND, None, &body)
@@ -421,7 +426,7 @@ fn setup(ctx: &Ctx, c: &Spanned<CustomerSpec>) -> Result<Vec<Command>, ScenarioE
     }
     for (asset, Dec(amount)) in &c.value.deposits {
         let body: TransferRequest =
-            read_body(&json!({"asset": asset, "amount": amount.to_string()}))
+            read_body(json!({"asset": asset, "amount": amount.to_string()}))
                 .map_err(|m| here(format!("deposits: {m}")))?;
         let command = transfer_command(UNBOUND, TransferKind::Deposit, &body, 0)
             .map_err(|e| here(format!("deposits: {}", e.message)))?;
@@ -436,7 +441,7 @@ pub(super) fn price_row(symbol: &str, index: &str, mark: Option<&str>) -> Result
     if let Some(mark) = mark {
         body["mark_price"] = json!(mark);
     }
-    let body: PriceRequest = read_body(&body)?;
+    let body: PriceRequest = read_body(body)?;
     price_command(symbol.to_owned(), &body).map_err(|e| e.message)
 }
 
@@ -444,9 +449,9 @@ pub(super) fn price_row(symbol: &str, index: &str, mark: Option<&str>) -> Result
 /// (by position) it is for, if any.
 pub(super) fn action(
     ctx: &Ctx,
-    e: &Spanned<Box<Event>>,
+    e: &mut Spanned<Box<Event>>,
 ) -> Result<(Option<usize>, Command), ScenarioError> {
-    let v = &e.value;
+    let v = &mut e.value;
     let here = |m: &str| ctx.error(e.referenced, m.to_owned());
     if let Some(command) = customer_action(ctx, v, &here)? {
         let name = v
@@ -470,8 +475,8 @@ fn refused(ctx: &Ctx, at: Location) -> impl Fn(perpsim_core::Error) -> ScenarioE
 }
 
 /// An order, cancel, amend, deposit or withdrawal, for a customer bound at run time.
-fn customer_action(ctx: &Ctx, v: &Event, here: &Here) -> Result<Option<Command>, ScenarioError> {
-    if let Some(order) = &v.order {
+fn customer_action(ctx: &Ctx, v: &mut Event, here: &Here) -> Result<Option<Command>, ScenarioError> {
+    if let Some(order) = &mut v.order {
         let body = ctx.body("order", order)?;
         let at = order.json.referenced;
         ctx.symbol(&Spanned::new(
@@ -490,7 +495,7 @@ fn customer_action(ctx: &Ctx, v: &Event, here: &Here) -> Result<Option<Command>,
             reference_id,
         }));
     }
-    if let Some(amend) = &v.amend {
+    if let Some(amend) = &mut v.amend {
         let reference = v
             .reference_id
             .as_ref()
@@ -501,8 +506,8 @@ fn customer_action(ctx: &Ctx, v: &Event, here: &Here) -> Result<Option<Command>,
             .map_err(refused(ctx, amend.json.referenced));
     }
     for (kind, body) in [
-        (TransferKind::Deposit, &v.deposit),
-        (TransferKind::Withdrawal, &v.withdrawal),
+        (TransferKind::Deposit, &mut v.deposit),
+        (TransferKind::Withdrawal, &mut v.withdrawal),
     ] {
         if let Some(b) = body {
             let request = ctx.body("transfer", b)?;
@@ -515,26 +520,26 @@ fn customer_action(ctx: &Ctx, v: &Event, here: &Here) -> Result<Option<Command>,
 }
 
 /// A price, funding or status event, for the instrument `symbol` names.
-fn venue_action(ctx: &Ctx, v: &Event, here: &Here) -> Result<Option<Command>, ScenarioError> {
+fn venue_action(ctx: &Ctx, v: &mut Event, here: &Here) -> Result<Option<Command>, ScenarioError> {
     let symbol = || {
         v.symbol
             .as_ref()
             .ok_or_else(|| here("this event needs `symbol`"))
             .and_then(|s| ctx.symbol(s))
     };
-    if let Some(price) = &v.price {
+    if let Some(price) = &mut v.price {
         let body = ctx.body("price", price)?;
         return price_command(symbol()?, &body)
             .map(Some)
             .map_err(refused(ctx, price.json.referenced));
     }
-    if let Some(funding) = &v.funding {
+    if let Some(funding) = &mut v.funding {
         let body = ctx.body("funding", funding)?;
         return funding_command(symbol()?, &body)
             .map(Some)
             .map_err(refused(ctx, funding.json.referenced));
     }
-    if let Some(status) = &v.status {
+    if let Some(status) = &mut v.status {
         let body = ctx.body("status", status)?;
         return Ok(Some(status_command(symbol()?, &body)));
     }
