@@ -475,7 +475,11 @@ fn refused(ctx: &Ctx, at: Location) -> impl Fn(perpsim_core::Error) -> ScenarioE
 }
 
 /// An order, cancel, amend, deposit or withdrawal, for a customer bound at run time.
-fn customer_action(ctx: &Ctx, v: &mut Event, here: &Here) -> Result<Option<Command>, ScenarioError> {
+fn customer_action(
+    ctx: &Ctx,
+    v: &mut Event,
+    here: &Here,
+) -> Result<Option<Command>, ScenarioError> {
     if let Some(order) = &mut v.order {
         let body = ctx.body("order", order)?;
         let at = order.json.referenced;

@@ -272,8 +272,9 @@ impl Engine {
         snapshot::extract(&self.world, &self.genesis)
     }
 
+    /// The hash of [`Engine::state`], encoded from the world where it lies.
     pub fn state_hash(&self) -> StateHash {
-        self.state().hash()
+        snapshot::hash(&self.world, &self.genesis)
     }
 
     /// Applies one tick: timed events due up to `now` first, then the commands in order. The

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::clock::{Scheduler, SimClock};
 use crate::command::Genesis;
 use crate::engine::Counters;
-use crate::money::ledger::{Ledger, LedgerState};
+use crate::money::ledger::{Ledger, LedgerState, LedgerStateRef};
 use crate::money::store::all_accounts;
 use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, ValuationBasis};
@@ -20,7 +20,7 @@ use crate::records::position::{Position, PositionKey};
 use crate::records::venue::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
 use crate::registry::{Limits, Registry};
 use crate::rng::EngineRng;
-use crate::trading::exchange::{Exchange, ExchangeState};
+use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
@@ -77,10 +77,15 @@ impl EngineState {
     /// The hash of [`EngineState::encode`]'s bytes, fed to SHA-256 as they are encoded: no
     /// copy of the encoding is held, however large the state.
     pub fn hash(&self) -> StateHash {
-        let digest = postcard::serialize_with_flavor(self, Digesting::default())
-            .expect("engine state always encodes");
-        StateHash(digest.finalize().into())
+        digest(self)
     }
+}
+
+/// SHA-256 of a value's postcard encoding, fed to the hasher as it is encoded.
+fn digest(value: &impl Serialize) -> StateHash {
+    let digest = postcard::serialize_with_flavor(value, Digesting::default())
+        .expect("engine state always encodes");
+    StateHash(digest.finalize().into())
 }
 
 impl StateHash {
@@ -141,32 +146,15 @@ impl postcard::ser_flavors::Flavor for Digesting {
 }
 
 pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
-    let registry = world.resource::<Registry>();
-    let brokers = registry
-        .brokers
-        .values()
-        .map(|&e| {
-            (
-                world.get::<Broker>(e).unwrap().clone(),
-                world.get::<BrokerKeys>(e).unwrap().clone(),
-            )
-        })
-        .collect();
-    let customers = registry
-        .customers
-        .sorted()
+    let (brokers, customers, instruments) = entities(world);
+    let brokers = brokers
         .into_iter()
-        .map(|(_, e)| world.get::<Customer>(e).unwrap().clone())
+        .map(|(b, k)| (b.clone(), k.clone()))
         .collect();
-    let instruments = registry
-        .instruments
-        .values()
-        .map(|&e| {
-            (
-                world.get::<Instrument>(e).unwrap().clone(),
-                world.get::<InstrumentState>(e).unwrap().clone(),
-            )
-        })
+    let customers = customers.into_iter().cloned().collect();
+    let instruments = instruments
+        .into_iter()
+        .map(|(i, s)| (i.clone(), s.clone()))
         .collect();
     EngineState {
         version: STATE_VERSION,
@@ -181,7 +169,10 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         ledger: world.resource::<Ledger>().state(all_accounts(world)),
         exchange: world.resource::<Exchange>().state(
             crate::trading::orders::extract(world),
-            open_positions(world),
+            open_positions(world)
+                .into_iter()
+                .map(|(k, p)| (k, p.clone()))
+                .collect(),
         ),
         market: crate::market::extract(world),
         funding: world
@@ -194,13 +185,99 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
 }
 
 /// The open positions by key (the index's order), out of their entities.
-fn open_positions(world: &World) -> BTreeMap<PositionKey, Position> {
+fn open_positions(world: &World) -> BTreeMap<PositionKey, &Position> {
     world
         .resource::<PositionIndex>()
         .0
         .iter()
-        .map(|(key, &e)| (*key, world.get::<Position>(e).expect("indexed").clone()))
+        .map(|(key, &e)| (*key, world.get::<Position>(e).expect("indexed")))
         .collect()
+}
+
+/// [`EngineState`] as the world holds it, field for field: it encodes to exactly the bytes
+/// of [`extract`]'s state (a test says so), so the state hash reads it without first
+/// copying the history — every ledger row, trade, fill, ended order and risk record.
+#[derive(Serialize)]
+struct StateRef<'a> {
+    version: u32,
+    genesis: &'a Genesis,
+    counters: Counters,
+    clock: SimClock,
+    rng: &'a SimRng,
+    scheduler: &'a Scheduler,
+    brokers: Vec<(&'a Broker, &'a BrokerKeys)>,
+    customers: Vec<&'a Customer>,
+    instruments: Vec<(&'a Instrument, &'a InstrumentState)>,
+    ledger: LedgerStateRef<'a>,
+    exchange: ExchangeStateRef<'a>,
+    market: crate::market::MarketState,
+    funding: &'a crate::settlement::funding::FundingState,
+    risk: crate::risk::RiskStateRef<'a>,
+    limits: Limits,
+    faults: &'a crate::faults::Faults,
+}
+
+/// The state hash of the engine in `world`: [`EngineState::hash`] of [`extract`]'s state,
+/// without building it.
+pub(crate) fn hash(world: &World, genesis: &Genesis) -> StateHash {
+    digest(&borrow(world, genesis))
+}
+
+fn borrow<'a>(world: &'a World, genesis: &'a Genesis) -> StateRef<'a> {
+    let (brokers, customers, instruments) = entities(world);
+    StateRef {
+        version: STATE_VERSION,
+        genesis,
+        counters: *world.resource::<Counters>(),
+        clock: *world.resource::<SimClock>(),
+        rng: &world.resource::<EngineRng>().0,
+        scheduler: world.resource::<Scheduler>(),
+        brokers,
+        customers,
+        instruments,
+        ledger: world.resource::<Ledger>().state_ref(all_accounts(world)),
+        exchange: world
+            .resource::<Exchange>()
+            .state_ref(crate::trading::orders::borrow(world), open_positions(world)),
+        market: crate::market::extract(world),
+        funding: world.resource::<crate::settlement::funding::FundingState>(),
+        risk: crate::risk::borrow(world),
+        limits: *world.resource::<Limits>(),
+        faults: world.resource::<crate::faults::Faults>(),
+    }
+}
+
+type Entities<'a> = (
+    Vec<(&'a Broker, &'a BrokerKeys)>,
+    Vec<&'a Customer>,
+    Vec<(&'a Instrument, &'a InstrumentState)>,
+);
+
+/// The brokers, customers and instruments, each in its registry's order.
+fn entities(world: &World) -> Entities<'_> {
+    let registry = world.resource::<Registry>();
+    let get = |e| {
+        (
+            world.get::<Broker>(e).unwrap(),
+            world.get::<BrokerKeys>(e).unwrap(),
+        )
+    };
+    let brokers = registry.brokers.values().map(|&e| get(e)).collect();
+    let customers = registry
+        .customers
+        .sorted()
+        .into_iter()
+        .map(|(_, e)| world.get::<Customer>(e).unwrap())
+        .collect();
+    let instruments = registry
+        .instruments
+        .values()
+        .map(|&e| {
+            let state = world.get::<InstrumentState>(e).unwrap();
+            (world.get::<Instrument>(e).unwrap(), state)
+        })
+        .collect();
+    (brokers, customers, instruments)
 }
 
 /// Spawns the state's entities into a world that holds the engine's resources.

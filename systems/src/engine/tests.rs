@@ -317,3 +317,47 @@ fn keys_are_unique_across_brokers_and_revocation_updates_the_view() {
     assert_eq!(view.keys.get(&k1), None);
     assert_eq!(view.brokers.get(&a).unwrap().public_keys, vec![k2]);
 }
+
+/// The state hash is encoded from the world where the state lies, field for field as
+/// `Engine::state` copies it out: after trades, ended orders, a funding hour and a change of
+/// margin state the two hash alike.
+#[test]
+fn the_state_hash_read_in_place_equals_the_hash_of_the_copied_state() {
+    use crate::testkit::{advance, funded, limit, market, place, run, set_price};
+    use perpsim_core::order::Side;
+    let mut e = crate::testkit::engine(5);
+    let c = funded(&mut e, 3, "20000");
+    run(
+        &mut e,
+        vec![place(c[0], limit(Side::Sell, "s", "0.2", "60000"))],
+    );
+    run(
+        &mut e,
+        vec![place(c[1], limit(Side::Buy, "b", "0.2", "60000"))],
+    );
+    run(
+        &mut e,
+        vec![place(c[2], limit(Side::Buy, "rest", "0.1", "59000"))],
+    );
+    run(&mut e, vec![place(c[2], market(Side::Sell, "m", "0.05"))]);
+    let rate = Command::SetFundingRate {
+        symbol: crate::testkit::BTC.into(),
+        rate: Decimal::new(1, 3),
+    };
+    run(&mut e, vec![rate]);
+    advance(&mut e, HOUR_MS);
+    set_price(&mut e, "150000");
+    advance(&mut e, MINUTE_MS);
+    let state = e.state();
+    assert!(state.exchange.trades.len() >= 2 && !state.exchange.ended_orders.is_empty());
+    let funding = crate::records::money::MovementKind::Funding;
+    assert!(
+        state.ledger.movements.iter().any(|m| m.kind == funding),
+        "an hour's funding"
+    );
+    assert!(
+        !state.risk.log.0.is_empty(),
+        "the short changed margin state"
+    );
+    assert_eq!(e.state_hash(), state.hash());
+}

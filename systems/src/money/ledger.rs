@@ -46,6 +46,16 @@ pub struct LedgerState {
     pub transfers_available: bool,
 }
 
+/// [`LedgerState`] as the ledger holds it, field for field, so it encodes to the same bytes
+/// (the state hash reads it, without copying every movement first).
+#[derive(Serialize)]
+pub struct LedgerStateRef<'a> {
+    accounts: BTreeMap<AccountId, Balance>,
+    movements: &'a Log<Movement>,
+    flows: &'a BTreeMap<Asset, Flows>,
+    transfers_available: bool,
+}
+
 /// Where the accounts' balances live: on account entities while the engine runs (see
 /// `money::accounts::Accounts`), in a plain map in tests and benchmarks. The ledger decides
 /// every change; the store only holds the balances.
@@ -258,6 +268,17 @@ impl Ledger {
         LedgerState {
             accounts,
             ..self.state.clone()
+        }
+    }
+
+    /// [`Ledger::state`] borrowed: it encodes to the same bytes without copying the rows.
+    pub fn state_ref(&self, accounts: BTreeMap<AccountId, Balance>) -> LedgerStateRef<'_> {
+        let s = &self.state;
+        LedgerStateRef {
+            accounts,
+            movements: &s.movements,
+            flows: &s.flows,
+            transfers_available: s.transfers_available,
         }
     }
 

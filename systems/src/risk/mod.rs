@@ -69,9 +69,30 @@ pub(crate) fn insert(world: &mut World, state: RiskState) {
 }
 
 pub(crate) fn extract(world: &World) -> RiskState {
+    let RiskStateRef {
+        states,
+        log,
+        notifications,
+    } = borrow(world);
     RiskState {
-        states: world.resource::<MarginStates>().clone(),
-        log: world.resource::<RiskLog>().clone(),
-        notifications: world.resource::<notices::Notifications>().clone(),
+        states: states.clone(),
+        log: log.clone(),
+        notifications: notifications.clone(),
+    }
+}
+
+/// [`RiskState`] as the world holds it, field for field (it encodes to the same bytes).
+#[derive(Serialize)]
+pub(crate) struct RiskStateRef<'a> {
+    states: &'a MarginStates,
+    log: &'a RiskLog,
+    notifications: &'a notices::Notifications,
+}
+
+pub(crate) fn borrow(world: &World) -> RiskStateRef<'_> {
+    RiskStateRef {
+        states: world.resource::<MarginStates>(),
+        log: world.resource::<RiskLog>(),
+        notifications: world.resource::<notices::Notifications>(),
     }
 }

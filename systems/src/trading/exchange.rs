@@ -138,6 +138,19 @@ pub struct ExchangeState {
     pub next_priority: u64,
 }
 
+/// [`ExchangeState`] as the exchange and the order entities hold it, field for field, so it
+/// encodes to the same bytes.
+#[derive(Serialize)]
+pub struct ExchangeStateRef<'a> {
+    markets: Vec<MarketState>,
+    live_orders: Vec<&'a Order>,
+    ended_orders: Vec<&'a Order>,
+    positions: BTreeMap<PositionKey, &'a Position>,
+    trades: &'a Log<TradeRecord>,
+    fills: &'a Log<PublicFill>,
+    next_priority: u64,
+}
+
 /// A market in snapshot form: the book is stored as its resting orders in priority order and
 /// rebuilt on restore, so the encoding does not depend on the book's slot layout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -253,16 +266,7 @@ impl Exchange {
         positions: BTreeMap<PositionKey, Position>,
     ) -> ExchangeState {
         ExchangeState {
-            markets: self
-                .markets
-                .iter()
-                .map(|m| MarketState {
-                    spec: m.spec.clone(),
-                    last_price: m.last_price,
-                    triggers: m.triggers.clone(),
-                    open_interest: m.open_interest,
-                })
-                .collect(),
+            markets: self.market_states(),
             live_orders,
             ended_orders,
             positions,
@@ -270,6 +274,36 @@ impl Exchange {
             fills: self.fills.clone(),
             next_priority: self.next_priority,
         }
+    }
+
+    /// [`Exchange::state`] borrowed: it encodes to the same bytes without copying the
+    /// history (trades, fills and ended orders).
+    pub fn state_ref<'a>(
+        &'a self,
+        (live_orders, ended_orders): (Vec<&'a Order>, Vec<&'a Order>),
+        positions: BTreeMap<PositionKey, &'a Position>,
+    ) -> ExchangeStateRef<'a> {
+        ExchangeStateRef {
+            markets: self.market_states(),
+            live_orders,
+            ended_orders,
+            positions,
+            trades: &self.trades,
+            fills: &self.fills,
+            next_priority: self.next_priority,
+        }
+    }
+
+    fn market_states(&self) -> Vec<MarketState> {
+        self.markets
+            .iter()
+            .map(|m| MarketState {
+                spec: m.spec.clone(),
+                last_price: m.last_price,
+                triggers: m.triggers.clone(),
+                open_interest: m.open_interest,
+            })
+            .collect()
     }
 
     /// Rebuilds the books from the resting orders in their recorded time priority, and

@@ -399,12 +399,19 @@ pub fn restore(world: &mut World, live: Vec<Order>, ended: Vec<Order>) {
 /// A snapshot's orders out of a world: the live ones in id order, the ended ones in the
 /// order they ended.
 pub fn extract(world: &World) -> (Vec<Order>, Vec<Order>) {
+    let (live, ended) = borrow(world);
+    let owned = |orders: Vec<&Order>| orders.into_iter().cloned().collect();
+    (owned(live), owned(ended))
+}
+
+/// [`extract`]'s orders, borrowed where they live.
+pub fn borrow(world: &World) -> (Vec<&Order>, Vec<&Order>) {
     let live = world
         .resource::<OrderIndex>()
         .0
         .iter()
         .filter_map(|slot| match slot {
-            OrderSlot::Live(e) => Some((*world.get::<LiveOrder>(*e).expect("indexed").0).clone()),
+            OrderSlot::Live(e) => Some(&*world.get::<LiveOrder>(*e).expect("indexed").0),
             _ => None,
         })
         .collect();
@@ -412,7 +419,7 @@ pub fn extract(world: &World) -> (Vec<Order>, Vec<Order>) {
         .resource::<OrderArchive>()
         .0
         .iter()
-        .map(|o| (**o).clone())
+        .map(|o| &**o)
         .collect();
     (live, ended)
 }
