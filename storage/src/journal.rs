@@ -341,13 +341,13 @@ impl Journal {
         }
     }
 
-    /// Stores a snapshot of the state at `tick` and drops all but the newest few.
+    /// Stores a snapshot of the state at `tick`, `encoded` as `Engine::encode_state` (or
+    /// `EngineState::encode`) gives it, and drops all but the newest few.
     pub fn write_snapshot(
         &self,
         tick: u64,
-        state: &EngineState,
+        encoded: Vec<u8>,
     ) -> Result<SnapshotInfo, JournalError> {
-        let encoded = state.encode();
         let hash = StateHash::of_encoding(&encoded);
         let stored = postcard::to_stdvec(&StoredSnapshot {
             hash,

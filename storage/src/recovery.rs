@@ -153,7 +153,7 @@ mod tests {
             engine.tick(now, cmds);
             if engine.counters().ticks.is_multiple_of(every) {
                 journal
-                    .write_snapshot(engine.counters().ticks, &engine.state())
+                    .write_snapshot(engine.counters().ticks, engine.encode_state())
                     .unwrap();
             }
         }

@@ -429,7 +429,9 @@ impl Host {
 
     fn snapshot(&mut self) -> Result<StateHash, JournalError> {
         let ticks = self.engine.counters().ticks;
-        let info = self.journal.write_snapshot(ticks, &self.engine.state())?;
+        let info = self
+            .journal
+            .write_snapshot(ticks, self.engine.encode_state())?;
         self.since_snapshot = 0;
         self.snapshot_clock = self.engine.clock().now;
         metrics::snapshot();

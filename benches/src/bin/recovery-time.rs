@@ -57,7 +57,7 @@ impl Writer {
         let done = self.engine.counters();
         if self.since_snapshot >= SNAPSHOT_EVERY && done.commands < self.last_snapshot_before {
             self.snapshotted
-                .write_snapshot(done.ticks, &self.engine.state())
+                .write_snapshot(done.ticks, self.engine.encode_state())
                 .expect("snapshot");
             self.since_snapshot = 0;
         }

@@ -277,6 +277,12 @@ impl Engine {
         snapshot::hash(&self.world, &self.genesis)
     }
 
+    /// [`EngineState::encode`] of [`Engine::state`], encoded from the world where it lies:
+    /// a snapshot holds the encoding only, never a second copy of the state.
+    pub fn encode_state(&self) -> Vec<u8> {
+        snapshot::encode(&self.world, &self.genesis)
+    }
+
     /// Applies one tick: timed events due up to `now` first, then the commands in order. The
     /// clock never moves backwards: a `now` earlier than the engine's time is taken as equal.
     pub fn tick(&mut self, now: Timestamp, commands: Vec<Command>) -> TickOutput {

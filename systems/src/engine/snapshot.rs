@@ -223,6 +223,11 @@ pub(crate) fn hash(world: &World, genesis: &Genesis) -> StateHash {
     digest(&borrow(world, genesis))
 }
 
+/// [`EngineState::encode`] of [`extract`]'s state, without building it.
+pub(crate) fn encode(world: &World, genesis: &Genesis) -> Vec<u8> {
+    postcard::to_stdvec(&borrow(world, genesis)).expect("engine state always encodes")
+}
+
 fn borrow<'a>(world: &'a World, genesis: &'a Genesis) -> StateRef<'a> {
     let (brokers, customers, instruments) = entities(world);
     StateRef {

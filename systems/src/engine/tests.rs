@@ -318,11 +318,11 @@ fn keys_are_unique_across_brokers_and_revocation_updates_the_view() {
     assert_eq!(view.brokers.get(&a).unwrap().public_keys, vec![k2]);
 }
 
-/// The state hash is encoded from the world where the state lies, field for field as
-/// `Engine::state` copies it out: after trades, ended orders, a funding hour and a change of
-/// margin state the two hash alike.
+/// The state hash and a snapshot's encoding are made from the world where the state lies,
+/// field for field as `Engine::state` copies it out: after trades, ended orders, a funding
+/// hour and a change of margin state both are the copy's, byte for byte.
 #[test]
-fn the_state_hash_read_in_place_equals_the_hash_of_the_copied_state() {
+fn the_state_encoded_in_place_is_the_encoding_of_the_copied_state() {
     use crate::testkit::{advance, funded, limit, market, place, run, set_price};
     use perpsim_core::order::Side;
     let mut e = crate::testkit::engine(5);
@@ -359,5 +359,6 @@ fn the_state_hash_read_in_place_equals_the_hash_of_the_copied_state() {
         !state.risk.log.0.is_empty(),
         "the short changed margin state"
     );
+    assert_eq!(e.encode_state(), state.encode());
     assert_eq!(e.state_hash(), state.hash());
 }
