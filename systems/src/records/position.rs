@@ -56,3 +56,9 @@ impl Position {
 pub fn unrealised_pnl(size: Decimal, entry_price: Decimal, mark: Decimal) -> Decimal {
     perpsim_core::decimal::round_ledger_product(&[size, mark - entry_price])
 }
+
+/// The initial margin `size` locks at `price`, rounded for the ledger: |size| × price ×
+/// `initial`. A fill locks it at the entry price, midnight's settlement at the mark.
+pub fn locked_margin(size: Decimal, price: Decimal, initial: Decimal) -> Decimal {
+    perpsim_core::decimal::round_ledger_product(&[size.abs(), price, initial])
+}

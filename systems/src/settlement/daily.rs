@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use crate::records::position::locked_margin;
 use bevy_ecs::prelude::{Entity, Local, Query, Res, ResMut};
 use perpsim_core::Decimal;
-use perpsim_core::decimal::round_ledger_product;
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 
 use crate::clock::{DueEvents, SimClock};
@@ -109,7 +109,7 @@ fn settled_margin(
     mark: Decimal,
     initial: Decimal,
 ) -> Option<Decimal> {
-    let settled = round_ledger_product(&[size.abs(), mark, initial]);
+    let settled = locked_margin(size, mark, initial);
     (entry_price != mark || settled != margin).then_some(settled)
 }
 

@@ -14,7 +14,7 @@ use crate::positions::{MarginRate, OpenPositions};
 use crate::records::ids::{FillSeq, OrderId, TradeSeq};
 use crate::records::money::TradeInfo;
 use crate::records::order::Lots;
-use crate::records::position::Position;
+use crate::records::position::{Position, locked_margin};
 use crate::records::trade::{Liquidity, PublicFill, TradeKind, TradeRecord};
 use crate::records::venue::MarketId;
 use crate::trading::exchange::Exchange;
@@ -121,8 +121,7 @@ fn move_position(
     let key = (s.customer, market);
     let dirty = &mut exchange.dirty;
     dirty.positions.push(key);
-    let margin_of =
-        |c: &PositionChange| round_ledger(c.size.abs() * c.entry_price * s.rate.initial);
+    let margin_of = |c: &PositionChange| locked_margin(c.size, c.entry_price, s.rate.initial);
     let Some((p, rate)) = positions.get_mut(key) else {
         let change = position_change(None, q, price);
         let margin = margin_of(&change);
