@@ -181,14 +181,19 @@ fn keep_held_levels(
                         trigger_price: None,
                         expire_time: None,
                     };
-                    let reference = o.reference_id.to_string();
-                    let _ = desk.amend(MARKET_MAKER, &reference, &amend);
+                    let _ = desk.amend_open(id, &amend);
                 }
             }
             _ => free.push(id),
         }
     }
     (kept, free, held)
+}
+
+/// Cancels an open quote (one left over, or one the desk refused to move).
+fn cancel(desk: &mut Desk, id: OrderId) {
+    let reference = desk.order(id).reference_id.to_string();
+    let _ = desk.cancel(MARKET_MAKER, &reference);
 }
 
 /// What a market's re-quote is given: the market, its simulation and its price grid.
@@ -223,25 +228,22 @@ fn requote(
         .map(|k| wanted.price(k, grid));
     for id in free {
         let o = desk.order(id);
-        let reference = o.reference_id.to_string();
-        match missing.next() {
-            Some(price) => {
-                let amend = Amend {
-                    amount: (o.remaining() != sim.size).then_some(o.filled_amount + sim.size),
-                    limit_price: Some(price),
-                    trigger_price: None,
-                    expire_time: None,
-                };
-                match desk.amend(MARKET_MAKER, &reference, &amend) {
-                    Ok(_) => kept.push(id),
-                    Err(_) => {
-                        let _ = desk.cancel(MARKET_MAKER, &reference);
-                    }
-                }
-            }
-            None => {
-                let _ = desk.cancel(MARKET_MAKER, &reference);
-            }
+        // An earlier move's matching may have ended it: nothing to move or cancel then.
+        let open = o.is_open();
+        let amend = Amend {
+            amount: (o.remaining() != sim.size).then_some(o.filled_amount + sim.size),
+            limit_price: missing.next(),
+            trigger_price: None,
+            expire_time: None,
+        };
+        let moved = match amend.limit_price {
+            Some(_) if open => desk.amend_open(id, &amend).is_ok(),
+            _ => false,
+        };
+        match moved {
+            true => kept.push(id),
+            false if open => cancel(desk, id),
+            false => {}
         }
     }
     for price in missing {

@@ -42,8 +42,16 @@ impl Desk<'_, '_> {
         amend: &Amend,
     ) -> Result<OrderId, Error> {
         let id = self.open_order(code, reference, ErrorCode::OrderNotAmendable, "amended")?;
+        self.amend_open(id, amend)
+    }
+
+    /// [`Desk::amend`] of an order known by its id and open, as the market maker moves its
+    /// quotes: without looking its reference up.
+    pub fn amend_open(&mut self, id: OrderId, amend: &Amend) -> Result<OrderId, Error> {
         let now = self.clock.now;
         let o = self.orders.get(id).clone();
+        assert!(o.is_open(), "order {id} is open to be amended");
+        let code = o.customer;
         let market = o.market;
         let (status, mark) = {
             let i = self.instrument(market);
