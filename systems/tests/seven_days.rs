@@ -7,7 +7,8 @@
 //! so auto-deleveraging and insurance covers are proven by the risk tests). The engine's
 //! invariants (money conserved per asset through funding, settlement, forced fills and
 //! insurance payouts; clearing against unrealised PnL; no negative balance left flat; the
-//! trading checks) run after every run of the schedule in this debug build; at the end the
+//! trading checks) run after every run of the schedule in this debug build (the scans of the
+//! whole live state on every 64th); at the end the
 //! journal — the ticks as sent — replays to the same state hash.
 
 use perpsim_core::Decimal;

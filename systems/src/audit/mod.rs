@@ -1,10 +1,12 @@
 //! The invariants money and trading depend on, checked after every run of the schedule in
 //! debug and test builds (release builds — benchmarks, production — trust the arithmetic the
-//! tests proved). A violation stops the engine loudly. The checks themselves live with the
-//! state they read (`Ledger::check_invariants`, `Exchange::check_invariants`,
+//! tests proved), the scans of what exists on the cadence of `CheckedUpTo::scans`. A
+//! violation stops the engine loudly. The checks themselves live with the state they read
+//! (`Ledger::check_invariants`, `Exchange::check_fills` and `check_live`,
 //! `positions::check_positions`); this concern only runs them, last in `PublishSystems`.
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, With, World};
+use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
 
 use crate::clock::SimClock;
@@ -127,69 +129,110 @@ fn check_no_negative_flat(
     Ok(())
 }
 
-/// The trading and position invariants (issue 4 item 7, issue 11).
-#[allow(clippy::too_many_arguments)]
+/// The live state the scans of the trading audit read.
+#[derive(SystemParam)]
+pub struct LiveState<'w, 's> {
+    registry: Res<'w, Registry>,
+    index: Res<'w, PositionIndex>,
+    instruments: Query<
+        'w,
+        's,
+        (
+            &'static MarketSlot,
+            &'static InstrumentState,
+            &'static Instrument,
+        ),
+    >,
+    customers: Query<'w, 's, &'static Customer>,
+    positions: Query<
+        'w,
+        's,
+        (
+            &'static Position,
+            &'static MarginRate,
+            &'static ValuationBasis,
+        ),
+    >,
+    waiting: Query<'w, 's, &'static LiveOrder, With<Waiting>>,
+    account_index: Res<'w, AccountIndex>,
+    balances: Query<'w, 's, &'static Balance>,
+}
+
+/// The trading and position invariants (issue 4 item 7, issue 11): what changed on every
+/// pass, the live state on the cadence of [`CheckedUpTo::scans`].
 pub fn assert_trading_invariants(
     exchange: Res<Exchange>,
     orders: OrderRecords,
-    waiting: Query<&LiveOrder, With<Waiting>>,
     ledger: Res<Ledger>,
     mut done: ResMut<CheckedUpTo>,
     clock: Res<SimClock>,
-    registry: Res<Registry>,
-    index: Res<PositionIndex>,
-    instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
-    customers: Query<&Customer>,
-    positions: Query<(&Position, &MarginRate, &ValuationBasis)>,
-    account_index: Res<AccountIndex>,
-    balances: Query<&Balance>,
+    live: LiveState,
 ) {
-    let mut marks = vec![(Decimal::ZERO, 0); instruments.iter().count()];
-    for (slot, state, instrument) in &instruments {
-        marks[slot.0 as usize] = (state.mark_price, instrument.0.tick_size.scale());
-    }
-    let leverage = |c| {
-        customers
-            .get(registry.customers[&c])
-            .expect("positions belong to customers")
-            .leverage
-    };
-    let open: Vec<&Position> = positions.iter().map(|(p, _, _)| p).collect();
-    let checked = crate::positions::check_positions(&index, &positions, &marks, leverage)
-        .and_then(|()| indexed_balances(&account_index, &balances))
-        .and_then(|accounts| {
-            exchange.check_invariants(&orders, &open, &ledger, &accounts, &mut done)?;
-            // By the basis, which `check_positions` just found to value as the decimals do.
-            let unrealised = positions.iter().map(|(p, _, basis)| {
-                let (mark, scale) = marks[p.market as usize];
-                (
-                    exchange.markets[p.market as usize].spec.settlement,
-                    valuation_at(p, basis, Mark::new(mark, scale)).unrealised_pnl,
-                )
-            });
-            check_clearing(&accounts, unrealised, ledger.movements().len() + open.len())?;
-            // Asked only of a negative account (rare): a set of every exposure built on
-            // every run was a tenth of a simulated week's audit.
-            let exposed = |customer, asset| {
-                let markets = (customer, MarketId::MIN)..=(customer, MarketId::MAX);
-                index.0.range(markets).any(|(&(_, market), _)| {
-                    exchange.markets[market as usize].spec.settlement == asset
-                })
-            };
-            check_no_negative_flat(&accounts, exposed)
-        })
+    done.next_pass();
+    let checked = exchange
+        .check_fills(&ledger, &mut done)
+        .and_then(|()| Exchange::check_order_index(&orders, &done))
         .and_then(|()| {
-            let marked = waiting.iter().filter(|o| o.0.waiting()).count();
-            let waits = orders.live().filter(|o| o.waiting()).count();
-            match (marked, waiting.iter().count()) {
-                (m, all) if m == waits && all == waits => Ok(()),
-                (_, all) => Err(format!(
-                    "{all} orders marked waiting but {waits} live orders wait"
-                )),
+            let items = live.positions.count() + orders.live_count();
+            match done.scans(items as u64) {
+                true => check_live(&live, &exchange, &orders, &ledger),
+                false => Ok(()),
             }
         });
     if let Err(violation) = checked {
         panic!("trading invariant violated at {}: {violation}", clock.now);
+    }
+}
+
+/// The scans of the live state: positions valued as their decimals say and held under their
+/// profile, locked margin, clearing against unrealised PnL, no negative balance left flat,
+/// the waiting marks.
+fn check_live(
+    live: &LiveState,
+    exchange: &Exchange,
+    orders: &OrderRecords,
+    ledger: &Ledger,
+) -> Result<(), String> {
+    let mut marks = vec![(Decimal::ZERO, 0); live.instruments.iter().len()];
+    for (slot, state, instrument) in &live.instruments {
+        marks[slot.0 as usize] = (state.mark_price, instrument.0.tick_size.scale());
+    }
+    let leverage = |c| {
+        live.customers
+            .get(live.registry.customers[&c])
+            .expect("positions belong to customers")
+            .leverage
+    };
+    crate::positions::check_positions(&live.index, &live.positions, &marks, leverage)?;
+    let accounts = indexed_balances(&live.account_index, &live.balances)?;
+    let open: Vec<&Position> = live.positions.iter().map(|(p, _, _)| p).collect();
+    exchange.check_live(orders, &open, &accounts)?;
+    // By the basis, which `check_positions` just found to value as the decimals do.
+    let unrealised = live.positions.iter().map(|(p, _, basis)| {
+        let (mark, scale) = marks[p.market as usize];
+        (
+            exchange.markets[p.market as usize].spec.settlement,
+            valuation_at(p, basis, Mark::new(mark, scale)).unrealised_pnl,
+        )
+    });
+    check_clearing(&accounts, unrealised, ledger.movements().len() + open.len())?;
+    // Asked only of a negative account (rare): a set of every exposure built on every run
+    // was a tenth of a simulated week's audit.
+    let exposed = |customer, asset| {
+        let markets = (customer, MarketId::MIN)..=(customer, MarketId::MAX);
+        live.index
+            .0
+            .range(markets)
+            .any(|(&(_, market), _)| exchange.markets[market as usize].spec.settlement == asset)
+    };
+    check_no_negative_flat(&accounts, exposed)?;
+    let marked = live.waiting.iter().filter(|o| o.0.waiting()).count();
+    let waits = orders.live().filter(|o| o.waiting()).count();
+    match (marked, live.waiting.iter().len()) {
+        (m, all) if m == waits && all == waits => Ok(()),
+        (_, all) => Err(format!(
+            "{all} orders marked waiting but {waits} live orders wait"
+        )),
     }
 }
 

@@ -343,59 +343,51 @@ impl Exchange {
     }
 }
 
-/// How far the incremental fill checks have got (debug and test builds).
+/// How far the incremental fill checks have got, and when the next full scan is due (debug
+/// and test builds).
 #[derive(Resource, Debug, Default)]
 pub struct CheckedUpTo {
     trades: usize,
     movements: usize,
     trade_movements: usize,
-    /// Passes so far: past [`SCAN_ALWAYS_UP_TO`] orders, the scans of every order ever run on
-    /// every [`FULL_SCAN_EVERY`]th.
+    /// Passes so far: past [`SCAN_ALWAYS_UP_TO`] items, a scan runs on every
+    /// [`FULL_SCAN_EVERY`]th.
     passes: u64,
 }
 
-/// The order index and the reference table hold every order ever, so scanning them on every
-/// run of the schedule made a simulated week quadratic (a third of its time). Up to
-/// [`SCAN_ALWAYS_UP_TO`] orders they are scanned on every pass; past it on every this many,
-/// which still catches a corruption within about a minute of simulation time. The live set's
-/// own checks run on every pass.
+/// A scan whose cost grows with the state — the order index and the reference table (every
+/// order ever), the live orders, the positions and the accounts — made each run of the
+/// schedule cost what exists: a simulated week spent two thirds of its time in the audit. Up
+/// to [`SCAN_ALWAYS_UP_TO`] items a scan runs on every pass; past it on every this many, which
+/// still catches a corruption within about a minute of simulation time (a pass a second).
+/// Checks whose cost follows what changed (new fills, books, money) run on every pass.
 const FULL_SCAN_EVERY: u64 = 64;
-const SCAN_ALWAYS_UP_TO: u64 = 1_000;
+const SCAN_ALWAYS_UP_TO: u64 = 128;
+
+impl CheckedUpTo {
+    /// Counts a run of the audit.
+    pub fn next_pass(&mut self) {
+        self.passes += 1;
+    }
+
+    /// Whether a scan over `items` runs on this pass.
+    pub fn scans(&self, items: u64) -> bool {
+        items <= SCAN_ALWAYS_UP_TO || self.passes.is_multiple_of(FULL_SCAN_EVERY)
+    }
+}
 
 impl Exchange {
-    /// The trading invariants (issue 4 item 7), after every run in debug and test builds: no
-    /// book is crossed; per market the positions of all accounts sum to zero; every fill is
-    /// in the trades exactly twice (one record per side) and each record in the ledger exactly
-    /// once; every customer's locked margin is its positions' margin plus its resting orders'
-    /// reserves. Returns the first violation.
-    pub fn check_invariants(
+    /// The trading invariants whose cost follows what changed (issue 4 item 7), after every
+    /// run in debug and test builds: no book is crossed; every fill is in the trades exactly
+    /// twice (one record per side) and each record in the ledger exactly once. Returns the
+    /// first violation.
+    pub fn check_fills(
         &self,
-        orders: &OrderRecords,
-        positions: &[&Position],
         ledger: &crate::money::ledger::Ledger,
-        accounts: &[(
-            &crate::records::money::AccountId,
-            &crate::records::money::Balance,
-        )],
         done: &mut CheckedUpTo,
     ) -> Result<(), String> {
-        for m in &self.markets {
-            if !m.book.is_uncrossed() {
-                return Err(format!("{}: the book is crossed", m.spec.symbol));
-            }
-        }
-        let mut sums = vec![Decimal::ZERO; self.markets.len()];
-        for p in positions {
-            if p.size.is_zero() {
-                return Err(format!("{}: an empty position is kept", p.code));
-            }
-            sums[p.market as usize] += p.size;
-        }
-        if let Some(i) = sums.iter().position(|s| !s.is_zero()) {
-            return Err(format!(
-                "{}: positions sum to {} instead of zero",
-                self.markets[i].spec.symbol, sums[i]
-            ));
+        if let Some(m) = self.markets.iter().find(|m| !m.book.is_uncrossed()) {
+            return Err(format!("{}: the book is crossed", m.spec.symbol));
         }
         if self.trades.len() != 2 * self.fills.len() {
             return Err(format!(
@@ -436,6 +428,36 @@ impl Exchange {
                 self.trades.len()
             ));
         }
+        Ok(())
+    }
+
+    /// Every order ever against its index and the reference table (rule 11), on the
+    /// cadence of [`CheckedUpTo::scans`].
+    pub fn check_order_index(orders: &OrderRecords, done: &CheckedUpTo) -> Result<(), String> {
+        orders.check_open_counts()?;
+        if done.scans(orders.count()) {
+            orders.check_index()?;
+            if !orders.refs().is_consistent(orders) {
+                return Err("the reference index does not match the orders".to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    /// The live state's trading invariants (issue 4 item 7): per market the positions of all
+    /// accounts sum to zero; every live order rests or waits armed and is what its reference
+    /// names; every customer's locked margin is its positions' margin plus its resting
+    /// orders' reserves. Returns the first violation.
+    pub fn check_live(
+        &self,
+        orders: &OrderRecords,
+        positions: &[&Position],
+        accounts: &[(
+            &crate::records::money::AccountId,
+            &crate::records::money::Balance,
+        )],
+    ) -> Result<(), String> {
+        self.check_position_sums(positions)?;
         // What each (customer, asset) holds, summed once sorted: a map entry per position and
         // order on every run was a large share of a simulated week's audit.
         let mut locked: Vec<((CustomerCode, perpsim_core::instrument::Asset), Decimal)> = positions
@@ -445,14 +467,34 @@ impl Exchange {
                 ((p.customer, asset), p.margin)
             })
             .collect();
-        orders.check_open_counts()?;
-        if orders.count() <= SCAN_ALWAYS_UP_TO || done.passes.is_multiple_of(FULL_SCAN_EVERY) {
-            orders.check_index()?;
-            if !orders.refs().is_consistent(orders) {
-                return Err("the reference index does not match the orders".to_owned());
+        self.check_live_orders(orders, &mut locked)?;
+        locked.sort_unstable_by_key(|(key, _)| *key);
+        check_locked(&locked, accounts)
+    }
+
+    fn check_position_sums(&self, positions: &[&Position]) -> Result<(), String> {
+        let mut sums = vec![Decimal::ZERO; self.markets.len()];
+        for p in positions {
+            if p.size.is_zero() {
+                return Err(format!("{}: an empty position is kept", p.code));
             }
+            sums[p.market as usize] += p.size;
         }
-        done.passes += 1;
+        match sums.iter().position(|s| !s.is_zero()) {
+            Some(i) => Err(format!(
+                "{}: positions sum to {} instead of zero",
+                self.markets[i].spec.symbol, sums[i]
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Each live order's checks; its reserve pushed onto `locked`.
+    fn check_live_orders(
+        &self,
+        orders: &OrderRecords,
+        locked: &mut Vec<((CustomerCode, perpsim_core::instrument::Asset), Decimal)>,
+    ) -> Result<(), String> {
         let armed: BTreeSet<OrderId> = self
             .markets
             .iter()
@@ -480,31 +522,42 @@ impl Exchange {
             let asset = self.markets[o.market as usize].spec.settlement;
             locked.push(((o.customer, asset), o.reserved()));
         }
-        if waiting != armed.len() {
-            return Err(format!(
+        match waiting == armed.len() {
+            true => Ok(()),
+            false => Err(format!(
                 "{} orders armed but {waiting} live orders wait",
                 armed.len()
-            ));
+            )),
         }
-        locked.sort_unstable_by_key(|(key, _)| *key);
-        let mut held = locked.iter().peekable();
-        // The accounts come in id order, which is (customer, asset) order among customers.
-        for (crate::records::money::AccountId { owner, asset }, b) in accounts {
-            if let crate::records::money::Owner::Customer(c) = owner {
-                let key = (*c, *asset);
-                while held.next_if(|(k, _)| *k < key).is_some() {}
-                let mut expected = Decimal::ZERO;
-                while let Some((_, amount)) = held.next_if(|(k, _)| *k == key) {
-                    expected += amount;
-                }
-                if b.locked != expected {
-                    return Err(format!(
-                        "{c} {asset:?}: locked {} but positions and orders hold {expected}",
-                        b.locked
-                    ));
-                }
+    }
+}
+
+/// Every customer's locked balance is what `locked` (sorted by customer and asset) holds for
+/// it.
+fn check_locked(
+    locked: &[((CustomerCode, perpsim_core::instrument::Asset), Decimal)],
+    accounts: &[(
+        &crate::records::money::AccountId,
+        &crate::records::money::Balance,
+    )],
+) -> Result<(), String> {
+    let mut held = locked.iter().peekable();
+    // The accounts come in id order, which is (customer, asset) order among customers.
+    for (crate::records::money::AccountId { owner, asset }, b) in accounts {
+        if let crate::records::money::Owner::Customer(c) = owner {
+            let key = (*c, *asset);
+            while held.next_if(|(k, _)| *k < key).is_some() {}
+            let mut expected = Decimal::ZERO;
+            while let Some((_, amount)) = held.next_if(|(k, _)| *k == key) {
+                expected += amount;
+            }
+            if b.locked != expected {
+                return Err(format!(
+                    "{c} {asset:?}: locked {} but positions and orders hold {expected}",
+                    b.locked
+                ));
             }
         }
-        Ok(())
     }
+    Ok(())
 }

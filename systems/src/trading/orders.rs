@@ -306,6 +306,11 @@ impl OrderRecords<'_, '_> {
         &self.refs
     }
 
+    /// How many orders are live.
+    pub fn live_count(&self) -> usize {
+        self.live.count()
+    }
+
     /// The live orders' records.
     pub fn live(&self) -> impl Iterator<Item = &Order> {
         self.live.iter().map(|o| &*o.0)
@@ -316,7 +321,7 @@ impl OrderRecords<'_, '_> {
     /// order (a restore rebuilds the counts from the orders).
     pub fn check_open_counts(&self) -> Result<(), String> {
         let counted: u64 = self.open.0.values().map(|n| u64::from(*n)).sum();
-        let live = self.live.iter().count() as u64;
+        let live = self.live_count() as u64;
         match counted == live {
             true => Ok(()),
             false => Err(format!(
@@ -326,7 +331,7 @@ impl OrderRecords<'_, '_> {
     }
 
     /// The index and the order entities agree one to one, and every archived order is where
-    /// the index says (debug and test builds, after every run).
+    /// the index says (debug and test builds, on the audit's cadence).
     pub fn check_index(&self) -> Result<(), String> {
         let mut live = 0;
         for (id, slot) in self.index.0.iter().enumerate() {
