@@ -27,6 +27,7 @@ use perpsim_core::order::OrderType;
 use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
+use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::ids::OrderId;
 use perpsim_systems::records::order::OrderRef;
 use perpsim_systems::trading::book::{Book, Fill};
@@ -427,6 +428,7 @@ fn engine_loaded(w: &Workload) -> EngineRun {
     engine.tick(start, deposits);
     engine.tick(start.plus_millis(1), vec![]);
     engine.set_publishing(false);
+    engine.set_listening(Listening::MarginStates);
     let preload: Vec<Command> = w
         .preload
         .iter()

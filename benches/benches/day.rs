@@ -12,6 +12,7 @@ use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::{OrderType, Side};
 use perpsim_core::simulation::Simulation;
 use perpsim_core::time::DAY_MS;
+use perpsim_systems::publish::events::Listening;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 const CUSTOMERS: usize = 1_000;
@@ -26,6 +27,7 @@ fn venue() -> Engine {
         ..perpsim_benches::genesis()
     });
     e.set_publishing(false);
+    e.set_listening(Listening::MarginStates);
     let out = e.tick(START, vec![broker_command()]);
     let Ok(Outcome::Broker(b)) = &out.results[0] else {
         panic!("broker")

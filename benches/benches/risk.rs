@@ -23,6 +23,7 @@ use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::{OrderType, Side};
 use perpsim_core::simulation::{PriceFeed, Simulation};
 use perpsim_core::time::Timestamp;
+use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::money::MovementKind;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
@@ -94,6 +95,7 @@ fn positions_venue(n: usize) -> Engine {
         ..Simulation::quiet(&instruments)
     });
     e.set_publishing(false);
+    e.set_listening(Listening::MarginStates);
     let cs = customers(&mut e, n);
     let pairs = n / 2;
     let market_of = |k: usize| &instruments[k % instruments.len()];
@@ -265,6 +267,7 @@ fn cascade(c: &mut Criterion) {
             || {
                 let mut cascade = cascade_venue();
                 cascade.engine.set_publishing(false);
+                cascade.engine.set_listening(Listening::MarginStates);
                 cascade
             },
             |mut cascade| {

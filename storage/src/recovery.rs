@@ -1,6 +1,7 @@
 //! Start-up: the newest snapshot, then the ticks after it, then serve.
 
 use perpsim_systems::Engine;
+use perpsim_systems::publish::events::Listening;
 
 use crate::journal::{Journal, JournalError, SnapshotInfo};
 
@@ -46,9 +47,11 @@ pub fn recover(journal: &Journal) -> Result<Option<Recovered>, JournalError> {
         .map(Some)
 }
 
-/// Builds the read view once, after the replay: a server needs it, a replay check does not.
+/// Builds the read view once, after the replay, and starts the channels' events from there: a
+/// server needs both, a replay check neither.
 fn serving(mut recovered: Recovered) -> Recovered {
     recovered.engine.set_publishing(true);
+    recovered.engine.set_listening(Listening::Channels);
     recovered
 }
 
@@ -72,6 +75,7 @@ fn replay(
     let start = engine.counters().ticks;
     let mut verified = Vec::new();
     engine.set_publishing(false);
+    engine.set_listening(Listening::MarginStates);
     journal.for_each_tick_after(start, |tick, record| {
         let at = engine.counters();
         if tick != at.ticks + 1 || record.first_seq != at.commands {

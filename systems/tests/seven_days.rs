@@ -22,6 +22,7 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::simulation::Simulation;
 use perpsim_core::time::{DAY_MS, MINUTE_MS, Timestamp};
 use perpsim_systems::command::TransferKind;
+use perpsim_systems::publish::events::Listening;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
@@ -240,6 +241,7 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
     let replay = std::thread::spawn(move || {
         let mut replay = Engine::genesis(genesis());
         replay.set_publishing(false);
+        replay.set_listening(Listening::MarginStates);
         for (now, commands) in ticks {
             replay.tick(now, commands);
         }

@@ -17,6 +17,7 @@ use super::plan::Plan;
 use super::report::{self, RunInfo};
 use super::run::{self, Observed};
 use perpsim_systems::Engine;
+use perpsim_systems::publish::events::Listening;
 
 /// The files a run writes, in the manifest's order (the manifest itself last).
 pub const FILES: [&str; 5] = [
@@ -321,6 +322,7 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
     copy.init(&genesis).map_err(|e| e.to_string())?;
     let mut engine = Engine::genesis(genesis.clone());
     engine.set_publishing(false);
+    engine.set_listening(Listening::MarginStates);
     let assets = run::settlement_assets(&engine);
     let mut r = run::Runner::new(engine, &copy, assets);
     r.sample();

@@ -6,6 +6,7 @@ use perpsim_core::ids::{CustomerCode, PublicKey};
 use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
 use perpsim_storage::{Journal, TickRecord};
+use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::risk::RiskRecord;
 use perpsim_systems::{
     AccountFigures, Command, CommandResult, Engine, EngineEvent, MarketPrices, Outcome,
@@ -197,6 +198,7 @@ pub fn run(
     journal.init(&plan.genesis).map_err(|e| e.to_string())?;
     let mut engine = Engine::genesis(plan.genesis.clone());
     engine.set_publishing(false);
+    engine.set_listening(Listening::MarginStates); // all the report reads of the events
     let assets = settlement_assets(&engine);
     let mut r = Runner::new(engine, journal, assets);
     let start = plan.genesis.start;

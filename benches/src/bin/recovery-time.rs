@@ -22,6 +22,7 @@ use perpsim_core::entry::OrderEntry;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{OrderType, Side};
 use perpsim_storage::{Journal, NonceWrites, TickRecord};
+use perpsim_systems::publish::events::Listening;
 use perpsim_systems::{Command, Engine, Outcome};
 
 const CUSTOMERS: usize = 1_000;
@@ -99,6 +100,7 @@ fn build(dir: &Path, commands: u64) {
         last_snapshot_before: commands - SNAPSHOT_EVERY + 1,
     };
     w.engine.set_publishing(false);
+    w.engine.set_listening(Listening::MarginStates);
     let Outcome::Broker(broker) = &w.tick(vec![broker_command()])[0] else {
         panic!("broker")
     };

@@ -31,6 +31,7 @@ use crate::money::ledger::{Ledger, venue_accounts};
 use crate::money::store::AccountIndex;
 use crate::money::store::{WorldAccounts, spawn_accounts};
 use crate::positions::PositionIndex;
+use crate::publish::events::Listening;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::clock::ClockView;
 use crate::records::market::Restoring;
@@ -230,6 +231,15 @@ impl Engine {
         self.world.resource::<Scheduler>().next_due()
     }
 
+    /// Which events the host reads (see [`Listening`]); the channels start from the state as
+    /// it is now, as after a restore.
+    pub fn set_listening(&mut self, listening: Listening) {
+        let before = std::mem::replace(&mut *self.world.resource_mut::<Listening>(), listening);
+        if before != listening && listening == Listening::Channels {
+            self.baseline_events();
+        }
+    }
+
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.
     pub fn set_publishing(&mut self, on: bool) {
         self.world.resource_mut::<Publishing>().0 = on;
@@ -314,7 +324,11 @@ impl Engine {
             self.world.check_change_ticks();
         }
         crate::publish::events::end_of_tick(&mut self.world, true);
-        let events = std::mem::take(&mut self.world.resource_mut::<TickEvents>().0);
+        let mut events = std::mem::take(&mut self.world.resource_mut::<TickEvents>().0);
+        if *self.world.resource::<Listening>() == Listening::MarginStates {
+            // What the systems skip is most of it; the rare rest (a transfer's end) goes here.
+            events.retain(|e| matches!(e, EngineEvent::MarginState(_)));
+        }
         assert_eq!(results.len(), count, "every command has a result");
         TickOutput { results, events }
     }
@@ -359,10 +373,12 @@ impl Engine {
             .pop_earliest_batch(until)
         {
             self.set_now(at);
-            let fired = due
-                .iter()
-                .map(|&event| EngineEvent::TimerFired { at, event });
-            self.world.resource_mut::<TickEvents>().0.extend(fired);
+            if *self.world.resource::<Listening>() == Listening::Channels {
+                let fired = due
+                    .iter()
+                    .map(|&event| EngineEvent::TimerFired { at, event });
+                self.world.resource_mut::<TickEvents>().0.extend(fired);
+            }
             self.world.resource_mut::<DueEvents>().0 = due;
             self.run_schedule();
             self.world.resource_mut::<DueEvents>().0.clear();
@@ -454,6 +470,7 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<Inbox>();
     world.init_resource::<Results>();
     world.init_resource::<TickEvents>();
+    world.init_resource::<Listening>();
     // The D4 defaults until a `SetLimits` command (or a restored state) says otherwise.
     world.init_resource::<Limits>();
     // No fault plan until a `SetFaults` command (or a restored state) sets one.

@@ -63,6 +63,19 @@ pub struct StreamState {
     valued: i64,
 }
 
+/// Which of the tick's events the host consumes. Emitting an event nobody reads is work on
+/// every run: an `Arc` of every changed order (which the order's next change must then
+/// copy), a 50-level depth diff of every changed book each tick (issue 36 item 3).
+#[derive(Resource, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Listening {
+    /// Every event, for the push channels (the service).
+    #[default]
+    Channels,
+    /// Margin-state changes only (a scenario replay's report, the benchmarks); every other
+    /// log's cursor still follows, so nothing is emitted late if the channels start.
+    MarginStates,
+}
+
 /// The append-only logs the events follow besides the exchange's: movements, notices,
 /// margin states.
 #[derive(SystemParam)]
@@ -70,6 +83,7 @@ pub struct Logs<'w> {
     ledger: Res<'w, Ledger>,
     notices: Res<'w, Notifications>,
     risk: Res<'w, RiskLog>,
+    listening: Res<'w, Listening>,
 }
 
 /// PublishSystems (before the view): the events of this run, in a fixed order — orders by
@@ -82,13 +96,37 @@ pub fn emit_events(
     orders: OrderRecords,
     logs: Logs,
 ) {
-    let Logs {
-        ledger,
-        notices,
-        risk,
-    } = logs;
     let out = &mut events.0;
-    let mut changed = std::mem::take(&mut exchange.changed_orders);
+    let changed = std::mem::take(&mut exchange.changed_orders);
+    let c = &mut *cursors;
+    match *logs.listening {
+        Listening::Channels => emit_logs(out, c, &mut stream, &exchange, &orders, &logs, changed),
+        Listening::MarginStates => {
+            c.trades = exchange.trades.len();
+            c.fills = exchange.fills.len();
+            c.movements = logs.ledger.movements().len();
+            c.notices = logs.notices.0.len();
+        }
+    }
+    out.extend(
+        logs.risk.0[c.risk..]
+            .iter()
+            .cloned()
+            .map(EngineEvent::MarginState),
+    );
+    c.risk = logs.risk.0.len();
+}
+
+/// The events of every log but the margin states', for the channels.
+fn emit_logs(
+    out: &mut Vec<EngineEvent>,
+    c: &mut EventCursors,
+    stream: &mut StreamState,
+    exchange: &Exchange,
+    orders: &OrderRecords,
+    logs: &Logs,
+    mut changed: Vec<crate::records::ids::OrderId>,
+) {
     changed.sort_unstable();
     changed.dedup();
     out.extend(
@@ -96,7 +134,6 @@ pub fn emit_events(
             .into_iter()
             .map(|id| EngineEvent::Order(Arc::clone(orders.record(id)))),
     );
-    let c = &mut *cursors;
     out.extend((c.trades..exchange.trades.len()).map(|i| EngineEvent::Trade(TradeSeq(i as u64))));
     c.trades = exchange.trades.len();
     stream.traded.resize(exchange.markets.len(), false);
@@ -107,7 +144,7 @@ pub fn emit_events(
     c.fills = exchange.fills.len();
     // Transfers are pushed when they finish (`money::accounts`); everything else is booked
     // in a terminal status, so it is pushed as it appears.
-    let movements = ledger.movements();
+    let movements = logs.ledger.movements();
     out.extend(
         movements
             .iter_from(c.movements)
@@ -116,15 +153,9 @@ pub fn emit_events(
             .map(|m| EngineEvent::Movement(MovementSeq(m.seq.0))),
     );
     c.movements = movements.len();
-    out.extend((c.notices..notices.0.len()).map(|i| EngineEvent::Notice(NoticeSeq(i as u64))));
-    c.notices = notices.0.len();
-    out.extend(
-        risk.0[c.risk..]
-            .iter()
-            .cloned()
-            .map(EngineEvent::MarginState),
-    );
-    c.risk = risk.0.len();
+    let notices = &logs.notices.0;
+    out.extend((c.notices..notices.len()).map(|i| EngineEvent::Notice(NoticeSeq(i as u64))));
+    c.notices = notices.len();
 }
 
 /// A market's stream depth: its best [`STREAM_DEPTH`] levels a side.
@@ -161,8 +192,14 @@ fn ticker_key(world: &World, market: &Market, state: InstrumentState, m: usize) 
 
 /// The end of a tick: each market's book changes of the whole tick as one batch, a ticker
 /// for each market whose ticker moved, and the valuation instant when a 5-second boundary
-/// passed. With `emit` false (after a genesis or a restore) only the baseline is taken.
+/// passed. With `emit` false (after a genesis or a restore) or the channels not listening,
+/// only the baseline is taken; with neither the channels nor the view, nothing.
 pub fn end_of_tick(world: &mut World, emit: bool) {
+    let channels = *world.resource::<Listening>() == Listening::Channels;
+    if !channels && !world.resource::<Publishing>().0 {
+        return; // no depth, ticker or instant is read: the baseline is taken when one is
+    }
+    let emit = emit && channels;
     let mut states: Vec<(usize, InstrumentState)> = world
         .query::<(&MarketSlot, &InstrumentState)>()
         .iter(world)
