@@ -95,7 +95,6 @@ fn positions_venue(n: usize) -> Engine {
         ..Simulation::quiet(&instruments)
     });
     e.set_publishing(false);
-    e.set_listening(Listening::MarginStates);
     let cs = customers(&mut e, n);
     let pairs = n / 2;
     let market_of = |k: usize| &instruments[k % instruments.len()];
