@@ -16,6 +16,7 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod schema;
+mod stream;
 pub mod summary;
 pub mod timing;
 
@@ -33,34 +34,42 @@ pub fn read(file: &Path, limits: &Limits) -> Result<Plan, ScenarioError> {
         .map_err(|m| located(file, origin, format!("cannot read the scenario: {m}")))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| located(file, origin, "the scenario is not UTF-8 text"))?;
-    if let Some(plan) = json_fast_path(file, &text, limits) {
+    // JSON is read by serde_json, an order of magnitude faster than the YAML reader but
+    // without locations, and its plan stands only if no object repeats a key (serde_json
+    // reads the last). That check is a pass of its own over the text: it runs beside the read.
+    let json = text.trim_start().starts_with('{');
+    let streamed = std::thread::scope(|s| {
+        let unique = json.then(|| {
+            s.spawn(|| crate::contract::strict_json::refuse_duplicate_keys(text.as_bytes()))
+        });
+        let plan = stream::plan(file, &text, json, limits);
+        match unique.map(|u| u.join().is_ok_and(|r| r.is_ok())) {
+            Some(false) => None,
+            _ => plan,
+        }
+    });
+    if let Some(plan) = streamed {
         return Ok(plan);
     }
+    // Refused, or written in an order the one pass does not take: read again the whole way,
+    // by the YAML reader, which says where.
     plan::plan(file, parse(file, &text, limits)?, limits)
-}
-
-/// A JSON scenario read by serde_json, an order of magnitude faster than the YAML reader but
-/// without locations: used only when it and the plan accept the file (and no object repeats a
-/// key, which serde_json would read as its last). Anything refused is read again by the YAML
-/// reader, which says where. JSON has no aliases: what it holds is what the file holds.
-fn json_fast_path(file: &Path, text: &str, limits: &Limits) -> Option<Plan> {
-    if !text.trim_start().starts_with('{') {
-        return None;
-    }
-    crate::contract::strict_json::refuse_duplicate_keys(text.as_bytes()).ok()?;
-    let scenario = serde_json::from_str::<Scenario>(text).ok()?;
-    plan::plan(file, scenario, limits).ok()
 }
 
 /// The scenario as written, or where and why it is not one.
 pub fn parse(file: &Path, text: &str, limits: &Limits) -> Result<Scenario, ScenarioError> {
-    let mut options = serde_saphyr::Options::default();
-    options.with_snippet = false;
-    options.budget = Some(budget(limits));
-    serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+    serde_saphyr::from_str_with_options(text, yaml_options(limits)).map_err(|e| {
         let at = e.location().unwrap_or(serde_saphyr::Location::UNKNOWN);
         located(file, at, message_of(&e, limits))
     })
+}
+
+/// The YAML reader's options: no snippet of the file in a refusal, and [`budget`].
+fn yaml_options(limits: &Limits) -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    options.with_snippet = false;
+    options.budget = Some(budget(limits));
+    options
 }
 
 /// The YAML reader's bounds: events and nodes are bounded by the file's bytes (a million

@@ -187,6 +187,120 @@ pub(super) fn read_body<T: ParseFromJSON>(json: Value) -> Result<T, String> {
 
 /// Resolves a scenario read from `file` into its plan, within `limits`.
 pub fn plan(file: &Path, mut scenario: Scenario, limits: &Limits) -> Result<Plan, ScenarioError> {
+    let events = std::mem::take(&mut scenario.events);
+    let mut planner = Planner::new(file, scenario, limits)?;
+    planner.reserve(events.len());
+    // Each event is freed once planned: the events as read (a kilobyte each, with their
+    // bodies' JSON) and the steps they become are never all held at once.
+    for mut event in events {
+        planner.event(&mut event)?;
+    }
+    Ok(planner.finish())
+}
+
+/// A plan under way: the scenario's venue and customers resolved, its events planned one at a
+/// time in the order written, so a reader can hand each over as it reads it and hold none.
+pub(super) struct Planner<'a> {
+    ctx: Ctx<'a>,
+    name: String,
+    seed: u64,
+    simulation: Simulation,
+    sample_every_ms: i64,
+    customers: Vec<PlannedCustomer>,
+    inputs: Vec<PathBuf>,
+    steps: Vec<Step>,
+    /// Events planned so far: the next one's position in the file.
+    events: usize,
+}
+
+impl<'a> Planner<'a> {
+    /// Resolves everything but `scenario.events`, which it leaves unread.
+    pub fn new(
+        file: &'a Path,
+        mut scenario: Scenario,
+        limits: &'a Limits,
+    ) -> Result<Self, ScenarioError> {
+        let (start, end) = span(file, &scenario)?;
+        let mut ctx = Ctx {
+            file,
+            limits,
+            start,
+            end,
+            specs: default_instruments(),
+            names: Vec::new(),
+            by_name: BTreeMap::new(),
+        };
+        let mut simulation = Simulation::defaults(&ctx.specs);
+        for o in &scenario.instruments {
+            override_instrument(&ctx, o, &mut simulation)?;
+            let specs = std::mem::take(&mut ctx.specs);
+            ctx.specs = apply_spec(&ctx, o, specs)?;
+        }
+        if let Some(market) = &scenario.market {
+            apply_market(&ctx, market, &mut simulation)?;
+        }
+        simulation
+            .check(&ctx.specs)
+            .map_err(|m| located(file, scenario.start.referenced, m))?;
+        let sample_every_ms = sample_every(&ctx, &scenario)?;
+        let customers = customers(&mut ctx, &mut scenario.customers)?;
+        samples_within_bound(&ctx, &scenario, sample_every_ms, customers.len())?;
+        Ok(Planner {
+            ctx,
+            name: scenario.name,
+            seed: scenario.seed,
+            simulation,
+            sample_every_ms,
+            customers,
+            inputs: Vec::new(),
+            steps: Vec::new(),
+            events: 0,
+        })
+    }
+
+    /// Room for the steps of `events` more events, within `--max-steps`: a timeline of a
+    /// million steps grown by doubling copies itself and faults in fresh pages twice over.
+    /// Capacity never written to costs address space, not memory.
+    pub fn reserve(&mut self, events: usize) {
+        let bound = usize::try_from(self.ctx.limits.max_steps).unwrap_or(usize::MAX);
+        self.steps.reserve(events.min(bound));
+    }
+
+    /// Plans the next event in the order written.
+    pub fn event(&mut self, event: &mut Spanned<Box<Event>>) -> Result<(), ScenarioError> {
+        let (ctx, steps, inputs) = (&self.ctx, &mut self.steps, &mut self.inputs);
+        super::events::plan_event(ctx, self.events, event, steps, inputs)?;
+        self.events += 1;
+        Ok(())
+    }
+
+    /// The plan: its steps in time order, one instant's in the order written.
+    pub fn finish(mut self) -> Plan {
+        // Stable: one instant's steps keep the order written. Written in time order (as a
+        // recording is), they need no sort and no sort's scratch copy of the timeline.
+        if !self.steps.is_sorted_by_key(|s| s.at) {
+            self.steps.sort_by_key(|s| s.at);
+        }
+        Plan {
+            name: self.name,
+            genesis: Genesis {
+                seed: self.seed,
+                clock_mode: ClockMode::Manual,
+                start: self.ctx.start,
+                instruments: self.ctx.specs,
+                simulation: self.simulation,
+            },
+            end: self.ctx.end,
+            sample_every_ms: self.sample_every_ms,
+            customers: self.customers,
+            inputs: self.inputs,
+            steps: self.steps,
+        }
+    }
+}
+
+/// The scenario's `start` and `end`, or why they are not a span the venue runs.
+fn span(file: &Path, scenario: &Scenario) -> Result<(Timestamp, Timestamp), ScenarioError> {
     let start = Timestamp::parse_rfc3339(&scenario.start.value).ok_or_else(|| {
         located(
             file,
@@ -206,27 +320,13 @@ pub fn plan(file: &Path, mut scenario: Scenario, limits: &Limits) -> Result<Plan
             "end: must be after start, and at most 366 days after it",
         ));
     }
-    let mut ctx = Ctx {
-        file,
-        limits,
-        start,
-        end,
-        specs: default_instruments(),
-        names: Vec::new(),
-        by_name: BTreeMap::new(),
-    };
-    let mut sim = Simulation::defaults(&ctx.specs);
-    for o in &scenario.instruments {
-        override_instrument(&ctx, o, &mut sim)?;
-        let specs = std::mem::take(&mut ctx.specs);
-        ctx.specs = apply_spec(&ctx, o, specs)?;
-    }
-    if let Some(market) = &scenario.market {
-        apply_market(&ctx, market, &mut sim)?;
-    }
-    sim.check(&ctx.specs)
-        .map_err(|m| located(file, scenario.start.referenced, m))?;
-    let sample_every_ms = match &scenario.sample_every {
+    Ok((start, end))
+}
+
+/// Between two report samples: as written, or the scenario's length over [`SAMPLES`].
+fn sample_every(ctx: &Ctx, scenario: &Scenario) -> Result<i64, ScenarioError> {
+    let (start, end) = (ctx.start.millis(), ctx.end.millis());
+    match &scenario.sample_every {
         Some(text) => timing::parse_duration(&text.value)
             .filter(|ms| *ms >= 1_000)
             .ok_or_else(|| {
@@ -234,51 +334,36 @@ pub fn plan(file: &Path, mut scenario: Scenario, limits: &Limits) -> Result<Plan
                     text.referenced,
                     "sample_every: expected a duration of at least 1s, such as 5m",
                 )
-            })?,
-        None => ((end.millis() - start.millis()) / SAMPLES).max(1_000),
-    };
-    let customers = customers(&mut ctx, &mut scenario.customers)?;
-    let samples = (end.millis() - start.millis()) / sample_every_ms + 1;
-    let points = samples as u64 * (customers.len() + ctx.specs.len()) as u64;
-    if points > limits.max_samples {
-        let at = scenario
-            .sample_every
-            .as_ref()
-            .map_or(scenario.end.referenced, |s| s.referenced);
-        return Err(ctx.error(
-            at,
-            format!(
-                "the report would sample {samples} times {} customers and {} instruments, \
-                 {points} points; at most {} (--max-samples): sample less often or raise it",
-                customers.len(),
-                ctx.specs.len(),
-                limits.max_samples
-            ),
-        ));
+            }),
+        None => Ok(((end - start) / SAMPLES).max(1_000)),
     }
-    let (mut steps, mut inputs) = (Vec::with_capacity(scenario.events.len()), Vec::new());
-    // Each event is freed once planned: the events as read (a kilobyte each, with their
-    // bodies' JSON) and the steps they become are never all held at once.
-    for (i, mut event) in scenario.events.into_iter().enumerate() {
-        super::events::plan_event(&ctx, i, &mut event, &mut steps, &mut inputs)?;
+}
+
+/// Whether the report's samples stay within `--max-samples`.
+fn samples_within_bound(
+    ctx: &Ctx,
+    scenario: &Scenario,
+    sample_every_ms: i64,
+    customers: usize,
+) -> Result<(), ScenarioError> {
+    let samples = (ctx.end.millis() - ctx.start.millis()) / sample_every_ms + 1;
+    let points = samples as u64 * (customers + ctx.specs.len()) as u64;
+    if points <= ctx.limits.max_samples {
+        return Ok(());
     }
-    // Stable: one instant's steps keep the order written.
-    steps.sort_by_key(|s| s.at);
-    Ok(Plan {
-        name: scenario.name,
-        genesis: Genesis {
-            seed: scenario.seed,
-            clock_mode: ClockMode::Manual,
-            start,
-            instruments: ctx.specs,
-            simulation: sim,
-        },
-        end,
-        sample_every_ms,
-        customers,
-        inputs,
-        steps,
-    })
+    let at = scenario
+        .sample_every
+        .as_ref()
+        .map_or(scenario.end.referenced, |s| s.referenced);
+    Err(ctx.error(
+        at,
+        format!(
+            "the report would sample {samples} times {customers} customers and {} instruments, \
+             {points} points; at most {} (--max-samples): sample less often or raise it",
+            ctx.specs.len(),
+            ctx.limits.max_samples
+        ),
+    ))
 }
 
 fn override_instrument(
