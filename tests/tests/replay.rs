@@ -303,7 +303,7 @@ fn bad_input_is_located_and_writes_nothing() {
     }
 }
 
-/// A JSON scenario takes the fast reader; what it refuses is located like YAML's.
+/// A JSON scenario takes serde_json; what it refuses is located like YAML's.
 #[test]
 fn bad_json_is_located_too() {
     let tmp = tempfile::tempdir().unwrap();

@@ -156,7 +156,7 @@ pub fn run(args: ReplayArgs) -> Result<i32, String> {
             if let Some(seed) = args.seed {
                 plan.genesis.seed = seed;
             }
-            single(&plan, &scenario, &out, &limits, args.quiet, started)
+            single(&mut plan, &scenario, &out, &limits, args.quiet, started)
         }
     }
 }
@@ -165,7 +165,7 @@ pub fn run(args: ReplayArgs) -> Result<i32, String> {
 /// the journal's commits, the report files (the benchmark's split; in no file, which stay
 /// byte-identical).
 fn single(
-    plan: &replay::plan::Plan,
+    plan: &mut replay::plan::Plan,
     scenario: &Path,
     out: &Path,
     limits: &Limits,
@@ -293,7 +293,7 @@ fn rerun(
         ));
     }
     plan.genesis.seed = manifest.seed;
-    output::scenario_run(file, &plan, again, limits, &|_| {}).map(|f| f.state_hash)
+    output::scenario_run(file, &mut plan, again, limits, &|_| {}).map(|f| f.state_hash)
 }
 
 /// The files of `a` whose bytes differ in `b` (or are missing there).

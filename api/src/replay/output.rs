@@ -200,10 +200,10 @@ pub struct Finished {
     pub report_seconds: f64,
 }
 
-/// Runs `plan` into `out`.
+/// Runs `plan` into `out`, consuming its steps (see [`run::run`]).
 pub fn scenario_run(
     file: &Path,
-    plan: &Plan,
+    plan: &mut Plan,
     out: &Path,
     limits: &Limits,
     progress: &dyn Fn(u64),
@@ -247,7 +247,9 @@ pub struct Scenario {
     pub inputs: Vec<InputHash>,
 }
 
-/// The report files and the manifest of a finished run in `dir`; the state hash.
+/// The report files and the manifest of a finished run in `dir`; the state hash. Two cores'
+/// worth: the state hash (a pass over the whole state) and `trades.csv` each on a thread of
+/// their own beside `ledger.csv`, each CSV hashed as it is written rather than read back.
 pub fn write_reports(
     dir: &Path,
     engine: &Engine,
@@ -255,21 +257,33 @@ pub fn write_reports(
     info: &RunInfo,
     scenario: Option<Scenario>,
 ) -> Result<String, String> {
-    let (report, view) = report::build(engine, observed, info);
     let names = report::tables::names(&observed.customers);
-    let json = serde_json::to_string_pretty(&report).expect("a report encodes") + "\n";
-    write(&dir.join(FILES[1]), json.as_bytes())?;
-    report::tables::write_ledger(&dir.join(FILES[2]), &view, &names)?;
-    report::tables::write_trades(&dir.join(FILES[3]), &view, &names)?;
-    write(
-        &dir.join(FILES[4]),
-        report::html::page(&report, &view, observed).as_bytes(),
-    )?;
-    let mut files = BTreeMap::new();
-    for name in FILES {
-        let hash = file_sha256(&dir.join(name), u64::MAX, &mut Sha256::new())?;
-        files.insert(name.to_owned(), hash);
-    }
+    let view = engine.closing();
+    let path = |name: &str| dir.join(name);
+    let (report, files) = std::thread::scope(|s| {
+        let state_hash = s.spawn(|| engine.state_hash().to_string());
+        let trades = s.spawn(|| report::tables::write_trades(&path(FILES[3]), &view, &names));
+        let ledger = report::tables::write_ledger(&path(FILES[2]), &view, &names);
+        let journal = file_sha256(&path(FILES[0]), u64::MAX, &mut Sha256::new());
+        let state_hash = state_hash
+            .join()
+            .expect("the state hash is a pure function");
+        let report = report::build(engine, &view, observed, info, state_hash);
+        let json = serde_json::to_string_pretty(&report).expect("a report encodes") + "\n";
+        write(&path(FILES[1]), json.as_bytes())?;
+        let page = report::html::page(&report, &view, observed);
+        write(&path(FILES[4]), page.as_bytes())?;
+        let trades = trades.join().expect("writing a CSV file does not panic");
+        let hashes = [
+            journal?,
+            sha256(json.as_bytes()),
+            ledger?,
+            trades?,
+            sha256(page.as_bytes()),
+        ];
+        let files: BTreeMap<_, _> = FILES.iter().map(|f| f.to_string()).zip(hashes).collect();
+        Ok::<_, String>((report, files))
+    })?;
     let manifest = Manifest {
         perpsim: env!("CARGO_PKG_VERSION").to_owned(),
         scenario: scenario.as_ref().map(|s| s.path.clone()),
@@ -284,6 +298,10 @@ pub fn write_reports(
         (serde_json::to_string_pretty(&manifest).expect("a manifest encodes") + "\n").as_bytes(),
     )?;
     Ok(report.state_hash)
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {

@@ -189,9 +189,12 @@ pub fn settlement_assets(engine: &Engine) -> Vec<Asset> {
     assets
 }
 
-/// Runs `plan` from genesis into `journal`, calling `progress` with the steps done.
+/// Runs `plan` from genesis into `journal`, calling `progress` with the steps done. The
+/// steps are consumed: each command goes to the engine and is freed once applied, so the
+/// engine's growing state reuses the memory of the plan's million orders instead of adding
+/// to it.
 pub fn run(
-    plan: &Plan,
+    plan: &mut Plan,
     journal: &Journal,
     progress: &dyn Fn(u64),
 ) -> Result<(Engine, Observed, std::time::Duration), String> {
@@ -202,7 +205,38 @@ pub fn run(
     let assets = settlement_assets(&engine);
     let mut r = Runner::new(engine, journal, assets);
     let start = plan.genesis.start;
-    let broker = create_broker(&mut r, start)?;
+    let codes = set_up(&mut r, plan, start)?;
+    r.sample();
+    let mut next_sample = start.plus_millis(plan.sample_every_ms);
+    let (mut steps, mut done) = (std::mem::take(&mut plan.steps).into_iter().peekable(), 0);
+    while steps.peek().is_some() || r.engine.clock().now < plan.end {
+        let next_step = steps.peek().map(|s| s.at).unwrap_or(plan.end);
+        let t = next_step.min(next_sample).min(plan.end);
+        advance(&mut r, t)?;
+        let (mut events, mut commands) = (Vec::new(), Vec::new());
+        while let Some(step) = steps.next_if(|s| s.at == t) {
+            events.push((step.event, step.customer));
+            commands.push(bound(step, &codes));
+        }
+        if !commands.is_empty() {
+            done += commands.len();
+            refused(&mut r, t, Some((&events, plan)), commands)?;
+            progress(done as u64);
+        }
+        if t == next_sample || t == plan.end {
+            r.sample();
+            next_sample = next_sample.plus_millis(plan.sample_every_ms);
+        }
+    }
+    r.sample();
+    r.flush()?;
+    Ok(r.into_parts())
+}
+
+/// The scenario's broker and customers, created at `start` with their leverage, fees and
+/// deposits; the customers' codes in the scenario's order.
+fn set_up(r: &mut Runner, plan: &Plan, start: Timestamp) -> Result<Vec<CustomerCode>, String> {
+    let broker = create_broker(r, start)?;
     let creates = plan
         .customers
         .iter()
@@ -224,30 +258,8 @@ pub fn run(
         .zip(&codes)
         .flat_map(|(c, code)| c.setup.iter().map(|cmd| bind(cmd.clone(), *code)))
         .collect();
-    refused(&mut r, start, None, setup)?;
-    r.sample();
-    let mut next_sample = start.plus_millis(plan.sample_every_ms);
-    let mut i = 0;
-    while i < plan.steps.len() || r.engine.clock().now < plan.end {
-        let next_step = plan.steps.get(i).map(|s| s.at).unwrap_or(plan.end);
-        let t = next_step.min(next_sample).min(plan.end);
-        advance(&mut r, t)?;
-        let same = plan.steps[i..].iter().take_while(|s| s.at == t).count();
-        if same > 0 {
-            let steps = &plan.steps[i..i + same];
-            let commands = steps.iter().map(|s| bound(s, &codes)).collect();
-            refused(&mut r, t, Some((steps, plan)), commands)?;
-            i += same;
-            progress(i as u64);
-        }
-        if t == next_sample || t == plan.end {
-            r.sample();
-            next_sample = next_sample.plus_millis(plan.sample_every_ms);
-        }
-    }
-    r.sample();
-    r.flush()?;
-    Ok(r.into_parts())
+    refused(r, start, None, setup)?;
+    Ok(codes)
 }
 
 fn create_broker(
@@ -277,20 +289,25 @@ fn advance(r: &mut Runner, to: Timestamp) -> Result<(), String> {
     Ok(())
 }
 
-/// Applies one instant's commands, keeping each refusal with its event.
+/// Of each command a file gave: its event's position in the file, and its customer's in the
+/// plan.
+type Origin = (usize, Option<usize>);
+
+/// Applies one instant's commands, keeping each refusal with its event, where the commands
+/// are a file's.
 fn refused(
     r: &mut Runner,
     at: Timestamp,
-    steps: Option<(&[Step], &Plan)>,
+    events: Option<(&[Origin], &Plan)>,
     commands: Vec<Command>,
 ) -> Result<(), String> {
     let results = r.tick(at, commands)?;
     for (k, result) in results.into_iter().enumerate() {
         let Err(e) = result else { continue };
-        let (event, customer) = match steps {
-            Some((steps, plan)) => (
-                Some(steps[k].event),
-                steps[k].customer.map(|c| plan.customers[c].name.clone()),
+        let (event, customer) = match events {
+            Some((events, plan)) => (
+                Some(events[k].0),
+                events[k].1.map(|c| plan.customers[c].name.clone()),
             ),
             None => (None, None),
         };
@@ -305,10 +322,10 @@ fn refused(
     Ok(())
 }
 
-fn bound(step: &Step, codes: &[CustomerCode]) -> Command {
+fn bound(step: Step, codes: &[CustomerCode]) -> Command {
     match step.customer {
-        Some(c) => bind(step.command.clone(), codes[c]),
-        None => step.command.clone(),
+        Some(c) => bind(step.command, codes[c]),
+        None => step.command,
     }
 }
 

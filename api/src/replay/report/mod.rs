@@ -150,13 +150,19 @@ pub fn text(d: Decimal) -> String {
     d.normalize().to_string()
 }
 
-/// The report, and the closing state it was built from (for the CSV files and the charts).
-pub fn build<'e>(engine: &'e Engine, observed: &Observed, info: &RunInfo) -> (Report, Closing<'e>) {
-    let view = engine.closing();
+/// The report of the run `engine` ended, from its closing state `view` (which the CSV files
+/// and the charts read too) and its `state_hash`.
+pub fn build(
+    engine: &Engine,
+    view: &Closing,
+    observed: &Observed,
+    info: &RunInfo,
+    state_hash: String,
+) -> Report {
     let counters = engine.counters();
     let genesis = engine.genesis_config();
-    let tallies = Tallies::of(&view, observed);
-    let report = Report {
+    let tallies = Tallies::of(view, observed);
+    Report {
         scenario: Meta {
             name: info.name.clone(),
             seed: info.seed,
@@ -165,18 +171,18 @@ pub fn build<'e>(engine: &'e Engine, observed: &Observed, info: &RunInfo) -> (Re
             sample_every_ms: info.sample_every_ms,
             samples: observed.samples.len(),
         },
-        state_hash: engine.state_hash().to_string(),
+        state_hash,
         ticks: counters.ticks,
         commands: counters.commands,
         customers: observed
             .customers
             .iter()
             .enumerate()
-            .map(|(i, (name, code))| customer(&view, observed, &tallies, (i, name, *code)))
+            .map(|(i, (name, code))| customer(view, observed, &tallies, (i, name, *code)))
             .collect(),
-        market_maker: currencies(&view, observed, &tallies, None, MARKET_MAKER),
-        instruments: instruments(&view, observed),
-        venue: venue(&view, &observed.assets),
+        market_maker: currencies(view, observed, &tallies, None, MARKET_MAKER),
+        instruments: instruments(view, observed),
+        venue: venue(view, &observed.assets),
         refusals: observed
             .refusals
             .iter()
@@ -188,8 +194,7 @@ pub fn build<'e>(engine: &'e Engine, observed: &Observed, info: &RunInfo) -> (Re
                 message: r.message.clone(),
             })
             .collect(),
-    };
-    (report, view)
+    }
 }
 
 /// A customer's money per currency: its rows' flows, and its completed transfers as (time,

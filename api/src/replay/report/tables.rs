@@ -3,11 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::{Display, Write};
+use std::io;
 use std::path::Path;
 
 use perpsim_core::ids::CustomerCode;
 use perpsim_systems::Closing;
 use perpsim_systems::records::market::MARKET_MAKER;
+use sha2::{Digest, Sha256};
 
 use super::MAKER_NAME;
 use crate::v1::money::{funding_rate, settlement_mark, symbol};
@@ -22,7 +24,7 @@ pub fn names(customers: &[(String, CustomerCode)]) -> BTreeMap<CustomerCode, Str
 /// A CSV row being written: each field formatted into one reused buffer and handed to the
 /// writer, so a row of a million-row file allocates nothing.
 struct Row<'a> {
-    out: &'a mut csv::Writer<std::fs::File>,
+    out: &'a mut csv::Writer<Hashed>,
     buffer: String,
 }
 
@@ -57,16 +59,39 @@ impl Row<'_> {
     }
 }
 
+/// A file and the SHA-256 of what was written to it: the manifest's hash without reading
+/// hundreds of megabytes back.
+struct Hashed {
+    file: std::fs::File,
+    sha: Sha256,
+}
+
+impl io::Write for Hashed {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(bytes)?;
+        self.sha.update(&bytes[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
 /// A CSV file of a header and a row per item, each written by `row`; the writer refuses a
-/// row whose field count is not the header's.
+/// row whose field count is not the header's. Its SHA-256, in hex.
 fn write_csv<T>(
     path: &Path,
     header: &[&str],
     items: impl Iterator<Item = T>,
     row: impl Fn(&mut Row<'_>, T) -> csv::Result<()>,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let fail = |e: csv::Error| format!("{}: {e}", path.display());
-    let mut out = csv::Writer::from_path(path).map_err(fail)?;
+    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = csv::Writer::from_writer(Hashed {
+        file,
+        sha: Sha256::new(),
+    });
     out.write_record(header).map_err(fail)?;
     let mut fields = Row {
         out: &mut out,
@@ -76,14 +101,18 @@ fn write_csv<T>(
         row(&mut fields, item).map_err(fail)?;
         fields.out.write_record(None::<&[u8]>).map_err(fail)?;
     }
-    out.flush().map_err(|e| format!("{}: {e}", path.display()))
+    let hashed = out
+        .into_inner()
+        .map_err(|e| format!("{}: {}", path.display(), e.error()))?;
+    Ok(crate::signing::secrets::hex(&hashed.sha.finalize()))
 }
 
+/// `ledger.csv`; its SHA-256.
 pub fn write_ledger(
     path: &Path,
     view: &Closing,
     names: &BTreeMap<CustomerCode, String>,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let header = [
         "seq",
         "code",
@@ -127,11 +156,12 @@ pub fn write_ledger(
     })
 }
 
+/// `trades.csv`; its SHA-256.
 pub fn write_trades(
     path: &Path,
     view: &Closing,
     names: &BTreeMap<CustomerCode, String>,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let header = [
         "seq",
         "code",
