@@ -158,6 +158,19 @@ pub struct LiveState<'w, 's> {
     balances: Query<'w, 's, &'static Balance>,
 }
 
+/// Every order ever against its index and the reference table (rule 11), on the cadence of
+/// [`CheckedUpTo::scans`].
+fn check_order_index(orders: &OrderRecords, done: &CheckedUpTo) -> Result<(), String> {
+    orders.check_open_counts()?;
+    if done.scans(orders.count()) {
+        orders.check_index()?;
+        if !orders.refs().is_consistent(orders) {
+            return Err("the reference index does not match the orders".to_owned());
+        }
+    }
+    Ok(())
+}
+
 /// The trading and position invariants (issue 4 item 7, issue 11): what changed on every
 /// pass, the live state on the cadence of [`CheckedUpTo::scans`].
 pub fn assert_trading_invariants(
@@ -171,7 +184,7 @@ pub fn assert_trading_invariants(
     done.next_pass();
     let checked = exchange
         .check_fills(&ledger, &mut done)
-        .and_then(|()| Exchange::check_order_index(&orders, &done))
+        .and_then(|()| check_order_index(&orders, &done))
         .and_then(|()| {
             let items = live.positions.count() + orders.live_count();
             match done.scans(items as u64) {

@@ -431,19 +431,6 @@ impl Exchange {
         Ok(())
     }
 
-    /// Every order ever against its index and the reference table (rule 11), on the
-    /// cadence of [`CheckedUpTo::scans`].
-    pub fn check_order_index(orders: &OrderRecords, done: &CheckedUpTo) -> Result<(), String> {
-        orders.check_open_counts()?;
-        if done.scans(orders.count()) {
-            orders.check_index()?;
-            if !orders.refs().is_consistent(orders) {
-                return Err("the reference index does not match the orders".to_owned());
-            }
-        }
-        Ok(())
-    }
-
     /// The live state's trading invariants (issue 4 item 7): per market the positions of all
     /// accounts sum to zero; every live order rests or waits armed and is what its reference
     /// names; every customer's locked margin is its positions' margin plus its resting
