@@ -257,6 +257,39 @@ fn a_rerun_writes_the_same_bytes_and_json_equals_yaml() {
     );
 }
 
+/// D11: the manifest's hash of each file is the SHA-256 of the file as it lies on disk
+/// (the run hashes each as it writes it, never reading it back), and it lists every file.
+#[test]
+fn the_manifest_hashes_every_file_as_it_lies_on_disk() {
+    use sha2::{Digest, Sha256};
+    let (_tmp, out) = run_example("flash-crash.yaml");
+    let written = files(&out);
+    let manifest: Value = serde_json::from_slice(&written["manifest.json"]).unwrap();
+    let hashes = manifest["files"].as_object().unwrap();
+    let names: Vec<_> = hashes.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "journal.redb",
+            "ledger.csv",
+            "report.html",
+            "report.json",
+            "trades.csv"
+        ]
+    );
+    for (name, hash) in hashes {
+        let digest: String = Sha256::digest(&written[name])
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(hash.as_str(), Some(digest.as_str()), "{name}");
+    }
+    assert!(
+        csv_rows(&out.join("ledger.csv")).len() > 10,
+        "the hashed files hold the run"
+    );
+}
+
 /// D11: each class of bad input names its file, line and column, exits non-zero and writes
 /// nothing.
 #[test]
