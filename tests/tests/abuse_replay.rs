@@ -130,8 +130,8 @@ fn an_alias_bomb_is_refused_naming_its_bound() {
     assert!(stderr.contains("YAML aliases"), "{stderr}");
 }
 
-/// D11: a 1 MB price file named by 300 events (on main: 2.5 GB and an abort) is refused
-/// naming --max-steps (lowered here so a debug build gets there in a second; the default,
+/// D11: a 1 MB price file named by 300 events (on main: 2.5 GB and an abort), in YAML and in
+/// JSON, is refused naming --max-steps (lowered here so a debug build gets there in a second; the default,
 /// 5 000 000, refuses it after fifty events); a year sampled every second for 2 000 customers
 /// (on main: 4 GB and an abort) naming --max-samples.
 #[test]
@@ -141,6 +141,16 @@ fn timelines_and_samples_are_bounded_naming_their_flags() {
     std::fs::write(dir.path().join("p.csv"), rows).unwrap();
     let events: Vec<String> = (0..300).map(|_| prices("p.csv")).collect();
     let file = scenario(dir.path(), &events.join("\n"));
+    let stderr = refused(dir.path(), &file, &["--max-steps", "300000"]);
+    assert!(stderr.contains("--max-steps"), "{stderr}");
+    // The same as JSON with its events last, which serde_json plans in one pass.
+    let event = r#"{"at":"+1m","symbol":"BTC-USDC-PERP","prices":"p.csv"}"#;
+    let json = format!(
+        r#"{{"name":"x","seed":1,"start":"2026-01-01T00:00:00Z","end":"+1h","customers":[{{"name":"a"}}],"events":[{}]}}"#,
+        vec![event; 300].join(",")
+    );
+    let file = dir.path().join("s.json");
+    std::fs::write(&file, json).unwrap();
     let stderr = refused(dir.path(), &file, &["--max-steps", "300000"]);
     assert!(stderr.contains("--max-steps"), "{stderr}");
     let customers: String = (0..2_000)
