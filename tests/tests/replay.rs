@@ -258,7 +258,8 @@ fn a_rerun_writes_the_same_bytes_and_json_equals_yaml() {
 }
 
 /// D11: the manifest's hash of each file is the SHA-256 of the file as it lies on disk
-/// (the run hashes each as it writes it, never reading it back), and it lists every file.
+/// (the run hashes each but the journal as it writes it, not reading it back), and it lists
+/// every file.
 #[test]
 fn the_manifest_hashes_every_file_as_it_lies_on_disk() {
     use sha2::{Digest, Sha256};

@@ -209,18 +209,20 @@ pub fn run(
     r.sample();
     let mut next_sample = start.plus_millis(plan.sample_every_ms);
     let (mut steps, mut done) = (std::mem::take(&mut plan.steps).into_iter().peekable(), 0);
+    let mut origins = Vec::new();
     while steps.peek().is_some() || r.engine.clock().now < plan.end {
         let next_step = steps.peek().map(|s| s.at).unwrap_or(plan.end);
         let t = next_step.min(next_sample).min(plan.end);
         advance(&mut r, t)?;
-        let (mut events, mut commands) = (Vec::new(), Vec::new());
+        let mut commands = Vec::new();
+        origins.clear();
         while let Some(step) = steps.next_if(|s| s.at == t) {
-            events.push((step.event, step.customer));
+            origins.push((step.event, step.customer));
             commands.push(bound(step, &codes));
         }
         if !commands.is_empty() {
             done += commands.len();
-            refused(&mut r, t, Some((&events, plan)), commands)?;
+            refused(&mut r, t, Some((&origins, plan)), commands)?;
             progress(done as u64);
         }
         if t == next_sample || t == plan.end {
@@ -298,16 +300,16 @@ type Origin = (usize, Option<usize>);
 fn refused(
     r: &mut Runner,
     at: Timestamp,
-    events: Option<(&[Origin], &Plan)>,
+    origins: Option<(&[Origin], &Plan)>,
     commands: Vec<Command>,
 ) -> Result<(), String> {
     let results = r.tick(at, commands)?;
     for (k, result) in results.into_iter().enumerate() {
         let Err(e) = result else { continue };
-        let (event, customer) = match events {
-            Some((events, plan)) => (
-                Some(events[k].0),
-                events[k].1.map(|c| plan.customers[c].name.clone()),
+        let (event, customer) = match origins {
+            Some((origins, plan)) => (
+                Some(origins[k].0),
+                origins[k].1.map(|c| plan.customers[c].name.clone()),
             ),
             None => (None, None),
         };
