@@ -5,8 +5,9 @@
 //!
 //! The pass judges only the accounts something can have changed: a slot (one per (customer,
 //! currency) that ever held a position, named by each position's [`Holder`]) is judged when
-//! one of its positions changed or closed (an `on_remove` hook), its balance changed
-//! ([`Collateral`] on the account entity), its rate changed, or a mark move left the slot's
+//! one of its positions changed or closed (an `on_remove` hook), its collateral changed
+//! ([`Collateral`] on the account entity: total − pending; an order that only locks or
+//! releases margin judges nothing), its rate changed, or a mark move left the slot's
 //! safe box ([`Triggers`]). A judgment sums the slot's positions valued at the current marks
 //! from scratch, never carried forward, so sums cannot drift; it then gives the slot, per
 //! market it holds, the open interval of marks within which no threshold can be crossed while
@@ -308,19 +309,26 @@ impl MarginBook {
         }
     }
 
-    /// A new balance for the slot's collateral.
+    /// A new balance for the slot's collateral: the slot is judged again only if its
+    /// collateral moved. Most balance changes only lock or release margin (an order placed,
+    /// amended or cancelled), which no judgment reads.
     fn fund(&mut self, slot: u32, b: &Balance) {
         let collateral = match b.pending.is_zero() {
             true => b.total,
             false => b.total - b.pending,
         };
-        self.accounts[slot as usize].collateral = collateral;
+        let account = &mut self.accounts[slot as usize];
+        // Kept even when equal: its scale is what the figures read from it print.
+        let moved = account.collateral != collateral;
+        account.collateral = collateral;
         let s = &mut self.sums[slot as usize];
         (s.collateral, s.collateral_exact) = match fixed::from_decimal(collateral) {
             Some(c) => (c, true),
             None => (0, false),
         };
-        self.touch(slot);
+        if moved {
+            self.touch(slot);
+        }
     }
 
     /// The slot of a (customer, currency), opened with its account when new.
