@@ -274,11 +274,6 @@ impl Ladder {
     pub fn price(&self, k: usize, grid: Decimal) -> Decimal {
         from_units(self.steps(k), grid)
     }
-
-    /// The best level's price, if the ladder has one.
-    pub fn best(&self, grid: Decimal) -> Option<Decimal> {
-        (self.len > 0).then(|| self.price(0, grid))
-    }
 }
 
 /// `value` to a whole multiple of `unit`, half-even; a price "rounded to the tick".

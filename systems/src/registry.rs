@@ -31,6 +31,9 @@ pub struct Registry {
     pub keys: BTreeMap<PublicKey, BrokerCode>,
     pub customers: Lookup<CustomerCode, Entity>,
     pub instruments: BTreeMap<String, Entity>,
+    /// The same entities by market id: the order path reads an instrument's state per
+    /// request, where a look-up by symbol compares strings.
+    pub markets: Vec<Entity>,
     /// Customers per broker, for the D4 bound; derived (rebuilt at a restore).
     pub customer_counts: BTreeMap<BrokerCode, u32>,
 }
@@ -246,9 +249,12 @@ pub fn spawn_instrument(
     let entity = world
         .spawn((Instrument(spec), state, MarketSlot(market)))
         .id();
-    let previous = world
-        .resource_mut::<Registry>()
-        .instruments
-        .insert(symbol, entity);
+    let mut registry = world.resource_mut::<Registry>();
+    let previous = registry.instruments.insert(symbol, entity);
     assert!(previous.is_none(), "instrument symbols are unique");
+    let at = market as usize;
+    if registry.markets.len() <= at {
+        registry.markets.resize(at + 1, Entity::PLACEHOLDER);
+    }
+    registry.markets[at] = entity;
 }

@@ -10,7 +10,7 @@
 
 use bevy_ecs::prelude::{Local, Mut, Res, ResMut, Resource, World};
 use perpsim_core::Decimal;
-use perpsim_core::decimal::whole_units;
+use perpsim_core::decimal::{from_units, whole_units};
 use perpsim_core::entry::{Amend, OrderEntry};
 use perpsim_core::instrument::{Asset, InstrumentStatus};
 use perpsim_core::order::{OrderType, Side};
@@ -85,34 +85,42 @@ pub(crate) fn spawn(world: &mut World, simulation: &Simulation, assets: &[Asset]
 /// current index. The side the index moved towards goes first, so the other side never meets
 /// a stale quote of the maker's own. A run where neither ladder nor any quote moved does
 /// nothing; and the ladders are whole grid steps, so finding which quotes survive a move is
-/// integer arithmetic (this was most of a flash crash's Monte-Carlo).
+/// integer arithmetic (this was most of a flash crash's Monte-Carlo). The maker remembers
+/// each quote's level and learns that a quote changed from the desk's count of changes to
+/// its orders, so a side nobody traded against is re-quoted without reading its orders
+/// (reading a dozen orders a market a second was a third of what the re-quote cost).
 pub fn quote(
     mut desk: Desk,
     mut state: ResMut<MakerState>,
     settings: Res<SimulationSettings>,
-    mut quoted: Local<Vec<[Option<Ladder>; 2]>>,
+    mut kept: Local<Vec<Quoted>>,
 ) {
     let markets = desk.market_count();
     state.quotes.resize_with(markets as usize, Default::default);
-    quoted.resize(markets as usize, [None; 2]);
+    kept.resize_with(markets as usize, Default::default);
     for market in 0..markets {
         let m = market as usize;
         let sim = &settings.0.instruments[m];
         let (spec, now) = desk.market(market);
-        let (grid, index) = (sim.grid(spec), now.index_price);
+        let grid = *kept[m].grid.get_or_insert_with(|| sim.grid(spec));
+        let index = now.index_price;
         let quoting = Quoting { market, sim, grid };
         let ladders = [true, false].map(|bid| sim.ladder(index, bid, grid));
+        let cache = &mut kept[m];
         let wanted = |i: usize| wanted(&desk, quoting, ladders[i]);
-        let standing =
-            |i: usize| quoted[m][i] == Some(wanted(i)) && intact(&desk, sim, &state.quotes[m][i]);
+        let standing = |i: usize| {
+            let side = &cache.sides[i];
+            side.ladder == Some(wanted(i))
+                && (side.known(&desk, market, i) || intact(&desk, sim, &state.quotes[m][i]))
+        };
         if standing(0) && standing(1) {
             continue;
         }
-        let best_bid = state.quotes[m][0]
+        let bids = cache.sides[0].steps(&desk, grid, &state.quotes[m][0]);
+        let rising = bids
             .iter()
-            .filter_map(|&id| desk.order(id).limit_price)
-            .max();
-        let rising = best_bid.is_some_and(|b| ladders[0].best(grid).is_some_and(|n| b < n));
+            .max()
+            .is_some_and(|&b| ladders[0].len > 0 && b < ladders[0].first);
         let sides = match rising {
             true => [1, 0],
             false => [0, 1],
@@ -120,12 +128,71 @@ pub fn quote(
         for i in sides {
             let mut ids = std::mem::take(&mut state.quotes[m][i]);
             let next_reference = &mut state.next_reference;
-            quoted[m][i] = requote(&mut desk, next_reference, quoting, ladders[i], &mut ids);
+            let side = &mut cache.sides[i];
+            side.steps(&desk, grid, &ids);
+            requote(
+                &mut desk,
+                next_reference,
+                quoting,
+                ladders[i],
+                &mut ids,
+                side,
+            );
             state.quotes[m][i] = ids;
         }
     }
     desk.flush();
 }
+
+/// What the maker keeps of a market between runs, derived (a restored engine starts without
+/// it and rebuilds it from the orders): the price grid, which never changes, and per side
+/// what [`SideQuotes`] says.
+#[derive(Debug, Default)]
+pub struct Quoted {
+    grid: Option<Decimal>,
+    sides: [SideQuotes; 2],
+}
+
+/// One side's quotes as its last re-quote left them: the ladder it quoted in full, if it
+/// did; each quote's price in grid steps, in the order of the side's ids (only the maker
+/// moves its orders, so a quote's price stays what its last placement or move made it);
+/// whether every quote was then open for the full quote size; and the side's count of
+/// [`crate::trading::orders::MakerOrderChanges`] then.
+#[derive(Debug, Default)]
+pub struct SideQuotes {
+    ladder: Option<Ladder>,
+    levels: Vec<i64>,
+    full: bool,
+    seen: Option<u64>,
+}
+
+impl SideQuotes {
+    /// The quotes' prices in grid steps, read from the orders when not known (after a
+    /// restore). A price off the grid (it cannot be: the maker places on it) reads as no
+    /// level at all.
+    fn steps(&mut self, desk: &Desk, grid: Decimal, ids: &[OrderId]) -> &[i64] {
+        if self.levels.len() != ids.len() {
+            self.levels = ids
+                .iter()
+                .map(|&id| {
+                    let price = desk.order(id).limit_price.expect("quotes are limit orders");
+                    let steps = whole_units(price, grid).and_then(|s| i64::try_from(s).ok());
+                    steps.unwrap_or(i64::MIN)
+                })
+                .collect();
+        }
+        &self.levels
+    }
+
+    /// Whether the quotes are as the last re-quote left them, open and full, without
+    /// reading them: no order of the side changed since.
+    fn known(&self, desk: &Desk, market: MarketId, i: usize) -> bool {
+        self.full && self.seen == Some(desk.maker_changes(market, SIDES[i]))
+    }
+}
+
+/// The sides in the order of a market's quotes: bids, then asks.
+const SIDES: [Side; 2] = [Side::Buy, Side::Sell];
 
 /// The ladder a side wants now: none of its levels when quoting would grow the maker's
 /// inventory past its maximum.
@@ -150,33 +217,60 @@ fn intact(desk: &Desk, sim: &InstrumentSimulation, ids: &[OrderId]) -> bool {
     })
 }
 
+/// A quote a re-quote keeps, on its level in grid steps; `read`: read again once the
+/// re-quote is done, as one it moved, placed or topped up (a move may fill it).
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    id: OrderId,
+    steps: i64,
+    read: bool,
+}
+
+impl Kept {
+    fn moved(id: OrderId, steps: i64) -> Self {
+        Kept {
+            id,
+            steps,
+            read: true,
+        }
+    }
+}
+
 /// The open quotes of one side already on a level of `wanted` (each topped up to the quote
-/// size), the others to move, and which levels are held. A quote's level is its price in
-/// whole grid steps; a second quote on a held level is moved like any other.
+/// size) with their levels and whether they must be read again (a quote not known to be as
+/// the last re-quote left it), the others to move, and which levels are held. A quote's
+/// level is its price in whole grid steps; a second quote on a held level is moved like any
+/// other. `known`: every quote is open and full, so none is read.
 fn keep_held_levels(
     desk: &mut Desk,
-    Quoting { sim, grid, .. }: Quoting<'_>,
+    sim: &InstrumentSimulation,
     wanted: Ladder,
-    ids: &[OrderId],
-) -> (Vec<OrderId>, Vec<OrderId>, Vec<bool>) {
+    (ids, levels, known): (&[OrderId], &[i64], bool),
+) -> (Vec<Kept>, Vec<OrderId>, Vec<bool>) {
     let mut held = vec![false; wanted.len];
-    let level = |price: Decimal| {
-        let steps = whole_units(price, grid).and_then(|s| i64::try_from(s).ok());
-        steps.and_then(|s| wanted.level_of(s))
-    };
     let (mut kept, mut free) = (Vec::with_capacity(ids.len()), Vec::new());
-    for &id in ids {
-        let o = desk.order(id);
-        if !o.is_open() {
-            continue;
-        }
-        match level(o.limit_price.expect("quotes are limit orders")) {
+    for (&id, &steps) in ids.iter().zip(levels) {
+        let short = match known {
+            true => None,
+            false => {
+                let o = desk.order(id);
+                if !o.is_open() {
+                    continue;
+                }
+                (o.remaining() != sim.size).then_some(o.filled_amount)
+            }
+        };
+        match wanted.level_of(steps) {
             Some(at) if !held[at] => {
                 held[at] = true;
-                kept.push(id);
-                if o.remaining() != sim.size {
+                kept.push(Kept {
+                    id,
+                    steps,
+                    read: !known,
+                });
+                if let Some(filled) = short {
                     let amend = Amend {
-                        amount: Some(o.filled_amount + sim.size),
+                        amount: Some(filled + sim.size),
                         limit_price: None,
                         trigger_price: None,
                         expire_time: None,
@@ -207,57 +301,72 @@ struct Quoting<'a> {
 /// One side of one market: keep the orders on surviving levels (topped up to the quote
 /// size), move the others onto the missing levels, cancel what is left over and place what
 /// is still missing. A request the desk refuses (a status that forbids it) leaves that level
-/// unquoted until the next run. The ladder now quoted in full, if every level holds a quote.
+/// unquoted until the next run. `side` is left saying what the side now quotes.
 fn requote(
     desk: &mut Desk,
     next_reference: &mut u64,
     quoting: Quoting<'_>,
     ladder: Ladder,
     ids: &mut Vec<OrderId>,
-) -> Option<Ladder> {
+    side: &mut SideQuotes,
+) {
     let Quoting { market, sim, grid } = quoting;
     if desk.market(market).1.status == InstrumentStatus::TradeHalt {
-        return None; // nothing may be placed or amended: the quotes stand as they are
+        side.ladder = None;
+        return; // nothing may be placed or amended: the quotes stand as they are
     }
     // Read after the other side's re-quote, whose fills may have moved the position.
     let wanted = wanted(desk, quoting, ladder);
-    let side = if ladder.bid { Side::Buy } else { Side::Sell };
-    let (mut kept, free, held) = keep_held_levels(desk, quoting, wanted, ids);
+    let order_side = if ladder.bid { Side::Buy } else { Side::Sell };
+    let known = side.known(desk, market, usize::from(!ladder.bid));
+    let (mut kept, free, held) = keep_held_levels(desk, sim, wanted, (ids, &side.levels, known));
     let mut missing = (0..wanted.len)
         .filter(|&k| !held[k])
-        .map(|k| wanted.price(k, grid));
+        .map(|k| wanted.steps(k));
     for id in free {
         let o = desk.order(id);
         // An earlier move's matching may have ended it: nothing to move or cancel then.
         let open = o.is_open();
+        let to = missing.next();
         let amend = Amend {
             amount: (o.remaining() != sim.size).then_some(o.filled_amount + sim.size),
-            limit_price: missing.next(),
+            limit_price: to.map(|steps| from_units(steps, grid)),
             trigger_price: None,
             expire_time: None,
         };
-        let moved = match amend.limit_price {
+        let moved = match to {
             Some(_) if open => desk.amend_open(id, &amend).is_ok(),
             _ => false,
         };
-        match moved {
-            true => kept.push(id),
-            false if open => cancel(desk, id),
-            false => {}
+        match (moved, to) {
+            (true, Some(steps)) => kept.push(Kept::moved(id, steps)),
+            (false, _) if open => cancel(desk, id),
+            _ => {}
         }
     }
-    for price in missing {
+    for steps in missing {
         *next_reference += 1;
         let entry = OrderEntry {
             amount: Some(sim.size),
-            limit_price: Some(price),
-            ..OrderEntry::new(side, OrderType::Limit, format!("mm-{next_reference}"))
+            limit_price: Some(from_units(steps, grid)),
+            ..OrderEntry::new(order_side, OrderType::Limit, format!("mm-{next_reference}"))
         };
         if let Ok(id) = desk.place(MARKET_MAKER, &sim.symbol, &entry) {
-            kept.push(id);
+            kept.push(Kept::moved(id, steps));
         }
     }
-    kept.retain(|&id| desk.order(id).is_open());
-    *ids = kept;
-    (ids.len() == wanted.len).then_some(wanted)
+    let mut full = true;
+    kept.retain(|&Kept { id, read, .. }| {
+        if !read {
+            return true;
+        }
+        let o = desk.order(id);
+        let open = o.is_open();
+        full &= !open || o.remaining() == sim.size;
+        open
+    });
+    (*ids, side.levels) = kept.into_iter().map(|k| (k.id, k.steps)).unzip();
+    side.ladder = (ids.len() == wanted.len).then_some(wanted);
+    side.full = full;
+    side.seen = Some(desk.maker_changes(market, order_side));
 }

@@ -109,9 +109,11 @@ fn a_step_keeps_the_basis_and_restarts_from_a_moved_index() {
 }
 
 /// D10: a re-quote skipped because neither the ladder nor a quote moved ends where the full
-/// re-quote ends. A restored engine knows nothing of its last re-quote and re-quotes in full,
-/// so an engine restored every second, with market orders eating into the maker's quotes,
-/// must stay equal to the one that ran on.
+/// re-quote ends, and so does one that trusts its memory of its quotes' levels and of the
+/// desk's count of changes to them instead of reading them. A restored engine knows nothing
+/// of its last re-quote and re-quotes in full, reading every quote, so an engine restored
+/// every second, with market orders eating into the maker's quotes, must stay equal to the
+/// one that ran on.
 #[test]
 fn a_requote_skipped_when_nothing_moved_ends_where_a_full_requote_ends() {
     let mut on = living(11);

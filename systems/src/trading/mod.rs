@@ -26,6 +26,7 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<crate::trading::orders::OrderIndex>();
     world.init_resource::<orders::OrderArchive>();
     world.init_resource::<orders::OpenCounts>();
+    world.init_resource::<orders::MakerOrderChanges>();
     world.init_resource::<refs::RefIndex>();
     schedule.add_systems(
         (desk::handle_order_requests, desk::expire_orders)

@@ -20,9 +20,12 @@ use std::sync::Arc;
 use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Res, ResMut, Resource, World};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::ids::CustomerCode;
+use perpsim_core::order::Side;
 
 use crate::records::ids::OrderId;
+use crate::records::market::MARKET_MAKER;
 use crate::records::order::Order;
+use crate::records::venue::MarketId;
 use crate::trading::refs::{OrderLookup, RefIndex};
 
 /// Accounts by (owner, asset) — see `money::store`. Customers' money per asset and the
@@ -85,6 +88,40 @@ impl OpenCounts {
     }
 }
 
+/// Changes to the market maker's orders, counted per market and side (a fill, an end, a
+/// move, a new quote): the maker re-reads a side's quotes only where this moved since its
+/// last re-quote of that side. Derived: a restored engine starts from zero, as the maker's
+/// memory of its quotes does.
+#[derive(Resource, Debug, Default)]
+pub struct MakerOrderChanges(Vec<[u64; 2]>);
+
+impl MakerOrderChanges {
+    /// The count of a market's side (0 bids, 1 asks).
+    pub fn of(&self, market: MarketId, side: Side) -> u64 {
+        self.0
+            .get(market as usize)
+            .map_or(0, |c| c[side_slot(side)])
+    }
+
+    fn count(&mut self, o: &Order) {
+        if o.customer != MARKET_MAKER {
+            return;
+        }
+        let m = o.market as usize;
+        if self.0.len() <= m {
+            self.0.resize(m + 1, [0; 2]);
+        }
+        self.0[m][side_slot(o.side)] += 1;
+    }
+}
+
+fn side_slot(side: Side) -> usize {
+    match side {
+        Side::Buy => 0,
+        Side::Sell => 1,
+    }
+}
+
 /// Ended orders in the order they ended. Never updated: an ended order does not change.
 #[derive(Resource, Debug, Default)]
 pub struct OrderArchive(pub Vec<Arc<Order>>);
@@ -132,6 +169,7 @@ pub struct Orders<'w, 's> {
     refs: ResMut<'w, RefIndex>,
     archive: ResMut<'w, OrderArchive>,
     open: ResMut<'w, OpenCounts>,
+    maker: ResMut<'w, MakerOrderChanges>,
     live: Query<'w, 's, &'static mut LiveOrder>,
     commands: Commands<'w, 's>,
     /// Orders accepted during this run; an entry is taken when its order ends before the
@@ -175,7 +213,14 @@ impl Orders<'_, '_> {
             OrderSlot::Ended(_) => panic!("order {id} has ended and never changes"),
         };
         // Copies only when the read view still holds this version.
-        Arc::make_mut(shared)
+        let order = Arc::make_mut(shared);
+        self.maker.count(order);
+        order
+    }
+
+    /// Changes to the market maker's orders in a market's side (see [`MakerOrderChanges`]).
+    pub fn maker_changes(&self, market: MarketId, side: Side) -> u64 {
+        self.maker.of(market, side)
     }
 
     /// The ids of the live orders `select` picks, ascending: one scan of the live set, for
@@ -214,6 +259,7 @@ impl Orders<'_, '_> {
         let id = self.next_id();
         assert_eq!(order.id, id, "an order's id is its sequence number");
         self.open.add(order.customer);
+        self.maker.count(&order);
         let position = u32::try_from(self.staged.len()).expect("a run stages few orders");
         self.staged.push(Some(Arc::new(order)));
         self.index.0.push(OrderSlot::Staged(position));
@@ -241,6 +287,7 @@ impl Orders<'_, '_> {
         };
         debug_assert!(!record.is_open(), "only ended orders are archived");
         self.open.remove(record.customer);
+        self.maker.count(&record);
         self.index.0[id.index()] = OrderSlot::Ended(self.archive.0.len() as u64);
         self.archive.0.push(record);
     }

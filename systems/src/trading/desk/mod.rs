@@ -155,8 +155,7 @@ impl Desk<'_, '_> {
     }
 
     fn instrument(&self, market: MarketId) -> &InstrumentState {
-        let symbol = &self.exchange.markets[market as usize].spec.symbol;
-        let entity = self.registry.instruments[symbol];
+        let entity = self.registry.markets[market as usize];
         self.instruments
             .get(entity)
             .expect("every market is an instrument")
@@ -180,6 +179,12 @@ impl Desk<'_, '_> {
     /// An order by id, live or ended.
     pub fn order(&self, id: OrderId) -> &Order {
         self.orders.get(id)
+    }
+
+    /// Changes to the market maker's orders in a market's side so far (see
+    /// [`crate::trading::orders::MakerOrderChanges`]).
+    pub fn maker_changes(&self, market: MarketId, side: Side) -> u64 {
+        self.orders.maker_changes(market, side)
     }
 
     /// How many markets there are; their ids are `0..count`.
