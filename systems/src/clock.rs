@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::records::clock::ScheduledEvent;
-use bevy_ecs::prelude::Resource;
+use bevy_ecs::prelude::{Res, Resource};
 use perpsim_core::clock::ClockMode;
 use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -99,6 +99,18 @@ impl DueEvents {
     pub fn has(&self, event: ScheduledEvent) -> bool {
         self.0.contains(&event)
     }
+}
+
+/// A run condition: `event` is due in this run. A system that has work only then skips the
+/// other runs — every simulated second of the living market is one — without fetching its
+/// parameters, which cost more than this look.
+pub fn due(event: ScheduledEvent) -> impl FnMut(Res<DueEvents>) -> bool + Clone {
+    move |due: Res<DueEvents>| due.has(event)
+}
+
+/// A run condition: some event `kind` picks (one that carries its order or movement) is due.
+pub fn due_any(kind: fn(&ScheduledEvent) -> bool) -> impl FnMut(Res<DueEvents>) -> bool + Clone {
+    move |due: Res<DueEvents>| due.0.iter().any(kind)
 }
 
 /// The periodic timers of a fresh engine: funding each hour, premium samples each minute,

@@ -4,6 +4,8 @@
 
 use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
 
+use crate::clock::due_any;
+use crate::records::clock::ScheduledEvent;
 use crate::sets::FillSystems;
 
 pub mod accounts;
@@ -15,5 +17,10 @@ pub mod store;
 /// Transfers whose delay has passed are booked in `FillSystems`.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<crate::money::store::AccountIndex>();
-    schedule.add_systems(accounts::complete_due_transfers.in_set(FillSystems));
+    let transfers = |e: &ScheduledEvent| matches!(e, ScheduledEvent::TransferDue(_));
+    schedule.add_systems(
+        accounts::complete_due_transfers
+            .run_if(due_any(transfers))
+            .in_set(FillSystems),
+    );
 }

@@ -10,11 +10,10 @@ use bevy_ecs::prelude::{Entity, Local, Query, Res, ResMut};
 use perpsim_core::Decimal;
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 
-use crate::clock::{DueEvents, SimClock};
+use crate::clock::SimClock;
 use crate::money::ledger::{Books, CustomerSide, Ledger};
 use crate::money::store::Accounts;
 use crate::positions::{KeyOrder, MarginRate, PositionIndex};
-use crate::records::clock::ScheduledEvent;
 use crate::records::money::{AccountId, MovementKind, PeriodicInfo};
 use crate::records::position::{Position, unrealised_pnl};
 use crate::records::venue::MarketId;
@@ -27,7 +26,6 @@ use super::Marks;
 /// position at zero unrealised PnL).
 #[allow(clippy::too_many_arguments)] // one pass: positions, prices, the ledger
 pub fn settle_daily(
-    due: Res<DueEvents>,
     clock: Res<SimClock>,
     index: Res<PositionIndex>,
     marks: Marks,
@@ -39,9 +37,6 @@ pub fn settle_daily(
     mut held: Local<KeyOrder<Held>>,
     mut found: Local<Vec<Option<Entity>>>,
 ) {
-    if !due.has(ScheduledEvent::DailySettlement) {
-        return;
-    }
     let now = clock.now;
     let marks = marks.by_market();
     // One description per market, shared by its rows.

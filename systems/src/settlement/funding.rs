@@ -17,12 +17,11 @@ use perpsim_core::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
 use super::Marks;
-use crate::clock::{DueEvents, SimClock};
+use crate::clock::SimClock;
 use crate::command::{CommandResult, Outcome};
 use crate::money::ledger::{Books, CustomerSide, Ledger};
 use crate::money::store::Accounts;
 use crate::positions::{KeyOrder, PositionIndex};
-use crate::records::clock::ScheduledEvent;
 use crate::records::funding::{
     FundingRecord, FundingView, MAX_RATE_DECIMALS, RATE_CLAMP, RATE_DECIMALS,
 };
@@ -103,7 +102,6 @@ impl FundingState {
 /// FundingSystems, on the hour: every market with a preliminary rate settles it.
 #[allow(clippy::too_many_arguments)] // one pass: positions, prices, the ledger
 pub fn settle_funding(
-    due: Res<DueEvents>,
     clock: Res<SimClock>,
     index: Res<PositionIndex>,
     marks: Marks,
@@ -115,9 +113,6 @@ pub fn settle_funding(
     mut payers: Local<KeyOrder<Payer>>,
     mut found: Local<Vec<Option<Entity>>>,
 ) {
-    if !due.has(ScheduledEvent::FundingHour) {
-        return;
-    }
     let now = clock.now;
     let marks = marks.by_market();
     let rates: Vec<Option<Decimal>> = state.intervals.iter().map(Interval::preliminary).collect();
@@ -205,15 +200,7 @@ impl Payer {
 
 /// FundingSystems, each whole minute, after the hour's settlement (a sample on the hour
 /// belongs to the interval it opens): the premium of every two-sided book.
-pub fn sample_premium(
-    due: Res<DueEvents>,
-    marks: Marks,
-    exchange: Res<Exchange>,
-    mut state: ResMut<FundingState>,
-) {
-    if !due.has(ScheduledEvent::FundingSample) {
-        return;
-    }
+pub fn sample_premium(marks: Marks, exchange: Res<Exchange>, mut state: ResMut<FundingState>) {
     let marks = marks.by_market();
     for (market, m) in exchange.markets.iter().enumerate() {
         let (Some((bid, _)), Some((ask, _))) = (m.book.best_bid(), m.book.best_ask()) else {

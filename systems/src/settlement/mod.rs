@@ -11,6 +11,8 @@ use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
 use perpsim_core::instrument::Asset;
 
+use crate::clock::due;
+use crate::records::clock::ScheduledEvent;
 use crate::records::venue::{Instrument, InstrumentState, MarketSlot};
 
 use crate::sets::{FundingSystems, Settlement};
@@ -22,9 +24,16 @@ mod tests;
 
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<funding::FundingState>();
-    schedule.add_systems(daily::settle_daily.in_set(Settlement));
     schedule.add_systems(
-        (funding::settle_funding, funding::sample_premium)
+        daily::settle_daily
+            .run_if(due(ScheduledEvent::DailySettlement))
+            .in_set(Settlement),
+    );
+    schedule.add_systems(
+        (
+            funding::settle_funding.run_if(due(ScheduledEvent::FundingHour)),
+            funding::sample_premium.run_if(due(ScheduledEvent::FundingSample)),
+        )
             .chain()
             .in_set(FundingSystems),
     );

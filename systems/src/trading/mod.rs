@@ -3,8 +3,10 @@
 //! archive of ended ones; `book` one limit order book; `refs` the reference index; `desk`
 //! order handling and matching; `fills` the booking of an execution.
 
-use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
+use bevy_ecs::prelude::{IntoScheduleConfigs, Res, Schedule, World};
 
+use crate::clock::due_any;
+use crate::records::clock::ScheduledEvent;
 use crate::sets::{OrderHandling, TriggerSystems};
 
 #[cfg(test)]
@@ -20,7 +22,9 @@ pub mod refs;
 #[cfg(test)]
 mod tests;
 
-/// Order requests then GTD expiry in `MatchSystems`; triggers in `TriggerSystems`.
+/// Order requests then GTD expiry in `MatchSystems`, each only in a run that has some (a run
+/// of the living market every simulated second has neither, and the desk's parameters cost
+/// more to fetch than checking); triggers in `TriggerSystems`.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<desk::OrderRequests>();
     world.init_resource::<crate::trading::orders::OrderIndex>();
@@ -29,7 +33,10 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<orders::MakerOrderChanges>();
     world.init_resource::<refs::RefIndex>();
     schedule.add_systems(
-        (desk::handle_order_requests, desk::expire_orders)
+        (
+            desk::handle_order_requests.run_if(|r: Res<desk::OrderRequests>| !r.0.is_empty()),
+            desk::expire_orders.run_if(due_any(|e| matches!(e, ScheduledEvent::OrderExpiry(_)))),
+        )
             .chain()
             .in_set(OrderHandling),
     );
