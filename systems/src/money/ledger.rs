@@ -776,6 +776,12 @@ impl Ledger {
         seq
     }
 
+    /// Whether a booking left a customer account below zero since the last
+    /// [`Ledger::take_went_negative`].
+    pub fn any_went_negative(&self) -> bool {
+        !self.went_negative.is_empty()
+    }
+
     /// The customer accounts bookings left below zero since the last call, with the
     /// instrument of the booking that did.
     pub fn take_went_negative(&mut self) -> Vec<(CustomerCode, Asset, Arc<str>)> {

@@ -22,12 +22,19 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 
 use super::margin::MarginBook;
+use crate::money::ledger::Ledger;
 use crate::records::venue::MarketId;
 use crate::trading::desk::Desk;
 
 /// The (customer, currency) pairs to liquidate in this run, from the margin pass.
 #[derive(Resource, Debug, Default)]
 pub struct Liquidating(pub BTreeSet<(CustomerCode, Asset)>);
+
+/// The run condition of [`liquidate`]: an account to liquidate, or one a booking left below
+/// zero to cover.
+pub fn anything_to_do(liquidating: Res<Liquidating>, ledger: Res<Ledger>) -> bool {
+    !liquidating.0.is_empty() || ledger.any_went_negative()
+}
 
 /// MarginSystems, after `assess_margin`.
 pub fn liquidate(mut liquidating: ResMut<Liquidating>, book: Res<MarginBook>, mut desk: Desk) {

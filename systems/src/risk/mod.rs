@@ -35,7 +35,10 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<notices::Notifications>();
     world.init_resource::<notices::NoticeTriggers>();
     schedule.add_systems(
-        (margin::assess_margin, liquidation::liquidate)
+        (
+            margin::assess_margin,
+            liquidation::liquidate.run_if(liquidation::anything_to_do),
+        )
             .chain()
             .in_set(MarginAssessment),
     );

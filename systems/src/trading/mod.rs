@@ -24,7 +24,7 @@ mod tests;
 
 /// Order requests then GTD expiry in `MatchSystems`, each only in a run that has some (a run
 /// of the living market every simulated second has neither, and the desk's parameters cost
-/// more to fetch than checking); triggers in `TriggerSystems`.
+/// more to fetch than checking); triggers in `TriggerSystems`, while any order waits on one.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<desk::OrderRequests>();
     world.init_resource::<crate::trading::orders::OrderIndex>();
@@ -40,5 +40,11 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
             .chain()
             .in_set(OrderHandling),
     );
-    schedule.add_systems(desk::fire_triggers.in_set(TriggerSystems));
+    schedule.add_systems(
+        desk::fire_triggers
+            .run_if(|exchange: Res<exchange::Exchange>| {
+                exchange.markets.iter().any(|m| !m.triggers.is_empty())
+            })
+            .in_set(TriggerSystems),
+    );
 }
