@@ -111,7 +111,7 @@ pub fn quote(
         let standing = |i: usize| {
             let side = &cache.sides[i];
             side.ladder == Some(wanted(i))
-                && (side.known(&desk, market, i) || intact(&desk, sim, &state.quotes[m][i]))
+                && (side.known(&desk, market, SIDES[i]) || intact(&desk, sim, &state.quotes[m][i]))
         };
         if standing(0) && standing(1) {
             continue;
@@ -186,8 +186,8 @@ impl SideQuotes {
 
     /// Whether the quotes are as the last re-quote left them, open and full, without
     /// reading them: no order of the side changed since.
-    fn known(&self, desk: &Desk, market: MarketId, i: usize) -> bool {
-        self.full && self.seen == Some(desk.maker_changes(market, SIDES[i]))
+    fn known(&self, desk: &Desk, market: MarketId, side: Side) -> bool {
+        self.full && self.seen == Some(desk.maker_changes(market, side))
     }
 }
 
@@ -318,7 +318,7 @@ fn requote(
     // Read after the other side's re-quote, whose fills may have moved the position.
     let wanted = wanted(desk, quoting, ladder);
     let order_side = if ladder.bid { Side::Buy } else { Side::Sell };
-    let known = side.known(desk, market, usize::from(!ladder.bid));
+    let known = side.known(desk, market, order_side);
     let (mut kept, free, held) = keep_held_levels(desk, sim, wanted, (ids, &side.levels, known));
     let mut missing = (0..wanted.len)
         .filter(|&k| !held[k])

@@ -96,7 +96,7 @@ impl OpenCounts {
 pub struct MakerOrderChanges(Vec<[u64; 2]>);
 
 impl MakerOrderChanges {
-    /// The count of a market's side (0 bids, 1 asks).
+    /// The count of a market's side so far.
     pub fn of(&self, market: MarketId, side: Side) -> u64 {
         self.0
             .get(market as usize)
