@@ -15,7 +15,7 @@ use crate::engine::Counters;
 use crate::money::ledger::{Ledger, LedgerState, LedgerStateRef};
 use crate::money::store::all_accounts;
 use crate::positions::PositionIndex;
-use crate::positions::{MarginRate, ValuationBasis};
+use crate::positions::{MarginRate, MovedPositions, ValuationBasis};
 use crate::records::position::{Position, PositionKey};
 use crate::records::venue::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
 use crate::registry::{Limits, Registry};
@@ -332,5 +332,6 @@ pub(crate) fn restore_entities(world: &mut World, state: &EngineState) {
             .spawn((position.clone(), rate, ValuationBasis::default()))
             .id();
         world.resource_mut::<PositionIndex>().0.insert(*key, entity);
+        world.resource_mut::<MovedPositions>().wrote(entity);
     }
 }

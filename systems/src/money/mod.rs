@@ -17,6 +17,7 @@ pub mod store;
 /// Transfers whose delay has passed are booked in `FillSystems`.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<crate::money::store::AccountIndex>();
+    world.init_resource::<crate::money::store::WrittenBalances>();
     let transfers = |e: &ScheduledEvent| matches!(e, ScheduledEvent::TransferDue(_));
     schedule.add_systems(
         accounts::complete_due_transfers

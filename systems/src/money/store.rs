@@ -19,10 +19,19 @@ use crate::records::money::{AccountId, Balance, Owner};
 #[derive(Resource, Debug, Default)]
 pub struct AccountIndex(pub BTreeMap<AccountId, Entity>);
 
+/// Every account whose balance was written since the margin pass last read them, as each
+/// write listed it (repeats included): what the pass re-reads. Bevy's `Changed<Balance>`
+/// finds the same by comparing every account's change tick on every run, a cost that grows
+/// with the accounts held rather than with those written. Derived; drained by every run's
+/// margin pass, so it holds at most one run's writes.
+#[derive(Resource, Debug, Default)]
+pub struct WrittenBalances(pub Vec<Entity>);
+
 /// The balances a system books into.
 #[derive(SystemParam)]
 pub struct Accounts<'w, 's> {
     index: ResMut<'w, AccountIndex>,
+    written: ResMut<'w, WrittenBalances>,
     live: Query<'w, 's, &'static mut Balance>,
     commands: Commands<'w, 's>,
     staged: Local<'s, BTreeMap<Entity, Balance>>,
@@ -58,6 +67,7 @@ const WALK_AHEAD: usize = 8;
 impl<'w, 's> Accounts<'w, 's> {
     /// The account held by `entity`, an indexed one.
     fn balance_of(&mut self, entity: Entity) -> &mut Balance {
+        self.written.0.push(entity);
         if self.staged.contains_key(&entity) {
             return self.staged.get_mut(&entity).expect("checked above");
         }
@@ -163,6 +173,7 @@ impl AccountStore for WorldAccounts<'_> {
             self.0.resource_mut::<AccountIndex>().0.insert(id, entity);
             entity
         });
+        self.0.resource_mut::<WrittenBalances>().0.push(entity);
         self.0
             .get_mut::<Balance>(entity)
             .expect("indexed accounts are live")
@@ -175,6 +186,7 @@ pub fn spawn_accounts(world: &mut World, accounts: BTreeMap<AccountId, Balance>)
     for (id, balance) in accounts {
         let entity = world.spawn(balance).id();
         world.resource_mut::<AccountIndex>().0.insert(id, entity);
+        world.resource_mut::<WrittenBalances>().0.push(entity);
     }
 }
 
@@ -204,6 +216,7 @@ mod tests {
     fn world() -> World {
         let mut world = World::new();
         world.insert_resource(AccountIndex::default());
+        world.insert_resource(WrittenBalances::default());
         let mut accounts = BTreeMap::new();
         for c in (0..3_000).step_by(3) {
             accounts.insert(id(c, Asset::Usdc), Balance::default());

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use bevy_ecs::prelude::{
-    Changed, Commands, Component, Entity, IntoScheduleConfigs, Local, Query, Res, ResMut, Resource,
+    Commands, Component, Entity, IntoScheduleConfigs, Local, Query, Res, ResMut, Resource,
     Schedule, World,
 };
 use bevy_ecs::system::SystemParam;
@@ -119,6 +119,20 @@ pub struct MovedPositions {
     pub list: Vec<Entity>,
     /// Whether [`OpenPositions`] wrote a position since the valuation pass last ran.
     written: bool,
+    /// Every position written since the valuation pass last ran, as each writer listed it
+    /// (repeats included): what the next pass rebuilds. Bevy's `Changed<Position>` finds the
+    /// same by comparing every position's change tick on every run, a cost that grows with
+    /// the positions held rather than with those written. Drained by each run's valuation
+    /// pass, so it holds at most one run's writes.
+    pending: Vec<Entity>,
+}
+
+impl MovedPositions {
+    /// Lists a position written outside [`OpenPositions`] (a settlement, a notice), or
+    /// spawned by a restore, for the next valuation pass.
+    pub fn wrote(&mut self, entity: Entity) {
+        self.pending.push(entity);
+    }
 }
 
 /// The margin fractions of the customer's profile (D8) a position is held under.
@@ -288,40 +302,56 @@ pub fn valuation_at(p: &Position, basis: &ValuationBasis, mark: Mark) -> Valuati
         .unwrap_or_else(|| Valuation::of(p, mark.price))
 }
 
-/// What changed since a valuation pass last ran.
-type ChangedPositions<'w, 's> =
-    Query<'w, 's, (Entity, &'static Position, &'static mut ValuationBasis), Changed<Position>>;
+/// The positions a valuation pass reads and rebases.
+type Bases<'w, 's> = Query<'w, 's, (&'static Position, &'static mut ValuationBasis)>;
 
-/// MarkToMarketSystems: the basis of every position that changed since the pass last ran (a
+/// MarkToMarketSystems: the basis of every position written since the pass last ran (a
 /// fill, an open, a settlement, a liquidation after the last pass), listed as the run's
 /// [`MovedPositions`]. A mark move rebuilds nothing.
 pub fn value_positions(
     instruments: Query<(&MarketSlot, &Instrument)>,
-    positions: ChangedPositions,
+    mut positions: Bases,
     mut moved: ResMut<MovedPositions>,
 ) {
+    let moved = &mut *moved;
     moved.list.clear();
     moved.written = false;
-    rebuild_bases(&instruments, positions, &mut moved.list);
+    rebuild_bases(
+        &instruments,
+        &mut positions,
+        &moved.pending,
+        &mut moved.list,
+    );
+    moved.pending.clear();
 }
 
 /// Revaluation, when a liquidation wrote positions after the run's valuation pass: their
-/// bases, and their entities added to [`MovedPositions`].
+/// bases, and their entities added to [`MovedPositions`]. They stay pending: the next run's
+/// pass lists them again, so its margin pass sums their slots afresh.
 pub fn revalue_positions(
     instruments: Query<(&MarketSlot, &Instrument)>,
-    positions: ChangedPositions,
+    mut positions: Bases,
     mut moved: ResMut<MovedPositions>,
 ) {
+    let moved = &mut *moved;
     moved.written = false;
-    rebuild_bases(&instruments, positions, &mut moved.list);
+    rebuild_bases(
+        &instruments,
+        &mut positions,
+        &moved.pending,
+        &mut moved.list,
+    );
 }
 
+/// Rebuilds the basis of each live position among `written` (once each, in entity order; a
+/// position closed since is skipped) and lists it in `moved`.
 fn rebuild_bases(
     instruments: &Query<(&MarketSlot, &Instrument)>,
-    mut positions: ChangedPositions,
+    positions: &mut Bases,
+    written: &[Entity],
     moved: &mut Vec<Entity>,
 ) {
-    if positions.is_empty() {
+    if written.is_empty() {
         return;
     }
     let mut scales: Vec<(MarketId, u32)> = instruments
@@ -329,7 +359,13 @@ fn rebuild_bases(
         .map(|(slot, instrument)| (slot.0, instrument.0.tick_size.scale()))
         .collect();
     scales.sort_unstable_by_key(|(id, _)| *id);
-    for (entity, p, mut basis) in &mut positions {
+    let mut entities = written.to_vec();
+    entities.sort_unstable();
+    entities.dedup();
+    for entity in entities {
+        let Ok((p, mut basis)) = positions.get_mut(entity) else {
+            continue;
+        };
         *basis = ValuationBasis::of(p, scales[p.market as usize].1);
         moved.push(entity);
     }
@@ -392,6 +428,7 @@ impl OpenPositions<'_, '_> {
     pub fn get_mut(&mut self, key: PositionKey) -> Option<(&mut Position, &mut MarginRate)> {
         let entity = *self.index.0.get(&key)?;
         self.moved.written = true;
+        self.moved.pending.push(entity);
         if self.staged.contains_key(&entity) {
             let (p, rate) = self.staged.get_mut(&entity).expect("checked above");
             return Some((p, rate));
@@ -407,6 +444,7 @@ impl OpenPositions<'_, '_> {
     pub fn open(&mut self, key: PositionKey, position: Position, rate: MarginRate) {
         self.moved.written = true;
         let entity = self.commands.spawn_empty().id();
+        self.moved.pending.push(entity);
         let previous = self.index.0.insert(key, entity);
         assert!(
             previous.is_none(),

@@ -24,9 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bevy_ecs::lifecycle::HookContext;
-use bevy_ecs::prelude::{
-    Changed, Commands, Component, Entity, Query, Res, ResMut, Resource, Without,
-};
+use bevy_ecs::prelude::{Commands, Component, Entity, Query, Res, ResMut, Resource, Without};
 use bevy_ecs::world::DeferredWorld;
 use perpsim_core::Decimal;
 use perpsim_core::fixed;
@@ -37,7 +35,7 @@ use perpsim_core::risk::{self, MarginState};
 use super::liquidation::Liquidating;
 use super::{MarginStates, RiskLog};
 use crate::clock::SimClock;
-use crate::money::store::AccountIndex;
+use crate::money::store::{AccountIndex, WrittenBalances};
 use crate::positions::{
     MarginRate, Mark, MovedPositions, PositionIndex, Valuation, ValuationBasis, valuation_at,
 };
@@ -569,8 +567,11 @@ pub fn assess_margin(
     accounts: (Res<AccountIndex>, Res<Registry>, Query<&Customer>),
     held: Res<PositionIndex>,
     instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
-    balances: Query<&Balance>,
-    funded: Query<(&Collateral, &Balance), Changed<Balance>>,
+    (balances, funded, mut written): (
+        Query<&Balance>,
+        Query<(&Collateral, &Balance)>,
+        ResMut<WrittenBalances>,
+    ),
     fresh: Query<(Entity, &Position, &MarginRate), Without<Holder>>,
     holders: Query<(&Holder, &MarginRate)>,
     moved: Res<MovedPositions>,
@@ -588,6 +589,7 @@ pub fn assess_margin(
         Rebuild::Done => {}
         Rebuild::Deferred => {
             book.rebuild = Rebuild::Due;
+            written.0.clear(); // the next pass funds every slot it opens
             return;
         }
         Rebuild::Due => (book.rebuild, reopen) = (Rebuild::Done, true),
@@ -631,9 +633,7 @@ pub fn assess_margin(
         commands.entity(entity).insert(Holder(slot));
         book.set_rate(slot, *rate);
     }
-    for (&Collateral(slot), b) in &funded {
-        book.fund(slot, b);
-    }
+    fund_written(book, &funded, &mut written.0);
     let marks = std::mem::take(&mut book.marks);
     let position = |e| positions.get(e).expect("indexed positions are live");
     let valuer = Valuer {
@@ -650,6 +650,7 @@ pub fn assess_margin(
             book.sums.len() <= RESCAN_ALWAYS_UP_TO || book.passes.is_multiple_of(RESCAN_EVERY);
         if every {
             check_against_rescan(book, &valuer);
+            check_collateral(book, &funded);
         }
     }
     let outcome = (&mut *states, &mut *log, &mut *liquidating);
@@ -658,6 +659,35 @@ pub fn assess_margin(
         book.freeze(&valuer);
     }
     book.marks = marks;
+}
+
+/// The collateral of every slot whose account was written since the last pass, once each,
+/// in entity order (an account of no slot is skipped); `written` is left empty.
+fn fund_written(
+    book: &mut MarginBook,
+    funded: &Query<(&Collateral, &Balance)>,
+    written: &mut Vec<Entity>,
+) {
+    written.sort_unstable();
+    written.dedup();
+    for entity in written.drain(..) {
+        if let Ok((&Collateral(slot), b)) = funded.get(entity) {
+            book.fund(slot, b);
+        }
+    }
+}
+
+/// The oracle of [`WrittenBalances`] (debug and test builds, with the rescan's): every
+/// slot's collateral is its account's, as funding every account on every pass would leave it.
+#[cfg(debug_assertions)]
+fn check_collateral(book: &MarginBook, funded: &Query<(&Collateral, &Balance)>) {
+    for (&Collateral(slot), b) in funded {
+        assert_eq!(
+            book.accounts[slot as usize].collateral,
+            b.total - b.pending,
+            "slot {slot}: a balance was written and not listed"
+        );
+    }
 }
 
 /// Up to this many slots the oracle runs on every pass; past it on every [`RESCAN_EVERY`]th,

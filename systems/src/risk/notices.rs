@@ -126,9 +126,9 @@ pub fn check_depreciation(
     clock: Res<SimClock>,
     settings: Res<SimulationSettings>,
     instruments: Query<(&MarketSlot, &InstrumentState)>,
-    (index, moved, mut triggers): (
+    (index, mut moved, mut triggers): (
         Res<PositionIndex>,
-        Res<MovedPositions>,
+        ResMut<MovedPositions>,
         ResMut<NoticeTriggers>,
     ),
     mut positions: Query<&mut Position>,
@@ -183,6 +183,7 @@ pub fn check_depreciation(
             continue;
         }
         p.noticed = level;
+        moved.wrote(entity);
         triggers.refile(&p);
         due_notices.push(Notification {
             seq: NoticeSeq(0),

@@ -13,7 +13,7 @@ use perpsim_core::ids::{BrokerCode, CustomerCode};
 use crate::clock::SimClock;
 use crate::money::ledger::{Books, CustomerSide, Ledger};
 use crate::money::store::Accounts;
-use crate::positions::{KeyOrder, MarginRate, PositionIndex};
+use crate::positions::{KeyOrder, MarginRate, MovedPositions, PositionIndex};
 use crate::records::money::{AccountId, MovementKind, PeriodicInfo};
 use crate::records::position::{Position, unrealised_pnl};
 use crate::records::venue::MarketId;
@@ -27,7 +27,7 @@ use super::Marks;
 #[allow(clippy::too_many_arguments)] // one pass: positions, prices, the ledger
 pub fn settle_daily(
     clock: Res<SimClock>,
-    index: Res<PositionIndex>,
+    (index, mut moved): (Res<PositionIndex>, ResMut<MovedPositions>),
     marks: Marks,
     mut positions: Query<(Entity, &mut Position, &MarginRate)>,
     mut exchange: ResMut<Exchange>,
@@ -84,12 +84,13 @@ pub fn settle_daily(
     accounts.flush();
     // Written back after the bookings, in the positions' own order: judged again from each
     // position's own figures, which is cheaper than finding each settled one by its entity.
-    for (_, mut p, rate) in &mut positions {
+    for (entity, mut p, rate) in &mut positions {
         let mark = marks[p.market as usize].0;
         if let Some(margin) = settled_margin(p.size, p.entry_price, p.margin, mark, rate.initial) {
             p.entry_price = mark;
             p.margin = margin;
             p.updated_at = now;
+            moved.wrote(entity);
         }
     }
 }
