@@ -224,6 +224,46 @@ pub fn whole_units(value: Decimal, unit: Decimal) -> Option<i128> {
     (num % den == 0).then(|| num / den)
 }
 
+/// `value / unit` rounded to a whole number by `strategy`: the same number as
+/// `(value / unit).round_dp_with_strategy(0, strategy)`, computed exactly on the mantissas.
+/// The price feed rounds every market's index to its tick and the maker finds its ladder in
+/// grid steps every simulated second, where a `Decimal` division cost more than the rest of
+/// the step. None where the integers cannot prove that sameness: beyond i128, a strategy
+/// other than floor, ceiling and half-even, or a quotient so large or a unit so fine that a
+/// `Decimal` quotient (28 significant digits) could round across a whole number or a half.
+/// The exact quotient `num / den` that is not on a half is at least `1 / (2·den)` from one;
+/// a `Decimal` quotient of 28 digits is within `(|q| + 1) · 10⁻²⁷` of it, so asking
+/// `2 · den · (|q| + 1) < 10²⁶` leaves a margin of ten. `unit` must be positive.
+pub fn round_units(value: Decimal, unit: Decimal, strategy: RoundingStrategy) -> Option<i128> {
+    assert!(
+        unit.is_sign_positive() && !unit.is_zero(),
+        "a unit is positive"
+    );
+    let (mut num, mut den) = (value.mantissa(), unit.mantissa());
+    let (sv, su) = (value.scale() as usize, unit.scale() as usize);
+    if su >= sv {
+        num = num.checked_mul(POW10[su - sv])?;
+    } else {
+        den = den.checked_mul(POW10[sv - su])?;
+    }
+    let (q, r) = (num / den, num % den);
+    let reach = den.checked_mul(2)?.checked_mul(q.checked_abs()? + 1)?;
+    if reach >= POW10[26] {
+        return None;
+    }
+    let step = num.signum();
+    let away = match strategy {
+        RoundingStrategy::ToNegativeInfinity => r != 0 && step < 0,
+        RoundingStrategy::ToPositiveInfinity => r != 0 && step > 0,
+        RoundingStrategy::MidpointNearestEven => {
+            let twice = 2 * r.abs();
+            twice > den || (twice == den && q % 2 != 0)
+        }
+        _ => return None,
+    };
+    Some(if away { q + step } else { q })
+}
+
 /// `value` is a whole multiple of `unit` (exact; falls back to `Decimal` remainder only where
 /// [`whole_units`] cannot tell).
 pub fn is_multiple(value: Decimal, unit: Decimal) -> bool {
@@ -363,6 +403,65 @@ mod tests {
             let product = round_ledger_product(&factors);
             prop_assert_eq!(product.serialize(), expected.serialize(), "{:?}", factors);
         }
+    }
+
+    /// A positive unit of a few digits at a price's or a grid's scale.
+    fn any_unit() -> impl Strategy<Value = Decimal> {
+        (1i64..100_000, 0u32..=12).prop_map(|(m, scale)| Decimal::new(m, scale))
+    }
+
+    proptest! {
+        #[test]
+        fn rounded_units_are_the_decimal_quotient_rounded_or_none(
+            value in any_decimal(),
+            unit in any_unit(),
+            // A value a hair off a whole number or a half of units: where a decimal quotient
+            // could round across it.
+            near in (1i64..1_000_000_000, -3i64..=3, 0u32..=2),
+        ) {
+            let (whole, hair, half) = near;
+            let on = unit * Decimal::from(whole) + unit * Decimal::new(i64::from(half), 1) * Decimal::from(5);
+            let values = [value, on + Decimal::new(hair, 28).max(Decimal::new(hair, 20))];
+            for v in values {
+                for strategy in [
+                    RoundingStrategy::ToNegativeInfinity,
+                    RoundingStrategy::ToPositiveInfinity,
+                    RoundingStrategy::MidpointNearestEven,
+                ] {
+                    let Some(n) = round_units(v, unit, strategy) else { continue };
+                    let expected = (v / unit).round_dp_with_strategy(0, strategy);
+                    prop_assert_eq!(Decimal::from(n), expected, "{} / {} {:?}", v, unit, strategy);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rounded_units_round_as_asked_and_refuse_what_they_cannot_prove() {
+        let floor = RoundingStrategy::ToNegativeInfinity;
+        let ceil = RoundingStrategy::ToPositiveInfinity;
+        let even = RoundingStrategy::MidpointNearestEven;
+        assert_eq!(round_units(d("60000.35"), d("0.1"), floor), Some(600_003));
+        assert_eq!(round_units(d("60000.35"), d("0.1"), ceil), Some(600_004));
+        assert_eq!(round_units(d("60000.35"), d("0.1"), even), Some(600_004));
+        assert_eq!(round_units(d("60000.25"), d("0.1"), even), Some(600_002));
+        assert_eq!(round_units(d("-0.25"), d("0.1"), floor), Some(-3));
+        assert_eq!(round_units(d("-0.25"), d("0.1"), ceil), Some(-2));
+        assert_eq!(round_units(d("-0.25"), d("0.1"), even), Some(-2));
+        assert_eq!(round_units(d("7.5"), d("2.5"), floor), Some(3));
+        assert_eq!(
+            round_units(d("1"), d("0.1"), RoundingStrategy::MidpointAwayFromZero),
+            None
+        );
+        // A unit so fine, or a quotient so large, that 28 digits could round across a half.
+        assert_eq!(
+            round_units(d("1"), d("0.0000000000000000000000000003"), floor),
+            None
+        );
+        assert_eq!(
+            round_units(d("79228162514264337593543950335"), d("3"), floor),
+            None
+        );
     }
 
     #[test]

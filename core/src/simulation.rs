@@ -8,7 +8,7 @@
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
-use crate::decimal::from_units;
+use crate::decimal::{from_units, round_units};
 use crate::instrument::InstrumentSpec;
 use crate::rng::SimRng;
 
@@ -229,8 +229,9 @@ impl InstrumentSimulation {
             true => (index - half, RoundingStrategy::ToNegativeInfinity),
             false => (index + half, RoundingStrategy::ToPositiveInfinity),
         };
-        let steps = (edge / grid).round_dp_with_strategy(0, strategy);
-        let first = i64::try_from(steps.mantissa()).expect("a price is far within i64 grid steps");
+        let steps = round_units(edge, grid, strategy)
+            .unwrap_or_else(|| (edge / grid).round_dp_with_strategy(0, strategy).mantissa());
+        let first = i64::try_from(steps).expect("a price is far within i64 grid steps");
         // Bids step down and stop above zero; asks step up from a first level above zero.
         let len = match (first < 1, bid) {
             (true, _) => 0,
@@ -278,7 +279,13 @@ impl Ladder {
 
 /// `value` to a whole multiple of `unit`, half-even; a price "rounded to the tick".
 pub fn round_to_unit(value: Decimal, unit: Decimal) -> Decimal {
-    (value / unit).round_dp_with_strategy(0, RoundingStrategy::MidpointNearestEven) * unit
+    let even = RoundingStrategy::MidpointNearestEven;
+    // Whole units in integers where they are exact; a zero, or a sign, keeps the decimal
+    // product's representation.
+    match round_units(value, unit, even).and_then(|n| i64::try_from(n).ok()) {
+        Some(n) if n > 0 => from_units(n, unit),
+        _ => (value / unit).round_dp_with_strategy(0, even) * unit,
+    }
 }
 
 /// Seconds in the year the volatility is annualised over (365 days).
