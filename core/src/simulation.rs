@@ -8,7 +8,7 @@
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
-use crate::decimal::{from_units, round_units};
+use crate::decimal::{from_units, per_ten_thousand, round_units};
 use crate::instrument::InstrumentSpec;
 use crate::rng::SimRng;
 
@@ -224,7 +224,7 @@ impl InstrumentSimulation {
     /// half spread away from the index, then a grid step further each level, never below
     /// `grid`.
     pub fn ladder(&self, index: Decimal, bid: bool, grid: Decimal) -> Ladder {
-        let half = index * self.half_spread_bps / Decimal::from(10_000);
+        let half = per_ten_thousand(index * self.half_spread_bps);
         let (edge, strategy) = match bid {
             true => (index - half, RoundingStrategy::ToNegativeInfinity),
             false => (index + half, RoundingStrategy::ToPositiveInfinity),

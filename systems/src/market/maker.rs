@@ -94,6 +94,7 @@ pub fn quote(
     mut state: ResMut<MakerState>,
     settings: Res<SimulationSettings>,
     mut kept: Local<Vec<Quoted>>,
+    mut scratch: Local<Scratch>,
 ) {
     let markets = desk.market_count();
     state.quotes.resize_with(markets as usize, Default::default);
@@ -133,10 +134,9 @@ pub fn quote(
             requote(
                 &mut desk,
                 next_reference,
-                quoting,
-                ladders[i],
-                &mut ids,
-                side,
+                (quoting, ladders[i]),
+                (&mut ids, side),
+                &mut scratch,
             );
             state.quotes[m][i] = ids;
         }
@@ -217,6 +217,16 @@ fn intact(desk: &Desk, sim: &InstrumentSimulation, ids: &[OrderId]) -> bool {
     })
 }
 
+/// A re-quote's working lists, kept between runs for their memory (a re-quote runs for two
+/// sides of every market every simulated second): the quotes kept, those to move, and which
+/// levels are held. Cleared by each use; never read across runs.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    kept: Vec<Kept>,
+    free: Vec<OrderId>,
+    held: Vec<bool>,
+}
+
 /// A quote a re-quote keeps, on its level in grid steps; `read`: read again once the
 /// re-quote is done, as one it moved, placed or topped up (a move may fill it).
 #[derive(Debug, Clone, Copy)]
@@ -238,17 +248,21 @@ impl Kept {
 
 /// The open quotes of one side already on a level of `wanted` (each topped up to the quote
 /// size) with their levels and whether they must be read again (a quote not known to be as
-/// the last re-quote left it), the others to move, and which levels are held. A quote's
-/// level is its price in whole grid steps; a second quote on a held level is moved like any
-/// other. `known`: every quote is open and full, so none is read.
+/// the last re-quote left it), the others to move, and which levels are held, into
+/// `scratch`. A quote's level is its price in whole grid steps; a second quote on a held
+/// level is moved like any other. `known`: every quote is open and full, so none is read.
 fn keep_held_levels(
     desk: &mut Desk,
     sim: &InstrumentSimulation,
     wanted: Ladder,
     (ids, levels, known): (&[OrderId], &[i64], bool),
-) -> (Vec<Kept>, Vec<OrderId>, Vec<bool>) {
-    let mut held = vec![false; wanted.len];
-    let (mut kept, mut free) = (Vec::with_capacity(ids.len()), Vec::new());
+    scratch: &mut Scratch,
+) {
+    let Scratch { kept, free, held } = scratch;
+    kept.clear();
+    free.clear();
+    held.clear();
+    held.resize(wanted.len, false);
     for (&id, &steps) in ids.iter().zip(levels) {
         let short = match known {
             true => None,
@@ -281,7 +295,6 @@ fn keep_held_levels(
             _ => free.push(id),
         }
     }
-    (kept, free, held)
 }
 
 /// Cancels an open quote (one left over, or one the desk refused to move).
@@ -305,10 +318,9 @@ struct Quoting<'a> {
 fn requote(
     desk: &mut Desk,
     next_reference: &mut u64,
-    quoting: Quoting<'_>,
-    ladder: Ladder,
-    ids: &mut Vec<OrderId>,
-    side: &mut SideQuotes,
+    (quoting, ladder): (Quoting<'_>, Ladder),
+    (ids, side): (&mut Vec<OrderId>, &mut SideQuotes),
+    scratch: &mut Scratch,
 ) {
     let Quoting { market, sim, grid } = quoting;
     if desk.market(market).1.status == InstrumentStatus::TradeHalt {
@@ -319,11 +331,12 @@ fn requote(
     let wanted = wanted(desk, quoting, ladder);
     let order_side = if ladder.bid { Side::Buy } else { Side::Sell };
     let known = side.known(desk, market, order_side);
-    let (mut kept, free, held) = keep_held_levels(desk, sim, wanted, (ids, &side.levels, known));
+    keep_held_levels(desk, sim, wanted, (ids, &side.levels, known), scratch);
+    let Scratch { kept, free, held } = scratch;
     let mut missing = (0..wanted.len)
         .filter(|&k| !held[k])
         .map(|k| wanted.steps(k));
-    for id in free {
+    for &id in free.iter() {
         let o = desk.order(id);
         // An earlier move's matching may have ended it: nothing to move or cancel then.
         let open = o.is_open();
@@ -365,7 +378,12 @@ fn requote(
         full &= !open || o.remaining() == sim.size;
         open
     });
-    (*ids, side.levels) = kept.into_iter().map(|k| (k.id, k.steps)).unzip();
+    ids.clear();
+    side.levels.clear();
+    for k in kept.iter() {
+        ids.push(k.id);
+        side.levels.push(k.steps);
+    }
     side.ladder = (ids.len() == wanted.len).then_some(wanted);
     side.full = full;
     side.seen = Some(desk.maker_changes(market, order_side));
