@@ -25,7 +25,7 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::time::{DAY_MS, Timestamp};
 use perpsim_systems::clock::{DueEvents, SimClock};
 use perpsim_systems::money::ledger::Ledger;
-use perpsim_systems::money::store::AccountIndex;
+use perpsim_systems::money::store::{AccountIndex, WrittenBalances};
 use perpsim_systems::positions::{MarginRate, ValuationBasis, value_positions};
 use perpsim_systems::positions::{MovedPositions, PositionIndex};
 use perpsim_systems::records::clock::ScheduledEvent;
@@ -51,6 +51,7 @@ fn world_with(n: usize) -> (World, Schedule) {
     let specs = default_instruments();
     world.insert_resource(Registry::default());
     world.insert_resource(AccountIndex::default());
+    world.insert_resource(WrittenBalances::default());
     world.insert_resource(PositionIndex::default());
     world.insert_resource(MovedPositions::default());
     world.insert_resource(DueEvents::default());
@@ -110,6 +111,10 @@ fn world_with(n: usize) -> (World, Schedule) {
         .map(|(p, _, _)| (p.customer, p.market))
         .collect();
     let entities: Vec<_> = world.spawn_batch(positions).collect();
+    let mut moved = world.resource_mut::<MovedPositions>();
+    for &entity in &entities {
+        moved.wrote(entity);
+    }
     world
         .resource_mut::<PositionIndex>()
         .0
@@ -117,6 +122,11 @@ fn world_with(n: usize) -> (World, Schedule) {
     let mut schedule = Schedule::default();
     schedule.add_systems((settle_daily, value_positions, settle_funding).chain());
     schedule.run(&mut world); // every position's basis built (nothing due)
+    assert_eq!(
+        world.resource::<MovedPositions>().list.len(),
+        n,
+        "every basis built"
+    );
     (world, schedule)
 }
 
@@ -133,6 +143,8 @@ fn move_marks(world: &mut World, up: bool) {
 /// every market for the interval that ends.
 fn prepare(world: &mut World, up: bool, due: &[ScheduledEvent]) {
     world.insert_resource(Ledger::new());
+    // What the engine's margin pass drains every run (not part of these passes).
+    world.resource_mut::<WrittenBalances>().0.clear();
     move_marks(world, up);
     world.resource_mut::<DueEvents>().0 = due.to_vec();
     if due.contains(&ScheduledEvent::FundingHour) {

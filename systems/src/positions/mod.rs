@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use bevy_ecs::prelude::{
-    Commands, Component, Entity, IntoScheduleConfigs, Local, Query, Res, ResMut, Resource,
+    Commands, Component, Entity, IntoScheduleConfigs, Local, Mut, Query, Res, ResMut, Resource,
     Schedule, World,
 };
 use bevy_ecs::system::SystemParam;
@@ -303,23 +303,25 @@ pub fn valuation_at(p: &Position, basis: &ValuationBasis, mark: Mark) -> Valuati
 }
 
 /// The positions a valuation pass reads and rebases.
-type Bases<'w, 's> = Query<'w, 's, (&'static Position, &'static mut ValuationBasis)>;
+type Bases<'w, 's> = Query<'w, 's, (Entity, &'static Position, &'static mut ValuationBasis)>;
 
 /// MarkToMarketSystems: the basis of every position written since the pass last ran (a
 /// fill, an open, a settlement, a liquidation after the last pass), listed as the run's
 /// [`MovedPositions`]. A mark move rebuilds nothing.
 pub fn value_positions(
     instruments: Query<(&MarketSlot, &Instrument)>,
+    index: Res<PositionIndex>,
     mut positions: Bases,
     mut moved: ResMut<MovedPositions>,
 ) {
     let moved = &mut *moved;
     moved.list.clear();
     moved.written = false;
+    let open = index.0.len();
     rebuild_bases(
         &instruments,
         &mut positions,
-        &moved.pending,
+        (&moved.pending, open),
         &mut moved.list,
     );
     moved.pending.clear();
@@ -330,25 +332,30 @@ pub fn value_positions(
 /// pass lists them again, so its margin pass sums their slots afresh.
 pub fn revalue_positions(
     instruments: Query<(&MarketSlot, &Instrument)>,
+    index: Res<PositionIndex>,
     mut positions: Bases,
     mut moved: ResMut<MovedPositions>,
 ) {
     let moved = &mut *moved;
     moved.written = false;
+    let open = index.0.len();
     rebuild_bases(
         &instruments,
         &mut positions,
-        &moved.pending,
+        (&moved.pending, open),
         &mut moved.list,
     );
 }
 
 /// Rebuilds the basis of each live position among `written` (once each, in entity order; a
-/// position closed since is skipped) and lists it in `moved`.
+/// position closed since is skipped) and lists it in `moved`. Where the writes outnumber
+/// half the `open` positions (midnight writes them all) every position is rebuilt and
+/// listed, in storage order: one pass over them costs less than sorting the writes, and a
+/// basis rebuilt unchanged, or a slot judged again, changes nothing.
 fn rebuild_bases(
     instruments: &Query<(&MarketSlot, &Instrument)>,
     positions: &mut Bases,
-    written: &[Entity],
+    (written, open): (&[Entity], usize),
     moved: &mut Vec<Entity>,
 ) {
     if written.is_empty() {
@@ -359,15 +366,21 @@ fn rebuild_bases(
         .map(|(slot, instrument)| (slot.0, instrument.0.tick_size.scale()))
         .collect();
     scales.sort_unstable_by_key(|(id, _)| *id);
+    let mut rebase = |(entity, p, mut basis): (Entity, &Position, Mut<ValuationBasis>)| {
+        *basis = ValuationBasis::of(p, scales[p.market as usize].1);
+        moved.push(entity);
+    };
+    if written.len() > open / 2 {
+        positions.iter_mut().for_each(rebase);
+        return;
+    }
     let mut entities = written.to_vec();
     entities.sort_unstable();
     entities.dedup();
     for entity in entities {
-        let Ok((p, mut basis)) = positions.get_mut(entity) else {
-            continue;
-        };
-        *basis = ValuationBasis::of(p, scales[p.market as usize].1);
-        moved.push(entity);
+        if let Ok(row) = positions.get_mut(entity) {
+            rebase(row);
+        }
     }
 }
 
