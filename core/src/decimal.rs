@@ -195,25 +195,30 @@ pub fn div_pow10_half_even(x: i64, k: u8) -> i64 {
     }
 }
 
+/// `value / unit` as a quotient of integers at a common scale: `(m_v / 10^sv) / (m_u /
+/// 10^su) = m_v · 10^su / (m_u · 10^sv)`. None when a term leaves i128. `unit` must be
+/// positive.
+fn quotient_terms(value: Decimal, unit: Decimal) -> Option<(i128, i128)> {
+    // Sign and zero tests, not a comparison: this runs several times per order.
+    assert!(
+        unit.is_sign_positive() && !unit.is_zero(),
+        "a unit is positive"
+    );
+    let (num, den) = (value.mantissa(), unit.mantissa());
+    let (sv, su) = (value.scale() as usize, unit.scale() as usize);
+    match su >= sv {
+        true => Some((num.checked_mul(POW10[su - sv])?, den)),
+        false => Some((num, den.checked_mul(POW10[sv - su])?)),
+    }
+}
+
 /// `value / unit` when it is a whole number, computed exactly on the mantissas with integer
 /// arithmetic: the matching path turns every price into ticks and every amount into lots,
 /// and a `Decimal` division there costs more than the rest of an order's book work. None
 /// when the quotient is not whole, or (beyond any instrument's grid) when the scaled
 /// mantissa leaves i128. `unit` must be positive.
 pub fn whole_units(value: Decimal, unit: Decimal) -> Option<i128> {
-    // Sign and zero tests, not a comparison: this runs several times per order.
-    assert!(
-        unit.is_sign_positive() && !unit.is_zero(),
-        "a unit is positive"
-    );
-    let (mut num, mut den) = (value.mantissa(), unit.mantissa());
-    let (sv, su) = (value.scale() as usize, unit.scale() as usize);
-    // value / unit = (m_v / 10^sv) / (m_u / 10^su) = m_v · 10^su / (m_u · 10^sv)
-    if su >= sv {
-        num = num.checked_mul(POW10[su - sv])?;
-    } else {
-        den = den.checked_mul(POW10[sv - su])?;
-    }
+    let (num, den) = quotient_terms(value, unit)?;
     if den == 1 {
         return Some(num);
     }
@@ -235,17 +240,7 @@ pub fn whole_units(value: Decimal, unit: Decimal) -> Option<i128> {
 /// a `Decimal` quotient of 28 digits is within `(|q| + 1) · 10⁻²⁷` of it, so asking
 /// `2 · den · (|q| + 1) < 10²⁶` leaves a margin of ten. `unit` must be positive.
 pub fn round_units(value: Decimal, unit: Decimal, strategy: RoundingStrategy) -> Option<i128> {
-    assert!(
-        unit.is_sign_positive() && !unit.is_zero(),
-        "a unit is positive"
-    );
-    let (mut num, mut den) = (value.mantissa(), unit.mantissa());
-    let (sv, su) = (value.scale() as usize, unit.scale() as usize);
-    if su >= sv {
-        num = num.checked_mul(POW10[su - sv])?;
-    } else {
-        den = den.checked_mul(POW10[sv - su])?;
-    }
+    let (num, den) = quotient_terms(value, unit)?;
     // Most values and units fit 64 bits, where division is several times cheaper.
     let (q, r) = match (i64::try_from(num), i64::try_from(den)) {
         (Ok(n), Ok(d)) => (i128::from(n / d), i128::from(n % d)),

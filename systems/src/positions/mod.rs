@@ -305,46 +305,45 @@ pub fn valuation_at(p: &Position, basis: &ValuationBasis, mark: Mark) -> Valuati
 /// The positions a valuation pass reads and rebases.
 type Bases<'w, 's> = Query<'w, 's, (Entity, &'static Position, &'static mut ValuationBasis)>;
 
+/// What a valuation pass reads and writes: the markets' price scales, how many positions are
+/// open, the positions, and what was written and moved.
+#[derive(SystemParam)]
+pub struct Valuing<'w, 's> {
+    instruments: Query<'w, 's, (&'static MarketSlot, &'static Instrument)>,
+    index: Res<'w, PositionIndex>,
+    positions: Bases<'w, 's>,
+    moved: ResMut<'w, MovedPositions>,
+}
+
+impl Valuing<'_, '_> {
+    /// Rebases the positions written since the last valuation pass and lists them as moved.
+    fn rebase_written(&mut self) {
+        let moved = &mut *self.moved;
+        moved.written = false;
+        let written = (moved.pending.as_slice(), self.index.0.len());
+        rebuild_bases(
+            &self.instruments,
+            &mut self.positions,
+            written,
+            &mut moved.list,
+        );
+    }
+}
+
 /// MarkToMarketSystems: the basis of every position written since the pass last ran (a
 /// fill, an open, a settlement, a liquidation after the last pass), listed as the run's
 /// [`MovedPositions`]. A mark move rebuilds nothing.
-pub fn value_positions(
-    instruments: Query<(&MarketSlot, &Instrument)>,
-    index: Res<PositionIndex>,
-    mut positions: Bases,
-    mut moved: ResMut<MovedPositions>,
-) {
-    let moved = &mut *moved;
-    moved.list.clear();
-    moved.written = false;
-    let open = index.0.len();
-    rebuild_bases(
-        &instruments,
-        &mut positions,
-        (&moved.pending, open),
-        &mut moved.list,
-    );
-    moved.pending.clear();
+pub fn value_positions(mut valuing: Valuing) {
+    valuing.moved.list.clear();
+    valuing.rebase_written();
+    valuing.moved.pending.clear();
 }
 
 /// Revaluation, when a liquidation wrote positions after the run's valuation pass: their
 /// bases, and their entities added to [`MovedPositions`]. They stay pending: the next run's
 /// pass lists them again, so its margin pass sums their slots afresh.
-pub fn revalue_positions(
-    instruments: Query<(&MarketSlot, &Instrument)>,
-    index: Res<PositionIndex>,
-    mut positions: Bases,
-    mut moved: ResMut<MovedPositions>,
-) {
-    let moved = &mut *moved;
-    moved.written = false;
-    let open = index.0.len();
-    rebuild_bases(
-        &instruments,
-        &mut positions,
-        (&moved.pending, open),
-        &mut moved.list,
-    );
+pub fn revalue_positions(mut valuing: Valuing) {
+    valuing.rebase_written();
 }
 
 /// Rebuilds the basis of each live position among `written` (once each, in entity order; a
