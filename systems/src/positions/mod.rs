@@ -104,7 +104,7 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(value_positions.in_set(ValuationPass));
     schedule.add_systems(
         revalue_positions
-            .run_if(|moved: Res<MovedPositions>| moved.written)
+            .run_if(|moved: Res<MovedPositions>| !moved.pending.is_empty())
             .in_set(Revaluation),
     );
 }
@@ -117,10 +117,9 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
 #[derive(Resource, Debug, Default)]
 pub struct MovedPositions {
     pub list: Vec<Entity>,
-    /// Whether [`OpenPositions`] wrote a position since the valuation pass last ran.
-    written: bool,
     /// Every position written since the valuation pass last ran, as each writer listed it
-    /// (repeats included): what the next pass rebuilds. Bevy's `Changed<Position>` finds the
+    /// (repeats included): what the next pass rebuilds, and after the pass what a
+    /// liquidation wrote (the revaluation runs when there is some). Bevy's `Changed<Position>` finds the
     /// same by comparing every position's change tick on every run, a cost that grows with
     /// the positions held rather than with those written. Drained by each run's valuation
     /// pass, so it holds at most one run's writes.
@@ -319,8 +318,7 @@ impl Valuing<'_, '_> {
     /// Rebases the positions written since the last valuation pass and lists them as moved.
     fn rebase_written(&mut self) {
         let moved = &mut *self.moved;
-        moved.written = false;
-        let written = (moved.pending.as_slice(), self.index.0.len());
+        let written = (&mut moved.pending, self.index.0.len());
         rebuild_bases(
             &self.instruments,
             &mut self.positions,
@@ -347,14 +345,15 @@ pub fn revalue_positions(mut valuing: Valuing) {
 }
 
 /// Rebuilds the basis of each live position among `written` (once each, in entity order; a
-/// position closed since is skipped) and lists it in `moved`. Where the writes outnumber
+/// position closed since is skipped; `written` is left sorted and without repeats) and lists
+/// it in `moved`. Where the writes outnumber
 /// half the `open` positions (midnight writes them all) every position is rebuilt and
 /// listed, in storage order: one pass over them costs less than sorting the writes, and a
 /// basis rebuilt unchanged, or a slot judged again, changes nothing.
 fn rebuild_bases(
     instruments: &Query<(&MarketSlot, &Instrument)>,
     positions: &mut Bases,
-    (written, open): (&[Entity], usize),
+    (written, open): (&mut Vec<Entity>, usize),
     moved: &mut Vec<Entity>,
 ) {
     if written.is_empty() {
@@ -373,10 +372,9 @@ fn rebuild_bases(
         positions.iter_mut().for_each(rebase);
         return;
     }
-    let mut entities = written.to_vec();
-    entities.sort_unstable();
-    entities.dedup();
-    for entity in entities {
+    written.sort_unstable();
+    written.dedup();
+    for &entity in written.iter() {
         if let Ok(row) = positions.get_mut(entity) {
             rebase(row);
         }
@@ -439,7 +437,6 @@ impl OpenPositions<'_, '_> {
 
     pub fn get_mut(&mut self, key: PositionKey) -> Option<(&mut Position, &mut MarginRate)> {
         let entity = *self.index.0.get(&key)?;
-        self.moved.written = true;
         self.moved.pending.push(entity);
         if self.staged.contains_key(&entity) {
             let (p, rate) = self.staged.get_mut(&entity).expect("checked above");
@@ -454,7 +451,6 @@ impl OpenPositions<'_, '_> {
 
     /// Opens the position of `key` (none is open there).
     pub fn open(&mut self, key: PositionKey, position: Position, rate: MarginRate) {
-        self.moved.written = true;
         let entity = self.commands.spawn_empty().id();
         self.moved.pending.push(entity);
         let previous = self.index.0.insert(key, entity);
@@ -467,7 +463,6 @@ impl OpenPositions<'_, '_> {
 
     /// Closes the position of `key` and returns it.
     pub fn close(&mut self, key: PositionKey) -> Position {
-        self.moved.written = true;
         let entity = self.index.0.remove(&key).expect("closing an open position");
         self.commands.entity(entity).despawn();
         match self.staged.remove(&entity) {
