@@ -424,13 +424,13 @@ mod tests {
         fn rounded_units_are_the_decimal_quotient_rounded_or_none(
             value in any_decimal(),
             unit in any_unit(),
-            // A value a hair off a whole number or a half of units: where a decimal quotient
-            // could round across it.
-            near in (1i64..1_000_000_000, -3i64..=3, 0u32..=2),
+            // Values a hair (10⁻²⁰ or 10⁻²⁸) off a whole number or a half of units: where a
+            // decimal quotient could round across it.
+            near in (1i64..1_000_000_000, 0i64..=2, -3i64..=3),
         ) {
-            let (whole, hair, half) = near;
-            let on = unit * Decimal::from(whole) + unit * Decimal::new(i64::from(half), 1) * Decimal::from(5);
-            let values = [value, on + Decimal::new(hair, 28).max(Decimal::new(hair, 20))];
+            let (whole, halves, hair) = near;
+            let on = unit * (Decimal::from(whole) + Decimal::new(halves * 5, 1));
+            let values = [value, on + Decimal::new(hair, 20), on + Decimal::new(hair, 28)];
             for v in values {
                 for strategy in [
                     RoundingStrategy::ToNegativeInfinity,
