@@ -9,6 +9,7 @@ use serde_saphyr::Spanned;
 use super::files;
 use super::format::Event;
 use super::plan::{Ctx, ScenarioError, Step, action, price_row};
+use super::timeline::Timeline;
 use super::timing::{EXPECTED_AT, parse_at};
 
 /// Appends the steps of event `index`.
@@ -16,7 +17,7 @@ pub(super) fn plan_event(
     ctx: &Ctx,
     index: usize,
     e: &mut Spanned<Box<Event>>,
-    steps: &mut Vec<Step>,
+    steps: &mut Timeline,
     inputs: &mut Vec<std::path::PathBuf>,
 ) -> Result<(), ScenarioError> {
     let v = &e.value;
@@ -87,7 +88,7 @@ pub(super) fn plan_event(
 }
 
 /// Whether the timeline has room for one more step within `--max-steps`.
-fn room(ctx: &Ctx, steps: &[Step]) -> Result<(), String> {
+fn room(ctx: &Ctx, steps: &Timeline) -> Result<(), String> {
     match (steps.len() as u64) < ctx.limits.max_steps {
         true => Ok(()),
         false => Err(format!(
@@ -117,7 +118,7 @@ fn price_path(
     symbol: &str,
     base: Timestamp,
     event: usize,
-    steps: &mut Vec<Step>,
+    steps: &mut Timeline,
 ) -> Result<(), PathError> {
     let file = files::open(path, ctx.limits.max_file_bytes)
         .map_err(|m| PathError::Open(format!("prices: {}: {m}", path.display())))?;

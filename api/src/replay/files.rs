@@ -26,7 +26,7 @@ pub struct Limits {
     /// (`--max-expanded-bytes`).
     pub max_expanded_bytes: u64,
     /// Steps of the timeline: events and data-file rows together (`--max-steps`); about
-    /// 200 bytes each while the run holds its plan.
+    /// 120 bytes each (an order's) while the run holds its plan.
     pub max_steps: u64,
     /// Report samples times the customers and instruments each sample records
     /// (`--max-samples`).

@@ -18,6 +18,7 @@ pub mod run;
 pub mod schema;
 mod stream;
 pub mod summary;
+pub mod timeline;
 pub mod timing;
 
 use std::path::Path;

@@ -20,6 +20,7 @@ use serde_saphyr::{Location, Spanned};
 
 use super::files::Limits;
 use super::format::{Body, CustomerSpec, Dec, Event, InstrumentOverride, Market, Scenario};
+use super::timeline::Timeline;
 use super::timing::{self, parse_at};
 use crate::admin::{PriceRequest, funding_command, price_command, status_command};
 use crate::v1::money::{TransferRequest, transfer_command};
@@ -38,7 +39,7 @@ pub struct Plan {
     /// The price files the events name, in the order named (the manifest hashes them).
     pub inputs: Vec<PathBuf>,
     /// In time order; one instant's steps in the order written.
-    pub steps: Vec<Step>,
+    pub steps: Timeline,
 }
 
 #[derive(Debug, Clone)]
@@ -208,7 +209,7 @@ pub(super) struct Planner<'a> {
     sample_every_ms: i64,
     customers: Vec<PlannedCustomer>,
     inputs: Vec<PathBuf>,
-    steps: Vec<Step>,
+    steps: Timeline,
     /// Events planned so far: the next one's position in the file.
     events: usize,
 }
@@ -253,14 +254,12 @@ impl<'a> Planner<'a> {
             sample_every_ms,
             customers,
             inputs: Vec::new(),
-            steps: Vec::new(),
+            steps: Timeline::default(),
             events: 0,
         })
     }
 
-    /// Room for the steps of `events` more events, within `--max-steps`: a timeline of a
-    /// million steps grown by doubling copies itself and faults in fresh pages twice over.
-    /// Capacity never written to costs address space, not memory.
+    /// Room for the steps of `events` more events, within `--max-steps`.
     pub fn reserve(&mut self, events: usize) {
         let bound = usize::try_from(self.ctx.limits.max_steps).unwrap_or(usize::MAX);
         self.steps.reserve(events.min(bound));
@@ -276,11 +275,7 @@ impl<'a> Planner<'a> {
 
     /// The plan: its steps in time order, one instant's in the order written.
     pub fn finish(mut self) -> Plan {
-        // Stable: one instant's steps keep the order written. Written in time order (as a
-        // recording is), they need no sort and no sort's scratch copy of the timeline.
-        if !self.steps.is_sorted_by_key(|s| s.at) {
-            self.steps.sort_by_key(|s| s.at);
-        }
+        self.steps.sort();
         Plan {
             name: self.name,
             genesis: Genesis {

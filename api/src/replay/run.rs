@@ -190,9 +190,8 @@ pub fn settlement_assets(engine: &Engine) -> Vec<Asset> {
 }
 
 /// Runs `plan` from genesis into `journal`, calling `progress` with the steps done. The
-/// steps are consumed: each command goes to the engine and is freed once applied, so the
-/// engine's growing state reuses the memory of the plan's million orders instead of adding
-/// to it.
+/// steps are taken from the plan: each command is decoded as it goes to the engine and freed
+/// once applied.
 pub fn run(
     plan: &mut Plan,
     journal: &Journal,
@@ -208,7 +207,8 @@ pub fn run(
     let codes = set_up(&mut r, plan, start)?;
     r.sample();
     let mut next_sample = start.plus_millis(plan.sample_every_ms);
-    let (mut steps, mut done) = (std::mem::take(&mut plan.steps).into_iter().peekable(), 0);
+    let timeline = std::mem::take(&mut plan.steps);
+    let (mut steps, mut done) = (timeline.iter().peekable(), 0);
     let mut origins = Vec::new();
     while steps.peek().is_some() || r.engine.clock().now < plan.end {
         let next_step = steps.peek().map(|s| s.at).unwrap_or(plan.end);
