@@ -385,9 +385,9 @@ impl MarginBook {
         // Decimals only for a slot fixed point cannot sum.
         self.accounts[slot].decimal = (s.inexact > 0).then(|| valuer.figures(key, Decimal::ZERO));
         let state = self.judge(slot);
-        self.unfile(slot);
         let s = &self.sums[slot];
         if s.maker || held == 0 {
+            self.unfile(slot);
             return state; // never judged otherwise: nothing to trigger
         }
         let rate = self.rates[s.rate as usize].0;
@@ -395,18 +395,40 @@ impl MarginBook {
         let sizes = sizes.get(..held);
         match sizes.and_then(|sizes| Some((sizes, safe_box(equity, notional, rate, sizes)?))) {
             Some((sizes, half)) => {
-                for (&(m, _), half) in sizes.iter().zip(half) {
-                    self.file_around(slot, m, valuer.marks[m as usize].price, half);
+                let mut boxes = [(0, (Decimal::ZERO, Decimal::ZERO)); MAX_BOX_MARKETS];
+                for ((b, &(m, _)), half) in boxes.iter_mut().zip(sizes).zip(half) {
+                    *b = (m, around(valuer.marks[m as usize].price, half));
                 }
+                self.refile(slot, &boxes[..held]);
             }
             // Judged at every move of any of its marks.
             None => {
+                self.unfile(slot);
                 for (m, ..) in valuer.held_in(key) {
-                    self.file_around(slot, m, valuer.marks[m as usize].price, Decimal::ZERO);
+                    let mark = valuer.marks[m as usize].price;
+                    self.file(slot, m, (mark, mark));
                 }
             }
         }
         state
+    }
+
+    /// Files the slot's boxes (`boxes`: per market it holds, the open interval of the mark),
+    /// unless each box filed lies inside its new one: a box inside a safe box is safe too, and
+    /// most judgments (a fill's fee, a deposit) move a box by a hair. A mark that leaves the
+    /// kept box wakes the slot early, which is judged then to the same state; a mark that
+    /// leaves the new box leaves the kept one too.
+    fn refile(&mut self, slot: usize, boxes: &[(MarketId, (Decimal, Decimal))]) {
+        let markets = self.triggers.len();
+        let filed = &self.boxes[slot * markets..(slot + 1) * markets];
+        let inside = |&(m, (lo, hi)): &(MarketId, (Decimal, Decimal))| matches!(filed[m as usize], Some((l, h)) if l >= lo && h <= hi);
+        if filed.iter().flatten().count() == boxes.len() && boxes.iter().all(inside) {
+            return;
+        }
+        self.unfile(slot);
+        for &(m, bounds) in boxes {
+            self.file(slot, m, bounds);
+        }
     }
 
     /// Judges every queued slot; the slots whose state changed.
@@ -434,9 +456,8 @@ impl MarginBook {
         self.frozen = Some(figures.collect());
     }
 
-    /// Files the open interval of market `m`'s mark `half` either side of `mark`.
-    fn file_around(&mut self, slot: usize, m: MarketId, mark: Decimal, half: Decimal) {
-        let (lo, hi) = (mark - half, mark.checked_add(half).unwrap_or(Decimal::MAX));
+    /// Files the open interval `(lo, hi)` of market `m`'s mark for the slot.
+    fn file(&mut self, slot: usize, m: MarketId, (lo, hi): (Decimal, Decimal)) {
         let markets = self.triggers.len();
         let t = &mut self.triggers[m as usize];
         t.lower.insert((lo, slot as u32));
@@ -481,6 +502,11 @@ impl MarginBook {
             self.touch(slot);
         }
     }
+}
+
+/// The open interval of a mark `half` either side of `mark`.
+fn around(mark: Decimal, half: Decimal) -> (Decimal, Decimal) {
+    (mark - half, mark.checked_add(half).unwrap_or(Decimal::MAX))
 }
 
 /// D10, in fixed point while every figure is exact there and nothing overflows, else in
