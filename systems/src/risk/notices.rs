@@ -48,10 +48,16 @@ pub struct NoticeTriggers {
 }
 
 impl NoticeTriggers {
-    /// Files `p`'s next threshold in place of what its key filed before.
+    /// Files `p`'s next threshold in place of what its key filed before; one already filed
+    /// (a fill that reduced the position keeps its entry and so its threshold) stays.
     fn refile(&mut self, p: &Position) {
-        self.unfile((p.customer, p.market));
-        let Some((long, mark)) = next_threshold(p) else {
+        let key = (p.customer, p.market);
+        let next = next_threshold(p);
+        if next.is_some() && self.filed.get(&key) == next.as_ref() {
+            return;
+        }
+        self.unfile(key);
+        let Some((long, mark)) = next else {
             return;
         };
         let market = p.market as usize;
