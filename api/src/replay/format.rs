@@ -201,7 +201,7 @@ impl JsonSchema for Dec {
 /// operation's (`#/$defs/<T>`, from the OpenAPI document's types).
 #[derive(Debug)]
 pub struct Body<T> {
-    pub json: Spanned<serde_json::Value>,
+    pub json: Spanned<super::fields::Fields>,
     of: PhantomData<T>,
 }
 

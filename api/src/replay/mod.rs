@@ -8,6 +8,7 @@
 //! the API's own request types and turns it into the command the API would send.
 
 pub mod events;
+pub mod fields;
 pub mod files;
 pub mod format;
 pub mod montecarlo;

@@ -18,6 +18,7 @@ use poem_openapi::types::ParseFromJSON;
 use serde_json::{Value, json};
 use serde_saphyr::{Location, Spanned};
 
+use super::fields::FromFields;
 use super::files::Limits;
 use super::format::{Body, CustomerSpec, Dec, Event, InstrumentOverride, Market, Scenario};
 use super::timeline::Timeline;
@@ -148,13 +149,9 @@ impl Ctx<'_> {
 
     /// Reads a body with the API's type (taking its JSON: a body is read once); a refusal
     /// names the body.
-    pub fn body<T: ParseFromJSON>(
-        &self,
-        field: &str,
-        body: &mut Body<T>,
-    ) -> Result<T, ScenarioError> {
-        read_body(std::mem::take(&mut body.json.value))
-            .map_err(|m| self.error(body.json.referenced, format!("{field}: {m}")))
+    pub fn body<T: FromFields>(&self, field: &str, body: &mut Body<T>) -> Result<T, ScenarioError> {
+        T::from_fields(std::mem::take(&mut body.json.value))
+            .map_err(|e| self.error(body.json.referenced, format!("{field}: {}", message(e))))
     }
 }
 
@@ -173,17 +170,20 @@ fn known<'a>(names: impl Iterator<Item = &'a str>) -> String {
 
 /// A body read by `T` as the service reads it; the message without the type's Rust name.
 pub(super) fn read_body<T: ParseFromJSON>(json: Value) -> Result<T, String> {
-    T::parse_from_json(Some(json)).map_err(|e| {
-        let message = e.into_message();
-        let message = match message.split_once("\": ") {
-            Some((head, rest)) if head.starts_with("failed to parse \"") => rest.to_owned(),
-            _ => message,
-        };
-        match message.split_once(" (occurred while parsing") {
-            Some((head, _)) => head.to_owned(),
-            None => message,
-        }
-    })
+    T::parse_from_json(Some(json)).map_err(message)
+}
+
+/// A body's refusal without the type's Rust name.
+fn message<T: poem_openapi::types::Type>(e: poem_openapi::types::ParseError<T>) -> String {
+    let message = e.into_message();
+    let message = match message.split_once("\": ") {
+        Some((head, rest)) if head.starts_with("failed to parse \"") => rest.to_owned(),
+        _ => message,
+    };
+    match message.split_once(" (occurred while parsing") {
+        Some((head, _)) => head.to_owned(),
+        None => message,
+    }
 }
 
 /// Resolves a scenario read from `file` into its plan, within `limits`.
