@@ -162,8 +162,8 @@ pub fn run(args: ReplayArgs) -> Result<i32, String> {
 }
 
 /// One run; prints its hash and where the wall time went: reading the scenario, the engine,
-/// the journal's commits, the report files (the benchmark's split; in no file, which stay
-/// byte-identical).
+/// the journal's commits (beside the engine, on a thread of their own), the report files (the
+/// benchmark's split; in no file, which stay byte-identical).
 fn single(
     plan: &mut replay::plan::Plan,
     scenario: &Path,

@@ -2,6 +2,9 @@
 //! every tick journaled (in batches: no request waits on one), the report's samples taken at
 //! their instants, the margin-state changes and refused requests kept for the report.
 
+use std::sync::mpsc::SyncSender;
+use std::time::Duration;
+
 use perpsim_core::ids::{CustomerCode, PublicKey};
 use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
@@ -59,18 +62,49 @@ pub struct Refusal {
 }
 
 /// The engine with its journal writer and what is observed along the way.
-pub struct Runner<'j> {
+pub struct Runner {
     pub engine: Engine,
-    journal: &'j Journal,
+    journal: Batches,
     pending: Vec<Vec<u8>>,
     first_pending: u64,
     pub observed: Observed,
-    /// Wall time spent committing to the journal (the benchmark's split).
-    pub journal_time: std::time::Duration,
 }
 
-impl<'j> Runner<'j> {
-    pub fn new(engine: Engine, journal: &'j Journal, assets: Vec<Asset>) -> Self {
+/// Batches of encoded ticks on their way to the journal's writer (see [`journaled`]): the
+/// first tick's number and the ticks.
+pub struct Batches(SyncSender<(u64, Vec<Vec<u8>>)>);
+
+/// Runs `body` with the journal's commits on a thread of their own, so the engine goes on
+/// with the next ticks while a batch is committed (a run's second core is otherwise idle);
+/// at most one batch waits behind the one being written. Its result and the time the
+/// commits took. A commit that fails fails the run with its own error.
+pub fn journaled<T>(
+    journal: &Journal,
+    body: impl FnOnce(Batches) -> Result<T, String>,
+) -> Result<(T, Duration), String> {
+    std::thread::scope(|s| {
+        let (batches, received) = std::sync::mpsc::sync_channel::<(u64, Vec<Vec<u8>>)>(1);
+        let writer = s.spawn(move || {
+            let mut took = Duration::ZERO;
+            for (first, ticks) in received {
+                let started = std::time::Instant::now();
+                journal
+                    .append_batch(first, &ticks)
+                    .map_err(|e| e.to_string())?;
+                took += started.elapsed();
+            }
+            Ok::<_, String>(took)
+        });
+        let out = body(Batches(batches)); // the sender is dropped with the body's runner
+        let took = writer.join().expect("the journal's writer does not panic");
+        // The writer's own error first: the body's would only say the writer stopped.
+        let took = took?;
+        Ok((out?, took))
+    })
+}
+
+impl Runner {
+    pub fn new(engine: Engine, journal: Batches, assets: Vec<Asset>) -> Self {
         let first_pending = engine.counters().ticks + 1;
         Runner {
             engine,
@@ -84,7 +118,6 @@ impl<'j> Runner<'j> {
                 margin: Vec::new(),
                 refusals: Vec::new(),
             },
-            journal_time: std::time::Duration::ZERO,
         }
     }
 
@@ -127,27 +160,27 @@ impl<'j> Runner<'j> {
 
     /// The engine, what was observed and the journal's share of the time, once the run is
     /// over.
-    pub fn into_parts(self) -> (Engine, Observed, std::time::Duration) {
+    pub fn into_parts(self) -> (Engine, Observed) {
         assert!(
             self.pending.is_empty(),
-            "every tick is journaled before the report"
+            "every tick is handed to the journal before the report"
         );
-        (self.engine, self.observed, self.journal_time)
+        (self.engine, self.observed)
     }
 
-    /// Writes the ticks not yet journaled, in one transaction.
+    /// Hands the ticks not yet journaled to the writer, to commit in one transaction.
     pub fn flush(&mut self) -> Result<(), String> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let started = std::time::Instant::now();
+        let ticks = std::mem::replace(&mut self.pending, Vec::with_capacity(JOURNAL_BATCH));
+        let first = self.first_pending;
+        self.first_pending += ticks.len() as u64;
+        // Refused only when the writer stopped, on an error `journaled` then returns.
         self.journal
-            .append_batch(self.first_pending, &self.pending)
-            .map_err(|e| e.to_string())?;
-        self.journal_time += started.elapsed();
-        self.first_pending += self.pending.len() as u64;
-        self.pending.clear();
-        Ok(())
+            .0
+            .send((first, ticks))
+            .map_err(|_| "the journal's writer stopped".to_owned())
     }
 
     /// Samples prices and every known customer's figures now.
@@ -189,20 +222,31 @@ pub fn settlement_assets(engine: &Engine) -> Vec<Asset> {
     assets
 }
 
-/// Runs `plan` from genesis into `journal`, calling `progress` with the steps done. The
-/// steps are taken from the plan: each command is decoded as it goes to the engine and freed
-/// once applied.
+/// Runs `plan` from genesis into `journal`, calling `progress` with the steps done; the
+/// time the journal's commits took, beside the run. The steps are taken from the plan: each
+/// command is decoded as it goes to the engine and freed once applied.
 pub fn run(
     plan: &mut Plan,
     journal: &Journal,
     progress: &dyn Fn(u64),
-) -> Result<(Engine, Observed, std::time::Duration), String> {
+) -> Result<(Engine, Observed, Duration), String> {
     journal.init(&plan.genesis).map_err(|e| e.to_string())?;
     let mut engine = Engine::genesis(plan.genesis.clone());
     engine.set_publishing(false);
     engine.set_listening(Listening::MarginStates); // all the report reads of the events
     let assets = settlement_assets(&engine);
-    let mut r = Runner::new(engine, journal, assets);
+    let ((engine, observed), took) = journaled(journal, |batches| {
+        drive(plan, Runner::new(engine, batches, assets), progress)
+    })?;
+    Ok((engine, observed, took))
+}
+
+/// The run's loop: the set-up, then a tick per instant with commands and the samples.
+fn drive(
+    plan: &mut Plan,
+    mut r: Runner,
+    progress: &dyn Fn(u64),
+) -> Result<(Engine, Observed), String> {
     let start = plan.genesis.start;
     let codes = set_up(&mut r, plan, start)?;
     r.sample();
