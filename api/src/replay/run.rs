@@ -158,8 +158,7 @@ impl Runner {
         }
     }
 
-    /// The engine, what was observed and the journal's share of the time, once the run is
-    /// over.
+    /// The engine and what was observed, once the run is over.
     pub fn into_parts(self) -> (Engine, Observed) {
         assert!(
             self.pending.is_empty(),
