@@ -284,7 +284,17 @@ mod tests {
             "5",
             r#""an order""#,
         ];
-        for body in bodies {
+        // Hostile: every field and then one again; forty fields no order has.
+        let again = format!("{},\"symbol\": \"X\"}}", every.trim_end_matches('}'));
+        let unknown = (0..40)
+            .map(|i| format!("\"f{i}\": {i}"))
+            .collect::<Vec<_>>();
+        let unknown = format!("{{{}}}", unknown.join(", "));
+        for body in bodies
+            .iter()
+            .copied()
+            .chain([again.as_str(), unknown.as_str()])
+        {
             let (fields, value) = both_ways(body);
             assert_eq!(fields, value, "{body}");
         }
