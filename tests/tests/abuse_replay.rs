@@ -330,3 +330,29 @@ fn a_failed_run_leaves_no_partial_directory() {
     assert!(!partial(tmp.path()), "a partial directory was left");
     assert!(!out.exists());
 }
+
+/// D11: an order body, read from its fields as written, refuses a hostile one where it is and
+/// without panicking: every field and then one again, and ten thousand fields no order has
+/// (JSON, the one-pass reader's path, then the whole read that locates the refusal).
+#[test]
+fn a_hostile_order_body_is_refused_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = r#"{"name":"x","seed":1,"start":"2026-01-01T00:00:00Z","end":"+1h","customers":[{"name":"a","deposits":{"USDC":"100"}}],"#;
+    let every = r#""symbol":"BTC-USDC-PERP","side":"buy","type":"limit","reference_id":"r","amount":"0.001","cash_amount":null,"limit_price":"60000","trigger_price":null,"trigger_price_type":null,"take_profit_price":null,"stop_loss_price":null,"time_in_force":"GTC","expire_time":null,"post_only":false,"leverage":1,"customer_ip":"10.0.0.1""#;
+    let unknown: Vec<String> = (0..10_000).map(|i| format!("\"f{i}\":{i}")).collect();
+    for (body, says) in [
+        (
+            format!("{every},\"symbol\":\"X\""),
+            "duplicate mapping key: symbol",
+        ),
+        (unknown.join(","), "order: "),
+    ] {
+        let file = dir.path().join("s.json");
+        let events =
+            format!("\n\"events\":[{{\"at\":\"+1m\",\"customer\":\"a\",\"order\":{{{body}}}}}]}}");
+        std::fs::write(&file, format!("{head}{events}")).unwrap();
+        let stderr = refused(dir.path(), &file, &[]);
+        assert!(stderr.contains("s.json:2:"), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}
