@@ -35,7 +35,7 @@ struct Row<'a> {
 
 impl Row<'_> {
     fn time(&mut self, at: Timestamp) -> csv::Result<()> {
-        if self.instant.0 != at || self.instant.1.is_empty() {
+        if self.instant.0 != at {
             self.instant = (at, at.to_rfc3339());
         }
         self.out.write_field(&self.instant.1)
@@ -119,7 +119,10 @@ fn write_csv<T>(
     let mut fields = Row {
         out: &mut out,
         buffer: String::new(),
-        instant: (Timestamp::from_millis(0), String::new()),
+        instant: (
+            Timestamp::from_millis(0),
+            Timestamp::from_millis(0).to_rfc3339(),
+        ),
     };
     for item in items {
         row(&mut fields, item).map_err(fail)?;
