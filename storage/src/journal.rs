@@ -1,6 +1,6 @@
 //! The redb tables and the typed operations on them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use perpsim_core::time::Timestamp;
 use perpsim_systems::{Command, EngineState, Genesis, StateHash};
@@ -93,6 +93,7 @@ pub struct SnapshotInfo {
 
 pub struct Journal {
     db: Handle,
+    path: PathBuf,
 }
 
 /// The server's handle writes; a reader's (a replay, a report) only reads, without changing a
@@ -179,6 +180,7 @@ impl Journal {
         txn.commit()?;
         Ok(Journal {
             db: Handle::Write(db),
+            path: path.to_owned(),
         })
     }
 
@@ -192,6 +194,7 @@ impl Journal {
             .map_err(|e| in_use(path, e))?;
         let journal = Journal {
             db: Handle::Read(db),
+            path: path.to_owned(),
         };
         let txn = journal.begin_read()?;
         let meta = txn.open_table(META)?;
@@ -201,6 +204,11 @@ impl Journal {
                 "format {other:?} is not {FORMAT}"
             ))),
         }
+    }
+
+    /// The file's size now: ticks, snapshots and spent nonces, and the pages redb keeps free.
+    pub fn file_bytes(&self) -> std::io::Result<u64> {
+        std::fs::metadata(&self.path).map(|m| m.len())
     }
 
     pub(crate) fn begin_read(&self) -> Result<ReadTransaction, JournalError> {
@@ -264,29 +272,29 @@ impl Journal {
         encoded: &[u8],
         nonces: NonceWrites<'_>,
     ) -> Result<(), JournalError> {
-        self.write_durably(|txn| {
-            {
-                let mut ticks = txn.open_table(TICKS)?;
-                let last = ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0);
-                assert_eq!(tick, last + 1, "ticks are appended in order without gaps");
-                ticks.insert(tick, encoded)?;
-            }
-            nonces::write(txn, nonces)
-        })
+        self.append_batch(tick, &[encoded], nonces)
     }
 
-    /// Appends consecutive ticks, the first numbered `first`, in one durable transaction: a
-    /// scenario replay has no request waiting on any tick, so it commits once per batch
-    /// instead of once per tick (the service's rule is one commit per tick, before replying).
-    pub fn append_batch(&self, first: u64, encoded: &[Vec<u8>]) -> Result<(), JournalError> {
+    /// Appends consecutive ticks (none or more), the first numbered `first`, and `nonces` in
+    /// one durable transaction: one commit, one fsync, for every tick that waited on it (the
+    /// service's writer commits whatever the engine made while the last commit ran; a
+    /// scenario replay commits once per batch).
+    pub fn append_batch(
+        &self,
+        first: u64,
+        encoded: &[impl AsRef<[u8]>],
+        nonces: NonceWrites<'_>,
+    ) -> Result<(), JournalError> {
         self.write_durably(|txn| {
-            let mut ticks = txn.open_table(TICKS)?;
-            let last = ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0);
-            assert_eq!(first, last + 1, "ticks are appended in order without gaps");
-            for (tick, bytes) in (first..).zip(encoded) {
-                ticks.insert(tick, bytes.as_slice())?;
+            if !encoded.is_empty() {
+                let mut ticks = txn.open_table(TICKS)?;
+                let last = ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+                assert_eq!(first, last + 1, "ticks are appended in order without gaps");
+                for (tick, bytes) in (first..).zip(encoded) {
+                    ticks.insert(tick, bytes.as_ref())?;
+                }
             }
-            Ok(())
+            nonces::write(txn, nonces)
         })
     }
 

@@ -97,4 +97,17 @@ fn request_latency_is_a_histogram_by_route_and_status_and_auth_failures_count_pe
     }
     assert!(series(&text, "perpsim_engine_commands_total", &[]) >= 4.0);
     assert_eq!(series(&text, "perpsim_connections_refused_total", &[]), 0.0);
+    // Ticks waiting for the journal's writer: at most its pipeline (a timer's tick may be in
+    // flight now), never negative; the journal's file size as last read (issue 37).
+    let lag = series(&text, "perpsim_journal_lag_ticks", &[]);
+    assert!(
+        (0.0..=64.0).contains(&lag) && lag.fract() == 0.0,
+        "{lag}: {text}"
+    );
+    let journal = std::fs::metadata(server.data_dir.join("journal.redb")).unwrap();
+    let bytes = series(&text, "perpsim_journal_file_bytes", &[]);
+    assert!(
+        bytes > 0.0 && bytes <= journal.len() as f64,
+        "{bytes}: {text}"
+    );
 }

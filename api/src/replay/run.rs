@@ -8,7 +8,7 @@ use std::time::Duration;
 use perpsim_core::ids::{CustomerCode, PublicKey};
 use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
-use perpsim_storage::{Journal, TickRecord};
+use perpsim_storage::{Journal, NonceWrites, TickRecord};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::risk::RiskRecord;
 use perpsim_systems::{
@@ -89,7 +89,7 @@ pub fn journaled<T>(
             for (first, ticks) in received {
                 let started = std::time::Instant::now();
                 journal
-                    .append_batch(first, &ticks)
+                    .append_batch(first, &ticks, NonceWrites::default())
                     .map_err(|e| e.to_string())?;
                 took += started.elapsed();
             }

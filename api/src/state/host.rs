@@ -1,14 +1,16 @@
 //! The engine host: the one thread that owns the engine.
 //!
-//! It takes requests from a bounded channel, applies the waiting commands as one tick, appends
-//! the tick to the journal in one durable transaction, and only then publishes the new read
-//! view and answers the senders. Reads never touch this thread: they load the published view.
+//! It takes requests from a bounded channel and applies the waiting commands as one tick.
+//! The tick then goes to the journal's writer ([`super::writer`]), which commits it durably
+//! while the engine applies the next, and only then publishes the new read view and answers
+//! the senders. Reads never touch either thread: they load the published view.
 //!
 //! It also spends the nonces of signed requests durably (D2, at most once across restarts): a
 //! command's nonce is written in its tick's own transaction; a request that sends no command
 //! has its nonce written in the next group commit, with or without a tick.
 
 use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -16,12 +18,13 @@ use arc_swap::ArcSwap;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Error, ErrorCode};
-use perpsim_storage::{Journal, JournalError, NonceWrites, TickRecord, UsedNonce};
+use perpsim_storage::{Journal, JournalError, TickRecord, UsedNonce};
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
 use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::signing::{Admission, BEHIND_NS};
 use crate::state::metrics;
+use crate::state::writer::{After, Job, Made, PIPELINE, Published, Writer};
 
 /// Bounds of the host (TigerBeetle style: everything has one).
 #[derive(Debug, Clone, Copy)]
@@ -203,7 +206,7 @@ pub fn wall_clock_ms() -> Timestamp {
     Timestamp::from_millis(i64::try_from(ms).expect("wall clock fits i64 ms"))
 }
 
-/// Starts the engine thread.
+/// Starts the engine thread and the journal's writer beside it.
 pub fn start(
     engine: Engine,
     journal: Journal,
@@ -219,16 +222,24 @@ pub fn start(
         events: events.clone(),
         stopped,
     };
-    let snapshot_clock = engine.clock().now;
-    let keys = engine.view().keys.clone();
-    let host = Host {
-        keys,
-        snapshot_clock,
-        engine,
+    let writer = Writer {
         journal,
-        limits,
         view,
         events,
+        keys: engine.view().keys.clone(),
+        durable: engine.counters().ticks,
+    };
+    let (jobs, received) = std::sync::mpsc::sync_channel(PIPELINE);
+    let writer = std::thread::Builder::new()
+        .name("perpsim-journal".into())
+        .spawn(move || writer.run(received))
+        .expect("spawn the journal's writer");
+    let host = Host {
+        snapshot_clock: engine.clock().now,
+        engine,
+        limits,
+        jobs,
+        writer,
         since_snapshot: 0,
     };
     let thread = std::thread::Builder::new()
@@ -244,13 +255,10 @@ pub fn start(
 
 struct Host {
     engine: Engine,
-    journal: Journal,
     limits: HostLimits,
-    view: Arc<ArcSwap<ReadView>>,
-    events: broadcast::Sender<TickEvents>,
-    /// The keys of the last view broadcast: a tick that changes them is broadcast even with
-    /// no events, so the channels close a revoked key's sessions at once (D9).
-    keys: imbl::OrdMap<perpsim_core::ids::PublicKey, perpsim_core::ids::BrokerCode>,
+    /// To the journal's writer, which makes each tick durable and then publishes it.
+    jobs: SyncSender<Job>,
+    writer: JoinHandle<Result<(), JournalError>>,
     since_snapshot: u64,
     /// The simulation time of the last snapshot (or of the start).
     snapshot_clock: Timestamp,
@@ -288,24 +296,45 @@ impl Batch {
     }
 }
 
-/// Tells the waiting requests that their nonces are journaled (a requester that has gone
-/// away no longer needs to hear it).
-fn answer_nonces(replies: Vec<oneshot::Sender<()>>) {
-    for reply in replies {
-        let _ = reply.send(());
-    }
-}
-
 /// Longest sleep between looks at the clock when nothing arrives.
 const IDLE_WAIT: Duration = Duration::from_millis(250);
 
+/// Why the engine stopped taking requests.
+enum Ending {
+    Shutdown(oneshot::Sender<Result<(), String>>),
+    /// Every handle is gone.
+    Disconnected,
+    /// The journal's writer ended: a commit failed (its error is the thread's result).
+    WriterStopped,
+}
+
+/// The writer has ended (a commit failed): the engine stops taking requests.
+struct WriterStopped;
+
 impl Host {
+    /// Serves until shutdown, then hands the final snapshot to the writer and waits for it.
+    /// The result is the writer's, so a failed commit or snapshot is the engine's error.
     fn run(mut self, rx: flume::Receiver<Request>) -> Result<(), JournalError> {
+        // Handing it fails only when the writer has ended, and then on its own error.
+        let _ = match self.serve(&rx) {
+            Ending::Shutdown(reply) => self.snapshot(Some(reply)),
+            Ending::Disconnected => self.snapshot(None),
+            Ending::WriterStopped => Ok(()),
+        };
+        let Host { jobs, writer, .. } = self;
+        drop(jobs); // the writer ends once it has written what was handed to it
+        writer.join().expect("the journal's writer does not panic")
+    }
+
+    fn serve(&mut self, rx: &flume::Receiver<Request>) -> Ending {
         loop {
+            if self.writer.is_finished() {
+                return Ending::WriterStopped;
+            }
             let first = match rx.recv_timeout(self.wait()) {
                 Ok(request) => Some(request),
                 Err(flume::RecvTimeoutError::Timeout) => None,
-                Err(flume::RecvTimeoutError::Disconnected) => return self.snapshot().map(drop),
+                Err(flume::RecvTimeoutError::Disconnected) => return Ending::Disconnected,
             };
             let mut batch = Batch::default();
             if let Some(request) = first {
@@ -318,28 +347,33 @@ impl Host {
                 }
             }
             let after_tick = std::mem::take(&mut batch.after_tick);
-            self.tick(batch, rx.len())?;
+            if self.tick(batch, rx.len()).is_err() {
+                return Ending::WriterStopped;
+            }
             for request in after_tick {
-                match request {
-                    Request::State(reply) => {
-                        let c = self.engine.counters();
-                        let _ = reply.send(StateReport {
-                            ticks: c.ticks,
-                            commands: c.commands,
-                            hash: self.engine.state_hash(),
-                        });
-                    }
-                    Request::Shutdown(reply) => {
-                        let result = self.snapshot().map(drop).map_err(|e| e.to_string());
-                        let _ = reply.send(result);
-                        return Ok(());
-                    }
+                let handed = match request {
+                    Request::State(reply) => self.report(reply),
+                    Request::Shutdown(reply) => return Ending::Shutdown(reply),
                     Request::Command(..) | Request::Nonce(..) => {
                         unreachable!("commands and nonces go into the tick")
                     }
+                };
+                if handed.is_err() {
+                    return Ending::WriterStopped;
                 }
             }
         }
+    }
+
+    /// The state now, answered once the ticks before it are durable.
+    fn report(&self, reply: oneshot::Sender<StateReport>) -> Result<(), WriterStopped> {
+        let c = self.engine.counters();
+        let report = StateReport {
+            ticks: c.ticks,
+            commands: c.commands,
+            hash: self.engine.state_hash(),
+        };
+        self.hand(Job::After(After::State(reply, report)))
     }
 
     /// How long to wait for requests: until the next timed event in realtime mode.
@@ -361,8 +395,13 @@ impl Host {
         }
     }
 
-    /// Applies, journals and publishes one batch; `queued`: requests left waiting behind it.
-    fn tick(&mut self, batch: Batch, queued: usize) -> Result<(), JournalError> {
+    /// Hands a job to the writer, waiting while [`PIPELINE`] jobs wait before it.
+    fn hand(&self, job: Job) -> Result<(), WriterStopped> {
+        self.jobs.send(job).map_err(|_| WriterStopped)
+    }
+
+    /// Applies one batch and hands it to the writer; `queued`: requests left waiting behind it.
+    fn tick(&mut self, batch: Batch, queued: usize) -> Result<(), WriterStopped> {
         let Batch {
             commands,
             replies,
@@ -372,20 +411,18 @@ impl Host {
         } = batch;
         let now = self.now();
         let due = self.engine.next_due().is_some_and(|t| t <= now);
-        let nonces = NonceWrites {
-            used: &nonces,
-            forget_below: wall_clock_ns().saturating_sub(FORGET_AFTER_NS),
-        };
+        let forget_below = wall_clock_ns().saturating_sub(FORGET_AFTER_NS);
         if commands.is_empty() && !due {
-            if !nonces.used.is_empty() {
-                let started = Instant::now();
-                self.journal.record_nonces(nonces).inspect_err(|e| {
-                    tracing::error!(error = %e, "nonce write failed; stopping the engine");
-                })?;
-                metrics::commit(started.elapsed(), self.engine.counters().ticks);
-                answer_nonces(nonce_replies);
+            if nonces.is_empty() {
+                return Ok(());
             }
-            return Ok(());
+            return self.hand(Job::Tick(Made {
+                tick: None,
+                nonces,
+                forget_below,
+                nonce_replies,
+                published: None,
+            }));
         }
         let at = self.engine.counters();
         let count = commands.len() as u64;
@@ -393,49 +430,120 @@ impl Host {
         let applying = Instant::now();
         let out = self.engine.tick(now, commands);
         metrics::tick(applying.elapsed(), count as usize, queued);
-        let started = Instant::now();
-        if let Err(e) = self.journal.append(at.ticks + 1, &encoded, nonces) {
-            // The engine is ahead of the journal now; nothing of this tick may be confirmed:
-            // the replies are dropped unsent, so every waiting request hears that it was not.
-            tracing::error!(error = %e, "journal append failed; stopping the engine");
-            return Err(e);
-        }
-        answer_nonces(nonce_replies);
-        metrics::commit(started.elapsed(), at.ticks + 1);
         let publishing = Instant::now();
         let view = self.engine.view();
-        self.view.store(Arc::clone(&view));
         metrics::publish(publishing.elapsed());
-        if !out.events.is_empty() || !view.keys.ptr_eq(&self.keys) {
-            self.keys = view.keys.clone();
-            let bundle = TickBundle {
+        metrics::handed();
+        self.hand(Job::Tick(Made {
+            tick: Some(encoded),
+            nonces,
+            forget_below,
+            nonce_replies,
+            published: Some(Published {
                 view,
                 events: out.events,
-            };
-            let _ = self.events.send(Arc::new(bundle));
-        }
-        for (reply, result) in replies.into_iter().zip(out.results) {
-            let _ = reply.send(result);
-        }
+                replies,
+                results: out.results,
+            }),
+        }))?;
         self.since_snapshot += count;
         let elapsed = self.engine.clock().now.millis() - self.snapshot_clock.millis();
         if self.since_snapshot >= self.limits.snapshot_every
             || elapsed >= self.limits.snapshot_interval_ms
         {
-            self.snapshot()?;
+            self.snapshot(None)?;
         }
         Ok(())
     }
 
-    fn snapshot(&mut self) -> Result<StateHash, JournalError> {
-        let ticks = self.engine.counters().ticks;
-        let info = self
-            .journal
-            .write_snapshot(ticks, self.engine.encode_state())?;
+    /// Hands a snapshot of the state now to the writer, which writes it after the ticks
+    /// before it; `reply` hears how it went (a shutdown's).
+    fn snapshot(
+        &mut self,
+        reply: Option<oneshot::Sender<Result<(), String>>>,
+    ) -> Result<(), WriterStopped> {
+        let tick = self.engine.counters().ticks;
+        let encoded = self.engine.encode_state();
         self.since_snapshot = 0;
         self.snapshot_clock = self.engine.clock().now;
-        metrics::snapshot();
-        tracing::info!(tick = ticks, hash = %info.hash, "snapshot written");
-        Ok(info.hash)
+        self.hand(Job::After(After::Snapshot {
+            tick,
+            encoded,
+            reply,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use perpsim_core::clock::ClockMode;
+    use perpsim_core::ids::PublicKey;
+    use perpsim_core::instrument::default_instruments;
+    use perpsim_core::simulation::Simulation;
+    use perpsim_core::time::Timestamp;
+    use perpsim_storage::{Journal, replay_from_genesis};
+    use perpsim_systems::{Command, Engine, Genesis, Outcome};
+
+    use super::{HostLimits, start};
+
+    /// Issue 37 (durability pipelined): while the writer commits one tick the engine applies
+    /// the next, yet nothing of a tick leaves before it is durable. Eight senders at once:
+    /// each answer finds its customer in the published view, that view's tick already in the
+    /// journal (read beside the writer), and the journal replays to the engine's state.
+    #[test]
+    fn every_answer_and_view_follows_its_ticks_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.redb");
+        let journal = Journal::open_shared(&path).unwrap();
+        let genesis = Genesis {
+            seed: 3,
+            clock_mode: ClockMode::Manual,
+            start: Timestamp::from_millis(1_767_225_600_000),
+            instruments: default_instruments(),
+            simulation: Simulation::quiet(&default_instruments()),
+        };
+        journal.init(&genesis).unwrap();
+        let (handle, thread) = start(Engine::genesis(genesis), journal, HostLimits::default());
+        let reader = Arc::new(Journal::open_read_only(&path).unwrap());
+        let broker = match handle.submit_blocking(Command::CreateBroker {
+            name: "b".into(),
+            public_key: PublicKey([9; 32]),
+        }) {
+            Ok(Outcome::Broker(b)) => b.code,
+            other => panic!("a broker, got {other:?}"),
+        };
+        let senders: Vec<_> = (0..8)
+            .map(|_| {
+                let (handle, reader) = (handle.clone(), Arc::clone(&reader));
+                std::thread::spawn(move || {
+                    for _ in 0..25 {
+                        let created = handle.submit_blocking(Command::CreateCustomer {
+                            broker,
+                            external_id: None,
+                        });
+                        let Ok(Outcome::Customer(customer)) = created else {
+                            panic!("a customer, got {created:?}");
+                        };
+                        let seen = handle.view();
+                        assert!(seen.customers.contains_key(&customer.code));
+                        assert!(reader.last_tick().unwrap() >= seen.tick);
+                    }
+                })
+            })
+            .collect();
+        for sender in senders {
+            sender.join().unwrap();
+        }
+        let last = handle.view();
+        assert_eq!(last.customers.len(), 200);
+        drop(handle); // every handle gone: the final snapshot, then the threads end
+        thread.join().unwrap().unwrap();
+        assert_eq!(reader.last_tick().unwrap(), last.tick);
+        let snapshot = reader.snapshots().unwrap()[0];
+        assert_eq!(snapshot.tick, last.tick);
+        let replayed = replay_from_genesis(&reader).unwrap().unwrap();
+        assert_eq!(replayed.engine.state_hash(), snapshot.hash);
     }
 }

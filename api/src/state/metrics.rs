@@ -24,6 +24,8 @@ pub const QUEUE: &str = "perpsim_engine_queue_depth";
 pub const PUBLISH: &str = "perpsim_view_publish_duration_seconds";
 pub const COMMIT: &str = "perpsim_journal_commit_duration_seconds";
 pub const JOURNAL_TICK: &str = "perpsim_journal_tick";
+pub const JOURNAL_LAG: &str = "perpsim_journal_lag_ticks";
+pub const JOURNAL_BYTES: &str = "perpsim_journal_file_bytes";
 pub const SNAPSHOTS: &str = "perpsim_snapshots_total";
 pub const NONCES: &str = "perpsim_nonce_store_entries";
 pub const NONCE_KEYS: &str = "perpsim_nonce_store_keys";
@@ -48,7 +50,7 @@ const BATCH: [f64; 13] = [
 ];
 
 /// Every metric's kind, unit and help, for README and the exporter's `# HELP` lines.
-pub const CATALOGUE: [(&str, &str, &str, &str); 22] = [
+pub const CATALOGUE: [(&str, &str, &str, &str); 24] = [
     (
         HTTP_REQUEST,
         "histogram",
@@ -78,7 +80,7 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 22] = [
         TICK_COMMANDS,
         "histogram",
         "commands",
-        "Commands in a tick (one journal transaction).",
+        "Commands in a tick.",
     ),
     (
         QUEUE,
@@ -96,13 +98,25 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 22] = [
         COMMIT,
         "histogram",
         "seconds",
-        "Durable journal commit of a tick (or of nonces alone).",
+        "Durable journal commit of the ticks waiting for it, one or more (or of nonces alone).",
     ),
     (
         JOURNAL_TICK,
         "gauge",
         "ticks",
         "Number of the last journaled tick.",
+    ),
+    (
+        JOURNAL_LAG,
+        "gauge",
+        "ticks",
+        "Ticks the engine has applied that are not yet durable (waiting for the journal's writer, or in its commit); their answers wait with them.",
+    ),
+    (
+        JOURNAL_BYTES,
+        "gauge",
+        "bytes",
+        "Size of the journal file (ticks, snapshots, spent nonces), read after each commit: how the data dir grows.",
     ),
     (SNAPSHOTS, "counter", "snapshots", "Snapshots written."),
     (
@@ -206,6 +220,8 @@ impl Exporter {
         for name in [
             QUEUE,
             JOURNAL_TICK,
+            JOURNAL_LAG,
+            JOURNAL_BYTES,
             NONCES,
             NONCE_KEYS,
             CONNECTIONS,
@@ -276,9 +292,20 @@ pub fn publish(took: Duration) {
     histogram!(PUBLISH).record(took.as_secs_f64());
 }
 
-pub fn commit(took: Duration, tick: u64) {
+/// A tick handed to the journal's writer.
+pub fn handed() {
+    gauge!(JOURNAL_LAG).increment(1.0);
+}
+
+/// A commit of `ticks` ticks (none: nonces alone), the last numbered `tick`; the journal file
+/// then holds `bytes`.
+pub fn commit(took: Duration, ticks: usize, tick: u64, bytes: Option<u64>) {
     histogram!(COMMIT).record(took.as_secs_f64());
     gauge!(JOURNAL_TICK).set(tick as f64);
+    gauge!(JOURNAL_LAG).decrement(ticks as f64);
+    if let Some(bytes) = bytes {
+        gauge!(JOURNAL_BYTES).set(bytes as f64);
+    }
 }
 
 pub fn snapshot() {

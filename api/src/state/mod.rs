@@ -5,6 +5,7 @@
 pub mod config;
 pub mod host;
 pub mod metrics;
+mod writer;
 
 use std::sync::atomic::AtomicBool;
 

@@ -1,0 +1,184 @@
+//! The journal's writer: the thread that makes the engine's ticks durable, in order, and only
+//! then publishes each one and answers its senders.
+//!
+//! The engine thread applies a tick and hands it here; while this thread commits it, the
+//! engine applies the next. Every tick, and every write of nonces alone, that is waiting when
+//! a commit ends goes into the next transaction together: one fsync for all of them. What a
+//! tick's senders hear, the view the reads load and the events the channels push still follow
+//! its commit, never precede it: nothing of a tick leaves before it survives a crash.
+//!
+//! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full)
+//! and a commit takes at most [`PIPELINE`] ticks.
+
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use perpsim_core::ids::{BrokerCode, PublicKey};
+use perpsim_storage::{Journal, JournalError, NonceWrites, UsedNonce};
+use perpsim_systems::{CommandResult, EngineEvent, ReadView};
+use tokio::sync::{broadcast, oneshot};
+
+use super::host::{StateReport, TickBundle, TickEvents};
+use super::metrics;
+
+/// Jobs waiting for the writer, and ticks in one commit.
+pub(super) const PIPELINE: usize = 64;
+
+/// What the engine thread hands to the writer, in the order it happened.
+pub(super) enum Job {
+    Tick(Made),
+    After(After),
+}
+
+/// What waits for the ticks handed before it to be durable.
+pub(super) enum After {
+    /// A snapshot of the state after those ticks; `reply` is a shutdown's.
+    Snapshot {
+        tick: u64,
+        encoded: Vec<u8>,
+        reply: Option<oneshot::Sender<Result<(), String>>>,
+    },
+    /// A state report, answered once they are durable.
+    State(oneshot::Sender<StateReport>, StateReport),
+}
+
+/// A tick applied (or nonces alone to spend), with what leaves once it is durable.
+pub(super) struct Made {
+    /// The tick's journal record (its number follows the last one handed); none for a
+    /// write of nonces alone.
+    pub tick: Option<Vec<u8>>,
+    pub nonces: Vec<UsedNonce>,
+    /// Nonces below this (wall-clock ns) are forgotten in the same transaction.
+    pub forget_below: u64,
+    pub nonce_replies: Vec<oneshot::Sender<()>>,
+    /// The tick's view, events and answers; none for nonces alone.
+    pub published: Option<Published>,
+}
+
+pub(super) struct Published {
+    pub view: Arc<ReadView>,
+    pub events: Vec<EngineEvent>,
+    pub replies: Vec<oneshot::Sender<CommandResult>>,
+    pub results: Vec<CommandResult>,
+}
+
+pub(super) struct Writer {
+    pub journal: Journal,
+    pub view: Arc<ArcSwap<ReadView>>,
+    pub events: broadcast::Sender<TickEvents>,
+    /// The keys of the last view broadcast: a tick that changes them is broadcast even with
+    /// no events, so the channels close a revoked key's sessions at once (D9).
+    pub keys: imbl::OrdMap<PublicKey, BrokerCode>,
+    /// The last tick made durable.
+    pub durable: u64,
+}
+
+impl Writer {
+    /// Commits and publishes every job until the engine thread drops its sender. A commit
+    /// that fails ends the thread with its error: the replies of every tick not committed
+    /// are dropped unsent, so each waiting request hears that nothing of it was confirmed.
+    pub(super) fn run(mut self, jobs: Receiver<Job>) -> Result<(), JournalError> {
+        let mut group = Vec::with_capacity(PIPELINE);
+        while let Ok(first) = jobs.recv() {
+            let mut job = Some(first);
+            while let Some(next) = job {
+                match next {
+                    Job::Tick(made) => group.push(made),
+                    Job::After(after) => {
+                        self.commit(&mut group)?;
+                        self.finish(after)?;
+                    }
+                }
+                job = if group.len() < PIPELINE {
+                    jobs.try_recv().ok()
+                } else {
+                    None
+                };
+            }
+            self.commit(&mut group)?;
+        }
+        Ok(())
+    }
+
+    /// One durable transaction for the group's ticks and nonces; then each is published in
+    /// order.
+    fn commit(&mut self, group: &mut Vec<Made>) -> Result<(), JournalError> {
+        if group.is_empty() {
+            return Ok(());
+        }
+        let ticks: Vec<&[u8]> = group.iter().filter_map(|m| m.tick.as_deref()).collect();
+        let nonces: Vec<UsedNonce> = group
+            .iter()
+            .flat_map(|m| m.nonces.iter().copied())
+            .collect();
+        let forget_below = group.iter().map(|m| m.forget_below).max().unwrap_or(0);
+        let started = Instant::now();
+        let writes = NonceWrites {
+            used: &nonces,
+            forget_below,
+        };
+        if let Err(e) = self.journal.append_batch(self.durable + 1, &ticks, writes) {
+            tracing::error!(error = %e, "journal commit failed; stopping the engine");
+            return Err(e);
+        }
+        self.durable += ticks.len() as u64;
+        let bytes = self.journal.file_bytes().ok();
+        metrics::commit(started.elapsed(), ticks.len(), self.durable, bytes);
+        for made in group.drain(..) {
+            self.publish(made);
+        }
+        Ok(())
+    }
+
+    /// Answers a durable tick's nonces, publishes its view and events, answers its commands.
+    fn publish(&mut self, made: Made) {
+        for reply in made.nonce_replies {
+            let _ = reply.send(()); // a requester that has gone no longer needs to hear it
+        }
+        let Some(p) = made.published else {
+            return;
+        };
+        self.view.store(Arc::clone(&p.view));
+        if !p.events.is_empty() || !p.view.keys.ptr_eq(&self.keys) {
+            self.keys = p.view.keys.clone();
+            let bundle = TickBundle {
+                view: p.view,
+                events: p.events,
+            };
+            let _ = self.events.send(Arc::new(bundle));
+        }
+        for (reply, result) in p.replies.into_iter().zip(p.results) {
+            let _ = reply.send(result);
+        }
+    }
+
+    fn finish(&mut self, after: After) -> Result<(), JournalError> {
+        match after {
+            After::State(reply, report) => {
+                let _ = reply.send(report);
+                Ok(())
+            }
+            After::Snapshot {
+                tick,
+                encoded,
+                reply,
+            } => {
+                let written = self.journal.write_snapshot(tick, encoded);
+                if let Ok(info) = &written {
+                    metrics::snapshot();
+                    tracing::info!(tick, hash = %info.hash, "snapshot written");
+                }
+                match reply {
+                    // A shutdown's snapshot: its requester hears how it went.
+                    Some(reply) => {
+                        let _ = reply.send(written.map(drop).map_err(|e| e.to_string()));
+                        Ok(())
+                    }
+                    None => written.map(drop),
+                }
+            }
+        }
+    }
+}
