@@ -491,7 +491,7 @@ mod tests {
     /// Issue 37 (durability pipelined): while the writer commits one tick the engine applies
     /// the next, yet nothing of a tick leaves before it is durable. Eight senders at once:
     /// each answer finds its customer in the published view, that view's tick already in the
-    /// journal (read beside the writer), and the journal replays to the engine's state.
+    /// journal (read beside the writer); at the end the journal replays to the final snapshot.
     #[test]
     fn every_answer_and_view_follows_its_ticks_commit() {
         let dir = tempfile::tempdir().unwrap();
