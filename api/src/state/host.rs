@@ -24,7 +24,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::signing::{Admission, BEHIND_NS};
 use crate::state::metrics;
-use crate::state::writer::{After, Job, Made, PIPELINE, Published, Writer};
+use crate::state::writer::{After, Applied, Job, Made, PIPELINE, Writer};
 
 /// Bounds of the host (TigerBeetle style: everything has one).
 #[derive(Debug, Clone, Copy)]
@@ -421,7 +421,6 @@ impl Host {
                 nonces,
                 forget_below,
                 nonce_replies,
-                published: None,
             }));
         }
         let at = self.engine.counters();
@@ -435,16 +434,16 @@ impl Host {
         metrics::publish(publishing.elapsed());
         metrics::handed();
         self.hand(Job::Tick(Made {
-            tick: Some(encoded),
-            nonces,
-            forget_below,
-            nonce_replies,
-            published: Some(Published {
+            tick: Some(Applied {
+                record: encoded,
                 view,
                 events: out.events,
                 replies,
                 results: out.results,
             }),
+            nonces,
+            forget_below,
+            nonce_replies,
         }))?;
         self.since_snapshot += count;
         let elapsed = self.engine.clock().now.millis() - self.snapshot_clock.millis();

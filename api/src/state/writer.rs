@@ -46,18 +46,18 @@ pub(super) enum After {
 
 /// A tick applied (or nonces alone to spend), with what leaves once it is durable.
 pub(super) struct Made {
-    /// The tick's journal record (its number follows the last one handed); none for a
-    /// write of nonces alone.
-    pub tick: Option<Vec<u8>>,
+    /// The tick; none for a write of nonces alone.
+    pub tick: Option<Applied>,
     pub nonces: Vec<UsedNonce>,
     /// Nonces below this (wall-clock ns) are forgotten in the same transaction.
     pub forget_below: u64,
     pub nonce_replies: Vec<oneshot::Sender<()>>,
-    /// The tick's view, events and answers; none for nonces alone.
-    pub published: Option<Published>,
 }
 
-pub(super) struct Published {
+/// A tick the engine applied: its journal record (its number follows the last one handed),
+/// and its view, events and answers.
+pub(super) struct Applied {
+    pub record: Vec<u8>,
     pub view: Arc<ReadView>,
     pub events: Vec<EngineEvent>,
     pub replies: Vec<oneshot::Sender<CommandResult>>,
@@ -108,7 +108,10 @@ impl Writer {
         if group.is_empty() {
             return Ok(());
         }
-        let ticks: Vec<&[u8]> = group.iter().filter_map(|m| m.tick.as_deref()).collect();
+        let ticks: Vec<&[u8]> = group
+            .iter()
+            .filter_map(|m| m.tick.as_ref().map(|t| t.record.as_slice()))
+            .collect();
         let nonces: Vec<UsedNonce> = group
             .iter()
             .flat_map(|m| m.nonces.iter().copied())
@@ -137,19 +140,19 @@ impl Writer {
         for reply in made.nonce_replies {
             let _ = reply.send(()); // a requester that has gone no longer needs to hear it
         }
-        let Some(p) = made.published else {
+        let Some(tick) = made.tick else {
             return;
         };
-        self.view.store(Arc::clone(&p.view));
-        if !p.events.is_empty() || !p.view.keys.ptr_eq(&self.keys) {
-            self.keys = p.view.keys.clone();
+        self.view.store(Arc::clone(&tick.view));
+        if !tick.events.is_empty() || !tick.view.keys.ptr_eq(&self.keys) {
+            self.keys = tick.view.keys.clone();
             let bundle = TickBundle {
-                view: p.view,
-                events: p.events,
+                view: tick.view,
+                events: tick.events,
             };
             let _ = self.events.send(Arc::new(bundle));
         }
-        for (reply, result) in p.replies.into_iter().zip(p.results) {
+        for (reply, result) in tick.replies.into_iter().zip(tick.results) {
             let _ = reply.send(result);
         }
     }
