@@ -3,7 +3,8 @@
 //! Targets (issue 2): ≥ 50 000 durable commands/s in ticks of 1 000; replay ≥ 1 000 000
 //! commands/s. `journal/nonces` prices the at-most-once rule (issue 14): a tick of 1 000
 //! commands with and without their nonces, and nonce-only group commits of 1 and 1 000 (what
-//! reads wait for). Run: `cargo bench -p perpsim-benches --bench journal`.
+//! reads wait for). `journal/archive` prices one archive call (issue 37), and the replay
+//! group a replay from the archive. Run: `cargo bench -p perpsim-benches --bench journal`.
 
 use std::time::Duration;
 
@@ -12,7 +13,9 @@ use perpsim_benches::{
     START, broker_command, engine_with_broker, genesis, mixed_commands, unbounded,
 };
 use perpsim_core::ids::PublicKey;
-use perpsim_storage::{Journal, NonceWrites, TickRecord, UsedNonce, recover, replay_from_genesis};
+use perpsim_storage::{
+    Journal, NonceWrites, SEGMENT_TICKS, TickRecord, UsedNonce, recover, replay_from_genesis,
+};
 
 /// The allocator the service runs with (`api/src/main.rs`), so replay and recovery are
 /// measured as `perpsim` runs them.
@@ -197,6 +200,28 @@ fn replay(c: &mut Criterion) {
             recovered
         })
     });
+    // The same replay once every tick is in the archive (issue 37): gzip segments read in
+    // place of the journal's rows. Archiving needs a snapshot, which `replay_from_genesis`
+    // would check (a state hash the run above does not pay), so this is its loop alone.
+    journal
+        .write_snapshot(engine.counters().ticks, engine.encode_state())
+        .unwrap();
+    assert_eq!(journal.archive(u64::MAX).unwrap().remaining, 0);
+    group.bench_function("from_genesis_200k_commands_archived", |b| {
+        b.iter(|| {
+            let mut replayed = perpsim_systems::Engine::genesis(genesis());
+            replayed.set_publishing(false);
+            replayed.set_listening(perpsim_systems::publish::events::Listening::MarginStates);
+            journal
+                .for_each_tick_after(0, |_, record| {
+                    replayed.tick(record.time, record.commands);
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(replayed.counters().ticks as usize, TICKS + 1);
+            replayed
+        })
+    });
     group.finish();
     assert_eq!(
         recover(&journal).unwrap().unwrap().engine.state_hash(),
@@ -205,5 +230,57 @@ fn replay(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, durable_commands, nonce_costs, replay);
+/// A journal of one full segment of ticks of `per_tick` mixed commands (recorded, not
+/// applied: the archive copies rows) and a snapshot after them.
+fn full_segment(per_tick: usize) -> (tempfile::TempDir, Journal) {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, engine, broker) = new_journal(&dir);
+    let mut rows = Vec::with_capacity(4_096);
+    let mut seq = 2;
+    for tick in 2..=SEGMENT_TICKS + 1 {
+        let commands = mixed_commands(broker, per_tick, seq as usize);
+        rows.push(TickRecord::encode(START, seq, &commands));
+        seq += per_tick as u64;
+        if rows.len() == 4_096 || tick == SEGMENT_TICKS + 1 {
+            let first = tick + 1 - rows.len() as u64;
+            journal
+                .append_batch(first, &rows, NonceWrites::default())
+                .unwrap();
+            rows.clear();
+        }
+    }
+    journal
+        .write_snapshot(SEGMENT_TICKS + 1, engine.encode_state())
+        .unwrap();
+    (dir, journal)
+}
+
+/// What one archive call holds the journal's writer for (issue 37): a full segment of
+/// 65 536 ticks read, compressed, written and synced, and deleted from the journal.
+fn archive(c: &mut Criterion) {
+    let mut group = c.benchmark_group("journal/archive");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    for per_tick in [1usize, 8] {
+        group.throughput(Throughput::Elements(SEGMENT_TICKS));
+        group.bench_function(
+            BenchmarkId::new("segment_commands_per_tick", per_tick),
+            |b| {
+                b.iter_batched(
+                    || full_segment(per_tick),
+                    |(dir, journal)| {
+                        let done = journal.archive(SEGMENT_TICKS).unwrap();
+                        assert_eq!(done.archived_through, SEGMENT_TICKS);
+                        (dir, journal)
+                    },
+                    criterion::BatchSize::PerIteration,
+                )
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, durable_commands, nonce_costs, replay, archive);
 criterion_main!(benches);

@@ -10,15 +10,16 @@ use redb::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::archive;
 use crate::nonces::{self, NONCES, NonceWrites};
 
-const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// tick number (1-based) → encoded [`TickRecord`].
-const TICKS: TableDefinition<u64, &[u8]> = TableDefinition::new("ticks");
+pub(crate) const TICKS: TableDefinition<u64, &[u8]> = TableDefinition::new("ticks");
 /// tick number the snapshot stands at → encoded [`StoredSnapshot`].
-const SNAPSHOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshots");
+pub(crate) const SNAPSHOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshots");
 
-const GENESIS_KEY: &str = "genesis";
+pub(crate) const GENESIS_KEY: &str = "genesis";
 const FORMAT_KEY: &str = "format";
 /// Version of the journal's row encoding; a file of another version is refused, not guessed.
 const FORMAT: u32 = 2;
@@ -206,6 +207,10 @@ impl Journal {
         }
     }
 
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The file's size now: ticks, snapshots and spent nonces, and the pages redb keeps free.
     pub fn file_bytes(&self) -> std::io::Result<u64> {
         std::fs::metadata(&self.path).map(|m| m.len())
@@ -288,7 +293,13 @@ impl Journal {
         self.write_durably(|txn| {
             if !encoded.is_empty() {
                 let mut ticks = txn.open_table(TICKS)?;
-                let last = ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+                let last = match ticks.last()? {
+                    Some((k, _)) => k.value(),
+                    // Every tick journaled so far is archived (or none is).
+                    None => archive::listed(&txn.open_table(META)?)?
+                        .last()
+                        .map_or(0, |s| s.last),
+                };
                 assert_eq!(first, last + 1, "ticks are appended in order without gaps");
                 for (tick, bytes) in (first..).zip(encoded) {
                     ticks.insert(tick, bytes.as_ref())?;
@@ -298,25 +309,30 @@ impl Journal {
         })
     }
 
-    /// One tick's record, if journaled.
+    /// One tick's record, if journaled (from the archive if it was moved there).
     pub fn tick(&self, tick: u64) -> Result<Option<TickRecord>, JournalError> {
         let txn = self.begin_read()?;
         let ticks = txn.open_table(TICKS)?;
-        ticks
-            .get(tick)?
-            .map(|v| TickRecord::decode(v.value()))
-            .transpose()
+        match ticks.get(tick)? {
+            Some(v) => TickRecord::decode(v.value()).map(Some),
+            None => self.archived_tick(tick),
+        }
     }
 
-    /// Number of the last journaled tick (0 when none).
+    /// Number of the last journaled tick (0 when none), archived ones included.
     pub fn last_tick(&self) -> Result<u64, JournalError> {
         let txn = self.begin_read()?;
         let ticks = txn.open_table(TICKS)?;
-        Ok(ticks.last()?.map(|(k, _)| k.value()).unwrap_or(0))
+        match ticks.last()? {
+            Some((k, _)) => Ok(k.value()),
+            None => Ok(archive::listed(&txn.open_table(META)?)?
+                .last()
+                .map_or(0, |s| s.last)),
+        }
     }
 
-    /// Calls `apply` for every tick after `after`, in order. Reads in bounded chunks so memory
-    /// stays flat whatever the journal's length.
+    /// Calls `apply` for every tick after `after`, in order, those moved to the archive
+    /// first. Reads in bounded chunks so memory stays flat whatever the journal's length.
     pub fn for_each_tick_after(
         &self,
         after: u64,
@@ -327,6 +343,13 @@ impl Journal {
         loop {
             let chunk: Vec<(u64, TickRecord)> = {
                 let txn = self.begin_read()?;
+                let archived = archive::listed(&txn.open_table(META)?)?;
+                if archived.last().is_some_and(|s| s.last >= next) {
+                    // Archived before this read began, or while it ran (between chunks).
+                    drop(txn);
+                    next = self.replay_archive(next, &mut apply)?;
+                    continue;
+                }
                 let ticks = txn.open_table(TICKS)?;
                 let mut chunk = Vec::with_capacity(CHUNK);
                 for row in ticks.range(next..)?.take(CHUNK) {

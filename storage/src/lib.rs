@@ -5,13 +5,17 @@
 //! Recovery restores the newest snapshot and replays the ticks after it; a fresh replay from
 //! genesis reaches the same state hash. It also keeps the spent nonces of signed requests
 //! inside D2's window (written with the tick that carries each command), so a restart refuses
-//! a replayed request exactly as the running service did. This crate knows the engine's
+//! a replayed request exactly as the running service did. Ticks older than the oldest kept
+//! snapshot can be moved to the archive (`archive`): gzip segments beside the file, which a
+//! replay from genesis reads as if they were still in it. This crate knows the engine's
 //! command and state types but nothing of HTTP; it never decides anything, it only remembers.
 
+mod archive;
 mod journal;
 mod nonces;
 mod recovery;
 
+pub use archive::{Archived, SEGMENT_TICKS, Segment};
 pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
 pub use nonces::{NonceWrites, UsedNonce};
 pub use recovery::{Recovered, recover, replay_from_genesis};

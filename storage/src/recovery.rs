@@ -100,7 +100,7 @@ fn replay(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{NonceWrites, TickRecord};
     use perpsim_core::clock::ClockMode;
@@ -113,7 +113,7 @@ mod tests {
 
     /// Runs `ticks` ticks through engine and journal the way the host does, snapshotting
     /// every `every` ticks.
-    fn run(journal: &Journal, engine: &mut Engine, ticks: u64, every: u64) {
+    pub(crate) fn run(journal: &Journal, engine: &mut Engine, ticks: u64, every: u64) {
         let broker = match engine.view().brokers.keys().next() {
             Some(code) => *code,
             None => {
@@ -163,11 +163,15 @@ mod tests {
         }
     }
 
-    fn fresh() -> (tempfile::TempDir, Journal, Engine) {
+    pub(crate) fn fresh() -> (tempfile::TempDir, Journal, Engine) {
+        fresh_seeded(9)
+    }
+
+    pub(crate) fn fresh_seeded(seed: u64) -> (tempfile::TempDir, Journal, Engine) {
         let dir = tempfile::tempdir().unwrap();
         let journal = Journal::open(&dir.path().join("journal.redb")).unwrap();
         let genesis = Genesis {
-            seed: 9,
+            seed,
             clock_mode: ClockMode::Manual,
             start: START,
             instruments: default_instruments(),

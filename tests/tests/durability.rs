@@ -269,3 +269,84 @@ fn a_quiet_venue_snapshots_on_simulation_time_and_recovers_from_it() {
     );
     assert_eq!(server.state().2, hash);
 }
+
+/// Issue 37 (disk, too, is managed): the ticks no kept snapshot needs move out of the journal
+/// file into the archive beside it, by the admin API and the CLI; the server restarts from its
+/// snapshot without the archive, and `replay --journal` still reads every tick from genesis
+/// to the server's state hash.
+#[test]
+fn archived_ticks_leave_the_journal_and_a_replay_still_reads_them_from_genesis() {
+    let data = tempfile::tempdir().unwrap();
+    let flags = ["--snapshot-every", "5"];
+    let mut server = Server::start_in(data.path(), &flags);
+    let broker = server.demo();
+    let early: Vec<String> = (0..30)
+        .map(|i| broker.create_customer(Some(&format!("early{i}")))["customer_code"].to_string())
+        .collect();
+    let answer = server.admin("POST", "/admin/v1/journal/archive", None);
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    let first = answer.json();
+    let segment = &first["segment"];
+    assert_eq!(segment["first_tick"], 1, "{first}");
+    let through = segment["last_tick"].as_u64().unwrap();
+    assert!(
+        through > 20,
+        "the ticks before the older kept snapshot: {first}"
+    );
+    assert_eq!(first["archived_through"], through);
+    assert_eq!(first["remaining_ticks"], 0);
+    let file = data.path().join(segment["file"].as_str().unwrap());
+    assert!(
+        segment["file"]
+            .as_str()
+            .unwrap()
+            .starts_with("journal-archive/")
+    );
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), segment["bytes"]);
+    assert_eq!(
+        metric(&server, "perpsim_journal_archive_bytes"),
+        first["archive_bytes"].as_u64().unwrap()
+    );
+    let again = server
+        .admin("POST", "/admin/v1/journal/archive", None)
+        .json();
+    assert_eq!(
+        again["segment"],
+        serde_json::Value::Null,
+        "nothing older is left"
+    );
+
+    for i in 0..30 {
+        broker.create_customer(Some(&format!("late{i}")));
+    }
+    let token = server.admin_token();
+    let (code, stdout, stderr) = perpsim_tests::perpsim(&[
+        "admin",
+        "--url",
+        &server.url,
+        "--token",
+        &token,
+        "archive-journal",
+        "--all",
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("\"first_tick\": {}", through + 1)),
+        "{stdout}"
+    );
+    let (_, _, hash) = server.state();
+    assert!(server.terminate().success());
+    assert_eq!(
+        replay_hash(data.path()),
+        hash,
+        "from genesis, through the archive"
+    );
+
+    // Recovery needs only the newest snapshot and the ticks after it.
+    let moved = data.path().join("moved-away");
+    std::fs::rename(data.path().join("journal-archive"), &moved).unwrap();
+    let server = Server::start_in(data.path(), &flags);
+    assert_eq!(server.state().2, hash);
+    let path = format!("/v1/customers/{}", early[0].trim_matches('"'));
+    assert_eq!(server.demo().send("GET", &path, None).status, 200);
+}

@@ -1,7 +1,7 @@
 //! The simulation (D3): the clock (read it, advance the manual clock through every timed
 //! event inside the span), the SHA-256 of the whole engine state, which the same journal
 //! always replays to, and the venue's switches (transfers available, a pending transfer
-//! cancelled, a margin profile provisioned).
+//! cancelled, a margin profile provisioned), and the journal's archive (issue 37).
 
 use std::sync::Arc;
 
@@ -18,6 +18,17 @@ use super::{AdminTag, AdminToken};
 use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::state::AppState;
+
+/// A segment's path as the operator finds it under the data dir: its folder and name.
+fn relative_to_data_dir(path: &std::path::Path) -> String {
+    let parts: Vec<_> = path.iter().rev().take(2).collect();
+    parts
+        .iter()
+        .rev()
+        .map(|p| p.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
 
 #[derive(poem_openapi::Enum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[oai(rename = "ClockMode", rename_all = "snake_case")]
@@ -93,6 +104,31 @@ pub struct StateRecord {
     pub commands: u64,
     /// SHA-256 (hex) of the canonical encoding of the whole engine state.
     pub state_hash: String,
+}
+
+/// One archive call: the segment it wrote, and what is left to move.
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ArchiveRecord {
+    /// The segment written by this call; null when no tick is older than the oldest kept
+    /// snapshot and not yet archived.
+    pub segment: Option<SegmentRecord>,
+    /// Every tick up to this one is in the archive (0: none).
+    pub archived_through: u64,
+    /// Ticks old enough to archive still in the journal file: call again to move them
+    /// (`perpsim admin archive-journal --all` does).
+    pub remaining_ticks: u64,
+    /// Size of every archive segment together, in bytes.
+    pub archive_bytes: u64,
+}
+
+/// An archive segment: a gzip file of journaled ticks, beside the journal file.
+#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct SegmentRecord {
+    pub first_tick: u64,
+    pub last_tick: u64,
+    /// The file, relative to the data dir.
+    pub file: String,
+    pub bytes: u64,
 }
 
 pub struct SimulationApi;
@@ -212,6 +248,36 @@ impl SimulationApi {
             ticks: report.ticks,
             commands: report.commands,
             state_hash: report.hash.to_string(),
+        }))
+    }
+
+    /// Move the journal's oldest ticks, those older than the oldest kept snapshot, out of the
+    /// journal file into a gzip segment of the archive beside it (at most 65 536 ticks a
+    /// call). Recovery never reads them; `perpsim replay --journal` and a replay from genesis
+    /// read them where they went. Answered once the ticks before it are durable.
+    #[oai(
+        path = "/journal/archive",
+        method = "post",
+        tag = "AdminTag::Simulation",
+        operation_id = "archiveJournal"
+    )]
+    async fn archive(
+        &self,
+        state: Data<&Arc<AppState>>,
+        _auth: AdminToken,
+    ) -> Result<Json<ArchiveRecord>, ApiError> {
+        let done = state.engine.archive().await?;
+        let segment = done.segment.map(|(s, path, bytes)| SegmentRecord {
+            first_tick: s.first,
+            last_tick: s.last,
+            file: relative_to_data_dir(&path),
+            bytes,
+        });
+        Ok(Json(ArchiveRecord {
+            segment,
+            archived_through: done.archived_through,
+            remaining_ticks: done.remaining,
+            archive_bytes: done.archive_bytes,
         }))
     }
 

@@ -90,6 +90,13 @@ pub enum AdminCmd {
     },
     /// Show the engine's position (ticks, commands) and its state hash.
     State,
+    /// Move the journal's ticks older than the oldest kept snapshot into the archive beside
+    /// it (one segment of at most 65 536 ticks a request).
+    ArchiveJournal {
+        /// Repeat until no tick old enough is left in the journal file.
+        #[arg(long)]
+        all: bool,
+    },
     /// The venue's own accounts (fees, clearing, insurance) and the market maker's, per asset.
     Venue,
     /// The fault plan for rehearsing a client's recovery.
@@ -196,6 +203,7 @@ pub fn request(action: AdminCmd) -> Result<(&'static str, String, String), Strin
             ("POST", "/admin/v1/clock/advance".into(), body.to_string())
         }
         AdminCmd::State => ("GET", "/admin/v1/state".into(), none()),
+        AdminCmd::ArchiveJournal { .. } => ("POST", "/admin/v1/journal/archive".into(), none()),
         AdminCmd::Venue => ("GET", "/admin/v1/venue/accounts".into(), none()),
         AdminCmd::Faults(f) => faults_request(f)?,
     })

@@ -45,6 +45,7 @@ fn every_admin_operation_has_a_subcommand() {
         &["clock"],
         &["advance", "--seconds", "60"],
         &["state"],
+        &["archive-journal", "--all"],
         &["venue"],
         &["faults", "show"],
         &["faults", "set", "{}"],

@@ -163,9 +163,15 @@ pub fn run(cli: Cli) -> Result<i32, String> {
                         })?
                 }
             };
+            let repeat = matches!(action, AdminCmd::ArchiveJournal { all: true });
             let (method, path, body) = admin::request(action)?;
-            let answer = client::send(&url, Auth::Bearer(&token), method, &path, &body)?;
-            print_answer(answer, None)
+            loop {
+                let answer = client::send(&url, Auth::Bearer(&token), method, &path, &body)?;
+                if !repeat || !archive_goes_on(&answer) {
+                    return print_answer(answer, None);
+                }
+                print_answer(answer, None)?;
+            }
         }
         Cmd::Openapi { out } => crate::server::docs::write(&out).map(|_| 0),
         Cmd::Replay(args) => replay::run(*args),
@@ -184,6 +190,16 @@ fn keygen(out: &Path) -> Result<(), String> {
     );
     eprintln!("private key written to {} (mode 0600)", out.display());
     Ok(())
+}
+
+/// Whether `archive-journal --all` sends another request after this answer: a segment was
+/// written and ticks old enough remain.
+fn archive_goes_on(answer: &client::Answer) -> bool {
+    let v: serde_json::Value = match serde_json::from_str(&answer.body) {
+        Ok(v) if answer.status < 400 => v,
+        _ => return false,
+    };
+    !v["segment"].is_null() && v["remaining_ticks"].as_u64().is_some_and(|n| n > 0)
 }
 
 /// Prints the body (pretty JSON when it is JSON; only `field` of it when given) on stdout and

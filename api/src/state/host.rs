@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Error, ErrorCode};
-use perpsim_storage::{Journal, JournalError, TickRecord, UsedNonce};
+use perpsim_storage::{Archived, Journal, JournalError, TickRecord, UsedNonce};
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
 use tokio::sync::{broadcast, oneshot, watch};
 
@@ -67,6 +67,8 @@ enum Request {
     /// A nonce to spend durably for a signed request that sent no command.
     Nonce(UsedNonce, oneshot::Sender<()>),
     State(oneshot::Sender<StateReport>),
+    /// Move the oldest ticks the snapshots no longer need to the journal's archive.
+    Archive(oneshot::Sender<Result<Archived, String>>),
     Shutdown(oneshot::Sender<Result<(), String>>),
 }
 
@@ -162,6 +164,20 @@ impl EngineHandle {
         answer.await.map_err(|_| stopped())
     }
 
+    /// Moves one segment of the journal's oldest ticks, those no kept snapshot needs, to the
+    /// archive once the ticks before the request are durable (issue 37: the data dir's disk).
+    pub async fn archive(&self) -> Result<Archived, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send_async(Request::Archive(reply))
+            .await
+            .map_err(|_| stopped())?;
+        answer
+            .await
+            .map_err(|_| stopped())?
+            .map_err(|e| Error::new(ErrorCode::ExchangeError, format!("archive failed: {e}")))
+    }
+
     /// Asks the engine to write its final snapshot and stop.
     pub async fn shutdown(&self) -> Result<(), String> {
         let (reply, answer) = oneshot::channel();
@@ -222,6 +238,7 @@ pub fn start(
         events: events.clone(),
         stopped,
     };
+    metrics::archive(journal.archive_bytes().ok());
     let writer = Writer {
         journal,
         view,
@@ -353,6 +370,7 @@ impl Host {
             for request in after_tick {
                 let handed = match request {
                     Request::State(reply) => self.report(reply),
+                    Request::Archive(reply) => self.hand(Job::After(After::Archive(reply))),
                     Request::Shutdown(reply) => return Ending::Shutdown(reply),
                     Request::Command(..) | Request::Nonce(..) => {
                         unreachable!("commands and nonces go into the tick")

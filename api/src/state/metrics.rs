@@ -26,6 +26,7 @@ pub const COMMIT: &str = "perpsim_journal_commit_duration_seconds";
 pub const JOURNAL_TICK: &str = "perpsim_journal_tick";
 pub const JOURNAL_LAG: &str = "perpsim_journal_lag_ticks";
 pub const JOURNAL_BYTES: &str = "perpsim_journal_file_bytes";
+pub const ARCHIVE_BYTES: &str = "perpsim_journal_archive_bytes";
 pub const SNAPSHOTS: &str = "perpsim_snapshots_total";
 pub const NONCES: &str = "perpsim_nonce_store_entries";
 pub const NONCE_KEYS: &str = "perpsim_nonce_store_keys";
@@ -50,7 +51,7 @@ const BATCH: [f64; 13] = [
 ];
 
 /// Every metric's kind, unit and help, for README and the exporter's `# HELP` lines.
-pub const CATALOGUE: [(&str, &str, &str, &str); 24] = [
+pub const CATALOGUE: [(&str, &str, &str, &str); 25] = [
     (
         HTTP_REQUEST,
         "histogram",
@@ -117,6 +118,12 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 24] = [
         "gauge",
         "bytes",
         "Size of the journal file (ticks, snapshots, spent nonces), read after each commit: how the data dir grows.",
+    ),
+    (
+        ARCHIVE_BYTES,
+        "gauge",
+        "bytes",
+        "Size of the journal's archive segments (ticks moved out of the journal file), read at start and after each archive: with the journal file's size, the data dir's.",
     ),
     (SNAPSHOTS, "counter", "snapshots", "Snapshots written."),
     (
@@ -222,6 +229,7 @@ impl Exporter {
             JOURNAL_TICK,
             JOURNAL_LAG,
             JOURNAL_BYTES,
+            ARCHIVE_BYTES,
             NONCES,
             NONCE_KEYS,
             CONNECTIONS,
@@ -305,6 +313,13 @@ pub fn commit(took: Duration, ticks: usize, tick: u64, bytes: Option<u64>) {
     gauge!(JOURNAL_LAG).decrement(ticks as f64);
     if let Some(bytes) = bytes {
         gauge!(JOURNAL_BYTES).set(bytes as f64);
+    }
+}
+
+/// The archive's size after an archive call (or at start).
+pub fn archive(bytes: Option<u64>) {
+    if let Some(bytes) = bytes {
+        gauge!(ARCHIVE_BYTES).set(bytes as f64);
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use perpsim_core::ids::{BrokerCode, PublicKey};
-use perpsim_storage::{Journal, JournalError, NonceWrites, UsedNonce};
+use perpsim_storage::{Archived, Journal, JournalError, NonceWrites, SEGMENT_TICKS, UsedNonce};
 use perpsim_systems::{CommandResult, EngineEvent, ReadView};
 use tokio::sync::{broadcast, oneshot};
 
@@ -42,6 +42,9 @@ pub(super) enum After {
     },
     /// A state report, answered once they are durable.
     State(oneshot::Sender<StateReport>, StateReport),
+    /// One segment of the journal's oldest ticks moved to its archive (between commits, so
+    /// it holds the writer for one bounded segment).
+    Archive(oneshot::Sender<Result<Archived, String>>),
 }
 
 /// A tick applied (or nonces alone to spend), with what leaves once it is durable.
@@ -161,6 +164,20 @@ impl Writer {
         match after {
             After::State(reply, report) => {
                 let _ = reply.send(report);
+                Ok(())
+            }
+            After::Archive(reply) => {
+                let archived = self.journal.archive(SEGMENT_TICKS);
+                match &archived {
+                    Ok(done) => {
+                        metrics::archive(Some(done.archive_bytes));
+                        tracing::info!(through = done.archived_through, "journal archived");
+                    }
+                    // The journal forgets its ticks only in the transaction that lists the
+                    // segment: a failure leaves them where they were, and serving goes on.
+                    Err(e) => tracing::error!(error = %e, "journal archive failed"),
+                }
+                let _ = reply.send(archived.map_err(|e| e.to_string()));
                 Ok(())
             }
             After::Snapshot {
