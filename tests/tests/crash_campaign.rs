@@ -1,6 +1,7 @@
 //! The crash campaign of README "Durability", 20 rounds: kill -9 under mixed signed load, then
 //! recovery equals a replay from genesis, every acknowledged write is there and nothing else,
-//! balances are the sums of their rows, and every captured request sent again is refused.
+//! balances are the sums of their rows, and every captured request sent again is refused;
+//! the journal is archived under the load, so each replay from genesis reads its segments.
 
 use perpsim_tests::campaign::{Settings, run};
 
@@ -19,6 +20,10 @@ fn twenty_kill_9_rounds_under_mixed_signed_load_keep_every_promise() {
     assert!(
         report.acknowledged > 100,
         "the load got work done: {report:?}"
+    );
+    assert!(
+        report.segments_archived > 0,
+        "kills landed while the journal was being archived: {report:?}"
     );
     assert!(
         report.replays_refused >= report.acknowledged,

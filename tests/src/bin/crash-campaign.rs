@@ -42,9 +42,10 @@ fn main() {
         }
     });
     println!(
-        "passed: {} rounds, {} commands journaled, {:.0} s wall",
+        "passed: {} rounds, {} commands journaled, {} archive segments, {:.0} s wall",
         report.rounds,
         report.commands_journaled,
+        report.segments_archived,
         started.elapsed().as_secs_f64()
     );
 }

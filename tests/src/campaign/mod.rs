@@ -44,6 +44,8 @@ pub struct Report {
     pub replays_refused: u64,
     pub in_flight_accepted_on_replay: u64,
     pub commands_journaled: u64,
+    /// Archive calls that moved a segment of the journal (kills land among them too).
+    pub segments_archived: u64,
 }
 
 /// splitmix64: the campaign's choices come from its seed, so a failing run can be repeated.
@@ -116,12 +118,16 @@ fn setup(server: &Server, settings: &Settings, dir_index: u32) -> Vec<Worker> {
     workers
 }
 
-/// One round of load until the kill. Returns each worker's ops and the op cut by the kill.
+/// A worker's ops in one round, and the op the kill cut.
+type WorkerRound = (Vec<Op>, Option<Op>);
+
+/// One round of load until the kill. Returns each worker's ops and the op cut by the kill,
+/// and how many archive calls moved a segment.
 fn load(
     server: &mut Server,
     workers: &mut Vec<Worker>,
     kill_after: Duration,
-) -> Vec<(Vec<Op>, Option<Op>)> {
+) -> (Vec<WorkerRound>, u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let answered = Arc::new(AtomicUsize::new(0));
     for w in workers.iter_mut() {
@@ -147,23 +153,33 @@ fn load(
             })
         })
         .collect();
-    // The clock moves under the load, so transfers complete and GTD-free timers run.
+    // The clock moves under the load, so transfers complete and GTD-free timers run; every
+    // fifth step also archives what the snapshots no longer need, so kills land in archives
+    // too and each round's replay from genesis reads through the segments.
     let admin = {
         let (url, token, stop) = (server.url.clone(), server.admin_token(), stop.clone());
         std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                let auth = format!("Bearer {token}");
-                let _ = crate::try_raw(
-                    "POST",
-                    &format!("{url}/admin/v1/clock/advance"),
-                    &[
-                        ("Authorization", &auth),
-                        ("Content-Type", "application/json"),
-                    ],
-                    br#"{"seconds":1}"#,
-                );
+            let auth = format!("Bearer {token}");
+            let headers = [
+                ("Authorization", auth.as_str()),
+                ("Content-Type", "application/json"),
+            ];
+            let mut archived = 0;
+            for step in 0u64.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let advance = format!("{url}/admin/v1/clock/advance");
+                let _ = crate::try_raw("POST", &advance, &headers, br#"{"seconds":1}"#);
+                if step % 5 == 4 {
+                    let archive = format!("{url}/admin/v1/journal/archive");
+                    let moved = crate::try_raw("POST", &archive, &headers[..1], b"")
+                        .is_ok_and(|r| r.status == 200 && !r.json()["segment"].is_null());
+                    archived += u64::from(moved);
+                }
                 std::thread::sleep(Duration::from_millis(40));
             }
+            archived
         })
     };
     // The kill comes at a random moment once the round has done some work, however busy the
@@ -176,14 +192,14 @@ fn load(
     std::thread::sleep(kill_after);
     server.kill9();
     stop.store(true, Ordering::Relaxed);
-    admin.join().unwrap();
+    let archived = admin.join().unwrap();
     let rounds = threads.into_iter().map(|t| t.join().unwrap()).collect();
     workers.extend(
         shared
             .into_iter()
             .map(|w| Arc::try_unwrap(w).ok().unwrap().into_inner().unwrap()),
     );
-    rounds
+    (rounds, archived)
 }
 
 /// Runs the campaign in data dirs under `root`; panics on the first broken promise.
@@ -203,7 +219,8 @@ pub fn run(settings: Settings, root: &Path, mut progress: impl FnMut(u32, &Repor
         let mut dir_commands = 0;
         for round_here in 1..=rounds_here {
             let kill_after = Duration::from_millis(rng.below(600));
-            let results = load(&mut server, &mut workers, kill_after);
+            let (results, archived) = load(&mut server, &mut workers, kill_after);
+            report.segments_archived += archived;
             let replayed = replay_hash(&dir);
             server = Server::start_in(&dir, &flags);
             for w in &mut workers {
