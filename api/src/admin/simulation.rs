@@ -15,7 +15,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use super::{AdminTag, AdminToken};
-use crate::contract::Text;
+use crate::contract::{Nullable, Text};
 use crate::errors::ApiError;
 use crate::state::AppState;
 
@@ -107,11 +107,11 @@ pub struct StateRecord {
 }
 
 /// One archive call: the segment it wrote, and what is left to move.
-#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Object, Debug)]
 pub struct ArchiveRecord {
     /// The segment written by this call; null when no tick is older than the oldest kept
     /// snapshot and not yet archived.
-    pub segment: Option<SegmentRecord>,
+    pub segment: Nullable<SegmentRecord>,
     /// Every tick up to this one is in the archive (0: none).
     pub archived_through: u64,
     /// Ticks old enough to archive still in the journal file: call again to move them
@@ -122,7 +122,7 @@ pub struct ArchiveRecord {
 }
 
 /// An archive segment: a gzip file of journaled ticks, beside the journal file.
-#[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Object, Debug)]
 pub struct SegmentRecord {
     pub first_tick: u64,
     pub last_tick: u64,
@@ -274,7 +274,7 @@ impl SimulationApi {
             bytes,
         });
         Ok(Json(ArchiveRecord {
-            segment,
+            segment: segment.into(),
             archived_through: done.archived_through,
             remaining_ticks: done.remaining,
             archive_bytes: done.archive_bytes,
