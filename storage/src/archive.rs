@@ -11,11 +11,12 @@
 //!
 //! Segment file: gzip of `MAGIC`, the journal's identity (SHA-256 of its genesis record), the
 //! first and last tick (u64 LE), then each tick's journal row as a u32 LE length and its
-//! bytes. The gzip trailer's CRC-32 covers the content.
+//! bytes. The gzip trailer's CRC-32 covers the compression; the SHA-256 of the content, listed
+//! with the segment in the journal, says it is this journal's segment and no other's.
 //!
 //! Bounds: one segment holds at most [`SEGMENT_TICKS`] ticks (an archive call moves at most
 //! that many, so the writer is held for one segment's read, compression and delete); the
-//! journal lists one entry of 16 bytes per segment.
+//! journal lists one entry of 48 bytes per segment.
 
 use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -27,6 +28,7 @@ use flate2::write::GzEncoder;
 use perpsim_systems::StateHash;
 use redb::{ReadTransaction, ReadableTable};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::journal::{Journal, JournalError, TickRecord};
 
@@ -39,11 +41,14 @@ const MAGIC: &[u8; 8] = b"psjseg\x00\x01";
 /// Archived segments, oldest first: postcard `Vec<Segment>`, contiguous from tick 1.
 const ARCHIVE_KEY: &str = "archive";
 
-/// One archived segment: ticks `first..=last`.
+/// One archived segment: ticks `first..=last`, and the SHA-256 of its content (everything
+/// the gzip stream holds), listed in the journal so that a segment of another data dir with
+/// the same genesis and range — two runs of one scenario — is refused, not replayed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Segment {
     pub first: u64,
     pub last: u64,
+    pub digest: [u8; 32],
 }
 
 /// What one archive call did.
@@ -62,7 +67,21 @@ pub struct Archived {
 
 impl Segment {
     fn file_name(&self) -> String {
-        format!("ticks-{:012}-{:012}.gz", self.first, self.last)
+        file_name(self.first, self.last)
+    }
+}
+
+fn file_name(first: u64, last: u64) -> String {
+    format!("ticks-{first:012}-{last:012}.gz")
+}
+
+/// A writer that also hashes what it is given: a segment's digest is made as it is written.
+struct Hashed<W>(Sha256, W);
+
+impl<W: Write> Hashed<W> {
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.0.update(bytes);
+        self.1.write_all(bytes)
     }
 }
 
@@ -109,12 +128,8 @@ impl Journal {
                 archive_bytes: self.archive_bytes()?,
             });
         }
-        let segment = Segment {
-            first: through + 1,
-            last,
-        };
         let identity = self.identity(&txn)?;
-        let path = self.write_segment(&txn, segment, &identity)?;
+        let (segment, path) = self.write_segment(&txn, (through + 1, last), &identity)?;
         drop(txn);
         self.forget(listed, segment)?;
         let bytes = fs::metadata(&path).map_err(|e| storage(&path, e))?.len();
@@ -126,44 +141,54 @@ impl Journal {
         })
     }
 
-    /// Writes `segment`'s ticks from the journal into its file, durably.
+    /// Writes the ticks `first..=last` from the journal into their segment's file, durably.
     fn write_segment(
         &self,
         txn: &ReadTransaction,
-        segment: Segment,
+        (first, last): (u64, u64),
         identity: &StateHash,
-    ) -> Result<PathBuf, JournalError> {
+    ) -> Result<(Segment, PathBuf), JournalError> {
         let dir = self.archive_dir();
         owner_only_dir(&dir).map_err(|e| storage(&dir, e))?;
-        let path = dir.join(segment.file_name());
-        let partial = dir.join(format!("{}.partial", segment.file_name()));
+        let name = file_name(first, last);
+        let path = dir.join(&name);
+        let partial = dir.join(format!("{name}.partial"));
         let file = owner_only_file(&partial).map_err(|e| storage(&partial, e))?;
-        let mut out = BufWriter::new(GzEncoder::new(file, Compression::fast()));
+        let mut out = Hashed(
+            Sha256::new(),
+            BufWriter::new(GzEncoder::new(file, Compression::fast())),
+        );
         let header = [
             MAGIC.as_slice(),
             &identity.0,
-            &segment.first.to_le_bytes(),
-            &segment.last.to_le_bytes(),
+            &first.to_le_bytes(),
+            &last.to_le_bytes(),
         ];
         let io = |e| storage(&partial, e);
         for part in header {
-            out.write_all(part).map_err(io)?;
+            out.put(part).map_err(io)?;
         }
         let ticks = txn.open_table(crate::journal::TICKS)?;
-        let mut expected = segment.first;
-        for row in ticks.range(segment.first..=segment.last)? {
+        let mut expected = first;
+        for row in ticks.range(first..=last)? {
             let (k, v) = row?;
             if k.value() != expected {
                 return Err(JournalError::Corrupt(format!("tick {expected} is missing")));
             }
             let len = u32::try_from(v.value().len()).expect("a tick row fits u32");
-            out.write_all(&len.to_le_bytes()).map_err(io)?;
-            out.write_all(v.value()).map_err(io)?;
+            out.put(&len.to_le_bytes()).map_err(io)?;
+            out.put(v.value()).map_err(io)?;
             expected += 1;
         }
-        if expected != segment.last + 1 {
+        if expected != last + 1 {
             return Err(JournalError::Corrupt(format!("tick {expected} is missing")));
         }
+        let Hashed(digest, out) = out;
+        let segment = Segment {
+            first,
+            last,
+            digest: digest.finalize().into(),
+        };
         let gz = out.into_inner().map_err(|e| io(e.into_error()))?;
         let file = gz.finish().map_err(io)?;
         file.sync_all().map_err(io)?;
@@ -171,7 +196,7 @@ impl Journal {
         File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| storage(&dir, e))?;
-        Ok(path)
+        Ok((segment, path))
     }
 
     /// Drops `segment`'s ticks from the journal and lists it, in one durable transaction.
@@ -265,6 +290,8 @@ impl Journal {
         input
             .read_exact(&mut header)
             .map_err(|e| corrupt(&e.to_string()))?;
+        let mut digest = Sha256::new();
+        digest.update(header);
         let word = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8"));
         if &header[..8] != MAGIC || header[8..40] != identity.0 {
             return Err(corrupt("not a segment of this journal"));
@@ -274,11 +301,11 @@ impl Journal {
         }
         let mut row = Vec::new();
         for tick in segment.first..=segment.last {
-            let mut len = [0u8; 4];
+            let mut len_bytes = [0u8; 4];
             input
-                .read_exact(&mut len)
+                .read_exact(&mut len_bytes)
                 .map_err(|e| corrupt(&format!("tick {tick}: {e}")))?;
-            let len = u32::from_le_bytes(len) as usize;
+            let len = u32::from_le_bytes(len_bytes) as usize;
             if len > MAX_ROW {
                 return Err(corrupt(&format!("tick {tick} claims {len} bytes")));
             }
@@ -286,13 +313,19 @@ impl Journal {
             input
                 .read_exact(&mut row)
                 .map_err(|e| corrupt(&format!("tick {tick}: {e}")))?;
+            digest.update(len_bytes);
+            digest.update(&row);
             each(tick, &row)?;
         }
         // The end of the stream, which checks the gzip trailer's CRC.
         match input.read(&mut [0u8; 1]) {
-            Ok(0) => Ok(()),
-            Ok(_) => Err(corrupt("bytes after its last tick")),
-            Err(e) => Err(corrupt(&e.to_string())),
+            Ok(0) => {}
+            Ok(_) => return Err(corrupt("bytes after its last tick")),
+            Err(e) => return Err(corrupt(&e.to_string())),
+        }
+        match <[u8; 32]>::from(digest.finalize()) == segment.digest {
+            true => Ok(()),
+            false => Err(corrupt("its content is not what the journal listed")),
         }
     }
 }

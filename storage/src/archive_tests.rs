@@ -3,8 +3,10 @@
 //! foreign one is never read as history.
 
 use super::*;
-use crate::recovery::tests::{fresh, fresh_seeded, run};
+use crate::recovery::tests::{START, fresh, fresh_seeded, run};
 use crate::{recover, replay_from_genesis};
+use perpsim_core::ids::PublicKey;
+use perpsim_systems::Command;
 
 fn ticks_in_file(journal: &Journal) -> Vec<u64> {
     let txn = journal.begin_read().unwrap();
@@ -23,8 +25,8 @@ fn archived_ticks_leave_the_file_and_a_replay_from_genesis_still_reads_them() {
     let archived = journal.archive(u64::MAX).unwrap();
     let (segment, path, bytes) = archived.segment.clone().unwrap();
     assert_eq!(
-        segment,
-        Segment { first: 1, last: 60 },
+        (segment.first, segment.last),
+        (1, 60),
         "up to the oldest kept snapshot"
     );
     assert_eq!((archived.archived_through, archived.remaining), (60, 0));
@@ -50,16 +52,11 @@ fn an_archive_call_moves_at_most_its_bound_and_the_next_one_goes_on() {
     let (_dir, journal, mut live) = fresh();
     run(&journal, &mut live, 95, 20);
     let first = journal.archive(10).unwrap();
-    assert_eq!(first.segment.unwrap().0, Segment { first: 1, last: 10 });
+    let range = |s: Segment| (s.first, s.last);
+    assert_eq!(range(first.segment.unwrap().0), (1, 10));
     assert_eq!(first.remaining, 50);
     let second = journal.archive(u64::MAX).unwrap();
-    assert_eq!(
-        second.segment.unwrap().0,
-        Segment {
-            first: 11,
-            last: 60
-        }
-    );
+    assert_eq!(range(second.segment.unwrap().0), (11, 60));
     assert_eq!(journal.segments().unwrap().len(), 2);
     let replayed = replay_from_genesis(&journal).unwrap().unwrap();
     assert_eq!(replayed.engine.state_hash(), live.state_hash());
@@ -94,20 +91,23 @@ fn a_crash_after_the_segment_before_the_journal_forgets_leaves_every_tick_readab
     run(&journal, &mut live, 95, 20);
     let txn = journal.begin_read().unwrap();
     let identity = journal.identity(&txn).unwrap();
-    let segment = Segment { first: 1, last: 60 };
-    journal.write_segment(&txn, segment, &identity).unwrap();
+    let (segment, _) = journal.write_segment(&txn, (1, 60), &identity).unwrap();
     drop(txn);
     // The file exists but is not listed: the ticks are still the journal's.
     assert!(journal.segments().unwrap().is_empty());
     assert_eq!(ticks_in_file(&journal).first(), Some(&1));
     let again = journal.archive(u64::MAX).unwrap();
-    assert_eq!(again.segment.unwrap().0, segment);
+    assert_eq!(
+        again.segment.unwrap().0,
+        segment,
+        "the same content, the same digest"
+    );
     let replayed = replay_from_genesis(&journal).unwrap().unwrap();
     assert_eq!(replayed.engine.state_hash(), live.state_hash());
 }
 
 #[test]
-fn a_missing_damaged_or_foreign_segment_is_an_error_naming_it_and_recovery_needs_none() {
+fn a_missing_damaged_foreign_or_mixed_up_segment_is_an_error_naming_it_and_recovery_needs_none() {
     let (_dir, journal, mut live) = fresh();
     run(&journal, &mut live, 95, 20);
     let (_, path, _) = journal.archive(u64::MAX).unwrap().segment.unwrap();
@@ -142,6 +142,24 @@ fn a_missing_damaged_or_foreign_segment_is_an_error_naming_it_and_recovery_needs
         foreign.contains("not a segment of this journal"),
         "{foreign}"
     );
+
+    // Two data dirs of one genesis (two runs of one scenario) archive the same range under
+    // the same name: the digest the journal listed tells them apart.
+    let (_twin_dir, twin, mut twin_live) = fresh();
+    let first = vec![Command::CreateBroker {
+        name: "another".into(),
+        public_key: PublicKey([4; 32]),
+    }];
+    let encoded = TickRecord::encode(START, 0, &first);
+    twin.append(1, &encoded, crate::NonceWrites::default())
+        .unwrap();
+    twin_live.tick(START, first);
+    run(&twin, &mut twin_live, 95, 20);
+    let (twin_segment, twin_path, _) = twin.archive(u64::MAX).unwrap().segment.unwrap();
+    assert_eq!((twin_segment.first, twin_segment.last), (1, 60));
+    std::fs::copy(&twin_path, &path).unwrap();
+    let mixed = replay_from_genesis(&journal).err().unwrap().to_string();
+    assert!(mixed.contains("not what the journal listed"), "{mixed}");
 
     std::fs::write(&path, &good).unwrap();
     let replayed = replay_from_genesis(&journal).unwrap().unwrap();

@@ -109,7 +109,7 @@ pub(crate) mod tests {
     use perpsim_core::time::{MINUTE_MS, Timestamp};
     use perpsim_systems::{Command, Genesis, Outcome};
 
-    const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
+    pub(crate) const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
 
     /// Runs `ticks` ticks through engine and journal the way the host does, snapshotting
     /// every `every` ticks.
