@@ -1,6 +1,7 @@
 //! An operator's slips against the real binary (issue 35 item 5, D3): an advance beyond 366
 //! days is refused naming the bound, a long one runs in steps while the venue answers, and
-//! numbers that would overflow are refused before any arithmetic.
+//! numbers that would overflow are refused before any arithmetic; the journal's archive
+//! (issue 37) writes only its segments, whatever is sent to it.
 
 use std::time::{Duration, Instant};
 
@@ -108,4 +109,97 @@ fn numbers_that_would_overflow_are_refused_before_any_arithmetic() {
     let r = server.admin("PUT", price, Some(json!({"index_price": "999999999999.9"})));
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(server.admin("GET", "/admin/v1/clock", None).status, 200);
+}
+
+/// Issue 37 (the journal's archive): the archive call takes no input, so what an abuser can
+/// try is calling it without the token, with a hostile body, or in a burst. Without the token
+/// it is refused and writes nothing; a body is not read (one past the 64 KiB bound is refused
+/// first); a burst of concurrent calls moves each tick once, into contiguous segments, and
+/// nothing but segments lands anywhere; a replay from genesis still reaches the state.
+#[test]
+fn archive_calls_without_the_token_with_a_hostile_body_or_in_a_burst_write_only_segments() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = Server::start_in(data.path(), &["--snapshot-every", "3"]);
+    let broker = server.demo();
+    for i in 0..40 {
+        broker.create_customer(Some(&format!("a{i}")));
+    }
+    let before: Vec<String> = entries(data.path());
+    let url = format!("{}/admin/v1/journal/archive", server.url);
+    let refused = perpsim_tests::raw("POST", &url, &[], b"");
+    assert_eq!(refused.status, 401, "{}", refused.text);
+    assert!(!data.path().join("journal-archive").exists());
+
+    let auth = format!("Bearer {}", server.admin_token());
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let aimed = br#"{"dir":"../../outside","file":"/etc/passwd","first_tick":0}"#;
+    let r = perpsim_tests::raw("POST", &url, &headers, aimed);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let oversized = vec![b'x'; 65 * 1024];
+    let r = perpsim_tests::raw("POST", &url, &headers, &oversized);
+    assert_eq!(r.status, 413, "{}", r.text);
+
+    for i in 40..80 {
+        broker.create_customer(Some(&format!("a{i}")));
+    }
+    let burst: Vec<_> = (0..8)
+        .map(|_| {
+            let (url, auth) = (url.clone(), auth.clone());
+            std::thread::spawn(move || {
+                (0..4)
+                    .map(|_| {
+                        let r = perpsim_tests::raw("POST", &url, &[("Authorization", &auth)], b"");
+                        assert_eq!(r.status, 200, "{}", r.text);
+                        r.json()
+                    })
+                    .collect::<Vec<Value>>()
+            })
+        })
+        .collect();
+    let mut moved: Vec<(u64, u64)> = burst
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .filter(|a| !a["segment"].is_null())
+        .map(|a| {
+            let s = &a["segment"];
+            (
+                s["first_tick"].as_u64().unwrap(),
+                s["last_tick"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    moved.sort();
+    assert!(!moved.is_empty());
+    for pair in moved.windows(2) {
+        assert_eq!(pair[1].0, pair[0].1 + 1, "each tick moved once: {moved:?}");
+    }
+
+    let mut after = entries(data.path());
+    after.retain(|e| !before.contains(e));
+    assert_eq!(
+        after,
+        vec!["journal-archive".to_owned()],
+        "only the archive's folder is new"
+    );
+    for segment in entries(&data.path().join("journal-archive")) {
+        assert!(
+            segment.starts_with("ticks-") && segment.ends_with(".gz"),
+            "{segment}"
+        );
+    }
+    let (_, _, hash) = server.state();
+    assert!(server.terminate().success());
+    assert_eq!(perpsim_tests::replay_hash(data.path()), hash);
+}
+
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
