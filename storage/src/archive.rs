@@ -100,16 +100,12 @@ impl Journal {
         segments_in(&self.begin_read()?)
     }
 
-    /// The total size of the archive's segments in bytes.
+    /// The size in bytes of the archive's segments still in their folder: an operator may
+    /// move old ones to colder storage, and archiving goes on without them.
     pub fn archive_bytes(&self) -> Result<u64, JournalError> {
         let dir = self.archive_dir();
-        let mut bytes = 0;
-        for s in self.segments()? {
-            bytes += fs::metadata(dir.join(s.file_name()))
-                .map_err(|e| storage(&dir, e))?
-                .len();
-        }
-        Ok(bytes)
+        let present = |s: &Segment| fs::metadata(dir.join(s.file_name())).map_or(0, |m| m.len());
+        Ok(self.segments()?.iter().map(present).sum())
     }
 
     /// Moves the oldest ticks the newest snapshots no longer need — those at or before the

@@ -125,6 +125,12 @@ fn a_missing_damaged_foreign_or_mixed_up_segment_is_an_error_naming_it_and_recov
         live.state_hash(),
         "from a snapshot"
     );
+    // A segment moved to colder storage does not stop the next archive.
+    run(&journal, &mut live, 40, 20);
+    let next = journal.archive(u64::MAX).unwrap();
+    assert_eq!(next.segment.map(|(s, ..)| s.first), Some(61));
+    assert_eq!(next.archive_bytes, journal.archive_bytes().unwrap());
+    assert!(next.archive_bytes > 0);
 
     let mut damaged = good.clone();
     let middle = damaged.len() / 2;

@@ -123,7 +123,7 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 25] = [
         ARCHIVE_BYTES,
         "gauge",
         "bytes",
-        "Size of the journal's archive segments (ticks moved out of the journal file), read at start and after each archive: with the journal file's size, the data dir's.",
+        "Size of the journal's archive segments still in their folder (ticks moved out of the journal file), read at start and after each archive: with the journal file's size, the data dir's.",
     ),
     (SNAPSHOTS, "counter", "snapshots", "Snapshots written."),
     (
