@@ -15,7 +15,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use super::{AdminTag, AdminToken};
-use crate::contract::{Nullable, Text};
+use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::state::AppState;
 
@@ -109,9 +109,10 @@ pub struct StateRecord {
 /// One archive call: the segment it wrote, and what is left to move.
 #[derive(Object, Debug)]
 pub struct ArchiveRecord {
-    /// The segment written by this call; null when no tick is older than the oldest kept
+    /// The segment written by this call; absent when no tick is older than the oldest kept
     /// snapshot and not yet archived.
-    pub segment: Nullable<SegmentRecord>,
+    #[oai(skip_serializing_if_is_none)]
+    pub segment: Option<SegmentRecord>,
     /// Every tick up to this one is in the archive (0: none).
     pub archived_through: u64,
     /// Ticks old enough to archive still in the journal file: call again to move them
@@ -274,7 +275,7 @@ impl SimulationApi {
             bytes,
         });
         Ok(Json(ArchiveRecord {
-            segment: segment.into(),
+            segment,
             archived_through: done.archived_through,
             remaining_ticks: done.remaining,
             archive_bytes: done.archive_bytes,
