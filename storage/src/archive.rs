@@ -347,6 +347,13 @@ pub(crate) fn listed(
     postcard::from_bytes(v.value()).map_err(|e| JournalError::Corrupt(format!("archive list: {e}")))
 }
 
+/// The last archived tick (0: none), as the journal's meta table lists it.
+pub(crate) fn through(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<u64, JournalError> {
+    Ok(listed(meta)?.last().map_or(0, |s| s.last))
+}
+
 fn storage(path: &Path, e: std::io::Error) -> JournalError {
     JournalError::Storage(format!("{}: {e}", path.display()))
 }

@@ -296,9 +296,7 @@ impl Journal {
                 let last = match ticks.last()? {
                     Some((k, _)) => k.value(),
                     // Every tick journaled so far is archived (or none is).
-                    None => archive::listed(&txn.open_table(META)?)?
-                        .last()
-                        .map_or(0, |s| s.last),
+                    None => archive::through(&txn.open_table(META)?)?,
                 };
                 assert_eq!(first, last + 1, "ticks are appended in order without gaps");
                 for (tick, bytes) in (first..).zip(encoded) {
@@ -325,9 +323,7 @@ impl Journal {
         let ticks = txn.open_table(TICKS)?;
         match ticks.last()? {
             Some((k, _)) => Ok(k.value()),
-            None => Ok(archive::listed(&txn.open_table(META)?)?
-                .last()
-                .map_or(0, |s| s.last)),
+            None => archive::through(&txn.open_table(META)?),
         }
     }
 
@@ -343,8 +339,7 @@ impl Journal {
         loop {
             let chunk: Vec<(u64, TickRecord)> = {
                 let txn = self.begin_read()?;
-                let archived = archive::listed(&txn.open_table(META)?)?;
-                if archived.last().is_some_and(|s| s.last >= next) {
+                if archive::through(&txn.open_table(META)?)? >= next {
                     // Archived before this read began, or while it ran (between chunks).
                     drop(txn);
                     next = self.replay_archive(next, &mut apply)?;
