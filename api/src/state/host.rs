@@ -113,17 +113,11 @@ impl EngineHandle {
         command: Command,
         signed: Option<&Admission>,
     ) -> Result<Outcome, Error> {
-        let (reply, answer) = oneshot::channel();
-        self.tx
-            .send_async(Request::Command(
-                command,
-                signed.map(Admission::used),
-                reply,
-            ))
-            .await
-            .map_err(|_| stopped())?;
+        let nonce = signed.map(Admission::used);
         // A reply comes only after the tick's commit: from here on the nonce is spent.
-        let result = answer.await.map_err(|_| stopped())?;
+        let result = self
+            .ask(|reply| Request::Command(command, nonce, reply))
+            .await?;
         if let Some(admission) = signed {
             admission.mark_journaled();
         }
@@ -145,37 +139,36 @@ impl EngineHandle {
         if admission.journaled() {
             return Ok(());
         }
-        let (reply, answer) = oneshot::channel();
-        self.tx
-            .send_async(Request::Nonce(admission.used(), reply))
-            .await
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?;
+        self.ask(|reply| Request::Nonce(admission.used(), reply))
+            .await?;
         admission.mark_journaled();
         Ok(())
     }
 
     pub async fn state(&self) -> Result<StateReport, Error> {
-        let (reply, answer) = oneshot::channel();
-        self.tx
-            .send_async(Request::State(reply))
-            .await
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())
+        self.ask(Request::State).await
     }
 
     /// Moves one segment of the journal's oldest ticks, those no kept snapshot needs, to the
     /// archive once the ticks before the request are durable (issue 37: the data dir's disk).
     pub async fn archive(&self) -> Result<Archived, Error> {
+        self.ask(Request::Archive)
+            .await?
+            .map_err(|e| Error::new(ErrorCode::ExchangeError, format!("archive failed: {e}")))
+    }
+
+    /// Sends the request made around its reply channel and waits for the answer; either end
+    /// gone means the engine stopped.
+    async fn ask<T>(
+        &self,
+        request: impl FnOnce(oneshot::Sender<T>) -> Request,
+    ) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send_async(Request::Archive(reply))
+            .send_async(request(reply))
             .await
             .map_err(|_| stopped())?;
-        answer
-            .await
-            .map_err(|_| stopped())?
-            .map_err(|e| Error::new(ErrorCode::ExchangeError, format!("archive failed: {e}")))
+        answer.await.map_err(|_| stopped())
     }
 
     /// Asks the engine to write its final snapshot and stop.
