@@ -476,6 +476,10 @@ fn engine_report() {
     println!(
         "memory per resting order at 1 000 000 through the engine: {engine_only:.0} B (order record, reference index, book); {serving:.0} B serving (plus the read view's copy)"
     );
+    let ended = engine_bytes_per_ended_order(200_000);
+    println!(
+        "memory per ended order (placed, then cancelled) at 200 000, serving: {ended:.0} B (the engine's archive and indexes, and what the read view keeps of it)"
+    );
     let customer = engine_bytes_per_customer(100_000);
     println!(
         "memory per customer at 100 000 (one broker's D4 bound), serving: {customer:.0} B (entity, indexes, the read view's record and list entry)\n"
@@ -499,6 +503,32 @@ fn engine_bytes_per_customer(n: usize) -> f64 {
     }
     let after = LIVE.load(Relaxed);
     (after - before) as f64 / (n / TICK * TICK) as f64
+}
+
+/// Live heap bytes per order with `n` placed and cancelled, the read view kept up: what the
+/// history of ended orders costs in memory (issue 37). Each tick places a thousand orders and
+/// cancels them.
+fn engine_bytes_per_ended_order(n: u64) -> f64 {
+    let mut rng = SimRng::from_seed(7);
+    let empty = Workload {
+        name: "memory",
+        preload: vec![],
+        ops: vec![],
+    };
+    let mut run = engine_loaded(&empty);
+    run.engine.set_publishing(true);
+    let at = run.engine.clock().now;
+    let before = LIVE.load(Relaxed);
+    for first in (0..n).step_by(TICK) {
+        let ids = first..(first + TICK as u64).min(n);
+        let place = ids
+            .clone()
+            .map(|i| engine_command(passive(&mut rng, i, 20_000), &run.customers));
+        let cancel = ids.map(|id| engine_command(Op::Cancel { id }, &run.customers));
+        run.engine.tick(at, place.chain(cancel).collect());
+    }
+    let after = LIVE.load(Relaxed);
+    (after - before) as f64 / n as f64
 }
 
 /// Live heap bytes per resting order with `n` resting in the engine: every order record, its

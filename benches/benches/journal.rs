@@ -244,7 +244,7 @@ fn full_segment(per_tick: usize) -> (tempfile::TempDir, Journal) {
         if rows.len() == 4_096 || tick == SEGMENT_TICKS + 1 {
             let first = tick + 1 - rows.len() as u64;
             journal
-                .append_batch(first, &rows, NonceWrites::default())
+                .append_batch(first, &rows, None, NonceWrites::default())
                 .unwrap();
             rows.clear();
         }

@@ -198,7 +198,7 @@ fn the_pages_of_archived_ticks_hold_the_ticks_after_them() {
         for chunk in (from..=to).collect::<Vec<_>>().chunks(500) {
             let rows: Vec<Vec<u8>> = chunk.iter().map(|t| padded(*t)).collect();
             journal
-                .append_batch(chunk[0], &rows, crate::NonceWrites::default())
+                .append_batch(chunk[0], &rows, None, crate::NonceWrites::default())
                 .unwrap();
         }
     };

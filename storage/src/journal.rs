@@ -1,6 +1,7 @@
 //! The redb tables and the typed operations on them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use perpsim_core::time::Timestamp;
 use perpsim_systems::{Command, EngineState, Genesis, StateHash};
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::archive;
 use crate::nonces::{self, NONCES, NonceWrites};
+use crate::projection::{self, Ended};
 
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// tick number (1-based) → encoded [`TickRecord`].
@@ -103,7 +105,8 @@ pub struct Journal {
 /// the file alone (a durable commit costs ~0.13 ms less: 281 µs against 411 µs a one-command
 /// tick, `cargo bench -p perpsim-benches --bench journal -- durable/commands_per_tick/1$`).
 enum Handle {
-    Write(Database),
+    /// Shared with the [`crate::Projection`] handles that read beside the writer.
+    Write(Arc<Database>),
     Read(ReadOnlyDatabase),
 }
 
@@ -180,7 +183,7 @@ impl Journal {
         }
         txn.commit()?;
         Ok(Journal {
-            db: Handle::Write(db),
+            db: Handle::Write(Arc::new(db)),
             path: path.to_owned(),
         })
     }
@@ -221,6 +224,14 @@ impl Journal {
             Handle::Write(db) => db.begin_read()?,
             Handle::Read(db) => db.begin_read()?,
         })
+    }
+
+    /// The database a writer's handle opened (none for a read-only one).
+    pub(crate) fn database(&self) -> Option<Arc<Database>> {
+        match &self.db {
+            Handle::Write(db) => Some(Arc::clone(db)),
+            Handle::Read(_) => None,
+        }
     }
 
     fn begin_write(&self) -> Result<WriteTransaction, JournalError> {
@@ -277,17 +288,21 @@ impl Journal {
         encoded: &[u8],
         nonces: NonceWrites<'_>,
     ) -> Result<(), JournalError> {
-        self.append_batch(tick, &[encoded], nonces)
+        self.append_batch(tick, &[encoded], None, nonces)
     }
 
     /// Appends consecutive ticks (none or more), the first numbered `first`, and `nonces` in
     /// one durable transaction: one commit, one fsync, for every tick that waited on it (the
     /// service's writer commits whatever the engine made while the last commit ran; a
-    /// scenario replay commits once per batch).
+    /// scenario replay commits once per batch). With `ended` (the ticks' ended orders, in the
+    /// order they ended) the projection, complete through the tick before `first`, is extended
+    /// through the last of them in the same transaction; without it (a scenario replay) it is
+    /// left where it stands.
     pub fn append_batch(
         &self,
         first: u64,
         encoded: &[impl AsRef<[u8]>],
+        ended: Option<&Ended>,
         nonces: NonceWrites<'_>,
     ) -> Result<(), JournalError> {
         self.write_durably(|txn| {
@@ -301,6 +316,11 @@ impl Journal {
                 assert_eq!(first, last + 1, "ticks are appended in order without gaps");
                 for (tick, bytes) in (first..).zip(encoded) {
                     ticks.insert(tick, bytes.as_ref())?;
+                }
+                if let Some(ended) = ended {
+                    projection::check_follows(txn, first - 1)?;
+                    let last = first + encoded.len() as u64 - 1;
+                    projection::write(txn, ended.iter().map(|o| &**o), last)?;
                 }
             }
             nonces::write(txn, nonces)

@@ -9,13 +9,17 @@
 //! snapshot can be moved to the archive (`archive`): gzip segments beside the file, which a
 //! replay from genesis reads as if they were still in it. This crate knows the engine's
 //! command and state types but nothing of HTTP; it never decides anything, it only remembers.
+//! History leaves the engine's memory for tables here (`projection`): ended orders, written
+//! with the tick that ended them, read by reference beside the writer.
 
 mod archive;
 mod journal;
 mod nonces;
+mod projection;
 mod recovery;
 
 pub use archive::{Archived, SEGMENT_TICKS, Segment};
 pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
 pub use nonces::{NonceWrites, UsedNonce};
+pub use projection::{Ended, Projection};
 pub use recovery::{Recovered, recover, replay_from_genesis};

@@ -353,3 +353,82 @@ fn archived_ticks_leave_the_journal_and_a_replay_still_reads_them_from_genesis()
     let next = server.admin("POST", "/admin/v1/journal/archive", None);
     assert_eq!(next.status, 200, "{}", next.text);
 }
+
+/// Issue 37: an ended order is read from the journal's projection, committed with the tick
+/// that ended it, so a read answers it after `kill -9` and a restart exactly as before; the
+/// data dir of a scenario replay, journaled without it, is projected whole when served.
+#[test]
+fn an_ended_order_reads_the_same_after_kill_9_and_a_replays_data_dir_is_projected_when_served() {
+    let data = tempfile::tempdir().unwrap();
+    let flags = ["--clock", "manual", "--start", START];
+    let mut server = Server::start_in(data.path(), &flags);
+    let broker = server.demo();
+    let code = perpsim_tests::funded(&server, &broker, "USDC", "100000");
+    let orders = format!("/v1/customers/{code}/orders");
+    let place = |price: &str| {
+        let body = json!({"symbol": "BTC-USDC-PERP", "reference_id": "a", "side": "buy",
+                          "type": "limit", "amount": "0.01", "limit_price": price});
+        let r = broker.send("POST", &orders, Some(body));
+        assert_eq!(r.status, 201, "{}", r.text);
+    };
+    let cancel = || {
+        let r = broker.send("DELETE", &format!("{orders}/a"), None);
+        assert_eq!(r.status, 200, "{}", r.text);
+    };
+    place("50000");
+    cancel();
+    let first = broker.send("GET", &format!("{orders}/a"), None);
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert_eq!(
+        (&first.json()["status"], &first.json()["limit_price"]),
+        (&json!("canceled"), &json!("50000.0"))
+    );
+    place("49000");
+    cancel();
+    let latest = broker.send("GET", &format!("{orders}/a"), None).json();
+    assert_eq!(
+        latest["limit_price"], "49000.0",
+        "the latest under the reference"
+    );
+    let missing = broker.send("GET", &format!("{orders}/never"), None);
+    missing.assert_error(404, "NOT_FOUND");
+
+    server.kill9();
+    let server = Server::start_in(data.path(), &flags);
+    let broker = server.demo();
+    let after = broker.send("GET", &format!("{orders}/a"), None);
+    assert_eq!(after.json(), latest, "read back unchanged after kill -9");
+    let again = broker.send("DELETE", &format!("{orders}/a"), None);
+    again.assert_error(409, "ORDER_NOT_CANCELLABLE");
+    broker
+        .send("GET", &format!("{orders}/never"), None)
+        .assert_error(404, "NOT_FOUND");
+    drop(server);
+
+    // A scenario replay journals without the projection; serving its data dir projects it.
+    let examples = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let dir = examples.path().to_str().unwrap();
+    let (code, stdout, stderr) = perpsim_tests::perpsim(&["scenario", "examples", "--out", dir]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let scenario = examples.path().join("funding-week.yaml");
+    let replayed = out.path().join("run");
+    let (code, stdout, stderr) = perpsim_tests::perpsim(&[
+        "replay",
+        scenario.to_str().unwrap(),
+        "--out",
+        replayed.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let mut served = Server::start_in(&replayed, &[]);
+    let logs = served.logs();
+    let projected = logs
+        .lines()
+        .find(|l| l.contains("ended orders projected"))
+        .unwrap_or_else(|| panic!("no projection at start: {logs}"));
+    assert!(!projected.contains("orders=0 "), "{projected}");
+    assert!(served.terminate().success());
+    // Projected once: the next start finds it complete.
+    let served = Server::start_in(&replayed, &[]);
+    assert!(!served.logs().contains("ended orders projected"));
+}

@@ -89,7 +89,7 @@ pub fn journaled<T>(
             for (first, ticks) in received {
                 let started = std::time::Instant::now();
                 journal
-                    .append_batch(first, &ticks, NonceWrites::default())
+                    .append_batch(first, &ticks, None, NonceWrites::default())
                     .map_err(|e| e.to_string())?;
                 took += started.elapsed();
             }

@@ -16,9 +16,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use perpsim_core::clock::ClockMode;
+use perpsim_core::ids::CustomerCode;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Error, ErrorCode};
-use perpsim_storage::{Archived, Journal, JournalError, TickRecord, UsedNonce};
+use perpsim_storage::{Archived, Journal, JournalError, Projection, TickRecord, UsedNonce};
+use perpsim_systems::records::order::Order;
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
 use tokio::sync::{broadcast, oneshot, watch};
 
@@ -91,6 +93,8 @@ const EVENT_BUFFER: usize = 4_096;
 pub struct EngineHandle {
     tx: flume::Sender<Request>,
     view: Arc<ArcSwap<ReadView>>,
+    /// Reads of the history the view does not hold (ended orders), beside the writer.
+    projection: Projection,
     events: broadcast::Sender<TickEvents>,
     stopped: watch::Receiver<bool>,
 }
@@ -188,6 +192,31 @@ impl EngineHandle {
         self.view.load_full()
     }
 
+    /// The order a reference names, as a read answers it: the live one in `view`, else the
+    /// latest that ended, from the journal's projection (a read transaction: it never waits
+    /// on the writer). The projection is as new as `view` or newer, never older: a tick's
+    /// ended orders are committed with it, before its view is published.
+    pub fn order_by_ref(
+        &self,
+        view: &ReadView,
+        customer: CustomerCode,
+        reference: &str,
+    ) -> Result<Option<Arc<Order>>, Error> {
+        if let Some(live) = view.trading.live_order_by_ref(customer, reference) {
+            return Ok(Some(Arc::new(live.clone())));
+        }
+        self.projection
+            .ended_order(customer, reference)
+            .map(|o| o.map(Arc::new))
+            .map_err(|e| {
+                tracing::error!(error = %e, "reading an ended order failed");
+                Error::new(
+                    ErrorCode::ExchangeError,
+                    format!("reading order {reference} failed"),
+                )
+            })
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<TickEvents> {
         self.events.subscribe()
     }
@@ -215,7 +244,27 @@ pub fn wall_clock_ms() -> Timestamp {
     Timestamp::from_millis(i64::try_from(ms).expect("wall clock fits i64 ms"))
 }
 
-/// Starts the engine thread and the journal's writer beside it.
+/// Brings the journal's projection up to the recovered engine: a file a scenario replay
+/// wrote, or one from before the projection, has none; the service's own ticks project their
+/// ended orders as they commit, so a restart finds it complete and writes nothing.
+pub fn project_ended(journal: &Journal, engine: &Engine) -> Result<(), JournalError> {
+    let ticks = engine.counters().ticks;
+    if journal.projected_through()? == ticks {
+        return Ok(());
+    }
+    let started = Instant::now();
+    journal.project_all(engine.ended_orders(), ticks)?;
+    tracing::info!(
+        through = ticks,
+        orders = engine.ended_orders().count(),
+        ms = started.elapsed().as_millis() as u64,
+        "ended orders projected"
+    );
+    Ok(())
+}
+
+/// Starts the engine thread and the journal's writer beside it. The journal's projection must
+/// be complete through the engine's last tick ([`project_ended`]).
 pub fn start(
     engine: Engine,
     journal: Journal,
@@ -228,9 +277,17 @@ pub fn start(
     let handle = EngineHandle {
         tx,
         view: view.clone(),
+        projection: journal
+            .projection()
+            .expect("the service's journal is opened to write"),
         events: events.clone(),
         stopped,
     };
+    assert_eq!(
+        journal.projected_through().ok(),
+        Some(engine.counters().ticks),
+        "the projection is complete before the service starts"
+    );
     metrics::archive(journal.archive_bytes().ok());
     let writer = Writer {
         journal,
@@ -449,6 +506,7 @@ impl Host {
                 record: encoded,
                 view,
                 events: out.events,
+                ended: out.ended,
                 replies,
                 results: out.results,
             }),

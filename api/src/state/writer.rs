@@ -17,6 +17,7 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use perpsim_core::ids::{BrokerCode, PublicKey};
 use perpsim_storage::{Archived, Journal, JournalError, NonceWrites, SEGMENT_TICKS, UsedNonce};
+use perpsim_systems::records::order::Order;
 use perpsim_systems::{CommandResult, EngineEvent, ReadView};
 use tokio::sync::{broadcast, oneshot};
 
@@ -63,6 +64,9 @@ pub(super) struct Applied {
     pub record: Vec<u8>,
     pub view: Arc<ReadView>,
     pub events: Vec<EngineEvent>,
+    /// The orders that ended in the tick: projected in its transaction, as the view no
+    /// longer holds them.
+    pub ended: Vec<Arc<Order>>,
     pub replies: Vec<oneshot::Sender<CommandResult>>,
     pub results: Vec<CommandResult>,
 }
@@ -119,13 +123,21 @@ impl Writer {
             .iter()
             .flat_map(|m| m.nonces.iter().copied())
             .collect();
+        let ended: Vec<Arc<Order>> = group
+            .iter()
+            .filter_map(|m| m.tick.as_ref())
+            .flat_map(|t| t.ended.iter().cloned())
+            .collect();
         let forget_below = group.iter().map(|m| m.forget_below).max().unwrap_or(0);
         let started = Instant::now();
         let writes = NonceWrites {
             used: &nonces,
             forget_below,
         };
-        if let Err(e) = self.journal.append_batch(self.durable + 1, &ticks, writes) {
+        if let Err(e) = self
+            .journal
+            .append_batch(self.durable + 1, &ticks, Some(&ended), writes)
+        {
             tracing::error!(error = %e, "journal commit failed; stopping the engine");
             return Err(e);
         }

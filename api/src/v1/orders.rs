@@ -450,7 +450,7 @@ impl OrdersApi {
         let data = page
             .keys
             .iter()
-            .map(|(_, id)| record(&view, &view.trading.orders[id.index()], Rendering::Read))
+            .map(|(_, id)| record(&view, &view.trading.orders[id], Rendering::Read))
             .collect();
         Ok(Json(OrderPage {
             data,
@@ -468,6 +468,7 @@ impl OrdersApi {
     )]
     async fn get(
         &self,
+        state: Data<&Arc<AppState>>,
         _auth: Signed,
         code: customer::Path,
         reference_id: Path<String>,
@@ -475,11 +476,11 @@ impl OrdersApi {
         let view = code.view();
         let customer = code.customer()?.code;
         entry::check_reference_id("reference_id", &reference_id.0)?;
-        let order = view
-            .trading
-            .order_by_ref(customer, &reference_id.0)
+        let order = state
+            .engine
+            .order_by_ref(&view, customer, &reference_id.0)?
             .ok_or_else(|| Error::not_found(format!("order {} does not exist", reference_id.0)))?;
-        Ok(Json(record(&view, order, Rendering::Read)))
+        Ok(Json(record(&view, &order, Rendering::Read)))
     }
 
     /// Cancel the open order of a reference.

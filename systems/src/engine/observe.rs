@@ -19,6 +19,7 @@ use crate::money::store::all_accounts;
 use crate::positions::{PositionIndex, ValuationBasis};
 use crate::records::log::Log;
 use crate::records::money::{AccountId, Balance, Movement};
+use crate::records::order::Order;
 use crate::records::position::Position;
 use crate::records::risk::Notification;
 use crate::records::trade::{PublicFill, TradeRecord};
@@ -26,6 +27,7 @@ use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
 use crate::risk::margin::MarginBook;
 use crate::risk::notices::Notifications;
 use crate::trading::exchange::Exchange;
+use crate::trading::orders::WorldOrders;
 
 /// A market's prices at the instant observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,14 @@ pub struct AccountFigures {
 }
 
 impl Engine {
+    /// The order a reference names, as a read answers it: the open one, else the latest that
+    /// ended. From the engine's own records: the read view holds live orders only.
+    pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<Arc<Order>> {
+        WorldOrders(&self.world)
+            .by_ref(customer, reference)
+            .map(Arc::clone)
+    }
+
     /// Every market's index and mark price, by market id.
     pub fn prices(&self) -> Vec<MarketPrices> {
         let mut prices: Vec<MarketPrices> = self

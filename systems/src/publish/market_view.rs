@@ -56,12 +56,12 @@ pub struct MarketView {
 #[derive(Debug, Clone, Default)]
 pub struct TradingView {
     pub markets: Vec<MarketView>,
-    /// Every order, by id: ids are dense, so a vector holds them with no keys and full
-    /// chunks (a map filled in id order leaves its nodes half empty). Each record is the
-    /// engine's own, shared: the engine copies it before its next change.
-    pub orders: Vector<Arc<Order>>,
-    /// Per customer, the latest order under each reference_id (the engine's
-    /// [`crate::trading::exchange::RefIndex`]).
+    /// The live orders (resting or waiting), by id. Each record is the engine's own,
+    /// shared: the engine copies it before its next change. An order leaves the view when it
+    /// ends: a read of an ended one goes to the journal's projection, so the view's size
+    /// follows the live set, not the history (issue 37).
+    pub orders: OrdMap<OrderId, Arc<Order>>,
+    /// Per customer, the live order under each reference_id (rule 11: at most one).
     pub refs: OrdMap<CustomerCode, OrdMap<ReferenceId, OrderId>>,
     /// A customer's open orders by (placement time, id): the open-orders list (§4.2).
     pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, OrderId)>>,
@@ -86,15 +86,33 @@ impl TradingView {
             .map(|(i, m)| (i as MarketId, m))
     }
 
-    /// The order a reference names for reads: the open one, else the one updated last.
-    pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
+    /// The live order under a reference, if any. When none is, a read answers the latest
+    /// ended one, which the view does not hold (see `orders`).
+    pub fn live_order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
         self.orders
-            .get(self.refs.get(&customer)?.get(reference)?.index())
+            .get(self.refs.get(&customer)?.get(reference)?)
             .map(|o| &**o)
     }
 
     pub fn symbol(&self, market: MarketId) -> &str {
         &self.markets[market as usize].symbol
+    }
+}
+
+/// Drops the reference of an order that ended, unless a newer live order holds it already.
+fn forget_ref(
+    refs: &mut OrdMap<CustomerCode, OrdMap<ReferenceId, OrderId>>,
+    o: &Order,
+    id: OrderId,
+) {
+    let Some(by) = refs.get_mut(&o.customer) else {
+        return;
+    };
+    if by.get(&o.reference_id) == Some(&id) {
+        by.remove(&o.reference_id);
+        if by.is_empty() {
+            refs.remove(&o.customer);
+        }
     }
 }
 
@@ -157,28 +175,22 @@ pub fn publish_trading(
         } else {
             open.remove(&key);
         }
-        // A reference moves only to a newer order (rule 11), and most changes are fills and
-        // cancels of the order it already names: write only what moves.
-        let named = t
-            .refs
-            .get(&o.customer)
-            .and_then(|by| by.get(&o.reference_id));
-        if named.is_none_or(|&latest| latest < id) {
-            t.refs
-                .entry(o.customer)
-                .or_default()
-                .insert(o.reference_id.clone(), id);
-        }
-        // Ids come sorted, and every new order is marked: each is the next slot or an old one.
-        if id.index() < t.orders.len() {
-            t.orders.set(id.index(), Arc::clone(o));
+        if o.is_open() {
+            t.orders.insert(id, Arc::clone(o));
+            // Most changes are fills of the order its reference already names.
+            let named = t
+                .refs
+                .get(&o.customer)
+                .and_then(|by| by.get(&o.reference_id));
+            if named != Some(&id) {
+                t.refs
+                    .entry(o.customer)
+                    .or_default()
+                    .insert(o.reference_id.clone(), id);
+            }
         } else {
-            assert_eq!(
-                id.index(),
-                t.orders.len(),
-                "new orders are published in id order"
-            );
-            t.orders.push_back(Arc::clone(o));
+            t.orders.remove(&id);
+            forget_ref(&mut t.refs, o, id);
         }
     }
     if std::mem::take(&mut exchange.dirty.rebuild_positions) {

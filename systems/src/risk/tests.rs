@@ -136,12 +136,8 @@ fn a_liquidation_with_depth_cancels_orders_and_fills_at_the_bids() {
     assert_eq!(size(&e, long), Decimal::ZERO, "closed");
     assert_eq!(size(&e, bidder), d("0.01"), "the bid absorbed it");
     let v = e.view();
-    let rest = v
-        .trading
-        .orders
-        .iter()
-        .find(|o| o.customer == long && &*o.reference_id == "rest");
-    let rest = rest.unwrap();
+    assert!(v.trading.live_order_by_ref(long, "rest").is_none(), "ended");
+    let rest = e.order_by_ref(long, "rest").unwrap();
     assert_eq!(
         (rest.status, rest.reason),
         (OrderStatus::Canceled, Some(EndReason::Liquidation))

@@ -414,6 +414,42 @@ impl OrderRecords<'_, '_> {
     }
 }
 
+/// The orders of a world between ticks (nothing staged), as the reference index looks them
+/// up: the engine's own answer to a read by reference (`Engine::order_by_ref`).
+pub struct WorldOrders<'a>(pub &'a World);
+
+impl WorldOrders<'_> {
+    pub fn record(&self, id: OrderId) -> &Arc<Order> {
+        let world = self.0;
+        resolve(
+            world.resource::<OrderIndex>().0[id.index()],
+            &[],
+            |e| {
+                &world
+                    .get::<LiveOrder>(e)
+                    .expect("indexed orders are live")
+                    .0
+            },
+            &world.resource::<OrderArchive>().0,
+        )
+    }
+
+    /// The open order under a reference, else the latest one.
+    pub fn by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Arc<Order>> {
+        let id = self
+            .0
+            .resource::<RefIndex>()
+            .get(self, customer, reference)?;
+        Some(self.record(id))
+    }
+}
+
+impl OrderLookup for WorldOrders<'_> {
+    fn order(&self, id: OrderId) -> &Order {
+        self.record(id)
+    }
+}
+
 /// Puts a snapshot's orders into a world: the live ones (in id order) as entities, the ended
 /// ones (in the order they ended) into the archive, and the reference index rebuilt.
 pub fn restore(world: &mut World, live: Vec<Order>, ended: Vec<Order>) {

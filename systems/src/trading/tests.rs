@@ -36,7 +36,7 @@ fn a_crossing_limit_fills_at_the_makers_price_and_both_sides_hold_positions_d6()
         (OrderStatus::Filled, d("0.2"), Some(d("60000")))
     );
     let v = e.view();
-    let maker = v.trading.order_by_ref(c[0], "m").unwrap();
+    let maker = e.order_by_ref(c[0], "m").unwrap();
     assert_eq!(
         (maker.status, maker.filled_amount),
         (OrderStatus::PartiallyFilled, d("0.2"))
@@ -67,19 +67,12 @@ fn price_time_priority_fills_the_best_price_then_the_oldest_order() {
     );
     let r = run(&mut e, vec![place(c[3], market(Side::Buy, "t", "1.5"))]);
     assert_eq!(order(&r[0]).filled_quote, d("90000"));
-    let v = e.view();
     assert_eq!(
-        v.trading.order_by_ref(c[1], "b").unwrap().status,
+        e.order_by_ref(c[1], "b").unwrap().status,
         OrderStatus::Filled
     );
-    assert_eq!(
-        v.trading.order_by_ref(c[2], "c").unwrap().filled_amount,
-        d("0.5")
-    );
-    assert_eq!(
-        v.trading.order_by_ref(c[0], "a").unwrap().filled_amount,
-        d("0")
-    );
+    assert_eq!(e.order_by_ref(c[2], "c").unwrap().filled_amount, d("0.5"));
+    assert_eq!(e.order_by_ref(c[0], "a").unwrap().filled_amount, d("0"));
 }
 
 #[test]
@@ -158,7 +151,7 @@ fn post_only_that_would_take_is_rejected_and_leaves_nothing_d5() {
     };
     let r = run(&mut e, vec![place(c[1], po)]);
     assert_eq!(code(&r[0]), ErrorCode::OrderRejected);
-    assert!(e.view().trading.order_by_ref(c[1], "p").is_none());
+    assert!(e.order_by_ref(c[1], "p").is_none());
 }
 
 #[test]
@@ -171,7 +164,7 @@ fn insufficient_margin_refuses_and_creates_no_order_d5() {
         vec![place(c[0], limit(Side::Buy, "x", "1", "60000"))],
     );
     assert_eq!(code(&r[0]), ErrorCode::InsufficientFunds);
-    assert!(e.view().trading.order_by_ref(c[0], "x").is_none());
+    assert!(e.order_by_ref(c[0], "x").is_none());
     // Leverage 2 halves it: 0.03 × 60000 × 0.5 = 900 fits.
     let lev2 = OrderEntry {
         leverage: Some(2),
@@ -228,6 +221,45 @@ fn cancel_amend_and_duplicate_references_follow_section_3_1() {
 }
 
 #[test]
+fn an_ended_order_leaves_the_view_and_is_handed_out_with_its_tick_issue_37() {
+    let mut e = engine(8);
+    let c = funded(&mut e, 1, "1000000");
+    let cancel = Command::CancelOrder {
+        customer: c[0],
+        reference_id: "a".into(),
+    };
+    run(
+        &mut e,
+        vec![place(c[0], limit(Side::Buy, "a", "1", "59000"))],
+    );
+    let first = e.view().trading.live_order_by_ref(c[0], "a").unwrap().id;
+    let out = e.tick(
+        now(&e),
+        vec![
+            cancel.clone(),
+            place(c[0], limit(Side::Buy, "a", "1", "58000")),
+        ],
+    );
+    let ended: Vec<_> = out.ended.iter().map(|o| (o.id, o.status)).collect();
+    assert_eq!(ended, vec![(first, OrderStatus::Canceled)]);
+    let v = e.view();
+    let second = v.trading.live_order_by_ref(c[0], "a").unwrap();
+    assert_eq!(
+        (second.limit_price, v.trading.orders.len()),
+        (Some(d("58000")), 1)
+    );
+    assert!(!v.trading.orders.contains_key(&first));
+    let second = second.id;
+    let out = e.tick(now(&e), vec![cancel]);
+    assert_eq!(out.ended.len(), 1);
+    let v = e.view();
+    assert!(v.trading.orders.is_empty() && v.trading.refs.is_empty());
+    // The engine still answers the reference with the latest order, which ended.
+    let latest = e.order_by_ref(c[0], "a").unwrap();
+    assert_eq!((latest.id, latest.status), (second, OrderStatus::Canceled));
+}
+
+#[test]
 fn gtd_orders_expire_at_expire_time_through_the_scheduler_d5() {
     let mut e = engine(9);
     let c = funded(&mut e, 1, "1000000");
@@ -245,7 +277,7 @@ fn gtd_orders_expire_at_expire_time_through_the_scheduler_d5() {
         }],
     );
     let v = e.view();
-    let o = v.trading.order_by_ref(c[0], "g").unwrap();
+    let o = e.order_by_ref(c[0], "g").unwrap();
     assert_eq!(
         (o.status, o.reason, o.created),
         (OrderStatus::Expired, Some(EndReason::Expired), at)
@@ -280,8 +312,7 @@ fn a_fired_stop_limit_rests_holding_the_initial_margin_of_its_opening_part_d5() 
     assert_eq!(locked(&e), d("0"), "nothing is held while it waits");
     // Fired, it works as a limit GTC order; nothing is offered at or below 60000: it rests.
     run(&mut e, trade_at_60100(&c));
-    let v = e.view();
-    let s = v.trading.order_by_ref(c[2], "sl").unwrap();
+    let s = e.order_by_ref(c[2], "sl").unwrap();
     assert_eq!((s.status, s.reserve_lots), (OrderStatus::Open, 10_000));
     assert_eq!(
         locked(&e),
@@ -293,8 +324,7 @@ fn a_fired_stop_limit_rests_holding_the_initial_margin_of_its_opening_part_d5() 
         &mut e,
         vec![place(c[0], limit(Side::Sell, "m2", "1", "60000"))],
     );
-    let v = e.view();
-    let s = v.trading.order_by_ref(c[2], "sl").unwrap();
+    let s = e.order_by_ref(c[2], "sl").unwrap();
     assert_eq!((s.status, s.reserve_lots), (OrderStatus::Filled, 0));
     assert_eq!(locked(&e), d("60000"));
 }
@@ -316,7 +346,7 @@ fn a_fired_stop_limit_without_that_margin_is_rejected_insufficient_funds() {
     // 944000 is held for the bid; the 56000 left is short of the 60000 it needs when fired.
     run(&mut e, trade_at_60100(&c));
     let v = e.view();
-    let s = v.trading.order_by_ref(poor, "sl").unwrap();
+    let s = e.order_by_ref(poor, "sl").unwrap();
     assert_eq!(
         (s.status, s.reason, s.reserve_lots, s.filled_amount),
         (
@@ -360,8 +390,7 @@ fn a_stop_fires_on_the_last_trade_price_and_executes_as_market_ioc_d5() {
             place(c[1], market(Side::Buy, "t", "0.1")),
         ],
     );
-    let v = e.view();
-    let s = v.trading.order_by_ref(c[2], "s").unwrap();
+    let s = e.order_by_ref(c[2], "s").unwrap();
     assert_eq!(
         (
             s.status,
@@ -400,7 +429,7 @@ fn a_take_profit_stop_loss_fires_one_leg_on_the_mark_price_and_voids_the_other_d
         }],
     );
     let v = e.view();
-    let o = v.trading.order_by_ref(c[1], "tpsl").unwrap();
+    let o = e.order_by_ref(c[1], "tpsl").unwrap();
     assert_eq!(
         (o.status, o.filled_amount, o.avg_fill_price()),
         (OrderStatus::Filled, d("1"), Some(d("59000")))

@@ -1,0 +1,146 @@
+//! The projection of ended orders (issue 37): written in the transaction of the ticks that
+//! ended them, read by reference (the latest ended order under it), and caught up whole from
+//! a recovered engine where a file lacks it.
+
+use perpsim_core::Decimal;
+use perpsim_core::entry::OrderEntry;
+use perpsim_core::ids::{CustomerCode, PublicKey};
+use perpsim_core::instrument::Asset;
+use perpsim_core::order::{OrderStatus, OrderType, Side};
+use perpsim_systems::command::TransferKind;
+use perpsim_systems::{Command, CommandResult, Engine, Outcome};
+
+use crate::recovery::tests::{START, fresh};
+use crate::{Journal, NonceWrites, TickRecord, recover};
+
+/// One tick through engine and journal as the host does it; `project`: the service's way
+/// (the tick's ended orders in its transaction), else a scenario replay's.
+fn tick(journal: &Journal, e: &mut Engine, cmds: Vec<Command>, project: bool) -> CommandResult {
+    let c = e.counters();
+    let record = TickRecord::encode(START, c.commands, &cmds);
+    let out = e.tick(START, cmds);
+    let ended = project.then_some(out.ended.as_slice());
+    journal
+        .append_batch(c.ticks + 1, &[record], ended, NonceWrites::default())
+        .unwrap();
+    out.results.into_iter().next().expect("one command a tick")
+}
+
+fn limit(reference: &str, price: i64) -> Box<OrderEntry> {
+    Box::new(OrderEntry {
+        amount: Some(Decimal::ONE),
+        limit_price: Some(Decimal::from(price)),
+        ..OrderEntry::new(Side::Buy, OrderType::Limit, reference.to_owned())
+    })
+}
+
+fn place(customer: CustomerCode, reference: &str, price: i64) -> Command {
+    Command::PlaceOrder {
+        customer,
+        symbol: "BTC-USDC-PERP".into(),
+        entry: limit(reference, price),
+    }
+}
+
+fn cancel(customer: CustomerCode, reference: &str) -> Command {
+    Command::CancelOrder {
+        customer,
+        reference_id: reference.into(),
+    }
+}
+
+/// A broker and one customer with 1 000 000 USDC, journaled.
+fn funded(journal: &Journal, e: &mut Engine) -> CustomerCode {
+    let broker = Command::CreateBroker {
+        name: "b".into(),
+        public_key: PublicKey([3; 32]),
+    };
+    let Ok(Outcome::Broker(b)) = tick(journal, e, vec![broker], true) else {
+        panic!("a broker")
+    };
+    let create = Command::CreateCustomer {
+        broker: b.code,
+        external_id: None,
+    };
+    let Ok(Outcome::Customer(c)) = tick(journal, e, vec![create], true) else {
+        panic!("a customer")
+    };
+    let deposit = Command::RequestTransfer {
+        customer: c.code,
+        kind: TransferKind::Deposit,
+        asset: Asset::Usdc,
+        amount: Decimal::from(1_000_000),
+        delay_ms: 0,
+    };
+    tick(journal, e, vec![deposit], true).unwrap();
+    c.code
+}
+
+fn ended(journal: &Journal, customer: CustomerCode, reference: &str) -> Option<(i64, OrderStatus)> {
+    let projection = journal.projection().unwrap();
+    let o = projection.ended_order(customer, reference).unwrap()?;
+    let price = o.limit_price.unwrap().try_into().unwrap();
+    Some((price, o.status))
+}
+
+#[test]
+fn a_ticks_ended_orders_are_projected_with_it_and_a_read_finds_the_latest_under_a_reference() {
+    let (_dir, journal, mut e) = fresh();
+    let c = funded(&journal, &mut e);
+    assert_eq!(ended(&journal, c, "a"), None, "nothing ended yet");
+    tick(&journal, &mut e, vec![place(c, "a", 59_000)], true).unwrap();
+    assert_eq!(ended(&journal, c, "a"), None, "a live order is the view's");
+    tick(&journal, &mut e, vec![cancel(c, "a")], true).unwrap();
+    tick(&journal, &mut e, vec![place(c, "a", 58_000)], true).unwrap();
+    assert_eq!(
+        ended(&journal, c, "a"),
+        Some((59_000, OrderStatus::Canceled)),
+        "the live one under the reference is read from the view; this is the one before"
+    );
+    tick(&journal, &mut e, vec![cancel(c, "a")], true).unwrap();
+    assert_eq!(
+        ended(&journal, c, "a"),
+        Some((58_000, OrderStatus::Canceled))
+    );
+    assert_eq!(ended(&journal, c, "zzz"), None);
+    assert_eq!(journal.projected_through().unwrap(), e.counters().ticks);
+}
+
+#[test]
+fn a_file_written_without_the_projection_is_caught_up_from_the_recovered_engine() {
+    let (_dir, journal, mut e) = fresh();
+    let c = funded(&journal, &mut e);
+    let projected = e.counters().ticks;
+    // A scenario replay's ticks: journaled, not projected.
+    tick(&journal, &mut e, vec![place(c, "a", 59_000)], false).unwrap();
+    tick(&journal, &mut e, vec![cancel(c, "a")], false).unwrap();
+    assert_eq!(journal.projected_through().unwrap(), projected);
+    assert_eq!(ended(&journal, c, "a"), None);
+    let recovered = recover(&journal).unwrap().unwrap().engine;
+    let ticks = recovered.counters().ticks;
+    journal
+        .project_all(recovered.ended_orders(), ticks)
+        .unwrap();
+    assert_eq!(journal.projected_through().unwrap(), ticks);
+    assert_eq!(
+        ended(&journal, c, "a"),
+        Some((59_000, OrderStatus::Canceled))
+    );
+    // The service's ticks extend it from there.
+    let mut e = recovered;
+    tick(&journal, &mut e, vec![place(c, "a", 57_000)], true).unwrap();
+    tick(&journal, &mut e, vec![cancel(c, "a")], true).unwrap();
+    assert_eq!(
+        ended(&journal, c, "a"),
+        Some((57_000, OrderStatus::Canceled))
+    );
+}
+
+#[test]
+#[should_panic(expected = "the projection is complete through the last tick")]
+fn extending_a_projection_that_is_behind_is_refused() {
+    let (_dir, journal, mut e) = fresh();
+    let c = funded(&journal, &mut e);
+    tick(&journal, &mut e, vec![place(c, "a", 59_000)], false).unwrap();
+    tick(&journal, &mut e, vec![cancel(c, "a")], true).unwrap();
+}
