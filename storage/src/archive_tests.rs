@@ -3,7 +3,7 @@
 //! foreign one is never read as history.
 
 use super::*;
-use crate::recovery::tests::{START, fresh, fresh_seeded, run};
+use crate::recovery::tests::{START, fresh, fresh_seeded, journaled, run};
 use crate::{recover, replay_from_genesis};
 use perpsim_core::ids::PublicKey;
 use perpsim_systems::Command;
@@ -156,10 +156,7 @@ fn a_missing_damaged_foreign_or_mixed_up_segment_is_an_error_naming_it_and_recov
         name: "another".into(),
         public_key: PublicKey([4; 32]),
     }];
-    let encoded = TickRecord::encode(START, 0, &first);
-    twin.append(1, &encoded, crate::NonceWrites::default())
-        .unwrap();
-    twin_live.tick(START, first);
+    journaled(&twin, &mut twin_live, START, first);
     run(&twin, &mut twin_live, 95, 20);
     let (twin_segment, twin_path, _) = twin.archive(u64::MAX).unwrap().segment.unwrap();
     assert_eq!((twin_segment.first, twin_segment.last), (1, 60));

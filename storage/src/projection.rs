@@ -8,8 +8,8 @@
 //! that journals the tick: the projection is never behind the journal, and a crash between
 //! the two cannot happen. [`PROJECTED_KEY`] says through which tick it is complete; a file
 //! written without it (a scenario replay's, which never serves reads, or one older than the
-//! projection) is projected whole from the recovered engine before serving
-//! ([`Journal::project_all`]).
+//! projection) is projected by recovery, which then replays from a snapshot no newer than
+//! the projection and projects the ticks after it as it goes (`recovery`).
 //!
 //! Reads go through a [`Projection`], a handle on the same database: a redb read
 //! transaction, which never waits on the writer.
@@ -88,15 +88,11 @@ impl Journal {
         through(&txn.open_table(META)?)
     }
 
-    /// Projects every ended order there is (`orders`, in the order they ended: the engine's
-    /// archive after recovery) and marks the projection complete through `tick`, the last
-    /// journaled one, in one durable transaction.
-    pub fn project_all<'a>(
-        &self,
-        orders: impl IntoIterator<Item = &'a Order>,
-        tick: u64,
-    ) -> Result<(), JournalError> {
-        self.write_durably(|txn| write(txn, orders, tick))
+    /// Projects `orders` (ended in the ticks after the projection's end through `tick`, in
+    /// the order they ended) and marks the projection complete through `tick`, in one
+    /// durable transaction: recovery's catching up.
+    pub fn project(&self, orders: &Ended, tick: u64) -> Result<(), JournalError> {
+        self.write_durably(|txn| write(txn, orders.iter().map(|o| &**o), tick))
     }
 
     /// A handle for reads of the projection, beside the writer (none for a read-only journal,

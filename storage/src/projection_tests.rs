@@ -107,32 +107,46 @@ fn a_ticks_ended_orders_are_projected_with_it_and_a_read_finds_the_latest_under_
 }
 
 #[test]
-fn a_file_written_without_the_projection_is_caught_up_from_the_recovered_engine() {
+fn recovery_projects_what_a_file_written_without_the_projection_lacks() {
     let (_dir, journal, mut e) = fresh();
     let c = funded(&journal, &mut e);
     let projected = e.counters().ticks;
-    // A scenario replay's ticks: journaled, not projected.
+    journal.write_snapshot(projected, e.encode_state()).unwrap();
+    // A scenario replay's ticks: journaled, not projected; a snapshot after them.
     tick(&journal, &mut e, vec![place(c, "a", 59_000)], false).unwrap();
     tick(&journal, &mut e, vec![cancel(c, "a")], false).unwrap();
+    tick(&journal, &mut e, vec![place(c, "b", 58_000)], false).unwrap();
+    journal
+        .write_snapshot(e.counters().ticks, e.encode_state())
+        .unwrap();
     assert_eq!(journal.projected_through().unwrap(), projected);
     assert_eq!(ended(&journal, c, "a"), None);
-    let recovered = recover(&journal).unwrap().unwrap().engine;
-    let ticks = recovered.counters().ticks;
-    journal
-        .project_all(recovered.ended_orders(), ticks)
-        .unwrap();
+    let recovered = recover(&journal).unwrap().unwrap();
+    assert_eq!(
+        recovered.snapshot.map(|s| s.tick),
+        Some(projected),
+        "from the snapshot the projection covers, not the newest"
+    );
+    assert_eq!(recovered.projected, 1);
+    assert_eq!(recovered.engine.state_hash(), e.state_hash());
+    let ticks = recovered.engine.counters().ticks;
     assert_eq!(journal.projected_through().unwrap(), ticks);
     assert_eq!(
         ended(&journal, c, "a"),
         Some((59_000, OrderStatus::Canceled))
     );
-    // The service's ticks extend it from there.
-    let mut e = recovered;
-    tick(&journal, &mut e, vec![place(c, "a", 57_000)], true).unwrap();
-    tick(&journal, &mut e, vec![cancel(c, "a")], true).unwrap();
+    // Complete now: the next recovery starts from the newest snapshot and projects nothing.
+    let again = recover(&journal).unwrap().unwrap();
     assert_eq!(
-        ended(&journal, c, "a"),
-        Some((57_000, OrderStatus::Canceled))
+        (again.snapshot.map(|s| s.tick), again.projected),
+        (Some(ticks), 0)
+    );
+    // The service's ticks extend it from there.
+    let mut e = recovered.engine;
+    tick(&journal, &mut e, vec![cancel(c, "b")], true).unwrap();
+    assert_eq!(
+        ended(&journal, c, "b"),
+        Some((58_000, OrderStatus::Canceled))
     );
 }
 

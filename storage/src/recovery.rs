@@ -1,7 +1,13 @@
-//! Start-up: the newest snapshot, then the ticks after it, then serve.
+//! Start-up: the newest snapshot, then the ticks after it, then serve. A journal whose
+//! projection is behind its ticks (a scenario replay's, or one older than the projection) is
+//! recovered from a snapshot no newer than the projection, and the ended orders of the ticks
+//! after it are projected on the way.
+
+use std::sync::Arc;
 
 use perpsim_systems::Engine;
 use perpsim_systems::publish::events::Listening;
+use perpsim_systems::records::order::Order;
 
 use crate::journal::{Journal, JournalError, SnapshotInfo};
 
@@ -13,7 +19,12 @@ pub struct Recovered {
     /// Snapshots passed during a replay from genesis, each with whether its recorded hash was
     /// reached (always empty when recovery starts from a snapshot).
     pub verified: Vec<(SnapshotInfo, bool)>,
+    /// Ended orders projected on the way (none when the projection was complete).
+    pub projected: u64,
 }
+
+/// Ended orders projected per transaction while recovery catches the projection up.
+const PROJECT_BATCH: usize = 65_536;
 
 /// Rebuilds the engine from the journal, from its newest usable snapshot. `Ok(None)` for a
 /// journal without genesis (a new data dir).
@@ -21,7 +32,14 @@ pub fn recover(journal: &Journal) -> Result<Option<Recovered>, JournalError> {
     let Some(genesis) = journal.genesis()? else {
         return Ok(None);
     };
+    // Only a writer's handle projects; a reader (a replay, a report) needs no projection.
+    let projected = journal.projected_through()?;
+    let behind =
+        (journal.database().is_some() && projected < journal.last_tick()?).then_some(projected);
     for info in journal.snapshots()? {
+        if behind.is_some_and(|p| info.tick > p) {
+            continue;
+        }
         let Some(state) = journal.load_snapshot(info.tick)? else {
             continue;
         };
@@ -38,11 +56,11 @@ pub fn recover(journal: &Journal) -> Result<Option<Recovered>, JournalError> {
             )));
         }
         let engine = Engine::restore(&state);
-        return replay(journal, engine, Some(info), &[])
+        return replay(journal, engine, Some(info), &[], behind)
             .map(serving)
             .map(Some);
     }
-    replay(journal, Engine::genesis(genesis), None, &[])
+    replay(journal, Engine::genesis(genesis), None, &[], behind)
         .map(serving)
         .map(Some)
 }
@@ -63,17 +81,22 @@ pub fn replay_from_genesis(journal: &Journal) -> Result<Option<Recovered>, Journ
         return Ok(None);
     };
     let snapshots = journal.snapshots()?;
-    replay(journal, Engine::genesis(genesis), None, &snapshots).map(Some)
+    replay(journal, Engine::genesis(genesis), None, &snapshots, None).map(Some)
 }
 
+/// Replays the ticks after the engine's; with `project`, the tick the projection is complete
+/// through, projects the ended orders of every tick after it.
 fn replay(
     journal: &Journal,
     mut engine: Engine,
     snapshot: Option<SnapshotInfo>,
     check: &[SnapshotInfo],
+    project: Option<u64>,
 ) -> Result<Recovered, JournalError> {
     let start = engine.counters().ticks;
     let mut verified = Vec::new();
+    let mut pending: Vec<Arc<Order>> = Vec::new();
+    let mut projected = 0;
     engine.set_publishing(false);
     engine.set_listening(Listening::MarginStates);
     journal.for_each_tick_after(start, |tick, record| {
@@ -84,18 +107,31 @@ fn replay(
                 record.first_seq, at.ticks, at.commands
             )));
         }
-        engine.tick(record.time, record.commands);
+        let out = engine.tick(record.time, record.commands);
         if let Some(info) = check.iter().find(|s| s.tick == tick) {
             verified.push((*info, engine.state_hash() == info.hash));
+        }
+        if project.is_some_and(|p| tick > p) {
+            pending.extend(out.ended);
+            if pending.len() >= PROJECT_BATCH {
+                journal.project(&pending, tick)?;
+                projected += pending.len() as u64;
+                pending.clear();
+            }
         }
         Ok(())
     })?;
     let replayed_ticks = engine.counters().ticks - start;
+    if project.is_some() {
+        journal.project(&pending, engine.counters().ticks)?;
+        projected += pending.len() as u64;
+    }
     Ok(Recovered {
         engine,
         snapshot,
         replayed_ticks,
         verified,
+        projected,
     })
 }
 
@@ -111,6 +147,24 @@ pub(crate) mod tests {
 
     pub(crate) const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
 
+    /// One tick through engine and journal the way the host does it: its ended orders
+    /// projected in its transaction.
+    pub(crate) fn journaled(
+        journal: &Journal,
+        engine: &mut Engine,
+        now: Timestamp,
+        cmds: Vec<Command>,
+    ) -> perpsim_systems::TickOutput {
+        let c = engine.counters();
+        let record = TickRecord::encode(now, c.commands, &cmds);
+        let out = engine.tick(now, cmds);
+        let ended = Some(out.ended.as_slice());
+        journal
+            .append_batch(c.ticks + 1, &[record], ended, NonceWrites::default())
+            .unwrap();
+        out
+    }
+
     /// Runs `ticks` ticks through engine and journal the way the host does, snapshotting
     /// every `every` ticks.
     pub(crate) fn run(journal: &Journal, engine: &mut Engine, ticks: u64, every: u64) {
@@ -121,22 +175,14 @@ pub(crate) mod tests {
                     name: "b".into(),
                     public_key: PublicKey([3; 32]),
                 }];
-                let c = engine.counters();
-                journal
-                    .append(
-                        c.ticks + 1,
-                        &TickRecord::encode(START, c.commands, &cmds),
-                        NonceWrites::default(),
-                    )
-                    .unwrap();
-                let Ok(Outcome::Broker(b)) = &engine.tick(START, cmds).results[0] else {
+                let out = journaled(journal, engine, START, cmds);
+                let Ok(Outcome::Broker(b)) = &out.results[0] else {
                     panic!()
                 };
                 b.code
             }
         };
         for _ in 0..ticks {
-            let c = engine.counters();
             let now = engine.clock().now.plus_millis(7 * MINUTE_MS);
             let cmds = vec![
                 Command::CreateCustomer {
@@ -147,14 +193,7 @@ pub(crate) mod tests {
                     to: now.plus_millis(MINUTE_MS),
                 },
             ];
-            journal
-                .append(
-                    c.ticks + 1,
-                    &TickRecord::encode(now, c.commands, &cmds),
-                    NonceWrites::default(),
-                )
-                .unwrap();
-            engine.tick(now, cmds);
+            journaled(journal, engine, now, cmds);
             if engine.counters().ticks.is_multiple_of(every) {
                 journal
                     .write_snapshot(engine.counters().ticks, engine.encode_state())

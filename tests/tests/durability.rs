@@ -420,15 +420,19 @@ fn an_ended_order_reads_the_same_after_kill_9_and_a_replays_data_dir_is_projecte
         replayed.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
+    let recovered = |server: &Server| {
+        let logs = server.logs();
+        let line = logs
+            .lines()
+            .find(|l| l.contains("recovered from the journal"));
+        line.unwrap_or_else(|| panic!("{logs}")).to_owned()
+    };
     let mut served = Server::start_in(&replayed, &[]);
-    let logs = served.logs();
-    let projected = logs
-        .lines()
-        .find(|l| l.contains("ended orders projected"))
-        .unwrap_or_else(|| panic!("no projection at start: {logs}"));
-    assert!(!projected.contains("orders=0 "), "{projected}");
+    let line = recovered(&served);
+    assert!(!line.contains("ended_orders_projected=0"), "{line}");
     assert!(served.terminate().success());
     // Projected once: the next start finds it complete.
     let served = Server::start_in(&replayed, &[]);
-    assert!(!served.logs().contains("ended orders projected"));
+    let line = recovered(&served);
+    assert!(line.contains("ended_orders_projected=0"), "{line}");
 }

@@ -67,6 +67,7 @@ fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), S
             snapshot_tick = r.snapshot.map(|s| s.tick),
             replayed_ticks = r.replayed_ticks,
             ticks = r.engine.counters().ticks,
+            ended_orders_projected = r.projected,
             "recovered from the journal"
         );
         return Ok((r.engine, false));
@@ -111,7 +112,6 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     }
     .map_err(|e| format!("{}: {e}", journal_path.display()))?;
     let (engine, fresh) = open_engine(&cfg, &journal)?;
-    host::project_ended(&journal, &engine).map_err(|e| format!("projecting ended orders: {e}"))?;
     // The nonces spent inside the window before this start stay spent (D2, at most once).
     let spent = journal
         .nonces_since(host::wall_clock_ns().saturating_sub(BEHIND_NS))

@@ -244,27 +244,8 @@ pub fn wall_clock_ms() -> Timestamp {
     Timestamp::from_millis(i64::try_from(ms).expect("wall clock fits i64 ms"))
 }
 
-/// Brings the journal's projection up to the recovered engine: a file a scenario replay
-/// wrote, or one from before the projection, has none; the service's own ticks project their
-/// ended orders as they commit, so a restart finds it complete and writes nothing.
-pub fn project_ended(journal: &Journal, engine: &Engine) -> Result<(), JournalError> {
-    let ticks = engine.counters().ticks;
-    if journal.projected_through()? == ticks {
-        return Ok(());
-    }
-    let started = Instant::now();
-    journal.project_all(engine.ended_orders(), ticks)?;
-    tracing::info!(
-        through = ticks,
-        orders = engine.ended_orders().count(),
-        ms = started.elapsed().as_millis() as u64,
-        "ended orders projected"
-    );
-    Ok(())
-}
-
 /// Starts the engine thread and the journal's writer beside it. The journal's projection must
-/// be complete through the engine's last tick ([`project_ended`]).
+/// be complete through the engine's last tick (`perpsim_storage::recover` sees to it).
 pub fn start(
     engine: Engine,
     journal: Journal,

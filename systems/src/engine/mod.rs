@@ -34,14 +34,16 @@ use crate::positions::PositionIndex;
 use crate::publish::events::Listening;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::clock::ClockView;
+use crate::records::ids::OrderId;
 use crate::records::market::Restoring;
 use crate::records::order::Order;
 use crate::records::venue::{InstrumentState, MarketId};
 use crate::registry::{Limits, Registry};
 use crate::rng::EngineRng;
 use crate::settlement::funding::FundingState;
+use crate::trading::ended::EndedOrders;
 use crate::trading::exchange::Exchange;
-use crate::trading::orders::{OrderArchive, OrderIndex};
+use crate::trading::orders::OrderIndex;
 
 /// How many ticks and commands the engine has applied: the journal position it stands at.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,8 +57,8 @@ pub struct TickOutput {
     /// One result per command, in order.
     pub results: Vec<CommandResult>,
     pub events: Vec<EngineEvent>,
-    /// While the view is kept up: the orders that ended in the tick, in the order they
-    /// ended. The view holds live orders only, so a host that serves reads keeps these where
+    /// The orders that ended in the tick, in the order they ended. Neither the engine nor
+    /// its view keeps their records past the tick: a host that serves reads keeps them where
     /// a read of an ended order finds them (the journal's projection).
     pub ended: Vec<Arc<Order>>,
 }
@@ -268,10 +270,15 @@ impl Engine {
             true => index.keys().copied().collect(),
             false => Vec::new(),
         };
-        let orders = self.world.resource::<OrderIndex>().0.len() as u64;
-        self.world
-            .resource_mut::<Exchange>()
-            .track_changes(on, orders, positions.into_iter());
+        let orders: Vec<OrderId> = match on {
+            true => crate::trading::orders::live_ids(self.world.resource::<OrderIndex>()),
+            false => Vec::new(),
+        };
+        self.world.resource_mut::<Exchange>().track_changes(
+            on,
+            orders.into_iter(),
+            positions.into_iter(),
+        );
         if on {
             self.run_schedule();
             crate::publish::events::republish_books(&mut self.world);
@@ -302,7 +309,7 @@ impl Engine {
     /// clock never moves backwards: a `now` earlier than the engine's time is taken as equal.
     pub fn tick(&mut self, now: Timestamp, commands: Vec<Command>) -> TickOutput {
         let count = commands.len();
-        let ended_before = self.world.resource::<OrderArchive>().0.len();
+        self.world.resource_mut::<EndedOrders>().start_tick();
         self.fire_due_until(now);
         self.set_now(now);
         let clock_commands = commands.iter().any(|c| {
@@ -336,21 +343,12 @@ impl Engine {
             events.retain(|e| matches!(e, EngineEvent::MarginState(_)));
         }
         assert_eq!(results.len(), count, "every command has a result");
-        let ended = match self.world.resource::<Publishing>().0 {
-            true => self.world.resource::<OrderArchive>().0[ended_before..].to_vec(),
-            false => Vec::new(),
-        };
+        let ended = self.world.resource::<EndedOrders>().recent.clone();
         TickOutput {
             results,
             events,
             ended,
         }
-    }
-
-    /// Every ended order, in the order they ended: what a journal's projection is built
-    /// from when it lacks them (a file a scenario replay wrote, or one older than it).
-    pub fn ended_orders(&self) -> impl Iterator<Item = &Order> {
-        self.world.resource::<OrderArchive>().0.iter().map(|o| &**o)
     }
 
     fn clock_view(&self) -> ClockView {

@@ -50,8 +50,9 @@ pub struct AccountFigures {
 }
 
 impl Engine {
-    /// The order a reference names, as a read answers it: the open one, else the latest that
-    /// ended. From the engine's own records: the read view holds live orders only.
+    /// The open order under a reference, else the latest that ended in the last tick: the
+    /// engine holds no record of an order past the tick it ended in (the host's projection
+    /// does), nor does the read view.
     pub fn order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<Arc<Order>> {
         WorldOrders(&self.world)
             .by_ref(customer, reference)

@@ -349,7 +349,7 @@ fn the_state_encoded_in_place_is_the_encoding_of_the_copied_state() {
     set_price(&mut e, "150000");
     advance(&mut e, MINUTE_MS);
     let state = e.state();
-    assert!(state.exchange.trades.len() >= 2 && !state.exchange.ended_orders.is_empty());
+    assert!(state.exchange.trades.len() >= 2 && state.exchange.ended.count > 0);
     let funding = crate::records::money::MovementKind::Funding;
     assert!(
         state.ledger.movements.iter().any(|m| m.kind == funding),

@@ -175,7 +175,11 @@ impl SideQuotes {
             self.levels = ids
                 .iter()
                 .map(|&id| {
-                    let price = desk.order(id).limit_price.expect("quotes are limit orders");
+                    // An ended quote holds no level (its record may be gone).
+                    let Some(o) = desk.live_order(id) else {
+                        return i64::MIN;
+                    };
+                    let price = o.limit_price.expect("quotes are limit orders");
                     let steps = whole_units(price, grid).and_then(|s| i64::try_from(s).ok());
                     steps.unwrap_or(i64::MIN)
                 })
@@ -212,8 +216,8 @@ fn wanted(desk: &Desk, Quoting { market, sim, .. }: Quoting<'_>, ladder: Ladder)
 /// ended or moved it since the re-quote that left it (only the maker moves its orders).
 fn intact(desk: &Desk, sim: &InstrumentSimulation, ids: &[OrderId]) -> bool {
     ids.iter().all(|&id| {
-        let o = desk.order(id);
-        o.is_open() && o.remaining() == sim.size
+        desk.live_order(id)
+            .is_some_and(|o| o.remaining() == sim.size)
     })
 }
 
@@ -267,10 +271,9 @@ fn keep_held_levels(
         let short = match known {
             true => None,
             false => {
-                let o = desk.order(id);
-                if !o.is_open() {
+                let Some(o) = desk.live_order(id) else {
                     continue;
-                }
+                };
                 (o.remaining() != sim.size).then_some(o.filled_amount)
             }
         };
@@ -337,9 +340,12 @@ fn requote(
         .filter(|&k| !held[k])
         .map(|k| wanted.steps(k));
     for &id in free.iter() {
-        let o = desk.order(id);
-        // An earlier move's matching may have ended it: nothing to move or cancel then.
-        let open = o.is_open();
+        // An earlier move's matching may have ended it: nothing to move or cancel then, and
+        // the level it would have moved to stays unquoted this run.
+        let Some(o) = desk.live_order(id) else {
+            missing.next();
+            continue;
+        };
         let to = missing.next();
         let amend = Amend {
             amount: (o.remaining() != sim.size).then_some(o.filled_amount + sim.size),
@@ -347,14 +353,10 @@ fn requote(
             trigger_price: None,
             expire_time: None,
         };
-        let moved = match to {
-            Some(_) if open => desk.amend_open(id, &amend).is_ok(),
-            _ => false,
-        };
+        let moved = to.is_some() && desk.amend_open(id, &amend).is_ok();
         match (moved, to) {
             (true, Some(steps)) => kept.push(Kept::moved(id, steps)),
-            (false, _) if open => cancel(desk, id),
-            _ => {}
+            _ => cancel(desk, id),
         }
     }
     for steps in missing {
@@ -373,10 +375,13 @@ fn requote(
         if !read {
             return true;
         }
-        let o = desk.order(id);
-        let open = o.is_open();
-        full &= !open || o.remaining() == sim.size;
-        open
+        match desk.live_order(id) {
+            Some(o) => {
+                full &= o.remaining() == sim.size;
+                true
+            }
+            None => false,
+        }
     });
     ids.clear();
     side.levels.clear();

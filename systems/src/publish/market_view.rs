@@ -166,6 +166,11 @@ pub fn publish_trading(
             fills: Vector::new(),
         });
     }
+    if std::mem::take(&mut exchange.dirty.rebuild_orders) {
+        t.orders = OrdMap::new();
+        t.refs = OrdMap::new();
+        t.open_orders = OrdMap::new();
+    }
     for id in exchange.dirty.orders.take() {
         let o = orders.record(id);
         let key = (o.placed_at, id);

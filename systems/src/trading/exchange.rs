@@ -25,6 +25,7 @@ use crate::records::log::Log;
 use crate::records::order::{Lots, Ticks};
 use crate::records::position::{Position, PositionKey};
 use crate::trading::book::Book;
+use crate::trading::ended::EndedState;
 
 use crate::records::order::Order;
 use crate::records::trade::{PublicFill, TradeRecord};
@@ -119,6 +120,9 @@ pub struct Dirty {
     /// The view's positions are to be rebuilt from scratch: tracking resumed, and positions
     /// closed while it was paused were never reported.
     pub rebuild_positions: bool,
+    /// The view's live orders likewise: orders that ended while it was paused were never
+    /// reported, and their records are gone.
+    pub rebuild_orders: bool,
     pub trades_published: usize,
     pub fills_published: usize,
 }
@@ -130,8 +134,8 @@ pub struct ExchangeState {
     pub markets: Vec<MarketState>,
     /// Live orders, by id.
     pub live_orders: Vec<Order>,
-    /// Ended orders, in the order they ended (the archive).
-    pub ended_orders: Vec<Order>,
+    /// What is kept of the ended orders (their records are the journal's projection's).
+    pub ended: EndedState,
     pub positions: BTreeMap<(CustomerCode, MarketId), Position>,
     pub trades: Log<TradeRecord>,
     pub fills: Log<PublicFill>,
@@ -144,7 +148,7 @@ pub struct ExchangeState {
 pub struct ExchangeStateRef<'a> {
     markets: Vec<MarketState>,
     live_orders: Vec<&'a Order>,
-    ended_orders: Vec<&'a Order>,
+    ended: EndedState,
     positions: BTreeMap<PositionKey, &'a Position>,
     trades: &'a Log<TradeRecord>,
     fills: &'a Log<PublicFill>,
@@ -215,7 +219,7 @@ impl Exchange {
     pub fn track_changes(
         &mut self,
         on: bool,
-        orders: u64,
+        orders: impl Iterator<Item = OrderId>,
         positions: impl Iterator<Item = PositionKey>,
     ) {
         let d = &mut self.dirty;
@@ -230,14 +234,19 @@ impl Exchange {
         }
     }
 
-    /// Every order and open position marked changed, and the view's positions to be rebuilt:
-    /// what a view needs that starts from here (a restore) or stopped following (publishing
-    /// off).
-    fn mark_everything(&mut self, orders: u64, positions: impl Iterator<Item = PositionKey>) {
+    /// Every live order and open position marked changed, and the view's orders and
+    /// positions to be rebuilt: what a view needs that starts from here (a restore) or
+    /// stopped following (publishing off).
+    fn mark_everything(
+        &mut self,
+        orders: impl Iterator<Item = OrderId>,
+        positions: impl Iterator<Item = PositionKey>,
+    ) {
         let d = &mut self.dirty;
-        d.orders.resume((0..orders).map(OrderId));
+        d.orders.resume(orders);
         d.positions.resume(positions);
         d.rebuild_positions = true;
+        d.rebuild_orders = true;
     }
 
     /// Rests what is left of an order (`lots` at its limit `price`, as the matching that
@@ -262,13 +271,13 @@ impl Exchange {
     /// collects them).
     pub fn state(
         &self,
-        (live_orders, ended_orders): (Vec<Order>, Vec<Order>),
+        (live_orders, ended): (Vec<Order>, EndedState),
         positions: BTreeMap<PositionKey, Position>,
     ) -> ExchangeState {
         ExchangeState {
             markets: self.market_states(),
             live_orders,
-            ended_orders,
+            ended,
             positions,
             trades: self.trades.clone(),
             fills: self.fills.clone(),
@@ -277,16 +286,16 @@ impl Exchange {
     }
 
     /// [`Exchange::state`] borrowed: it encodes to the same bytes without copying the
-    /// history (trades, fills and ended orders).
+    /// history (trades and fills).
     pub fn state_ref<'a>(
         &'a self,
-        (live_orders, ended_orders): (Vec<&'a Order>, Vec<&'a Order>),
+        (live_orders, ended): (Vec<&'a Order>, EndedState),
         positions: BTreeMap<PositionKey, &'a Position>,
     ) -> ExchangeStateRef<'a> {
         ExchangeStateRef {
             markets: self.market_states(),
             live_orders,
-            ended_orders,
+            ended,
             positions,
             trades: &self.trades,
             fills: &self.fills,
@@ -307,10 +316,10 @@ impl Exchange {
     }
 
     /// Rebuilds the books from the resting orders in their recorded time priority, and
-    /// hands back the live orders (with their places in the books) and the ended ones, which
-    /// become entities and the archive (`orders::restore`). The open positions become
+    /// hands back the live orders (with their places in the books), which become entities,
+    /// and what is known of the ended ones (`orders::restore`). The open positions become
     /// entities too (`snapshot::restore_entities`); here they are only marked for the view.
-    pub fn from_state(state: ExchangeState) -> (Self, Vec<Order>, Vec<Order>) {
+    pub fn from_state(state: ExchangeState) -> (Self, Vec<Order>, EndedState) {
         let mut exchange = Exchange::default();
         for m in state.markets {
             exchange.add_market(Market {
@@ -337,9 +346,8 @@ impl Exchange {
             let lots = market.lots(o.remaining());
             o.resting = Some(market.book.rest(o.id, o.side, price, lots));
         }
-        let orders = (live.len() + state.ended_orders.len()) as u64;
-        exchange.mark_everything(orders, state.positions.keys().copied());
-        (exchange, live, state.ended_orders)
+        exchange.mark_everything(live.iter().map(|o| o.id), state.positions.keys().copied());
+        (exchange, live, state.ended)
     }
 }
 

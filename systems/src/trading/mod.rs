@@ -1,7 +1,7 @@
 //! Trading (interface §3.1, §4.3; D5, D6): `exchange` is the state — the markets with their
-//! books, the trade records and public fills; `orders` the live orders (entities) and the
-//! archive of ended ones; `book` one limit order book; `refs` the reference index; `desk`
-//! order handling and matching; `fills` the booking of an execution.
+//! books, the trade records and public fills; `orders` the live orders (entities); `ended`
+//! what is kept of ended ones; `book` one limit order book; `refs` the reference index of
+//! open orders; `desk` order handling and matching; `fills` the booking of an execution.
 
 use bevy_ecs::prelude::{IntoScheduleConfigs, Res, Schedule, World};
 
@@ -13,6 +13,7 @@ use crate::sets::{OrderHandling, TriggerSystems};
 mod abuse_tests;
 pub mod book;
 pub mod desk;
+pub mod ended;
 pub mod exchange;
 pub mod fills;
 pub mod orders;
@@ -28,7 +29,7 @@ mod tests;
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<desk::OrderRequests>();
     world.init_resource::<crate::trading::orders::OrderIndex>();
-    world.init_resource::<orders::OrderArchive>();
+    world.init_resource::<ended::EndedOrders>();
     world.init_resource::<orders::OpenCounts>();
     world.init_resource::<orders::MakerOrderChanges>();
     world.init_resource::<refs::RefIndex>();

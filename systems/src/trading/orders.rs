@@ -1,8 +1,8 @@
 //! Live orders as entities (interface §3.1; D5). An order resting in a book or waiting on a
 //! trigger is an entity with a [`LiveOrder`] (and [`Waiting`] while a conditional order has
-//! not fired); when it reaches a terminal status it leaves the live set for the
-//! [`OrderArchive`], the append-only log of ended orders, as a journal keeps what is done.
-//! [`OrderIndex`] says where each id is.
+//! not fired); when it reaches a terminal status it leaves the live set for
+//! [`EndedOrders`], which holds its record only through the tick it ended in (the journal's
+//! projection keeps it). [`OrderIndex`] says where each id is.
 //!
 //! The record is shared, copy-on-write, with the read view: a `LiveOrder` holds an
 //! `Arc<Order>`, publishing hands the view the same `Arc`, and the engine's next change to
@@ -20,12 +20,13 @@ use std::sync::Arc;
 use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Res, ResMut, Resource, World};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::ids::CustomerCode;
-use perpsim_core::order::Side;
+use perpsim_core::order::{OrderStatus, Side};
 
 use crate::records::ids::OrderId;
 use crate::records::market::MARKET_MAKER;
 use crate::records::order::Order;
 use crate::records::venue::MarketId;
+use crate::trading::ended::{EndedOrders, EndedState};
 use crate::trading::refs::{OrderLookup, RefIndex};
 
 /// Accounts by (owner, asset) — see `money::store`. Customers' money per asset and the
@@ -39,11 +40,13 @@ pub enum OrderSlot {
     Staged(u32),
     /// Live (resting in a book or waiting on a trigger): an entity with a `LiveOrder`.
     Live(Entity),
-    /// Ended: its position in the `OrderArchive`, the log of terminal orders.
+    /// Ended: its position in [`EndedOrders::recent`] while its tick lasts (after that its
+    /// record is the journal's projection's).
     Ended(u64),
 }
 
-/// Every order ever accepted, by id: live ones to their entity, ended ones to the archive.
+/// Every order ever accepted, by id: live ones to their entity, ended ones to where their
+/// record is while their tick lasts (16 bytes an order).
 #[derive(Resource, Debug, Default)]
 pub struct OrderIndex(pub Vec<OrderSlot>);
 
@@ -122,23 +125,20 @@ fn side_slot(side: Side) -> usize {
     }
 }
 
-/// Ended orders in the order they ended. Never updated: an ended order does not change.
-#[derive(Resource, Debug, Default)]
-pub struct OrderArchive(pub Vec<Arc<Order>>);
-
-/// The record at `slot`, wherever it is.
+/// The record of order `id` at `slot`, wherever it is.
 fn resolve<'a>(
+    id: OrderId,
     slot: OrderSlot,
     staged: &'a [Option<Arc<Order>>],
     live: impl FnOnce(Entity) -> &'a Arc<Order>,
-    archive: &'a [Arc<Order>],
+    ended: &'a EndedOrders,
 ) -> &'a Arc<Order> {
     match slot {
         OrderSlot::Staged(i) => staged[i as usize]
             .as_ref()
             .expect("a staged slot holds its order until it ends"),
         OrderSlot::Live(entity) => live(entity),
-        OrderSlot::Ended(i) => &archive[i as usize],
+        OrderSlot::Ended(i) => ended.record(i, id),
     }
 }
 
@@ -148,16 +148,17 @@ struct Lookup<'a, 'w, 's> {
     index: &'a [OrderSlot],
     staged: &'a [Option<Arc<Order>>],
     live: &'a Query<'w, 's, &'static mut LiveOrder>,
-    archive: &'a [Arc<Order>],
+    ended: &'a EndedOrders,
 }
 
 impl OrderLookup for Lookup<'_, '_, '_> {
     fn order(&self, id: OrderId) -> &Order {
         resolve(
+            id,
             self.index[id.index()],
             self.staged,
             |e| &self.live.get(e).expect("indexed orders are live").0,
-            self.archive,
+            self.ended,
         )
     }
 }
@@ -167,7 +168,7 @@ impl OrderLookup for Lookup<'_, '_, '_> {
 pub struct Orders<'w, 's> {
     index: ResMut<'w, OrderIndex>,
     refs: ResMut<'w, RefIndex>,
-    archive: ResMut<'w, OrderArchive>,
+    ended: ResMut<'w, EndedOrders>,
     open: ResMut<'w, OpenCounts>,
     maker: ResMut<'w, MakerOrderChanges>,
     live: Query<'w, 's, &'static mut LiveOrder>,
@@ -187,12 +188,22 @@ impl Orders<'_, '_> {
         self.shared(id)
     }
 
+    /// The order if it is live (open): none once it has ended, whenever that was (its
+    /// record is held only through its tick).
+    pub fn live(&self, id: OrderId) -> Option<&Order> {
+        match self.index.0[id.index()] {
+            OrderSlot::Ended(_) => None,
+            _ => Some(self.get(id)),
+        }
+    }
+
     fn shared(&self, id: OrderId) -> &Arc<Order> {
         resolve(
+            id,
             self.index.0[id.index()],
             &self.staged,
             |e| &self.live.get(e).expect("indexed orders are live").0,
-            &self.archive.0,
+            &self.ended,
         )
     }
 
@@ -242,10 +253,15 @@ impl Orders<'_, '_> {
         Arc::clone(self.shared(id))
     }
 
-    /// The order a reference names (see [`RefIndex`]): the open one, else the one ended last.
-    pub fn by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
+    /// The open order under a reference (see [`RefIndex`]).
+    pub fn open_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
         let id = self.refs.get(self, customer, reference)?;
         Some(self.get(id))
+    }
+
+    /// The status of the latest order that ended under a reference, if any did.
+    pub fn ended_status(&self, customer: CustomerCode, reference: &str) -> Option<OrderStatus> {
+        self.ended.status_of(customer, reference)
     }
 
     /// Orders the customer holds open, staged ones included (D4).
@@ -267,13 +283,21 @@ impl Orders<'_, '_> {
             index: &self.index.0,
             staged: &self.staged,
             live: &self.live,
-            archive: &self.archive.0,
+            ended: &self.ended,
         };
         self.refs.insert(&lookup, id);
     }
 
-    /// Moves an order that reached a terminal status from the live set to the archive.
-    pub fn archive(&mut self, id: OrderId) {
+    /// Moves an order that reached a terminal status from the live set (and the reference
+    /// index) to [`EndedOrders`].
+    pub fn end(&mut self, id: OrderId) {
+        let lookup = Lookup {
+            index: &self.index.0,
+            staged: &self.staged,
+            live: &self.live,
+            ended: &self.ended,
+        };
+        self.refs.remove(&lookup, id);
         let record = match self.index.0[id.index()] {
             OrderSlot::Staged(i) => self.staged[i as usize]
                 .take()
@@ -285,11 +309,9 @@ impl Orders<'_, '_> {
             }
             OrderSlot::Ended(_) => panic!("order {id} has already ended"),
         };
-        debug_assert!(!record.is_open(), "only ended orders are archived");
         self.open.remove(record.customer);
         self.maker.count(&record);
-        self.index.0[id.index()] = OrderSlot::Ended(self.archive.0.len() as u64);
-        self.archive.0.push(record);
+        self.index.0[id.index()] = OrderSlot::Ended(self.ended.end(record) as u64);
     }
 
     /// A waiting order fired: it is no longer marked [`Waiting`].
@@ -324,7 +346,7 @@ impl OrderLookup for Orders<'_, '_> {
 pub struct OrderRecords<'w, 's> {
     index: Res<'w, OrderIndex>,
     refs: Res<'w, RefIndex>,
-    archive: Res<'w, OrderArchive>,
+    ended: Res<'w, EndedOrders>,
     open: Res<'w, OpenCounts>,
     live: Query<'w, 's, &'static LiveOrder>,
 }
@@ -342,10 +364,11 @@ impl OrderRecords<'_, '_> {
 
     pub fn record(&self, id: OrderId) -> &Arc<Order> {
         resolve(
+            id,
             self.index.0[id.index()],
             &[],
             |e| &self.live.get(e).expect("indexed orders are live").0,
-            &self.archive.0,
+            &self.ended,
         )
     }
 
@@ -377,37 +400,39 @@ impl OrderRecords<'_, '_> {
         }
     }
 
-    /// The index and the order entities agree one to one, and every archived order is where
-    /// the index says (debug and test builds, on the audit's cadence).
+    /// The index and the order entities agree one to one, every order is live or ended,
+    /// and the reference index holds exactly the live ones (debug and test builds, on the
+    /// audit's cadence).
     pub fn check_index(&self) -> Result<(), String> {
         let mut live = 0;
         for (id, slot) in self.index.0.iter().enumerate() {
-            let o = match *slot {
+            let e = match *slot {
                 OrderSlot::Staged(_) => return Err(format!("order {id} is still staged")),
-                OrderSlot::Live(e) => {
-                    live += 1;
-                    &self
-                        .live
-                        .get(e)
-                        .map_err(|_| format!("live order {id} is gone"))?
-                        .0
-                }
-                OrderSlot::Ended(i) => self
-                    .archive
-                    .0
-                    .get(i as usize)
-                    .ok_or_else(|| format!("ended order {id} is not archived"))?,
+                OrderSlot::Ended(_) => continue,
+                OrderSlot::Live(e) => e,
             };
+            live += 1;
+            let o = &self
+                .live
+                .get(e)
+                .map_err(|_| format!("live order {id} is gone"))?
+                .0;
             if o.id != OrderId(id as u64) {
                 return Err(format!("order {} is indexed as {id}", o.id));
             }
         }
         let entities = self.live.iter().count();
-        if entities != live || live + self.archive.0.len() != self.index.0.len() {
+        let ended = self.ended.count();
+        if entities != live || live as u64 + ended != self.index.0.len() as u64 {
             return Err(format!(
-                "{entities} live order entities and {} archived, but {live} live of {} indexed",
-                self.archive.0.len(),
+                "{entities} live order entities and {ended} ended, but {live} live of {} indexed",
                 self.index.0.len()
+            ));
+        }
+        if self.refs.len() != live || !self.refs.is_consistent(self) {
+            return Err(format!(
+                "the reference index holds {} references for {live} live orders",
+                self.refs.len()
             ));
         }
         Ok(())
@@ -415,13 +440,14 @@ impl OrderRecords<'_, '_> {
 }
 
 /// The orders of a world between ticks (nothing staged), as the reference index looks them
-/// up: the engine's own answer to a read by reference (`Engine::order_by_ref`).
+/// up (`Engine::order_by_ref`).
 pub struct WorldOrders<'a>(pub &'a World);
 
 impl WorldOrders<'_> {
     pub fn record(&self, id: OrderId) -> &Arc<Order> {
         let world = self.0;
         resolve(
+            id,
             world.resource::<OrderIndex>().0[id.index()],
             &[],
             |e| {
@@ -430,17 +456,22 @@ impl WorldOrders<'_> {
                     .expect("indexed orders are live")
                     .0
             },
-            &world.resource::<OrderArchive>().0,
+            world.resource::<EndedOrders>(),
         )
     }
 
-    /// The open order under a reference, else the latest one.
+    /// The open order under a reference, else the latest that ended in the last tick.
     pub fn by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Arc<Order>> {
-        let id = self
-            .0
-            .resource::<RefIndex>()
-            .get(self, customer, reference)?;
-        Some(self.record(id))
+        match self.0.resource::<RefIndex>().get(self, customer, reference) {
+            Some(id) => Some(self.record(id)),
+            None => self
+                .0
+                .resource::<EndedOrders>()
+                .recent
+                .iter()
+                .rev()
+                .find(|o| o.customer == customer && *o.reference_id == *reference),
+        }
     }
 }
 
@@ -450,26 +481,23 @@ impl OrderLookup for WorldOrders<'_> {
     }
 }
 
-/// Puts a snapshot's orders into a world: the live ones (in id order) as entities, the ended
-/// ones (in the order they ended) into the archive, and the reference index rebuilt.
-pub fn restore(world: &mut World, live: Vec<Order>, ended: Vec<Order>) {
-    let archive: Vec<Arc<Order>> = ended.into_iter().map(Arc::new).collect();
+/// The ids of the live orders, ascending (between ticks: none is staged).
+pub fn live_ids(index: &OrderIndex) -> Vec<OrderId> {
+    let live = |(i, slot): (usize, &OrderSlot)| {
+        matches!(slot, OrderSlot::Live(_)).then_some(OrderId(i as u64))
+    };
+    index.0.iter().enumerate().filter_map(live).collect()
+}
+
+/// Puts a snapshot's orders into a world: the live ones (in id order) as entities and in the
+/// reference index, what is known of the ended ones into [`EndedOrders`].
+pub fn restore(world: &mut World, live: Vec<Order>, ended: EndedState) {
     let live: Vec<Arc<Order>> = live.into_iter().map(Arc::new).collect();
-    let mut by_id: Vec<Option<Arc<Order>>> = vec![None; archive.len() + live.len()];
-    for o in archive.iter().chain(&live) {
-        by_id[o.id.index()] = Some(o.clone());
-    }
-    let by_id: Vec<Arc<Order>> = by_id
-        .into_iter()
-        .map(|o| o.expect("a snapshot holds every order id once"))
-        .collect();
-    let refs = RefIndex::rebuild(by_id.as_slice(), by_id.len() as u64);
-    drop(by_id);
+    let count = usize::try_from(ended.count).expect("order ids fit memory") + live.len();
+    let refs = RefIndex::rebuild(&RestoredLive(&live), live.iter().map(|o| o.id));
     world.insert_resource(OpenCounts::of(live.iter().map(|o| &**o)));
-    let mut index = vec![OrderSlot::Ended(0); archive.len() + live.len()];
-    for (position, o) in archive.iter().enumerate() {
-        index[o.id.index()] = OrderSlot::Ended(position as u64);
-    }
+    // Every id not live has ended; its record is not held (`EndedOrders::record` says so).
+    let mut index = vec![OrderSlot::Ended(u64::MAX); count];
     for o in live {
         let id = o.id.index();
         let waiting = o.waiting();
@@ -480,20 +508,32 @@ pub fn restore(world: &mut World, live: Vec<Order>, ended: Vec<Order>) {
         index[id] = OrderSlot::Live(entity.id());
     }
     world.insert_resource(OrderIndex(index));
-    world.insert_resource(OrderArchive(archive));
+    world.insert_resource(EndedOrders::restore(ended));
     world.insert_resource(refs);
 }
 
-/// A snapshot's orders out of a world: the live ones in id order, the ended ones in the
-/// order they ended.
-pub fn extract(world: &World) -> (Vec<Order>, Vec<Order>) {
+/// Live orders in id order, as the reference index looks them up while it is rebuilt.
+struct RestoredLive<'a>(&'a [Arc<Order>]);
+
+impl OrderLookup for RestoredLive<'_> {
+    fn order(&self, id: OrderId) -> &Order {
+        let i = self
+            .0
+            .binary_search_by_key(&id, |o| o.id)
+            .expect("a live order");
+        &self.0[i]
+    }
+}
+
+/// A snapshot's orders out of a world: the live ones in id order, and what is known of the
+/// ended ones.
+pub fn extract(world: &World) -> (Vec<Order>, EndedState) {
     let (live, ended) = borrow(world);
-    let owned = |orders: Vec<&Order>| orders.into_iter().cloned().collect();
-    (owned(live), owned(ended))
+    (live.into_iter().cloned().collect(), ended)
 }
 
 /// [`extract`]'s orders, borrowed where they live.
-pub fn borrow(world: &World) -> (Vec<&Order>, Vec<&Order>) {
+pub fn borrow(world: &World) -> (Vec<&Order>, EndedState) {
     let live = world
         .resource::<OrderIndex>()
         .0
@@ -503,11 +543,5 @@ pub fn borrow(world: &World) -> (Vec<&Order>, Vec<&Order>) {
             _ => None,
         })
         .collect();
-    let ended = world
-        .resource::<OrderArchive>()
-        .0
-        .iter()
-        .map(|o| &**o)
-        .collect();
-    (live, ended)
+    (live, world.resource::<EndedOrders>().state())
 }

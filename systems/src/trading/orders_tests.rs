@@ -1,6 +1,7 @@
 //! Live orders as entities (issue 11): an order resting or waiting is an entity with a
 //! `LiveOrder` (a waiting conditional one also `Waiting`); an order that ends leaves the live
-//! set for the archive (§3.1), and a restore puts each back where it was.
+//! set (§3.1), its record held only through its tick (issue 37), and a restore puts each
+//! live one back where it was.
 
 use perpsim_core::entry::OrderEntry;
 use perpsim_core::order::{OrderStatus, OrderType, Side};
@@ -8,11 +9,12 @@ use perpsim_core::order::{OrderStatus, OrderType, Side};
 use crate::Engine;
 use crate::command::Command;
 use crate::testkit::{d, engine, entry, funded, limit, market, order, place, run};
-use crate::trading::orders::{LiveOrder, OrderArchive, Waiting};
+use crate::trading::ended::EndedOrders;
+use crate::trading::orders::{LiveOrder, Waiting};
 use crate::trading::orders::{OrderIndex, OrderSlot};
 
-/// (live order ids, of which waiting, archived ids in the order they ended).
-fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+/// (live order ids, of which waiting, orders ended so far).
+fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, u64) {
     let world = e.world_mut();
     let mut live: Vec<u64> = world
         .query::<&LiveOrder>()
@@ -26,17 +28,12 @@ fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
         .collect();
     live.sort_unstable();
     waiting.sort_unstable();
-    let archived = world
-        .resource::<OrderArchive>()
-        .0
-        .iter()
-        .map(|o| o.id.0)
-        .collect();
+    let ended = world.resource::<EndedOrders>().count();
     for (id, slot) in world.resource::<OrderIndex>().0.iter().enumerate() {
         let is_live = matches!(slot, OrderSlot::Live(_));
         assert_eq!(is_live, live.contains(&(id as u64)), "order {id}: {slot:?}");
     }
-    (live, waiting, archived)
+    (live, waiting, ended)
 }
 
 fn stop(reference: &str) -> OrderEntry {
@@ -48,7 +45,7 @@ fn stop(reference: &str) -> OrderEntry {
 }
 
 #[test]
-fn live_orders_are_entities_and_ended_ones_move_to_the_archive_section_3_1() {
+fn live_orders_are_entities_and_ended_ones_leave_with_their_tick_section_3_1() {
     let mut e = engine(5);
     let c = funded(&mut e, 2, "100000");
     let r = run(
@@ -63,7 +60,7 @@ fn live_orders_are_entities_and_ended_ones_move_to_the_archive_section_3_1() {
     assert_eq!(order(&r[2]).status, OrderStatus::Filled);
     // The ask rests partly filled, the stop waits, the bid rests; the market order ended
     // within the run that placed it and never became an entity.
-    assert_eq!(sets(&mut e), (vec![0, 1, 3], vec![1], vec![2]));
+    assert_eq!(sets(&mut e), (vec![0, 1, 3], vec![1], 1));
 
     let cancel = Command::CancelOrder {
         customer: c[1],
@@ -74,11 +71,15 @@ fn live_orders_are_entities_and_ended_ones_move_to_the_archive_section_3_1() {
         OrderStatus::Canceled
     );
     // Buying the rest of the ask trades at 60000, which leaves the stop (60100) waiting.
-    let r = run(&mut e, vec![place(c[1], market(Side::Buy, "rest", "0.3"))]);
-    assert_eq!(order(&r[0]).status, OrderStatus::Filled);
-    assert_eq!(sets(&mut e), (vec![1], vec![1], vec![2, 3, 0, 4]));
+    let out = e.tick(
+        crate::testkit::now(&e),
+        vec![place(c[1], market(Side::Buy, "rest", "0.3"))],
+    );
+    let ended: Vec<u64> = out.ended.iter().map(|o| o.id.0).collect();
+    assert_eq!(ended, vec![0, 4], "the ask, then the order that filled it");
+    assert_eq!(sets(&mut e), (vec![1], vec![1], 4));
 
-    // A restore holds the same live set and archive, and the same state.
+    // A restore holds the same live set and count, and the same state.
     let state = e.state();
     let mut restored = Engine::restore(&state);
     assert_eq!(sets(&mut restored), sets(&mut e));

@@ -1,10 +1,7 @@
-//! The reference index (interface §4.2, §4.3 rule 11): per customer, the latest order placed
-//! under each reference_id.
-//!
-//! That one order answers every question about a reference. Rule 11 admits a new order under
-//! a reference only once the one before it has ended, so the open order, if any, is the
-//! latest; when none is open, the latest is also the one updated last (an ended order never
-//! changes again), which is what the single read returns.
+//! The reference index (interface §4.2, §4.3 rule 11): per customer, the open order under
+//! each reference_id. Rule 11 admits a new order under a reference only once the one before
+//! it has ended, so there is at most one; an order leaves the index when it ends (what is
+//! known of an ended one is `orders::EndedOrders`'), so its size follows the live set.
 //!
 //! Every order entry, cancel and amend looks a reference up, and at a million references the
 //! cost of that is cache misses, so the index is an open-addressing table of (hash of
@@ -52,13 +49,18 @@ pub const MAX_PROBE: usize = 32;
 const INITIAL_SLOTS: usize = 1024;
 /// An empty slot (ids are stored plus one).
 const EMPTY: (u64, u64) = (0, 0);
+/// A slot whose order ended: probes go on past it (a reference further on in its window
+/// stays reachable) and an insert may take it. Ids never reach `u64::MAX - 1`.
+const REMOVED: u64 = u64::MAX;
 
 #[derive(Resource, Debug, Clone)]
 pub struct RefIndex {
     /// (hash, order id + 1); the id part is 0 in an empty slot.
     slots: Vec<(u64, u64)>,
-    /// Occupied slots.
+    /// Slots not empty: holding an order, or [`REMOVED`].
     used: usize,
+    /// Slots [`REMOVED`].
+    removed: usize,
     /// References the table has no slot for (window full, or hash held by another).
     overflow: BTreeMap<(CustomerCode, ReferenceId), OrderId>,
 }
@@ -89,6 +91,7 @@ impl Default for RefIndex {
         RefIndex {
             slots: vec![EMPTY; INITIAL_SLOTS],
             used: 0,
+            removed: 0,
             overflow: BTreeMap::new(),
         }
     }
@@ -102,10 +105,11 @@ fn names(o: &Order, customer: CustomerCode, reference: &str) -> bool {
 enum Probe {
     /// The slot holding this hash (it may still belong to another reference).
     Hash(usize),
-    /// The first empty slot of the window: the hash is not in the table.
-    Empty(usize),
-    /// The window is full and the hash is not in it.
-    Full,
+    /// The hash is not in the table: the first empty slot of the window, and the first
+    /// removed one before it (where an insert goes, if any).
+    Empty(usize, Option<usize>),
+    /// The window has no empty slot and the hash is not in it; its first removed slot.
+    Full(Option<usize>),
 }
 
 /// A slot holds its order's id plus one, so that zero is the empty slot.
@@ -119,19 +123,21 @@ fn held(slot: u64) -> OrderId {
 }
 
 impl RefIndex {
-    /// Rebuilt from the `count` orders there are, oldest first, so each reference ends at
-    /// its latest order.
-    pub fn rebuild(orders: &(impl OrderLookup + ?Sized), count: u64) -> Self {
+    /// Rebuilt from the open orders, `ids`.
+    pub fn rebuild(
+        orders: &(impl OrderLookup + ?Sized),
+        ids: impl IntoIterator<Item = OrderId>,
+    ) -> Self {
         let mut index = RefIndex::default();
-        for id in (0..count).map(OrderId) {
+        for id in ids {
             index.insert(orders, id);
         }
         index
     }
 
-    /// Number of distinct (customer, reference) pairs.
+    /// Number of (customer, reference) pairs held: one per open order.
     pub fn len(&self) -> usize {
-        self.used + self.overflow.len()
+        self.used - self.removed + self.overflow.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -140,18 +146,22 @@ impl RefIndex {
 
     fn probe(&self, h: u64) -> Probe {
         let mask = self.slots.len() - 1;
+        let mut removed = None;
         for step in 0..MAX_PROBE {
             let i = (h as usize).wrapping_add(step) & mask;
             match self.slots[i] {
-                (_, 0) => return Probe::Empty(i),
+                (_, 0) => return Probe::Empty(i, removed),
+                (_, REMOVED) => {
+                    removed = removed.or(Some(i));
+                }
                 (held, _) if held == h => return Probe::Hash(i),
                 _ => {}
             }
         }
-        Probe::Full
+        Probe::Full(removed)
     }
 
-    /// The latest order of `customer` under `reference`.
+    /// The open order of `customer` under `reference`.
     pub fn get(
         &self,
         orders: &(impl OrderLookup + ?Sized),
@@ -169,9 +179,10 @@ impl RefIndex {
         reference: &str,
     ) -> Option<OrderId> {
         match self.probe(h) {
-            // Nothing is ever removed, so a reference sent to the overflow map met a full
-            // window or a foreign holder of its hash, and still would.
-            Probe::Empty(_) => None,
+            // A reference sent to the overflow map met a full window or a foreign holder of
+            // its hash, which may have been removed since: the map is asked too (it is empty
+            // but for references crowded together, on purpose or by rare chance).
+            Probe::Empty(..) => self.overflow_get(customer, reference),
             Probe::Hash(i) => {
                 let id = held(self.slots[i].1);
                 if names(orders.order(id), customer, reference) {
@@ -180,7 +191,7 @@ impl RefIndex {
                     self.overflow_get(customer, reference)
                 }
             }
-            Probe::Full => self.overflow_get(customer, reference),
+            Probe::Full(_) => self.overflow_get(customer, reference),
         }
     }
 
@@ -193,7 +204,7 @@ impl RefIndex {
             .copied()
     }
 
-    /// Order `id` (already in `orders`) becomes the latest under its reference.
+    /// Order `id` (already in `orders`, open) is the one under its reference now.
     pub fn insert(&mut self, orders: &(impl OrderLookup + ?Sized), id: OrderId) {
         let o = orders.order(id);
         self.insert_hashed(orders, hash(o.customer, &o.reference_id), id);
@@ -202,7 +213,12 @@ impl RefIndex {
     fn insert_hashed(&mut self, orders: &(impl OrderLookup + ?Sized), h: u64, id: OrderId) {
         let o = orders.order(id);
         match self.probe(h) {
-            Probe::Empty(i) => {
+            Probe::Empty(_, Some(i)) | Probe::Full(Some(i)) => {
+                self.slots[i] = (h, stored(id));
+                self.removed -= 1;
+                return;
+            }
+            Probe::Empty(i, None) => {
                 self.slots[i] = (h, stored(id));
                 self.used += 1;
                 if 2 * self.used > self.slots.len() {
@@ -224,7 +240,7 @@ impl RefIndex {
                 self.slots[i].1 = stored(id);
                 return;
             }
-            Probe::Hash(_) | Probe::Full => {}
+            Probe::Hash(_) | Probe::Full(None) => {}
         }
         let key = (o.customer, o.reference_id.clone());
         if let Some(before) = self.overflow.insert(key, id) {
@@ -232,16 +248,46 @@ impl RefIndex {
         }
     }
 
-    /// Doubles the table and places every entry again, the overflow map's included (a
-    /// larger table may have room for them now).
+    /// Order `id`, which just ended, leaves the index: its slot is marked [`REMOVED`] (or
+    /// its overflow entry dropped). Its record is still in `orders`.
+    pub fn remove(&mut self, orders: &(impl OrderLookup + ?Sized), id: OrderId) {
+        let o = orders.order(id);
+        self.remove_hashed(orders, hash(o.customer, &o.reference_id), id);
+    }
+
+    fn remove_hashed(&mut self, orders: &(impl OrderLookup + ?Sized), h: u64, id: OrderId) {
+        let o = orders.order(id);
+        if let Probe::Hash(i) = self.probe(h)
+            && self.slots[i].1 == stored(id)
+        {
+            self.slots[i].1 = REMOVED;
+            self.removed += 1;
+            return;
+        }
+        let key = (o.customer, o.reference_id.clone());
+        let held = self.overflow.remove(&key);
+        assert_eq!(
+            held,
+            Some(id),
+            "an ending order is the one under its reference"
+        );
+    }
+
+    /// Places every entry again, the overflow map's included, in a table twice the size (or
+    /// the same size when most slots are only [`REMOVED`]): a fresh table has room for more
+    /// of them, and no removed slot.
     fn grow(&mut self, orders: &(impl OrderLookup + ?Sized)) {
-        let larger = vec![EMPTY; 2 * self.slots.len()];
-        let slots = std::mem::replace(&mut self.slots, larger);
+        let size = match 4 * (self.used - self.removed) < self.slots.len() {
+            true => self.slots.len(),
+            false => 2 * self.slots.len(),
+        };
+        let slots = std::mem::replace(&mut self.slots, vec![EMPTY; size]);
         let overflow = std::mem::take(&mut self.overflow);
         self.used = 0;
+        self.removed = 0;
         let ids = slots
             .into_iter()
-            .filter(|&(_, id)| id != 0)
+            .filter(|&(_, id)| id != 0 && id != REMOVED)
             .map(|(h, id)| (h, held(id)))
             .chain(overflow.into_iter().map(|((c, r), id)| (hash(c, &r), id)));
         for (h, id) in ids {
@@ -252,7 +298,12 @@ impl RefIndex {
     /// Whether every entry is found again from its own order, and the count is right.
     pub fn is_consistent(&self, orders: &(impl OrderLookup + ?Sized)) -> bool {
         let mut used = 0;
-        for &(h, id) in self.slots.iter().filter(|&&(_, id)| id != 0) {
+        let removed = self.slots.iter().filter(|s| s.1 == REMOVED).count();
+        for &(h, id) in self
+            .slots
+            .iter()
+            .filter(|&&(_, id)| id != 0 && id != REMOVED)
+        {
             used += 1;
             let o = orders.order(held(id));
             if h != hash(o.customer, &o.reference_id)
@@ -265,7 +316,7 @@ impl RefIndex {
             names(orders.order(id), *customer, reference)
                 && self.get(orders, *customer, reference) == Some(id)
         });
-        used == self.used && overflow
+        used + removed == self.used && removed == self.removed && overflow
     }
 }
 
@@ -315,7 +366,7 @@ mod tests {
             order(2, 1, "b"),
             order(3, 1, "a"),
         ];
-        let index = RefIndex::rebuild(orders.as_slice(), orders.len() as u64);
+        let index = RefIndex::rebuild(orders.as_slice(), (0..orders.len() as u64).map(OrderId));
         assert_eq!(index.get(orders.as_slice(), c(1), "a"), Some(OrderId(3)));
         assert_eq!(index.get(orders.as_slice(), c(2), "a"), Some(OrderId(1)));
         assert_eq!(index.get(orders.as_slice(), c(1), "b"), Some(OrderId(2)));
@@ -389,7 +440,7 @@ mod tests {
         let more: Vec<Order> = (0..3_000u64)
             .map(|id| order(id, 2 + id as u128 % 7, &format!("m{id}")))
             .collect();
-        let grown = RefIndex::rebuild(more.as_slice(), more.len() as u64);
+        let grown = RefIndex::rebuild(more.as_slice(), (0..more.len() as u64).map(OrderId));
         assert!(
             grown.slots.len() >= 2 * 3_000,
             "grown to {}",
@@ -403,5 +454,48 @@ mod tests {
                 Some(o.id)
             );
         }
+    }
+
+    #[test]
+    fn an_ended_order_leaves_the_index_and_its_slot_serves_again_rule_11() {
+        // Three references under one hash, so removal is seen in the window and the overflow
+        // map alike; then enough orders through one customer to rebuild the table.
+        let orders: Vec<Order> = (0..3).map(|id| order(id, 1, &format!("r{id}"))).collect();
+        let mut index = RefIndex::default();
+        for id in 0..3 {
+            index.insert_hashed(orders.as_slice(), 9, OrderId(id));
+        }
+        index.remove_hashed(orders.as_slice(), 9, OrderId(0));
+        assert_eq!(index.find(orders.as_slice(), 9, c(1), "r0"), None);
+        assert_eq!(index.len(), 2);
+        // The removed slot holds the hash no more: "r1", in the overflow map, is found.
+        index.remove_hashed(orders.as_slice(), 9, OrderId(1));
+        assert_eq!(index.find(orders.as_slice(), 9, c(1), "r1"), None);
+        assert_eq!(
+            index.find(orders.as_slice(), 9, c(1), "r2"),
+            Some(OrderId(2)),
+            "the hash's slot is removed; its other reference is in the overflow map"
+        );
+        let n = 20_000u64;
+        let many: Vec<Order> = (0..n)
+            .map(|id| order(id, 2, &format!("m{}", id % 7)))
+            .collect();
+        let mut index = RefIndex::default();
+        for id in (0..n).map(OrderId) {
+            index.insert(many.as_slice(), id);
+            if id.0 >= 6 {
+                index.remove(many.as_slice(), OrderId(id.0 - 6));
+            }
+        }
+        assert_eq!(index.len(), 6, "one open order a reference");
+        for k in 0..7 {
+            let open = (n - 6..n).find(|i| i % 7 == k).map(OrderId);
+            assert_eq!(index.get(many.as_slice(), c(2), &format!("m{k}")), open);
+        }
+        assert!(
+            index.slots.len() <= 4 * INITIAL_SLOTS,
+            "removed slots are reclaimed, not grown past"
+        );
+        assert!(index.is_consistent(many.as_slice()));
     }
 }

@@ -19,20 +19,20 @@ impl Desk<'_, '_> {
         verb: &str,
     ) -> Result<OrderId, Error> {
         self.customer(code)?;
-        let o = self
-            .orders
-            .by_ref(code, reference)
-            .ok_or_else(|| Error::not_found(format!("order {reference} does not exist")))?;
-        if !o.is_open() {
-            return Err(Error::new(
-                conflict,
-                format!(
-                    "order {reference} is {} and cannot be {verb}",
-                    o.status.as_str()
-                ),
-            ));
+        if let Some(o) = self.orders.open_by_ref(code, reference) {
+            return Ok(o.id);
         }
-        Ok(o.id)
+        let status = self
+            .orders
+            .ended_status(code, reference)
+            .ok_or_else(|| Error::not_found(format!("order {reference} does not exist")))?;
+        Err(Error::new(
+            conflict,
+            format!(
+                "order {reference} is {} and cannot be {verb}",
+                status.as_str()
+            ),
+        ))
     }
 
     pub fn amend(

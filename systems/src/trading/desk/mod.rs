@@ -120,9 +120,9 @@ pub fn expire_orders(due: Res<DueEvents>, mut desk: Desk) {
     for event in &due.0 {
         if let ScheduledEvent::OrderExpiry(id) = *event {
             let now = desk.clock.now;
-            let o = desk.orders.get(id);
             // An amend may have moved the time on; the event for the new time expires it.
-            if o.is_open() && o.expire_time().is_some_and(|t| t <= now) {
+            let due = |o: &Order| o.expire_time().is_some_and(|t| t <= now);
+            if desk.orders.live(id).is_some_and(due) {
                 desk.finish(id, OrderStatus::Expired, Some(EndReason::Expired));
             }
         }
@@ -176,9 +176,14 @@ impl Desk<'_, '_> {
             .initial
     }
 
-    /// An order by id, live or ended.
+    /// An order by id: live, or ended in this tick.
     pub fn order(&self, id: OrderId) -> &Order {
         self.orders.get(id)
+    }
+
+    /// An order by id if it is live (open), whenever it ended if not.
+    pub fn live_order(&self, id: OrderId) -> Option<&Order> {
+        self.orders.live(id)
     }
 
     /// Changes to the market maker's orders in a market's side so far (see
@@ -242,11 +247,7 @@ impl Desk<'_, '_> {
         if new.expire_time.is_some() {
             self.scheduler.room_for_request()?;
         }
-        if self
-            .orders
-            .by_ref(code, &entry.reference_id)
-            .is_some_and(Order::is_open)
-        {
+        if self.orders.open_by_ref(code, &entry.reference_id).is_some() {
             return Err(Error::new(
                 ErrorCode::DuplicateReferenceId,
                 format!(
@@ -477,8 +478,8 @@ impl Desk<'_, '_> {
     }
 
     /// Ends an order: out of the book and the trigger index, its reserve released, and out
-    /// of the live set into the archive. Its reference is free again (rule 11) by its status
-    /// alone: see [`crate::trading::refs::RefIndex`].
+    /// of the live set and the reference index (see `trading::ended`): its reference is free
+    /// again (rule 11).
     fn finish(&mut self, id: OrderId, status: OrderStatus, reason: Option<EndReason>) {
         let now = self.clock.now;
         let o = self.orders.get_mut(id);
@@ -502,7 +503,7 @@ impl Desk<'_, '_> {
         let asset = self.exchange.markets[market as usize].spec.settlement;
         self.ledger
             .adjust_locked(&mut self.accounts, customer, asset, -release, now);
-        self.orders.archive(id);
+        self.orders.end(id);
         self.exchange.mark_order(id);
     }
 }
