@@ -343,7 +343,9 @@ impl Engine {
             events.retain(|e| matches!(e, EngineEvent::MarginState(_)));
         }
         assert_eq!(results.len(), count, "every command has a result");
-        let ended = self.world.resource::<EndedOrders>().recent.clone();
+        let mut ended_orders = self.world.resource_mut::<EndedOrders>();
+        ended_orders.seal();
+        let ended = ended_orders.recent.clone();
         TickOutput {
             results,
             events,

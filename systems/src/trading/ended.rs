@@ -9,9 +9,10 @@
 //!   cancel or amend of a reference with no open order answers 409 naming that status, or
 //!   404 for a reference never used. Keyed by 128 bits of SHA-256 over the pair (a collision
 //!   is as likely as SHA-256's), 24 bytes an entry;
-//! - `digest`, a running SHA-256 over every ended order's encoding in the order they ended:
-//!   the state hash covers the history through it, at a constant cost, where it used to
-//!   encode every ended order.
+//! - `digest`, a running SHA-256 over every ended order's encoding in the order they ended,
+//!   chained once a tick (`SHA-256(digest ‖ the tick's encodings)`, as the journal groups
+//!   them): the state hash covers the history through it, at a constant cost, where it used
+//!   to encode every ended order.
 
 use std::sync::Arc;
 
@@ -29,8 +30,10 @@ use crate::records::order::Order;
 type RefKey = (u64, u64);
 
 fn ref_key(customer: CustomerCode, reference: &str) -> RefKey {
+    // A one-byte domain tag keeps the message in one SHA-256 block for references of up to
+    // 38 bytes.
     let mut h = Sha256::new();
-    h.update(b"perpsim ended reference\0");
+    h.update(b"r");
     h.update(customer.0.as_bytes());
     h.update(reference.as_bytes());
     let d = h.finalize();
@@ -56,6 +59,10 @@ pub struct EndedOrders {
     refs: Lookup<RefKey, OrderStatus>,
     count: u64,
     digest: [u8; 32],
+    /// This tick's chaining, until [`EndedOrders::seal`]; never state (sealed between ticks).
+    pending: Option<Sha256>,
+    /// An order's encoding, reused.
+    scratch: Vec<u8>,
 }
 
 impl EndedOrders {
@@ -66,11 +73,12 @@ impl EndedOrders {
             ref_key(record.customer, &record.reference_id),
             record.status,
         );
-        let encoded = postcard::to_stdvec(&*record).expect("orders always encode");
-        let mut h = Sha256::new();
-        h.update(self.digest);
-        h.update(&encoded);
-        self.digest = h.finalize().into();
+        self.scratch.clear();
+        let encoded = postcard::to_io(&*record, &mut self.scratch).expect("orders always encode");
+        let digest = self.digest;
+        self.pending
+            .get_or_insert_with(|| Sha256::new().chain_update(digest))
+            .update(encoded);
         self.count += 1;
         self.recent.push(record);
         self.recent.len() - 1
@@ -97,13 +105,29 @@ impl EndedOrders {
 
     /// A new tick starts: the last one's records were handed out with it.
     pub fn start_tick(&mut self) {
+        self.seal();
         self.recent.clear();
+    }
+
+    /// Chains the orders ended since the last seal into `digest` (at the end of each tick).
+    pub fn seal(&mut self) {
+        if let Some(h) = self.pending.take() {
+            self.digest = h.finalize().into();
+        }
+    }
+
+    /// The digest as a seal now would leave it.
+    fn digest(&self) -> [u8; 32] {
+        match &self.pending {
+            Some(h) => h.clone().finalize().into(),
+            None => self.digest,
+        }
     }
 
     pub fn state(&self) -> EndedState {
         EndedState {
             count: self.count,
-            digest: self.digest,
+            digest: self.digest(),
             refs: self.refs.sorted(),
         }
     }
@@ -118,6 +142,8 @@ impl EndedOrders {
             refs,
             count: state.count,
             digest: state.digest,
+            pending: None,
+            scratch: Vec::new(),
         }
     }
 }

@@ -260,6 +260,82 @@ fn an_ended_order_leaves_the_view_and_is_handed_out_with_its_tick_issue_37() {
 }
 
 #[test]
+fn a_reference_whose_order_ended_ticks_ago_answers_409_naming_its_status_after_a_restore_d5() {
+    let mut e = engine(8);
+    let c = funded(&mut e, 2, "1000000");
+    let cancel = |who: usize, r: &str| Command::CancelOrder {
+        customer: c[who],
+        reference_id: r.into(),
+    };
+    run(
+        &mut e,
+        vec![place(c[0], limit(Side::Sell, "m", "1", "60000"))],
+    );
+    run(&mut e, vec![place(c[1], market(Side::Buy, "t", "1"))]);
+    run(
+        &mut e,
+        vec![
+            place(c[0], limit(Side::Buy, "x", "1", "50000")),
+            cancel(0, "x"),
+        ],
+    );
+    for _ in 0..3 {
+        e.tick(now(&e), vec![]);
+    }
+    assert!(
+        e.order_by_ref(c[0], "m").is_none(),
+        "no record is held past its tick"
+    );
+    let mut restored = Engine::restore(&e.state());
+    for engine in [&mut e, &mut restored] {
+        let amend = Command::AmendOrder {
+            customer: c[0],
+            reference_id: "x".into(),
+            amend: Amend {
+                amount: Some(d("2")),
+                ..Amend::default()
+            },
+        };
+        let r = run(
+            engine,
+            vec![
+                cancel(0, "m"),
+                cancel(1, "t"),
+                amend,
+                cancel(1, "m"),
+                cancel(0, "never"),
+            ],
+        );
+        let answers: Vec<(ErrorCode, String)> = r
+            .iter()
+            .map(|r| r.as_ref().map(|_| ()).expect_err("refused"))
+            .map(|e| (e.code, e.message.clone()))
+            .collect();
+        let conflict = |code, m: &str| (code, m.to_owned());
+        assert_eq!(
+            answers,
+            vec![
+                conflict(
+                    ErrorCode::OrderNotCancellable,
+                    "order m is filled and cannot be cancelled"
+                ),
+                conflict(
+                    ErrorCode::OrderNotCancellable,
+                    "order t is filled and cannot be cancelled"
+                ),
+                conflict(
+                    ErrorCode::OrderNotAmendable,
+                    "order x is canceled and cannot be amended"
+                ),
+                conflict(ErrorCode::NotFound, "order m does not exist"),
+                conflict(ErrorCode::NotFound, "order never does not exist"),
+            ]
+        );
+    }
+    assert_eq!(e.state_hash(), restored.state_hash());
+}
+
+#[test]
 fn gtd_orders_expire_at_expire_time_through_the_scheduler_d5() {
     let mut e = engine(9);
     let c = funded(&mut e, 1, "1000000");
