@@ -51,9 +51,10 @@ fn cancel(customer: CustomerCode, reference: &str) -> Command {
 
 /// A broker and one customer with 1 000 000 USDC, journaled.
 fn funded(journal: &Journal, e: &mut Engine) -> CustomerCode {
+    let brokers = e.view().brokers.len() as u8;
     let broker = Command::CreateBroker {
-        name: "b".into(),
-        public_key: PublicKey([3; 32]),
+        name: format!("b{brokers}"),
+        public_key: PublicKey([3 + brokers; 32]),
     };
     let Ok(Outcome::Broker(b)) = tick(journal, e, vec![broker], true) else {
         panic!("a broker")
@@ -157,4 +158,127 @@ fn extending_a_projection_that_is_behind_is_refused() {
     let c = funded(&journal, &mut e);
     tick(&journal, &mut e, vec![place(c, "a", 59_000)], false).unwrap();
     tick(&journal, &mut e, vec![cancel(c, "a")], true).unwrap();
+}
+
+/// A random session of three customers reusing a few references (placing, crossing, market
+/// orders, amends, cancels): after every tick, each reference reads — the live order from the
+/// view, else the projection — exactly what the engine knows of it: its open order, else the
+/// latest order that ended under it, whose status the engine's 409 names.
+#[test]
+fn every_reference_reads_from_view_and_projection_what_the_engine_knows_of_it() {
+    use perpsim_core::rng::SimRng;
+    use std::collections::BTreeMap;
+    let (_dir, journal, mut e) = fresh();
+    let customers: Vec<CustomerCode> = (0..3).map(|_| funded(&journal, &mut e)).collect();
+    let mut rng = SimRng::from_seed(37);
+    // The oracle: per reference, the latest ended order as the ticks handed them out.
+    let mut ended_oracle: BTreeMap<(CustomerCode, String), perpsim_systems::records::order::Order> =
+        BTreeMap::new();
+    let projection = journal.projection().unwrap();
+    for _ in 0..300 {
+        let commands: Vec<Command> = (0..1 + rng.next_u64() % 4)
+            .map(|_| random_command(&mut rng, &customers))
+            .collect();
+        let c = e.counters();
+        let record = TickRecord::encode(START, c.commands, &commands);
+        let out = e.tick(START, commands);
+        journal
+            .append_batch(
+                c.ticks + 1,
+                &[record],
+                Some(&out.ended),
+                NonceWrites::default(),
+            )
+            .unwrap();
+        for o in &out.ended {
+            ended_oracle.insert((o.customer, o.reference_id.to_string()), (**o).clone());
+        }
+        let view = e.view();
+        let mut probes = Vec::new();
+        for &customer in &customers {
+            for r in (0..6).map(|i| format!("r{i}")) {
+                let live = view.trading.live_order_by_ref(customer, &r);
+                let engine_open = e.order_by_ref(customer, &r).filter(|o| o.is_open());
+                assert_eq!(live.map(|o| o.id), engine_open.map(|o| o.id), "{r}");
+                let ended = projection.ended_order(customer, &r).unwrap();
+                assert_eq!(
+                    ended.as_ref(),
+                    ended_oracle.get(&(customer, r.clone())),
+                    "{r}"
+                );
+                if live.is_none() {
+                    probes.push((cancel(customer, &r), ended.map(|o| o.status)));
+                }
+            }
+        }
+        // The engine's answer for a reference with no open order names the status the
+        // projection holds, or says it never existed (asked of a copy: nothing changes).
+        let (commands, expected): (Vec<Command>, Vec<_>) = probes.into_iter().unzip();
+        let answers = Engine::restore(&e.state()).tick(START, commands).results;
+        for (answer, status) in answers.into_iter().zip(expected) {
+            let refused = answer.unwrap_err();
+            match status {
+                Some(s) => assert!(
+                    refused.message.contains(&format!("is {}", s.as_str())),
+                    "{} against {s:?}",
+                    refused.message
+                ),
+                None => assert_eq!(refused.code, perpsim_core::ErrorCode::NotFound),
+            }
+        }
+    }
+    assert!(
+        ended_oracle.len() > 10,
+        "the session ended orders under many references"
+    );
+}
+
+fn random_command(rng: &mut perpsim_core::rng::SimRng, customers: &[CustomerCode]) -> Command {
+    let customer = customers[(rng.next_u64() % customers.len() as u64) as usize];
+    let reference = format!("r{}", rng.next_u64() % 6);
+    let price = 59_990 + (rng.next_u64() % 21) as i64;
+    match rng.next_u64() % 5 {
+        0 | 1 => Command::PlaceOrder {
+            customer,
+            symbol: "BTC-USDC-PERP".into(),
+            entry: Box::new(OrderEntry {
+                amount: Some(Decimal::new(1 + (rng.next_u64() % 3) as i64, 2)),
+                limit_price: Some(Decimal::from(price)),
+                ..OrderEntry::new(
+                    if rng.next_u64() % 2 == 0 {
+                        Side::Buy
+                    } else {
+                        Side::Sell
+                    },
+                    OrderType::Limit,
+                    reference,
+                )
+            }),
+        },
+        2 => Command::PlaceOrder {
+            customer,
+            symbol: "BTC-USDC-PERP".into(),
+            entry: Box::new(OrderEntry {
+                amount: Some(Decimal::new(1, 2)),
+                ..OrderEntry::new(
+                    if rng.next_u64() % 2 == 0 {
+                        Side::Buy
+                    } else {
+                        Side::Sell
+                    },
+                    OrderType::Market,
+                    reference,
+                )
+            }),
+        },
+        3 => Command::AmendOrder {
+            customer,
+            reference_id: reference,
+            amend: perpsim_core::entry::Amend {
+                limit_price: Some(Decimal::from(price)),
+                ..perpsim_core::entry::Amend::default()
+            },
+        },
+        _ => cancel(customer, &reference),
+    }
 }
