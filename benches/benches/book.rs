@@ -489,12 +489,7 @@ fn engine_report() {
 /// Live heap bytes per customer with `n` created under one broker, the read view kept up
 /// (what the D4 bound on customers per broker bounds).
 fn engine_bytes_per_customer(n: usize) -> f64 {
-    let empty = Workload {
-        name: "memory",
-        preload: vec![],
-        ops: vec![],
-    };
-    let mut run = engine_loaded(&empty);
+    let mut run = funded_engine(false);
     let broker = run.engine.view().customers[&run.customers[0]].broker;
     let at = run.engine.clock().now;
     let before = LIVE.load(Relaxed);
@@ -505,18 +500,25 @@ fn engine_bytes_per_customer(n: usize) -> f64 {
     (after - before) as f64 / (n / TICK * TICK) as f64
 }
 
-/// Live heap bytes per order with `n` placed and cancelled, the read view kept up: what the
-/// history of ended orders costs in memory (issue 37). Each tick places a thousand orders and
-/// cancels them.
-fn engine_bytes_per_ended_order(n: u64) -> f64 {
-    let mut rng = SimRng::from_seed(7);
+/// An engine with its funded customers and nothing else, for the memory measurements;
+/// `publishing`: the read view kept up.
+fn funded_engine(publishing: bool) -> EngineRun {
     let empty = Workload {
         name: "memory",
         preload: vec![],
         ops: vec![],
     };
     let mut run = engine_loaded(&empty);
-    run.engine.set_publishing(true);
+    run.engine.set_publishing(publishing);
+    run
+}
+
+/// Live heap bytes per order with `n` placed and cancelled, the read view kept up: what the
+/// history of ended orders costs in memory (issue 37). Each tick places a thousand orders and
+/// cancels them.
+fn engine_bytes_per_ended_order(n: u64) -> f64 {
+    let mut rng = SimRng::from_seed(7);
+    let mut run = funded_engine(true);
     let at = run.engine.clock().now;
     let before = LIVE.load(Relaxed);
     for first in (0..n).step_by(TICK) {
@@ -536,13 +538,7 @@ fn engine_bytes_per_ended_order(n: u64) -> f64 {
 /// copy too. Commands are built a tick at a time and dropped, so they do not count.
 fn engine_bytes_per_order(n: u64, publishing: bool) -> f64 {
     let mut rng = SimRng::from_seed(7);
-    let empty = Workload {
-        name: "memory",
-        preload: vec![],
-        ops: vec![],
-    };
-    let mut run = engine_loaded(&empty);
-    run.engine.set_publishing(publishing);
+    let mut run = funded_engine(publishing);
     let at = run.engine.clock().now;
     let before = LIVE.load(Relaxed);
     let mut id = 0;

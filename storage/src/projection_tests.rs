@@ -237,40 +237,24 @@ fn random_command(rng: &mut perpsim_core::rng::SimRng, customers: &[CustomerCode
     let customer = customers[(rng.next_u64() % customers.len() as u64) as usize];
     let reference = format!("r{}", rng.next_u64() % 6);
     let price = 59_990 + (rng.next_u64() % 21) as i64;
+    let side = if rng.next_u64().is_multiple_of(2) {
+        Side::Buy
+    } else {
+        Side::Sell
+    };
+    let amount = Decimal::new(1 + (rng.next_u64() % 3) as i64, 2);
+    let entry = |kind, limit_price| Command::PlaceOrder {
+        customer,
+        symbol: "BTC-USDC-PERP".into(),
+        entry: Box::new(OrderEntry {
+            amount: Some(amount),
+            limit_price,
+            ..OrderEntry::new(side, kind, reference.clone())
+        }),
+    };
     match rng.next_u64() % 5 {
-        0 | 1 => Command::PlaceOrder {
-            customer,
-            symbol: "BTC-USDC-PERP".into(),
-            entry: Box::new(OrderEntry {
-                amount: Some(Decimal::new(1 + (rng.next_u64() % 3) as i64, 2)),
-                limit_price: Some(Decimal::from(price)),
-                ..OrderEntry::new(
-                    if rng.next_u64() % 2 == 0 {
-                        Side::Buy
-                    } else {
-                        Side::Sell
-                    },
-                    OrderType::Limit,
-                    reference,
-                )
-            }),
-        },
-        2 => Command::PlaceOrder {
-            customer,
-            symbol: "BTC-USDC-PERP".into(),
-            entry: Box::new(OrderEntry {
-                amount: Some(Decimal::new(1, 2)),
-                ..OrderEntry::new(
-                    if rng.next_u64() % 2 == 0 {
-                        Side::Buy
-                    } else {
-                        Side::Sell
-                    },
-                    OrderType::Market,
-                    reference,
-                )
-            }),
-        },
+        0 | 1 => entry(OrderType::Limit, Some(Decimal::from(price))),
+        2 => entry(OrderType::Market, None),
         3 => Command::AmendOrder {
             customer,
             reference_id: reference,

@@ -279,25 +279,28 @@ impl Orders<'_, '_> {
         let position = u32::try_from(self.staged.len()).expect("a run stages few orders");
         self.staged.push(Some(Arc::new(order)));
         self.index.0.push(OrderSlot::Staged(position));
+        self.reindex(id, true);
+    }
+
+    /// Puts order `id` in the reference index (`open`) or takes it out; the index looks
+    /// orders up through the rest of the store.
+    fn reindex(&mut self, id: OrderId, open: bool) {
         let lookup = Lookup {
             index: &self.index.0,
             staged: &self.staged,
             live: &self.live,
             ended: &self.ended,
         };
-        self.refs.insert(&lookup, id);
+        match open {
+            true => self.refs.insert(&lookup, id),
+            false => self.refs.remove(&lookup, id),
+        }
     }
 
     /// Moves an order that reached a terminal status from the live set (and the reference
     /// index) to [`EndedOrders`].
     pub fn end(&mut self, id: OrderId) {
-        let lookup = Lookup {
-            index: &self.index.0,
-            staged: &self.staged,
-            live: &self.live,
-            ended: &self.ended,
-        };
-        self.refs.remove(&lookup, id);
+        self.reindex(id, false);
         let record = match self.index.0[id.index()] {
             OrderSlot::Staged(i) => self.staged[i as usize]
                 .take()
