@@ -203,7 +203,7 @@ impl EngineHandle {
         reference: &str,
     ) -> Result<Option<Arc<Order>>, Error> {
         if let Some(live) = view.trading.live_order_by_ref(customer, reference) {
-            return Ok(Some(Arc::new(live.clone())));
+            return Ok(Some(Arc::clone(live)));
         }
         self.projection
             .ended_order(customer, reference)

@@ -88,10 +88,12 @@ impl TradingView {
 
     /// The live order under a reference, if any. When none is, a read answers the latest
     /// ended one, which the view does not hold (see `orders`).
-    pub fn live_order_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
-        self.orders
-            .get(self.refs.get(&customer)?.get(reference)?)
-            .map(|o| &**o)
+    pub fn live_order_by_ref(
+        &self,
+        customer: CustomerCode,
+        reference: &str,
+    ) -> Option<&Arc<Order>> {
+        self.orders.get(self.refs.get(&customer)?.get(reference)?)
     }
 
     pub fn symbol(&self, market: MarketId) -> &str {
