@@ -156,7 +156,7 @@ fn a_missing_damaged_foreign_or_mixed_up_segment_is_an_error_naming_it_and_recov
         name: "another".into(),
         public_key: PublicKey([4; 32]),
     }];
-    journaled(&twin, &mut twin_live, START, first);
+    journaled(&twin, &mut twin_live, (START, first), true);
     run(&twin, &mut twin_live, 95, 20);
     let (twin_segment, twin_path, _) = twin.archive(u64::MAX).unwrap().segment.unwrap();
     assert_eq!((twin_segment.first, twin_segment.last), (1, 60));

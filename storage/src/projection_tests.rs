@@ -10,19 +10,12 @@ use perpsim_core::order::{OrderStatus, OrderType, Side};
 use perpsim_systems::command::TransferKind;
 use perpsim_systems::{Command, CommandResult, Engine, Outcome};
 
-use crate::recovery::tests::{START, fresh};
-use crate::{Journal, NonceWrites, TickRecord, recover};
+use crate::recovery::tests::{START, fresh, journaled};
+use crate::{Journal, recover};
 
-/// One tick through engine and journal as the host does it; `project`: the service's way
-/// (the tick's ended orders in its transaction), else a scenario replay's.
+/// One tick of one command through engine and journal (see `journaled`); its result.
 fn tick(journal: &Journal, e: &mut Engine, cmds: Vec<Command>, project: bool) -> CommandResult {
-    let c = e.counters();
-    let record = TickRecord::encode(START, c.commands, &cmds);
-    let out = e.tick(START, cmds);
-    let ended = project.then_some(out.ended.as_slice());
-    journal
-        .append_batch(c.ticks + 1, &[record], ended, NonceWrites::default())
-        .unwrap();
+    let out = journaled(journal, e, (START, cmds), project);
     out.results.into_iter().next().expect("one command a tick")
 }
 
@@ -179,17 +172,7 @@ fn every_reference_reads_from_view_and_projection_what_the_engine_knows_of_it() 
         let commands: Vec<Command> = (0..1 + rng.next_u64() % 4)
             .map(|_| random_command(&mut rng, &customers))
             .collect();
-        let c = e.counters();
-        let record = TickRecord::encode(START, c.commands, &commands);
-        let out = e.tick(START, commands);
-        journal
-            .append_batch(
-                c.ticks + 1,
-                &[record],
-                Some(&out.ended),
-                NonceWrites::default(),
-            )
-            .unwrap();
+        let out = journaled(&journal, &mut e, (START, commands), true);
         for o in &out.ended {
             ended_oracle.insert((o.customer, o.reference_id.to_string()), (**o).clone());
         }

@@ -147,18 +147,18 @@ pub(crate) mod tests {
 
     pub(crate) const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
 
-    /// One tick through engine and journal the way the host does it: its ended orders
-    /// projected in its transaction.
+    /// One tick through engine and journal; with `project` the host's way (its ended orders
+    /// projected in its transaction), else a scenario replay's.
     pub(crate) fn journaled(
         journal: &Journal,
         engine: &mut Engine,
-        now: Timestamp,
-        cmds: Vec<Command>,
+        (now, cmds): (Timestamp, Vec<Command>),
+        project: bool,
     ) -> perpsim_systems::TickOutput {
         let c = engine.counters();
         let record = TickRecord::encode(now, c.commands, &cmds);
         let out = engine.tick(now, cmds);
-        let ended = Some(out.ended.as_slice());
+        let ended = project.then_some(out.ended.as_slice());
         journal
             .append_batch(c.ticks + 1, &[record], ended, NonceWrites::default())
             .unwrap();
@@ -175,7 +175,7 @@ pub(crate) mod tests {
                     name: "b".into(),
                     public_key: PublicKey([3; 32]),
                 }];
-                let out = journaled(journal, engine, START, cmds);
+                let out = journaled(journal, engine, (START, cmds), true);
                 let Ok(Outcome::Broker(b)) = &out.results[0] else {
                     panic!()
                 };
@@ -193,7 +193,7 @@ pub(crate) mod tests {
                     to: now.plus_millis(MINUTE_MS),
                 },
             ];
-            journaled(journal, engine, now, cmds);
+            journaled(journal, engine, (now, cmds), true);
             if engine.counters().ticks.is_multiple_of(every) {
                 journal
                     .write_snapshot(engine.counters().ticks, engine.encode_state())

@@ -1,7 +1,7 @@
 //! The reference index (interface §4.2, §4.3 rule 11): per customer, the open order under
 //! each reference_id. Rule 11 admits a new order under a reference only once the one before
 //! it has ended, so there is at most one; an order leaves the index when it ends (what is
-//! known of an ended one is `orders::EndedOrders`'), so its size follows the live set.
+//! known of an ended one is `trading::ended`'s), so its size follows the live set.
 //!
 //! Every order entry, cancel and amend looks a reference up, and at a million references the
 //! cost of that is cache misses, so the index is an open-addressing table of (hash of
