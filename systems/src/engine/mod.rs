@@ -309,7 +309,7 @@ impl Engine {
     /// clock never moves backwards: a `now` earlier than the engine's time is taken as equal.
     pub fn tick(&mut self, now: Timestamp, commands: Vec<Command>) -> TickOutput {
         let count = commands.len();
-        self.world.resource_mut::<EndedOrders>().start_tick();
+        crate::trading::orders::start_tick(&mut self.world);
         self.fire_due_until(now);
         self.set_now(now);
         let clock_commands = commands.iter().any(|c| {
@@ -337,6 +337,10 @@ impl Engine {
             self.world.check_change_ticks();
         }
         crate::publish::events::end_of_tick(&mut self.world, true);
+        // Every despawn and component removal writes bevy's removal messages, which nothing
+        // here reads; left alone they grew with every order ever ended (the soak's largest
+        // engine allocation, issue 37). Updating them each tick keeps two ticks' worth.
+        self.world.clear_trackers();
         let mut events = std::mem::take(&mut self.world.resource_mut::<TickEvents>().0);
         if *self.world.resource::<Listening>() == Listening::MarginStates {
             // What the systems skip is most of it; the rare rest (a transfer's end) goes here.

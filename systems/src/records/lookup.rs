@@ -35,6 +35,22 @@ impl<K: Hash + Ord + Copy, V: Copy> Lookup<K, V> {
         self.0.insert(key, value)
     }
 
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        self.0.get_mut(key)
+    }
+
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        self.0.remove(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Every entry, ordered by key.
     pub fn sorted(&self) -> Vec<(K, V)> {
         let mut all: Vec<(K, V)> = self.0.iter().map(|(k, v)| (*k, *v)).collect();

@@ -2,7 +2,7 @@
 //! trigger is an entity with a [`LiveOrder`] (and [`Waiting`] while a conditional order has
 //! not fired); when it reaches a terminal status it leaves the live set for
 //! [`EndedOrders`], which holds its record only through the tick it ended in (the journal's
-//! projection keeps it). [`OrderIndex`] says where each id is.
+//! projection keeps it). [`OrderIndex`] says where each id is while it is held.
 //!
 //! The record is shared, copy-on-write, with the read view: a `LiveOrder` holds an
 //! `Arc<Order>`, publishing hands the view the same `Arc`, and the engine's next change to
@@ -14,25 +14,25 @@
 //! pattern as `positions::OpenPositions` and `money::store::Accounts`). Readers that run
 //! after the flush (publishing, the invariants) use [`OrderRecords`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Res, ResMut, Resource, World};
+use bevy_ecs::prelude::{
+    Commands, Component, Entity, Local, Mut, Query, Res, ResMut, Resource, World,
+};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{OrderStatus, Side};
 
 use crate::records::ids::OrderId;
+use crate::records::lookup;
 use crate::records::market::MARKET_MAKER;
 use crate::records::order::Order;
 use crate::records::venue::MarketId;
 use crate::trading::ended::{EndedOrders, EndedState};
 use crate::trading::refs::{OrderLookup, RefIndex};
 
-/// Accounts by (owner, asset) — see `money::store`. Customers' money per asset and the
-/// venue's accounts are entities with a `Balance`.
-/// Where an order is, by its id. Ids are dense sequence numbers (an order's id is the count
-/// of orders accepted before it), so the index is a `Vec` and a lookup is one load.
+/// Where an order is, by its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrderSlot {
     /// Accepted during the current run: staged in the order store (at this position) until
@@ -45,10 +45,132 @@ pub enum OrderSlot {
     Ended(u64),
 }
 
-/// Every order ever accepted, by id: live ones to their entity, ended ones to where their
-/// record is while their tick lasts (16 bytes an order).
+/// The orders whose records the engine holds, by id: live ones to their entity, staged
+/// ones to their place in the run, those that ended in this tick to their place in
+/// [`EndedOrders::recent`]. An id it no longer holds ended in an earlier tick.
+///
+/// Ids are dense and most orders end soon after they arrive, so the recent ids sit in a
+/// window, a `VecDeque` from `base` on where a lookup is one load, as the whole `Vec` of
+/// every id ever accepted was until issue 37 (16 bytes an order, for ever). The window drops
+/// the forgotten ids at its front; once it is longer than [`WINDOW`] and four times the
+/// orders it holds, the live orders at its front move to `old`, a hash map, so a quote left
+/// resting for days does not keep every later id's slot. Memory follows the live set.
 #[derive(Resource, Debug, Default)]
-pub struct OrderIndex(pub Vec<OrderSlot>);
+pub struct OrderIndex {
+    /// The id of `window[0]`.
+    base: u64,
+    /// Ids `base..` in order: `None` once forgotten.
+    window: VecDeque<Option<OrderSlot>>,
+    /// The window's `Some` slots.
+    in_window: usize,
+    /// Live orders older than `base`.
+    old: lookup::Lookup<OrderId, OrderSlot>,
+}
+
+/// The window's length below which it never moves live orders out.
+const WINDOW: usize = 65_536;
+
+impl OrderIndex {
+    /// Orders accepted so far: the next order's id (an id is the count before it).
+    pub fn accepted(&self) -> u64 {
+        self.base + self.window.len() as u64
+    }
+
+    /// Orders whose records are held: the live ones and those that ended in this tick.
+    pub fn len(&self) -> usize {
+        self.in_window + self.old.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Slots the index takes memory for: the window's length and the old live orders.
+    pub fn footprint(&self) -> usize {
+        self.window.len() + self.old.len()
+    }
+
+    fn get(&self, id: OrderId) -> Option<OrderSlot> {
+        match id.0.checked_sub(self.base) {
+            Some(i) => self.window.get(i as usize).copied().flatten(),
+            None => self.old.get(&id).copied(),
+        }
+    }
+
+    /// Where a held order is; an order that ended in an earlier tick is not held.
+    fn slot(&self, id: OrderId) -> OrderSlot {
+        self.get(id).unwrap_or_else(|| {
+            panic!("order {id} ended in an earlier tick: its record is the projection's")
+        })
+    }
+
+    /// Accepts the next id, staged at `position` in the run.
+    fn push(&mut self, slot: OrderSlot) {
+        self.window.push_back(Some(slot));
+        self.in_window += 1;
+    }
+
+    /// Moves a held order to another slot.
+    fn set(&mut self, id: OrderId, slot: OrderSlot) {
+        let held = match id.0.checked_sub(self.base) {
+            Some(i) => self.window.get_mut(i as usize).and_then(Option::as_mut),
+            None => self.old.get_mut(&id),
+        };
+        *held.unwrap_or_else(|| panic!("order {id} is held")) = slot;
+    }
+
+    /// The live orders' ids and entities, ascending (between runs: none is staged).
+    pub fn live(&self) -> Vec<(OrderId, Entity)> {
+        let live = |(id, slot)| match slot {
+            OrderSlot::Live(e) => Some((id, e)),
+            _ => None,
+        };
+        let old = self.old.sorted().into_iter();
+        let window = (self.window.iter().enumerate())
+            .filter_map(|(i, slot)| Some((OrderId(self.base + i as u64), (*slot)?)));
+        old.chain(window).filter_map(live).collect()
+    }
+
+    /// Forgets the orders that ended in the last tick (their records went out with it), then
+    /// trims the window.
+    fn forget(&mut self, ended: &[Arc<Order>]) {
+        for o in ended {
+            let slot = match o.id.0.checked_sub(self.base) {
+                Some(i) => {
+                    self.in_window -= 1;
+                    self.window[i as usize].take()
+                }
+                None => self.old.remove(&o.id),
+            };
+            assert!(
+                matches!(slot, Some(OrderSlot::Ended(_))),
+                "order {} ended",
+                o.id
+            );
+        }
+        let crowded = |w: &Self| w.window.len() > WINDOW && w.window.len() > 4 * w.in_window;
+        while let Some(&front) = self.window.front() {
+            if front.is_some() && !crowded(self) {
+                break;
+            }
+            self.window.pop_front();
+            if let Some(slot) = front {
+                self.in_window -= 1;
+                self.old.insert(OrderId(self.base), slot);
+            }
+            self.base += 1;
+        }
+    }
+}
+
+/// A tick starts: the orders that ended in the last one leave the index and
+/// [`EndedOrders::recent`], their records handed out with that tick.
+pub fn start_tick(world: &mut World) {
+    world.resource_scope(|world, mut ended: Mut<EndedOrders>| {
+        world.resource_mut::<OrderIndex>().forget(&ended.recent);
+        ended.start_tick();
+    });
+}
 
 /// A live order: resting in its market's book, or waiting on its trigger.
 #[derive(Component, Debug, Clone)]
@@ -145,7 +267,7 @@ fn resolve<'a>(
 /// The orders as the reference index sees them while it is borrowed apart from the store
 /// (an insert).
 struct Lookup<'a, 'w, 's> {
-    index: &'a [OrderSlot],
+    index: &'a OrderIndex,
     staged: &'a [Option<Arc<Order>>],
     live: &'a Query<'w, 's, &'static mut LiveOrder>,
     ended: &'a EndedOrders,
@@ -155,7 +277,7 @@ impl OrderLookup for Lookup<'_, '_, '_> {
     fn order(&self, id: OrderId) -> &Order {
         resolve(
             id,
-            self.index[id.index()],
+            self.index.slot(id),
             self.staged,
             |e| &self.live.get(e).expect("indexed orders are live").0,
             self.ended,
@@ -181,7 +303,7 @@ pub struct Orders<'w, 's> {
 impl Orders<'_, '_> {
     /// The id the next accepted order gets.
     pub fn next_id(&self) -> OrderId {
-        OrderId(self.index.0.len() as u64)
+        OrderId(self.index.accepted())
     }
 
     pub fn get(&self, id: OrderId) -> &Order {
@@ -191,7 +313,7 @@ impl Orders<'_, '_> {
     /// The order if it is live (open): none once it has ended, whenever that was (its
     /// record is held only through its tick).
     pub fn live(&self, id: OrderId) -> Option<&Order> {
-        match self.index.0[id.index()] {
+        match self.index.get(id)? {
             OrderSlot::Ended(_) => None,
             _ => Some(self.get(id)),
         }
@@ -200,7 +322,7 @@ impl Orders<'_, '_> {
     fn shared(&self, id: OrderId) -> &Arc<Order> {
         resolve(
             id,
-            self.index.0[id.index()],
+            self.index.slot(id),
             &self.staged,
             |e| &self.live.get(e).expect("indexed orders are live").0,
             &self.ended,
@@ -209,7 +331,7 @@ impl Orders<'_, '_> {
 
     /// The order to change: live or staged (an ended order never changes).
     pub fn get_mut(&mut self, id: OrderId) -> &mut Order {
-        let shared = match self.index.0[id.index()] {
+        let shared = match self.index.slot(id) {
             OrderSlot::Staged(i) => self.staged[i as usize]
                 .as_mut()
                 .expect("a staged slot holds its order until it ends"),
@@ -278,7 +400,7 @@ impl Orders<'_, '_> {
         self.maker.count(&order);
         let position = u32::try_from(self.staged.len()).expect("a run stages few orders");
         self.staged.push(Some(Arc::new(order)));
-        self.index.0.push(OrderSlot::Staged(position));
+        self.index.push(OrderSlot::Staged(position));
         self.reindex(id, true);
     }
 
@@ -286,7 +408,7 @@ impl Orders<'_, '_> {
     /// orders up through the rest of the store.
     fn reindex(&mut self, id: OrderId, open: bool) {
         let lookup = Lookup {
-            index: &self.index.0,
+            index: &self.index,
             staged: &self.staged,
             live: &self.live,
             ended: &self.ended,
@@ -301,7 +423,7 @@ impl Orders<'_, '_> {
     /// index) to [`EndedOrders`].
     pub fn end(&mut self, id: OrderId) {
         self.reindex(id, false);
-        let record = match self.index.0[id.index()] {
+        let record = match self.index.slot(id) {
             OrderSlot::Staged(i) => self.staged[i as usize]
                 .take()
                 .expect("a staged slot holds its order until it ends"),
@@ -314,12 +436,13 @@ impl Orders<'_, '_> {
         };
         self.open.remove(record.customer);
         self.maker.count(&record);
-        self.index.0[id.index()] = OrderSlot::Ended(self.ended.end(record) as u64);
+        let position = self.ended.end(record) as u64;
+        self.index.set(id, OrderSlot::Ended(position));
     }
 
     /// A waiting order fired: it is no longer marked [`Waiting`].
     pub fn fired(&mut self, id: OrderId) {
-        if let OrderSlot::Live(entity) = self.index.0[id.index()] {
+        if let Some(OrderSlot::Live(entity)) = self.index.get(id) {
             self.commands.entity(entity).remove::<Waiting>();
         }
     }
@@ -333,7 +456,7 @@ impl Orders<'_, '_> {
             if waiting {
                 entity.insert(Waiting);
             }
-            self.index.0[id.index()] = OrderSlot::Live(entity.id());
+            self.index.set(id, OrderSlot::Live(entity.id()));
         }
     }
 }
@@ -362,13 +485,13 @@ impl OrderLookup for OrderRecords<'_, '_> {
 
 impl OrderRecords<'_, '_> {
     pub fn count(&self) -> u64 {
-        self.index.0.len() as u64
+        self.index.accepted()
     }
 
     pub fn record(&self, id: OrderId) -> &Arc<Order> {
         resolve(
             id,
-            self.index.0[id.index()],
+            self.index.slot(id),
             &[],
             |e| &self.live.get(e).expect("indexed orders are live").0,
             &self.ended,
@@ -408,28 +531,26 @@ impl OrderRecords<'_, '_> {
     /// audit's cadence).
     pub fn check_index(&self) -> Result<(), String> {
         let mut live = 0;
-        for (id, slot) in self.index.0.iter().enumerate() {
-            let e = match *slot {
-                OrderSlot::Staged(_) => return Err(format!("order {id} is still staged")),
-                OrderSlot::Ended(_) => continue,
-                OrderSlot::Live(e) => e,
-            };
+        for (id, e) in self.index.live() {
             live += 1;
             let o = &self
                 .live
                 .get(e)
                 .map_err(|_| format!("live order {id} is gone"))?
                 .0;
-            if o.id != OrderId(id as u64) {
+            if o.id != id {
                 return Err(format!("order {} is indexed as {id}", o.id));
             }
         }
         let entities = self.live.iter().count();
         let ended = self.ended.count();
-        if entities != live || live as u64 + ended != self.index.0.len() as u64 {
+        // Held: the live orders and this tick's ended ones (a staged one would be one more).
+        let (held, accepted) = (self.index.len(), self.index.accepted());
+        let this_tick = self.ended.recent.len();
+        if entities != live || held != live + this_tick || live as u64 + ended != accepted {
             return Err(format!(
-                "{entities} live order entities and {ended} ended, but {live} live of {} indexed",
-                self.index.0.len()
+                "{entities} live order entities, {ended} ended ({this_tick} in this tick), \
+                 {live} live of {held} held, {accepted} accepted"
             ));
         }
         if self.refs.len() != live || !self.refs.is_consistent(self) {
@@ -451,7 +572,7 @@ impl WorldOrders<'_> {
         let world = self.0;
         resolve(
             id,
-            world.resource::<OrderIndex>().0[id.index()],
+            world.resource::<OrderIndex>().slot(id),
             &[],
             |e| {
                 &world
@@ -486,31 +607,37 @@ impl OrderLookup for WorldOrders<'_> {
 
 /// The ids of the live orders, ascending (between ticks: none is staged).
 pub fn live_ids(index: &OrderIndex) -> Vec<OrderId> {
-    let live = |(i, slot): (usize, &OrderSlot)| {
-        matches!(slot, OrderSlot::Live(_)).then_some(OrderId(i as u64))
-    };
-    index.0.iter().enumerate().filter_map(live).collect()
+    index.live().into_iter().map(|(id, _)| id).collect()
 }
 
 /// Puts a snapshot's orders into a world: the live ones (in id order) as entities and in the
 /// reference index, what is known of the ended ones into [`EndedOrders`].
 pub fn restore(world: &mut World, live: Vec<Order>, ended: EndedState) {
     let live: Vec<Arc<Order>> = live.into_iter().map(Arc::new).collect();
-    let count = usize::try_from(ended.count).expect("order ids fit memory") + live.len();
+    let count = ended.count + live.len() as u64;
     let refs = RefIndex::rebuild(&RestoredLive(&live), live.iter().map(|o| o.id));
     world.insert_resource(OpenCounts::of(live.iter().map(|o| &**o)));
-    // Every id not live has ended; its record is not held (`EndedOrders::record` says so).
-    let mut index = vec![OrderSlot::Ended(u64::MAX); count];
+    // Every id not live has ended; its record is not held. The window starts at the first
+    // live id and is trimmed as a tick's start trims it.
+    let base = live.first().map_or(count, |o| o.id.0);
+    let span = usize::try_from(count - base).expect("order ids fit memory");
+    let mut index = OrderIndex {
+        base,
+        window: VecDeque::from(vec![None; span]),
+        in_window: live.len(),
+        old: lookup::Lookup::default(),
+    };
     for o in live {
-        let id = o.id.index();
+        let at = (o.id.0 - base) as usize;
         let waiting = o.waiting();
         let mut entity = world.spawn(LiveOrder(o));
         if waiting {
             entity.insert(Waiting);
         }
-        index[id] = OrderSlot::Live(entity.id());
+        index.window[at] = Some(OrderSlot::Live(entity.id()));
     }
-    world.insert_resource(OrderIndex(index));
+    index.forget(&[]);
+    world.insert_resource(index);
     world.insert_resource(EndedOrders::restore(ended));
     world.insert_resource(refs);
 }
@@ -539,12 +666,9 @@ pub fn extract(world: &World) -> (Vec<Order>, EndedState) {
 pub fn borrow(world: &World) -> (Vec<&Order>, EndedState) {
     let live = world
         .resource::<OrderIndex>()
-        .0
-        .iter()
-        .filter_map(|slot| match slot {
-            OrderSlot::Live(e) => Some(&*world.get::<LiveOrder>(*e).expect("indexed").0),
-            _ => None,
-        })
+        .live()
+        .into_iter()
+        .map(|(_, e)| &*world.get::<LiveOrder>(e).expect("indexed").0)
         .collect();
     (live, world.resource::<EndedOrders>().state())
 }

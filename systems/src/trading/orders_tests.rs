@@ -11,7 +11,7 @@ use crate::command::Command;
 use crate::testkit::{d, engine, entry, funded, limit, market, order, place, run};
 use crate::trading::ended::EndedOrders;
 use crate::trading::orders::{LiveOrder, Waiting};
-use crate::trading::orders::{OrderIndex, OrderSlot};
+use crate::trading::orders::{OrderIndex, live_ids};
 
 /// (live order ids, of which waiting, orders ended so far).
 fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, u64) {
@@ -29,10 +29,14 @@ fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, u64) {
     live.sort_unstable();
     waiting.sort_unstable();
     let ended = world.resource::<EndedOrders>().count();
-    for (id, slot) in world.resource::<OrderIndex>().0.iter().enumerate() {
-        let is_live = matches!(slot, OrderSlot::Live(_));
-        assert_eq!(is_live, live.contains(&(id as u64)), "order {id}: {slot:?}");
-    }
+    let indexed: Vec<u64> = live_ids(world.resource::<OrderIndex>())
+        .iter()
+        .map(|id| id.0)
+        .collect();
+    assert_eq!(
+        indexed, live,
+        "the index's live slots are the live entities"
+    );
     (live, waiting, ended)
 }
 
@@ -84,4 +88,80 @@ fn live_orders_are_entities_and_ended_ones_leave_with_their_tick_section_3_1() {
     let mut restored = Engine::restore(&state);
     assert_eq!(sets(&mut restored), sets(&mut e));
     assert_eq!(restored.state_hash(), e.state_hash());
+}
+
+/// Removal messages bevy writes for every despawned order: kept for two ticks, never for
+/// every order ever ended (issue 37: memory that stays flat), as the order index's slots.
+fn removal_messages(e: &mut Engine) -> usize {
+    let removed = e.world_mut().removed_components();
+    removed.iter().map(|(_, messages)| messages.len()).sum()
+}
+
+#[test]
+fn ended_orders_leave_no_index_slot_or_removal_message_behind_issue_37() {
+    let mut e = engine(8);
+    let c = funded(&mut e, 1, "100000");
+    let mut after = Vec::new();
+    for round in 0..200 {
+        let reference = format!("r{round}");
+        run(
+            &mut e,
+            vec![place(c[0], limit(Side::Buy, &reference, "0.1", "50000"))],
+        );
+        let cancel = Command::CancelOrder {
+            customer: c[0],
+            reference_id: reference,
+        };
+        assert_eq!(
+            order(&run(&mut e, vec![cancel])[0]).status,
+            OrderStatus::Canceled
+        );
+        after.push(removal_messages(&mut e));
+        // The index holds the order that ended in this tick, until the next starts.
+        assert_eq!(e.world_mut().resource::<OrderIndex>().len(), 1);
+    }
+    // Each cancel despawns one order; what is kept is the last two ticks', not 200 orders'.
+    assert!(after[0] > 0, "a cancel despawns its order: {after:?}");
+    assert!(after.iter().all(|&n| n <= 2 * after[0]), "{after:?}");
+}
+
+/// A quote left resting while many orders come and go does not keep every later id's slot:
+/// the window moves it aside and stays within its bound, and it is still found by its
+/// reference, cancelled, and restored (issue 37).
+#[test]
+fn a_long_resting_order_does_not_pin_the_index_window_issue_37() {
+    let mut e = engine(9);
+    let c = funded(&mut e, 1, "1000000");
+    run(
+        &mut e,
+        vec![place(c[0], limit(Side::Buy, "old", "0.1", "40000"))],
+    );
+    for tick in 0..70 {
+        // 999 beside the resting one: the D4 bound of 1 000 open orders.
+        let refs: Vec<String> = (0..999).map(|i| format!("t{tick}-{i}")).collect();
+        let placed = refs
+            .iter()
+            .map(|r| place(c[0], limit(Side::Buy, r, "0.001", "50000")));
+        let cancelled = refs.iter().map(|r| Command::CancelOrder {
+            customer: c[0],
+            reference_id: r.clone(),
+        });
+        run(&mut e, placed.chain(cancelled).collect());
+    }
+    run(&mut e, vec![]);
+    let index = e.world_mut().resource::<OrderIndex>();
+    assert_eq!((index.len(), index.accepted()), (1, 1 + 70 * 999));
+    assert!(index.footprint() <= 65_536 + 1_000, "{}", index.footprint());
+
+    let restored = Engine::restore(&e.state());
+    assert_eq!(restored.state_hash(), e.state_hash());
+    let cancel = Command::CancelOrder {
+        customer: c[0],
+        reference_id: "old".into(),
+    };
+    let r = run(&mut e, vec![cancel]);
+    assert_eq!(
+        (order(&r[0]).id.0, order(&r[0]).status),
+        (0, OrderStatus::Canceled)
+    );
 }
