@@ -478,7 +478,7 @@ fn engine_report() {
     );
     let ended = engine_bytes_per_ended_order(200_000);
     println!(
-        "memory per ended order (placed, then cancelled) at 200 000, serving: {ended:.0} B (what the engine keeps: the status per reference; the read view keeps none)"
+        "memory per ended order (placed, then cancelled) at 200 000, serving: {ended:.0} B (the engine keeps none: the count, and the live orders' index; the read view keeps none)"
     );
     let customer = engine_bytes_per_customer(100_000);
     println!(

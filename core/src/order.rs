@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, ErrorCode};
+
 /// A client order id (§2.3) as the engine holds it: shared, so an order, its trade records,
 /// its ledger rows and the read view's reference index hold one allocation between them.
 /// It serializes exactly as a string.
@@ -136,6 +138,37 @@ impl OrderStatus {
     }
 }
 
+/// The answer to a cancel (`conflict` ORDER_NOT_CANCELLABLE) or an amend (ORDER_NOT_AMENDABLE)
+/// of a reference with no open order (§3.1): 409 naming the status of the latest order that
+/// ended under it (what the single read returns), 404 when the venue never knew the
+/// reference. The engine answers `conflict` alone: it keeps nothing of ended orders'
+/// references (issue 37), so who answers names the latest — the server from the journal's
+/// projection, a replay from the orders it saw end.
+pub fn not_open(conflict: ErrorCode, reference: &str, latest: Option<OrderStatus>) -> Error {
+    let verb = match conflict {
+        ErrorCode::OrderNotAmendable => "amended",
+        _ => "cancelled",
+    };
+    match latest {
+        None => Error::not_found(format!("order {reference} does not exist")),
+        Some(status) => Error::new(
+            conflict,
+            format!(
+                "order {reference} is {} and cannot be {verb}",
+                status.as_str()
+            ),
+        ),
+    }
+}
+
+/// Whether an engine's answer is the bare "none open" of [`not_open`], still to be named.
+pub fn is_not_open(e: &Error) -> bool {
+    matches!(
+        e.code,
+        ErrorCode::OrderNotCancellable | ErrorCode::OrderNotAmendable
+    )
+}
+
 /// Why an order ended without filling (interface §2.3). `InsufficientFunds` is a
 /// fired stop_loss_limit or take_profit_limit order refused because the initial margin of
 /// the part that would rest and open exposure was not available (status rejected).
@@ -183,5 +216,33 @@ impl PositionSide {
             PositionSide::Long => "long",
             PositionSide::Short => "short",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn none_open_names_the_latest_status_or_is_404_section_3_1() {
+        let cancel = not_open(
+            ErrorCode::OrderNotCancellable,
+            "a",
+            Some(OrderStatus::Filled),
+        );
+        assert_eq!(cancel.code, ErrorCode::OrderNotCancellable);
+        assert_eq!(cancel.message, "order a is filled and cannot be cancelled");
+        let amend = not_open(
+            ErrorCode::OrderNotAmendable,
+            "b",
+            Some(OrderStatus::Canceled),
+        );
+        assert_eq!(amend.message, "order b is canceled and cannot be amended");
+        let never = not_open(ErrorCode::OrderNotAmendable, "c", None);
+        assert_eq!(
+            (never.code, never.message.as_str()),
+            (ErrorCode::NotFound, "order c does not exist")
+        );
+        assert!(is_not_open(&cancel) && is_not_open(&amend) && !is_not_open(&never));
     }
 }

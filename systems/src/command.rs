@@ -140,6 +140,25 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The customer and reference a cancel or amend names: what names its answer when none
+    /// is open under it (`perpsim_core::order::not_open`).
+    pub fn order_reference(&self) -> Option<(CustomerCode, &str)> {
+        match self {
+            Command::CancelOrder {
+                customer,
+                reference_id,
+            }
+            | Command::AmendOrder {
+                customer,
+                reference_id,
+                ..
+            } => Some((*customer, reference_id)),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TransferKind {
     Deposit,

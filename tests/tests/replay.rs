@@ -123,6 +123,21 @@ fn every_field_and_event_kind_is_applied() {
         refusals.iter().all(|x| x["event"] != 5),
         "the cancel of an open order is accepted"
     );
+    // §3.1: a second cancel names the status of the order it ended (409); an amend of a
+    // reference never used is 404 — as the API answers, though the engine keeps nothing of
+    // ended orders' references (issue 37).
+    let again = |event: u64| refusals.iter().find(|x| x["event"] == event).unwrap();
+    assert_eq!(
+        (again(17)["code"].as_str(), again(17)["message"].as_str()),
+        (
+            Some("ORDER_NOT_CANCELLABLE"),
+            Some("order b2 is canceled and cannot be cancelled")
+        )
+    );
+    assert_eq!(
+        (again(18)["code"].as_str(), again(18)["message"].as_str()),
+        (Some("NOT_FOUND"), Some("order never does not exist"))
+    );
     // status: trade_halt refuses ann's order (event 10); active again lets a3 trade.
     let halted = refusals
         .iter()

@@ -2,14 +2,19 @@
 //! every tick journaled (in batches: no request waits on one), the report's samples taken at
 //! their instants, the margin-state changes and refused requests kept for the report.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 use std::time::Duration;
 
+use perpsim_core::Error;
 use perpsim_core::ids::{CustomerCode, PublicKey};
 use perpsim_core::instrument::Asset;
+use perpsim_core::order::{OrderStatus, ReferenceId, is_not_open, not_open};
 use perpsim_core::time::Timestamp;
 use perpsim_storage::{Journal, NonceWrites, TickRecord};
 use perpsim_systems::publish::events::Listening;
+use perpsim_systems::records::order::Order;
 use perpsim_systems::records::risk::RiskRecord;
 use perpsim_systems::{
     AccountFigures, Command, CommandResult, Engine, EngineEvent, MarketPrices, Outcome,
@@ -61,9 +66,36 @@ pub struct Refusal {
     pub message: String,
 }
 
+/// The references a plan cancels or amends, each with the status of the latest order that
+/// ended under it: what names the refusal of a cancel or amend with none open, as the server
+/// names it from its projection (the engine keeps nothing of ended orders' references).
+/// Only the plan's own references are followed, so it is bounded by the plan.
+#[derive(Default)]
+struct Named(BTreeMap<(CustomerCode, ReferenceId), Option<OrderStatus>>);
+
+impl Named {
+    fn watch(&mut self, customer: CustomerCode, reference: &str) {
+        self.0.entry((customer, reference.into())).or_insert(None);
+    }
+
+    fn ended(&mut self, orders: &[Arc<Order>]) {
+        for o in orders {
+            if let Some(latest) = self.0.get_mut(&(o.customer, Arc::clone(&o.reference_id))) {
+                *latest = Some(o.status);
+            }
+        }
+    }
+
+    fn name(&self, none_open: Error, customer: CustomerCode, reference: &str) -> Error {
+        let latest = self.0.get(&(customer, reference.into())).copied().flatten();
+        not_open(none_open.code, reference, latest)
+    }
+}
+
 /// The engine with its journal writer and what is observed along the way.
 pub struct Runner {
     pub engine: Engine,
+    named: Named,
     journal: Batches,
     pending: Vec<Vec<u8>>,
     first_pending: u64,
@@ -108,6 +140,7 @@ impl Runner {
         let first_pending = engine.counters().ticks + 1;
         Runner {
             engine,
+            named: Named::default(),
             journal,
             pending: Vec::with_capacity(JOURNAL_BATCH),
             first_pending,
@@ -131,6 +164,7 @@ impl Runner {
         self.pending
             .push(TickRecord::encode(now, first_seq, &commands));
         let out = self.engine.tick(now, commands);
+        self.named.ended(&out.ended);
         self.take(out.events, &out.results);
         if self.pending.len() == JOURNAL_BATCH {
             self.flush()?;
@@ -251,6 +285,9 @@ fn drive(
     r.sample();
     let mut next_sample = start.plus_millis(plan.sample_every_ms);
     let timeline = std::mem::take(&mut plan.steps);
+    for (c, reference) in timeline.order_references() {
+        r.named.watch(codes[*c], reference);
+    }
     let (mut steps, mut done) = (timeline.iter().peekable(), 0);
     let mut origins = Vec::new();
     while steps.peek().is_some() || r.engine.clock().now < plan.end {
@@ -346,9 +383,17 @@ fn refused(
     origins: Option<(&[Origin], &Plan)>,
     commands: Vec<Command>,
 ) -> Result<(), String> {
+    let names: Vec<Option<(CustomerCode, String)>> = (commands.iter())
+        .map(|c| c.order_reference().map(|(c, r)| (c, r.to_owned())))
+        .collect();
     let results = r.tick(at, commands)?;
     for (k, result) in results.into_iter().enumerate() {
-        let Err(e) = result else { continue };
+        let Err(mut e) = result else { continue };
+        if let Some((customer, reference)) = &names[k]
+            && is_not_open(&e)
+        {
+            e = r.named.name(e, *customer, reference);
+        }
         let (event, customer) = match origins {
             Some((origins, plan)) => (
                 Some(origins[k].0),

@@ -20,6 +20,8 @@ pub struct Timeline {
     heads: Vec<Head>,
     /// Every command, encoded, one after the other.
     bytes: Vec<u8>,
+    /// (customer, reference) of every cancel and amend, as pushed.
+    order_references: Vec<(usize, String)>,
 }
 
 /// A step without its command: where its encoding starts in the buffer.
@@ -44,6 +46,9 @@ impl Timeline {
     }
 
     pub fn push(&mut self, step: Step) {
+        if let (Some(c), Some((_, reference))) = (step.customer, step.command.order_reference()) {
+            self.order_references.push((c, reference.to_owned()));
+        }
         let start = self.bytes.len();
         self.bytes = postcard::to_extend(&step.command, std::mem::take(&mut self.bytes))
             .expect("every command encodes, as the journal encodes it");
@@ -61,6 +66,12 @@ impl Timeline {
 
     pub fn is_empty(&self) -> bool {
         self.heads.is_empty()
+    }
+
+    /// The (customer, reference) every cancel and amend names: the references whose latest
+    /// ended order a refusal may have to name.
+    pub fn order_references(&self) -> &[(usize, String)] {
+        &self.order_references
     }
 
     /// In time order; one instant's steps in the order pushed. Only the heads move: steps

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::CustomerCode;
+use perpsim_core::order::not_open;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Error, ErrorCode};
 use perpsim_storage::{Archived, Journal, JournalError, Projection, TickRecord, UsedNonce};
@@ -205,9 +206,28 @@ impl EngineHandle {
         if let Some(live) = view.trading.live_order_by_ref(customer, reference) {
             return Ok(Some(Arc::clone(live)));
         }
+        Ok(self.ended_order(customer, reference)?.map(Arc::new))
+    }
+
+    /// A cancel's or amend's answer once the engine said none is open under the reference:
+    /// named from the latest order that ended under it, in the journal's projection, which
+    /// holds every tick up to the one the answer came from (`perpsim_core::order::not_open`).
+    pub fn name_not_open(
+        &self,
+        none_open: Error,
+        customer: CustomerCode,
+        reference: &str,
+    ) -> Error {
+        match self.ended_order(customer, reference) {
+            Ok(latest) => not_open(none_open.code, reference, latest.map(|o| o.status)),
+            Err(e) => e,
+        }
+    }
+
+    /// The latest order that ended under a reference, from the journal's projection.
+    fn ended_order(&self, customer: CustomerCode, reference: &str) -> Result<Option<Order>, Error> {
         self.projection
             .ended_order(customer, reference)
-            .map(|o| o.map(Arc::new))
             .map_err(|e| {
                 tracing::error!(error = %e, "reading an ended order failed");
                 Error::new(

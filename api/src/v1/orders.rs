@@ -369,9 +369,16 @@ impl OrdersApi {
         command: Command,
         how: Rendering,
     ) -> Result<OrderRecord, ApiError> {
-        match state.engine.submit(command, auth.admission()).await? {
-            Outcome::Order(o) => Ok(record(&state.engine.view(), &o, how)),
-            other => unreachable!("order requests answer an order, got {other:?}"),
+        let named = command.order_reference().map(|(c, r)| (c, r.to_owned()));
+        match state.engine.submit(command, auth.admission()).await {
+            Ok(Outcome::Order(o)) => Ok(record(&state.engine.view(), &o, how)),
+            Ok(other) => unreachable!("order requests answer an order, got {other:?}"),
+            // None open: named from the projection, which the engine keeps nothing of.
+            Err(e) if core_order::is_not_open(&e) => {
+                let (customer, reference) = named.expect("only a cancel or amend finds none open");
+                Err(state.engine.name_not_open(e, customer, &reference).into())
+            }
+            Err(e) => Err(e.into()),
         }
     }
 }

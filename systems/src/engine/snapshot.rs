@@ -24,7 +24,7 @@ use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead).
-pub const STATE_VERSION: u32 = 10;
+pub const STATE_VERSION: u32 = 11;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {

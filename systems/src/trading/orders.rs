@@ -22,7 +22,7 @@ use bevy_ecs::prelude::{
 };
 use bevy_ecs::system::SystemParam;
 use perpsim_core::ids::CustomerCode;
-use perpsim_core::order::{OrderStatus, Side};
+use perpsim_core::order::Side;
 
 use crate::records::ids::OrderId;
 use crate::records::lookup;
@@ -379,11 +379,6 @@ impl Orders<'_, '_> {
     pub fn open_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
         let id = self.refs.get(self, customer, reference)?;
         Some(self.get(id))
-    }
-
-    /// The status of the latest order that ended under a reference, if any did.
-    pub fn ended_status(&self, customer: CustomerCode, reference: &str) -> Option<OrderStatus> {
-        self.ended.status_of(customer, reference)
     }
 
     /// Orders the customer holds open, staged ones included (D4).

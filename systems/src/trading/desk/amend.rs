@@ -4,35 +4,28 @@ use super::*;
 
 impl Desk<'_, '_> {
     pub fn cancel(&mut self, code: CustomerCode, reference: &str) -> Result<OrderId, Error> {
-        let id = self.open_order(code, reference, ErrorCode::OrderNotCancellable, "cancelled")?;
+        let id = self.open_order(code, reference, ErrorCode::OrderNotCancellable)?;
         self.finish(id, OrderStatus::Canceled, Some(EndReason::UserInitiated));
         Ok(id)
     }
 
-    /// The open order a reference names: 404 when the venue never knew it, `code` (409)
-    /// naming the status of the order a read returns when none is open.
+    /// The open order a reference names; `conflict` (409) alone when none is open. The
+    /// engine keeps nothing of ended orders' references: who answers names the status of the
+    /// latest that ended under it, or answers 404 (`perpsim_core::order::not_open`).
     pub(super) fn open_order(
         &self,
         code: CustomerCode,
         reference: &str,
         conflict: ErrorCode,
-        verb: &str,
     ) -> Result<OrderId, Error> {
         self.customer(code)?;
-        if let Some(o) = self.orders.open_by_ref(code, reference) {
-            return Ok(o.id);
+        match self.orders.open_by_ref(code, reference) {
+            Some(o) => Ok(o.id),
+            None => Err(Error::new(
+                conflict,
+                format!("no order is open under {reference}"),
+            )),
         }
-        let status = self
-            .orders
-            .ended_status(code, reference)
-            .ok_or_else(|| Error::not_found(format!("order {reference} does not exist")))?;
-        Err(Error::new(
-            conflict,
-            format!(
-                "order {reference} is {} and cannot be {verb}",
-                status.as_str()
-            ),
-        ))
     }
 
     pub fn amend(
@@ -41,7 +34,7 @@ impl Desk<'_, '_> {
         reference: &str,
         amend: &Amend,
     ) -> Result<OrderId, Error> {
-        let id = self.open_order(code, reference, ErrorCode::OrderNotAmendable, "amended")?;
+        let id = self.open_order(code, reference, ErrorCode::OrderNotAmendable)?;
         self.amend_open(id, amend)
     }
 
