@@ -356,3 +356,46 @@ fn a_hostile_order_body_is_refused_where_it_is() {
         assert!(stderr.contains(says), "{stderr}");
     }
 }
+
+/// Issue 37: the run follows, for naming refusals, only the references its cancels and
+/// amends name. A plan of thousands of cancels and amends of references at their longest,
+/// never used, runs in bounded time and answers each as the API would (404), and a second
+/// cancel of an order it cancelled names that order's status (409).
+#[test]
+fn cancels_and_amends_of_unknown_references_are_each_refused_404_in_bounded_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = String::from(
+        "  - {at: +1m, customer: a, order: {symbol: BTC-USDC-PERP, side: buy, type: limit, reference_id: o, amount: \"0.001\", limit_price: \"1000\"}}\n  - {at: +2m, customer: a, cancel: o}\n  - {at: +3m, customer: a, cancel: o}\n",
+    );
+    for i in 0..4_000 {
+        let reference = format!("{i:0>40}");
+        events.push_str(&format!(
+            "  - {{at: +4m, customer: a, cancel: {reference}}}\n"
+        ));
+        events.push_str(&format!(
+            "  - {{at: +5m, customer: a, reference_id: {reference}, amend: {{limit_price: \"999\"}}}}\n"
+        ));
+    }
+    let file = scenario(dir.path(), events.trim_end());
+    let out = dir.path().join("out");
+    let started = Instant::now();
+    replay_ok(&[file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let refusals = report["refusals"].as_array().unwrap();
+    assert_eq!(
+        refusals.len(),
+        1 + 8_000,
+        "every unknown reference and the second cancel"
+    );
+    assert_eq!(
+        refusals[0]["message"],
+        "order o is canceled and cannot be cancelled"
+    );
+    assert!(refusals[1..].iter().all(|r| r["code"] == "NOT_FOUND"));
+}

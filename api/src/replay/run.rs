@@ -286,7 +286,7 @@ fn drive(
     let mut next_sample = start.plus_millis(plan.sample_every_ms);
     let timeline = std::mem::take(&mut plan.steps);
     for (c, reference) in timeline.order_references() {
-        r.named.watch(codes[*c], reference);
+        r.named.watch(codes[c], &reference);
     }
     let (mut steps, mut done) = (timeline.iter().peekable(), 0);
     let mut origins = Vec::new();

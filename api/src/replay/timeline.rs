@@ -20,8 +20,9 @@ pub struct Timeline {
     heads: Vec<Head>,
     /// Every command, encoded, one after the other.
     bytes: Vec<u8>,
-    /// (customer, reference) of every cancel and amend, as pushed.
-    order_references: Vec<(usize, String)>,
+    /// (customer, where the command starts in `bytes`) of each cancel and amend: 16 bytes a
+    /// step, their references read back once, when the run starts (heads move in a sort).
+    order_steps: Vec<(usize, usize)>,
 }
 
 /// A step without its command: where its encoding starts in the buffer.
@@ -46,10 +47,10 @@ impl Timeline {
     }
 
     pub fn push(&mut self, step: Step) {
-        if let (Some(c), Some((_, reference))) = (step.customer, step.command.order_reference()) {
-            self.order_references.push((c, reference.to_owned()));
-        }
         let start = self.bytes.len();
+        if let (Some(c), Some(_)) = (step.customer, step.command.order_reference()) {
+            self.order_steps.push((c, start));
+        }
         self.bytes = postcard::to_extend(&step.command, std::mem::take(&mut self.bytes))
             .expect("every command encodes, as the journal encodes it");
         self.heads.push(Head {
@@ -69,9 +70,12 @@ impl Timeline {
     }
 
     /// The (customer, reference) every cancel and amend names: the references whose latest
-    /// ended order a refusal may have to name.
-    pub fn order_references(&self) -> &[(usize, String)] {
-        &self.order_references
+    /// ended order a refusal may have to name. Decoded as they are taken.
+    pub fn order_references(&self) -> impl Iterator<Item = (usize, String)> + '_ {
+        self.order_steps.iter().filter_map(|&(customer, start)| {
+            let command = decode(&self.bytes[start..]);
+            Some((customer, command.order_reference()?.1.to_owned()))
+        })
     }
 
     /// In time order; one instant's steps in the order pushed. Only the heads move: steps
@@ -116,6 +120,27 @@ mod tests {
             customer: UNBOUND,
             reference_id: reference_id.to_owned(),
         }
+    }
+
+    /// The references a refusal may have to name: every cancel and amend bound to a
+    /// customer, read back as pushed, whatever the sort did to the steps.
+    #[test]
+    fn cancels_and_amends_give_back_their_customer_and_reference_after_a_sort() {
+        let mut timeline = Timeline::default();
+        for (i, (second, reference)) in [(9, "late"), (1, "early"), (5, "unbound")]
+            .into_iter()
+            .enumerate()
+        {
+            timeline.push(Step {
+                at: Timestamp::from_millis(second * 1000),
+                event: i,
+                customer: (reference != "unbound").then_some(i),
+                command: cancel(reference),
+            });
+        }
+        timeline.sort();
+        let named: Vec<(usize, String)> = timeline.order_references().collect();
+        assert_eq!(named, [(0, "late".to_owned()), (1, "early".to_owned())]);
     }
 
     /// D11: the timeline gives back every command as planned, in time order, one instant's
