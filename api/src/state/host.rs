@@ -211,7 +211,8 @@ impl EngineHandle {
 
     /// A cancel's or amend's answer once the engine said none is open under the reference:
     /// named from the latest order that ended under it, in the journal's projection, which
-    /// holds every tick up to the one the answer came from (`perpsim_core::order::not_open`).
+    /// holds every tick up to the one the answer came from (or a later one, whose latest it
+    /// then names, as a read at that moment would; `perpsim_core::order::not_open`).
     pub fn name_not_open(
         &self,
         none_open: Error,

@@ -104,7 +104,7 @@ impl OrderIndex {
         })
     }
 
-    /// Accepts the next id, staged at `position` in the run.
+    /// Accepts the next id, at `slot` (staged: its place in the run).
     fn push(&mut self, slot: OrderSlot) {
         self.window.push_back(Some(slot));
         self.in_window += 1;
