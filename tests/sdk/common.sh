@@ -1,12 +1,26 @@
 # Shared by run.sh and fuzz.sh (sourced, with $here and $root set and `set -euo pipefail`).
 
+# Runs a command that fetches from a registry up to three times, 10 s apart: one dropped
+# connection on a fresh machine is not a failed contract. Says so on stderr when it retries.
+with_retries() {
+  local try
+  for try in 1 2 3; do
+    "$@" && return 0
+    [ "$try" -lt 3 ] || break
+    echo "retrying in 10 s (attempt $try of 3 failed): $*" >&2
+    sleep 10
+  done
+  echo "failed three times: $*" >&2
+  return 1
+}
+
 # The Python tools, in tests/sdk/.venv keyed by the pins: reinstalled when they change.
 ensure_venv() {
   local stamp=".venv/.pins-$(sha256sum requirements.txt | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     rm -rf .venv
     python3 -m venv .venv
-    .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+    with_retries .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
     touch "$stamp"
   fi
 }

@@ -27,7 +27,7 @@ ensure_venv
 # Node tools, exactly as package-lock.json pins them.
 lockstamp="node_modules/.pins-$(sha256sum package-lock.json | cut -c1-16)"
 if [ ! -f "$lockstamp" ]; then
-  npm ci --no-audit --no-fund --silent
+  with_retries npm ci --no-audit --no-fund --silent
   touch "$lockstamp"
 fi
 
@@ -125,7 +125,8 @@ bash "$here/ws_client.sh"
 # The docs page in Debian's Chromium: rendered, every tag of the document listed.
 if ! command -v chromium >/dev/null; then
   [ "$(id -u)" -eq 0 ] || { echo "chromium is missing: apt-get install chromium (as root)"; exit 1; }
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  with_retries apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive with_retries apt-get install -y -qq chromium >/dev/null
 fi
 browser=(chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run
   --disable-background-networking --disable-component-update --disable-sync
