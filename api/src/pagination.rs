@@ -183,6 +183,36 @@ pub struct Page<K> {
     pub metadata: ResponseMetadata,
 }
 
+/// Where a list's keys come from: an in-memory set, or a table of the journal's projection.
+pub trait Keys<K> {
+    type Error;
+    /// Up to `limit` keys within `range`, in ascending order from its low end, or with
+    /// `from_top` in descending order from its high end.
+    fn take(
+        &self,
+        range: (Bound<K>, Bound<K>),
+        from_top: bool,
+        limit: usize,
+    ) -> Result<Vec<K>, Self::Error>;
+}
+
+impl<K: Ord + Clone> Keys<K> for OrdSet<K> {
+    type Error = std::convert::Infallible;
+
+    fn take(
+        &self,
+        range: (Bound<K>, Bound<K>),
+        from_top: bool,
+        limit: usize,
+    ) -> Result<Vec<K>, Self::Error> {
+        let keys = self.range::<_, K>(range);
+        Ok(match from_top {
+            false => keys.take(limit).cloned().collect(),
+            true => keys.rev().take(limit).cloned().collect(),
+        })
+    }
+}
+
 /// Cuts one page out of `set` (in the set's order), restricted to the keys within `bounds`
 /// (the list's filters, when they map to a key range).
 pub fn page<K: CursorKey>(
@@ -192,44 +222,87 @@ pub fn page<K: CursorKey>(
     cursors: &Cursors,
     scope: &Scope<'_>,
 ) -> Page<K> {
+    let Ok(page) = page_of(set, bounds, req, cursors, scope);
+    page
+}
+
+/// The lower of two bounds' tighter one, for ranges that must both hold.
+fn tighter_low<K: Ord>(a: Bound<K>, b: Bound<K>) -> Bound<K> {
+    match (&a, &b) {
+        (Bound::Unbounded, _) => b,
+        (_, Bound::Unbounded) => a,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            match x.cmp(y) {
+                std::cmp::Ordering::Less => b,
+                std::cmp::Ordering::Greater => a,
+                std::cmp::Ordering::Equal if matches!(a, Bound::Excluded(_)) => a,
+                std::cmp::Ordering::Equal => b,
+            }
+        }
+    }
+}
+
+/// The upper of two bounds' tighter one.
+fn tighter_high<K: Ord>(a: Bound<K>, b: Bound<K>) -> Bound<K> {
+    match (&a, &b) {
+        (Bound::Unbounded, _) => b,
+        (_, Bound::Unbounded) => a,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            match x.cmp(y) {
+                std::cmp::Ordering::Less => a,
+                std::cmp::Ordering::Greater => b,
+                std::cmp::Ordering::Equal if matches!(a, Bound::Excluded(_)) => a,
+                std::cmp::Ordering::Equal => b,
+            }
+        }
+    }
+}
+
+/// [`page`] of any [`Keys`]: the keys after or before the cursor that lie within `bounds`,
+/// and whether the keys next to the page's ends lie within them.
+pub fn page_of<K: CursorKey, S: Keys<K>>(
+    keys: &S,
+    bounds: (Bound<K>, Bound<K>),
+    req: &PageRequest<K>,
+    cursors: &Cursors,
+    scope: &Scope<'_>,
+) -> Result<Page<K>, S::Error> {
     let within = |k: &K| bounds.contains(k);
-    let keys: Vec<K> = match &req.position {
-        Position::First => set
-            .range::<_, K>(bounds.clone())
-            .take(req.limit)
-            .cloned()
-            .collect(),
-        Position::After(k) => set
-            .range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
-            .skip_while(|x| !within(x))
-            .take_while(|x| within(x))
-            .take(req.limit)
-            .cloned()
-            .collect(),
+    let page: Vec<K> = match &req.position {
+        Position::First => keys.take(bounds.clone(), false, req.limit)?,
+        Position::After(k) => {
+            let low = tighter_low(bounds.0.clone(), Bound::Excluded(k.clone()));
+            keys.take((low, bounds.1.clone()), false, req.limit)?
+        }
         Position::Before(k) => {
-            let mut v: Vec<K> = set
-                .range::<_, K>(..k.clone())
-                .rev()
-                .skip_while(|x| !within(x))
-                .take_while(|x| within(x))
-                .take(req.limit)
-                .cloned()
-                .collect();
+            let high = tighter_high(bounds.1.clone(), Bound::Excluded(k.clone()));
+            let mut v = keys.take((bounds.0.clone(), high), true, req.limit)?;
             v.reverse();
             v
         }
     };
-    let smaller = |k: &K| {
-        set.range::<_, K>(..k.clone())
-            .next_back()
-            .is_some_and(&within)
+    // Whether the key next to `k` on either side (in the whole list) lies within the bounds;
+    // a failed read is kept and returned.
+    let failed = std::cell::RefCell::new(None);
+    let next_within = |k: &K, from_top: bool| {
+        let range = match from_top {
+            true => (Bound::Unbounded, Bound::Excluded(k.clone())),
+            false => (Bound::Excluded(k.clone()), Bound::Unbounded),
+        };
+        match keys.take(range, from_top, 1) {
+            Ok(next) => next.first().is_some_and(&within),
+            Err(e) => {
+                failed.borrow_mut().get_or_insert(e);
+                false
+            }
+        }
     };
-    let larger = |k: &K| {
-        set.range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
-            .next()
-            .is_some_and(&within)
-    };
-    finish(keys, req, &within, (smaller, larger), cursors, scope)
+    let sides = (|k: &K| next_within(k, true), |k: &K| next_within(k, false));
+    let page = finish(page, req, &within, sides, cursors, scope);
+    match failed.into_inner() {
+        Some(e) => Err(e),
+        None => Ok(page),
+    }
 }
 
 /// A page's metadata. `earlier` / `later` say whether a key in the bounds lies before /

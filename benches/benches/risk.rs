@@ -240,7 +240,7 @@ fn check_cascade() {
         .filter(|&c| view.trading.positions.get(c).is_some_and(|p| !p.is_empty()))
         .count();
     assert_eq!(open, 0, "every account closed");
-    let count = |kind| view.movements.values().filter(|m| m.kind == kind).count();
+    let count = |kind| engine.movements().iter().filter(|m| m.kind == kind).count();
     let adl = count(MovementKind::AutoDeleveraging);
     let forced = count(MovementKind::Liquidation);
     assert!(adl >= VICTIMS / 2, "ADL closed half: {adl} rows");

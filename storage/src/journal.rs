@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::archive;
 use crate::nonces::{self, NONCES, NonceWrites};
-use crate::projection::{self, Ended};
+use crate::projection::{self, Projected};
 
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// tick number (1-based) → encoded [`TickRecord`].
@@ -294,15 +294,15 @@ impl Journal {
     /// Appends consecutive ticks (none or more), the first numbered `first`, and `nonces` in
     /// one durable transaction: one commit, one fsync, for every tick that waited on it (the
     /// service's writer commits whatever the engine made while the last commit ran; a
-    /// scenario replay commits once per batch). With `ended` (the ticks' ended orders, in the
-    /// order they ended) the projection, complete through the tick before `first`, is extended
-    /// through the last of them in the same transaction; without it (a scenario replay) it is
-    /// left where it stands.
+    /// scenario replay commits once per batch). With `rows` (the ticks' ended orders and
+    /// changed movements, in the order they were made) the projection, complete through the
+    /// tick before `first`, is extended through the last of them in the same transaction;
+    /// without it (a scenario replay) it is left where it stands.
     pub fn append_batch(
         &self,
         first: u64,
         encoded: &[impl AsRef<[u8]>],
-        ended: Option<&Ended>,
+        rows: Option<Projected<'_>>,
         nonces: NonceWrites<'_>,
     ) -> Result<(), JournalError> {
         self.write_durably(|txn| {
@@ -317,10 +317,10 @@ impl Journal {
                 for (tick, bytes) in (first..).zip(encoded) {
                     ticks.insert(tick, bytes.as_ref())?;
                 }
-                if let Some(ended) = ended {
+                if let Some(rows) = rows {
                     projection::check_follows(txn, first - 1)?;
                     let last = first + encoded.len() as u64 - 1;
-                    projection::write(txn, ended.iter().map(|o| &**o), last)?;
+                    projection::write(txn, rows, last)?;
                 }
             }
             nonces::write(txn, nonces)

@@ -21,5 +21,5 @@ mod recovery;
 pub use archive::{Archived, SEGMENT_TICKS, Segment};
 pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
 pub use nonces::{NonceWrites, UsedNonce};
-pub use projection::{Ended, Projection};
+pub use projection::{Holder, Movements, Projected, Projection};
 pub use recovery::{Recovered, recover, replay_from_genesis};

@@ -10,8 +10,11 @@ use perpsim_core::order::{OrderStatus, OrderType, Side};
 use perpsim_systems::command::TransferKind;
 use perpsim_systems::{Command, CommandResult, Engine, Outcome};
 
+use perpsim_systems::records::money::MovementStatus;
+
+use super::{MOVEMENTS as MOVEMENTS_TABLE, VERSION_KEY as VERSION_KEY_NAME};
 use crate::recovery::tests::{START, fresh, journaled};
-use crate::{Journal, recover};
+use crate::{Holder, Journal, recover};
 
 /// One tick of one command through engine and journal (see `journaled`); its result.
 fn tick(journal: &Journal, e: &mut Engine, cmds: Vec<Command>, project: bool) -> CommandResult {
@@ -121,7 +124,10 @@ fn recovery_projects_what_a_file_written_without_the_projection_lacks() {
         Some(projected),
         "from the snapshot the projection covers, not the newest"
     );
-    assert_eq!(recovered.projected, 1);
+    assert_eq!(
+        recovered.projected, 2,
+        "the cancelled order, and the deposit's row completed in the first of those ticks"
+    );
     assert_eq!(recovered.engine.state_hash(), e.state_hash());
     let ticks = recovered.engine.counters().ticks;
     assert_eq!(journal.projected_through().unwrap(), ticks);
@@ -241,4 +247,129 @@ fn random_command(rng: &mut perpsim_core::rng::SimRng, customers: &[CustomerCode
         },
         _ => cancel(customer, &reference),
     }
+}
+
+/// Every projected movement as the engine holds it, and each holder's list in full, both
+/// ways and cut by a bound and a limit, equal to the engine's own log filtered.
+fn assert_movements_match(journal: &Journal, e: &Engine, holders: &[Holder]) {
+    use std::ops::Bound;
+    let read = journal.projection().unwrap().movements().unwrap();
+    let log = e.movements();
+    assert_eq!(read.count().unwrap(), log.len() as u64);
+    for m in log.iter() {
+        assert_eq!(read.get(m.seq.0).unwrap().as_ref(), Some(m));
+    }
+    for &holder in holders {
+        let mine: Vec<u64> = log
+            .iter()
+            .filter(|m| match holder {
+                Holder::Customer(c) => m.customer == c,
+                Holder::Broker(b) => m.broker == b,
+            })
+            .map(|m| m.seq.0)
+            .collect();
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        assert_eq!(read.seqs(holder, all, false, usize::MAX).unwrap(), mine);
+        let newest: Vec<u64> = mine.iter().rev().take(3).copied().collect();
+        assert_eq!(read.seqs(holder, all, true, 3).unwrap(), newest);
+        let Some(&mid) = mine.get(mine.len() / 2) else {
+            continue;
+        };
+        let after: Vec<u64> = mine.iter().filter(|&&s| s > mid).take(2).copied().collect();
+        let range = (Bound::Excluded(mid), Bound::Unbounded);
+        assert_eq!(read.seqs(holder, range, false, 2).unwrap(), after);
+        let upto: Vec<u64> = mine.iter().filter(|&&s| s <= mid).rev().copied().collect();
+        let range = (Bound::Unbounded, Bound::Included(mid));
+        assert_eq!(read.seqs(holder, range, true, usize::MAX).unwrap(), upto);
+    }
+}
+
+/// A random session of deposits and withdrawals that complete later (some cancelled
+/// meanwhile), trades and their fees: after every tick the projection holds every movement
+/// exactly as the engine does — a transfer's row rewritten when it completes — and each
+/// customer's and broker's list is the engine's log filtered.
+#[test]
+fn every_movement_and_transaction_list_reads_from_the_projection_as_the_engine_holds_it() {
+    use perpsim_core::rng::SimRng;
+    use perpsim_core::time::SECOND_MS;
+    let (_dir, journal, mut e) = fresh();
+    let customers: Vec<CustomerCode> = (0..3).map(|_| funded(&journal, &mut e)).collect();
+    let mut holders: Vec<Holder> = customers.iter().map(|&c| Holder::Customer(c)).collect();
+    holders.extend(e.view().brokers.keys().map(|&b| Holder::Broker(b)));
+    let mut rng = SimRng::from_seed(41);
+    let mut pending = Vec::new();
+    let mut now = START;
+    for _ in 0..120 {
+        now = now.plus_millis(SECOND_MS);
+        let mut commands: Vec<Command> = (0..1 + rng.next_u64() % 3)
+            .map(|_| random_command(&mut rng, &customers))
+            .collect();
+        let customer = customers[(rng.next_u64() % 3) as usize];
+        commands.push(match rng.next_u64() % 3 {
+            0 if !pending.is_empty() => Command::CancelTransfer {
+                code: pending.swap_remove(0),
+            },
+            k => Command::RequestTransfer {
+                customer,
+                kind: [TransferKind::Deposit, TransferKind::Withdrawal][k as usize % 2],
+                asset: Asset::Usdc,
+                amount: Decimal::from(1 + rng.next_u64() % 50),
+                delay_ms: (rng.next_u64() % 4) as i64 * SECOND_MS,
+            },
+        });
+        let out = journaled(&journal, &mut e, (now, commands), true);
+        pending.extend(out.results.iter().filter_map(|r| match r {
+            Ok(Outcome::Movement(m)) if m.status == MovementStatus::Pending => Some(m.code),
+            _ => None,
+        }));
+        assert_movements_match(&journal, &e, &holders);
+    }
+    let kinds: std::collections::BTreeSet<_> = e.movements().iter().map(|m| m.kind).collect();
+    assert!(
+        kinds.len() >= 3,
+        "deposits, withdrawals and trades: {kinds:?}"
+    );
+    let ended = |status| e.movements().iter().filter(|m| m.status == status).count();
+    assert!(
+        ended(MovementStatus::Cancelled) > 0,
+        "some transfers were cancelled"
+    );
+    let rewritten = e
+        .movements()
+        .iter()
+        .filter(|m| m.status == MovementStatus::Completed && m.updated_at > m.created_at)
+        .count();
+    assert!(
+        rewritten > 10,
+        "{rewritten} rows completed after they were made"
+    );
+}
+
+/// A projection made before movements were projected (no version) counts as none: recovery
+/// projects every tick again, and the movements read as the engine holds them.
+#[test]
+fn a_projection_of_an_earlier_version_is_made_again_by_recovery() {
+    let (_dir, journal, mut e) = fresh();
+    let c = funded(&journal, &mut e);
+    tick(&journal, &mut e, vec![place(c, "a", 59_000)], true).unwrap();
+    tick(&journal, &mut e, vec![cancel(c, "a")], true).unwrap();
+    let ticks = e.counters().ticks;
+    assert_eq!(journal.projected_through().unwrap(), ticks);
+    journal
+        .write_durably(|txn| {
+            txn.delete_table(MOVEMENTS_TABLE)?;
+            txn.open_table(crate::journal::META)?
+                .remove(VERSION_KEY_NAME)?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(journal.projected_through().unwrap(), 0);
+    let recovered = recover(&journal).unwrap().unwrap();
+    assert!(recovered.projected > 0);
+    assert_eq!(journal.projected_through().unwrap(), ticks);
+    assert_movements_match(&journal, &recovered.engine, &[Holder::Customer(c)]);
+    assert_eq!(
+        ended(&journal, c, "a"),
+        Some((59_000, OrderStatus::Canceled))
+    );
 }

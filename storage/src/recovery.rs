@@ -1,15 +1,17 @@
 //! Start-up: the newest snapshot, then the ticks after it, then serve. A journal whose
 //! projection is behind its ticks (a scenario replay's, or one older than the projection) is
-//! recovered from a snapshot no newer than the projection, and the ended orders of the ticks
-//! after it are projected on the way.
+//! recovered from a snapshot no newer than the projection, and the ended orders and changed
+//! movements of the ticks after it are projected on the way.
 
 use std::sync::Arc;
 
 use perpsim_systems::Engine;
 use perpsim_systems::publish::events::Listening;
+use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::order::Order;
 
 use crate::journal::{Journal, JournalError, SnapshotInfo};
+use crate::projection::Projected;
 
 pub struct Recovered {
     pub engine: Engine,
@@ -19,11 +21,13 @@ pub struct Recovered {
     /// Snapshots passed during a replay from genesis, each with whether its recorded hash was
     /// reached (always empty when recovery starts from a snapshot).
     pub verified: Vec<(SnapshotInfo, bool)>,
-    /// Ended orders projected on the way (none when the projection was complete).
+    /// Ended orders and movement rows projected on the way (none when the projection was
+    /// complete).
     pub projected: u64,
 }
 
-/// Ended orders projected per transaction while recovery catches the projection up.
+/// Rows (ended orders and movements) projected per transaction while recovery catches the
+/// projection up.
 const PROJECT_BATCH: usize = 65_536;
 
 /// Rebuilds the engine from the journal, from its newest usable snapshot. `Ok(None)` for a
@@ -85,7 +89,7 @@ pub fn replay_from_genesis(journal: &Journal) -> Result<Option<Recovered>, Journ
 }
 
 /// Replays the ticks after the engine's; with `project`, the tick the projection is complete
-/// through, projects the ended orders of every tick after it.
+/// through, projects the ended orders and changed movements of every tick after it.
 fn replay(
     journal: &Journal,
     mut engine: Engine,
@@ -95,11 +99,16 @@ fn replay(
 ) -> Result<Recovered, JournalError> {
     let start = engine.counters().ticks;
     let mut verified = Vec::new();
-    let mut pending: Vec<Arc<Order>> = Vec::new();
+    let mut pending = Pending::default();
     let mut projected = 0;
     engine.set_publishing(false);
     engine.set_listening(Listening::MarginStates);
+    // The movements of the ticks up to the projection's end are in it already.
+    engine.set_projecting(false);
     journal.for_each_tick_after(start, |tick, record| {
+        if project.is_some_and(|p| tick == p + 1) {
+            engine.set_projecting(true);
+        }
         let at = engine.counters();
         if tick != at.ticks + 1 || record.first_seq != at.commands {
             return Err(JournalError::Corrupt(format!(
@@ -112,19 +121,18 @@ fn replay(
             verified.push((*info, engine.state_hash() == info.hash));
         }
         if project.is_some_and(|p| tick > p) {
-            pending.extend(out.ended);
+            pending.ended.extend(out.ended);
+            pending.movements.extend(out.movements);
             if pending.len() >= PROJECT_BATCH {
-                journal.project(&pending, tick)?;
-                projected += pending.len() as u64;
-                pending.clear();
+                projected += pending.write(journal, tick)?;
             }
         }
         Ok(())
     })?;
+    engine.set_projecting(false);
     let replayed_ticks = engine.counters().ticks - start;
     if project.is_some() {
-        journal.project(&pending, engine.counters().ticks)?;
-        projected += pending.len() as u64;
+        projected += pending.write(journal, engine.counters().ticks)?;
     }
     Ok(Recovered {
         engine,
@@ -133,6 +141,32 @@ fn replay(
         verified,
         projected,
     })
+}
+
+/// Rows made since recovery last projected.
+#[derive(Default)]
+struct Pending {
+    ended: Vec<Arc<Order>>,
+    movements: Vec<Movement>,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        self.ended.len() + self.movements.len()
+    }
+
+    /// Projects the rows through `tick`; how many there were.
+    fn write(&mut self, journal: &Journal, tick: u64) -> Result<u64, JournalError> {
+        let rows = Projected {
+            ended: &self.ended,
+            movements: &self.movements,
+        };
+        journal.project(rows, tick)?;
+        let n = self.len() as u64;
+        self.ended.clear();
+        self.movements.clear();
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
@@ -157,10 +191,14 @@ pub(crate) mod tests {
     ) -> perpsim_systems::TickOutput {
         let c = engine.counters();
         let record = TickRecord::encode(now, c.commands, &cmds);
+        engine.set_projecting(project);
         let out = engine.tick(now, cmds);
-        let ended = project.then_some(out.ended.as_slice());
+        let rows = project.then_some(Projected {
+            ended: &out.ended,
+            movements: &out.movements,
+        });
         journal
-            .append_batch(c.ticks + 1, &[record], ended, NonceWrites::default())
+            .append_batch(c.ticks + 1, &[record], rows, NonceWrites::default())
             .unwrap();
         out
     }

@@ -17,7 +17,7 @@ use perpsim_core::entry::{Amend, OrderEntry};
 
 use crate::records::clock::ClockView;
 use crate::records::depth::LevelChange;
-use crate::records::ids::{FillSeq, MovementSeq, NoticeSeq, TradeSeq};
+use crate::records::ids::{FillSeq, NoticeSeq, TradeSeq};
 use crate::records::money::Movement;
 use crate::records::order::Order;
 use crate::records::venue::{BrokerView, CustomerView, InstrumentView, MarketId};
@@ -194,9 +194,10 @@ pub struct Results(pub Vec<Option<CommandResult>>);
 /// Something that happened during a tick, for the push channels and observers (D9).
 ///
 /// Derived from state, never journaled: the same journal gives the same events in the same
-/// order, live or replayed. Records that live in a log are named by their sequence number
-/// (the read view published with the tick holds them); an order's update carries its record
-/// as it stood at the end of the run that changed it.
+/// order, live or replayed. Records that live in a log the read view holds are named by
+/// their sequence number (the view published with the tick holds them); a movement, which
+/// the view does not hold, carries its row, and an order's update its record as it stood at
+/// the end of the run that changed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
     /// A timed event ran at its instant.
@@ -206,8 +207,9 @@ pub enum EngineEvent {
     },
     /// A ledger movement reached a terminal status (the balance-changes channel, §2.1 and §6
     /// rule 1): a transfer completed or cancelled, or a movement booked completed (trades,
-    /// forced fills, funding, settlement, insurance covers).
-    Movement(MovementSeq),
+    /// forced fills, funding, settlement, insurance covers). It carries the row as it stood
+    /// then: the read view keeps no movements (the journal's projection does, issue 37).
+    Movement(std::sync::Arc<Movement>),
     /// An order was placed, amended, cancelled, triggered, filled or expired in a run: its
     /// record at the end of that run (the orders channel, §6 rule 3).
     Order(std::sync::Arc<Order>),

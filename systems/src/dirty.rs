@@ -30,6 +30,16 @@ impl<T> Default for DirtyKeys<T> {
     }
 }
 
+impl<T> DirtyKeys<T> {
+    /// Not tracking until [`DirtyKeys::resume`]d.
+    pub fn paused() -> Self {
+        DirtyKeys {
+            tracking: false,
+            ..Self::default()
+        }
+    }
+}
+
 impl<T: Ord> DirtyKeys<T> {
     pub fn push(&mut self, key: T) {
         if !self.tracking {

@@ -340,8 +340,9 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
         "every hour settled every market"
     );
     let kinds = |k: &str| {
-        view.movements
-            .values()
+        sim.engine
+            .movements()
+            .iter()
             .filter(|m| m.kind.as_str() == k)
             .count()
     };
@@ -356,9 +357,10 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
         states(MarginState::MarginCall),
         states(MarginState::Liquidation),
     );
-    let covers = view
-        .movements
-        .values()
+    let covers = sim
+        .engine
+        .movements()
+        .iter()
         .filter(|m| m.kind.as_str() == "liquidation" && m.trade.is_none())
         .count();
     eprintln!(

@@ -20,7 +20,9 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::not_open;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Error, ErrorCode};
-use perpsim_storage::{Archived, Journal, JournalError, Projection, TickRecord, UsedNonce};
+use perpsim_storage::{
+    Archived, Journal, JournalError, Movements, Projection, TickRecord, UsedNonce,
+};
 use perpsim_systems::records::order::Order;
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
 use tokio::sync::{broadcast, oneshot, watch};
@@ -229,13 +231,16 @@ impl EngineHandle {
     fn ended_order(&self, customer: CustomerCode, reference: &str) -> Result<Option<Order>, Error> {
         self.projection
             .ended_order(customer, reference)
-            .map_err(|e| {
-                tracing::error!(error = %e, "reading an ended order failed");
-                Error::new(
-                    ErrorCode::ExchangeError,
-                    format!("reading order {reference} failed"),
-                )
-            })
+            .map_err(|e| history_read_failed(&format!("order {reference}"), e))
+    }
+
+    /// The ledger movements as the journal's projection holds them now (a read transaction:
+    /// it never waits on the writer). It is as new as the view published last, or newer: a
+    /// tick's movements are committed with it, before its view is published.
+    pub fn movements(&self) -> Result<Movements, Error> {
+        self.projection
+            .movements()
+            .map_err(|e| history_read_failed("transactions", e))
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<TickEvents> {
@@ -265,13 +270,21 @@ pub fn wall_clock_ms() -> Timestamp {
     Timestamp::from_millis(i64::try_from(ms).expect("wall clock fits i64 ms"))
 }
 
+/// A read of the journal's projection failed: logged, and answered as the venue's error.
+pub fn history_read_failed(what: &str, e: JournalError) -> Error {
+    tracing::error!(error = %e, "reading {what} failed");
+    Error::new(ErrorCode::ExchangeError, format!("reading {what} failed"))
+}
+
 /// Starts the engine thread and the journal's writer beside it. The journal's projection must
 /// be complete through the engine's last tick (`perpsim_storage::recover` sees to it).
 pub fn start(
-    engine: Engine,
+    mut engine: Engine,
     journal: Journal,
     limits: HostLimits,
 ) -> (EngineHandle, JoinHandle<Result<(), JournalError>>) {
+    // Every tick's movements go to the projection from here (it holds those before).
+    engine.set_projecting(true);
     let (tx, rx) = flume::bounded(limits.queue);
     let view = Arc::new(ArcSwap::new(engine.view()));
     let (events, _) = broadcast::channel(EVENT_BUFFER);
@@ -509,6 +522,7 @@ impl Host {
                 view,
                 events: out.events,
                 ended: out.ended,
+                movements: out.movements,
                 replies,
                 results: out.results,
             }),

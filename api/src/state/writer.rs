@@ -16,7 +16,10 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use perpsim_core::ids::{BrokerCode, PublicKey};
-use perpsim_storage::{Archived, Journal, JournalError, NonceWrites, SEGMENT_TICKS, UsedNonce};
+use perpsim_storage::{
+    Archived, Journal, JournalError, NonceWrites, Projected, SEGMENT_TICKS, UsedNonce,
+};
+use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::{CommandResult, EngineEvent, ReadView};
 use tokio::sync::{broadcast, oneshot};
@@ -67,6 +70,9 @@ pub(super) struct Applied {
     /// The orders that ended in the tick: projected in its transaction, as the view no
     /// longer holds them.
     pub ended: Vec<Arc<Order>>,
+    /// The movements the tick booked or changed: projected in its transaction, as the view
+    /// holds none.
+    pub movements: Vec<Movement>,
     pub replies: Vec<oneshot::Sender<CommandResult>>,
     pub results: Vec<CommandResult>,
 }
@@ -115,6 +121,16 @@ impl Writer {
         if group.is_empty() {
             return Ok(());
         }
+        // Moved out, in tick order (a movement changed in two of the ticks is written twice,
+        // the later last): publishing needs none of them.
+        let mut movements: Vec<Movement> = Vec::new();
+        for t in group.iter_mut().filter_map(|m| m.tick.as_mut()) {
+            if movements.is_empty() {
+                movements = std::mem::take(&mut t.movements);
+            } else {
+                movements.append(&mut t.movements);
+            }
+        }
         let ticks: Vec<&[u8]> = group
             .iter()
             .filter_map(|m| m.tick.as_ref().map(|t| t.record.as_slice()))
@@ -129,6 +145,10 @@ impl Writer {
             .flat_map(|t| t.ended.iter().cloned())
             .collect();
         let forget_below = group.iter().map(|m| m.forget_below).max().unwrap_or(0);
+        let rows = Projected {
+            ended: &ended,
+            movements: &movements,
+        };
         let started = Instant::now();
         let writes = NonceWrites {
             used: &nonces,
@@ -136,7 +156,7 @@ impl Writer {
         };
         if let Err(e) = self
             .journal
-            .append_batch(self.durable + 1, &ticks, Some(&ended), writes)
+            .append_batch(self.durable + 1, &ticks, Some(rows), writes)
         {
             tracing::error!(error = %e, "journal commit failed; stopping the engine");
             return Err(e);

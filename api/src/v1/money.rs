@@ -1,5 +1,6 @@
 //! Deposits, withdrawals, balances and the transaction ledger (interface §2.5, §2.9, §3.2,
-//! §4.2; D7).
+//! §4.2; D7). Balances come from the read view; the transaction lists from the journal's
+//! projection (`perpsim_storage::Movements`), which holds every movement.
 
 use std::cmp::Reverse;
 use std::ops::Bound;
@@ -11,7 +12,7 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::money::check_transfer_amount;
 use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_core::{Decimal, Error};
-use perpsim_systems::ReadView;
+use perpsim_storage::{Holder, JournalError, Movements};
 use perpsim_systems::command::TransferKind;
 use perpsim_systems::records::ids::MovementSeq;
 use perpsim_systems::records::money::{Balance, Movement, MovementKind, MovementStatus};
@@ -27,6 +28,7 @@ use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
 use crate::state::AppState;
+use crate::state::host::history_read_failed;
 use crate::wire::{DecimalIn, DecimalOut, Time, query_time};
 
 /// Body of a deposit or withdrawal (D7).
@@ -228,10 +230,10 @@ pub fn asset(field: &str, text: &str) -> Result<Asset, Error> {
     })
 }
 
-/// The broker-wide or per-customer ledger, newest first, between two creation times.
+/// The broker-wide or per-customer ledger, newest first, between two creation times, from the
+/// journal's projection (one read transaction for the whole page).
 fn transactions(
     state: &AppState,
-    view: &ReadView,
     broker: perpsim_core::ids::BrokerCode,
     customer: Option<CustomerCode>,
     created: (Option<Timestamp>, Option<Timestamp>),
@@ -246,62 +248,111 @@ fn transactions(
         broker,
         filters: &filters,
     };
-    let req = PageRequest::<Reverse<MovementSeq>>::parse(
+    let req = PageRequest::<TxKey>::parse(
         &state.cursors,
         &scope,
         page.0,
         page.1.as_deref(),
         page.2.as_deref(),
     )?;
-    let empty = imbl::OrdSet::new();
-    let set = match customer {
-        Some(c) => view.movements_by_customer.get(&c),
-        None => view.movements_by_broker.get(&broker),
-    }
-    .unwrap_or(&empty);
-    let page = pagination::page(set, seq_window(view, created), &req, &state.cursors, &scope);
+    let read = state.engine.movements()?;
+    let failed = |e| history_read_failed("transactions", e);
+    let holder = match customer {
+        Some(c) => Holder::Customer(c),
+        None => Holder::Broker(broker),
+    };
+    let keys = TransactionKeys {
+        read: &read,
+        holder,
+    };
+    let window = seq_window(&read, created).map_err(failed)?;
+    let page = pagination::page_of(&keys, window, &req, &state.cursors, &scope).map_err(failed)?;
     let data = page
         .keys
         .iter()
-        .map(|k| TransactionRecord::from(&view.movements[&k.0]))
-        .collect();
+        .map(|k| match read.get(k.0.0) {
+            Ok(Some(m)) => Ok(TransactionRecord::from(&m)),
+            Ok(None) => Err(failed(JournalError::Corrupt(format!(
+                "movement {} is listed but missing",
+                k.0.0
+            )))),
+            Err(e) => Err(failed(e)),
+        })
+        .collect::<Result<_, Error>>()?;
     Ok(TransactionPage {
         data,
         response_metadata: page.metadata,
     })
 }
 
+/// A transaction list's sort key: newest first.
+type TxKey = Reverse<MovementSeq>;
+
+/// A holder's transaction list in the projection, newest first: the list's low end is the
+/// highest sequence number.
+struct TransactionKeys<'a> {
+    read: &'a Movements,
+    holder: Holder,
+}
+
+impl pagination::Keys<TxKey> for TransactionKeys<'_> {
+    type Error = JournalError;
+
+    fn take(
+        &self,
+        (low, high): (Bound<TxKey>, Bound<TxKey>),
+        from_top: bool,
+        limit: usize,
+    ) -> Result<Vec<TxKey>, JournalError> {
+        let seq = |b: Bound<TxKey>| b.map(|Reverse(s)| s.0);
+        let seqs = self
+            .read
+            .seqs(self.holder, (seq(high), seq(low)), !from_top, limit)?;
+        Ok(seqs.into_iter().map(|s| Reverse(MovementSeq(s))).collect())
+    }
+}
+
 /// The sequence numbers created inside `[from, to]`, as bounds on the newest-first key.
-/// Movements are created in non-decreasing simulation time, so the window is one range.
+/// Movements are created in non-decreasing simulation time, so the window is one range,
+/// found by binary search over the projection's rows.
 fn seq_window(
-    view: &ReadView,
+    read: &Movements,
     (from, to): (Option<Timestamp>, Option<Timestamp>),
-) -> (Bound<Reverse<MovementSeq>>, Bound<Reverse<MovementSeq>>) {
-    let n = view.movements.len() as u64;
-    // First seq whose created_at satisfies `pred`, by binary search over [0, n).
-    let first = |pred: &dyn Fn(Timestamp) -> bool| {
+) -> Result<(Bound<TxKey>, Bound<TxKey>), JournalError> {
+    let n = read.count()?;
+    // First seq whose created_at satisfies `pred`, in [0, n).
+    let first = |pred: &dyn Fn(Timestamp) -> bool| -> Result<u64, JournalError> {
         let (mut lo, mut hi) = (0u64, n);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if pred(view.movements[&MovementSeq(mid)].created_at) {
+            let created = read.get(mid)?.map(|m| m.created_at).ok_or_else(|| {
+                JournalError::Corrupt(format!("movement {mid} of {n} is missing"))
+            })?;
+            if pred(created) {
                 hi = mid;
             } else {
                 lo = mid + 1;
             }
         }
-        lo
+        Ok(lo)
     };
-    let lo = from.map_or(0, |f| first(&|t| t >= f));
-    let end = to.map_or(n, |t_to| first(&|t| t > t_to));
+    let lo = match from {
+        Some(f) => first(&|t| t >= f)?,
+        None => 0,
+    };
+    let end = match to {
+        Some(t_to) => first(&|t| t > t_to)?,
+        None => n,
+    };
     if lo >= end {
         // An empty window: bounds that no key satisfies.
         let none = Reverse(MovementSeq(0));
-        return (Bound::Excluded(none), Bound::Excluded(none));
+        return Ok((Bound::Excluded(none), Bound::Excluded(none)));
     }
-    (
+    Ok((
         Bound::Included(Reverse(MovementSeq(end - 1))),
         Bound::Included(Reverse(MovementSeq(lo))),
-    )
+    ))
 }
 
 /// The command a deposit's or withdrawal's body asks for (createDeposit, createWithdrawal;
@@ -452,7 +503,6 @@ impl MoneyApi {
         );
         Ok(Json(transactions(
             &state,
-            &view,
             auth.broker(),
             customer,
             created,
@@ -479,7 +529,6 @@ impl MoneyApi {
         after: Query<Option<String>>,
         before: Query<Option<String>>,
     ) -> Result<Json<TransactionPage>, ApiError> {
-        let view = code.view();
         let customer = code.customer()?.code;
         let created = (
             query_time("created_from", created_from.0.as_deref(), TimeBound::From)?,
@@ -487,7 +536,6 @@ impl MoneyApi {
         );
         Ok(Json(transactions(
             &state,
-            &view,
             auth.broker(),
             Some(customer),
             created,

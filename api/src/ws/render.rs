@@ -100,9 +100,7 @@ pub fn order_update(view: &ReadView, o: &perpsim_systems::records::order::Order)
 pub fn audience(view: &ReadView, event: &EngineEvent) -> Option<Audience> {
     let broker_of = |c: CustomerCode| view.customers.get(&c).map(|c| c.broker);
     Some(match event {
-        EngineEvent::Movement(seq) => {
-            private(view.movements.get(seq)?.broker, Topic::BalanceChanges)
-        }
+        EngineEvent::Movement(m) => private(m.broker, Topic::BalanceChanges),
         EngineEvent::Order(o) => private(broker_of(o.customer)?, Topic::Orders),
         EngineEvent::Trade(seq) => {
             private(view.trading.trades.get(seq.index())?.broker, Topic::Trades)
@@ -127,7 +125,7 @@ pub fn audience(view: &ReadView, event: &EngineEvent) -> Option<Audience> {
 /// The frame of an event [`audience`] gives an audience for.
 pub fn event(view: &ReadView, event: &EngineEvent) -> Option<Frame> {
     Some(match event {
-        EngineEvent::Movement(seq) => frame(&balance_change(view.movements.get(seq)?)),
+        EngineEvent::Movement(m) => frame(&balance_change(m)),
         EngineEvent::Order(o) => order_update(view, o),
         EngineEvent::Trade(seq) => {
             let t = view.trading.trades.get(seq.index())?;

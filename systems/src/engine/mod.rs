@@ -36,6 +36,7 @@ use crate::publish::view::{Publishing, ReadView};
 use crate::records::clock::ClockView;
 use crate::records::ids::OrderId;
 use crate::records::market::Restoring;
+use crate::records::money::Movement;
 use crate::records::order::Order;
 use crate::records::venue::{InstrumentState, MarketId};
 use crate::registry::{Limits, Registry};
@@ -61,6 +62,10 @@ pub struct TickOutput {
     /// its view keeps their records past the tick: a host that serves reads keeps them where
     /// a read of an ended order finds them (the journal's projection).
     pub ended: Vec<Arc<Order>>,
+    /// The ledger movements booked or changed in the tick, by sequence number, as the tick
+    /// left them: what the journal's projection writes (empty unless
+    /// [`Engine::set_projecting`] is on).
+    pub movements: Vec<Movement>,
 }
 
 /// Change ticks must be re-based before bevy's 32-bit counters wrap; every this many ticks is
@@ -247,6 +252,13 @@ impl Engine {
         }
     }
 
+    /// Whether each tick's output carries the movements it booked or changed, for a host
+    /// that projects them (off after a genesis or restore; turning it on starts from the
+    /// next tick, the projection being complete up to here).
+    pub fn set_projecting(&mut self, on: bool) {
+        self.world.resource_mut::<Ledger>().track_movements(on);
+    }
+
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.
     pub fn set_publishing(&mut self, on: bool) {
         self.world.resource_mut::<Publishing>().0 = on;
@@ -350,10 +362,12 @@ impl Engine {
         let mut ended_orders = self.world.resource_mut::<EndedOrders>();
         ended_orders.seal();
         let ended = ended_orders.recent.clone();
+        let movements = self.world.resource_mut::<Ledger>().take_changed_movements();
         TickOutput {
             results,
             events,
             ended,
+            movements,
         }
     }
 

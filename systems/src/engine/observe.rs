@@ -143,6 +143,12 @@ pub struct ClosingMarket<'a> {
 }
 
 impl Engine {
+    /// Every ledger movement, indexed by sequence number: what the engine itself holds (the
+    /// read view holds none; a server reads them from the journal's projection).
+    pub fn movements(&self) -> &Log<Movement> {
+        self.world.resource::<Ledger>().movements()
+    }
+
     /// The state the run ends in, for its report.
     pub fn closing(&self) -> Closing<'_> {
         let world = &self.world;

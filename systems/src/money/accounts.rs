@@ -1,6 +1,8 @@
 //! Customer money and account settings: transfers (D7), the transfer switch (D3), margin
 //! profile, provisioning and fee profile (§2.7, §2.8, D8).
 
+use std::sync::Arc;
+
 use bevy_ecs::prelude::{Mut, Res, ResMut, World};
 use perpsim_core::ids::{CustomerCode, MovementCode};
 use perpsim_core::instrument::Asset;
@@ -68,7 +70,7 @@ pub fn cancel_transfer(world: &mut World, code: MovementCode) -> CommandResult {
     world
         .resource_mut::<TickEvents>()
         .0
-        .push(EngineEvent::Movement(movement.seq));
+        .push(EngineEvent::Movement(Arc::new(movement.clone())));
     Ok(Outcome::Movement(movement))
 }
 
@@ -148,7 +150,7 @@ pub fn complete_due_transfers(
         if let ScheduledEvent::TransferDue(seq) = event {
             // A transfer cancelled meanwhile is simply no longer pending.
             if let Ok(m) = ledger.complete_transfer(&mut accounts, *seq, clock.now) {
-                events.0.push(EngineEvent::Movement(m.seq));
+                events.0.push(EngineEvent::Movement(Arc::new(m.clone())));
             }
         }
     }

@@ -106,7 +106,8 @@ pub struct Ledger {
     /// Transfers still pending, by code: what an admin may cancel. Bounded by the transfers
     /// in flight (those inside the transfer delay), unlike an index of every movement.
     pending: BTreeMap<MovementCode, MovementSeq>,
-    /// Changed since the read view last took them (publish drains these).
+    /// Booked or changed since the host last took them for the journal's projection
+    /// (`Engine::set_projecting`; paused, so empty, when nobody projects).
     dirty_movements: DirtyKeys<MovementSeq>,
     dirty_accounts: DirtyKeys<AccountId>,
     /// Customer accounts a completed booking left below zero net of their pending
@@ -229,7 +230,7 @@ impl Ledger {
         let mut ledger = Ledger {
             state,
             pending,
-            dirty_movements: DirtyKeys::default(),
+            dirty_movements: DirtyKeys::paused(),
             dirty_accounts: DirtyKeys::default(),
             went_negative: Vec::new(),
             held: [Decimal::ZERO; Asset::ALL.len()],
@@ -237,30 +238,30 @@ impl Ledger {
         for (id, balance) in &accounts {
             ledger.held[id.asset.index()] += balance.total;
         }
-        ledger.mark_everything(accounts.keys().copied());
+        ledger.dirty_accounts.resume(accounts.keys().copied());
         (ledger, accounts)
     }
 
     /// Tracks what changes for the read view, or not (publishing off: a replay builds the
-    /// view once, at the end). Turning it on marks everything (`accounts` are every
+    /// view once, at the end). Turning it on marks every account (`accounts` are every
     /// account's id), so the view catches up.
     pub fn track_changes(&mut self, on: bool, accounts: impl Iterator<Item = AccountId>) {
         match (on, self.dirty_accounts.is_tracking()) {
-            (false, _) => {
-                self.dirty_movements.pause();
-                self.dirty_accounts.pause();
-            }
-            (true, false) => self.mark_everything(accounts),
+            (false, _) => self.dirty_accounts.pause(),
+            (true, false) => self.dirty_accounts.resume(accounts),
             (true, true) => {}
         }
     }
 
-    /// Every movement and account marked changed: what a view needs that starts from here
-    /// (a restore) or stopped following (publishing off).
-    fn mark_everything(&mut self, accounts: impl Iterator<Item = AccountId>) {
-        self.dirty_movements
-            .resume((0..self.state.movements.len() as u64).map(MovementSeq));
-        self.dirty_accounts.resume(accounts);
+    /// Tracks the movements booked or changed from now on for the journal's projection, or
+    /// not. Unlike the view's upkeep, turning it on marks nothing: the projection already
+    /// holds every movement up to here (recovery turns it on after the tick it ends at).
+    pub fn track_movements(&mut self, on: bool) {
+        match on {
+            true if !self.dirty_movements.is_tracking() => self.dirty_movements.resume([]),
+            true => {}
+            false => self.dirty_movements.pause(),
+        }
     }
 
     /// The snapshot form, with the balances (held by the caller's store).
@@ -295,25 +296,26 @@ impl Ledger {
         self.state.transfers_available = available;
     }
 
-    /// Takes what changed since the last call, for the read view.
-    pub fn drain_dirty(
+    /// Takes the balances changed since the last call, for the read view.
+    pub fn drain_balances(
         &mut self,
         balance: impl Fn(&AccountId) -> Balance,
-    ) -> (Vec<&Movement>, Vec<(AccountId, Balance)>) {
-        let movements = self.dirty_movements.take();
-        let balances = self
-            .dirty_accounts
+    ) -> Vec<(AccountId, Balance)> {
+        self.dirty_accounts
             .take()
             .into_iter()
             .map(|id| (id, balance(&id)))
-            .collect();
-        (
-            movements
-                .into_iter()
-                .map(|seq| &self.state.movements[seq.index()])
-                .collect(),
-            balances,
-        )
+            .collect()
+    }
+
+    /// Takes the movements booked or changed since the last call (see
+    /// [`Ledger::track_movements`]), by sequence number, as they stand now.
+    pub fn take_changed_movements(&mut self) -> Vec<Movement> {
+        self.dirty_movements
+            .take()
+            .into_iter()
+            .map(|seq| self.state.movements[seq.index()].clone())
+            .collect()
     }
 
     /// The account to change; its `as_of` becomes `now`, since every caller changes it.

@@ -64,7 +64,7 @@ fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
         .events
         .iter()
         .filter_map(|ev| match ev {
-            EngineEvent::Movement(seq) => Some(e.view().movements[seq].clone()),
+            EngineEvent::Movement(m) => Some((**m).clone()),
             _ => None,
         })
         .collect();
@@ -84,7 +84,7 @@ fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
         Decimal::new(2_500, 2)
     );
     assert_eq!(
-        view.movements[&m.seq].balance_after,
+        e.movements()[m.seq.index()].balance_after,
         Some(Decimal::new(2_500, 2))
     );
     // The money itself is a component: the customer's USDC account is an entity whose

@@ -20,7 +20,7 @@ use crate::money::ledger::Ledger;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::depth::{Depth, Level, STREAM_DEPTH, diff};
 use crate::records::funding::FundingView;
-use crate::records::ids::{FillSeq, MovementSeq, NoticeSeq, TradeSeq};
+use crate::records::ids::{FillSeq, NoticeSeq, TradeSeq};
 use crate::records::money::{MovementKind, MovementStatus};
 use crate::records::venue::{InstrumentState, MarketSlot};
 use crate::risk::RiskLog;
@@ -150,7 +150,7 @@ fn emit_logs(
             .iter_from(c.movements)
             .filter(|m| !matches!(m.kind, MovementKind::Deposit | MovementKind::Withdrawal))
             .filter(|m| m.status != MovementStatus::Pending)
-            .map(|m| EngineEvent::Movement(MovementSeq(m.seq.0))),
+            .map(|m| EngineEvent::Movement(Arc::new(m.clone()))),
     );
     c.movements = movements.len();
     let notices = &logs.notices.0;

@@ -2,8 +2,6 @@
 //! without ever waiting on the engine. Built from persistent maps (`imbl`), so publishing is
 //! an O(1) clone and each tick updates only what changed (bevy change detection).
 
-use std::cmp::Reverse;
-
 use bevy_ecs::prelude::{Changed, Query, Res, ResMut, Resource};
 use imbl::{OrdMap, OrdSet};
 use perpsim_core::ids::{BrokerCode, CustomerCode, PublicKey};
@@ -15,17 +13,13 @@ use crate::money::ledger::Ledger;
 use crate::money::store::AccountIndex;
 use crate::records::clock::ClockView;
 use crate::records::funding::{FundingRecord, FundingView};
-use crate::records::ids::MovementSeq;
-use crate::records::money::{AccountId, Balance, Movement, Owner, VenueAccount};
+use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
 use crate::records::venue::{
     Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
     InstrumentView,
 };
 use crate::settlement::funding::FundingState;
 use bevy_ecs::change_detection::DetectChanges;
-
-/// A transaction list's sort key: newest first.
-pub type TxKey = Reverse<MovementSeq>;
 
 /// Sort key of a broker's customer list: oldest first, ties by code.
 pub type CustomerListKey = (Timestamp, CustomerCode);
@@ -44,10 +38,6 @@ pub struct ReadView {
     pub customers_by_broker: OrdMap<BrokerCode, OrdSet<CustomerListKey>>,
     /// Sorted by symbol.
     pub instruments: OrdMap<String, InstrumentView>,
-    /// Ledger movements by sequence number.
-    pub movements: OrdMap<MovementSeq, Movement>,
-    pub movements_by_broker: OrdMap<BrokerCode, OrdSet<TxKey>>,
-    pub movements_by_customer: OrdMap<CustomerCode, OrdSet<TxKey>>,
     /// A customer's balance per asset it ever moved.
     pub balances: OrdMap<CustomerCode, OrdMap<Asset, Balance>>,
     /// The venue's own accounts (fees, clearing, insurance) per asset, once touched.
@@ -77,9 +67,6 @@ impl ReadView {
             customers: OrdMap::new(),
             customers_by_broker: OrdMap::new(),
             instruments: OrdMap::new(),
-            movements: OrdMap::new(),
-            movements_by_broker: OrdMap::new(),
-            movements_by_customer: OrdMap::new(),
             balances: OrdMap::new(),
             venue: OrdMap::new(),
             transfers_available: true,
@@ -178,22 +165,11 @@ pub fn publish_ledger(
     accounts: Query<&Balance>,
 ) {
     view.transfers_available = ledger.transfers_available();
-    let (movements, balances) = ledger.drain_dirty(|id| {
+    let balances = ledger.drain_balances(|id| {
         *accounts
             .get(index.0[id])
             .expect("a touched account is an entity")
     });
-    for m in movements {
-        view.movements_by_broker
-            .entry(m.broker)
-            .or_default()
-            .insert(Reverse(m.seq));
-        view.movements_by_customer
-            .entry(m.customer)
-            .or_default()
-            .insert(Reverse(m.seq));
-        view.movements.insert(m.seq, m.clone());
-    }
     for (AccountId { owner, asset }, balance) in balances {
         match owner {
             Owner::Customer(code) => {

@@ -216,10 +216,9 @@ fn insurance_covers_the_negative_balance_a_liquidation_leaves() {
     assert_eq!(size(&e, long), Decimal::ZERO);
     // Closed at the mark by auto-deleveraging: 320 − 0.30 − 0.01 × 35 000 = −30.30, covered.
     assert_eq!(total(&e, long), Decimal::ZERO);
-    let v = e.view();
-    let cover = v
-        .movements
-        .values()
+    let cover = e
+        .movements()
+        .iter()
         .rfind(|m| m.customer == long)
         .unwrap()
         .clone();

@@ -25,9 +25,8 @@ fn two_sided(amount: &str) -> (Engine, Vec<CustomerCode>) {
 }
 
 fn rows(e: &Engine, kind: MovementKind) -> Vec<Movement> {
-    let v = e.view();
-    v.movements
-        .values()
+    e.movements()
+        .iter()
         .filter(|m| m.kind == kind)
         .cloned()
         .collect()

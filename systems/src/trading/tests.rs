@@ -540,7 +540,7 @@ fn closing_realises_pnl_and_the_trade_row_is_realised_pnl_minus_fee_d7() {
         (last.customer, last.realised_pnl, last.fee),
         (c[0], d("-1000"), d("12.2"))
     );
-    let row = &v.movements[&last.movement];
+    let row = &e.movements()[last.movement.index()];
     assert_eq!(row.amount, d("-1012.2"));
 }
 
