@@ -267,16 +267,45 @@ pub fn page_of<K: CursorKey, S: Keys<K>>(
     cursors: &Cursors,
     scope: &Scope<'_>,
 ) -> Result<Page<K>, S::Error> {
+    cut(keys, bounds, req, (cursors, scope), false)
+}
+
+/// [`page_desc`] of any [`Keys`].
+pub fn page_desc_of<K: CursorKey, S: Keys<K>>(
+    keys: &S,
+    bounds: (Bound<K>, Bound<K>),
+    req: &PageRequest<K>,
+    cursors: &Cursors,
+    scope: &Scope<'_>,
+) -> Result<Page<K>, S::Error> {
+    cut(keys, bounds, req, (cursors, scope), true)
+}
+
+/// One page of a list in the keys' order, or (`desc`) in its reverse.
+fn cut<K: CursorKey, S: Keys<K>>(
+    keys: &S,
+    bounds: (Bound<K>, Bound<K>),
+    req: &PageRequest<K>,
+    (cursors, scope): (&Cursors, &Scope<'_>),
+    desc: bool,
+) -> Result<Page<K>, S::Error> {
     let within = |k: &K| bounds.contains(k);
+    // The keys past `k` in list order (`forward`) or before it, within the bounds.
+    let past = |k: &K, forward: bool| match forward != desc {
+        true => (
+            tighter_low(bounds.0.clone(), Bound::Excluded(k.clone())),
+            bounds.1.clone(),
+        ),
+        false => (
+            bounds.0.clone(),
+            tighter_high(bounds.1.clone(), Bound::Excluded(k.clone())),
+        ),
+    };
     let page: Vec<K> = match &req.position {
-        Position::First => keys.take(bounds.clone(), false, req.limit)?,
-        Position::After(k) => {
-            let low = tighter_low(bounds.0.clone(), Bound::Excluded(k.clone()));
-            keys.take((low, bounds.1.clone()), false, req.limit)?
-        }
+        Position::First => keys.take(bounds.clone(), desc, req.limit)?,
+        Position::After(k) => keys.take(past(k, true), desc, req.limit)?,
         Position::Before(k) => {
-            let high = tighter_high(bounds.1.clone(), Bound::Excluded(k.clone()));
-            let mut v = keys.take((bounds.0.clone(), high), true, req.limit)?;
+            let mut v = keys.take(past(k, false), !desc, req.limit)?;
             v.reverse();
             v
         }
@@ -284,12 +313,12 @@ pub fn page_of<K: CursorKey, S: Keys<K>>(
     // Whether the key next to `k` on either side (in the whole list) lies within the bounds;
     // a failed read is kept and returned.
     let failed = std::cell::RefCell::new(None);
-    let next_within = |k: &K, from_top: bool| {
-        let range = match from_top {
-            true => (Bound::Unbounded, Bound::Excluded(k.clone())),
-            false => (Bound::Excluded(k.clone()), Bound::Unbounded),
+    let next_within = |k: &K, forward: bool| {
+        let range = match forward != desc {
+            true => (Bound::Excluded(k.clone()), Bound::Unbounded),
+            false => (Bound::Unbounded, Bound::Excluded(k.clone())),
         };
-        match keys.take(range, from_top, 1) {
+        match keys.take(range, forward == desc, 1) {
             Ok(next) => next.first().is_some_and(&within),
             Err(e) => {
                 failed.borrow_mut().get_or_insert(e);
@@ -297,7 +326,7 @@ pub fn page_of<K: CursorKey, S: Keys<K>>(
             }
         }
     };
-    let sides = (|k: &K| next_within(k, true), |k: &K| next_within(k, false));
+    let sides = (|k: &K| next_within(k, false), |k: &K| next_within(k, true));
     let page = finish(page, req, &within, sides, cursors, scope);
     match failed.into_inner() {
         Some(e) => Err(e),
@@ -450,46 +479,8 @@ pub fn page_desc<K: CursorKey>(
     cursors: &Cursors,
     scope: &Scope<'_>,
 ) -> Page<K> {
-    let within = |k: &K| bounds.contains(k);
-    let keys: Vec<K> = match &req.position {
-        Position::First => set
-            .range::<_, K>(bounds.clone())
-            .rev()
-            .take(req.limit)
-            .cloned()
-            .collect(),
-        Position::After(k) => set
-            .range::<_, K>(..k.clone())
-            .rev()
-            .skip_while(|x| !within(x))
-            .take_while(|x| within(x))
-            .take(req.limit)
-            .cloned()
-            .collect(),
-        Position::Before(k) => {
-            let mut v: Vec<K> = set
-                .range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
-                .skip_while(|x| !within(x))
-                .take_while(|x| within(x))
-                .take(req.limit)
-                .cloned()
-                .collect();
-            v.reverse();
-            v
-        }
-    };
-    // In list order, earlier keys are the larger ones.
-    let larger = |k: &K| {
-        set.range::<_, K>((Bound::Excluded(k.clone()), Bound::Unbounded))
-            .next()
-            .is_some_and(&within)
-    };
-    let smaller = |k: &K| {
-        set.range::<_, K>(..k.clone())
-            .next_back()
-            .is_some_and(&within)
-    };
-    finish(keys, req, &within, (larger, smaller), cursors, scope)
+    let Ok(page) = page_desc_of(set, bounds, req, cursors, scope);
+    page
 }
 
 #[cfg(test)]

@@ -13,13 +13,15 @@
 //! with the tick that ended them, read by reference beside the writer.
 
 mod archive;
+mod history;
 mod journal;
 mod nonces;
 mod projection;
 mod recovery;
 
 pub use archive::{Archived, SEGMENT_TICKS, Segment};
+pub use history::{Holder, Movements, Rows, Trades};
 pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
 pub use nonces::{NonceWrites, UsedNonce};
-pub use projection::{Holder, Movements, Projected, Projection};
+pub use projection::{Projected, Projection};
 pub use recovery::{Recovered, recover, replay_from_genesis};

@@ -12,7 +12,7 @@ use perpsim_systems::{Command, CommandResult, Engine, Outcome};
 
 use perpsim_systems::records::money::MovementStatus;
 
-use super::{MOVEMENTS as MOVEMENTS_TABLE, VERSION_KEY as VERSION_KEY_NAME};
+use super::VERSION_KEY as VERSION_KEY_NAME;
 use crate::recovery::tests::{START, fresh, journaled};
 use crate::{Holder, Journal, recover};
 
@@ -249,47 +249,77 @@ fn random_command(rng: &mut perpsim_core::rng::SimRng, customers: &[CustomerCode
     }
 }
 
-/// Every projected movement as the engine holds it, and each holder's list in full, both
-/// ways and cut by a bound and a limit, equal to the engine's own log filtered.
-fn assert_movements_match(journal: &Journal, e: &Engine, holders: &[Holder]) {
+/// One holder's list, whole, newest three, and cut by a bound and a limit both ways, as the
+/// projection reads it, against `mine` (the engine's log filtered, in sequence order).
+fn assert_list_matches<T: serde::de::DeserializeOwned>(
+    read: &crate::Rows<T>,
+    list: (Holder, Option<u32>),
+    mine: &[u64],
+) {
     use std::ops::Bound;
-    let read = journal.projection().unwrap().movements().unwrap();
-    let log = e.movements();
-    assert_eq!(read.count().unwrap(), log.len() as u64);
-    for m in log.iter() {
-        assert_eq!(read.get(m.seq.0).unwrap().as_ref(), Some(m));
+    let all = (Bound::Unbounded, Bound::Unbounded);
+    assert_eq!(read.seqs(list, all, false, usize::MAX).unwrap(), mine);
+    let newest: Vec<u64> = mine.iter().rev().take(3).copied().collect();
+    assert_eq!(read.seqs(list, all, true, 3).unwrap(), newest);
+    let Some(&mid) = mine.get(mine.len() / 2) else {
+        return;
+    };
+    let after: Vec<u64> = mine.iter().filter(|&&s| s > mid).take(2).copied().collect();
+    let range = (Bound::Excluded(mid), Bound::Unbounded);
+    assert_eq!(read.seqs(list, range, false, 2).unwrap(), after);
+    let upto: Vec<u64> = mine.iter().filter(|&&s| s <= mid).rev().copied().collect();
+    let range = (Bound::Unbounded, Bound::Included(mid));
+    assert_eq!(read.seqs(list, range, true, usize::MAX).unwrap(), upto);
+}
+
+/// Every projected movement and trade record as the engine holds it, a trade found by its
+/// code, and each holder's lists (all markets, and each market's trades) equal to the
+/// engine's logs filtered.
+fn assert_history_matches(journal: &Journal, e: &Engine, holders: &[Holder]) {
+    let projection = journal.projection().unwrap();
+    let (movements, trades) = (
+        projection.movements().unwrap(),
+        projection.trades().unwrap(),
+    );
+    assert_eq!(movements.count().unwrap(), e.movements().len() as u64);
+    assert_eq!(trades.count().unwrap(), e.trades().len() as u64);
+    for m in e.movements().iter() {
+        assert_eq!(movements.get(m.seq.0).unwrap().as_ref(), Some(m));
     }
-    for &holder in holders {
-        let mine: Vec<u64> = log
+    for t in e.trades().iter() {
+        assert_eq!(trades.get(t.seq.0).unwrap().as_ref(), Some(t));
+        assert_eq!(trades.by_code(t.code).unwrap(), Some(t.seq.0));
+    }
+    let holds = |h: Holder, customer: CustomerCode, broker| match h {
+        Holder::Customer(c) => customer == c,
+        Holder::Broker(b) => broker == b,
+    };
+    for &h in holders {
+        let mine: Vec<u64> = e
+            .movements()
             .iter()
-            .filter(|m| match holder {
-                Holder::Customer(c) => m.customer == c,
-                Holder::Broker(b) => m.broker == b,
-            })
+            .filter(|m| holds(h, m.customer, m.broker))
             .map(|m| m.seq.0)
             .collect();
-        let all = (Bound::Unbounded, Bound::Unbounded);
-        assert_eq!(read.seqs(holder, all, false, usize::MAX).unwrap(), mine);
-        let newest: Vec<u64> = mine.iter().rev().take(3).copied().collect();
-        assert_eq!(read.seqs(holder, all, true, 3).unwrap(), newest);
-        let Some(&mid) = mine.get(mine.len() / 2) else {
-            continue;
-        };
-        let after: Vec<u64> = mine.iter().filter(|&&s| s > mid).take(2).copied().collect();
-        let range = (Bound::Excluded(mid), Bound::Unbounded);
-        assert_eq!(read.seqs(holder, range, false, 2).unwrap(), after);
-        let upto: Vec<u64> = mine.iter().filter(|&&s| s <= mid).rev().copied().collect();
-        let range = (Bound::Unbounded, Bound::Included(mid));
-        assert_eq!(read.seqs(holder, range, true, usize::MAX).unwrap(), upto);
+        assert_list_matches(&movements, (h, None), &mine);
+        for market in [None, Some(0), Some(1)] {
+            let mine: Vec<u64> = e
+                .trades()
+                .iter()
+                .filter(|t| holds(h, t.customer, t.broker) && market.is_none_or(|m| t.market == m))
+                .map(|t| t.seq.0)
+                .collect();
+            assert_list_matches(&trades, (h, market), &mine);
+        }
     }
 }
 
 /// A random session of deposits and withdrawals that complete later (some cancelled
 /// meanwhile), trades and their fees: after every tick the projection holds every movement
-/// exactly as the engine does — a transfer's row rewritten when it completes — and each
-/// customer's and broker's list is the engine's log filtered.
+/// and trade record exactly as the engine does — a transfer's row rewritten when it
+/// completes — and each customer's and broker's lists are the engine's logs filtered.
 #[test]
-fn every_movement_and_transaction_list_reads_from_the_projection_as_the_engine_holds_it() {
+fn every_movement_trade_and_history_list_reads_from_the_projection_as_the_engine_holds_it() {
     use perpsim_core::rng::SimRng;
     use perpsim_core::time::SECOND_MS;
     let (_dir, journal, mut e) = fresh();
@@ -322,7 +352,7 @@ fn every_movement_and_transaction_list_reads_from_the_projection_as_the_engine_h
             Ok(Outcome::Movement(m)) if m.status == MovementStatus::Pending => Some(m.code),
             _ => None,
         }));
-        assert_movements_match(&journal, &e, &holders);
+        assert_history_matches(&journal, &e, &holders);
     }
     let kinds: std::collections::BTreeSet<_> = e.movements().iter().map(|m| m.kind).collect();
     assert!(
@@ -345,8 +375,9 @@ fn every_movement_and_transaction_list_reads_from_the_projection_as_the_engine_h
     );
 }
 
-/// A projection made before movements were projected (no version) counts as none: recovery
-/// projects every tick again, and the movements read as the engine holds them.
+/// A projection made before the history lists were projected (no version) counts as none:
+/// recovery drops its tables, projects every tick again, and the history reads as the
+/// engine holds it.
 #[test]
 fn a_projection_of_an_earlier_version_is_made_again_by_recovery() {
     let (_dir, journal, mut e) = fresh();
@@ -357,7 +388,6 @@ fn a_projection_of_an_earlier_version_is_made_again_by_recovery() {
     assert_eq!(journal.projected_through().unwrap(), ticks);
     journal
         .write_durably(|txn| {
-            txn.delete_table(MOVEMENTS_TABLE)?;
             txn.open_table(crate::journal::META)?
                 .remove(VERSION_KEY_NAME)?;
             Ok(())
@@ -367,7 +397,7 @@ fn a_projection_of_an_earlier_version_is_made_again_by_recovery() {
     let recovered = recover(&journal).unwrap().unwrap();
     assert!(recovered.projected > 0);
     assert_eq!(journal.projected_through().unwrap(), ticks);
-    assert_movements_match(&journal, &recovered.engine, &[Holder::Customer(c)]);
+    assert_history_matches(&journal, &recovered.engine, &[Holder::Customer(c)]);
     assert_eq!(
         ended(&journal, c, "a"),
         Some((59_000, OrderStatus::Canceled))

@@ -1,7 +1,7 @@
 //! Start-up: the newest snapshot, then the ticks after it, then serve. A journal whose
 //! projection is behind its ticks (a scenario replay's, or one older than the projection) is
-//! recovered from a snapshot no newer than the projection, and the ended orders and changed
-//! movements of the ticks after it are projected on the way.
+//! recovered from a snapshot no newer than the projection, and the ended orders, changed
+//! movements and trade records of the ticks after it are projected on the way.
 
 use std::sync::Arc;
 
@@ -9,6 +9,7 @@ use perpsim_systems::Engine;
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::order::Order;
+use perpsim_systems::records::trade::TradeRecord;
 
 use crate::journal::{Journal, JournalError, SnapshotInfo};
 use crate::projection::Projected;
@@ -21,13 +22,13 @@ pub struct Recovered {
     /// Snapshots passed during a replay from genesis, each with whether its recorded hash was
     /// reached (always empty when recovery starts from a snapshot).
     pub verified: Vec<(SnapshotInfo, bool)>,
-    /// Ended orders and movement rows projected on the way (none when the projection was
-    /// complete).
+    /// Ended orders, movement rows and trade records projected on the way (none when the
+    /// projection was complete).
     pub projected: u64,
 }
 
-/// Rows (ended orders and movements) projected per transaction while recovery catches the
-/// projection up.
+/// Rows (ended orders, movements, trade records) projected per transaction while recovery
+/// catches the projection up.
 const PROJECT_BATCH: usize = 65_536;
 
 /// Rebuilds the engine from the journal, from its newest usable snapshot. `Ok(None)` for a
@@ -37,6 +38,9 @@ pub fn recover(journal: &Journal) -> Result<Option<Recovered>, JournalError> {
         return Ok(None);
     };
     // Only a writer's handle projects; a reader (a replay, a report) needs no projection.
+    if journal.database().is_some() {
+        journal.reset_projection()?;
+    }
     let projected = journal.projected_through()?;
     let behind =
         (journal.database().is_some() && projected < journal.last_tick()?).then_some(projected);
@@ -89,7 +93,8 @@ pub fn replay_from_genesis(journal: &Journal) -> Result<Option<Recovered>, Journ
 }
 
 /// Replays the ticks after the engine's; with `project`, the tick the projection is complete
-/// through, projects the ended orders and changed movements of every tick after it.
+/// through, projects the ended orders, changed movements and trade records of every tick
+/// after it.
 fn replay(
     journal: &Journal,
     mut engine: Engine,
@@ -123,6 +128,7 @@ fn replay(
         if project.is_some_and(|p| tick > p) {
             pending.ended.extend(out.ended);
             pending.movements.extend(out.movements);
+            pending.trades.extend(out.trades);
             if pending.len() >= PROJECT_BATCH {
                 projected += pending.write(journal, tick)?;
             }
@@ -148,11 +154,12 @@ fn replay(
 struct Pending {
     ended: Vec<Arc<Order>>,
     movements: Vec<Movement>,
+    trades: Vec<TradeRecord>,
 }
 
 impl Pending {
     fn len(&self) -> usize {
-        self.ended.len() + self.movements.len()
+        self.ended.len() + self.movements.len() + self.trades.len()
     }
 
     /// Projects the rows through `tick`; how many there were.
@@ -160,11 +167,13 @@ impl Pending {
         let rows = Projected {
             ended: &self.ended,
             movements: &self.movements,
+            trades: &self.trades,
         };
         journal.project(rows, tick)?;
         let n = self.len() as u64;
         self.ended.clear();
         self.movements.clear();
+        self.trades.clear();
         Ok(n)
     }
 }
@@ -196,6 +205,7 @@ pub(crate) mod tests {
         let rows = project.then_some(Projected {
             ended: &out.ended,
             movements: &out.movements,
+            trades: &out.trades,
         });
         journal
             .append_batch(c.ticks + 1, &[record], rows, NonceWrites::default())

@@ -17,7 +17,7 @@ use perpsim_core::entry::{Amend, OrderEntry};
 
 use crate::records::clock::ClockView;
 use crate::records::depth::LevelChange;
-use crate::records::ids::{FillSeq, NoticeSeq, TradeSeq};
+use crate::records::ids::{FillSeq, NoticeSeq};
 use crate::records::money::Movement;
 use crate::records::order::Order;
 use crate::records::venue::{BrokerView, CustomerView, InstrumentView, MarketId};
@@ -195,9 +195,9 @@ pub struct Results(pub Vec<Option<CommandResult>>);
 ///
 /// Derived from state, never journaled: the same journal gives the same events in the same
 /// order, live or replayed. Records that live in a log the read view holds are named by
-/// their sequence number (the view published with the tick holds them); a movement, which
-/// the view does not hold, carries its row, and an order's update its record as it stood at
-/// the end of the run that changed it.
+/// their sequence number (the view published with the tick holds them); a movement or a
+/// trade record, which the view does not hold, carries its row, and an order's update its
+/// record as it stood at the end of the run that changed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
     /// A timed event ran at its instant.
@@ -213,8 +213,8 @@ pub enum EngineEvent {
     /// An order was placed, amended, cancelled, triggered, filled or expired in a run: its
     /// record at the end of that run (the orders channel, §6 rule 3).
     Order(std::sync::Arc<Order>),
-    /// One side's trade record (the trades channel, D5).
-    Trade(TradeSeq),
+    /// One side's trade record (the trades channel, D5), which the view does not hold.
+    Trade(std::sync::Arc<crate::records::trade::TradeRecord>),
     /// A public fill (the market-trades channel, D8 PublicTrade).
     PublicTrade(FillSeq),
     /// A position depreciation notice (the notifications channel, §2.2).

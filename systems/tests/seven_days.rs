@@ -330,9 +330,9 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
         "the customers were busy: {accepted} requests accepted"
     );
     assert!(
-        view.trading.trades.len() > 500 * d,
+        sim.engine.trades().len() > 500 * d,
         "{} trades",
-        view.trading.trades.len()
+        sim.engine.trades().len()
     );
     assert_eq!(
         view.funding_history.len() as i64,

@@ -21,7 +21,7 @@ use perpsim_core::order::not_open;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Error, ErrorCode};
 use perpsim_storage::{
-    Archived, Journal, JournalError, Movements, Projection, TickRecord, UsedNonce,
+    Archived, Journal, JournalError, Movements, Projection, TickRecord, Trades, UsedNonce,
 };
 use perpsim_systems::records::order::Order;
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
@@ -241,6 +241,13 @@ impl EngineHandle {
         self.projection
             .movements()
             .map_err(|e| history_read_failed("transactions", e))
+    }
+
+    /// The trade records as the journal's projection holds them now, likewise.
+    pub fn trades(&self) -> Result<Trades, Error> {
+        self.projection
+            .trades()
+            .map_err(|e| history_read_failed("trades", e))
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<TickEvents> {
@@ -523,6 +530,7 @@ impl Host {
                 events: out.events,
                 ended: out.ended,
                 movements: out.movements,
+                trades: out.trades,
                 replies,
                 results: out.results,
             }),

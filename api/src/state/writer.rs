@@ -21,6 +21,7 @@ use perpsim_storage::{
 };
 use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::order::Order;
+use perpsim_systems::records::trade::TradeRecord;
 use perpsim_systems::{CommandResult, EngineEvent, ReadView};
 use tokio::sync::{broadcast, oneshot};
 
@@ -73,6 +74,8 @@ pub(super) struct Applied {
     /// The movements the tick booked or changed: projected in its transaction, as the view
     /// holds none.
     pub movements: Vec<Movement>,
+    /// The trade records the tick made, likewise.
+    pub trades: Vec<TradeRecord>,
     pub replies: Vec<oneshot::Sender<CommandResult>>,
     pub results: Vec<CommandResult>,
 }
@@ -123,13 +126,10 @@ impl Writer {
         }
         // Moved out, in tick order (a movement changed in two of the ticks is written twice,
         // the later last): publishing needs none of them.
-        let mut movements: Vec<Movement> = Vec::new();
+        let (mut movements, mut trades) = (Vec::new(), Vec::new());
         for t in group.iter_mut().filter_map(|m| m.tick.as_mut()) {
-            if movements.is_empty() {
-                movements = std::mem::take(&mut t.movements);
-            } else {
-                movements.append(&mut t.movements);
-            }
+            join(&mut movements, &mut t.movements);
+            join(&mut trades, &mut t.trades);
         }
         let ticks: Vec<&[u8]> = group
             .iter()
@@ -148,6 +148,7 @@ impl Writer {
         let rows = Projected {
             ended: &ended,
             movements: &movements,
+            trades: &trades,
         };
         let started = Instant::now();
         let writes = NonceWrites {
@@ -232,5 +233,14 @@ impl Writer {
                 }
             }
         }
+    }
+}
+
+/// Moves `more` to the end of `all`: the first of a group's lists is taken as it is.
+fn join<T>(all: &mut Vec<T>, more: &mut Vec<T>) {
+    if all.is_empty() {
+        *all = std::mem::take(more);
+    } else {
+        all.append(more);
     }
 }

@@ -96,3 +96,6 @@ pub fn api() -> BrokerApi {
         notifications::NotificationsApi,
     )
 }
+
+#[cfg(test)]
+mod history_tests;

@@ -286,13 +286,13 @@ fn transactions(
 }
 
 /// A transaction list's sort key: newest first.
-type TxKey = Reverse<MovementSeq>;
+pub(super) type TxKey = Reverse<MovementSeq>;
 
 /// A holder's transaction list in the projection, newest first: the list's low end is the
 /// highest sequence number.
-struct TransactionKeys<'a> {
-    read: &'a Movements,
-    holder: Holder,
+pub(super) struct TransactionKeys<'a> {
+    pub read: &'a Movements,
+    pub holder: Holder,
 }
 
 impl pagination::Keys<TxKey> for TransactionKeys<'_> {
@@ -307,7 +307,7 @@ impl pagination::Keys<TxKey> for TransactionKeys<'_> {
         let seq = |b: Bound<TxKey>| b.map(|Reverse(s)| s.0);
         let seqs = self
             .read
-            .seqs(self.holder, (seq(high), seq(low)), !from_top, limit)?;
+            .seqs((self.holder, None), (seq(high), seq(low)), !from_top, limit)?;
         Ok(seqs.into_iter().map(|s| Reverse(MovementSeq(s))).collect())
     }
 }
@@ -315,7 +315,7 @@ impl pagination::Keys<TxKey> for TransactionKeys<'_> {
 /// The sequence numbers created inside `[from, to]`, as bounds on the newest-first key.
 /// Movements are created in non-decreasing simulation time, so the window is one range,
 /// found by binary search over the projection's rows.
-fn seq_window(
+pub(super) fn seq_window(
     read: &Movements,
     (from, to): (Option<Timestamp>, Option<Timestamp>),
 ) -> Result<(Bound<TxKey>, Bound<TxKey>), JournalError> {

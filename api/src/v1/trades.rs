@@ -6,9 +6,11 @@ use std::sync::Arc;
 use perpsim_core::Error;
 use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
 use perpsim_core::time::{TimeBound, Timestamp};
+use perpsim_storage::{Holder, JournalError, Trades};
 use perpsim_systems::ReadView;
 use perpsim_systems::records::ids::TradeSeq;
 use perpsim_systems::records::trade::TradeRecord as Trade;
+use perpsim_systems::records::venue::MarketId;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
@@ -20,6 +22,7 @@ use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
 use crate::state::AppState;
+use crate::state::host::history_read_failed;
 use crate::wire::{DecimalOut, Time, query_time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,22 +126,63 @@ pub fn record(view: &ReadView, t: &Trade) -> TradeRecord {
 }
 
 /// The trade seqs inside `[from, to]`: trades are recorded in non-decreasing time, so the
-/// window is one range of seqs.
-fn window(
-    view: &ReadView,
+/// window is one range of seqs, found by binary search over the projection's rows.
+pub(super) fn window(
+    read: &Trades,
     from: Option<Timestamp>,
     to: Option<Timestamp>,
-) -> (Bound<TradeSeq>, Bound<TradeSeq>) {
-    let trades = &view.trading.trades;
-    let first = |pred: &dyn Fn(Timestamp) -> bool| {
-        pagination::partition_point(trades.len(), |i| pred(trades[i].timestamp))
+) -> Result<(Bound<TradeSeq>, Bound<TradeSeq>), JournalError> {
+    let n = read.count()?;
+    let first = |pred: &dyn Fn(Timestamp) -> bool| -> Result<u64, JournalError> {
+        let (mut lo, mut hi) = (0u64, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let at = read.get(mid)?.map(|t| t.timestamp).ok_or_else(|| {
+                JournalError::Corrupt(format!("trade record {mid} of {n} is missing"))
+            })?;
+            if pred(at) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
     };
-    let lo = from.map_or(0, |f| first(&|t| t >= f));
-    let end = to.map_or(trades.len() as u64, |t_to| first(&|t| t > t_to));
-    (
+    let lo = match from {
+        Some(f) => first(&|t| t >= f)?,
+        None => 0,
+    };
+    let end = match to {
+        Some(t_to) => first(&|t| t > t_to)?,
+        None => n,
+    };
+    Ok((
         Bound::Included(TradeSeq(lo)),
         Bound::Excluded(TradeSeq(end.max(lo))),
-    )
+    ))
+}
+
+/// A holder's trade list in the projection, of one market or all.
+pub(super) struct TradeKeys<'a> {
+    pub read: &'a Trades,
+    pub list: (Holder, Option<MarketId>),
+}
+
+impl pagination::Keys<TradeSeq> for TradeKeys<'_> {
+    type Error = JournalError;
+
+    fn take(
+        &self,
+        (low, high): (Bound<TradeSeq>, Bound<TradeSeq>),
+        from_top: bool,
+        limit: usize,
+    ) -> Result<Vec<TradeSeq>, JournalError> {
+        let seq = |b: Bound<TradeSeq>| b.map(|s| s.0);
+        let seqs = self
+            .read
+            .seqs(self.list, (seq(low), seq(high)), from_top, limit)?;
+        Ok(seqs.into_iter().map(TradeSeq).collect())
+    }
 }
 
 /// The filters every trade list shares.
@@ -178,36 +222,49 @@ fn list(
         q.after.as_deref(),
         q.before.as_deref(),
     )?;
-    let empty = imbl::OrdSet::new();
     // An unknown symbol is an empty page (§4.1), not an error.
     let market = match &q.symbol {
         Some(s) => view.trading.market(s).map(|(id, _)| Some(id)),
         None => Some(None),
     };
-    let set = match (market, customer) {
-        (None, _) => &empty,
-        (Some(m), Some(c)) => view
-            .trading
-            .trades_by_customer
-            .get(&(c, m))
-            .unwrap_or(&empty),
-        (Some(m), None) => view
-            .trading
-            .trades_by_broker
-            .get(&(broker, m))
-            .unwrap_or(&empty),
+    let Some(market) = market else {
+        let empty = imbl::OrdSet::new();
+        let page = pagination::page(&empty, pagination::all(), &req, &state.cursors, &scope);
+        return Ok(TradePage {
+            data: Vec::new(),
+            response_metadata: page.metadata,
+        });
     };
-    let bounds = window(view, from, to);
+    let read = state.engine.trades()?;
+    let failed = |e| history_read_failed("trades", e);
+    let holder = match customer {
+        Some(c) => Holder::Customer(c),
+        None => Holder::Broker(broker),
+    };
+    let keys = TradeKeys {
+        read: &read,
+        list: (holder, market),
+    };
+    let bounds = window(&read, from, to).map_err(failed)?;
     let page = match sort {
-        SortApi::Asc => pagination::page(set, bounds, &req, &state.cursors, &scope),
-        SortApi::Desc => pagination::page_desc(set, bounds, &req, &state.cursors, &scope),
-    };
+        SortApi::Asc => pagination::page_of(&keys, bounds, &req, &state.cursors, &scope),
+        SortApi::Desc => pagination::page_desc_of(&keys, bounds, &req, &state.cursors, &scope),
+    }
+    .map_err(failed)?;
+    let data = page
+        .keys
+        .iter()
+        .map(|seq| match read.get(seq.0) {
+            Ok(Some(t)) => Ok(record(view, &t)),
+            Ok(None) => Err(failed(JournalError::Corrupt(format!(
+                "trade record {} is listed but missing",
+                seq.0
+            )))),
+            Err(e) => Err(failed(e)),
+        })
+        .collect::<Result<_, Error>>()?;
     Ok(TradePage {
-        data: page
-            .keys
-            .iter()
-            .map(|seq| record(view, &view.trading.trades[seq.index()]))
-            .collect(),
+        data,
         response_metadata: page.metadata,
     })
 }
@@ -262,6 +319,7 @@ impl TradesApi {
     )]
     async fn customer_trade(
         &self,
+        state: Data<&Arc<AppState>>,
         _auth: Signed,
         code: customer::Path,
         trade_code: Path<String>,
@@ -269,14 +327,19 @@ impl TradesApi {
         let view = code.view();
         let customer = code.customer()?.code;
         let not_found = || Error::not_found(format!("trade {} does not exist", trade_code.0));
-        let seq = TradeCode::parse(&trade_code.0)
-            .and_then(|c| view.trading.trade_codes.get(&c))
-            .ok_or_else(not_found)?;
-        let trade = &view.trading.trades[seq.index()];
-        if trade.customer != customer {
+        let read = state.engine.trades()?;
+        let failed = |e| history_read_failed("trades", e);
+        let Some(code) = TradeCode::parse(&trade_code.0) else {
             return Err(not_found().into());
+        };
+        let trade = match read.by_code(code).map_err(failed)? {
+            Some(seq) => read.get(seq).map_err(failed)?,
+            None => None,
+        };
+        match trade {
+            Some(t) if t.customer == customer => Ok(Json(record(&view, &t))),
+            _ => Err(not_found().into()),
         }
-        Ok(Json(record(&view, trade)))
     }
 
     /// The broker's trades across its customers.

@@ -102,9 +102,7 @@ pub fn audience(view: &ReadView, event: &EngineEvent) -> Option<Audience> {
     Some(match event {
         EngineEvent::Movement(m) => private(m.broker, Topic::BalanceChanges),
         EngineEvent::Order(o) => private(broker_of(o.customer)?, Topic::Orders),
-        EngineEvent::Trade(seq) => {
-            private(view.trading.trades.get(seq.index())?.broker, Topic::Trades)
-        }
+        EngineEvent::Trade(t) => private(t.broker, Topic::Trades),
         EngineEvent::PublicTrade(seq) => public(Topic::MarketTrades(
             view.trading.fills.get(seq.index())?.market,
         )),
@@ -127,10 +125,7 @@ pub fn event(view: &ReadView, event: &EngineEvent) -> Option<Frame> {
     Some(match event {
         EngineEvent::Movement(m) => frame(&balance_change(m)),
         EngineEvent::Order(o) => order_update(view, o),
-        EngineEvent::Trade(seq) => {
-            let t = view.trading.trades.get(seq.index())?;
-            data("trades", "update", crate::v1::trades::record(view, t))
-        }
+        EngineEvent::Trade(t) => data("trades", "update", crate::v1::trades::record(view, t)),
         EngineEvent::PublicTrade(seq) => {
             let fill = view.trading.fills.get(seq.index())?;
             let channel = Topic::MarketTrades(fill.market).name(view);

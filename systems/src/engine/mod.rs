@@ -38,6 +38,7 @@ use crate::records::ids::OrderId;
 use crate::records::market::Restoring;
 use crate::records::money::Movement;
 use crate::records::order::Order;
+use crate::records::trade::TradeRecord;
 use crate::records::venue::{InstrumentState, MarketId};
 use crate::registry::{Limits, Registry};
 use crate::rng::EngineRng;
@@ -66,6 +67,8 @@ pub struct TickOutput {
     /// left them: what the journal's projection writes (empty unless
     /// [`Engine::set_projecting`] is on).
     pub movements: Vec<Movement>,
+    /// The trade records the tick made, in order (empty unless projecting, likewise).
+    pub trades: Vec<TradeRecord>,
 }
 
 /// Change ticks must be re-based before bevy's 32-bit counters wrap; every this many ticks is
@@ -252,11 +255,12 @@ impl Engine {
         }
     }
 
-    /// Whether each tick's output carries the movements it booked or changed, for a host
-    /// that projects them (off after a genesis or restore; turning it on starts from the
-    /// next tick, the projection being complete up to here).
+    /// Whether each tick's output carries the movements it booked or changed and the trade
+    /// records it made, for a host that projects them (off after a genesis or restore;
+    /// turning it on starts from the next tick, the projection being complete up to here).
     pub fn set_projecting(&mut self, on: bool) {
         self.world.resource_mut::<Ledger>().track_movements(on);
+        self.world.resource_mut::<Exchange>().project_trades(on);
     }
 
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.
@@ -363,11 +367,16 @@ impl Engine {
         ended_orders.seal();
         let ended = ended_orders.recent.clone();
         let movements = self.world.resource_mut::<Ledger>().take_changed_movements();
+        let trades = self
+            .world
+            .resource_mut::<Exchange>()
+            .take_trades_to_project();
         TickOutput {
             results,
             events,
             ended,
             movements,
+            trades,
         }
     }
 

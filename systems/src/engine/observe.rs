@@ -149,6 +149,12 @@ impl Engine {
         self.world.resource::<Ledger>().movements()
     }
 
+    /// Every trade record, indexed by sequence number (the read view holds none; a server
+    /// reads them from the journal's projection).
+    pub fn trades(&self) -> &Log<TradeRecord> {
+        &self.world.resource::<Exchange>().trades
+    }
+
     /// The state the run ends in, for its report.
     pub fn closing(&self) -> Closing<'_> {
         let world = &self.world;

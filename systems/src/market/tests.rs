@@ -88,7 +88,7 @@ fn one_advance_of_an_hour_equals_3600_advances_of_a_second() {
         "the hour settled every market"
     );
     assert!(
-        once.view().trading.trades.is_empty(),
+        once.trades().is_empty(),
         "the maker never meets its own quotes"
     );
 }

@@ -20,7 +20,7 @@ use crate::money::ledger::Ledger;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::depth::{Depth, Level, STREAM_DEPTH, diff};
 use crate::records::funding::FundingView;
-use crate::records::ids::{FillSeq, NoticeSeq, TradeSeq};
+use crate::records::ids::{FillSeq, NoticeSeq};
 use crate::records::money::{MovementKind, MovementStatus};
 use crate::records::venue::{InstrumentState, MarketSlot};
 use crate::risk::RiskLog;
@@ -134,7 +134,12 @@ fn emit_logs(
             .into_iter()
             .map(|id| EngineEvent::Order(Arc::clone(orders.record(id)))),
     );
-    out.extend((c.trades..exchange.trades.len()).map(|i| EngineEvent::Trade(TradeSeq(i as u64))));
+    out.extend(
+        exchange
+            .trades
+            .iter_from(c.trades)
+            .map(|t| EngineEvent::Trade(Arc::new(t.clone()))),
+    );
     c.trades = exchange.trades.len();
     stream.traded.resize(exchange.markets.len(), false);
     for fill in exchange.fills.iter_from(c.fills) {

@@ -6,16 +6,16 @@ use std::sync::Arc;
 use bevy_ecs::prelude::{Query, Res, ResMut};
 use imbl::{OrdMap, OrdSet, Vector};
 use perpsim_core::Decimal;
-use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode, TradeCode};
+use perpsim_core::ids::{CustomerCode, PositionCode};
 use perpsim_core::order::ReferenceId;
 use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 
 use crate::positions::PositionIndex;
 use crate::publish::view::ReadView;
-use crate::records::ids::{FillSeq, OrderId, TradeSeq};
+use crate::records::ids::{FillSeq, OrderId};
 use crate::records::order::Order;
 use crate::records::position::Position;
-use crate::records::trade::{PublicFill, TradeRecord};
+use crate::records::trade::PublicFill;
 use crate::records::venue::MarketId;
 use crate::trading::exchange::Exchange;
 use crate::trading::orders::OrderRecords;
@@ -67,11 +67,6 @@ pub struct TradingView {
     pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, OrderId)>>,
     pub positions: OrdMap<CustomerCode, OrdMap<MarketId, Position>>,
     pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
-    pub trades: Vector<TradeRecord>,
-    /// Trade seqs per customer, for all markets (None) and per market.
-    pub trades_by_customer: OrdMap<(CustomerCode, Option<MarketId>), OrdSet<TradeSeq>>,
-    pub trades_by_broker: OrdMap<(BrokerCode, Option<MarketId>), OrdSet<TradeSeq>>,
-    pub trade_codes: OrdMap<TradeCode, TradeSeq>,
     pub fills: Vector<PublicFill>,
     /// Each market's stream depth by market id (D9 orderbook-stream), as of this view's tick.
     pub books: Vec<Arc<crate::records::depth::Depth>>,
@@ -223,21 +218,6 @@ pub fn publish_trading(
                 .insert(key.1, p.clone());
         }
     }
-    for trade in exchange.trades.iter_from(exchange.dirty.trades_published) {
-        for market in [None, Some(trade.market)] {
-            t.trades_by_customer
-                .entry((trade.customer, market))
-                .or_default()
-                .insert(trade.seq);
-            t.trades_by_broker
-                .entry((trade.broker, market))
-                .or_default()
-                .insert(trade.seq);
-        }
-        t.trade_codes.insert(trade.code, trade.seq);
-        t.trades.push_back(trade.clone());
-    }
-    exchange.dirty.trades_published = exchange.trades.len();
     for fill in exchange.fills.iter_from(exchange.dirty.fills_published) {
         let m = &mut t.markets[fill.market as usize];
         for (i, (_, ms)) in INTERVALS.iter().enumerate() {

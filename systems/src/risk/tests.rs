@@ -142,23 +142,13 @@ fn a_liquidation_with_depth_cancels_orders_and_fills_at_the_bids() {
         (rest.status, rest.reason),
         (OrderStatus::Canceled, Some(EndReason::Liquidation))
     );
-    let forced: Vec<_> = v
-        .trading
-        .trades
-        .iter()
-        .filter(|t| t.customer == long)
-        .collect();
+    let forced: Vec<_> = e.trades().iter().filter(|t| t.customer == long).collect();
     let last = forced.last().unwrap();
     assert_eq!(
         (last.kind, last.price, last.reference_id.clone()),
         (TradeKind::Liquidation, d("33900"), None)
     );
-    let bid_side = v
-        .trading
-        .trades
-        .iter()
-        .rfind(|t| t.customer == bidder)
-        .unwrap();
+    let bid_side = e.trades().iter().rfind(|t| t.customer == bidder).unwrap();
     assert_eq!(
         bid_side.kind,
         TradeKind::Trade,
@@ -194,10 +184,8 @@ fn without_depth_auto_deleveraging_takes_the_top_ranked_opposite_position_at_the
         d("-0.01"),
         "the richer, unlevered short is not"
     );
-    let v = e.view();
-    let adl: Vec<_> = v
-        .trading
-        .trades
+    let adl: Vec<_> = e
+        .trades()
         .iter()
         .filter(|t| t.kind == TradeKind::AutoDeleveraging)
         .collect();

@@ -58,7 +58,7 @@ fn rebates_cannot_mint_money_by_trading_customers_against_each_other_d7() {
         assert_eq!(order(&r[1]).status, OrderStatus::Filled);
     }
     let v = e.view();
-    for trade in v.trading.trades.iter() {
+    for trade in e.trades().iter() {
         assert_eq!(
             trade.fee,
             Decimal::ZERO,
@@ -93,9 +93,8 @@ fn a_makers_rebate_is_cut_to_the_taker_fee_of_its_fill_d7() {
         ],
     );
     let v = e.view();
-    let fees: Vec<(Decimal, bool)> = v
-        .trading
-        .trades
+    let fees: Vec<(Decimal, bool)> = e
+        .trades()
         .iter()
         .map(|t| (t.fee, t.customer == c[0]))
         .collect();

@@ -123,8 +123,10 @@ pub struct Dirty {
     /// The view's live orders likewise: orders that ended while it was paused were never
     /// reported, and their records are gone.
     pub rebuild_orders: bool,
-    pub trades_published: usize,
     pub fills_published: usize,
+    /// The trade records before this index are the journal's projection's (the host took
+    /// them); none while nobody projects (`Engine::set_projecting`).
+    pub trades_projected: Option<usize>,
 }
 
 /// The persistent part of [`Exchange`] with the live orders and open positions (what
@@ -206,6 +208,21 @@ impl Exchange {
 
     pub fn market_id(&self, symbol: &str) -> Option<MarketId> {
         self.by_symbol.get(symbol).copied()
+    }
+
+    /// Projects the trade records made from now on, or stops.
+    pub fn project_trades(&mut self, on: bool) {
+        self.dirty.trades_projected = on.then_some(self.trades.len());
+    }
+
+    /// The trade records made since the last call, for the journal's projection (none while
+    /// nobody projects).
+    pub fn take_trades_to_project(&mut self) -> Vec<TradeRecord> {
+        let Some(from) = self.dirty.trades_projected else {
+            return Vec::new();
+        };
+        self.dirty.trades_projected = Some(self.trades.len());
+        self.trades.iter_from(from).cloned().collect()
     }
 
     pub fn mark_order(&mut self, id: OrderId) {

@@ -535,7 +535,7 @@ fn closing_realises_pnl_and_the_trade_row_is_realised_pnl_minus_fee_d7() {
             .get(&c[1])
             .is_some_and(|p| p.contains_key(&0))
     );
-    let last = v.trading.trades.last().unwrap();
+    let last = e.trades().iter().last().unwrap();
     assert_eq!(
         (last.customer, last.realised_pnl, last.fee),
         (c[0], d("-1000"), d("12.2"))

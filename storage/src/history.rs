@@ -1,0 +1,254 @@
+//! The projection's history lists (issue 37): rows kept by sequence number with key-only
+//! indexes per customer and per broker, each optionally narrowed to a market — what the
+//! paginated history endpoints walk.
+//!
+//! - ledger movements: a row per movement as its latest change left it (a pending transfer's
+//!   row is written again when it completes or is cancelled), indexed for all markets only;
+//! - trade records: a row per side of a fill, never changed, indexed for all markets and for
+//!   its own, and by trade code.
+//!
+//! Index keys are (holder, market or [`ALL`], seq), so one range is a holder's list in
+//! sequence order. A read of a list is one read transaction ([`Rows`]), so a page's count,
+//! time window and rows agree.
+
+use std::marker::PhantomData;
+use std::ops::Bound;
+
+use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
+use perpsim_systems::records::money::Movement;
+use perpsim_systems::records::trade::TradeRecord;
+use perpsim_systems::records::venue::MarketId;
+use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::journal::JournalError;
+
+/// The index scope of a holder's whole list, every market's rows.
+const ALL: u32 = u32::MAX;
+
+type IndexKey = (u128, u32, u64);
+
+/// One history kind's tables.
+#[derive(Clone, Copy)]
+pub struct Tables {
+    what: &'static str,
+    rows: TableDefinition<'static, u64, &'static [u8]>,
+    by_customer: TableDefinition<'static, IndexKey, ()>,
+    by_broker: TableDefinition<'static, IndexKey, ()>,
+}
+
+pub(crate) const MOVEMENTS: Tables = Tables {
+    what: "movement",
+    rows: TableDefinition::new("movements"),
+    by_customer: TableDefinition::new("movements_by_customer"),
+    by_broker: TableDefinition::new("movements_by_broker"),
+};
+
+pub(crate) const TRADES: Tables = Tables {
+    what: "trade",
+    rows: TableDefinition::new("trades"),
+    by_customer: TableDefinition::new("trades_by_customer"),
+    by_broker: TableDefinition::new("trades_by_broker"),
+};
+
+/// Trade code → the trade record's sequence number.
+const TRADE_CODES: TableDefinition<u128, u64> = TableDefinition::new("trade_codes");
+
+/// Every table of the history lists, for a projection made again from the start.
+pub(crate) fn delete_all(txn: &WriteTransaction) -> Result<(), JournalError> {
+    for t in [MOVEMENTS, TRADES] {
+        txn.delete_table(t.rows)?;
+        txn.delete_table(t.by_customer)?;
+        txn.delete_table(t.by_broker)?;
+    }
+    txn.delete_table(TRADE_CODES)?;
+    Ok(())
+}
+
+/// What one row is filed under.
+struct Filed {
+    seq: u64,
+    customer: CustomerCode,
+    broker: BrokerCode,
+    market: Option<MarketId>,
+}
+
+/// Writes each row (a later one of the same seq replaces the earlier); its index entries are
+/// written with its first row (a row never changes holder or market).
+fn write<'a, T: Serialize + 'a>(
+    txn: &WriteTransaction,
+    tables: Tables,
+    rows: impl Iterator<Item = (Filed, &'a T)>,
+) -> Result<(), JournalError> {
+    let mut table = txn.open_table(tables.rows)?;
+    let mut by_customer = txn.open_table(tables.by_customer)?;
+    let mut by_broker = txn.open_table(tables.by_broker)?;
+    let mut encoded = Vec::new();
+    for (f, row) in rows {
+        encoded.clear();
+        encoded = postcard::to_extend(row, encoded).expect("history rows always encode");
+        if table.insert(f.seq, encoded.as_slice())?.is_some() {
+            continue;
+        }
+        let scopes = [Some(ALL), f.market];
+        for scope in scopes.into_iter().flatten() {
+            by_customer.insert((f.customer.0.as_u128(), scope, f.seq), ())?;
+            by_broker.insert((f.broker.0.as_u128(), scope, f.seq), ())?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn write_movements(
+    txn: &WriteTransaction,
+    rows: &[Movement],
+) -> Result<(), JournalError> {
+    let filed = rows.iter().map(|m| {
+        let f = Filed {
+            seq: m.seq.0,
+            customer: m.customer,
+            broker: m.broker,
+            market: None,
+        };
+        (f, m)
+    });
+    write(txn, MOVEMENTS, filed)
+}
+
+pub(crate) fn write_trades(
+    txn: &WriteTransaction,
+    rows: &[TradeRecord],
+) -> Result<(), JournalError> {
+    let filed = rows.iter().map(|t| {
+        let f = Filed {
+            seq: t.seq.0,
+            customer: t.customer,
+            broker: t.broker,
+            market: Some(t.market),
+        };
+        (f, t)
+    });
+    write(txn, TRADES, filed)?;
+    let mut codes = txn.open_table(TRADE_CODES)?;
+    for t in rows {
+        codes.insert(t.code.0.as_u128(), t.seq.0)?;
+    }
+    Ok(())
+}
+
+/// Whose list a read walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    Customer(CustomerCode),
+    Broker(BrokerCode),
+}
+
+/// One history kind's rows as one read transaction sees them.
+pub struct Rows<T> {
+    txn: ReadTransaction,
+    tables: Tables,
+    row: PhantomData<fn() -> T>,
+}
+
+/// The ledger movements: the transaction lists.
+pub type Movements = Rows<Movement>;
+/// The trade records: the trade lists.
+pub type Trades = Rows<TradeRecord>;
+
+/// The table, or none before its first row was projected.
+fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &ReadTransaction,
+    table: TableDefinition<K, V>,
+) -> Result<Option<redb::ReadOnlyTable<K, V>>, JournalError> {
+    match txn.open_table(table) {
+        Ok(table) => Ok(Some(table)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl<T: DeserializeOwned> Rows<T> {
+    pub(crate) fn new(txn: ReadTransaction, tables: Tables) -> Self {
+        Rows {
+            txn,
+            tables,
+            row: PhantomData,
+        }
+    }
+
+    /// How many rows there are: sequence numbers run from 0 without gaps.
+    pub fn count(&self) -> Result<u64, JournalError> {
+        let Some(table) = open(&self.txn, self.tables.rows)? else {
+            return Ok(0);
+        };
+        Ok(table.last()?.map_or(0, |(k, _)| k.value() + 1))
+    }
+
+    /// The row numbered `seq`, as it stands.
+    pub fn get(&self, seq: u64) -> Result<Option<T>, JournalError> {
+        let Some(table) = open(&self.txn, self.tables.rows)? else {
+            return Ok(None);
+        };
+        let Some(v) = table.get(seq)? else {
+            return Ok(None);
+        };
+        postcard::from_bytes(v.value())
+            .map(Some)
+            .map_err(|e| JournalError::Corrupt(format!("{} {seq}: {e}", self.tables.what)))
+    }
+
+    /// Up to `limit` of the holder's sequence numbers (of `market`'s rows, or all) within
+    /// `range`, from its low end or (`descending`) its high end.
+    pub fn seqs(
+        &self,
+        (holder, market): (Holder, Option<MarketId>),
+        range: (Bound<u64>, Bound<u64>),
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<u64>, JournalError> {
+        let (table, id) = match holder {
+            Holder::Customer(c) => (self.tables.by_customer, c.0.as_u128()),
+            Holder::Broker(b) => (self.tables.by_broker, b.0.as_u128()),
+        };
+        let Some(table) = open(&self.txn, table)? else {
+            return Ok(Vec::new());
+        };
+        let scope = market.unwrap_or(ALL);
+        let key = |b: Bound<u64>, open_end: u64| match b {
+            Bound::Included(s) => Bound::Included((id, scope, s)),
+            Bound::Excluded(s) => Bound::Excluded((id, scope, s)),
+            Bound::Unbounded => Bound::Included((id, scope, open_end)),
+        };
+        let range = table.range::<IndexKey>((key(range.0, 0), key(range.1, u64::MAX)))?;
+        let mut out = Vec::with_capacity(limit.min(1_024));
+        let mut push = |entry: Result<(redb::AccessGuard<'_, IndexKey>, _), redb::StorageError>| {
+            out.push(entry?.0.value().2);
+            Ok::<bool, JournalError>(out.len() < limit)
+        };
+        if descending {
+            for entry in range.rev() {
+                if !push(entry)? {
+                    break;
+                }
+            }
+        } else {
+            for entry in range {
+                if !push(entry)? {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Rows<TradeRecord> {
+    /// The sequence number of the trade record with this code, if any.
+    pub fn by_code(&self, code: TradeCode) -> Result<Option<u64>, JournalError> {
+        let Some(table) = open(&self.txn, TRADE_CODES)? else {
+            return Ok(None);
+        };
+        Ok(table.get(code.0.as_u128())?.map(|v| v.value()))
+    }
+}
