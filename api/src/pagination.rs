@@ -222,67 +222,31 @@ pub fn page<K: CursorKey>(
     cursors: &Cursors,
     scope: &Scope<'_>,
 ) -> Page<K> {
-    let Ok(page) = page_of(set, bounds, req, cursors, scope);
+    let Ok(page) = page_of(set, bounds, req, (cursors, scope), false);
     page
 }
 
-/// The lower of two bounds' tighter one, for ranges that must both hold.
-fn tighter_low<K: Ord>(a: Bound<K>, b: Bound<K>) -> Bound<K> {
+/// The tighter of two lower bounds (`low`) or of two upper bounds, for ranges that must both
+/// hold.
+fn tighter<K: Ord>(a: Bound<K>, b: Bound<K>, low: bool) -> Bound<K> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
     match (&a, &b) {
         (Bound::Unbounded, _) => b,
         (_, Bound::Unbounded) => a,
         (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
-            match x.cmp(y) {
-                std::cmp::Ordering::Less => b,
-                std::cmp::Ordering::Greater => a,
-                std::cmp::Ordering::Equal if matches!(a, Bound::Excluded(_)) => a,
-                std::cmp::Ordering::Equal => b,
+            match (x.cmp(y), low) {
+                (Less, true) | (Greater, false) => b,
+                (Greater, true) | (Less, false) => a,
+                (Equal, _) if matches!(a, Bound::Excluded(_)) => a,
+                (Equal, _) => b,
             }
         }
     }
 }
 
-/// The upper of two bounds' tighter one.
-fn tighter_high<K: Ord>(a: Bound<K>, b: Bound<K>) -> Bound<K> {
-    match (&a, &b) {
-        (Bound::Unbounded, _) => b,
-        (_, Bound::Unbounded) => a,
-        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
-            match x.cmp(y) {
-                std::cmp::Ordering::Less => a,
-                std::cmp::Ordering::Greater => b,
-                std::cmp::Ordering::Equal if matches!(a, Bound::Excluded(_)) => a,
-                std::cmp::Ordering::Equal => b,
-            }
-        }
-    }
-}
-
-/// [`page`] of any [`Keys`]: the keys after or before the cursor that lie within `bounds`,
-/// and whether the keys next to the page's ends lie within them.
+/// [`page`] or (`desc`) [`page_desc`] of any [`Keys`]: the keys after or before the cursor
+/// that lie within `bounds`, and whether the keys next to the page's ends lie within them.
 pub fn page_of<K: CursorKey, S: Keys<K>>(
-    keys: &S,
-    bounds: (Bound<K>, Bound<K>),
-    req: &PageRequest<K>,
-    cursors: &Cursors,
-    scope: &Scope<'_>,
-) -> Result<Page<K>, S::Error> {
-    cut(keys, bounds, req, (cursors, scope), false)
-}
-
-/// [`page_desc`] of any [`Keys`].
-pub fn page_desc_of<K: CursorKey, S: Keys<K>>(
-    keys: &S,
-    bounds: (Bound<K>, Bound<K>),
-    req: &PageRequest<K>,
-    cursors: &Cursors,
-    scope: &Scope<'_>,
-) -> Result<Page<K>, S::Error> {
-    cut(keys, bounds, req, (cursors, scope), true)
-}
-
-/// One page of a list in the keys' order, or (`desc`) in its reverse.
-fn cut<K: CursorKey, S: Keys<K>>(
     keys: &S,
     bounds: (Bound<K>, Bound<K>),
     req: &PageRequest<K>,
@@ -293,12 +257,12 @@ fn cut<K: CursorKey, S: Keys<K>>(
     // The keys past `k` in list order (`forward`) or before it, within the bounds.
     let past = |k: &K, forward: bool| match forward != desc {
         true => (
-            tighter_low(bounds.0.clone(), Bound::Excluded(k.clone())),
+            tighter(bounds.0.clone(), Bound::Excluded(k.clone()), true),
             bounds.1.clone(),
         ),
         false => (
             bounds.0.clone(),
-            tighter_high(bounds.1.clone(), Bound::Excluded(k.clone())),
+            tighter(bounds.1.clone(), Bound::Excluded(k.clone()), false),
         ),
     };
     let page: Vec<K> = match &req.position {
@@ -479,7 +443,7 @@ pub fn page_desc<K: CursorKey>(
     cursors: &Cursors,
     scope: &Scope<'_>,
 ) -> Page<K> {
-    let Ok(page) = page_desc_of(set, bounds, req, cursors, scope);
+    let Ok(page) = page_of(set, bounds, req, (cursors, scope), true);
     page
 }
 

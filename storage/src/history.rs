@@ -198,6 +198,32 @@ impl<T: DeserializeOwned> Rows<T> {
             .map_err(|e| JournalError::Corrupt(format!("{} {seq}: {e}", self.tables.what)))
     }
 
+    /// The first sequence number whose row satisfies `after`, for a predicate false then true
+    /// along the rows (they are made in time order: a time window is two of these).
+    pub fn partition_point(&self, after: impl Fn(&T) -> bool) -> Result<u64, JournalError> {
+        let n = self.count()?;
+        let (mut lo, mut hi) = (0u64, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let row = self.get(mid)?.ok_or_else(|| {
+                JournalError::Corrupt(format!("{} {mid} of {n} is missing", self.tables.what))
+            })?;
+            if after(&row) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The row numbered `seq`, which a list named: its absence is corruption.
+    pub fn listed(&self, seq: u64) -> Result<T, JournalError> {
+        self.get(seq)?.ok_or_else(|| {
+            JournalError::Corrupt(format!("{} {seq} is listed but missing", self.tables.what))
+        })
+    }
+
     /// Up to `limit` of the holder's sequence numbers (of `market`'s rows, or all) within
     /// `range`, from its low end or (`descending`) its high end.
     pub fn seqs(

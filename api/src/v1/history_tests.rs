@@ -20,10 +20,11 @@ use perpsim_systems::records::ids::{FillSeq, MovementSeq, TradeSeq};
 use perpsim_systems::records::money::{Movement, MovementKind, MovementStatus};
 use perpsim_systems::records::trade::{Liquidity, TradeKind, TradeRecord};
 
-use super::money::{TransactionKeys, TxKey, seq_window};
-use super::trades::{TradeKeys, window};
+use super::history::ListKeys;
+use super::money::{TxKey, seq_window};
+use super::trades::window;
 use crate::pagination::{
-    CursorKey, Cursors, Keys, Page, PageRequest, Scope, page, page_desc, page_desc_of, page_of,
+    CursorKey, Cursors, Keys, Page, PageRequest, Scope, page, page_desc, page_of,
 };
 
 const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
@@ -170,17 +171,11 @@ fn walk<K: CursorKey + std::fmt::Debug, S: Keys<K, Error = perpsim_storage::Jour
         PageRequest::<K>::parse(&cursors, &scope, Some(limit), after, before).unwrap()
     };
     let cut = |req: &PageRequest<K>| {
-        let (expected, got) = match desc {
-            false => (
-                page(set, window.clone(), req, &cursors, &scope),
-                page_of(keys, window.clone(), req, &cursors, &scope),
-            ),
-            true => (
-                page_desc(set, window.clone(), req, &cursors, &scope),
-                page_desc_of(keys, window.clone(), req, &cursors, &scope),
-            ),
+        let expected = match desc {
+            false => page(set, window.clone(), req, &cursors, &scope),
+            true => page_desc(set, window.clone(), req, &cursors, &scope),
         };
-        let got = got.unwrap();
+        let got = page_of(keys, window.clone(), req, (&cursors, &scope), desc).unwrap();
         same(&got, &expected);
         got
     };
@@ -215,9 +210,9 @@ fn every_page_of_every_transaction_list_reads_from_the_projection_as_from_its_ol
         let created = random_window(&mut rng);
         let window = seq_window(&read, created).unwrap();
         assert_eq!(window, oracle_window(&rows, created), "{created:?}");
-        let keys = TransactionKeys {
+        let keys = ListKeys {
             read: &read,
-            holder,
+            list: (holder, None),
         };
         let limit = 1 + (rng.next_u64() % 25) as u32;
         pages += walk((&set, &keys), window, limit, false);
@@ -251,7 +246,7 @@ fn every_page_of_every_trade_list_reads_from_the_projection_as_from_its_old_inde
             std::ops::Bound::Excluded(TradeSeq(end.max(lo))),
         );
         assert_eq!(bounds, expected, "{from:?} {to:?}");
-        let keys = TradeKeys {
+        let keys = ListKeys {
             read: &read,
             list: (holder, market),
         };

@@ -4,6 +4,7 @@
 pub mod customer;
 pub mod customers;
 pub mod funding;
+pub mod history;
 pub mod instruments;
 pub mod market;
 pub mod money;

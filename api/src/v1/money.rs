@@ -22,6 +22,7 @@ use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 
+use super::history::{self, ListKeys};
 use super::{Signed, Tag, customer, customer_of};
 use crate::contract::Nullable;
 use crate::contract::Text;
@@ -261,26 +262,16 @@ fn transactions(
         Some(c) => Holder::Customer(c),
         None => Holder::Broker(broker),
     };
-    let keys = TransactionKeys {
+    let keys = ListKeys {
         read: &read,
-        holder,
+        list: (holder, None),
     };
     let window = seq_window(&read, created).map_err(failed)?;
-    let page = pagination::page_of(&keys, window, &req, &state.cursors, &scope).map_err(failed)?;
-    let data = page
-        .keys
-        .iter()
-        .map(|k| match read.get(k.0.0) {
-            Ok(Some(m)) => Ok(TransactionRecord::from(&m)),
-            Ok(None) => Err(failed(JournalError::Corrupt(format!(
-                "movement {} is listed but missing",
-                k.0.0
-            )))),
-            Err(e) => Err(failed(e)),
-        })
-        .collect::<Result<_, Error>>()?;
+    let cut = (&state.cursors, &scope);
+    let page = pagination::page_of(&keys, window, &req, cut, false).map_err(failed)?;
+    let rows = history::rows(&read, &page.keys).map_err(failed)?;
     Ok(TransactionPage {
-        data,
+        data: rows.iter().map(TransactionRecord::from).collect(),
         response_metadata: page.metadata,
     })
 }
@@ -288,62 +279,12 @@ fn transactions(
 /// A transaction list's sort key: newest first.
 pub(super) type TxKey = Reverse<MovementSeq>;
 
-/// A holder's transaction list in the projection, newest first: the list's low end is the
-/// highest sequence number.
-pub(super) struct TransactionKeys<'a> {
-    pub read: &'a Movements,
-    pub holder: Holder,
-}
-
-impl pagination::Keys<TxKey> for TransactionKeys<'_> {
-    type Error = JournalError;
-
-    fn take(
-        &self,
-        (low, high): (Bound<TxKey>, Bound<TxKey>),
-        from_top: bool,
-        limit: usize,
-    ) -> Result<Vec<TxKey>, JournalError> {
-        let seq = |b: Bound<TxKey>| b.map(|Reverse(s)| s.0);
-        let seqs = self
-            .read
-            .seqs((self.holder, None), (seq(high), seq(low)), !from_top, limit)?;
-        Ok(seqs.into_iter().map(|s| Reverse(MovementSeq(s))).collect())
-    }
-}
-
 /// The sequence numbers created inside `[from, to]`, as bounds on the newest-first key.
-/// Movements are created in non-decreasing simulation time, so the window is one range,
-/// found by binary search over the projection's rows.
 pub(super) fn seq_window(
     read: &Movements,
-    (from, to): (Option<Timestamp>, Option<Timestamp>),
+    created: (Option<Timestamp>, Option<Timestamp>),
 ) -> Result<(Bound<TxKey>, Bound<TxKey>), JournalError> {
-    let n = read.count()?;
-    // First seq whose created_at satisfies `pred`, in [0, n).
-    let first = |pred: &dyn Fn(Timestamp) -> bool| -> Result<u64, JournalError> {
-        let (mut lo, mut hi) = (0u64, n);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let created = read.get(mid)?.map(|m| m.created_at).ok_or_else(|| {
-                JournalError::Corrupt(format!("movement {mid} of {n} is missing"))
-            })?;
-            if pred(created) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        Ok(lo)
-    };
-    let lo = match from {
-        Some(f) => first(&|t| t >= f)?,
-        None => 0,
-    };
-    let end = match to {
-        Some(t_to) => first(&|t| t > t_to)?,
-        None => n,
-    };
+    let (lo, end) = history::time_range(read, |m| m.created_at, created)?;
     if lo >= end {
         // An empty window: bounds that no key satisfies.
         let none = Reverse(MovementSeq(0));

@@ -10,12 +10,12 @@ use perpsim_storage::{Holder, JournalError, Trades};
 use perpsim_systems::ReadView;
 use perpsim_systems::records::ids::TradeSeq;
 use perpsim_systems::records::trade::TradeRecord as Trade;
-use perpsim_systems::records::venue::MarketId;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};
 
+use super::history::{self, ListKeys};
 use super::orders::SideApi;
 use super::{Signed, Tag, customer, customer_of};
 use crate::contract::Nullable;
@@ -126,63 +126,17 @@ pub fn record(view: &ReadView, t: &Trade) -> TradeRecord {
 }
 
 /// The trade seqs inside `[from, to]`: trades are recorded in non-decreasing time, so the
-/// window is one range of seqs, found by binary search over the projection's rows.
+/// window is one range of seqs.
 pub(super) fn window(
     read: &Trades,
     from: Option<Timestamp>,
     to: Option<Timestamp>,
 ) -> Result<(Bound<TradeSeq>, Bound<TradeSeq>), JournalError> {
-    let n = read.count()?;
-    let first = |pred: &dyn Fn(Timestamp) -> bool| -> Result<u64, JournalError> {
-        let (mut lo, mut hi) = (0u64, n);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let at = read.get(mid)?.map(|t| t.timestamp).ok_or_else(|| {
-                JournalError::Corrupt(format!("trade record {mid} of {n} is missing"))
-            })?;
-            if pred(at) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        Ok(lo)
-    };
-    let lo = match from {
-        Some(f) => first(&|t| t >= f)?,
-        None => 0,
-    };
-    let end = match to {
-        Some(t_to) => first(&|t| t > t_to)?,
-        None => n,
-    };
+    let (lo, end) = history::time_range(read, |t| t.timestamp, (from, to))?;
     Ok((
         Bound::Included(TradeSeq(lo)),
         Bound::Excluded(TradeSeq(end.max(lo))),
     ))
-}
-
-/// A holder's trade list in the projection, of one market or all.
-pub(super) struct TradeKeys<'a> {
-    pub read: &'a Trades,
-    pub list: (Holder, Option<MarketId>),
-}
-
-impl pagination::Keys<TradeSeq> for TradeKeys<'_> {
-    type Error = JournalError;
-
-    fn take(
-        &self,
-        (low, high): (Bound<TradeSeq>, Bound<TradeSeq>),
-        from_top: bool,
-        limit: usize,
-    ) -> Result<Vec<TradeSeq>, JournalError> {
-        let seq = |b: Bound<TradeSeq>| b.map(|s| s.0);
-        let seqs = self
-            .read
-            .seqs(self.list, (seq(low), seq(high)), from_top, limit)?;
-        Ok(seqs.into_iter().map(TradeSeq).collect())
-    }
 }
 
 /// The filters every trade list shares.
@@ -241,30 +195,17 @@ fn list(
         Some(c) => Holder::Customer(c),
         None => Holder::Broker(broker),
     };
-    let keys = TradeKeys {
+    let keys = ListKeys {
         read: &read,
         list: (holder, market),
     };
     let bounds = window(&read, from, to).map_err(failed)?;
-    let page = match sort {
-        SortApi::Asc => pagination::page_of(&keys, bounds, &req, &state.cursors, &scope),
-        SortApi::Desc => pagination::page_desc_of(&keys, bounds, &req, &state.cursors, &scope),
-    }
-    .map_err(failed)?;
-    let data = page
-        .keys
-        .iter()
-        .map(|seq| match read.get(seq.0) {
-            Ok(Some(t)) => Ok(record(view, &t)),
-            Ok(None) => Err(failed(JournalError::Corrupt(format!(
-                "trade record {} is listed but missing",
-                seq.0
-            )))),
-            Err(e) => Err(failed(e)),
-        })
-        .collect::<Result<_, Error>>()?;
+    let cut = (&state.cursors, &scope);
+    let page = pagination::page_of(&keys, bounds, &req, cut, sort == SortApi::Desc);
+    let page = page.map_err(failed)?;
+    let rows = history::rows(&read, &page.keys).map_err(failed)?;
     Ok(TradePage {
-        data,
+        data: rows.iter().map(|t| record(view, t)).collect(),
         response_metadata: page.metadata,
     })
 }
