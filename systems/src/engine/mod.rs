@@ -256,11 +256,19 @@ impl Engine {
     }
 
     /// Whether each tick's output carries the movements it booked or changed and the trade
-    /// records it made, for a host that projects them (off after a genesis or restore;
-    /// turning it on starts from the next tick, the projection being complete up to here).
+    /// records it made, for a host that projects them (off after a genesis or restore).
+    /// Turning it on before the first tick puts what genesis booked (the market maker's
+    /// funding) into the first tick's output, since no tick carries it; later, the projection
+    /// is complete up to here and the output starts with the next tick.
     pub fn set_projecting(&mut self, on: bool) {
-        self.world.resource_mut::<Ledger>().track_movements(on);
-        self.world.resource_mut::<Exchange>().project_trades(on);
+        let from_start = self.counters().ticks == 0;
+        let world = &mut self.world;
+        world
+            .resource_mut::<Ledger>()
+            .track_movements(on, from_start);
+        world
+            .resource_mut::<Exchange>()
+            .project_trades(on, from_start);
     }
 
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.

@@ -254,11 +254,20 @@ impl Ledger {
     }
 
     /// Tracks the movements booked or changed from now on for the journal's projection, or
-    /// not. Unlike the view's upkeep, turning it on marks nothing: the projection already
-    /// holds every movement up to here (recovery turns it on after the tick it ends at).
-    pub fn track_movements(&mut self, on: bool) {
+    /// not. Turning it on marks the movements already booked only `from_start` (at genesis,
+    /// whose bookings no tick carries); otherwise the projection holds every movement up to
+    /// here (recovery turns it on after the tick it ends at).
+    pub fn track_movements(&mut self, on: bool, from_start: bool) {
         match on {
-            true if !self.dirty_movements.is_tracking() => self.dirty_movements.resume([]),
+            true if !self.dirty_movements.is_tracking() => {
+                let booked = if from_start {
+                    self.state.movements.len()
+                } else {
+                    0
+                };
+                self.dirty_movements
+                    .resume((0..booked as u64).map(MovementSeq));
+            }
             true => {}
             false => self.dirty_movements.pause(),
         }

@@ -210,9 +210,12 @@ impl Exchange {
         self.by_symbol.get(symbol).copied()
     }
 
-    /// Projects the trade records made from now on, or stops.
-    pub fn project_trades(&mut self, on: bool) {
-        self.dirty.trades_projected = on.then_some(self.trades.len());
+    /// Projects the trade records made from now on (every one, `from_start`), or stops; on
+    /// again while on changes nothing.
+    pub fn project_trades(&mut self, on: bool, from_start: bool) {
+        let from = if from_start { 0 } else { self.trades.len() };
+        let d = &mut self.dirty;
+        d.trades_projected = on.then(|| d.trades_projected.unwrap_or(from));
     }
 
     /// The trade records made since the last call, for the journal's projection (none while
