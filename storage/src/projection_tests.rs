@@ -375,6 +375,17 @@ fn every_movement_trade_and_history_list_reads_from_the_projection_as_the_engine
     );
 }
 
+/// Makes the projection look written before it had a version (the ended orders' only).
+fn forget_version(journal: &Journal) {
+    journal
+        .write_durably(|txn| {
+            txn.open_table(crate::journal::META)?
+                .remove(VERSION_KEY_NAME)?;
+            Ok(())
+        })
+        .unwrap();
+}
+
 /// A projection made before the history lists were projected (no version) counts as none:
 /// recovery drops its tables, projects every tick again, and the history reads as the
 /// engine holds it.
@@ -386,13 +397,7 @@ fn a_projection_of_an_earlier_version_is_made_again_by_recovery() {
     tick(&journal, &mut e, vec![cancel(c, "a")], true).unwrap();
     let ticks = e.counters().ticks;
     assert_eq!(journal.projected_through().unwrap(), ticks);
-    journal
-        .write_durably(|txn| {
-            txn.open_table(crate::journal::META)?
-                .remove(VERSION_KEY_NAME)?;
-            Ok(())
-        })
-        .unwrap();
+    forget_version(&journal);
     assert_eq!(journal.projected_through().unwrap(), 0);
     let recovered = recover(&journal).unwrap().unwrap();
     assert!(recovered.projected > 0);
@@ -455,13 +460,7 @@ fn genesis_bookings_are_projected_with_the_first_tick_and_by_recovery() {
     assert!(!e.movements().is_empty(), "the maker is funded at genesis");
     let c = funded(&journal, &mut e);
     assert_history_matches(&journal, &e, &[Holder::Customer(c)]);
-    journal
-        .write_durably(|txn| {
-            txn.open_table(crate::journal::META)?
-                .remove(VERSION_KEY_NAME)?;
-            Ok(())
-        })
-        .unwrap();
+    forget_version(&journal);
     let recovered = recover(&journal).unwrap().unwrap();
     assert_eq!(recovered.snapshot, None, "from genesis");
     assert_history_matches(&journal, &recovered.engine, &[Holder::Customer(c)]);
