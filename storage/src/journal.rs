@@ -394,7 +394,7 @@ impl Journal {
         tick: u64,
         encoded: Vec<u8>,
     ) -> Result<SnapshotInfo, JournalError> {
-        let hash = StateHash::of_encoding(&encoded);
+        let hash = StateHash::of_snapshot(&encoded);
         let stored = postcard::to_stdvec(&StoredSnapshot {
             hash,
             state: encoded,

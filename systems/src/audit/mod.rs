@@ -39,6 +39,21 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
 #[cfg(not(debug_assertions))]
 pub(crate) fn plugin(_world: &mut World, _schedule: &mut Schedule) {}
 
+/// A restored engine's fills are checked from where the snapshot stands: what came before
+/// was checked when it was made, and the ledger rows the projection holds are not held.
+#[cfg(debug_assertions)]
+pub(crate) fn start_at_restore(world: &mut World) {
+    let trades = world.resource::<Exchange>().trades.len();
+    let movements = world
+        .resource::<crate::money::ledger::Ledger>()
+        .movements()
+        .len();
+    world.insert_resource(CheckedUpTo::starting_at(trades, movements));
+}
+
+#[cfg(not(debug_assertions))]
+pub(crate) fn start_at_restore(_world: &mut World) {}
+
 /// Every indexed account with its balance; a violation if the index and the account
 /// entities do not agree one to one.
 fn indexed_balances<'a>(

@@ -179,7 +179,10 @@ impl Engine {
 
     /// An engine holding exactly `state`.
     pub fn restore(state: &EngineState) -> Self {
-        let (ledger, accounts) = Ledger::from_state(state.ledger.clone());
+        let (ledger, accounts) = Ledger::from_state(
+            state.ledger.clone(),
+            (state.held.movements.clone(), state.held.movements_gone),
+        );
         let (exchange, live, ended) = Exchange::from_state(state.exchange.clone());
         let mut engine = Self::empty(
             state.genesis.clone(),
@@ -203,6 +206,7 @@ impl Engine {
         crate::trading::orders::restore(&mut engine.world, live, ended);
         snapshot::restore_entities(&mut engine.world, state);
         crate::publish::events::start_cursors(&mut engine.world);
+        crate::audit::start_at_restore(&mut engine.world);
         engine.world.insert_resource(Restoring(true));
         engine.run_schedule();
         engine.world.insert_resource(Restoring(false));

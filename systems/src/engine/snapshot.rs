@@ -1,6 +1,8 @@
 //! The canonical form of the whole engine state: every collection sorted by its stable id,
-//! encoded with postcard. Snapshots store it; the state hash is SHA-256 over it, so two
-//! engines with the same hash hold the same state, bit for bit.
+//! encoded with postcard. Snapshots store it; the state hash is SHA-256 over all of it but
+//! the history rows the engine holds ([`HeldHistory`]), which it reads as each log's count
+//! and digest instead: two engines with the same hash hold the same state and have made the
+//! same history, bit for bit, whichever of its rows each still holds.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +18,8 @@ use crate::money::ledger::{Ledger, LedgerState, LedgerStateRef};
 use crate::money::store::all_accounts;
 use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, MovedPositions, ValuationBasis};
+use crate::records::log::{Log, LogDigest, RowsDigest};
+use crate::records::money::Movement;
 use crate::records::position::{Position, PositionKey};
 use crate::records::venue::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
 use crate::registry::{Limits, Registry};
@@ -23,12 +27,15 @@ use crate::rng::EngineRng;
 use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
-/// journal is replayed instead).
-pub const STATE_VERSION: u32 = 11;
+/// journal is replayed instead). 12: the ledger's movements hashed by their digest, their
+/// rows carried outside the hash.
+pub const STATE_VERSION: u32 = 12;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
     pub version: u32,
+    /// Outside the state hash (see the module's header).
+    pub held: HeldHistory,
     pub genesis: Genesis,
     pub counters: Counters,
     pub clock: SimClock,
@@ -68,16 +75,85 @@ impl EngineState {
         postcard::to_stdvec(self).expect("engine state always encodes")
     }
 
+    /// The state of a snapshot's bytes, if they are of this version and the history rows
+    /// they carry are those their digests name.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         postcard::from_bytes::<EngineState>(bytes)
             .ok()
             .filter(|s| s.version == STATE_VERSION)
+            .filter(|s| s.held.digest() == s.ledger.movements)
     }
 
-    /// The hash of [`EngineState::encode`]'s bytes, fed to SHA-256 as they are encoded: no
-    /// copy of the encoding is held, however large the state.
+    /// The state hash: [`StateHash::of_snapshot`] of [`EngineState::encode`]'s bytes.
     pub fn hash(&self) -> StateHash {
-        digest(self)
+        StateHash::of_snapshot(&self.encode())
+    }
+}
+
+/// The history rows the engine holds: the ledger's movements still held (those the
+/// journal's projection does not hold yet, and pending transfers), with the digest of those
+/// let go. Encoded as one byte string (postcard's length and bytes), so the part of a
+/// snapshot's bytes the state hash covers is found without decoding them
+/// ([`StateHash::of_snapshot`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldHistory {
+    pub movements: Log<Movement>,
+    /// The digest of the movements let go.
+    pub movements_gone: RowsDigest,
+}
+
+impl HeldHistory {
+    /// The movements' digest, as the state hash reads it: those let go and those held.
+    pub fn digest(&self) -> LogDigest {
+        LogDigest::of(&self.movements, self.movements_gone)
+    }
+}
+
+/// [`HeldHistory`] borrowed from the engine: the same bytes.
+struct HeldHistoryRef<'a> {
+    movements: &'a Log<Movement>,
+    movements_gone: RowsDigest,
+}
+
+impl Serialize for HeldHistory {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let held = HeldHistoryRef {
+            movements: &self.movements,
+            movements_gone: self.movements_gone,
+        };
+        held.serialize(s)
+    }
+}
+
+impl Serialize for HeldHistoryRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let rows = (self.movements.held(), self.movements_gone);
+        let bytes = postcard::to_stdvec(&rows).map_err(serde::ser::Error::custom)?;
+        s.serialize_bytes(&bytes)
+    }
+}
+
+impl<'de> Deserialize<'de> for HeldHistory {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl serde::de::Visitor<'_> for Bytes {
+            type Value = HeldHistory;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("the held history's bytes")
+            }
+
+            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<HeldHistory, E> {
+                let (held, movements_gone) = postcard::from_bytes(bytes).map_err(E::custom)?;
+                let movements = Log::from_held(held)
+                    .ok_or_else(|| E::custom("the held movements contradict each other"))?;
+                Ok(HeldHistory {
+                    movements,
+                    movements_gone,
+                })
+            }
+        }
+        d.deserialize_bytes(Bytes)
     }
 }
 
@@ -89,9 +165,38 @@ fn digest(value: &impl Serialize) -> StateHash {
 }
 
 impl StateHash {
-    /// The hash of an encoding already made (a snapshot's): the same as [`EngineState::hash`].
+    /// SHA-256 of `bytes` (a genesis record's, whose digest the journal's archive keeps).
     pub fn of_encoding(bytes: &[u8]) -> Self {
         StateHash(Sha256::digest(bytes).into())
+    }
+
+    /// The state hash of a snapshot's bytes, the same as [`EngineState::hash`]: SHA-256 of
+    /// them less the held history (the version's varint, then the history's length and
+    /// bytes). Bytes too short to hold both are hashed whole.
+    pub fn of_snapshot(bytes: &[u8]) -> Self {
+        let varint_end = |from: usize| {
+            let rest = bytes.get(from..)?;
+            let n = rest.iter().position(|b| b & 0x80 == 0)? + 1;
+            let value = rest[..n.min(10)]
+                .iter()
+                .rev()
+                .fold(0u64, |v, b| v << 7 | u64::from(b & 0x7f));
+            Some((from + n, value))
+        };
+        let held = varint_end(0).and_then(|(version_end, _)| {
+            let (len_end, len) = varint_end(version_end)?;
+            let held_end = len_end.checked_add(usize::try_from(len).ok()?)?;
+            (held_end <= bytes.len()).then_some((version_end, held_end))
+        });
+        let mut hasher = Sha256::new();
+        match held {
+            Some((version_end, held_end)) => {
+                hasher.update(&bytes[..version_end]);
+                hasher.update(&bytes[held_end..]);
+            }
+            None => hasher.update(bytes),
+        }
+        StateHash(hasher.finalize().into())
     }
 }
 
@@ -158,6 +263,10 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         .collect();
     EngineState {
         version: STATE_VERSION,
+        held: HeldHistory {
+            movements: world.resource::<Ledger>().movements().clone(),
+            movements_gone: world.resource::<Ledger>().movements_gone(),
+        },
         genesis: genesis.clone(),
         counters: *world.resource::<Counters>(),
         clock: *world.resource::<SimClock>(),
@@ -197,9 +306,14 @@ fn open_positions(world: &World) -> BTreeMap<PositionKey, &Position> {
 /// [`EngineState`] as the world holds it, field for field: it encodes to exactly the bytes
 /// of [`extract`]'s state (a test says so), so the state hash reads it without first
 /// copying the history — every ledger row, trade, fill, ended order and risk record.
-#[derive(Serialize)]
 struct StateRef<'a> {
-    version: u32,
+    held: HeldHistoryRef<'a>,
+    body: BodyRef<'a>,
+}
+
+/// Everything of [`StateRef`] the state hash covers: all but the held history.
+#[derive(Serialize)]
+struct BodyRef<'a> {
     genesis: &'a Genesis,
     counters: Counters,
     clock: SimClock,
@@ -218,37 +332,46 @@ struct StateRef<'a> {
 }
 
 /// The state hash of the engine in `world`: [`EngineState::hash`] of [`extract`]'s state,
-/// without building it.
+/// without building it or encoding the held history.
 pub(crate) fn hash(world: &World, genesis: &Genesis) -> StateHash {
-    digest(&borrow(world, genesis))
+    digest(&(STATE_VERSION, &borrow(world, genesis).body))
 }
 
 /// [`EngineState::encode`] of [`extract`]'s state, without building it.
 pub(crate) fn encode(world: &World, genesis: &Genesis) -> Vec<u8> {
-    postcard::to_stdvec(&borrow(world, genesis)).expect("engine state always encodes")
+    let state = borrow(world, genesis);
+    postcard::to_stdvec(&(STATE_VERSION, &state.held, &state.body))
+        .expect("engine state always encodes")
 }
 
 fn borrow<'a>(world: &'a World, genesis: &'a Genesis) -> StateRef<'a> {
     let (brokers, customers, instruments) = entities(world);
+    let ledger = world.resource::<Ledger>();
+    let held = HeldHistoryRef {
+        movements: ledger.movements(),
+        movements_gone: ledger.movements_gone(),
+    };
     StateRef {
-        version: STATE_VERSION,
-        genesis,
-        counters: *world.resource::<Counters>(),
-        clock: *world.resource::<SimClock>(),
-        rng: &world.resource::<EngineRng>().0,
-        scheduler: world.resource::<Scheduler>(),
-        brokers,
-        customers,
-        instruments,
-        ledger: world.resource::<Ledger>().state_ref(all_accounts(world)),
-        exchange: world
-            .resource::<Exchange>()
-            .state_ref(crate::trading::orders::borrow(world), open_positions(world)),
-        market: crate::market::extract(world),
-        funding: world.resource::<crate::settlement::funding::FundingState>(),
-        risk: crate::risk::borrow(world),
-        limits: *world.resource::<Limits>(),
-        faults: world.resource::<crate::faults::Faults>(),
+        held,
+        body: BodyRef {
+            genesis,
+            counters: *world.resource::<Counters>(),
+            clock: *world.resource::<SimClock>(),
+            rng: &world.resource::<EngineRng>().0,
+            scheduler: world.resource::<Scheduler>(),
+            brokers,
+            customers,
+            instruments,
+            ledger: world.resource::<Ledger>().state_ref(all_accounts(world)),
+            exchange: world
+                .resource::<Exchange>()
+                .state_ref(crate::trading::orders::borrow(world), open_positions(world)),
+            market: crate::market::extract(world),
+            funding: world.resource::<crate::settlement::funding::FundingState>(),
+            risk: crate::risk::borrow(world),
+            limits: *world.resource::<Limits>(),
+            faults: world.resource::<crate::faults::Faults>(),
+        },
     }
 }
 

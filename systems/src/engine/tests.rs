@@ -197,7 +197,19 @@ fn workload(engine: &mut Engine, key: u8) {
             });
         }
         let now = engine.clock().now;
-        engine.tick(now, batch);
+        let out = engine.tick(now, batch);
+        let Ok(Outcome::Customer(customer)) = &out.results[0] else {
+            panic!("customer created")
+        };
+        // A ledger row each: a deposit that lands at once.
+        let deposit = Command::RequestTransfer {
+            customer: customer.code,
+            kind: crate::command::TransferKind::Deposit,
+            asset: perpsim_core::instrument::Asset::Usdc,
+            amount: Decimal::new(1_000 + i, 0),
+            delay_ms: 0,
+        };
+        engine.tick(now, vec![deposit]);
     }
 }
 
@@ -223,7 +235,7 @@ fn same_seed_and_commands_give_the_same_state_hash_and_another_seed_does_not() {
 /// The state hash is fed as the state encodes, in chunks; it must be the hash of the very
 /// bytes a snapshot stores, across chunk boundaries too.
 #[test]
-fn the_state_hash_is_sha256_of_the_snapshot_encoding() {
+fn the_state_hash_is_sha256_of_the_snapshot_encoding_less_its_held_history_rows() {
     let mut engine = manual();
     for key in 1..=40 {
         workload(&mut engine, key);
@@ -235,10 +247,34 @@ fn the_state_hash_is_sha256_of_the_snapshot_encoding() {
         "spans several chunks: {}",
         bytes.len()
     );
-    let expected = crate::StateHash(<sha2::Sha256 as sha2::Digest>::digest(&bytes).into());
+    // Without its rows the held history is a short byte string after the version's one
+    // byte; the hash covers the rest, where the digest stands for the rows.
+    let mut bare = state.clone();
+    bare.held = crate::engine::snapshot::HeldHistory::default();
+    let empty = postcard::to_stdvec(&bare.held).unwrap();
+    assert!(empty.len() < 8, "{empty:?}");
+    let bare = bare.encode();
+    assert_eq!(bare[1..1 + empty.len()], empty);
+    let hashed = [&bare[..1], &bare[1 + empty.len()..]].concat();
+    let expected = crate::StateHash(<sha2::Sha256 as sha2::Digest>::digest(&hashed).into());
     assert_eq!(state.hash(), expected);
-    assert_eq!(crate::StateHash::of_encoding(&bytes), expected);
+    assert_eq!(crate::StateHash::of_snapshot(&bytes), expected);
     assert_eq!(engine.state_hash(), expected);
+    // The rows count through their digest: another set of rows is another hash.
+    let mut other = state.clone();
+    other.ledger.movements.rows = crate::records::log::RowsDigest::default();
+    assert_ne!(other.hash(), expected);
+}
+
+#[test]
+fn a_snapshot_whose_held_rows_are_not_those_its_digest_names_is_not_restored() {
+    let mut engine = manual();
+    workload(&mut engine, 3);
+    let mut state = engine.state();
+    assert!(crate::EngineState::decode(&state.encode()).is_some());
+    let last = state.held.movements.len() - 1;
+    state.held.movements[last].amount += perpsim_core::Decimal::ONE;
+    assert_eq!(crate::EngineState::decode(&state.encode()), None);
 }
 
 #[test]
@@ -352,7 +388,7 @@ fn the_state_encoded_in_place_is_the_encoding_of_the_copied_state() {
     assert!(state.exchange.trades.len() >= 2 && state.exchange.ended.count > 0);
     let funding = crate::records::money::MovementKind::Funding;
     assert!(
-        state.ledger.movements.iter().any(|m| m.kind == funding),
+        state.held.movements.iter().any(|m| m.kind == funding),
         "an hour's funding"
     );
     assert!(
@@ -361,4 +397,75 @@ fn the_state_encoded_in_place_is_the_encoding_of_the_copied_state() {
     );
     assert_eq!(e.encode_state(), state.encode());
     assert_eq!(e.state_hash(), state.hash());
+}
+
+/// Issue 37: while its movements are projected the engine lets them go a chunk at a time,
+/// all but pending transfers, and its state hash stays that of an engine that holds them
+/// all; a snapshot of it restores to the same hash and the same future.
+#[test]
+fn a_projecting_engine_lets_its_movements_go_and_hashes_as_one_that_holds_them() {
+    use crate::command::TransferKind;
+    use crate::records::money::MovementStatus;
+    use crate::testkit::{START, customers, d};
+    use perpsim_core::instrument::Asset;
+
+    let deposit = |customer, delay_ms| Command::RequestTransfer {
+        customer,
+        kind: TransferKind::Deposit,
+        asset: Asset::Usdc,
+        amount: d("1.5"),
+        delay_ms,
+    };
+    let (mut holding, mut projecting) = (crate::testkit::engine(5), crate::testkit::engine(5));
+    let cs = customers(&mut holding, 1_000);
+    assert_eq!(customers(&mut projecting, 1_000), cs);
+    projecting.set_projecting(true);
+    let mut projected = 0;
+    let mut both = |cmds: Vec<Command>, at: Timestamp| {
+        holding.tick(at, cmds.clone());
+        projected += projecting.tick(at, cmds).movements.len();
+    };
+    // One transfer stays pending through every let-go: due in a day.
+    both(vec![deposit(cs[0], 24 * HOUR_MS)], START);
+    for round in 1..=70 {
+        let at = START.plus_millis(round);
+        both(cs.iter().map(|c| deposit(*c, 0)).collect(), at);
+    }
+    both(vec![], START.plus_millis(71));
+    let (all, held) = (holding.movements(), projecting.movements());
+    assert_eq!((all.len(), held.len()), (70_001, 70_001));
+    assert_eq!(
+        projected,
+        70_001 * 2 - 1,
+        "each booked, then each deposit completed"
+    );
+    assert!(held.first_held() == 65_536 && held.iter().count() == 70_001 - 65_536 + 1);
+    let pending = &held[0];
+    assert_eq!(
+        (pending.status, &all[0]),
+        (MovementStatus::Pending, pending)
+    );
+    assert_eq!(holding.state_hash(), projecting.state_hash());
+
+    let bytes = projecting.encode_state();
+    let mut restored = Engine::restore(&crate::EngineState::decode(&bytes).unwrap());
+    assert_eq!(restored.state_hash(), holding.state_hash());
+    assert!(
+        bytes.len() < holding.encode_state().len() / 10,
+        "the rows let go are not in it"
+    );
+    // The pending transfer completes alike in all three; the projecting engine hands it out
+    // and lets it go.
+    let later = START.plus_millis(24 * HOUR_MS + 1);
+    let completion = vec![Command::AdvanceClock { to: later }];
+    let now = holding.clock().now;
+    holding.tick(now, completion.clone());
+    restored.tick(now, completion.clone());
+    let out = projecting.tick(now, completion);
+    assert_eq!(holding.movements()[0].status, MovementStatus::Completed);
+    assert_eq!(restored.movements()[0], holding.movements()[0]);
+    assert!(out.movements.contains(&holding.movements()[0]));
+    assert_eq!(projecting.movements().get(0), None);
+    assert_eq!(projecting.state_hash(), holding.state_hash());
+    assert_eq!(restored.state_hash(), holding.state_hash());
 }

@@ -16,7 +16,7 @@ use perpsim_core::instrument::Asset;
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::MovementSeq;
-use crate::records::log::Log;
+use crate::records::log::{Log, LogDigest, RowsDigest};
 use crate::records::money::{
     AccountId, Balance, Flows, Movement, MovementKind, MovementStatus, Owner, PeriodicInfo,
     TradeInfo, VenueAccount,
@@ -36,22 +36,23 @@ pub struct CustomerSide {
     pub locked_delta: Decimal,
 }
 
-/// The ledger's persistent state (what snapshots hold).
+/// The ledger's persistent state, as the state hash reads it: the movements by their count
+/// and digest. A snapshot carries the rows themselves beside it, outside the hash
+/// (`engine::snapshot::HeldHistory`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerState {
     pub accounts: BTreeMap<AccountId, Balance>,
-    /// Indexed by `seq`.
-    pub movements: Log<Movement>,
+    pub movements: LogDigest,
     pub flows: BTreeMap<Asset, Flows>,
     pub transfers_available: bool,
 }
 
 /// [`LedgerState`] as the ledger holds it, field for field, so it encodes to the same bytes
-/// (the state hash reads it, without copying every movement first).
+/// without copying the flows.
 #[derive(Serialize)]
 pub struct LedgerStateRef<'a> {
     accounts: BTreeMap<AccountId, Balance>,
-    movements: &'a Log<Movement>,
+    movements: LogDigest,
     flows: &'a BTreeMap<Asset, Flows>,
     transfers_available: bool,
 }
@@ -98,11 +99,17 @@ fn shift_locked(account: &mut Balance, customer: CustomerCode, delta: Decimal) {
 
 /// A new ledger has transfers switched on ([`Ledger::new`], which `Default` is too; its
 /// venue accounts are [`venue_accounts`]); a restored one comes from [`Ledger::from_state`].
-/// The balances are not here but in an [`AccountStore`] every booking is given; `state`
-/// keeps the rest of [`LedgerState`], its `accounts` left empty.
+/// The balances are not here but in an [`AccountStore`] every booking is given.
 #[derive(Resource, Debug)]
 pub struct Ledger {
-    state: LedgerState,
+    /// Indexed by `seq`. While the journal's projection takes them (`track_movements`), the
+    /// rows of every whole chunk it holds are let go, but for pending transfers: the log
+    /// holds at most one chunk of rows and the pending ones (see ARCHITECTURE.md's bounds).
+    movements: Log<Movement>,
+    /// The digest of the movements let go (what the state hash reads of them).
+    movements_gone: RowsDigest,
+    flows: BTreeMap<Asset, Flows>,
+    transfers_available: bool,
     /// Transfers still pending, by code: what an admin may cancel. Bounded by the transfers
     /// in flight (those inside the transfer delay), unlike an index of every movement.
     pending: BTreeMap<MovementCode, MovementSeq>,
@@ -209,26 +216,35 @@ fn withdrawable(
 
 impl Ledger {
     pub fn new() -> Self {
-        Self::from_state(LedgerState {
-            accounts: BTreeMap::new(),
-            movements: Log::default(),
-            flows: BTreeMap::new(),
+        let state = LedgerState {
             transfers_available: true,
-        })
-        .0
+            ..LedgerState::default()
+        };
+        Self::from_state(state, (Log::default(), RowsDigest::default())).0
     }
 
-    /// The ledger of a snapshot, and the balances it held, for the caller to store.
-    pub fn from_state(mut state: LedgerState) -> (Self, BTreeMap<AccountId, Balance>) {
-        let accounts = std::mem::take(&mut state.accounts);
-        let pending = state
-            .movements
+    /// The ledger of a snapshot and its `movements` (which the caller checked against the
+    /// state's digest), and the balances it held, for the caller to store.
+    pub fn from_state(
+        state: LedgerState,
+        (movements, movements_gone): (Log<Movement>, RowsDigest),
+    ) -> (Self, BTreeMap<AccountId, Balance>) {
+        let LedgerState {
+            accounts,
+            flows,
+            transfers_available,
+            movements: _,
+        } = state;
+        let pending = movements
             .iter()
             .filter(|m| m.status == MovementStatus::Pending)
             .map(|m| (m.code, m.seq))
             .collect();
         let mut ledger = Ledger {
-            state,
+            movements,
+            movements_gone,
+            flows,
+            transfers_available,
             pending,
             dirty_movements: DirtyKeys::paused(),
             dirty_accounts: DirtyKeys::default(),
@@ -260,11 +276,7 @@ impl Ledger {
     pub fn track_movements(&mut self, on: bool, from_start: bool) {
         match on {
             true if !self.dirty_movements.is_tracking() => {
-                let booked = if from_start {
-                    self.state.movements.len()
-                } else {
-                    0
-                };
+                let booked = if from_start { self.movements.len() } else { 0 };
                 self.dirty_movements
                     .resume((0..booked as u64).map(MovementSeq));
             }
@@ -277,32 +289,38 @@ impl Ledger {
     pub fn state(&self, accounts: BTreeMap<AccountId, Balance>) -> LedgerState {
         LedgerState {
             accounts,
-            ..self.state.clone()
+            movements: LogDigest::of(&self.movements, self.movements_gone),
+            flows: self.flows.clone(),
+            transfers_available: self.transfers_available,
         }
     }
 
-    /// [`Ledger::state`] borrowed: it encodes to the same bytes without copying the rows.
+    /// [`Ledger::state`] borrowed: it encodes to the same bytes without copying the flows.
     pub fn state_ref(&self, accounts: BTreeMap<AccountId, Balance>) -> LedgerStateRef<'_> {
-        let s = &self.state;
         LedgerStateRef {
             accounts,
-            movements: &s.movements,
-            flows: &s.flows,
-            transfers_available: s.transfers_available,
+            movements: LogDigest::of(&self.movements, self.movements_gone),
+            flows: &self.flows,
+            transfers_available: self.transfers_available,
         }
     }
 
-    /// Every movement, indexed by `seq`.
+    /// Every movement held, indexed by `seq` (all of them unless the projection takes them).
     pub fn movements(&self) -> &Log<Movement> {
-        &self.state.movements
+        &self.movements
+    }
+
+    /// The digest of the movements let go.
+    pub fn movements_gone(&self) -> RowsDigest {
+        self.movements_gone
     }
 
     pub fn transfers_available(&self) -> bool {
-        self.state.transfers_available
+        self.transfers_available
     }
 
     pub fn set_transfers_available(&mut self, available: bool) {
-        self.state.transfers_available = available;
+        self.transfers_available = available;
     }
 
     /// Takes the balances changed since the last call, for the read view.
@@ -319,12 +337,25 @@ impl Ledger {
 
     /// Takes the movements booked or changed since the last call (see
     /// [`Ledger::track_movements`]), by sequence number, as they stand now.
+    /// The projection holds them from here, so the whole chunks of rows are let go, all but
+    /// pending transfers (which change again), each counted into the digest as it goes.
     pub fn take_changed_movements(&mut self) -> Vec<Movement> {
-        self.dirty_movements
+        if !self.dirty_movements.is_tracking() {
+            return Vec::new();
+        }
+        let changed = self
+            .dirty_movements
             .take()
             .into_iter()
-            .map(|seq| self.state.movements[seq.index()].clone())
-            .collect()
+            .map(|seq| self.movements[seq.index()].clone())
+            .collect();
+        let (gone, mut buf) = (&mut self.movements_gone, Vec::new());
+        self.movements.let_go(
+            self.movements.len(),
+            |m| m.status == MovementStatus::Pending,
+            |m| gone.add(m, &mut buf),
+        );
+        changed
     }
 
     /// The account to change; its `as_of` becomes `now`, since every caller changes it.
@@ -389,13 +420,7 @@ impl Ledger {
     pub fn assert_conserved(&self) {
         for asset in Asset::ALL {
             let held = self.held[asset.index()];
-            let net = self
-                .state
-                .flows
-                .get(&asset)
-                .copied()
-                .unwrap_or_default()
-                .net();
+            let net = self.flows.get(&asset).copied().unwrap_or_default().net();
             assert_eq!(
                 held, net,
                 "{asset:?}: accounts hold {held}, the boundary flows {net}"
@@ -425,7 +450,7 @@ impl Ledger {
             amount > Decimal::ZERO && is_ledger_rounded(amount),
             "amounts are validated at the edge"
         );
-        if !self.state.transfers_available {
+        if !self.transfers_available {
             return Err(Error::new(
                 ErrorCode::ExchangeUnavailable,
                 "deposits and withdrawals are temporarily unavailable; nothing was sent, retry later",
@@ -446,7 +471,7 @@ impl Ledger {
             }
             _ => amount,
         };
-        let seq = MovementSeq(self.state.movements.len() as u64);
+        let seq = MovementSeq(self.movements.len() as u64);
         let movement = Movement {
             seq,
             code: MovementCode(books.rng.uuid()),
@@ -464,16 +489,18 @@ impl Ledger {
         };
         self.pending.insert(movement.code, seq);
         self.dirty_movements.push(seq);
-        self.state.movements.push(movement);
-        Ok(&self.state.movements[seq.index()])
+        self.movements.push(movement);
+        Ok(&self.movements[seq.index()])
     }
 
     fn pending_transfer(&self, seq: MovementSeq) -> Result<MovementSeq, Error> {
-        let m = self
-            .state
-            .movements
-            .get(seq.index())
-            .ok_or_else(|| Error::not_found(format!("transfer #{seq} does not exist")))?;
+        let Some(m) = self.movements.get(seq.index()) else {
+            // Every pending transfer is held: one let go has ended.
+            return Err(match seq.index() < self.movements.len() {
+                true => Error::conflict(format!("transfer #{seq} is no longer pending")),
+                false => Error::not_found(format!("transfer #{seq} does not exist")),
+            });
+        };
         if m.status != MovementStatus::Pending {
             return Err(Error::conflict(format!(
                 "transfer {} is already {}",
@@ -501,7 +528,7 @@ impl Ledger {
     ) -> Result<&Movement, Error> {
         let seq = self.pending_transfer(seq)?;
         let (customer, asset, amount, kind) = {
-            let m = &self.state.movements[seq.index()];
+            let m = &self.movements[seq.index()];
             (m.customer, m.asset, m.amount, m.kind)
         };
         // A transfer's other side is the boundary: the flow below, which conservation weighs.
@@ -514,7 +541,7 @@ impl Ledger {
             account.pending += amount; // amount is negative: releases the hold
         }
         let total = account.total;
-        let flows = self.state.flows.entry(asset).or_default();
+        let flows = self.flows.entry(asset).or_default();
         match kind {
             MovementKind::Deposit => flows.deposited += amount,
             _ => flows.withdrawn -= amount,
@@ -531,7 +558,7 @@ impl Ledger {
     ) -> Result<&Movement, Error> {
         let seq = self.pending_transfer_by_code(code)?;
         let (customer, asset, amount, kind) = {
-            let m = &self.state.movements[seq.index()];
+            let m = &self.movements[seq.index()];
             (m.customer, m.asset, m.amount, m.kind)
         };
         if kind == MovementKind::Withdrawal {
@@ -548,7 +575,7 @@ impl Ledger {
         now: Timestamp,
         balance: Option<Decimal>,
     ) -> Result<&Movement, Error> {
-        let m = &mut self.state.movements[seq.index()];
+        let m = &mut self.movements[seq.index()];
         debug_assert_eq!(
             m.status,
             MovementStatus::Pending,
@@ -559,7 +586,7 @@ impl Ledger {
         m.updated_at = now;
         m.balance_after = balance;
         self.dirty_movements.push(seq);
-        Ok(&self.state.movements[seq.index()])
+        Ok(&self.movements[seq.index()])
     }
 
     /// Books one side of a fill, completed at once: the customer gets `realised_pnl − fee`,
@@ -618,7 +645,7 @@ impl Ledger {
             (AccountId::venue(VenueAccount::Insurance, asset), amount),
             now,
         );
-        self.state.flows.entry(asset).or_default().capital += amount;
+        self.flows.entry(asset).or_default().capital += amount;
     }
 
     /// D10: the insurance account covers a negative balance a liquidation left (net of the
@@ -689,7 +716,7 @@ impl Ledger {
     /// A pass of periodic bookings starts: nothing owed to the clearing account yet.
     pub fn open_clearing_batch(&mut self, rows: usize) -> ClearingBatch {
         // The pass appends up to `rows` movements: room for them at once, not by doublings.
-        self.state.movements.reserve(rows);
+        self.movements.reserve(rows);
         ClearingBatch {
             owed: [None; Asset::ALL.len()],
             open: true,
@@ -760,8 +787,8 @@ impl Ledger {
         // Pending withdrawals are already spoken for: the margin pass weighs `total −
         // pending`, and so does the insurance cover.
         let (total, net) = (account.total, account.total - account.pending);
-        let seq = MovementSeq(self.state.movements.len() as u64);
-        self.state.movements.push(Movement {
+        let seq = MovementSeq(self.movements.len() as u64);
+        self.movements.push(Movement {
             seq,
             code: MovementCode(books.rng.uuid()),
             customer: code,
@@ -778,7 +805,7 @@ impl Ledger {
         });
         self.dirty_movements.push(seq);
         if net < Decimal::ZERO {
-            let m = &self.state.movements[seq.index()];
+            let m = &self.movements[seq.index()];
             let symbol = m.trade.as_ref().map(|t| &t.symbol);
             let symbol = symbol.or(m.periodic.as_ref().map(|p| &p.symbol));
             let symbol = Arc::clone(symbol.expect("only trades, funding and settlement debit"));
@@ -852,7 +879,7 @@ impl Ledger {
             }
         }
         for asset in Asset::ALL {
-            let flows = self.state.flows.get(&asset).copied().unwrap_or_default();
+            let flows = self.flows.get(&asset).copied().unwrap_or_default();
             let sum = sums.get(&asset).copied().unwrap_or_default();
             if sum != flows.net() {
                 return Err(format!(

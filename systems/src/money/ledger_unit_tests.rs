@@ -140,7 +140,7 @@ fn a_withdrawal_is_held_in_pending_and_refused_beyond_available() {
         }
     );
     assert_eq!(
-        l.state.flows[&Asset::Usdt],
+        l.flows[&Asset::Usdt],
         Flows {
             deposited: d("10"),
             withdrawn: d("10"),

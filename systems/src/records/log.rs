@@ -5,39 +5,113 @@
 //! waits behind once the history is large. Here a full chunk stays where it is and the next
 //! one is allocated at its final size.
 //!
-//! Encoded as a sequence, exactly as a `Vec` of the same items: snapshots, and the state
-//! hash over them, do not change.
+//! Encoded as a sequence, exactly as a `Vec` of the same items.
+//!
+//! [`LogDigest`] is what the state hash reads of a history log instead of its rows: their
+//! count and an order-free digest ([`RowsDigest`]), so the hash does not depend on which rows
+//! the engine still holds and which only the journal's projection does.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Index, IndexMut};
 
+use rapidhash::v3::{RapidSecrets, rapidhash_v3_seeded};
 use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
+
+/// An order-free digest of a set of rows: the wrapping sum of a 128-bit hash of each row's
+/// postcard encoding (two seeds of rapidhash v3, a portable algorithm). A row names its own
+/// sequence number, so the set pins every row at its place; a sum, unlike a chain, can take
+/// rows in any order and at any time, so it is the same whether a row was summed when it left
+/// the engine or when the hash was asked for. It guards against divergence (replay, recovery,
+/// two runs of a scenario), not against a forger: the state hash over it is SHA-256.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RowsDigest(u128);
+
+impl RowsDigest {
+    const LOW: RapidSecrets = RapidSecrets::seed(0x7065_7270_7369_6d31);
+    const HIGH: RapidSecrets = RapidSecrets::seed(0x7065_7270_7369_6d32);
+
+    /// Adds `row`, encoded into `buf` (a scratch buffer the caller keeps between rows).
+    pub fn add(&mut self, row: &impl Serialize, buf: &mut Vec<u8>) {
+        buf.clear();
+        *buf = postcard::to_extend(row, std::mem::take(buf)).expect("history rows encode");
+        let low = rapidhash_v3_seeded(buf, &Self::LOW) as u128;
+        let high = rapidhash_v3_seeded(buf, &Self::HIGH) as u128;
+        self.0 = self.0.wrapping_add(high << 64 | low);
+    }
+
+    /// The digest of both sets of rows.
+    pub fn and(self, other: RowsDigest) -> Self {
+        RowsDigest(self.0.wrapping_add(other.0))
+    }
+
+    /// The digest of `rows`.
+    pub fn of<'a, T: Serialize + 'a>(rows: impl IntoIterator<Item = &'a T>) -> Self {
+        let mut digest = RowsDigest::default();
+        let mut buf = Vec::new();
+        rows.into_iter().for_each(|row| digest.add(row, &mut buf));
+        digest
+    }
+}
+
+/// What the state hash reads of a history log: how many rows it has had, and their digest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LogDigest {
+    pub len: u64,
+    pub rows: RowsDigest,
+}
+
+impl LogDigest {
+    /// The digest of `log`, whose items let go have the digest `gone`.
+    pub fn of<T: Serialize>(log: &Log<T>, gone: RowsDigest) -> Self {
+        LogDigest {
+            len: log.len() as u64,
+            rows: gone.and(RowsDigest::of(log)),
+        }
+    }
+}
 
 /// Items per chunk: 2^16, about 9 MB of ledger rows.
 const CHUNK_BITS: u32 = 16;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
+/// Emptied chunks a log keeps for the next ones, at most: a pass that books a million rows
+/// (funding at a million positions) writes into memory already touched, not into fresh pages
+/// the kernel must clear first.
+const SPARE: usize = 16;
+
 #[derive(Clone)]
 pub struct Log<T> {
-    /// Item `i` is in chunk `i / CHUNK`; the chunks before it are full, those after it are
-    /// empty (reserved). The first grows as a `Vec` does (a small log stays small); every
-    /// later one is allocated whole.
-    chunks: Vec<Vec<T>>,
+    /// Chunk `k` holds the items from `(gone + k) × CHUNK`; the chunks before the last item's
+    /// are full, those after it are empty (reserved). The first grows as a `Vec` does (a small
+    /// log stays small); every later one is allocated whole.
+    chunks: VecDeque<Vec<T>>,
+    /// Whole chunks let go from the front ([`Log::let_go`]).
+    gone: usize,
+    /// Items of let-go chunks still held, by index: those the owner keeps (a pending
+    /// transfer, which changes again), so bounded by what it keeps.
+    kept: BTreeMap<usize, T>,
+    /// Emptied chunks, kept for reuse (at most [`SPARE`]).
+    spare: Vec<Vec<T>>,
     len: usize,
 }
 
 impl<T> Default for Log<T> {
     fn default() -> Self {
         Log {
-            chunks: Vec::new(),
+            chunks: VecDeque::new(),
+            gone: 0,
+            kept: BTreeMap::new(),
+            spare: Vec::new(),
             len: 0,
         }
     }
 }
 
 impl<T> Log<T> {
+    /// Every item ever appended, let go or not.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -46,12 +120,29 @@ impl<T> Log<T> {
         self.len == 0
     }
 
+    /// The first index still held in chunks: the items before it are let go, but for those
+    /// kept.
+    pub fn first_held(&self) -> usize {
+        self.gone * CHUNK
+    }
+
+    /// A chunk for the items from `len` on: a spare one if any.
+    fn new_chunk(&mut self) -> Vec<T> {
+        match self.spare.pop() {
+            Some(mut chunk) => {
+                chunk.reserve(CHUNK);
+                chunk
+            }
+            None if self.chunks.is_empty() && self.gone == 0 => Vec::new(),
+            None => Vec::with_capacity(CHUNK),
+        }
+    }
+
     pub fn push(&mut self, item: T) {
-        let at = self.len >> CHUNK_BITS;
+        let at = (self.len >> CHUNK_BITS) - self.gone;
         if at == self.chunks.len() {
-            let first = self.chunks.is_empty();
-            self.chunks
-                .push(Vec::with_capacity(if first { 0 } else { CHUNK }));
+            let chunk = self.new_chunk();
+            self.chunks.push_back(chunk);
         }
         self.chunks[at].push(item);
         self.len += 1;
@@ -61,27 +152,33 @@ impl<T> Log<T> {
     /// that knows how many rows it writes takes its memory once, ahead.
     pub fn reserve(&mut self, additional: usize) {
         let target = self.len + additional;
-        if let Some(tail) = self.chunks.get_mut(self.len >> CHUNK_BITS) {
+        if let Some(tail) = self.chunks.get_mut((self.len >> CHUNK_BITS) - self.gone) {
             let room = CHUNK - tail.len();
             tail.reserve(room.min(additional));
         }
-        while self.chunks.len() * CHUNK < target {
-            self.chunks.push(Vec::with_capacity(CHUNK));
+        while (self.gone + self.chunks.len()) * CHUNK < target {
+            let chunk = self.spare.pop().unwrap_or_default();
+            self.chunks.push_back(chunk);
+            self.chunks.back_mut().expect("pushed").reserve(CHUNK);
         }
     }
 
     pub fn get(&self, index: usize) -> Option<&T> {
-        self.chunks.get(index >> CHUNK_BITS)?.get(index % CHUNK)
+        match index.checked_sub(self.first_held()) {
+            Some(at) => self.chunks.get(at >> CHUNK_BITS)?.get(at % CHUNK),
+            None => self.kept.get(&index),
+        }
     }
 
-    /// Every item, in the order appended.
-    pub fn iter(&self) -> std::iter::Flatten<std::slice::Iter<'_, Vec<T>>> {
+    /// Every item held, in the order appended: those kept, then the chunks'.
+    pub fn iter(&self) -> Iter<'_, T> {
         self.into_iter()
     }
 
-    /// The items from `start` (appended since a reader last looked) to the end.
+    /// The items from `start` (appended since a reader last looked) to the end; those let go
+    /// before it are not there to read.
     pub fn iter_from(&self, start: usize) -> impl Iterator<Item = &T> + '_ {
-        let skip = start.min(self.len);
+        let skip = start.clamp(self.first_held(), self.len) - self.first_held();
         let first = skip >> CHUNK_BITS;
         self.chunks
             .iter()
@@ -89,34 +186,72 @@ impl<T> Log<T> {
             .flatten()
             .skip(skip - first * CHUNK)
     }
+
+    /// Lets go of the whole chunks before `upto`, each item passed to `gone` unless `keep`
+    /// holds it; items kept before, which `keep` no longer holds, are let go too. Their
+    /// memory serves the chunks to come.
+    pub fn let_go(&mut self, upto: usize, keep: impl Fn(&T) -> bool, mut gone: impl FnMut(&T)) {
+        self.kept
+            .retain(|_, item| keep(item) || (gone(item), false).1);
+        while (self.gone + 1) * CHUNK <= upto.min(self.len) {
+            let mut chunk = self.chunks.pop_front().expect("a full chunk");
+            let from = self.first_held();
+            for (k, item) in chunk.drain(..).enumerate() {
+                match keep(&item) {
+                    true => drop(self.kept.insert(from + k, item)),
+                    false => gone(&item),
+                }
+            }
+            self.gone += 1;
+            if self.spare.len() < SPARE {
+                self.spare.push(chunk);
+            }
+        }
+    }
+
+    fn at_mut(&mut self, index: usize) -> Option<&mut T> {
+        match index.checked_sub(self.first_held()) {
+            Some(at) => self.chunks.get_mut(at >> CHUNK_BITS)?.get_mut(at % CHUNK),
+            None => self.kept.get_mut(&index),
+        }
+    }
 }
 
 impl<T> Index<usize> for Log<T> {
     type Output = T;
 
     fn index(&self, index: usize) -> &T {
-        &self.chunks[index >> CHUNK_BITS][index % CHUNK]
+        self.get(index).expect("an item held")
     }
 }
 
 impl<T> IndexMut<usize> for Log<T> {
     fn index_mut(&mut self, index: usize) -> &mut T {
-        &mut self.chunks[index >> CHUNK_BITS][index % CHUNK]
+        self.at_mut(index).expect("an item held")
     }
 }
 
+/// The items a log holds, in order: those kept, then the chunks'.
+pub type Iter<'a, T> = std::iter::Chain<
+    std::collections::btree_map::Values<'a, usize, T>,
+    std::iter::Flatten<std::collections::vec_deque::Iter<'a, Vec<T>>>,
+>;
+
 impl<'a, T> IntoIterator for &'a Log<T> {
     type Item = &'a T;
-    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<T>>>;
+    type IntoIter = Iter<'a, T>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.chunks.iter().flatten()
+        self.kept.values().chain(self.chunks.iter().flatten())
     }
 }
 
 impl<T: PartialEq> PartialEq for Log<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.iter().eq(other.iter())
+        self.len == other.len
+            && self.gone == other.gone
+            && self.kept.keys().eq(other.kept.keys())
+            && self.iter().eq(other.iter())
     }
 }
 
@@ -128,8 +263,15 @@ impl<T: fmt::Debug> fmt::Debug for Log<T> {
     }
 }
 
+/// Encoded as a sequence of every item: a log that let items go has no such form, and is
+/// encoded by [`Log::held`] instead.
 impl<T: Serialize> Serialize for Log<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.gone > 0 {
+            return Err(serde::ser::Error::custom(
+                "a log that let items go is encoded by its held form",
+            ));
+        }
         let mut seq = s.serialize_seq(Some(self.len))?;
         self.iter()
             .try_for_each(|item| seq.serialize_element(item))?;
@@ -156,6 +298,72 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Log<T> {
             }
         }
         d.deserialize_seq(Items(PhantomData))
+    }
+}
+
+/// A log as a snapshot carries it once it may have let items go ([`Log::held`]): how many
+/// items it has had, the chunks let go, the items kept from them by index, and the items of
+/// the chunks held.
+#[derive(serde::Serialize)]
+pub struct HeldRef<'a, T> {
+    len: u64,
+    gone: u64,
+    kept: &'a BTreeMap<usize, T>,
+    window: Window<'a, T>,
+}
+
+struct Window<'a, T>(&'a VecDeque<Vec<T>>);
+
+impl<T: Serialize> Serialize for Window<'_, T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // With its length: postcard writes it first.
+        let mut seq = s.serialize_seq(Some(self.0.iter().map(Vec::len).sum()))?;
+        self.0
+            .iter()
+            .flatten()
+            .try_for_each(|item| seq.serialize_element(item))?;
+        seq.end()
+    }
+}
+
+/// [`HeldRef`] decoded, for [`Log::from_held`].
+#[derive(serde::Deserialize)]
+pub struct Held<T> {
+    len: u64,
+    gone: u64,
+    kept: BTreeMap<usize, T>,
+    window: Vec<T>,
+}
+
+impl<T> Log<T> {
+    /// The held form, which encodes what the log holds and where it stands.
+    pub fn held(&self) -> HeldRef<'_, T> {
+        HeldRef {
+            len: self.len as u64,
+            gone: self.gone as u64,
+            kept: &self.kept,
+            window: Window(&self.chunks),
+        }
+    }
+
+    /// The log a held form describes, unless its parts contradict each other.
+    pub fn from_held(held: Held<T>) -> Option<Self> {
+        let gone = usize::try_from(held.gone).ok()?;
+        let first = gone.checked_mul(CHUNK)?;
+        let len = usize::try_from(held.len).ok()?;
+        let whole = len.checked_sub(first)? == held.window.len();
+        let kept_before = held.kept.keys().next_back().is_none_or(|&i| i < first);
+        if !(whole && kept_before) {
+            return None;
+        }
+        let mut log = Log {
+            gone,
+            kept: held.kept,
+            len: first,
+            ..Log::default()
+        };
+        held.window.into_iter().for_each(|item| log.push(item));
+        Some(log)
     }
 }
 
@@ -187,5 +395,46 @@ mod tests {
         assert_eq!(bytes, postcard::to_allocvec(&as_vec).expect("encodes"));
         let back: Log<u64> = postcard::from_bytes(&bytes).expect("decodes");
         assert!(back == log && back.iter().eq(as_vec.iter()));
+    }
+
+    #[test]
+    fn a_log_lets_go_of_whole_chunks_keeps_what_is_asked_and_reads_back_from_its_held_form() {
+        let n = 2 * CHUNK + 5;
+        let mut log = Log::default();
+        (0..n as u64).for_each(|i| log.push(i));
+        let mut gone = Vec::new();
+        let keep = |i: &u64| *i == 7 || *i == CHUNK as u64 + 1;
+        log.let_go(CHUNK + 10, keep, |i| gone.push(*i));
+        assert_eq!(
+            (log.first_held(), log.len(), gone.len()),
+            (CHUNK, n, CHUNK - 1)
+        );
+        assert_eq!(
+            (log.get(7), log.get(8), log[CHUNK]),
+            (Some(&7), None, CHUNK as u64)
+        );
+        assert!(log.iter_from(0).copied().eq(CHUNK as u64..n as u64));
+        // Kept items let go once no longer kept; the emptied chunk is reused.
+        gone.clear();
+        log.let_go(n, |i| *i == CHUNK as u64 + 1, |i| gone.push(*i));
+        assert_eq!((log.first_held(), gone.len()), (2 * CHUNK, CHUNK));
+        assert!(
+            log.iter().copied().eq([CHUNK as u64 + 1]
+                .into_iter()
+                .chain(2 * CHUNK as u64..n as u64))
+        );
+        assert!(
+            postcard::to_allocvec(&log).is_err(),
+            "only the held form encodes it"
+        );
+        let bytes = postcard::to_allocvec(&log.held()).expect("encodes");
+        let back = Log::from_held(postcard::from_bytes::<Held<u64>>(&bytes).unwrap()).unwrap();
+        assert!(back == log);
+        (0..CHUNK as u64).for_each(|i| log.push(i));
+        assert_eq!((log.len(), log.spare.len()), (n + CHUNK, 1));
+        // A window shorter than the length and gone chunks say is refused.
+        let mut lying: Held<u64> = postcard::from_bytes(&bytes).unwrap();
+        lying.len += 1;
+        assert!(Log::from_held(lying).is_none());
     }
 }

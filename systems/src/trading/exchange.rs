@@ -393,6 +393,16 @@ const FULL_SCAN_EVERY: u64 = 64;
 const SCAN_ALWAYS_UP_TO: u64 = 128;
 
 impl CheckedUpTo {
+    /// Checked up to `trades` trade records and `movements` ledger rows, which agree.
+    pub fn starting_at(trades: usize, movements: usize) -> Self {
+        CheckedUpTo {
+            trades,
+            movements,
+            trade_movements: trades,
+            passes: 0,
+        }
+    }
+
     /// Counts a run of the audit.
     pub fn next_pass(&mut self) {
         self.passes += 1;
