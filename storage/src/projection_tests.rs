@@ -465,3 +465,43 @@ fn genesis_bookings_are_projected_with_the_first_tick_and_by_recovery() {
     assert_eq!(recovered.snapshot, None, "from genesis");
     assert_history_matches(&journal, &recovered.engine, &[Holder::Customer(c)]);
 }
+
+/// Issue 37: a server's engine lets go of the movements its projection holds; the projection
+/// has every row, and the engine recovered from its snapshot hashes as one that kept them all.
+#[test]
+fn movements_the_engine_let_go_are_in_the_projection_and_recovery_reaches_the_same_hash() {
+    let (_dir, journal, mut e) = fresh();
+    let (_other, scratch, mut holding) = fresh();
+    let c = funded(&journal, &mut e);
+    assert_eq!(funded(&scratch, &mut holding), c);
+    holding.set_projecting(false);
+    let deposit = Command::RequestTransfer {
+        customer: c,
+        kind: TransferKind::Deposit,
+        asset: Asset::Usdc,
+        amount: Decimal::ONE,
+        delay_ms: 0,
+    };
+    for _ in 0..70 {
+        let cmds = vec![deposit.clone(); 1_000];
+        journaled(&journal, &mut e, (START, cmds.clone()), true);
+        holding.tick(START, cmds);
+    }
+    journaled(&journal, &mut e, (START, vec![]), true);
+    holding.tick(START, vec![]);
+    let all = holding.movements();
+    assert!(e.movements().first_held() >= 65_536 && all.first_held() == 0);
+    assert_eq!(e.state_hash(), holding.state_hash());
+    let rows = journal.projection().unwrap().movements().unwrap();
+    assert_eq!(rows.count().unwrap(), all.len() as u64);
+    for m in all.iter().step_by(97).chain(all.iter().last()) {
+        assert_eq!(rows.get(m.seq.0).unwrap().as_ref(), Some(m));
+    }
+    journal
+        .write_snapshot(e.counters().ticks, e.encode_state())
+        .unwrap();
+    let recovered = recover(&journal).unwrap().unwrap();
+    assert_eq!(recovered.snapshot.map(|s| s.tick), Some(e.counters().ticks));
+    assert_eq!(recovered.engine.state_hash(), holding.state_hash());
+    assert!(recovered.engine.movements().iter().count() < 65_536);
+}
