@@ -39,6 +39,28 @@ pub fn get_healthz(s: &mut TcpStream) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
+/// Whether the server closed `s` (its end read as end of file) within `within`, reading
+/// nothing off it otherwise: a close follows an eviction asynchronously.
+pub fn closed_by_server(s: &TcpStream, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    s.set_read_timeout(Some(Duration::from_millis(20)))
+        .expect("a read timeout");
+    let mut byte = [0u8; 1];
+    let closed = loop {
+        match s.peek(&mut byte) {
+            Ok(0) => break true,
+            Ok(_) => break false,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break true,
+        }
+        if Instant::now() >= deadline {
+            break false;
+        }
+    };
+    s.set_read_timeout(None).expect("no read timeout");
+    closed
+}
+
 /// A keep-alive connection from `source` that has been served one request, so accepted for
 /// sure, and now idle; `None` if it was refused.
 pub fn served_once_from(server: &Server, source: Ipv4Addr) -> Option<TcpStream> {

@@ -2,11 +2,13 @@
 //! (issue 23): no money from nothing (D7), no lockout by idle connections, a bound on what a
 //! key can grow (D4), strict JSON (D4), no zero-size order, secrets and data at rest.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use perpsim_tests::sockets::{assert_refused_naming, begin_request, get_healthz, served_once_from};
+use perpsim_tests::sockets::{
+    assert_refused_naming, begin_request, closed_by_server, get_healthz, served_once_from,
+};
 use perpsim_tests::{Client, Resp, Server, customer, funded, manual, metric, perpsim, transfer};
 use serde_json::{Value, json};
 
@@ -124,8 +126,19 @@ fn one_address_holds_at_most_its_share_of_the_connections() {
         .collect();
     let fourth = served_once_from(&server, hoarder).expect("its idle one gives way");
     assert_eq!(metric(&server, "perpsim_connections_evicted_total"), 1);
-    held.retain_mut(|s| get_healthz(s).is_some());
+    // The evicted one is closed once its task sees the eviction: waited for, not raced.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let open = |held: &[TcpStream]| {
+        let within = Duration::from_millis(50);
+        held.iter().filter(|s| !closed_by_server(s, within)).count()
+    };
+    while open(&held) > 2 && Instant::now() < deadline {}
+    held.retain(|s| !closed_by_server(s, Duration::ZERO));
     assert_eq!(held.len(), 2, "the evicted connection is closed");
+    assert!(
+        held.iter_mut().all(|s| get_healthz(s).is_some()),
+        "the others are served"
+    );
     let mut busy = held;
     busy.push(fourth);
     busy.iter_mut().for_each(begin_request);
