@@ -466,36 +466,76 @@ fn genesis_bookings_are_projected_with_the_first_tick_and_by_recovery() {
     assert_history_matches(&journal, &recovered.engine, &[Holder::Customer(c)]);
 }
 
-/// Issue 37: a server's engine lets go of the movements its projection holds; the projection
-/// has every row, and the engine recovered from its snapshot hashes as one that kept them all.
+/// Issue 37: a server's engine lets go of the movements and trade records its projection
+/// holds; the projection has every row, and the engine recovered from its snapshot hashes as
+/// one that kept them all.
 #[test]
-fn movements_the_engine_let_go_are_in_the_projection_and_recovery_reaches_the_same_hash() {
+fn history_the_engine_let_go_is_in_the_projection_and_recovery_reaches_the_same_hash() {
     let (_dir, journal, mut e) = fresh();
     let (_other, scratch, mut holding) = fresh();
-    let c = funded(&journal, &mut e);
-    assert_eq!(funded(&scratch, &mut holding), c);
+    let (buyer, seller) = (funded(&journal, &mut e), funded(&journal, &mut e));
+    assert_eq!(funded(&scratch, &mut holding), buyer);
+    assert_eq!(funded(&scratch, &mut holding), seller);
     holding.set_projecting(false);
+    let order = |customer, entry: OrderEntry| Command::PlaceOrder {
+        customer,
+        symbol: "BTC-USDC-PERP".into(),
+        entry: Box::new(entry),
+    };
     let deposit = Command::RequestTransfer {
-        customer: c,
+        customer: buyer,
         kind: TransferKind::Deposit,
         asset: Asset::Usdc,
         amount: Decimal::ONE,
         delay_ms: 0,
     };
-    for _ in 0..70 {
-        let cmds = vec![deposit.clone(); 1_000];
+    // A bid of 4 BTC, then 35 000 deposits and 35 000 sells of a lot each into it.
+    let bid = OrderEntry {
+        amount: Some(Decimal::from(4)),
+        limit_price: Some(Decimal::from(60_000)),
+        ..OrderEntry::new(Side::Buy, OrderType::Limit, "bid")
+    };
+    let bid = order(buyer, bid);
+    let mut both = |cmds: Vec<Command>| {
         journaled(&journal, &mut e, (START, cmds.clone()), true);
         holding.tick(START, cmds);
+    };
+    both(vec![bid]);
+    for round in 0..70 {
+        let sell = |i| {
+            let entry = OrderEntry::new(Side::Sell, OrderType::Market, format!("s{round}-{i}"));
+            let lot = Decimal::new(1, 4);
+            order(
+                seller,
+                OrderEntry {
+                    amount: Some(lot),
+                    ..entry
+                },
+            )
+        };
+        both(
+            (0..500)
+                .map(sell)
+                .chain((0..500).map(|_| deposit.clone()))
+                .collect(),
+        );
     }
-    journaled(&journal, &mut e, (START, vec![]), true);
-    holding.tick(START, vec![]);
-    let all = holding.movements();
+    both(vec![]);
+    let (all, trades) = (holding.movements(), holding.trades());
+    assert_eq!(trades.len(), 70_000);
     assert!(e.movements().first_held() >= 65_536 && all.first_held() == 0);
+    assert_eq!(e.trades().first_held(), 65_536);
     assert_eq!(e.state_hash(), holding.state_hash());
-    let rows = journal.projection().unwrap().movements().unwrap();
+    let projection = journal.projection().unwrap();
+    let rows = projection.movements().unwrap();
     assert_eq!(rows.count().unwrap(), all.len() as u64);
     for m in all.iter().step_by(97).chain(all.iter().last()) {
         assert_eq!(rows.get(m.seq.0).unwrap().as_ref(), Some(m));
+    }
+    let rows = projection.trades().unwrap();
+    assert_eq!(rows.count().unwrap(), trades.len() as u64);
+    for t in trades.iter().step_by(97).chain(trades.iter().last()) {
+        assert_eq!(rows.get(t.seq.0).unwrap().as_ref(), Some(t));
     }
     journal
         .write_snapshot(e.counters().ticks, e.encode_state())
@@ -504,4 +544,5 @@ fn movements_the_engine_let_go_are_in_the_projection_and_recovery_reaches_the_sa
     assert_eq!(recovered.snapshot.map(|s| s.tick), Some(e.counters().ticks));
     assert_eq!(recovered.engine.state_hash(), holding.state_hash());
     assert!(recovered.engine.movements().iter().count() < 65_536);
+    assert!(recovered.engine.trades().iter().count() < 65_536);
 }

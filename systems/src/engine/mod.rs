@@ -183,7 +183,10 @@ impl Engine {
             state.ledger.clone(),
             (state.held.movements.clone(), state.held.movements_gone),
         );
-        let (exchange, live, ended) = Exchange::from_state(state.exchange.clone());
+        let (exchange, live, ended) = Exchange::from_state(
+            state.exchange.clone(),
+            (state.held.trades.clone(), state.held.trades_gone),
+        );
         let mut engine = Self::empty(
             state.genesis.clone(),
             state.clock,

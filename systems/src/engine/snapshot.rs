@@ -21,6 +21,7 @@ use crate::positions::{MarginRate, MovedPositions, ValuationBasis};
 use crate::records::log::{Log, LogDigest, RowsDigest};
 use crate::records::money::Movement;
 use crate::records::position::{Position, PositionKey};
+use crate::records::trade::TradeRecord;
 use crate::records::venue::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
 use crate::registry::{Limits, Registry};
 use crate::rng::EngineRng;
@@ -28,8 +29,8 @@ use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead). 12: the ledger's movements hashed by their digest, their
-/// rows carried outside the hash.
-pub const STATE_VERSION: u32 = 12;
+/// rows carried outside the hash. 13: the trade records likewise.
+pub const STATE_VERSION: u32 = 13;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -81,7 +82,7 @@ impl EngineState {
         postcard::from_bytes::<EngineState>(bytes)
             .ok()
             .filter(|s| s.version == STATE_VERSION)
-            .filter(|s| s.held.digest() == s.ledger.movements)
+            .filter(|s| s.held.digests() == (s.ledger.movements, s.exchange.trades))
     }
 
     /// The state hash: [`StateHash::of_snapshot`] of [`EngineState::encode`]'s bytes.
@@ -91,21 +92,28 @@ impl EngineState {
 }
 
 /// The history rows the engine holds: the ledger's movements still held (those the
-/// journal's projection does not hold yet, and pending transfers), with the digest of those
-/// let go. Encoded as one byte string (postcard's length and bytes), so the part of a
-/// snapshot's bytes the state hash covers is found without decoding them
-/// ([`StateHash::of_snapshot`]).
+/// journal's projection does not hold yet, and pending transfers) and the trade records
+/// likewise, each with the digest of those let go. Encoded as one byte string (postcard's
+/// length and bytes), so the part of a snapshot's bytes the state hash covers is found
+/// without decoding them ([`StateHash::of_snapshot`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldHistory {
     pub movements: Log<Movement>,
     /// The digest of the movements let go.
     pub movements_gone: RowsDigest,
+    pub trades: Log<TradeRecord>,
+    /// The digest of the trade records let go.
+    pub trades_gone: RowsDigest,
 }
 
 impl HeldHistory {
-    /// The movements' digest, as the state hash reads it: those let go and those held.
-    pub fn digest(&self) -> LogDigest {
-        LogDigest::of(&self.movements, self.movements_gone)
+    /// The movements' and the trade records' digests, as the state hash reads them: of
+    /// those let go and those held.
+    pub fn digests(&self) -> (LogDigest, LogDigest) {
+        (
+            LogDigest::of(&self.movements, self.movements_gone),
+            LogDigest::of(&self.trades, self.trades_gone),
+        )
     }
 }
 
@@ -113,6 +121,20 @@ impl HeldHistory {
 struct HeldHistoryRef<'a> {
     movements: &'a Log<Movement>,
     movements_gone: RowsDigest,
+    trades: &'a Log<TradeRecord>,
+    trades_gone: RowsDigest,
+}
+
+impl HeldHistoryRef<'_> {
+    fn of(world: &World) -> HeldHistoryRef<'_> {
+        let (ledger, exchange) = (world.resource::<Ledger>(), world.resource::<Exchange>());
+        HeldHistoryRef {
+            movements: ledger.movements(),
+            movements_gone: ledger.movements_gone(),
+            trades: &exchange.trades,
+            trades_gone: exchange.trades_gone(),
+        }
+    }
 }
 
 impl Serialize for HeldHistory {
@@ -120,6 +142,8 @@ impl Serialize for HeldHistory {
         let held = HeldHistoryRef {
             movements: &self.movements,
             movements_gone: self.movements_gone,
+            trades: &self.trades,
+            trades_gone: self.trades_gone,
         };
         held.serialize(s)
     }
@@ -127,7 +151,10 @@ impl Serialize for HeldHistory {
 
 impl Serialize for HeldHistoryRef<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let rows = (self.movements.held(), self.movements_gone);
+        let rows = (
+            (self.movements.held(), self.movements_gone),
+            (self.trades.held(), self.trades_gone),
+        );
         let bytes = postcard::to_stdvec(&rows).map_err(serde::ser::Error::custom)?;
         s.serialize_bytes(&bytes)
     }
@@ -144,12 +171,14 @@ impl<'de> Deserialize<'de> for HeldHistory {
             }
 
             fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<HeldHistory, E> {
-                let (held, movements_gone) = postcard::from_bytes(bytes).map_err(E::custom)?;
-                let movements = Log::from_held(held)
-                    .ok_or_else(|| E::custom("the held movements contradict each other"))?;
+                let ((movements, movements_gone), (trades, trades_gone)) =
+                    postcard::from_bytes(bytes).map_err(E::custom)?;
+                let contradict = |what| E::custom(format!("the held {what} contradict each other"));
                 Ok(HeldHistory {
-                    movements,
+                    movements: Log::from_held(movements).ok_or_else(|| contradict("movements"))?,
                     movements_gone,
+                    trades: Log::from_held(trades).ok_or_else(|| contradict("trades"))?,
+                    trades_gone,
                 })
             }
         }
@@ -261,11 +290,14 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         .into_iter()
         .map(|(i, s)| (i.clone(), s.clone()))
         .collect();
+    let held = HeldHistoryRef::of(world);
     EngineState {
         version: STATE_VERSION,
         held: HeldHistory {
-            movements: world.resource::<Ledger>().movements().clone(),
-            movements_gone: world.resource::<Ledger>().movements_gone(),
+            movements: held.movements.clone(),
+            movements_gone: held.movements_gone,
+            trades: held.trades.clone(),
+            trades_gone: held.trades_gone,
         },
         genesis: genesis.clone(),
         counters: *world.resource::<Counters>(),
@@ -346,13 +378,8 @@ pub(crate) fn encode(world: &World, genesis: &Genesis) -> Vec<u8> {
 
 fn borrow<'a>(world: &'a World, genesis: &'a Genesis) -> StateRef<'a> {
     let (brokers, customers, instruments) = entities(world);
-    let ledger = world.resource::<Ledger>();
-    let held = HeldHistoryRef {
-        movements: ledger.movements(),
-        movements_gone: ledger.movements_gone(),
-    };
     StateRef {
-        held,
+        held: HeldHistoryRef::of(world),
         body: BodyRef {
             genesis,
             counters: *world.resource::<Counters>(),

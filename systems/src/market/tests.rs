@@ -132,8 +132,8 @@ fn a_requote_skipped_when_nothing_moved_ends_where_a_full_requote_ends() {
         restored = Engine::restore(&restored.state());
     }
     let (a, b) = (on.state(), restored.state());
-    assert!(a.exchange.trades.len() > 80, "the orders traded");
+    assert!(a.held.trades.len() > 80, "the orders traded");
     assert_eq!(a.market, b.market);
-    assert_eq!(a.exchange.trades, b.exchange.trades);
+    assert_eq!(a.held.trades, b.held.trades);
     assert_eq!(a.hash(), b.hash(), "orders, books, ledger and RNG alike");
 }

@@ -223,8 +223,9 @@ impl Ledger {
         Self::from_state(state, (Log::default(), RowsDigest::default())).0
     }
 
-    /// The ledger of a snapshot and its `movements` (which the caller checked against the
-    /// state's digest), and the balances it held, for the caller to store.
+    /// The ledger of a snapshot and its `movements` (the rows held and the digest of those
+    /// let go, which `EngineState::decode` checked against the state's digest), and the
+    /// balances it held, for the caller to store.
     pub fn from_state(
         state: LedgerState,
         (movements, movements_gone): (Log<Movement>, RowsDigest),

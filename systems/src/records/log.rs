@@ -165,9 +165,9 @@ impl<T> Log<T> {
             tail.reserve(room.min(additional));
         }
         while (self.gone + self.chunks.len()) * CHUNK < target {
-            let chunk = self.spare.pop().unwrap_or_default();
+            let mut chunk = self.new_chunk();
+            chunk.reserve(CHUNK);
             self.chunks.push_back(chunk);
-            self.chunks.back_mut().expect("pushed").reserve(CHUNK);
         }
     }
 

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::OrderId;
-use crate::records::log::Log;
+use crate::records::log::{Log, LogDigest, RowsDigest};
 use crate::records::order::{Lots, Ticks};
 use crate::records::position::{Position, PositionKey};
 use crate::trading::book::Book;
@@ -139,7 +139,9 @@ pub struct ExchangeState {
     /// What is kept of the ended orders (their records are the journal's projection's).
     pub ended: EndedState,
     pub positions: BTreeMap<(CustomerCode, MarketId), Position>,
-    pub trades: Log<TradeRecord>,
+    /// The trade records, as the state hash reads them (their rows are held apart,
+    /// `snapshot::HeldHistory`).
+    pub trades: LogDigest,
     pub fills: Log<PublicFill>,
     pub next_priority: u64,
 }
@@ -152,7 +154,7 @@ pub struct ExchangeStateRef<'a> {
     live_orders: Vec<&'a Order>,
     ended: EndedState,
     positions: BTreeMap<PositionKey, &'a Position>,
-    trades: &'a Log<TradeRecord>,
+    trades: LogDigest,
     fills: &'a Log<PublicFill>,
     next_priority: u64,
 }
@@ -173,7 +175,11 @@ pub struct MarketState {
 pub struct Exchange {
     pub markets: Vec<Market>,
     pub by_symbol: BTreeMap<String, MarketId>,
+    /// Every trade record the journal's projection does not hold yet (all of them while
+    /// nobody projects), by sequence number.
     pub trades: Log<TradeRecord>,
+    /// The digest of the trade records let go.
+    trades_gone: RowsDigest,
     pub fills: Log<PublicFill>,
     pub next_priority: u64,
     pub dirty: Dirty,
@@ -219,13 +225,29 @@ impl Exchange {
     }
 
     /// The trade records made since the last call, for the journal's projection (none while
-    /// nobody projects).
+    /// nobody projects). The projection holds them from here, so the whole chunks of them
+    /// are let go, each counted into the digest as it goes (a record never changes).
     pub fn take_trades_to_project(&mut self) -> Vec<TradeRecord> {
         let Some(from) = self.dirty.trades_projected else {
             return Vec::new();
         };
-        self.dirty.trades_projected = Some(self.trades.len());
-        self.trades.iter_from(from).cloned().collect()
+        let len = self.trades.len();
+        self.dirty.trades_projected = Some(len);
+        let made = self.trades.iter_from(from).cloned().collect();
+        let (gone, mut buf) = (&mut self.trades_gone, Vec::new());
+        self.trades
+            .let_go(len, |_| false, |t| gone.add(t, &mut buf));
+        made
+    }
+
+    /// The trade records as the state hash reads them: their count and digest.
+    pub fn trades_digest(&self) -> LogDigest {
+        LogDigest::of(&self.trades, self.trades_gone)
+    }
+
+    /// The digest of the trade records let go.
+    pub fn trades_gone(&self) -> RowsDigest {
+        self.trades_gone
     }
 
     pub fn mark_order(&mut self, id: OrderId) {
@@ -299,14 +321,14 @@ impl Exchange {
             live_orders,
             ended,
             positions,
-            trades: self.trades.clone(),
+            trades: self.trades_digest(),
             fills: self.fills.clone(),
             next_priority: self.next_priority,
         }
     }
 
     /// [`Exchange::state`] borrowed: it encodes to the same bytes without copying the
-    /// history (trades and fills).
+    /// public fills.
     pub fn state_ref<'a>(
         &'a self,
         (live_orders, ended): (Vec<&'a Order>, EndedState),
@@ -317,7 +339,7 @@ impl Exchange {
             live_orders,
             ended,
             positions,
-            trades: &self.trades,
+            trades: self.trades_digest(),
             fills: &self.fills,
             next_priority: self.next_priority,
         }
@@ -339,7 +361,12 @@ impl Exchange {
     /// hands back the live orders (with their places in the books), which become entities,
     /// and what is known of the ended ones (`orders::restore`). The open positions become
     /// entities too (`snapshot::restore_entities`); here they are only marked for the view.
-    pub fn from_state(state: ExchangeState) -> (Self, Vec<Order>, EndedState) {
+    /// `trades` are the trade records held and the digest of those let go (which
+    /// `EngineState::decode` checked against the state's digest).
+    pub fn from_state(
+        state: ExchangeState,
+        (trades, trades_gone): (Log<TradeRecord>, RowsDigest),
+    ) -> (Self, Vec<Order>, EndedState) {
         let mut exchange = Exchange::default();
         for m in state.markets {
             exchange.add_market(Market {
@@ -349,7 +376,8 @@ impl Exchange {
                 ..Market::new(m.spec)
             });
         }
-        exchange.trades = state.trades;
+        exchange.trades = trades;
+        exchange.trades_gone = trades_gone;
         exchange.fills = state.fills;
         exchange.next_priority = state.next_priority;
         let mut live = state.live_orders;
