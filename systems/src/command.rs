@@ -17,7 +17,7 @@ use perpsim_core::entry::{Amend, OrderEntry};
 
 use crate::records::clock::ClockView;
 use crate::records::depth::LevelChange;
-use crate::records::ids::{FillSeq, NoticeSeq};
+use crate::records::ids::NoticeSeq;
 use crate::records::money::Movement;
 use crate::records::order::Order;
 use crate::records::venue::{BrokerView, CustomerView, InstrumentView, MarketId};
@@ -216,7 +216,7 @@ pub enum EngineEvent {
     /// One side's trade record (the trades channel, D5), which the view does not hold.
     Trade(std::sync::Arc<crate::records::trade::TradeRecord>),
     /// A public fill (the market-trades channel, D8 PublicTrade).
-    PublicTrade(FillSeq),
+    PublicTrade(std::sync::Arc<crate::records::trade::PublicFill>),
     /// A position depreciation notice (the notifications channel, §2.2).
     Notice(NoticeSeq),
     /// A margin state change (the liquidations channel, §6 rules 4–5); rare, so it carries

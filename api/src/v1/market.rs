@@ -7,8 +7,8 @@ use perpsim_core::Error;
 use perpsim_core::filter::Pattern;
 use perpsim_core::time::{DAY_MS, MINUTE_MS, TimeBound, Timestamp};
 use perpsim_systems::ReadView;
-use perpsim_systems::publish::market_view::{INTERVALS, MarketView};
-use perpsim_systems::records::ids::FillSeq;
+use perpsim_systems::publish::market_view::{INTERVALS, MarketView, RECENT_FILLS};
+use perpsim_systems::records::trade::PublicFill;
 use perpsim_systems::records::venue::InstrumentView;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
@@ -86,9 +86,8 @@ fn market<'v>(
     }
 }
 
-/// The public fill `seq` as `GET /v1/market-trades` and the market-trades channel show it.
-pub fn public_trade(view: &ReadView, seq: FillSeq) -> PublicTrade {
-    let f = &view.trading.fills[seq.index()];
+/// A public fill as `GET /v1/market-trades` and the market-trades channel show it.
+pub fn public_trade(view: &ReadView, f: &PublicFill) -> PublicTrade {
     let spec = &view.instruments[view.trading.symbol(f.market)].spec;
     PublicTrade {
         code: f.code.to_string(),
@@ -136,6 +135,9 @@ fn pattern(field: &str, value: Option<String>) -> Result<Option<Pattern>, Error>
 
 pub struct MarketApi;
 
+// The recent-trades list shows at most what the view keeps.
+const _: () = assert!(MAX_LIMIT as usize <= RECENT_FILLS);
+
 #[OpenApi(tag = "Tag::MarketData")]
 impl MarketApi {
     /// Recent public trades, newest first.
@@ -161,28 +163,12 @@ impl MarketApi {
             .into());
         }
         let view = state.engine.view();
-        let record = |seq: FillSeq| public_trade(&view, seq);
-        let rows = match symbol.0.as_deref() {
-            Some(s) => {
-                let (_, _, m) = market(&view, s)?;
-                m.fills
-                    .iter()
-                    .rev()
-                    .take(limit as usize)
-                    .map(|s| record(*s))
-                    .collect()
-            }
-            None => {
-                let n = view.trading.fills.len() as u64;
-                (0..n)
-                    .rev()
-                    .take(limit as usize)
-                    .map(FillSeq)
-                    .map(record)
-                    .collect()
-            }
+        let fills = match symbol.0.as_deref() {
+            Some(s) => &market(&view, s)?.2.fills,
+            None => &view.trading.fills,
         };
-        Ok(Json(rows))
+        let rows = fills.iter().rev().take(limit as usize);
+        Ok(Json(rows.map(|f| public_trade(&view, f)).collect()))
     }
 
     /// Tickers, filtered like instruments (`symbol`, `underlying`, `quote_currency` with

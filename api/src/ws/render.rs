@@ -103,9 +103,7 @@ pub fn audience(view: &ReadView, event: &EngineEvent) -> Option<Audience> {
         EngineEvent::Movement(m) => private(m.broker, Topic::BalanceChanges),
         EngineEvent::Order(o) => private(broker_of(o.customer)?, Topic::Orders),
         EngineEvent::Trade(t) => private(t.broker, Topic::Trades),
-        EngineEvent::PublicTrade(seq) => public(Topic::MarketTrades(
-            view.trading.fills.get(seq.index())?.market,
-        )),
+        EngineEvent::PublicTrade(fill) => public(Topic::MarketTrades(fill.market)),
         EngineEvent::Notice(seq) => private(
             view.notices.all.get(seq.index())?.broker,
             Topic::Notifications,
@@ -126,14 +124,10 @@ pub fn event(view: &ReadView, event: &EngineEvent) -> Option<Frame> {
         EngineEvent::Movement(m) => frame(&balance_change(m)),
         EngineEvent::Order(o) => order_update(view, o),
         EngineEvent::Trade(t) => data("trades", "update", crate::v1::trades::record(view, t)),
-        EngineEvent::PublicTrade(seq) => {
-            let fill = view.trading.fills.get(seq.index())?;
+        EngineEvent::PublicTrade(fill) => {
             let channel = Topic::MarketTrades(fill.market).name(view);
-            data(
-                &channel,
-                "update",
-                crate::v1::market::public_trade(view, *seq),
-            )
+            let trade = crate::v1::market::public_trade(view, fill);
+            data(&channel, "update", trade)
         }
         EngineEvent::Notice(seq) => {
             let r = crate::v1::notifications::record(view, view.notices.all.get(seq.index())?);

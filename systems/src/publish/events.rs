@@ -20,7 +20,7 @@ use crate::money::ledger::Ledger;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::depth::{Depth, Level, STREAM_DEPTH, diff};
 use crate::records::funding::FundingView;
-use crate::records::ids::{FillSeq, NoticeSeq};
+use crate::records::ids::NoticeSeq;
 use crate::records::money::{MovementKind, MovementStatus};
 use crate::records::venue::{InstrumentState, MarketSlot};
 use crate::risk::RiskLog;
@@ -144,7 +144,7 @@ fn emit_logs(
     stream.traded.resize(exchange.markets.len(), false);
     for fill in exchange.fills.iter_from(c.fills) {
         stream.traded[fill.market as usize] = true;
-        out.push(EngineEvent::PublicTrade(FillSeq(fill.seq.0)));
+        out.push(EngineEvent::PublicTrade(Arc::new(fill.clone())));
     }
     c.fills = exchange.fills.len();
     // Transfers are pushed when they finish (`money::accounts`); everything else is booked

@@ -12,7 +12,7 @@ use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 
 use crate::positions::PositionIndex;
 use crate::publish::view::ReadView;
-use crate::records::ids::{FillSeq, OrderId};
+use crate::records::ids::OrderId;
 use crate::records::order::Order;
 use crate::records::position::Position;
 use crate::records::trade::PublicFill;
@@ -39,6 +39,10 @@ pub struct Candle {
     pub volume: Decimal,
 }
 
+/// Public fills the view keeps, overall and per market: what the recent-trades list can show
+/// (its `limit` is at most this). Older fills are the journal's and the trade records'.
+pub const RECENT_FILLS: usize = 1_000;
+
 /// One market as the read side sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MarketView {
@@ -49,8 +53,8 @@ pub struct MarketView {
     pub open_interest: Decimal,
     /// Per interval of [`INTERVALS`], candles by open time; only periods with trades.
     pub candles: Vec<OrdMap<i64, Candle>>,
-    /// Its public fills (seq), oldest first.
-    pub fills: Vector<FillSeq>,
+    /// Its latest public fills, at most [`RECENT_FILLS`], oldest first.
+    pub fills: Vector<PublicFill>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -67,6 +71,7 @@ pub struct TradingView {
     pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, OrderId)>>,
     pub positions: OrdMap<CustomerCode, OrdMap<MarketId, Position>>,
     pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
+    /// The latest public fills of every market, at most [`RECENT_FILLS`], oldest first.
     pub fills: Vector<PublicFill>,
     /// Each market's stream depth by market id (D9 orderbook-stream), as of this view's tick.
     pub books: Vec<Arc<crate::records::depth::Depth>>,
@@ -111,6 +116,14 @@ fn forget_ref(
             refs.remove(&o.customer);
         }
     }
+}
+
+/// Appends `fill`, dropping the oldest past [`RECENT_FILLS`].
+fn keep_recent(fills: &mut Vector<PublicFill>, fill: &PublicFill) {
+    if fills.len() == RECENT_FILLS {
+        fills.pop_front();
+    }
+    fills.push_back(fill.clone());
 }
 
 fn add_to_candle(
@@ -224,8 +237,8 @@ pub fn publish_trading(
             let open_time = fill.timestamp.millis().div_euclid(*ms) * ms;
             add_to_candle(&mut m.candles[i], open_time, fill.price, fill.amount);
         }
-        m.fills.push_back(fill.seq);
-        t.fills.push_back(fill.clone());
+        keep_recent(&mut m.fills, fill);
+        keep_recent(&mut t.fills, fill);
     }
     exchange.dirty.fills_published = exchange.fills.len();
     for (i, m) in exchange.markets.iter().enumerate() {

@@ -708,3 +708,38 @@ proptest! {
         prop_assert_eq!(restored.state_hash(), live.state_hash());
     }
 }
+
+/// D8 `GET /v1/market-trades` lists at most the 1 000 newest fills: the read view keeps that
+/// many, overall and per market, oldest first, and a restored engine's view the same ones.
+#[test]
+fn the_view_keeps_the_newest_thousand_public_fills_overall_and_per_market() {
+    use crate::publish::market_view::RECENT_FILLS;
+
+    let mut e = engine(1);
+    let c = funded(&mut e, 2, "10000000");
+    run(
+        &mut e,
+        vec![place(c[0], limit(Side::Buy, "bid", "1", "60000"))],
+    );
+    let sell = |i| place(c[1], market(Side::Sell, &format!("s{i}"), "0.0001"));
+    run(&mut e, (0..RECENT_FILLS + 200).map(sell).collect());
+    let all: Vec<_> = e.closing().fills.iter().cloned().collect();
+    assert_eq!(all.len(), RECENT_FILLS + 200);
+    let newest = &all[200..];
+    let view = e.view();
+    assert!(view.trading.fills.iter().eq(newest));
+    let (_, btc) = view.trading.market(BTC).unwrap();
+    assert!(btc.fills.iter().eq(newest));
+    let restored = Engine::restore(&e.state()).view();
+    assert!(restored.trading.fills.iter().eq(newest));
+    assert!(
+        restored
+            .trading
+            .market(BTC)
+            .unwrap()
+            .1
+            .fills
+            .iter()
+            .eq(newest)
+    );
+}
