@@ -175,8 +175,8 @@ pub struct MarketState {
 pub struct Exchange {
     pub markets: Vec<Market>,
     pub by_symbol: BTreeMap<String, MarketId>,
-    /// Every trade record the journal's projection does not hold yet (all of them while
-    /// nobody projects), by sequence number.
+    /// The trade records by sequence number: every one while nobody projects them, else
+    /// the last chunk's (whole chunks are let go once handed out, `take_trades_to_project`).
     pub trades: Log<TradeRecord>,
     /// The digest of the trade records let go.
     trades_gone: RowsDigest,
