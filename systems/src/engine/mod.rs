@@ -179,14 +179,10 @@ impl Engine {
 
     /// An engine holding exactly `state`.
     pub fn restore(state: &EngineState) -> Self {
-        let (ledger, accounts) = Ledger::from_state(
-            state.ledger.clone(),
-            (state.held.movements.clone(), state.held.movements_gone),
-        );
-        let (exchange, live, ended) = Exchange::from_state(
-            state.exchange.clone(),
-            (state.held.trades.clone(), state.held.trades_gone),
-        );
+        let (ledger, accounts) =
+            Ledger::from_state(state.ledger.clone(), state.held.movements.clone());
+        let (exchange, live, ended) =
+            Exchange::from_state(state.exchange.clone(), state.held.trades.clone());
         let mut engine = Self::empty(
             state.genesis.clone(),
             state.clock,

@@ -18,7 +18,7 @@ use crate::money::ledger::{Ledger, LedgerState, LedgerStateRef};
 use crate::money::store::all_accounts;
 use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, MovedPositions, ValuationBasis};
-use crate::records::log::{Log, LogDigest, RowsDigest};
+use crate::records::log::{LogDigest, ProjectedLog};
 use crate::records::money::Movement;
 use crate::records::position::{Position, PositionKey};
 use crate::records::trade::TradeRecord;
@@ -98,41 +98,29 @@ impl EngineState {
 /// without decoding them ([`StateHash::of_snapshot`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldHistory {
-    pub movements: Log<Movement>,
-    /// The digest of the movements let go.
-    pub movements_gone: RowsDigest,
-    pub trades: Log<TradeRecord>,
-    /// The digest of the trade records let go.
-    pub trades_gone: RowsDigest,
+    pub movements: ProjectedLog<Movement>,
+    pub trades: ProjectedLog<TradeRecord>,
 }
 
 impl HeldHistory {
     /// The movements' and the trade records' digests, as the state hash reads them: of
     /// those let go and those held.
     pub fn digests(&self) -> (LogDigest, LogDigest) {
-        (
-            LogDigest::of(&self.movements, self.movements_gone),
-            LogDigest::of(&self.trades, self.trades_gone),
-        )
+        (self.movements.digest(), self.trades.digest())
     }
 }
 
 /// [`HeldHistory`] borrowed from the engine: the same bytes.
 struct HeldHistoryRef<'a> {
-    movements: &'a Log<Movement>,
-    movements_gone: RowsDigest,
-    trades: &'a Log<TradeRecord>,
-    trades_gone: RowsDigest,
+    movements: &'a ProjectedLog<Movement>,
+    trades: &'a ProjectedLog<TradeRecord>,
 }
 
 impl HeldHistoryRef<'_> {
     fn of(world: &World) -> HeldHistoryRef<'_> {
-        let (ledger, exchange) = (world.resource::<Ledger>(), world.resource::<Exchange>());
         HeldHistoryRef {
-            movements: ledger.movements(),
-            movements_gone: ledger.movements_gone(),
-            trades: &exchange.trades,
-            trades_gone: exchange.trades_gone(),
+            movements: world.resource::<Ledger>().movements(),
+            trades: &world.resource::<Exchange>().trades,
         }
     }
 }
@@ -141,9 +129,7 @@ impl Serialize for HeldHistory {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let held = HeldHistoryRef {
             movements: &self.movements,
-            movements_gone: self.movements_gone,
             trades: &self.trades,
-            trades_gone: self.trades_gone,
         };
         held.serialize(s)
     }
@@ -151,10 +137,7 @@ impl Serialize for HeldHistory {
 
 impl Serialize for HeldHistoryRef<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let rows = (
-            (self.movements.held(), self.movements_gone),
-            (self.trades.held(), self.trades_gone),
-        );
+        let rows = (self.movements.held(), self.trades.held());
         let bytes = postcard::to_stdvec(&rows).map_err(serde::ser::Error::custom)?;
         s.serialize_bytes(&bytes)
     }
@@ -171,14 +154,12 @@ impl<'de> Deserialize<'de> for HeldHistory {
             }
 
             fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<HeldHistory, E> {
-                let ((movements, movements_gone), (trades, trades_gone)) =
-                    postcard::from_bytes(bytes).map_err(E::custom)?;
+                let (movements, trades) = postcard::from_bytes(bytes).map_err(E::custom)?;
                 let contradict = |what| E::custom(format!("the held {what} contradict each other"));
                 Ok(HeldHistory {
-                    movements: Log::from_held(movements).ok_or_else(|| contradict("movements"))?,
-                    movements_gone,
-                    trades: Log::from_held(trades).ok_or_else(|| contradict("trades"))?,
-                    trades_gone,
+                    movements: ProjectedLog::from_held(movements)
+                        .ok_or_else(|| contradict("movements"))?,
+                    trades: ProjectedLog::from_held(trades).ok_or_else(|| contradict("trades"))?,
                 })
             }
         }
@@ -295,9 +276,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         version: STATE_VERSION,
         held: HeldHistory {
             movements: held.movements.clone(),
-            movements_gone: held.movements_gone,
             trades: held.trades.clone(),
-            trades_gone: held.trades_gone,
         },
         genesis: genesis.clone(),
         counters: *world.resource::<Counters>(),

@@ -16,7 +16,7 @@ use perpsim_core::instrument::Asset;
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::MovementSeq;
-use crate::records::log::{Log, LogDigest, RowsDigest};
+use crate::records::log::{LogDigest, ProjectedLog};
 use crate::records::money::{
     AccountId, Balance, Flows, Movement, MovementKind, MovementStatus, Owner, PeriodicInfo,
     TradeInfo, VenueAccount,
@@ -105,9 +105,7 @@ pub struct Ledger {
     /// Indexed by `seq`. While the journal's projection takes them (`track_movements`), the
     /// rows of every whole chunk it holds are let go, but for pending transfers: the log
     /// holds at most one chunk of rows and the pending ones (see ARCHITECTURE.md's bounds).
-    movements: Log<Movement>,
-    /// The digest of the movements let go (what the state hash reads of them).
-    movements_gone: RowsDigest,
+    movements: ProjectedLog<Movement>,
     flows: BTreeMap<Asset, Flows>,
     transfers_available: bool,
     /// Transfers still pending, by code: what an admin may cancel. Bounded by the transfers
@@ -220,7 +218,7 @@ impl Ledger {
             transfers_available: true,
             ..LedgerState::default()
         };
-        Self::from_state(state, (Log::default(), RowsDigest::default())).0
+        Self::from_state(state, ProjectedLog::default()).0
     }
 
     /// The ledger of a snapshot and its `movements` (the rows held and the digest of those
@@ -228,7 +226,7 @@ impl Ledger {
     /// balances it held, for the caller to store.
     pub fn from_state(
         state: LedgerState,
-        (movements, movements_gone): (Log<Movement>, RowsDigest),
+        movements: ProjectedLog<Movement>,
     ) -> (Self, BTreeMap<AccountId, Balance>) {
         let LedgerState {
             accounts,
@@ -243,7 +241,6 @@ impl Ledger {
             .collect();
         let mut ledger = Ledger {
             movements,
-            movements_gone,
             flows,
             transfers_available,
             pending,
@@ -290,7 +287,7 @@ impl Ledger {
     pub fn state(&self, accounts: BTreeMap<AccountId, Balance>) -> LedgerState {
         LedgerState {
             accounts,
-            movements: LogDigest::of(&self.movements, self.movements_gone),
+            movements: self.movements.digest(),
             flows: self.flows.clone(),
             transfers_available: self.transfers_available,
         }
@@ -300,20 +297,15 @@ impl Ledger {
     pub fn state_ref(&self, accounts: BTreeMap<AccountId, Balance>) -> LedgerStateRef<'_> {
         LedgerStateRef {
             accounts,
-            movements: LogDigest::of(&self.movements, self.movements_gone),
+            movements: self.movements.digest(),
             flows: &self.flows,
             transfers_available: self.transfers_available,
         }
     }
 
     /// Every movement held, indexed by `seq` (all of them unless the projection takes them).
-    pub fn movements(&self) -> &Log<Movement> {
+    pub fn movements(&self) -> &ProjectedLog<Movement> {
         &self.movements
-    }
-
-    /// The digest of the movements let go.
-    pub fn movements_gone(&self) -> RowsDigest {
-        self.movements_gone
     }
 
     pub fn transfers_available(&self) -> bool {
@@ -350,12 +342,8 @@ impl Ledger {
             .into_iter()
             .map(|seq| self.movements[seq.index()].clone())
             .collect();
-        let (gone, mut buf) = (&mut self.movements_gone, Vec::new());
-        self.movements.let_go(
-            self.movements.len(),
-            |m| m.status == MovementStatus::Pending,
-            |m| gone.add(m, &mut buf),
-        );
+        self.movements
+            .let_go(|m| m.status == MovementStatus::Pending);
         changed
     }
 

@@ -9,12 +9,14 @@
 //!
 //! [`LogDigest`] is what the state hash reads of a history log instead of its rows: their
 //! count and an order-free digest ([`RowsDigest`]), so the hash does not depend on which rows
-//! the engine still holds and which only the journal's projection does.
+//! the engine still holds and which only the journal's projection does. [`ProjectedLog`] is
+//! such a log with the digest of the rows it let go: every history the projection takes is
+//! one, so letting go, hashing and the snapshot's form are written once.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::marker::PhantomData;
-use std::ops::{Index, IndexMut};
+use std::ops::{Deref, Index, IndexMut};
 
 use rapidhash::v3::{RapidSecrets, rapidhash_v3_seeded};
 use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
@@ -69,16 +71,6 @@ impl RowsDigest {
 pub struct LogDigest {
     pub len: u64,
     pub rows: RowsDigest,
-}
-
-impl LogDigest {
-    /// The digest of `log`, whose items let go have the digest `gone`.
-    pub fn of<T: Serialize>(log: &Log<T>, gone: RowsDigest) -> Self {
-        LogDigest {
-            len: log.len() as u64,
-            rows: gone.and(RowsDigest::of(log)),
-        }
-    }
 }
 
 /// Items per chunk: 2^16, about 9 MB of ledger rows.
@@ -375,6 +367,92 @@ impl<T> Log<T> {
     }
 }
 
+/// A history log the journal's projection takes: the rows the engine still holds, and the
+/// digest of those it let go once the projection held them ([`ProjectedLog::let_go`]).
+/// Read as the [`Log`] it holds; written only by appending or changing a row held, so no row
+/// leaves without being counted into the digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectedLog<T> {
+    log: Log<T>,
+    /// The digest of the rows let go.
+    gone: RowsDigest,
+}
+
+impl<T> Default for ProjectedLog<T> {
+    fn default() -> Self {
+        ProjectedLog {
+            log: Log::default(),
+            gone: RowsDigest::default(),
+        }
+    }
+}
+
+impl<T> Deref for ProjectedLog<T> {
+    type Target = Log<T>;
+
+    fn deref(&self) -> &Log<T> {
+        &self.log
+    }
+}
+
+impl<T> Index<usize> for ProjectedLog<T> {
+    type Output = T;
+
+    fn index(&self, index: usize) -> &T {
+        &self.log[index]
+    }
+}
+
+impl<T> IndexMut<usize> for ProjectedLog<T> {
+    fn index_mut(&mut self, index: usize) -> &mut T {
+        &mut self.log[index]
+    }
+}
+
+impl<T> ProjectedLog<T> {
+    pub fn push(&mut self, row: T) {
+        self.log.push(row);
+    }
+
+    /// See [`Log::reserve`].
+    pub fn reserve(&mut self, additional: usize) {
+        self.log.reserve(additional);
+    }
+
+    /// The held form a snapshot carries: the log's ([`Log::held`]) and the digest of the
+    /// rows let go.
+    pub fn held(&self) -> (HeldRef<'_, T>, RowsDigest) {
+        (self.log.held(), self.gone)
+    }
+
+    /// The log a held form describes, unless its parts contradict each other.
+    pub fn from_held((held, gone): (Held<T>, RowsDigest)) -> Option<Self> {
+        Some(ProjectedLog {
+            log: Log::from_held(held)?,
+            gone,
+        })
+    }
+}
+
+impl<T: Serialize> ProjectedLog<T> {
+    /// What the state hash reads: the count of rows ever appended and the digest of them
+    /// all, let go or held.
+    pub fn digest(&self) -> LogDigest {
+        LogDigest {
+            len: self.log.len() as u64,
+            rows: self.gone.and(RowsDigest::of(&self.log)),
+        }
+    }
+
+    /// Lets go of every whole chunk of rows, all but those `keep` holds (which change
+    /// again), each counted into the digest: the caller hands them to the projection.
+    pub fn let_go(&mut self, keep: impl Fn(&T) -> bool) {
+        let (gone, mut buf) = (&mut self.gone, Vec::new());
+        self.log
+            .let_go(self.log.len(), keep, |row| gone.add(row, &mut buf));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,6 +522,29 @@ mod tests {
         let mut lying: Held<u64> = postcard::from_bytes(&bytes).unwrap();
         lying.len += 1;
         assert!(Log::from_held(lying).is_none());
+    }
+
+    #[test]
+    fn a_projected_log_that_lets_go_digests_as_one_that_holds_and_reads_back_from_its_held_form() {
+        let (mut holding, mut projected) = (ProjectedLog::default(), ProjectedLog::default());
+        for i in 0..2 * CHUNK as u64 + 9 {
+            holding.push(i);
+            projected.push(i);
+            if i % 1000 == 0 {
+                projected.let_go(|row| *row == 5);
+            }
+        }
+        projected[CHUNK + 1] = 1;
+        holding[CHUNK + 1] = 1;
+        assert_eq!((projected.first_held(), holding.first_held()), (CHUNK, 0));
+        assert_eq!(projected.get(5), Some(&5), "a row kept stays readable");
+        assert_eq!(projected.digest(), holding.digest());
+        projected.let_go(|_| false);
+        assert_eq!(projected.digest(), holding.digest());
+        assert_eq!(projected.iter().count(), 9);
+        let bytes = postcard::to_allocvec(&projected.held()).unwrap();
+        let back = ProjectedLog::from_held(postcard::from_bytes(&bytes).unwrap()).unwrap();
+        assert!(back == projected && back.digest() == holding.digest());
     }
 
     #[test]

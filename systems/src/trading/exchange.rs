@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::OrderId;
-use crate::records::log::{Log, LogDigest, RowsDigest};
+use crate::records::log::{Log, LogDigest, ProjectedLog};
 use crate::records::order::{Lots, Ticks};
 use crate::records::position::{Position, PositionKey};
 use crate::trading::book::Book;
@@ -177,9 +177,7 @@ pub struct Exchange {
     pub by_symbol: BTreeMap<String, MarketId>,
     /// The trade records by sequence number: every one while nobody projects them, else
     /// the last chunk's (whole chunks are let go once handed out, `take_trades_to_project`).
-    pub trades: Log<TradeRecord>,
-    /// The digest of the trade records let go.
-    trades_gone: RowsDigest,
+    pub trades: ProjectedLog<TradeRecord>,
     pub fills: Log<PublicFill>,
     pub next_priority: u64,
     pub dirty: Dirty,
@@ -234,20 +232,8 @@ impl Exchange {
         let len = self.trades.len();
         self.dirty.trades_projected = Some(len);
         let made = self.trades.iter_from(from).cloned().collect();
-        let (gone, mut buf) = (&mut self.trades_gone, Vec::new());
-        self.trades
-            .let_go(len, |_| false, |t| gone.add(t, &mut buf));
+        self.trades.let_go(|_| false);
         made
-    }
-
-    /// The trade records as the state hash reads them: their count and digest.
-    pub fn trades_digest(&self) -> LogDigest {
-        LogDigest::of(&self.trades, self.trades_gone)
-    }
-
-    /// The digest of the trade records let go.
-    pub fn trades_gone(&self) -> RowsDigest {
-        self.trades_gone
     }
 
     pub fn mark_order(&mut self, id: OrderId) {
@@ -321,7 +307,7 @@ impl Exchange {
             live_orders,
             ended,
             positions,
-            trades: self.trades_digest(),
+            trades: self.trades.digest(),
             fills: self.fills.clone(),
             next_priority: self.next_priority,
         }
@@ -339,7 +325,7 @@ impl Exchange {
             live_orders,
             ended,
             positions,
-            trades: self.trades_digest(),
+            trades: self.trades.digest(),
             fills: &self.fills,
             next_priority: self.next_priority,
         }
@@ -365,7 +351,7 @@ impl Exchange {
     /// `EngineState::decode` checked against the state's digest).
     pub fn from_state(
         state: ExchangeState,
-        (trades, trades_gone): (Log<TradeRecord>, RowsDigest),
+        trades: ProjectedLog<TradeRecord>,
     ) -> (Self, Vec<Order>, EndedState) {
         let mut exchange = Exchange::default();
         for m in state.markets {
@@ -377,7 +363,6 @@ impl Exchange {
             });
         }
         exchange.trades = trades;
-        exchange.trades_gone = trades_gone;
         exchange.fills = state.fills;
         exchange.next_priority = state.next_priority;
         let mut live = state.live_orders;
