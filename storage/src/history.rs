@@ -15,6 +15,7 @@ use std::marker::PhantomData;
 use std::ops::Bound;
 
 use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
+use perpsim_systems::records::log::Handed;
 use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::trade::TradeRecord;
 use perpsim_systems::records::venue::MarketId;
@@ -102,7 +103,7 @@ fn write<'a, T: Serialize + 'a>(
 
 pub(crate) fn write_movements(
     txn: &WriteTransaction,
-    rows: &[Movement],
+    rows: &Handed<Movement>,
 ) -> Result<(), JournalError> {
     let filed = rows.iter().map(|m| {
         let f = Filed {
@@ -118,7 +119,7 @@ pub(crate) fn write_movements(
 
 pub(crate) fn write_trades(
     txn: &WriteTransaction,
-    rows: &[TradeRecord],
+    rows: &Handed<TradeRecord>,
 ) -> Result<(), JournalError> {
     let filed = rows.iter().map(|t| {
         let f = Filed {

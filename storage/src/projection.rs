@@ -23,6 +23,7 @@
 use std::sync::Arc;
 
 use perpsim_core::ids::CustomerCode;
+use perpsim_systems::records::log::Handed;
 use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::records::trade::TradeRecord;
@@ -46,11 +47,11 @@ const VERSION: u32 = 3;
 /// What ticks add to the projection, each list in the order the ticks made it: the orders
 /// they ended, the movements they booked or changed (a later row of the same order reference
 /// or movement replaces an earlier one) and the trade records they made.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Projected<'a> {
     pub ended: &'a [Arc<Order>],
-    pub movements: &'a [Movement],
-    pub trades: &'a [TradeRecord],
+    pub movements: &'a Handed<Movement>,
+    pub trades: &'a Handed<TradeRecord>,
 }
 
 /// Whether `meta` names this version's projection.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use perpsim_systems::Engine;
 use perpsim_systems::publish::events::Listening;
+use perpsim_systems::records::log::Handed;
 use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::records::trade::TradeRecord;
@@ -121,14 +122,14 @@ fn replay(
                 record.first_seq, at.ticks, at.commands
             )));
         }
-        let out = engine.tick(record.time, record.commands);
+        let mut out = engine.tick(record.time, record.commands);
         if let Some(info) = check.iter().find(|s| s.tick == tick) {
             verified.push((*info, engine.state_hash() == info.hash));
         }
         if project.is_some_and(|p| tick > p) {
             pending.ended.extend(out.ended);
-            pending.movements.extend(out.movements);
-            pending.trades.extend(out.trades);
+            pending.movements.append(&mut out.movements);
+            pending.trades.append(&mut out.trades);
             if pending.len() >= PROJECT_BATCH {
                 projected += pending.write(journal, tick)?;
             }
@@ -153,8 +154,8 @@ fn replay(
 #[derive(Default)]
 struct Pending {
     ended: Vec<Arc<Order>>,
-    movements: Vec<Movement>,
-    trades: Vec<TradeRecord>,
+    movements: Handed<Movement>,
+    trades: Handed<TradeRecord>,
 }
 
 impl Pending {

@@ -19,6 +19,7 @@ use perpsim_core::ids::{BrokerCode, PublicKey};
 use perpsim_storage::{
     Archived, Journal, JournalError, NonceWrites, Projected, SEGMENT_TICKS, UsedNonce,
 };
+use perpsim_systems::records::log::Handed;
 use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::records::trade::TradeRecord;
@@ -73,9 +74,9 @@ pub(super) struct Applied {
     pub ended: Vec<Arc<Order>>,
     /// The movements the tick booked or changed: projected in its transaction, as the view
     /// holds none.
-    pub movements: Vec<Movement>,
+    pub movements: Handed<Movement>,
     /// The trade records the tick made, likewise.
-    pub trades: Vec<TradeRecord>,
+    pub trades: Handed<TradeRecord>,
     pub replies: Vec<oneshot::Sender<CommandResult>>,
     pub results: Vec<CommandResult>,
 }
@@ -126,10 +127,10 @@ impl Writer {
         }
         // Moved out, in tick order (a movement changed in two of the ticks is written twice,
         // the later last): publishing needs none of them.
-        let (mut movements, mut trades) = (Vec::new(), Vec::new());
+        let (mut movements, mut trades) = (Handed::default(), Handed::default());
         for t in group.iter_mut().filter_map(|m| m.tick.as_mut()) {
-            join(&mut movements, &mut t.movements);
-            join(&mut trades, &mut t.trades);
+            movements.append(&mut t.movements);
+            trades.append(&mut t.trades);
         }
         let ticks: Vec<&[u8]> = group
             .iter()
@@ -233,14 +234,5 @@ impl Writer {
                 }
             }
         }
-    }
-}
-
-/// Moves `more` to the end of `all`: the first of a group's lists is taken as it is.
-fn join<T>(all: &mut Vec<T>, more: &mut Vec<T>) {
-    if all.is_empty() {
-        *all = std::mem::take(more);
-    } else {
-        all.append(more);
     }
 }

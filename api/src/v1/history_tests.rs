@@ -94,8 +94,8 @@ fn projected(dir: &std::path::Path, rows: &[Movement], trades: &[TradeRecord]) -
         .unwrap();
     let rows = Projected {
         ended: &[],
-        movements: rows,
-        trades,
+        movements: &rows.to_vec().into(),
+        trades: &trades.to_vec().into(),
     };
     let tick = TickRecord::encode(START, 0, &[]);
     journal

@@ -35,6 +35,7 @@ use crate::publish::events::Listening;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::clock::ClockView;
 use crate::records::ids::OrderId;
+use crate::records::log::Handed;
 use crate::records::market::Restoring;
 use crate::records::money::Movement;
 use crate::records::order::Order;
@@ -63,12 +64,12 @@ pub struct TickOutput {
     /// its view keeps their records past the tick: a host that serves reads keeps them where
     /// a read of an ended order finds them (the journal's projection).
     pub ended: Vec<Arc<Order>>,
-    /// The ledger movements booked or changed in the tick, by sequence number, as the tick
-    /// left them: what the journal's projection writes (empty unless
+    /// The ledger movements booked or changed in the tick, as the tick left them (each
+    /// once; those booked in sequence order): what the journal's projection writes (empty unless
     /// [`Engine::set_projecting`] is on).
-    pub movements: Vec<Movement>,
+    pub movements: Handed<Movement>,
     /// The trade records the tick made, in order (empty unless projecting, likewise).
-    pub trades: Vec<TradeRecord>,
+    pub trades: Handed<TradeRecord>,
 }
 
 /// Change ticks must be re-based before bevy's 32-bit counters wrap; every this many ticks is

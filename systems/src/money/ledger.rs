@@ -16,7 +16,7 @@ use perpsim_core::instrument::Asset;
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::MovementSeq;
-use crate::records::log::{LogDigest, ProjectedLog};
+use crate::records::log::{Handed, LogDigest, ProjectedLog};
 use crate::records::money::{
     AccountId, Balance, Flows, Movement, MovementKind, MovementStatus, Owner, PeriodicInfo,
     TradeInfo, VenueAccount,
@@ -111,9 +111,6 @@ pub struct Ledger {
     /// Transfers still pending, by code: what an admin may cancel. Bounded by the transfers
     /// in flight (those inside the transfer delay), unlike an index of every movement.
     pending: BTreeMap<MovementCode, MovementSeq>,
-    /// Booked or changed since the host last took them for the journal's projection
-    /// (`Engine::set_projecting`; paused, so empty, when nobody projects).
-    dirty_movements: DirtyKeys<MovementSeq>,
     dirty_accounts: DirtyKeys<AccountId>,
     /// Customer accounts a completed booking left below zero net of their pending
     /// withdrawals, with the instrument it named,
@@ -244,7 +241,6 @@ impl Ledger {
             flows,
             transfers_available,
             pending,
-            dirty_movements: DirtyKeys::paused(),
             dirty_accounts: DirtyKeys::default(),
             went_negative: Vec::new(),
             held: [Decimal::ZERO; Asset::ALL.len()],
@@ -267,20 +263,12 @@ impl Ledger {
         }
     }
 
-    /// Tracks the movements booked or changed from now on for the journal's projection, or
-    /// not. Turning it on marks the movements already booked only `from_start` (at genesis,
-    /// whose bookings no tick carries); otherwise the projection holds every movement up to
-    /// here (recovery turns it on after the tick it ends at).
+    /// Hands the movements booked or changed from now on to the journal's projection, or
+    /// not. Turning it on hands out the movements already booked only `from_start` (at
+    /// genesis, whose bookings no tick carries); otherwise the projection holds every
+    /// movement up to here (recovery turns it on after the tick it ends at).
     pub fn track_movements(&mut self, on: bool, from_start: bool) {
-        match on {
-            true if !self.dirty_movements.is_tracking() => {
-                let booked = if from_start { self.movements.len() } else { 0 };
-                self.dirty_movements
-                    .resume((0..booked as u64).map(MovementSeq));
-            }
-            true => {}
-            false => self.dirty_movements.pause(),
-        }
+        self.movements.project(on, from_start);
     }
 
     /// The snapshot form, with the balances (held by the caller's store).
@@ -329,22 +317,12 @@ impl Ledger {
     }
 
     /// Takes the movements booked or changed since the last call (see
-    /// [`Ledger::track_movements`]), by sequence number, as they stand now.
-    /// The projection holds them from here, so the whole chunks of rows are let go, all but
-    /// pending transfers (which change again), each counted into the digest as it goes.
-    pub fn take_changed_movements(&mut self) -> Vec<Movement> {
-        if !self.dirty_movements.is_tracking() {
-            return Vec::new();
-        }
-        let changed = self
-            .dirty_movements
-            .take()
-            .into_iter()
-            .map(|seq| self.movements[seq.index()].clone())
-            .collect();
+    /// [`Ledger::track_movements`]), as they stand now. The projection holds them from here,
+    /// so the whole chunks of rows are let go (moved out, not copied), all but pending
+    /// transfers (which change again), each counted into the digest as it goes.
+    pub fn take_changed_movements(&mut self) -> Handed<Movement> {
         self.movements
-            .let_go(|m| m.status == MovementStatus::Pending);
-        changed
+            .hand_out(|m| m.status == MovementStatus::Pending)
     }
 
     /// The account to change; its `as_of` becomes `now`, since every caller changes it.
@@ -477,7 +455,6 @@ impl Ledger {
             periodic: None,
         };
         self.pending.insert(movement.code, seq);
-        self.dirty_movements.push(seq);
         self.movements.push(movement);
         Ok(&self.movements[seq.index()])
     }
@@ -564,7 +541,7 @@ impl Ledger {
         now: Timestamp,
         balance: Option<Decimal>,
     ) -> Result<&Movement, Error> {
-        let m = &mut self.movements[seq.index()];
+        let m = self.movements.row_mut(seq.index());
         debug_assert_eq!(
             m.status,
             MovementStatus::Pending,
@@ -574,7 +551,6 @@ impl Ledger {
         m.status = status;
         m.updated_at = now;
         m.balance_after = balance;
-        self.dirty_movements.push(seq);
         Ok(&self.movements[seq.index()])
     }
 
@@ -792,7 +768,6 @@ impl Ledger {
             trade,
             periodic,
         });
-        self.dirty_movements.push(seq);
         if net < Decimal::ZERO {
             let m = &self.movements[seq.index()];
             let symbol = m.trade.as_ref().map(|t| &t.symbol);

@@ -88,7 +88,7 @@ pub struct Log<T> {
     /// are full, those after it are empty (reserved). The first grows as a `Vec` does (a small
     /// log stays small); every later one is allocated whole.
     chunks: VecDeque<Vec<T>>,
-    /// Whole chunks let go from the front ([`Log::let_go`]).
+    /// Whole chunks let go from the front ([`Log::hand_out`]).
     gone: usize,
     /// Items of let-go chunks still held, by index: those the owner keeps (a pending
     /// transfer, which changes again), so bounded by what it keeps.
@@ -187,25 +187,49 @@ impl<T> Log<T> {
             .skip(skip - first * CHUNK)
     }
 
-    /// Lets go of the whole chunks before `upto`, each item passed to `gone` unless `keep`
-    /// holds it; items kept before, which `keep` no longer holds, are let go too. Their
-    /// memory serves the chunks to come.
-    pub fn let_go(&mut self, upto: usize, keep: impl Fn(&T) -> bool, mut gone: impl FnMut(&T)) {
+    /// Lets go of every whole chunk, handing out its items from `from` on (those before were
+    /// handed out before) into `out`: the chunk itself where it has no such item, moved, not
+    /// copied. Each item is passed to `gone` unless `keep` holds it; an item kept stays held
+    /// (a copy) and is handed out all the same. Items kept before, which `keep` no longer
+    /// holds, are let go too. Then hands out copies of the items from `from` in the chunk
+    /// still filling. A chunk none of whose items leaves serves the chunks to come.
+    pub fn hand_out(
+        &mut self,
+        from: usize,
+        keep: impl Fn(&T) -> bool,
+        mut gone: impl FnMut(&T),
+        out: &mut Handed<T>,
+    ) where
+        T: Clone,
+    {
         self.kept
             .retain(|_, item| keep(item) || (gone(item), false).1);
-        while (self.gone + 1) * CHUNK <= upto.min(self.len) {
+        while (self.gone + 1) * CHUNK <= self.len {
             let mut chunk = self.chunks.pop_front().expect("a full chunk");
-            let from = self.first_held();
-            for (k, item) in chunk.drain(..).enumerate() {
-                match keep(&item) {
-                    true => drop(self.kept.insert(from + k, item)),
-                    false => gone(&item),
+            let start = self.first_held();
+            for (k, item) in chunk.iter().enumerate() {
+                match keep(item) {
+                    true => drop(self.kept.insert(start + k, item.clone())),
+                    false => gone(item),
                 }
             }
             self.gone += 1;
-            if self.spare.len() < SPARE {
-                self.spare.push(chunk);
+            match from.saturating_sub(start) {
+                0 => out.0.push(chunk),
+                skip => {
+                    if skip < CHUNK {
+                        out.0.push(chunk.split_off(skip));
+                    }
+                    chunk.clear();
+                    if self.spare.len() < SPARE {
+                        self.spare.push(chunk);
+                    }
+                }
             }
+        }
+        let filling: Vec<T> = self.iter_from(from).cloned().collect();
+        if !filling.is_empty() {
+            out.0.push(filling);
         }
     }
 
@@ -368,14 +392,19 @@ impl<T> Log<T> {
 }
 
 /// A history log the journal's projection takes: the rows the engine still holds, and the
-/// digest of those it let go once the projection held them ([`ProjectedLog::let_go`]).
-/// Read as the [`Log`] it holds; written only by appending or changing a row held, so no row
-/// leaves without being counted into the digest.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// digest of those it let go once handed out ([`ProjectedLog::hand_out`]). Read as the
+/// [`Log`] it holds; written only by appending or through [`ProjectedLog::row_mut`], so no
+/// row leaves uncounted and no change goes unhanded.
+#[derive(Clone, Debug)]
 pub struct ProjectedLog<T> {
     log: Log<T>,
     /// The digest of the rows let go.
     gone: RowsDigest,
+    /// While the projection takes the rows: the first not handed out yet (none else).
+    handed: Option<usize>,
+    /// Handed before `handed` changed since they were handed out, to hand out again: bounded
+    /// by the changes of a tick, since every tick hands them out.
+    changed: Vec<usize>,
 }
 
 impl<T> Default for ProjectedLog<T> {
@@ -383,9 +412,20 @@ impl<T> Default for ProjectedLog<T> {
         ProjectedLog {
             log: Log::default(),
             gone: RowsDigest::default(),
+            handed: None,
+            changed: Vec::new(),
         }
     }
 }
+
+/// The rows and what was let go, not who takes them now.
+impl<T: PartialEq> PartialEq for ProjectedLog<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.log == other.log && self.gone == other.gone
+    }
+}
+
+impl<T: Eq> Eq for ProjectedLog<T> {}
 
 impl<T> Deref for ProjectedLog<T> {
     type Target = Log<T>;
@@ -403,12 +443,6 @@ impl<T> Index<usize> for ProjectedLog<T> {
     }
 }
 
-impl<T> IndexMut<usize> for ProjectedLog<T> {
-    fn index_mut(&mut self, index: usize) -> &mut T {
-        &mut self.log[index]
-    }
-}
-
 impl<T> ProjectedLog<T> {
     pub fn push(&mut self, row: T) {
         self.log.push(row);
@@ -417,6 +451,22 @@ impl<T> ProjectedLog<T> {
     /// See [`Log::reserve`].
     pub fn reserve(&mut self, additional: usize) {
         self.log.reserve(additional);
+    }
+
+    /// The row at `index`, to change: handed out again if it was already.
+    pub fn row_mut(&mut self, index: usize) -> &mut T {
+        if self.handed.is_some_and(|handed| index < handed) {
+            self.changed.push(index);
+        }
+        &mut self.log[index]
+    }
+
+    /// Hands the rows out from now on (every one, `from_start`), or stops; on again while on
+    /// changes nothing.
+    pub fn project(&mut self, on: bool, from_start: bool) {
+        let from = if from_start { 0 } else { self.log.len() };
+        self.handed = on.then(|| self.handed.unwrap_or(from));
+        self.changed.clear();
     }
 
     /// The held form a snapshot carries: the log's ([`Log::held`]) and the digest of the
@@ -430,11 +480,12 @@ impl<T> ProjectedLog<T> {
         Some(ProjectedLog {
             log: Log::from_held(held)?,
             gone,
+            ..ProjectedLog::default()
         })
     }
 }
 
-impl<T: Serialize> ProjectedLog<T> {
+impl<T: Serialize + Clone> ProjectedLog<T> {
     /// What the state hash reads: the count of rows ever appended and the digest of them
     /// all, let go or held.
     pub fn digest(&self) -> LogDigest {
@@ -444,12 +495,78 @@ impl<T: Serialize> ProjectedLog<T> {
         }
     }
 
-    /// Lets go of every whole chunk of rows, all but those `keep` holds (which change
-    /// again), each counted into the digest: the caller hands them to the projection.
-    pub fn let_go(&mut self, keep: impl Fn(&T) -> bool) {
+    /// The rows appended or changed since the last call, as they stand now (none while
+    /// nobody projects): the projection holds them from here, so every whole chunk is let
+    /// go, all but the rows `keep` holds (which change again), each counted into the digest.
+    /// See [`Log::hand_out`]: a chunk's rows are moved out, not copied.
+    pub fn hand_out(&mut self, keep: impl Fn(&T) -> bool) -> Handed<T> {
+        let mut out = Handed::default();
+        let Some(from) = self.handed else {
+            return out;
+        };
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.sort_unstable();
+        changed.dedup();
+        if !changed.is_empty() {
+            out.0
+                .push(changed.iter().map(|&i| self.log[i].clone()).collect());
+        }
         let (gone, mut buf) = (&mut self.gone, Vec::new());
-        self.log
-            .let_go(self.log.len(), keep, |row| gone.add(row, &mut buf));
+        let digest = |row: &T| gone.add(row, &mut buf);
+        self.log.hand_out(from, keep, digest, &mut out);
+        self.handed = Some(self.log.len());
+        changed.clear();
+        self.changed = changed;
+        out
+    }
+}
+
+/// Handed handed out of a log, in runs: whole chunks moved out of it, and copies. A run is
+/// in sequence order; the first may be of rows changed after they were handed out before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handed<T>(Vec<Vec<T>>);
+
+impl<T> Default for Handed<T> {
+    fn default() -> Self {
+        Handed(Vec::new())
+    }
+}
+
+impl<T> Handed<T> {
+    pub fn len(&self) -> usize {
+        self.0.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Vec::is_empty)
+    }
+
+    pub fn iter(&self) -> std::iter::Flatten<std::slice::Iter<'_, Vec<T>>> {
+        self.0.iter().flatten()
+    }
+
+    /// Moves `more`'s runs after these.
+    pub fn append(&mut self, more: &mut Handed<T>) {
+        self.0.append(&mut more.0);
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl<T> From<Vec<T>> for Handed<T> {
+    fn from(rows: Vec<T>) -> Self {
+        Handed(vec![rows])
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Handed<T> {
+    type Item = &'a T;
+    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<T>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
     }
 }
 
@@ -484,30 +601,42 @@ mod tests {
     }
 
     #[test]
-    fn a_log_lets_go_of_whole_chunks_keeps_what_is_asked_and_reads_back_from_its_held_form() {
+    fn a_log_hands_out_whole_chunks_by_moving_them_keeps_what_is_asked_and_reads_back_held() {
         let n = 2 * CHUNK + 5;
         let mut log = Log::default();
         (0..n as u64).for_each(|i| log.push(i));
-        let mut gone = Vec::new();
+        let (mut gone, mut out) = (Vec::new(), Handed::default());
         let keep = |i: &u64| *i == 7 || *i == CHUNK as u64 + 1;
-        log.let_go(CHUNK + 10, keep, |i| gone.push(*i));
+        log.hand_out(10, keep, |i| gone.push(*i), &mut out);
         assert_eq!(
             (log.first_held(), log.len(), gone.len()),
-            (CHUNK, n, CHUNK - 1)
+            (2 * CHUNK, n, 2 * CHUNK - 2)
+        );
+        // The first chunk's rows from 10 split off, the second moved whole, the filling
+        // one's copied.
+        assert!(out.iter().copied().eq(10..n as u64));
+        assert_eq!(
+            out.0.iter().map(Vec::len).collect::<Vec<_>>(),
+            [CHUNK - 10, CHUNK, 5]
         );
         assert_eq!(
-            (log.get(7), log.get(8), log[CHUNK]),
-            (Some(&7), None, CHUNK as u64)
+            (log.get(7), log.get(8), log[CHUNK + 1], log[2 * CHUNK]),
+            (Some(&7), None, CHUNK as u64 + 1, 2 * CHUNK as u64)
         );
-        assert!(log.iter_from(0).copied().eq(CHUNK as u64..n as u64));
-        // Kept items let go once no longer kept; the emptied chunk is reused.
-        gone.clear();
-        log.let_go(n, |i| *i == CHUNK as u64 + 1, |i| gone.push(*i));
-        assert_eq!((log.first_held(), gone.len()), (2 * CHUNK, CHUNK));
+        assert!(log.iter_from(0).copied().eq(2 * CHUNK as u64..n as u64));
+        assert_eq!(
+            log.spare.len(),
+            1,
+            "the split chunk serves the chunks to come"
+        );
+        // Kept items let go once no longer kept; nothing new to hand out.
+        let (mut gone, mut more) = (Vec::new(), Handed::default());
+        log.hand_out(n, |i| *i == 7, |i| gone.push(*i), &mut more);
+        assert_eq!((gone, more.len()), (vec![CHUNK as u64 + 1], 0));
         assert!(
-            log.iter().copied().eq([CHUNK as u64 + 1]
-                .into_iter()
-                .chain(2 * CHUNK as u64..n as u64))
+            log.iter()
+                .copied()
+                .eq([7].into_iter().chain(2 * CHUNK as u64..n as u64))
         );
         assert!(
             postcard::to_allocvec(&log).is_err(),
@@ -517,7 +646,7 @@ mod tests {
         let back = Log::from_held(postcard::from_bytes::<Held<u64>>(&bytes).unwrap()).unwrap();
         assert!(back == log);
         (0..CHUNK as u64).for_each(|i| log.push(i));
-        assert_eq!((log.len(), log.spare.len()), (n + CHUNK, 1));
+        assert_eq!((log.len(), log.spare.len()), (n + CHUNK, 0));
         // A window shorter than the length and gone chunks say is refused.
         let mut lying: Held<u64> = postcard::from_bytes(&bytes).unwrap();
         lying.len += 1;
@@ -525,23 +654,38 @@ mod tests {
     }
 
     #[test]
-    fn a_projected_log_that_lets_go_digests_as_one_that_holds_and_reads_back_from_its_held_form() {
+    fn a_projected_log_hands_out_every_row_and_change_once_and_digests_as_one_that_holds() {
         let (mut holding, mut projected) = (ProjectedLog::default(), ProjectedLog::default());
+        assert!(projected.hand_out(|_| false).is_empty(), "none while off");
+        projected.project(true, true);
+        let mut seen = BTreeMap::new();
+        let mut take = |rows: Handed<(u64, u64)>| seen.extend(rows.iter().copied());
         for i in 0..2 * CHUNK as u64 + 9 {
-            holding.push(i);
-            projected.push(i);
+            holding.push((i, i));
+            projected.push((i, i));
             if i % 1000 == 0 {
-                projected.let_go(|row| *row == 5);
+                take(projected.hand_out(|row| row.0 == 5));
+            }
+            if i == CHUNK as u64 + 3 {
+                // A row handed out, and kept, changes.
+                projected.row_mut(5).1 = 55;
+                holding.row_mut(5).1 = 55;
             }
         }
-        projected[CHUNK + 1] = 1;
-        holding[CHUNK + 1] = 1;
+        projected.row_mut(CHUNK + 1).1 = 1;
+        holding.row_mut(CHUNK + 1).1 = 1;
         assert_eq!((projected.first_held(), holding.first_held()), (CHUNK, 0));
-        assert_eq!(projected.get(5), Some(&5), "a row kept stays readable");
+        assert_eq!(
+            projected.get(5),
+            Some(&(5, 55)),
+            "a row kept stays readable"
+        );
         assert_eq!(projected.digest(), holding.digest());
-        projected.let_go(|_| false);
+        take(projected.hand_out(|_| false));
         assert_eq!(projected.digest(), holding.digest());
         assert_eq!(projected.iter().count(), 9);
+        // The projection saw every row as it stands, the later of a row's two replacing.
+        assert!(seen.into_iter().eq(holding.iter().copied()));
         let bytes = postcard::to_allocvec(&projected.held()).unwrap();
         let back = ProjectedLog::from_held(postcard::from_bytes(&bytes).unwrap()).unwrap();
         assert!(back == projected && back.digest() == holding.digest());

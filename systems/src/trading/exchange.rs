@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::OrderId;
-use crate::records::log::{Log, LogDigest, ProjectedLog};
+use crate::records::log::{Handed, Log, LogDigest, ProjectedLog};
 use crate::records::order::{Lots, Ticks};
 use crate::records::position::{Position, PositionKey};
 use crate::trading::book::Book;
@@ -124,9 +124,6 @@ pub struct Dirty {
     /// reported, and their records are gone.
     pub rebuild_orders: bool,
     pub fills_published: usize,
-    /// The trade records before this index are the journal's projection's (the host took
-    /// them); none while nobody projects (`Engine::set_projecting`).
-    pub trades_projected: Option<usize>,
 }
 
 /// The persistent part of [`Exchange`] with the live orders and open positions (what
@@ -217,23 +214,15 @@ impl Exchange {
     /// Projects the trade records made from now on (every one, `from_start`), or stops; on
     /// again while on changes nothing.
     pub fn project_trades(&mut self, on: bool, from_start: bool) {
-        let from = if from_start { 0 } else { self.trades.len() };
-        let d = &mut self.dirty;
-        d.trades_projected = on.then(|| d.trades_projected.unwrap_or(from));
+        self.trades.project(on, from_start);
     }
 
     /// The trade records made since the last call, for the journal's projection (none while
     /// nobody projects). The projection holds them from here, so the whole chunks of them
-    /// are let go, each counted into the digest as it goes (a record never changes).
-    pub fn take_trades_to_project(&mut self) -> Vec<TradeRecord> {
-        let Some(from) = self.dirty.trades_projected else {
-            return Vec::new();
-        };
-        let len = self.trades.len();
-        self.dirty.trades_projected = Some(len);
-        let made = self.trades.iter_from(from).cloned().collect();
-        self.trades.let_go(|_| false);
-        made
+    /// are let go (moved out, not copied), each counted into the digest as it goes (a record
+    /// never changes).
+    pub fn take_trades_to_project(&mut self) -> Handed<TradeRecord> {
+        self.trades.hand_out(|_| false)
     }
 
     pub fn mark_order(&mut self, id: OrderId) {
