@@ -466,7 +466,9 @@ impl<T> ProjectedLog<T> {
     pub fn project(&mut self, on: bool, from_start: bool) {
         let from = if from_start { 0 } else { self.log.len() };
         self.handed = on.then(|| self.handed.unwrap_or(from));
-        self.changed.clear();
+        if !on {
+            self.changed.clear();
+        }
     }
 
     /// The held form a snapshot carries: the log's ([`Log::held`]) and the digest of the
