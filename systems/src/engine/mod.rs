@@ -193,6 +193,8 @@ impl Engine {
             ledger,
             exchange,
         );
+        // A state copied from a projecting engine, not decoded, names its hand-out cursor.
+        engine.set_projecting(false);
         crate::market::insert(
             &mut engine.world,
             state.genesis.simulation.clone(),

@@ -517,6 +517,10 @@ fn a_projecting_engine_lets_its_trade_records_go_and_hashes_as_one_that_holds_th
     let at = now(&holding);
     holding.tick(at, sell.clone());
     restored.tick(at, sell.clone());
+    // Restored from a copy of its state, not its bytes, an engine projects nothing either.
+    let mut copied = Engine::restore(&projecting.state());
+    let out = copied.tick(at, sell.clone());
+    assert!(out.trades.is_empty() && out.movements.is_empty());
     let out = projecting.tick(at, sell);
     let made: Vec<_> = holding.trades().iter_from(66_000).cloned().collect();
     assert_eq!((out.trades.len(), out.trades), (2, made.into()));

@@ -402,7 +402,7 @@ pub struct ProjectedLog<T> {
     gone: RowsDigest,
     /// While the projection takes the rows: the first not handed out yet (none else).
     handed: Option<usize>,
-    /// Handed before `handed` changed since they were handed out, to hand out again: bounded
+    /// Rows before `handed` changed since they were handed out, to hand out again: bounded
     /// by the changes of a tick, since every tick hands them out.
     changed: Vec<usize>,
 }
@@ -523,7 +523,7 @@ impl<T: Serialize + Clone> ProjectedLog<T> {
     }
 }
 
-/// Handed handed out of a log, in runs: whole chunks moved out of it, and copies. A run is
+/// Rows handed out of a log, in runs: whole chunks moved out of it, and copies. A run is
 /// in sequence order; the first may be of rows changed after they were handed out before.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handed<T>(Vec<Vec<T>>);
