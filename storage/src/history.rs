@@ -5,7 +5,10 @@
 //! - ledger movements: a row per movement as its latest change left it (a pending transfer's
 //!   row is written again when it completes or is cancelled), indexed for all markets only;
 //! - trade records: a row per side of a fill, never changed, indexed for all markets and for
-//!   its own, and by trade code.
+//!   its own, and by trade code;
+//! - depreciation notices: a row per notice, never changed, indexed for all markets and for
+//!   its own;
+//! - margin state changes: a row per change, never changed, indexed for all markets.
 //!
 //! Index keys are (holder, market or [`ALL`], seq), so one range is a holder's list in
 //! sequence order. A read of a list is one read transaction ([`Rows`]), so a page's count,
@@ -15,8 +18,10 @@ use std::marker::PhantomData;
 use std::ops::Bound;
 
 use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
+use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::log::Handed;
 use perpsim_systems::records::money::Movement;
+use perpsim_systems::records::risk::{Notification, RiskRecord};
 use perpsim_systems::records::trade::TradeRecord;
 use perpsim_systems::records::venue::MarketId;
 use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
@@ -53,12 +58,26 @@ pub(crate) const TRADES: Tables = Tables {
     by_broker: TableDefinition::new("trades_by_broker"),
 };
 
+pub(crate) const NOTICES: Tables = Tables {
+    what: "notice",
+    rows: TableDefinition::new("notices"),
+    by_customer: TableDefinition::new("notices_by_customer"),
+    by_broker: TableDefinition::new("notices_by_broker"),
+};
+
+pub(crate) const MARGIN: Tables = Tables {
+    what: "margin state change",
+    rows: TableDefinition::new("margin_states"),
+    by_customer: TableDefinition::new("margin_states_by_customer"),
+    by_broker: TableDefinition::new("margin_states_by_broker"),
+};
+
 /// Trade code → the trade record's sequence number.
 const TRADE_CODES: TableDefinition<u128, u64> = TableDefinition::new("trade_codes");
 
 /// Every table of the history lists, for a projection made again from the start.
 pub(crate) fn delete_all(txn: &WriteTransaction) -> Result<(), JournalError> {
-    for t in [MOVEMENTS, TRADES] {
+    for t in [MOVEMENTS, TRADES, NOTICES, MARGIN] {
         txn.delete_table(t.rows)?;
         txn.delete_table(t.by_customer)?;
         txn.delete_table(t.by_broker)?;
@@ -75,18 +94,48 @@ struct Filed {
     market: Option<MarketId>,
 }
 
+/// A row of a history list: what it is filed under.
+trait HistoryRow: Serialize {
+    fn filed(&self) -> Filed;
+}
+
+/// Each row type is filed under its own seq and holders, and `$market` of it.
+macro_rules! history_row {
+    ($($row:ty => $market:expr),*) => {$(
+        impl HistoryRow for $row {
+            fn filed(&self) -> Filed {
+                let market: fn(&$row) -> Option<MarketId> = $market;
+                Filed {
+                    seq: self.seq.0,
+                    customer: self.customer,
+                    broker: self.broker,
+                    market: market(self),
+                }
+            }
+        }
+    )*};
+}
+
+history_row!(
+    Movement => |_| None,
+    TradeRecord => |t| Some(t.market),
+    Notification => |n| Some(n.market),
+    RiskRecord => |_| None
+);
+
 /// Writes each row (a later one of the same seq replaces the earlier); its index entries are
 /// written with its first row (a row never changes holder or market).
-fn write<'a, T: Serialize + 'a>(
+fn write<T: HistoryRow>(
     txn: &WriteTransaction,
     tables: Tables,
-    rows: impl Iterator<Item = (Filed, &'a T)>,
+    rows: &Handed<T>,
 ) -> Result<(), JournalError> {
     let mut table = txn.open_table(tables.rows)?;
     let mut by_customer = txn.open_table(tables.by_customer)?;
     let mut by_broker = txn.open_table(tables.by_broker)?;
     let mut encoded = Vec::new();
-    for (f, row) in rows {
+    for row in rows {
+        let f = row.filed();
         encoded.clear();
         encoded = postcard::to_extend(row, encoded).expect("history rows always encode");
         if table.insert(f.seq, encoded.as_slice())?.is_some() {
@@ -101,38 +150,14 @@ fn write<'a, T: Serialize + 'a>(
     Ok(())
 }
 
-pub(crate) fn write_movements(
-    txn: &WriteTransaction,
-    rows: &Handed<Movement>,
-) -> Result<(), JournalError> {
-    let filed = rows.iter().map(|m| {
-        let f = Filed {
-            seq: m.seq.0,
-            customer: m.customer,
-            broker: m.broker,
-            market: None,
-        };
-        (f, m)
-    });
-    write(txn, MOVEMENTS, filed)
-}
-
-pub(crate) fn write_trades(
-    txn: &WriteTransaction,
-    rows: &Handed<TradeRecord>,
-) -> Result<(), JournalError> {
-    let filed = rows.iter().map(|t| {
-        let f = Filed {
-            seq: t.seq.0,
-            customer: t.customer,
-            broker: t.broker,
-            market: Some(t.market),
-        };
-        (f, t)
-    });
-    write(txn, TRADES, filed)?;
+/// Writes every list's rows, and the trade records' codes.
+pub(crate) fn write_all(txn: &WriteTransaction, rows: &HandedHistory) -> Result<(), JournalError> {
+    write(txn, MOVEMENTS, &rows.movements)?;
+    write(txn, TRADES, &rows.trades)?;
+    write(txn, NOTICES, &rows.notices)?;
+    write(txn, MARGIN, &rows.margin)?;
     let mut codes = txn.open_table(TRADE_CODES)?;
-    for t in rows {
+    for t in &rows.trades {
         codes.insert(t.code.0.as_u128(), t.seq.0)?;
     }
     Ok(())
@@ -156,6 +181,10 @@ pub struct Rows<T> {
 pub type Movements = Rows<Movement>;
 /// The trade records: the trade lists.
 pub type Trades = Rows<TradeRecord>;
+/// The depreciation notices: the notification lists.
+pub type Notices = Rows<Notification>;
+/// The margin state changes.
+pub type MarginChanges = Rows<RiskRecord>;
 
 /// The table, or none before its first row was projected.
 fn open<K: redb::Key + 'static, V: redb::Value + 'static>(

@@ -1,4 +1,5 @@
-//! The history projection (issue 37): ended orders, ledger movements and trade records, kept
+//! The history projection (issue 37): ended orders, ledger movements, trade records,
+//! depreciation notices and margin state changes, kept
 //! in the journal's file for reads, so the read view holds live state only and a read of
 //! history is a redb read.
 //!
@@ -6,8 +7,8 @@
 //!   reference that has ended — what a read of the reference returns when none is open (rule
 //!   11 admits a new order under a reference only once the one before it has ended, so the
 //!   latest ended one is also the one updated last).
-//! - the movements and trade records are history lists (`history`): rows by sequence number
-//!   with per-customer and per-broker indexes.
+//! - the movements, trade records, notices and margin state changes are history lists
+//!   (`history`): rows by sequence number with per-customer and per-broker indexes.
 //!
 //! The service writes a tick's rows in the transaction that journals the tick: the
 //! projection is never behind the journal, and a crash between the two cannot happen.
@@ -23,13 +24,11 @@
 use std::sync::Arc;
 
 use perpsim_core::ids::CustomerCode;
-use perpsim_systems::records::log::Handed;
-use perpsim_systems::records::money::Movement;
+use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
-use perpsim_systems::records::trade::TradeRecord;
 use redb::{Database, ReadableDatabase, TableDefinition, WriteTransaction};
 
-use crate::history::{self, Movements, Rows, Trades};
+use crate::history::{self, MarginChanges, Movements, Notices, Rows, Trades};
 use crate::journal::{Journal, JournalError, META};
 
 /// (customer, reference_id) → the encoded latest ended [`Order`] under that reference.
@@ -41,17 +40,16 @@ const PROJECTED_KEY: &str = "projected_through";
 /// history lists were projected). A projection of another version counts as empty, so
 /// recovery projects it again from the start.
 const VERSION_KEY: &str = "projection_version";
-/// 3: ended orders, movements and trade records.
-const VERSION: u32 = 3;
+/// 3: ended orders, movements and trade records. 4: notices and margin state changes too.
+const VERSION: u32 = 4;
 
 /// What ticks add to the projection, each list in the order the ticks made it: the orders
-/// they ended, the movements they booked or changed (a later row of the same order reference
-/// or movement replaces an earlier one) and the trade records they made.
+/// they ended and the history rows they made or changed (a later row of the same order
+/// reference or movement replaces an earlier one).
 #[derive(Debug, Clone, Copy)]
 pub struct Projected<'a> {
     pub ended: &'a [Arc<Order>],
-    pub movements: &'a Handed<Movement>,
-    pub trades: &'a Handed<TradeRecord>,
+    pub history: &'a HandedHistory,
 }
 
 /// Whether `meta` names this version's projection.
@@ -89,8 +87,7 @@ pub(crate) fn write(
     tick: u64,
 ) -> Result<(), JournalError> {
     write_orders(txn, rows.ended)?;
-    history::write_movements(txn, rows.movements)?;
-    history::write_trades(txn, rows.trades)?;
+    history::write_all(txn, rows.history)?;
     let mut meta = txn.open_table(META)?;
     meta.insert(PROJECTED_KEY, tick.to_le_bytes().as_slice())?;
     meta.insert(VERSION_KEY, VERSION.to_le_bytes().as_slice())?;
@@ -204,6 +201,16 @@ impl Projection {
     /// The trade records at one point in time (one read transaction).
     pub fn trades(&self) -> Result<Trades, JournalError> {
         Ok(Rows::new(self.db.begin_read()?, history::TRADES))
+    }
+
+    /// The depreciation notices at one point in time (one read transaction).
+    pub fn notices(&self) -> Result<Notices, JournalError> {
+        Ok(Rows::new(self.db.begin_read()?, history::NOTICES))
+    }
+
+    /// The margin state changes at one point in time (one read transaction).
+    pub fn margin_changes(&self) -> Result<MarginChanges, JournalError> {
+        Ok(Rows::new(self.db.begin_read()?, history::MARGIN))
     }
 }
 

@@ -546,3 +546,89 @@ fn history_the_engine_let_go_is_in_the_projection_and_recovery_reaches_the_same_
     assert!(recovered.engine.movements().iter().count() < 65_536);
     assert!(recovered.engine.trades().iter().count() < 65_536);
 }
+
+/// Issue 37: notices and margin state changes are projected as history lists — each row
+/// by its sequence number, a holder's list (a notice's also per market) in sequence order —
+/// and a later tick's rows extend them.
+#[test]
+fn notices_and_margin_state_changes_are_projected_as_history_lists() {
+    use perpsim_core::ids::{BrokerCode, NotificationCode};
+    use perpsim_core::risk::MarginState;
+    use perpsim_systems::records::history::HandedHistory;
+    use perpsim_systems::records::ids::{NoticeSeq, RiskSeq};
+    use perpsim_systems::records::risk::{Notification, RiskRecord};
+    use perpsim_systems::records::venue::MarketId;
+
+    let (_dir, journal, _) = fresh();
+    let uuid = |i: u64| perpsim_core::Uuid::from_u128(u128::from(i));
+    let holder = |i: u64| (CustomerCode(uuid(10 + i % 3)), BrokerCode(uuid(20 + i % 2)));
+    let notice = |i: u64| Notification {
+        seq: NoticeSeq(i),
+        code: NotificationCode(uuid(1_000 + i)),
+        customer: holder(i).0,
+        broker: holder(i).1,
+        created_at: START.plus_millis(i as i64),
+        market: (i % 2) as MarketId,
+        size: Decimal::ONE,
+        avg_fill_price: Decimal::from(60_000),
+        mark_price: Decimal::from(45_000),
+        mark_time: START,
+        threshold_pct: 20,
+    };
+    let change = |i: u64| RiskRecord {
+        seq: RiskSeq(i),
+        customer: holder(i).0,
+        broker: holder(i).1,
+        asset: Asset::Usdc,
+        state: MarginState::MarginCall,
+        margin_deficit: Some(Decimal::from(i)),
+        leverage_ratio: Decimal::ONE,
+        margin_ratio: Decimal::ONE,
+        time: START.plus_millis(i as i64),
+    };
+    let through = journal.projected_through().unwrap();
+    for (tick, rows) in [(0..7u64), (7..20)].into_iter().enumerate() {
+        let history = HandedHistory {
+            notices: rows.clone().map(notice).collect::<Vec<_>>().into(),
+            margin: rows.map(change).collect::<Vec<_>>().into(),
+            ..HandedHistory::default()
+        };
+        let rows = crate::Projected {
+            ended: &[],
+            history: &history,
+        };
+        journal.project(rows, through + tick as u64 + 1).unwrap();
+    }
+    let projection = journal.projection().unwrap();
+    let (notices, margin) = (
+        projection.notices().unwrap(),
+        projection.margin_changes().unwrap(),
+    );
+    assert_eq!(
+        (notices.count().unwrap(), margin.count().unwrap()),
+        (20, 20)
+    );
+    for i in 0..20 {
+        assert_eq!(notices.get(i).unwrap(), Some(notice(i)));
+        assert_eq!(margin.get(i).unwrap(), Some(change(i)));
+    }
+    let (c, b) = holder(1);
+    let of = |f: &dyn Fn(u64) -> bool| (0..20).filter(|&i| f(i)).collect::<Vec<u64>>();
+    assert_list_matches(
+        &margin,
+        (Holder::Customer(c), None),
+        &of(&|i| holder(i).0 == c),
+    );
+    assert_list_matches(
+        &margin,
+        (Holder::Broker(b), None),
+        &of(&|i| holder(i).1 == b),
+    );
+    let in_market = |i: u64| holder(i).1 == b && i % 2 == 1;
+    assert_list_matches(&notices, (Holder::Broker(b), Some(1)), &of(&in_market));
+    assert_list_matches(
+        &notices,
+        (Holder::Customer(c), None),
+        &of(&|i| holder(i).0 == c),
+    );
+}

@@ -1,16 +1,14 @@
 //! Start-up: the newest snapshot, then the ticks after it, then serve. A journal whose
 //! projection is behind its ticks (a scenario replay's, or one older than the projection) is
-//! recovered from a snapshot no newer than the projection, and the ended orders, changed
-//! movements and trade records of the ticks after it are projected on the way.
+//! recovered from a snapshot no newer than the projection, and the ended orders and history
+//! rows (`HandedHistory`) of the ticks after it are projected on the way.
 
 use std::sync::Arc;
 
 use perpsim_systems::Engine;
 use perpsim_systems::publish::events::Listening;
-use perpsim_systems::records::log::Handed;
-use perpsim_systems::records::money::Movement;
+use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
-use perpsim_systems::records::trade::TradeRecord;
 
 use crate::journal::{Journal, JournalError, SnapshotInfo};
 use crate::projection::Projected;
@@ -23,12 +21,12 @@ pub struct Recovered {
     /// Snapshots passed during a replay from genesis, each with whether its recorded hash was
     /// reached (always empty when recovery starts from a snapshot).
     pub verified: Vec<(SnapshotInfo, bool)>,
-    /// Ended orders, movement rows and trade records projected on the way (none when the
-    /// projection was complete).
+    /// Ended orders and history rows projected on the way (none when the projection was
+    /// complete).
     pub projected: u64,
 }
 
-/// Rows (ended orders, movements, trade records) projected per transaction while recovery
+/// Rows (ended orders, history rows) projected per transaction while recovery
 /// catches the projection up.
 const PROJECT_BATCH: usize = 65_536;
 
@@ -94,8 +92,7 @@ pub fn replay_from_genesis(journal: &Journal) -> Result<Option<Recovered>, Journ
 }
 
 /// Replays the ticks after the engine's; with `project`, the tick the projection is complete
-/// through, projects the ended orders, changed movements and trade records of every tick
-/// after it.
+/// through, projects the ended orders and history rows of every tick after it.
 fn replay(
     journal: &Journal,
     mut engine: Engine,
@@ -109,7 +106,7 @@ fn replay(
     let mut projected = 0;
     engine.set_publishing(false);
     engine.set_listening(Listening::MarginStates);
-    // The movements of the ticks up to the projection's end are in it already.
+    // The rows of the ticks up to the projection's end are in it already.
     engine.set_projecting(false);
     journal.for_each_tick_after(start, |tick, record| {
         if project.is_some_and(|p| tick == p + 1) {
@@ -128,8 +125,7 @@ fn replay(
         }
         if project.is_some_and(|p| tick > p) {
             pending.ended.extend(out.ended);
-            pending.movements.append(&mut out.movements);
-            pending.trades.append(&mut out.trades);
+            pending.history.append(&mut out.history);
             if pending.len() >= PROJECT_BATCH {
                 projected += pending.write(journal, tick)?;
             }
@@ -154,27 +150,24 @@ fn replay(
 #[derive(Default)]
 struct Pending {
     ended: Vec<Arc<Order>>,
-    movements: Handed<Movement>,
-    trades: Handed<TradeRecord>,
+    history: HandedHistory,
 }
 
 impl Pending {
     fn len(&self) -> usize {
-        self.ended.len() + self.movements.len() + self.trades.len()
+        self.ended.len() + self.history.len()
     }
 
     /// Projects the rows through `tick`; how many there were.
     fn write(&mut self, journal: &Journal, tick: u64) -> Result<u64, JournalError> {
         let rows = Projected {
             ended: &self.ended,
-            movements: &self.movements,
-            trades: &self.trades,
+            history: &self.history,
         };
         journal.project(rows, tick)?;
         let n = self.len() as u64;
         self.ended.clear();
-        self.movements.clear();
-        self.trades.clear();
+        self.history.clear();
         Ok(n)
     }
 }
@@ -205,8 +198,7 @@ pub(crate) mod tests {
         let out = engine.tick(now, cmds);
         let rows = project.then_some(Projected {
             ended: &out.ended,
-            movements: &out.movements,
-            trades: &out.trades,
+            history: &out.history,
         });
         journal
             .append_batch(c.ticks + 1, &[record], rows, NonceWrites::default())

@@ -17,7 +17,6 @@ use perpsim_core::entry::{Amend, OrderEntry};
 
 use crate::records::clock::ClockView;
 use crate::records::depth::LevelChange;
-use crate::records::ids::NoticeSeq;
 use crate::records::money::Movement;
 use crate::records::order::Order;
 use crate::records::venue::{BrokerView, CustomerView, InstrumentView, MarketId};
@@ -194,10 +193,9 @@ pub struct Results(pub Vec<Option<CommandResult>>);
 /// Something that happened during a tick, for the push channels and observers (D9).
 ///
 /// Derived from state, never journaled: the same journal gives the same events in the same
-/// order, live or replayed. Records that live in a log the read view holds are named by
-/// their sequence number (the view published with the tick holds them); a movement or a
-/// trade record, which the view does not hold, carries its row, and an order's update its
-/// record as it stood at the end of the run that changed it.
+/// order, live or replayed. A history row (a movement, a trade record, a notice, a margin
+/// state change), which the read view does not hold, is carried whole, and an order's
+/// update its record as it stood at the end of the run that changed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
     /// A timed event ran at its instant.
@@ -217,8 +215,9 @@ pub enum EngineEvent {
     Trade(std::sync::Arc<crate::records::trade::TradeRecord>),
     /// A public fill (the market-trades channel, D8 PublicTrade).
     PublicTrade(std::sync::Arc<crate::records::trade::PublicFill>),
-    /// A position depreciation notice (the notifications channel, §2.2).
-    Notice(NoticeSeq),
+    /// A position depreciation notice (the notifications channel, §2.2), which the view does
+    /// not hold.
+    Notice(std::sync::Arc<crate::records::risk::Notification>),
     /// A margin state change (the liquidations channel, §6 rules 4–5); rare, so it carries
     /// its record.
     MarginState(crate::records::risk::RiskRecord),

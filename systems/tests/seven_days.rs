@@ -351,8 +351,8 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
         "settlement and funding were booked"
     );
     // Risk acted: margin calls and liquidations recorded, forced fills booked.
-    let risk = sim.engine.state().risk;
-    let states = |state: MarginState| risk.log.0.iter().filter(|r| r.state == state).count();
+    let held = sim.engine.state().held;
+    let states = |state: MarginState| held.margin.iter().filter(|r| r.state == state).count();
     let (calls, liquidations) = (
         states(MarginState::MarginCall),
         states(MarginState::Liquidation),

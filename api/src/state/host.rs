@@ -21,7 +21,7 @@ use perpsim_core::order::not_open;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Error, ErrorCode};
 use perpsim_storage::{
-    Archived, Journal, JournalError, Movements, Projection, TickRecord, Trades, UsedNonce,
+    Archived, Journal, JournalError, Movements, Notices, Projection, TickRecord, Trades, UsedNonce,
 };
 use perpsim_systems::records::order::Order;
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
@@ -248,6 +248,13 @@ impl EngineHandle {
         self.projection
             .trades()
             .map_err(|e| history_read_failed("trades", e))
+    }
+
+    /// The depreciation notices as the journal's projection holds them now, likewise.
+    pub fn notices(&self) -> Result<Notices, Error> {
+        self.projection
+            .notices()
+            .map_err(|e| history_read_failed("notifications", e))
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<TickEvents> {
@@ -506,12 +513,12 @@ impl Host {
             if nonces.is_empty() {
                 return Ok(());
             }
-            return self.hand(Job::Tick(Made {
+            return self.hand(Job::Tick(Box::new(Made {
                 tick: None,
                 nonces,
                 forget_below,
                 nonce_replies,
-            }));
+            })));
         }
         let at = self.engine.counters();
         let count = commands.len() as u64;
@@ -523,21 +530,20 @@ impl Host {
         let view = self.engine.view();
         metrics::publish(publishing.elapsed());
         metrics::handed();
-        self.hand(Job::Tick(Made {
+        self.hand(Job::Tick(Box::new(Made {
             tick: Some(Applied {
                 record: encoded,
                 view,
                 events: out.events,
                 ended: out.ended,
-                movements: out.movements,
-                trades: out.trades,
+                history: out.history,
                 replies,
                 results: out.results,
             }),
             nonces,
             forget_below,
             nonce_replies,
-        }))?;
+        })))?;
         self.since_snapshot += count;
         let elapsed = self.engine.clock().now.millis() - self.snapshot_clock.millis();
         if self.since_snapshot >= self.limits.snapshot_every

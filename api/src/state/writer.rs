@@ -19,10 +19,8 @@ use perpsim_core::ids::{BrokerCode, PublicKey};
 use perpsim_storage::{
     Archived, Journal, JournalError, NonceWrites, Projected, SEGMENT_TICKS, UsedNonce,
 };
-use perpsim_systems::records::log::Handed;
-use perpsim_systems::records::money::Movement;
+use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
-use perpsim_systems::records::trade::TradeRecord;
 use perpsim_systems::{CommandResult, EngineEvent, ReadView};
 use tokio::sync::{broadcast, oneshot};
 
@@ -34,7 +32,7 @@ pub(super) const PIPELINE: usize = 64;
 
 /// What the engine thread hands to the writer, in the order it happened.
 pub(super) enum Job {
-    Tick(Made),
+    Tick(Box<Made>),
     After(After),
 }
 
@@ -72,11 +70,9 @@ pub(super) struct Applied {
     /// The orders that ended in the tick: projected in its transaction, as the view no
     /// longer holds them.
     pub ended: Vec<Arc<Order>>,
-    /// The movements the tick booked or changed: projected in its transaction, as the view
+    /// The history rows the tick made or changed: projected in its transaction, as the view
     /// holds none.
-    pub movements: Handed<Movement>,
-    /// The trade records the tick made, likewise.
-    pub trades: Handed<TradeRecord>,
+    pub history: HandedHistory,
     pub replies: Vec<oneshot::Sender<CommandResult>>,
     pub results: Vec<CommandResult>,
 }
@@ -102,7 +98,7 @@ impl Writer {
             let mut job = Some(first);
             while let Some(next) = job {
                 match next {
-                    Job::Tick(made) => group.push(made),
+                    Job::Tick(made) => group.push(*made),
                     Job::After(after) => {
                         self.commit(&mut group)?;
                         self.finish(after)?;
@@ -127,10 +123,9 @@ impl Writer {
         }
         // Moved out, in tick order (a movement changed in two of the ticks is written twice,
         // the later last): publishing needs none of them.
-        let (mut movements, mut trades) = (Handed::default(), Handed::default());
+        let mut history = HandedHistory::default();
         for t in group.iter_mut().filter_map(|m| m.tick.as_mut()) {
-            movements.append(&mut t.movements);
-            trades.append(&mut t.trades);
+            history.append(&mut t.history);
         }
         let ticks: Vec<&[u8]> = group
             .iter()
@@ -148,8 +143,7 @@ impl Writer {
         let forget_below = group.iter().map(|m| m.forget_below).max().unwrap_or(0);
         let rows = Projected {
             ended: &ended,
-            movements: &movements,
-            trades: &trades,
+            history: &history,
         };
         let started = Instant::now();
         let writes = NonceWrites {

@@ -1,4 +1,4 @@
-//! What the history lists (transactions, trades) share: their keys as the journal's
+//! What the history lists (transactions, trades, notifications) share: their keys as the journal's
 //! projection holds them, a time window over its rows, and a page's rows (issue 37).
 
 use std::cmp::Reverse;
@@ -6,7 +6,7 @@ use std::ops::Bound;
 
 use perpsim_core::time::Timestamp;
 use perpsim_storage::{Holder, JournalError, Rows};
-use perpsim_systems::records::ids::{MovementSeq, TradeSeq};
+use perpsim_systems::records::ids::{MovementSeq, NoticeSeq, TradeSeq};
 use perpsim_systems::records::venue::MarketId;
 use serde::de::DeserializeOwned;
 
@@ -19,17 +19,24 @@ pub trait SeqKey: CursorKey {
     fn from_seq(seq: u64) -> Self;
 }
 
-impl SeqKey for TradeSeq {
-    const NEWEST_FIRST: bool = false;
+/// A list in sequence order: its key is the sequence number itself.
+macro_rules! ascending_seq_key {
+    ($($id:ident),*) => {$(
+        impl SeqKey for $id {
+            const NEWEST_FIRST: bool = false;
 
-    fn seq(&self) -> u64 {
-        self.0
-    }
+            fn seq(&self) -> u64 {
+                self.0
+            }
 
-    fn from_seq(seq: u64) -> Self {
-        TradeSeq(seq)
-    }
+            fn from_seq(seq: u64) -> Self {
+                $id(seq)
+            }
+        }
+    )*};
 }
+
+ascending_seq_key!(TradeSeq, NoticeSeq);
 
 impl SeqKey for Reverse<MovementSeq> {
     const NEWEST_FIRST: bool = true;

@@ -4,28 +4,35 @@
 //! market and time window.
 
 use std::cmp::Reverse;
+use std::ops::Bound;
 
 use imbl::OrdSet;
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
-use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode};
+use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, NotificationCode};
 use perpsim_core::ids::{PositionCode, TradeCode};
 use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
-use perpsim_storage::{Holder, Journal, NonceWrites, Projected, TickRecord};
+use perpsim_storage::{Holder, Journal, JournalError, NonceWrites, Projected, Rows, TickRecord};
 use perpsim_systems::Genesis;
-use perpsim_systems::records::ids::{FillSeq, MovementSeq, TradeSeq};
+use perpsim_systems::records::history::HandedHistory;
+use perpsim_systems::records::ids::{FillSeq, MovementSeq, NoticeSeq, TradeSeq};
 use perpsim_systems::records::money::{Movement, MovementKind, MovementStatus};
+use perpsim_systems::records::risk::Notification;
 use perpsim_systems::records::trade::{Liquidity, TradeKind, TradeRecord};
 
-use super::history::ListKeys;
+use super::history::{ListKeys, SeqKey};
 use super::money::{TxKey, seq_window};
+use super::notifications;
 use super::trades::window;
 use crate::pagination::{
     CursorKey, Cursors, Keys, Page, PageRequest, Scope, page, page_desc, page_of,
 };
+
+/// A time window: from and to, inclusive, either open.
+type Created = (Option<Timestamp>, Option<Timestamp>);
 
 const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
 
@@ -79,8 +86,8 @@ fn trades(n: u64) -> Vec<TradeRecord> {
         .collect()
 }
 
-/// A journal whose projection holds `rows` and `trades`.
-fn projected(dir: &std::path::Path, rows: &[Movement], trades: &[TradeRecord]) -> Journal {
+/// A journal whose projection holds `history`.
+fn projected(dir: &std::path::Path, history: HandedHistory) -> Journal {
     let journal = Journal::open(&dir.join("journal.redb")).unwrap();
     let instruments = default_instruments();
     journal
@@ -94,14 +101,32 @@ fn projected(dir: &std::path::Path, rows: &[Movement], trades: &[TradeRecord]) -
         .unwrap();
     let rows = Projected {
         ended: &[],
-        movements: &rows.to_vec().into(),
-        trades: &trades.to_vec().into(),
+        history: &history,
     };
     let tick = TickRecord::encode(START, 0, &[]);
     journal
         .append_batch(1, &[tick], Some(rows), NonceWrites::default())
         .unwrap();
     journal
+}
+
+/// `n` depreciation notices of the same holders over two markets, several to a millisecond.
+fn notices(n: u64) -> Vec<Notification> {
+    (0..n)
+        .map(|i| Notification {
+            seq: NoticeSeq(i),
+            code: NotificationCode(code(8_000 + i as u128)),
+            customer: CustomerCode(code(10 + (i % 3) as u128)),
+            broker: BrokerCode(code(20 + (i % 3 == 2) as u128)),
+            created_at: START.plus_millis(i as i64 / 4),
+            market: (i % 5 % 2) as u32,
+            size: Decimal::ONE,
+            avg_fill_price: Decimal::from(60_000),
+            mark_price: Decimal::from(45_000),
+            mark_time: START,
+            threshold_pct: 20,
+        })
+        .collect()
 }
 
 /// The window as the in-memory index cut it: a binary search over the rows' times.
@@ -196,7 +221,11 @@ fn walk<K: CursorKey + std::fmt::Debug, S: Keys<K, Error = perpsim_storage::Jour
 fn every_page_of_every_transaction_list_reads_from_the_projection_as_from_its_old_index() {
     let dir = tempfile::tempdir().unwrap();
     let rows = movements(400);
-    let journal = projected(dir.path(), &rows, &[]);
+    let history = HandedHistory {
+        movements: rows.clone().into(),
+        ..HandedHistory::default()
+    };
+    let journal = projected(dir.path(), history);
     let read = journal.projection().unwrap().movements().unwrap();
     let mut rng = SimRng::from_seed(37);
     let mut pages = 0;
@@ -220,41 +249,95 @@ fn every_page_of_every_transaction_list_reads_from_the_projection_as_from_its_ol
     assert!(pages > 200, "{pages} pages compared");
 }
 
-#[test]
-fn every_page_of_every_trade_list_reads_from_the_projection_as_from_its_old_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let rows = trades(400);
-    let journal = projected(dir.path(), &[], &rows);
-    let read = journal.projection().unwrap().trades().unwrap();
-    let mut rng = SimRng::from_seed(38);
+/// What a per-market list's oracle reads of a row: its holders, market, time and seq.
+type Filing = (CustomerCode, BrokerCode, u32, Timestamp, u64);
+
+/// Walks 90 random lists of `rows` (holder, every market or one, time window), each with the
+/// projection's `window` checked against a search of the rows' times; how many pages it
+/// compared. `desc` says which rounds walk newest first.
+fn walk_market_lists<T: serde::de::DeserializeOwned, K: SeqKey + std::fmt::Debug>(
+    (rows, read): (&[T], &Rows<T>),
+    filing: impl Fn(&T) -> Filing,
+    window: impl Fn(&Rows<T>, Created) -> Result<(Bound<K>, Bound<K>), JournalError>,
+    (seed, desc): (u64, impl Fn(usize) -> bool),
+) -> usize {
+    let mut rng = SimRng::from_seed(seed);
     let mut pages = 0;
     for round in 0..90 {
         let holder = HOLDERS[round % HOLDERS.len()];
         let market = [None, Some(0), Some(1)][round % 3];
-        let set: OrdSet<TradeSeq> = rows
+        let set: OrdSet<K> = rows
             .iter()
-            .filter(|t| holds(holder, t.customer, t.broker))
-            .filter(|t| market.is_none_or(|m| t.market == m))
-            .map(|t| t.seq)
+            .map(&filing)
+            .filter(|&(c, b, ..)| holds(holder, c, b))
+            .filter(|&(_, _, m, ..)| market.is_none_or(|want| m == want))
+            .map(|(.., seq)| K::from_seq(seq))
             .collect();
-        let (from, to) = random_window(&mut rng);
-        let bounds = window(&read, from, to).unwrap();
-        let lo = from.map_or(0, |f| rows.partition_point(|t| t.timestamp < f)) as u64;
-        let end = to.map_or(rows.len(), |t| rows.partition_point(|r| r.timestamp <= t)) as u64;
+        let created = random_window(&mut rng);
+        let bounds = window(read, created).unwrap();
+        let time = |r: &T| filing(r).3;
+        let lo = created
+            .0
+            .map_or(0, |f| rows.partition_point(|r| time(r) < f)) as u64;
+        let end = created
+            .1
+            .map_or(rows.len(), |t| rows.partition_point(|r| time(r) <= t));
+        let end = end as u64;
         let expected = (
-            std::ops::Bound::Included(TradeSeq(lo)),
-            std::ops::Bound::Excluded(TradeSeq(end.max(lo))),
+            Bound::Included(K::from_seq(lo)),
+            Bound::Excluded(K::from_seq(end.max(lo))),
         );
-        assert_eq!(bounds, expected, "{from:?} {to:?}");
+        assert_eq!(bounds, expected, "{created:?}");
         let keys = ListKeys {
-            read: &read,
+            read,
             list: (holder, market),
         };
         let limit = 1 + (rng.next_u64() % 25) as u32;
-        pages += walk((&set, &keys), bounds, limit, round % 2 == 0);
+        pages += walk((&set, &keys), bounds, limit, desc(round));
     }
+    pages
+}
+
+#[test]
+fn every_page_of_every_trade_list_reads_from_the_projection_as_from_its_old_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = trades(400);
+    let history = HandedHistory {
+        trades: rows.clone().into(),
+        ..HandedHistory::default()
+    };
+    let journal = projected(dir.path(), history);
+    let read = journal.projection().unwrap().trades().unwrap();
+    let filing = |t: &TradeRecord| (t.customer, t.broker, t.market, t.timestamp, t.seq.0);
+    let trade_window = |read: &Rows<TradeRecord>, (from, to): Created| window(read, from, to);
+    let pages = walk_market_lists((&rows, &read), filing, trade_window, (38, |r| r % 2 == 0));
     assert!(pages > 300, "{pages} pages compared");
     for t in rows.iter().step_by(37) {
         assert_eq!(read.by_code(t.code).unwrap(), Some(t.seq.0));
+    }
+}
+
+/// Issue 37: the notification lists (every holder, every market or one, any time window,
+/// newest first) read from the projection page for page as from the read view's index did.
+#[test]
+fn every_page_of_every_notification_list_reads_from_the_projection_as_from_its_old_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = notices(400);
+    let history = HandedHistory {
+        notices: rows.clone().into(),
+        ..HandedHistory::default()
+    };
+    let journal = projected(dir.path(), history);
+    let read = journal.projection().unwrap().notices().unwrap();
+    let filing = |n: &Notification| (n.customer, n.broker, n.market, n.created_at, n.seq.0);
+    let pages = walk_market_lists(
+        (&rows, &read),
+        filing,
+        notifications::window,
+        (39, |_| true),
+    );
+    assert!(pages > 300, "{pages} pages compared");
+    for n in rows.iter().step_by(37) {
+        assert_eq!(read.get(n.seq.0).unwrap().as_ref(), Some(n));
     }
 }

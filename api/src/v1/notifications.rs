@@ -7,19 +7,22 @@ use std::sync::Arc;
 use perpsim_core::Error;
 use perpsim_core::risk::Depreciation;
 use perpsim_core::time::{TimeBound, Timestamp};
+use perpsim_storage::{Holder, JournalError, Notices};
 use perpsim_systems::ReadView;
-use perpsim_systems::publish::notices_view::NoticeScope;
 use perpsim_systems::records::ids::NoticeSeq;
 use perpsim_systems::records::risk::Notification;
+use perpsim_systems::records::venue::MarketId;
 use poem::web::Data;
 use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
+use super::history::{self, ListKeys};
 use super::{Signed, Tag, customer_of};
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
 use crate::state::AppState;
+use crate::state::host::history_read_failed;
 use crate::wire::{DecimalOut, Time, query_time};
 
 /// The one notification type there is.
@@ -116,21 +119,38 @@ pub fn record(view: &ReadView, n: &Notification) -> NotificationRecord {
 
 /// The seqs created inside `[from, to]`: notices are created in non-decreasing time, so the
 /// window is one range.
-fn window(
-    view: &ReadView,
-    from: Option<Timestamp>,
-    to: Option<Timestamp>,
-) -> (Bound<NoticeSeq>, Bound<NoticeSeq>) {
-    let all = &view.notices.all;
-    let first = |pred: &dyn Fn(Timestamp) -> bool| {
-        pagination::partition_point(all.len(), |i| pred(all[i].created_at))
-    };
-    let lo = from.map_or(0, |f| first(&|t| t >= f));
-    let hi = to.map_or(all.len() as u64, |t_to| first(&|t| t > t_to));
-    (
+pub(super) fn window(
+    read: &Notices,
+    created: (Option<Timestamp>, Option<Timestamp>),
+) -> Result<(Bound<NoticeSeq>, Bound<NoticeSeq>), JournalError> {
+    let (lo, end) = history::time_range(read, |n| n.created_at, created)?;
+    Ok((
         Bound::Included(NoticeSeq(lo)),
-        Bound::Excluded(NoticeSeq(hi.max(lo))),
-    )
+        Bound::Excluded(NoticeSeq(end.max(lo))),
+    ))
+}
+
+/// One page of a holder's notices, newest first, from the journal's projection (one read
+/// transaction for the whole page).
+fn page(
+    state: &AppState,
+    view: &ReadView,
+    list: (Holder, Option<MarketId>),
+    created: (Option<Timestamp>, Option<Timestamp>),
+    req: &PageRequest<NoticeSeq>,
+    scope: &Scope<'_>,
+) -> Result<NotificationPage, Error> {
+    let read = state.engine.notices()?;
+    let failed = |e| history_read_failed("notifications", e);
+    let keys = ListKeys { read: &read, list };
+    let bounds = window(&read, created).map_err(failed)?;
+    let page = pagination::page_of(&keys, bounds, req, (&state.cursors, scope), true);
+    let page = page.map_err(failed)?;
+    let rows = history::rows(&read, &page.keys).map_err(failed)?;
+    Ok(NotificationPage {
+        data: rows.iter().map(|n| record(view, n)).collect(),
+        response_metadata: page.metadata,
+    })
 }
 
 pub struct NotificationsApi;
@@ -204,22 +224,12 @@ impl NotificationsApi {
             after.0.as_deref(),
             before.0.as_deref(),
         )?;
-        let key = match customer {
-            Some(c) => NoticeScope::Customer(c, market),
-            None => NoticeScope::Broker(auth.broker(), market),
+        let holder = match customer {
+            Some(c) => Holder::Customer(c),
+            None => Holder::Broker(auth.broker()),
         };
-        let empty = imbl::OrdSet::new();
-        let set = view.notices.index.get(&key).unwrap_or(&empty);
-        let page =
-            pagination::page_desc(set, window(&view, from, to), &req, &state.cursors, &scope);
-        Ok(Json(NotificationPage {
-            data: page
-                .keys
-                .iter()
-                .map(|&seq| record(&view, &view.notices.all[seq.index()]))
-                .collect(),
-            response_metadata: page.metadata,
-        }))
+        let list = (holder, market);
+        Ok(Json(page(&state, &view, list, (from, to), &req, &scope)?))
     }
 }
 

@@ -104,10 +104,7 @@ pub fn audience(view: &ReadView, event: &EngineEvent) -> Option<Audience> {
         EngineEvent::Order(o) => private(broker_of(o.customer)?, Topic::Orders),
         EngineEvent::Trade(t) => private(t.broker, Topic::Trades),
         EngineEvent::PublicTrade(fill) => public(Topic::MarketTrades(fill.market)),
-        EngineEvent::Notice(seq) => private(
-            view.notices.all.get(seq.index())?.broker,
-            Topic::Notifications,
-        ),
+        EngineEvent::Notice(n) => private(n.broker, Topic::Notifications),
         EngineEvent::MarginState(r) => private(r.broker, Topic::Liquidations),
         EngineEvent::Ticker(_) => public(Topic::Ticker),
         EngineEvent::TimerFired { .. }
@@ -129,8 +126,8 @@ pub fn event(view: &ReadView, event: &EngineEvent) -> Option<Frame> {
             let trade = crate::v1::market::public_trade(view, fill);
             data(&channel, "update", trade)
         }
-        EngineEvent::Notice(seq) => {
-            let r = crate::v1::notifications::record(view, view.notices.all.get(seq.index())?);
+        EngineEvent::Notice(n) => {
+            let r = crate::v1::notifications::record(view, n);
             frame(&NotificationFrame {
                 channel: "notifications".into(),
                 kind: r.kind,

@@ -34,14 +34,14 @@ use crate::positions::PositionIndex;
 use crate::publish::events::Listening;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::clock::ClockView;
+use crate::records::history::HandedHistory;
 use crate::records::ids::OrderId;
-use crate::records::log::Handed;
 use crate::records::market::Restoring;
-use crate::records::money::Movement;
 use crate::records::order::Order;
-use crate::records::trade::TradeRecord;
 use crate::records::venue::{InstrumentState, MarketId};
 use crate::registry::{Limits, Registry};
+use crate::risk::RiskLog;
+use crate::risk::notices::Notifications;
 use crate::rng::EngineRng;
 use crate::settlement::funding::FundingState;
 use crate::trading::ended::EndedOrders;
@@ -64,12 +64,9 @@ pub struct TickOutput {
     /// its view keeps their records past the tick: a host that serves reads keeps them where
     /// a read of an ended order finds them (the journal's projection).
     pub ended: Vec<Arc<Order>>,
-    /// The ledger movements booked or changed in the tick, as the tick left them (each
-    /// once; those booked in sequence order): what the journal's projection writes (empty unless
-    /// [`Engine::set_projecting`] is on).
-    pub movements: Handed<Movement>,
-    /// The trade records the tick made, in order (empty unless projecting, likewise).
-    pub trades: Handed<TradeRecord>,
+    /// The history rows the tick made or changed, as it left them: what the journal's
+    /// projection writes (empty unless [`Engine::set_projecting`] is on).
+    pub history: HandedHistory,
 }
 
 /// Change ticks must be re-based before bevy's 32-bit counters wrap; every this many ticks is
@@ -203,7 +200,8 @@ impl Engine {
         engine.world.insert_resource(state.funding.clone());
         engine.world.insert_resource(state.limits);
         engine.world.insert_resource(state.faults.clone());
-        crate::risk::insert(&mut engine.world, state.risk.clone());
+        let risk_logs = (state.held.margin.clone(), state.held.notices.clone());
+        crate::risk::insert(&mut engine.world, state.risk.clone(), risk_logs);
         spawn_accounts(&mut engine.world, accounts);
         crate::trading::orders::restore(&mut engine.world, live, ended);
         snapshot::restore_entities(&mut engine.world, state);
@@ -261,8 +259,9 @@ impl Engine {
         }
     }
 
-    /// Whether each tick's output carries the movements it booked or changed and the trade
-    /// records it made, for a host that projects them (off after a genesis or restore).
+    /// Whether each tick's output carries the history rows it made or changed (movements,
+    /// trade records, notices, margin state changes), for a host that projects them (off
+    /// after a genesis or restore).
     /// Turning it on before the first tick puts what genesis booked (the market maker's
     /// funding) into the first tick's output, since no tick carries it; later, the projection
     /// is complete up to here and the output starts with the next tick.
@@ -275,6 +274,11 @@ impl Engine {
         world
             .resource_mut::<Exchange>()
             .project_trades(on, from_start);
+        world
+            .resource_mut::<Notifications>()
+            .0
+            .project(on, from_start);
+        world.resource_mut::<RiskLog>().0.project(on, from_start);
     }
 
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.
@@ -380,17 +384,24 @@ impl Engine {
         let mut ended_orders = self.world.resource_mut::<EndedOrders>();
         ended_orders.seal();
         let ended = ended_orders.recent.clone();
-        let movements = self.world.resource_mut::<Ledger>().take_changed_movements();
-        let trades = self
-            .world
-            .resource_mut::<Exchange>()
-            .take_trades_to_project();
         TickOutput {
             results,
             events,
             ended,
-            movements,
-            trades,
+            history: self.hand_out_history(),
+        }
+    }
+
+    /// The history rows made or changed since the last call (none unless projecting): the
+    /// projection holds them from here, so the logs let them go.
+    fn hand_out_history(&mut self) -> HandedHistory {
+        let world = &mut self.world;
+        HandedHistory {
+            movements: world.resource_mut::<Ledger>().take_changed_movements(),
+            trades: world.resource_mut::<Exchange>().take_trades_to_project(),
+            // Neither a notice nor a margin state change ever changes once made.
+            notices: world.resource_mut::<Notifications>().0.hand_out(|_| false),
+            margin: world.resource_mut::<RiskLog>().0.hand_out(|_| false),
         }
     }
 

@@ -125,7 +125,7 @@ pub struct Closing<'a> {
     pub movements: &'a Log<Movement>,
     pub trades: &'a Log<TradeRecord>,
     pub fills: &'a Log<PublicFill>,
-    pub notices: &'a [Arc<Notification>],
+    pub notices: &'a Log<Notification>,
     /// By market id.
     pub markets: Vec<ClosingMarket<'a>>,
     /// Every account, customers' and the venue's.

@@ -18,19 +18,23 @@ use crate::money::ledger::{Ledger, LedgerState, LedgerStateRef};
 use crate::money::store::all_accounts;
 use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, MovedPositions, ValuationBasis};
-use crate::records::log::{LogDigest, ProjectedLog};
+use crate::records::log::{Held, LogDigest, ProjectedLog, RowsDigest};
 use crate::records::money::Movement;
 use crate::records::position::{Position, PositionKey};
+use crate::records::risk::{Notification, RiskRecord};
 use crate::records::trade::TradeRecord;
 use crate::records::venue::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
 use crate::registry::{Limits, Registry};
+use crate::risk::RiskLog;
+use crate::risk::notices::Notifications;
 use crate::rng::EngineRng;
 use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead). 12: the ledger's movements hashed by their digest, their
-/// rows carried outside the hash. 13: the trade records likewise.
-pub const STATE_VERSION: u32 = 13;
+/// rows carried outside the hash. 13: the trade records likewise. 14: the depreciation
+/// notices and the margin state changes likewise.
+pub const STATE_VERSION: u32 = 14;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -82,7 +86,7 @@ impl EngineState {
         postcard::from_bytes::<EngineState>(bytes)
             .ok()
             .filter(|s| s.version == STATE_VERSION)
-            .filter(|s| s.held.digests() == (s.ledger.movements, s.exchange.trades))
+            .filter(|s| s.held.digests() == s.named_digests())
     }
 
     /// The state hash: [`StateHash::of_snapshot`] of [`EngineState::encode`]'s bytes.
@@ -91,22 +95,49 @@ impl EngineState {
     }
 }
 
-/// The history rows the engine holds: the ledger's movements still held (those the
-/// journal's projection does not hold yet, and pending transfers) and the trade records
-/// likewise, each with the digest of those let go. Encoded as one byte string (postcard's
-/// length and bytes), so the part of a snapshot's bytes the state hash covers is found
-/// without decoding them ([`StateHash::of_snapshot`]).
+/// The history rows the engine holds: of the ledger's movements, the trade records, the
+/// depreciation notices and the margin state changes, those the journal's projection does
+/// not hold yet (and pending transfers, which change again), each log with the digest of
+/// those let go. Encoded as one byte string (postcard's length and bytes), so the part of a
+/// snapshot's bytes the state hash covers is found without decoding them
+/// ([`StateHash::of_snapshot`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldHistory {
     pub movements: ProjectedLog<Movement>,
     pub trades: ProjectedLog<TradeRecord>,
+    pub notices: ProjectedLog<Notification>,
+    pub margin: ProjectedLog<RiskRecord>,
+}
+
+/// Each held log's digest, as the state hash reads it: of the rows let go and those held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldDigests {
+    pub movements: LogDigest,
+    pub trades: LogDigest,
+    pub notices: LogDigest,
+    pub margin: LogDigest,
 }
 
 impl HeldHistory {
-    /// The movements' and the trade records' digests, as the state hash reads them: of
-    /// those let go and those held.
-    pub fn digests(&self) -> (LogDigest, LogDigest) {
-        (self.movements.digest(), self.trades.digest())
+    pub fn digests(&self) -> HeldDigests {
+        HeldDigests {
+            movements: self.movements.digest(),
+            trades: self.trades.digest(),
+            notices: self.notices.digest(),
+            margin: self.margin.digest(),
+        }
+    }
+}
+
+impl EngineState {
+    /// The digests the state's body names for its held logs.
+    fn named_digests(&self) -> HeldDigests {
+        HeldDigests {
+            movements: self.ledger.movements,
+            trades: self.exchange.trades,
+            notices: self.risk.notifications,
+            margin: self.risk.log,
+        }
     }
 }
 
@@ -114,6 +145,8 @@ impl HeldHistory {
 struct HeldHistoryRef<'a> {
     movements: &'a ProjectedLog<Movement>,
     trades: &'a ProjectedLog<TradeRecord>,
+    notices: &'a ProjectedLog<Notification>,
+    margin: &'a ProjectedLog<RiskRecord>,
 }
 
 impl HeldHistoryRef<'_> {
@@ -121,6 +154,17 @@ impl HeldHistoryRef<'_> {
         HeldHistoryRef {
             movements: world.resource::<Ledger>().movements(),
             trades: &world.resource::<Exchange>().trades,
+            notices: &world.resource::<Notifications>().0,
+            margin: &world.resource::<RiskLog>().0,
+        }
+    }
+
+    fn to_owned(&self) -> HeldHistory {
+        HeldHistory {
+            movements: self.movements.clone(),
+            trades: self.trades.clone(),
+            notices: self.notices.clone(),
+            margin: self.margin.clone(),
         }
     }
 }
@@ -130,6 +174,8 @@ impl Serialize for HeldHistory {
         let held = HeldHistoryRef {
             movements: &self.movements,
             trades: &self.trades,
+            notices: &self.notices,
+            margin: &self.margin,
         };
         held.serialize(s)
     }
@@ -137,11 +183,19 @@ impl Serialize for HeldHistory {
 
 impl Serialize for HeldHistoryRef<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let rows = (self.movements.held(), self.trades.held());
+        let rows = (
+            self.movements.held(),
+            self.trades.held(),
+            self.notices.held(),
+            self.margin.held(),
+        );
         let bytes = postcard::to_stdvec(&rows).map_err(serde::ser::Error::custom)?;
         s.serialize_bytes(&bytes)
     }
 }
+
+/// The held form of one log: its rows and the digest of those let go.
+type HeldLog<T> = (Held<T>, RowsDigest);
 
 impl<'de> Deserialize<'de> for HeldHistory {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -154,12 +208,26 @@ impl<'de> Deserialize<'de> for HeldHistory {
             }
 
             fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<HeldHistory, E> {
-                let (movements, trades) = postcard::from_bytes(bytes).map_err(E::custom)?;
-                let contradict = |what| E::custom(format!("the held {what} contradict each other"));
+                type Logs = (
+                    HeldLog<Movement>,
+                    HeldLog<TradeRecord>,
+                    HeldLog<Notification>,
+                    HeldLog<RiskRecord>,
+                );
+                let (movements, trades, notices, margin): Logs =
+                    postcard::from_bytes(bytes).map_err(E::custom)?;
+                fn log<T, E: serde::de::Error>(
+                    held: HeldLog<T>,
+                    what: &str,
+                ) -> Result<ProjectedLog<T>, E> {
+                    ProjectedLog::from_held(held)
+                        .ok_or_else(|| E::custom(format!("the held {what} contradict each other")))
+                }
                 Ok(HeldHistory {
-                    movements: ProjectedLog::from_held(movements)
-                        .ok_or_else(|| contradict("movements"))?,
-                    trades: ProjectedLog::from_held(trades).ok_or_else(|| contradict("trades"))?,
+                    movements: log(movements, "movements")?,
+                    trades: log(trades, "trades")?,
+                    notices: log(notices, "notices")?,
+                    margin: log(margin, "margin state changes")?,
                 })
             }
         }
@@ -274,10 +342,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
     let held = HeldHistoryRef::of(world);
     EngineState {
         version: STATE_VERSION,
-        held: HeldHistory {
-            movements: held.movements.clone(),
-            trades: held.trades.clone(),
-        },
+        held: held.to_owned(),
         genesis: genesis.clone(),
         counters: *world.resource::<Counters>(),
         clock: *world.resource::<SimClock>(),

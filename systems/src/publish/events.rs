@@ -20,7 +20,6 @@ use crate::money::ledger::Ledger;
 use crate::publish::view::{Publishing, ReadView};
 use crate::records::depth::{Depth, Level, STREAM_DEPTH, diff};
 use crate::records::funding::FundingView;
-use crate::records::ids::NoticeSeq;
 use crate::records::money::{MovementKind, MovementStatus};
 use crate::records::venue::{InstrumentState, MarketSlot};
 use crate::risk::RiskLog;
@@ -109,8 +108,9 @@ pub fn emit_events(
         }
     }
     out.extend(
-        logs.risk.0[c.risk..]
-            .iter()
+        logs.risk
+            .0
+            .iter_from(c.risk)
             .cloned()
             .map(EngineEvent::MarginState),
     );
@@ -159,7 +159,11 @@ fn emit_logs(
     );
     c.movements = movements.len();
     let notices = &logs.notices.0;
-    out.extend((c.notices..notices.len()).map(|i| EngineEvent::Notice(NoticeSeq(i as u64))));
+    out.extend(
+        notices
+            .iter_from(c.notices)
+            .map(|n| EngineEvent::Notice(Arc::new(n.clone()))),
+    );
     c.notices = notices.len();
 }
 

@@ -7,7 +7,6 @@ use crate::sets::{EventPublishing, ViewPublishing};
 
 pub mod events;
 pub mod market_view;
-pub mod notices_view;
 pub mod view;
 
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
@@ -23,7 +22,6 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
             view::publish_funding,
             view::publish_ledger,
             view::publish_faults,
-            notices_view::publish_notices,
             market_view::publish_trading,
         )
             .chain()

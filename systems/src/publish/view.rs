@@ -50,8 +50,6 @@ pub struct ReadView {
     pub funding_history: imbl::Vector<FundingRecord>,
     /// Positions in `funding_history`, per market and for all (`None`).
     pub funding_index: OrdMap<Option<crate::records::venue::MarketId>, OrdSet<u64>>,
-    /// Position depreciation notices and their list indexes.
-    pub notices: super::notices_view::NoticesView,
     /// The fault plan in force (issue 25), for the channels to apply.
     pub faults: Option<std::sync::Arc<crate::records::faults::FaultPlan>>,
 }
@@ -74,7 +72,6 @@ impl ReadView {
             funding: Vec::new(),
             funding_history: imbl::Vector::new(),
             funding_index: OrdMap::new(),
-            notices: Default::default(),
             faults: None,
         }
     }

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod depth;
 pub mod faults;
 pub mod funding;
+pub mod history;
 pub mod ids;
 pub mod log;
 pub mod lookup;

@@ -16,7 +16,8 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::risk::MarginState;
 use serde::{Deserialize, Serialize};
 
-use crate::records::risk::RiskRecord;
+use crate::records::log::{LogDigest, ProjectedLog};
+use crate::records::risk::{Notification, RiskRecord};
 use crate::sets::{DepreciationSystems, MarginAssessment};
 
 pub mod liquidation;
@@ -50,25 +51,34 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarginStates(pub BTreeMap<(CustomerCode, Asset), MarginState>);
 
-/// Every margin state change, in the order they happened. State, append-only.
-#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RiskLog(pub Vec<RiskRecord>);
+/// Every margin state change, in the order they happened. State, append-only; a server's
+/// engine lets the records go once the journal's projection holds them (its digest stays).
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq)]
+pub struct RiskLog(pub ProjectedLog<RiskRecord>);
 
-/// What risk keeps between runs (snapshots hold it).
+/// What risk keeps between runs (snapshots hold it): the margin states, and the digests of
+/// its two logs, whose rows a snapshot carries outside the state hash
+/// (`engine::snapshot::HeldHistory`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RiskState {
     pub states: MarginStates,
-    pub log: RiskLog,
-    pub notifications: notices::Notifications,
+    /// The margin state changes'.
+    pub log: LogDigest,
+    pub notifications: LogDigest,
 }
 
-/// A restore's risk state; the margin book is rebuilt by the runs that follow.
-pub(crate) fn insert(world: &mut World, state: RiskState) {
+/// A restore's risk state, with the rows its logs still hold (`EngineState::decode` checked
+/// them against the state's digests); the margin book is rebuilt by the runs that follow.
+pub(crate) fn insert(
+    world: &mut World,
+    state: RiskState,
+    (log, notifications): (ProjectedLog<RiskRecord>, ProjectedLog<Notification>),
+) {
     world.insert_resource(margin::MarginBook::restored());
     world.insert_resource(notices::NoticeTriggers::default());
     world.insert_resource(state.states);
-    world.insert_resource(state.log);
-    world.insert_resource(state.notifications);
+    world.insert_resource(RiskLog(log));
+    world.insert_resource(notices::Notifications(notifications));
 }
 
 pub(crate) fn extract(world: &World) -> RiskState {
@@ -79,8 +89,8 @@ pub(crate) fn extract(world: &World) -> RiskState {
     } = borrow(world);
     RiskState {
         states: states.clone(),
-        log: log.clone(),
-        notifications: notifications.clone(),
+        log,
+        notifications,
     }
 }
 
@@ -88,14 +98,14 @@ pub(crate) fn extract(world: &World) -> RiskState {
 #[derive(Serialize)]
 pub(crate) struct RiskStateRef<'a> {
     states: &'a MarginStates,
-    log: &'a RiskLog,
-    notifications: &'a notices::Notifications,
+    log: LogDigest,
+    notifications: LogDigest,
 }
 
 pub(crate) fn borrow(world: &World) -> RiskStateRef<'_> {
     RiskStateRef {
         states: world.resource::<MarginStates>(),
-        log: world.resource::<RiskLog>(),
-        notifications: world.resource::<notices::Notifications>(),
+        log: world.resource::<RiskLog>().0.digest(),
+        notifications: world.resource::<notices::Notifications>().0.digest(),
     }
 }

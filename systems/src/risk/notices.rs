@@ -12,7 +12,6 @@
 //! and test builds check every position too, and require the same notices.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;
@@ -20,21 +19,22 @@ use perpsim_core::fixed;
 use perpsim_core::ids::{CustomerCode, NotificationCode};
 use perpsim_core::risk::depreciation_level_at;
 use perpsim_core::time::Timestamp;
-use serde::{Deserialize, Serialize};
 
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::positions::{MovedPositions, PositionIndex};
 use crate::records::clock::ScheduledEvent;
 use crate::records::ids::NoticeSeq;
+use crate::records::log::ProjectedLog;
 use crate::records::market::SimulationSettings;
 use crate::records::position::{Position, PositionKey};
 use crate::records::risk::Notification;
 use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
 use crate::rng::EngineRng;
 
-/// Every notice, in creation order (`seq` is the position). State, append-only.
-#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Notifications(pub Vec<Arc<Notification>>);
+/// Every notice, in creation order (`seq` is the position). State, append-only; a server's
+/// engine lets the notices go once the journal's projection holds them (its digest stays).
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notifications(pub ProjectedLog<Notification>);
 
 /// Per market, the marks at which open positions reach their next threshold: longs' at or
 /// below, shorts' at or above (each filed a part in 10¹² wide of its exact mark, so the
@@ -210,7 +210,7 @@ pub fn check_depreciation(
     for mut n in due_notices {
         n.seq = NoticeSeq(notifications.0.len() as u64);
         n.code = NotificationCode(rng.0.uuid());
-        notifications.0.push(Arc::new(n));
+        notifications.0.push(n);
     }
 }
 

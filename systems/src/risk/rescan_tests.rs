@@ -191,7 +191,7 @@ proptest! {
         // The states held are the last each account's records say.
         let world = live.world_mut();
         let mut last = std::collections::BTreeMap::new();
-        for r in &world.resource::<RiskLog>().0 {
+        for r in world.resource::<RiskLog>().0.iter() {
             last.insert((r.customer, r.asset), r.state);
         }
         last.retain(|_, s| *s != MarginState::Normal);

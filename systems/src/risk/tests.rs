@@ -106,7 +106,8 @@ fn a_margin_call_is_recorded_once_and_keeps_positions_and_orders() {
     set_price(&mut e, "37900");
     assert_eq!(states(&mut e, long), vec![MarginState::MarginCall]);
     let w = e.world_mut();
-    let record = w.resource::<RiskLog>().0.last().unwrap().clone();
+    let log = &w.resource::<RiskLog>().0;
+    let record = log[log.len() - 1].clone();
     // (320 − 0.30 taker fee − 220) / 380 = 0.26236… → 0.2623.
     assert_eq!(record.leverage_ratio.to_string(), "0.2623");
     assert_eq!(record.margin_deficit, Some(Decimal::ZERO));
@@ -425,4 +426,64 @@ fn a_restore_after_any_run_of_a_liquidating_path_has_the_same_future() {
             "restored before step {k}"
         );
     }
+}
+
+/// Issue 37: an engine whose notices and margin state changes are projected hands each out
+/// once, in order, as the engine that holds them all made it, and hashes as that engine
+/// does; its snapshot restores to the same hash.
+#[test]
+fn a_projecting_engine_hands_out_its_notices_and_margin_changes_and_hashes_as_one_that_holds_them()
+{
+    let (mut holding, _) = leveraged_long();
+    let (mut projecting, _) = leveraged_long();
+    let start = |e: &mut Engine| {
+        let w = e.world_mut();
+        (
+            w.resource::<Notifications>().0.len(),
+            w.resource::<RiskLog>().0.len(),
+        )
+    };
+    let from = start(&mut holding);
+    projecting.set_projecting(true);
+    let mut handed = crate::records::history::HandedHistory::default();
+    let price = |p: &str| Command::SetInstrumentPrice {
+        symbol: BTC.into(),
+        index_price: d(p),
+        mark_price: d(p),
+    };
+    for p in ["50000", "45000", "38000", "40000", "11000"] {
+        for cmds in [vec![price(p)], Vec::new()] {
+            let at = now(&holding).plus_millis(if cmds.is_empty() { 60_000 } else { 0 });
+            let cmds = match cmds.is_empty() {
+                true => vec![Command::AdvanceClock { to: at }],
+                false => cmds,
+            };
+            holding.tick(now(&holding), cmds.clone());
+            let mut out = projecting.tick(now(&projecting), cmds);
+            handed.append(&mut out.history);
+        }
+    }
+    let w = holding.world_mut();
+    let notices: Vec<_> = w
+        .resource::<Notifications>()
+        .0
+        .iter_from(from.0)
+        .cloned()
+        .collect();
+    let margin: Vec<_> = w
+        .resource::<RiskLog>()
+        .0
+        .iter_from(from.1)
+        .cloned()
+        .collect();
+    assert!(
+        !notices.is_empty() && !margin.is_empty(),
+        "the path notices and calls"
+    );
+    assert_eq!(handed.notices.iter().cloned().collect::<Vec<_>>(), notices);
+    assert_eq!(handed.margin.iter().cloned().collect::<Vec<_>>(), margin);
+    assert_eq!(projecting.state_hash(), holding.state_hash());
+    let restored =
+        Engine::restore(&crate::EngineState::decode(&projecting.encode_state()).unwrap());
+    assert_eq!(restored.state_hash(), holding.state_hash());
 }

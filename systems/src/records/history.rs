@@ -1,0 +1,45 @@
+//! The history a tick hands to the journal's projection (issue 37): every log the engine
+//! lets go once the projection holds it, each as the [`Handed`] runs its `ProjectedLog`
+//! gave out. A host appends the ticks' hand-outs of one commit and writes them together.
+
+use crate::records::log::Handed;
+use crate::records::money::Movement;
+use crate::records::risk::{Notification, RiskRecord};
+use crate::records::trade::TradeRecord;
+
+/// The history rows of one or more ticks, each list in the order they were made.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HandedHistory {
+    /// The ledger movements booked or changed, as they stand (a movement changed again later
+    /// comes again, later).
+    pub movements: Handed<Movement>,
+    /// The trade records made (never changed).
+    pub trades: Handed<TradeRecord>,
+    /// The depreciation notices made (never changed).
+    pub notices: Handed<Notification>,
+    /// The margin state changes (never changed).
+    pub margin: Handed<RiskRecord>,
+}
+
+impl HandedHistory {
+    /// How many rows, of every list.
+    pub fn len(&self) -> usize {
+        self.movements.len() + self.trades.len() + self.notices.len() + self.margin.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Moves `more`'s rows after these, list by list.
+    pub fn append(&mut self, more: &mut HandedHistory) {
+        self.movements.append(&mut more.movements);
+        self.trades.append(&mut more.trades);
+        self.notices.append(&mut more.notices);
+        self.margin.append(&mut more.margin);
+    }
+
+    pub fn clear(&mut self) {
+        *self = HandedHistory::default();
+    }
+}
