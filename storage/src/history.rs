@@ -8,7 +8,9 @@
 //!   its own, and by trade code;
 //! - depreciation notices: a row per notice, never changed, indexed for all markets and for
 //!   its own;
-//! - margin state changes: a row per change, never changed, indexed for all markets.
+//! - margin state changes: a row per change, never changed, indexed for all markets;
+//! - public fills: a row per fill, never changed, not indexed (a fill has no holder; the
+//!   recent-trades list and the candles read the exchange's tape).
 //!
 //! Index keys are (holder, market or [`ALL`], seq), so one range is a holder's list in
 //! sequence order. A read of a list is one read transaction ([`Rows`]), so a page's count,
@@ -22,7 +24,7 @@ use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::log::Handed;
 use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::risk::{Notification, RiskRecord};
-use perpsim_systems::records::trade::TradeRecord;
+use perpsim_systems::records::trade::{PublicFill, TradeRecord};
 use perpsim_systems::records::venue::MarketId;
 use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
 use serde::Serialize;
@@ -72,12 +74,20 @@ pub(crate) const MARGIN: Tables = Tables {
     by_broker: TableDefinition::new("margin_states_by_broker"),
 };
 
+/// Public fills have no holder: their holder indexes are never written.
+pub(crate) const FILLS: Tables = Tables {
+    what: "public fill",
+    rows: TableDefinition::new("fills"),
+    by_customer: TableDefinition::new("fills_by_customer"),
+    by_broker: TableDefinition::new("fills_by_broker"),
+};
+
 /// Trade code → the trade record's sequence number.
 const TRADE_CODES: TableDefinition<u128, u64> = TableDefinition::new("trade_codes");
 
 /// Every table of the history lists, for a projection made again from the start.
 pub(crate) fn delete_all(txn: &WriteTransaction) -> Result<(), JournalError> {
-    for t in [MOVEMENTS, TRADES, NOTICES, MARGIN] {
+    for t in [MOVEMENTS, TRADES, NOTICES, MARGIN, FILLS] {
         txn.delete_table(t.rows)?;
         txn.delete_table(t.by_customer)?;
         txn.delete_table(t.by_broker)?;
@@ -150,12 +160,19 @@ fn write<T: HistoryRow>(
     Ok(())
 }
 
-/// Writes every list's rows, and the trade records' codes.
+/// Writes every list's rows, the trade records' codes and the public fills.
 pub(crate) fn write_all(txn: &WriteTransaction, rows: &HandedHistory) -> Result<(), JournalError> {
     write(txn, MOVEMENTS, &rows.movements)?;
     write(txn, TRADES, &rows.trades)?;
     write(txn, NOTICES, &rows.notices)?;
     write(txn, MARGIN, &rows.margin)?;
+    let mut fills = txn.open_table(FILLS.rows)?;
+    let mut encoded = Vec::new();
+    for f in &rows.fills {
+        encoded.clear();
+        encoded = postcard::to_extend(f, encoded).expect("history rows always encode");
+        fills.insert(f.seq.0, encoded.as_slice())?;
+    }
     let mut codes = txn.open_table(TRADE_CODES)?;
     for t in &rows.trades {
         codes.insert(t.code.0.as_u128(), t.seq.0)?;
@@ -185,6 +202,8 @@ pub type Trades = Rows<TradeRecord>;
 pub type Notices = Rows<Notification>;
 /// The margin state changes.
 pub type MarginChanges = Rows<RiskRecord>;
+/// The public fills (by sequence number only).
+pub type Fills = Rows<PublicFill>;
 
 /// The table, or none before its first row was projected.
 fn open<K: redb::Key + 'static, V: redb::Value + 'static>(

@@ -10,7 +10,7 @@
 //! replay from genesis reads as if they were still in it. This crate knows the engine's
 //! command and state types but nothing of HTTP; it never decides anything, it only remembers.
 //! History leaves the engine's memory for tables here (`projection`): ended orders, ledger
-//! movements, trade records, notices and margin state changes, written with the tick that
+//! movements, trade records, public fills, notices and margin state changes, written with the tick that
 //! made them, read beside the writer.
 
 mod archive;
@@ -21,7 +21,7 @@ mod projection;
 mod recovery;
 
 pub use archive::{Archived, SEGMENT_TICKS, Segment};
-pub use history::{Holder, MarginChanges, Movements, Notices, Rows, Trades};
+pub use history::{Fills, Holder, MarginChanges, Movements, Notices, Rows, Trades};
 pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
 pub use nonces::{NonceWrites, UsedNonce};
 pub use projection::{Projected, Projection};

@@ -272,8 +272,8 @@ fn assert_list_matches<T: serde::de::DeserializeOwned>(
     assert_eq!(read.seqs(list, range, true, usize::MAX).unwrap(), upto);
 }
 
-/// Every projected movement and trade record as the engine holds it, a trade found by its
-/// code, and each holder's lists (all markets, and each market's trades) equal to the
+/// Every projected movement, trade record and public fill as the engine holds it, a trade
+/// found by its code, and each holder's lists (all markets, and each market's trades) equal to the
 /// engine's logs filtered.
 fn assert_history_matches(journal: &Journal, e: &Engine, holders: &[Holder]) {
     let projection = journal.projection().unwrap();
@@ -289,6 +289,11 @@ fn assert_history_matches(journal: &Journal, e: &Engine, holders: &[Holder]) {
     for t in e.trades().iter() {
         assert_eq!(trades.get(t.seq.0).unwrap().as_ref(), Some(t));
         assert_eq!(trades.by_code(t.code).unwrap(), Some(t.seq.0));
+    }
+    let (fills, held) = (projection.fills().unwrap(), e.closing().fills);
+    assert_eq!(fills.count().unwrap(), held.len() as u64);
+    for f in held.iter() {
+        assert_eq!(fills.get(f.seq.0).unwrap().as_ref(), Some(f));
     }
     let holds = |h: Holder, customer: CustomerCode, broker| match h {
         Holder::Customer(c) => customer == c,

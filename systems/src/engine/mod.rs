@@ -179,8 +179,8 @@ impl Engine {
     pub fn restore(state: &EngineState) -> Self {
         let (ledger, accounts) =
             Ledger::from_state(state.ledger.clone(), state.held.movements.clone());
-        let (exchange, live, ended) =
-            Exchange::from_state(state.exchange.clone(), state.held.trades.clone());
+        let held = (state.held.trades.clone(), state.held.fills.clone());
+        let (exchange, live, ended) = Exchange::from_state(state.exchange.clone(), held);
         let mut engine = Self::empty(
             state.genesis.clone(),
             state.clock,
@@ -260,7 +260,7 @@ impl Engine {
     }
 
     /// Whether each tick's output carries the history rows it made or changed (movements,
-    /// trade records, notices, margin state changes), for a host that projects them (off
+    /// trade records, public fills, notices, margin state changes), for a host that projects them (off
     /// after a genesis or restore).
     /// Turning it on before the first tick puts what genesis booked (the market maker's
     /// funding) into the first tick's output, since no tick carries it; later, the projection
@@ -273,7 +273,7 @@ impl Engine {
             .track_movements(on, from_start);
         world
             .resource_mut::<Exchange>()
-            .project_trades(on, from_start);
+            .project_history(on, from_start);
         world
             .resource_mut::<Notifications>()
             .0
@@ -399,7 +399,8 @@ impl Engine {
         HandedHistory {
             movements: world.resource_mut::<Ledger>().take_changed_movements(),
             trades: world.resource_mut::<Exchange>().take_trades_to_project(),
-            // Neither a notice nor a margin state change ever changes once made.
+            fills: world.resource_mut::<Exchange>().fills.hand_out(|_| false),
+            // Neither a fill, a notice nor a margin state change ever changes once made.
             notices: world.resource_mut::<Notifications>().0.hand_out(|_| false),
             margin: world.resource_mut::<RiskLog>().0.hand_out(|_| false),
         }

@@ -22,7 +22,7 @@ use crate::records::log::{Held, LogDigest, ProjectedLog, RowsDigest};
 use crate::records::money::Movement;
 use crate::records::position::{Position, PositionKey};
 use crate::records::risk::{Notification, RiskRecord};
-use crate::records::trade::TradeRecord;
+use crate::records::trade::{PublicFill, TradeRecord};
 use crate::records::venue::{Broker, BrokerKeys, Customer, Instrument, InstrumentState};
 use crate::registry::{Limits, Registry};
 use crate::risk::RiskLog;
@@ -33,8 +33,9 @@ use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead). 12: the ledger's movements hashed by their digest, their
 /// rows carried outside the hash. 13: the trade records likewise. 14: the depreciation
-/// notices and the margin state changes likewise.
-pub const STATE_VERSION: u32 = 14;
+/// notices and the margin state changes likewise. 15: the public fills likewise, with the
+/// candles and latest fills they made kept as state (the exchange's tape).
+pub const STATE_VERSION: u32 = 15;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -96,7 +97,7 @@ impl EngineState {
 }
 
 /// The history rows the engine holds: of the ledger's movements, the trade records, the
-/// depreciation notices and the margin state changes, those the journal's projection does
+/// public fills, the depreciation notices and the margin state changes, those the journal's projection does
 /// not hold yet (and pending transfers, which change again), each log with the digest of
 /// those let go. Encoded as one byte string (postcard's length and bytes), so the part of a
 /// snapshot's bytes the state hash covers is found without decoding them
@@ -105,6 +106,7 @@ impl EngineState {
 pub struct HeldHistory {
     pub movements: ProjectedLog<Movement>,
     pub trades: ProjectedLog<TradeRecord>,
+    pub fills: ProjectedLog<PublicFill>,
     pub notices: ProjectedLog<Notification>,
     pub margin: ProjectedLog<RiskRecord>,
 }
@@ -114,6 +116,7 @@ pub struct HeldHistory {
 pub struct HeldDigests {
     pub movements: LogDigest,
     pub trades: LogDigest,
+    pub fills: LogDigest,
     pub notices: LogDigest,
     pub margin: LogDigest,
 }
@@ -123,6 +126,7 @@ impl HeldHistory {
         HeldDigests {
             movements: self.movements.digest(),
             trades: self.trades.digest(),
+            fills: self.fills.digest(),
             notices: self.notices.digest(),
             margin: self.margin.digest(),
         }
@@ -135,6 +139,7 @@ impl EngineState {
         HeldDigests {
             movements: self.ledger.movements,
             trades: self.exchange.trades,
+            fills: self.exchange.fills,
             notices: self.risk.notifications,
             margin: self.risk.log,
         }
@@ -145,6 +150,7 @@ impl EngineState {
 struct HeldHistoryRef<'a> {
     movements: &'a ProjectedLog<Movement>,
     trades: &'a ProjectedLog<TradeRecord>,
+    fills: &'a ProjectedLog<PublicFill>,
     notices: &'a ProjectedLog<Notification>,
     margin: &'a ProjectedLog<RiskRecord>,
 }
@@ -154,6 +160,7 @@ impl HeldHistoryRef<'_> {
         HeldHistoryRef {
             movements: world.resource::<Ledger>().movements(),
             trades: &world.resource::<Exchange>().trades,
+            fills: &world.resource::<Exchange>().fills,
             notices: &world.resource::<Notifications>().0,
             margin: &world.resource::<RiskLog>().0,
         }
@@ -163,6 +170,7 @@ impl HeldHistoryRef<'_> {
         HeldHistory {
             movements: self.movements.clone(),
             trades: self.trades.clone(),
+            fills: self.fills.clone(),
             notices: self.notices.clone(),
             margin: self.margin.clone(),
         }
@@ -174,6 +182,7 @@ impl Serialize for HeldHistory {
         let held = HeldHistoryRef {
             movements: &self.movements,
             trades: &self.trades,
+            fills: &self.fills,
             notices: &self.notices,
             margin: &self.margin,
         };
@@ -186,6 +195,7 @@ impl Serialize for HeldHistoryRef<'_> {
         let rows = (
             self.movements.held(),
             self.trades.held(),
+            self.fills.held(),
             self.notices.held(),
             self.margin.held(),
         );
@@ -211,10 +221,11 @@ impl<'de> Deserialize<'de> for HeldHistory {
                 type Logs = (
                     HeldLog<Movement>,
                     HeldLog<TradeRecord>,
+                    HeldLog<PublicFill>,
                     HeldLog<Notification>,
                     HeldLog<RiskRecord>,
                 );
-                let (movements, trades, notices, margin): Logs =
+                let (movements, trades, fills, notices, margin): Logs =
                     postcard::from_bytes(bytes).map_err(E::custom)?;
                 fn log<T, E: serde::de::Error>(
                     held: HeldLog<T>,
@@ -226,6 +237,7 @@ impl<'de> Deserialize<'de> for HeldHistory {
                 Ok(HeldHistory {
                     movements: log(movements, "movements")?,
                     trades: log(trades, "trades")?,
+                    fills: log(fills, "public fills")?,
                     notices: log(notices, "notices")?,
                     margin: log(margin, "margin state changes")?,
                 })

@@ -252,7 +252,7 @@ fn the_state_hash_is_sha256_of_the_snapshot_encoding_less_its_held_history_rows(
     let mut bare = state.clone();
     bare.held = crate::engine::snapshot::HeldHistory::default();
     let empty = postcard::to_stdvec(&bare.held).unwrap();
-    assert!(empty.len() < 24, "{empty:?}");
+    assert!(empty.len() < 32, "{empty:?}");
     let bare = bare.encode();
     assert_eq!(bare[1..1 + empty.len()], empty);
     let hashed = [&bare[..1], &bare[1 + empty.len()..]].concat();
@@ -472,11 +472,12 @@ fn a_projecting_engine_lets_its_movements_go_and_hashes_as_one_that_holds_them()
     assert_eq!(restored.state_hash(), holding.state_hash());
 }
 
-/// Issue 37: while its trade records are projected the engine lets them go a chunk at a time
-/// (a record never changes), and its state hash stays that of an engine that holds them all;
-/// a snapshot of it restores to the same hash and the same future.
+/// Issue 37: while its trade records and public fills are projected the engine lets them go
+/// a chunk at a time (neither ever changes), and its state hash stays that of an engine that
+/// holds them all; a snapshot of it restores to the same hash, the same market data (candles
+/// and latest fills, from the tape) and the same future.
 #[test]
-fn a_projecting_engine_lets_its_trade_records_go_and_hashes_as_one_that_holds_them() {
+fn a_projecting_engine_lets_its_trade_records_and_fills_go_and_hashes_as_one_that_holds_them() {
     use crate::testkit::{funded, limit, market, now, place};
     use perpsim_core::order::Side;
 
@@ -484,15 +485,17 @@ fn a_projecting_engine_lets_its_trade_records_go_and_hashes_as_one_that_holds_th
     let cs = funded(&mut holding, 2, "100000000");
     assert_eq!(funded(&mut projecting, 2, "100000000"), cs);
     projecting.set_projecting(true);
-    let mut projected = 0;
+    let mut projected = (0, 0);
     let mut both = |cmds: Vec<Command>| {
         let at = now(&holding);
         holding.tick(at, cmds.clone());
-        projected += projecting.tick(at, cmds).history.trades.len();
+        let out = projecting.tick(at, cmds).history;
+        projected.0 += out.trades.len();
+        projected.1 += out.fills.len();
     };
-    // One resting bid, and 33 000 market sells of a lot each against it: 66 000 records.
-    both(vec![place(cs[0], limit(Side::Buy, "bid", "4", "60000"))]);
-    for round in 0..33 {
+    // One resting bid, and 66 000 market sells of a lot each against it: 66 000 fills.
+    both(vec![place(cs[0], limit(Side::Buy, "bid", "7", "60000"))]);
+    for round in 0..66 {
         let sell = |i| {
             place(
                 cs[1],
@@ -502,10 +505,11 @@ fn a_projecting_engine_lets_its_trade_records_go_and_hashes_as_one_that_holds_th
         both((0..1_000).map(sell).collect());
     }
     let (all, held) = (holding.trades(), projecting.trades());
-    assert_eq!((all.len(), held.len(), projected), (66_000, 66_000, 66_000));
-    assert_eq!(held.first_held(), 65_536);
-    assert_eq!(held.iter().count(), 66_000 - 65_536);
-    assert_eq!(held.get(65_999), all.get(65_999));
+    assert_eq!((all.len(), held.len()), (132_000, 132_000));
+    assert_eq!(projected, (132_000, 66_000));
+    assert_eq!(held.first_held(), 131_072);
+    assert_eq!(held.get(131_999), all.get(131_999));
+    assert_eq!(projecting.closing().fills.first_held(), 65_536);
     assert_eq!(holding.state_hash(), projecting.state_hash());
 
     let bytes = projecting.encode_state();
@@ -513,8 +517,14 @@ fn a_projecting_engine_lets_its_trade_records_go_and_hashes_as_one_that_holds_th
     assert_eq!(restored.state_hash(), holding.state_hash());
     assert!(
         bytes.len() < holding.encode_state().len() / 4,
-        "the records let go are not in it"
+        "the records and fills let go are not in it"
     );
+    let (mine, theirs) = (restored.view(), holding.view());
+    let btc = &theirs.trading.markets[0];
+    assert_eq!(btc.fills.len(), crate::records::tape::RECENT_FILLS);
+    assert!(btc.candles.iter().all(|c| !c.is_empty()));
+    assert_eq!(mine.trading.markets, theirs.trading.markets);
+    assert_eq!(mine.trading.fills, theirs.trading.fills);
     let sell = vec![place(cs[1], market(Side::Sell, "last", "0.0001"))];
     let at = now(&holding);
     holding.tick(at, sell.clone());
@@ -523,10 +533,14 @@ fn a_projecting_engine_lets_its_trade_records_go_and_hashes_as_one_that_holds_th
     let mut copied = Engine::restore(&projecting.state());
     let out = copied.tick(at, sell.clone());
     assert!(out.history.is_empty());
-    let out = projecting.tick(at, sell);
-    let made: Vec<_> = holding.trades().iter_from(66_000).cloned().collect();
-    let trades = out.history.trades;
-    assert_eq!((trades.len(), trades), (2, made.into()));
+    let out = projecting.tick(at, sell).history;
+    let made: Vec<_> = holding.trades().iter_from(132_000).cloned().collect();
+    assert_eq!((out.trades.len(), out.trades), (2, made.into()));
+    assert_eq!(out.fills.len(), 1);
     assert_eq!(projecting.state_hash(), holding.state_hash());
     assert_eq!(restored.state_hash(), holding.state_hash());
+    assert_eq!(
+        restored.view().trading.markets,
+        holding.view().trading.markets
+    );
 }

@@ -8,40 +8,18 @@ use imbl::{OrdMap, OrdSet, Vector};
 use perpsim_core::Decimal;
 use perpsim_core::ids::{CustomerCode, PositionCode};
 use perpsim_core::order::ReferenceId;
-use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
+use perpsim_core::time::Timestamp;
 
 use crate::positions::PositionIndex;
 use crate::publish::view::ReadView;
 use crate::records::ids::OrderId;
 use crate::records::order::Order;
 use crate::records::position::Position;
+use crate::records::tape::{Candle, INTERVALS};
 use crate::records::trade::PublicFill;
 use crate::records::venue::MarketId;
 use crate::trading::exchange::Exchange;
 use crate::trading::orders::OrderRecords;
-
-/// Candle intervals of D8, in milliseconds, with their wire names.
-pub const INTERVALS: [(&str, i64); 6] = [
-    ("1m", MINUTE_MS),
-    ("5m", 5 * MINUTE_MS),
-    ("15m", 15 * MINUTE_MS),
-    ("1h", HOUR_MS),
-    ("4h", 4 * HOUR_MS),
-    ("1d", DAY_MS),
-];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Candle {
-    pub open: Decimal,
-    pub high: Decimal,
-    pub low: Decimal,
-    pub close: Decimal,
-    pub volume: Decimal,
-}
-
-/// Public fills the view keeps, overall and per market: what the recent-trades list can show
-/// (its `limit` is at most this). Older fills are the journal's and the trade records'.
-pub const RECENT_FILLS: usize = 1_000;
 
 /// One market as the read side sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +31,7 @@ pub struct MarketView {
     pub open_interest: Decimal,
     /// Per interval of [`INTERVALS`], candles by open time; only periods with trades.
     pub candles: Vec<OrdMap<i64, Candle>>,
-    /// Its latest public fills, at most [`RECENT_FILLS`], oldest first.
+    /// Its latest public fills, at most [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS), oldest first.
     pub fills: Vector<PublicFill>,
 }
 
@@ -71,7 +49,7 @@ pub struct TradingView {
     pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, OrderId)>>,
     pub positions: OrdMap<CustomerCode, OrdMap<MarketId, Position>>,
     pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
-    /// The latest public fills of every market, at most [`RECENT_FILLS`], oldest first.
+    /// The latest public fills of every market, at most [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS), oldest first.
     pub fills: Vector<PublicFill>,
     /// Each market's stream depth by market id (D9 orderbook-stream), as of this view's tick.
     pub books: Vec<Arc<crate::records::depth::Depth>>,
@@ -118,39 +96,28 @@ fn forget_ref(
     }
 }
 
-/// Appends `fill`, dropping the oldest past [`RECENT_FILLS`].
-fn keep_recent(fills: &mut Vector<PublicFill>, fill: &PublicFill) {
-    if fills.len() == RECENT_FILLS {
-        fills.pop_front();
+/// The candles and latest fills of the markets that traded since the last run (of every
+/// market, on a rebuild), shared with the exchange's tape.
+fn publish_tape(t: &mut TradingView, exchange: &mut Exchange) {
+    let rebuild = std::mem::take(&mut exchange.dirty.rebuild_tape);
+    let mut traded: Vec<usize> = match rebuild {
+        true => (0..exchange.tape.markets.len()).collect(),
+        false => exchange
+            .fills
+            .iter_from(exchange.dirty.fills_published)
+            .map(|f| f.market as usize)
+            .collect(),
+    };
+    exchange.dirty.fills_published = exchange.fills.len();
+    traded.sort_unstable();
+    traded.dedup();
+    for &market in &traded {
+        let (tape, m) = (&exchange.tape.markets[market], &mut t.markets[market]);
+        m.candles = (0..INTERVALS.len()).map(|i| tape.candles(i)).collect();
+        m.fills = tape.fills.clone();
     }
-    fills.push_back(fill.clone());
-}
-
-fn add_to_candle(
-    candles: &mut OrdMap<i64, Candle>,
-    open_time: i64,
-    price: Decimal,
-    amount: Decimal,
-) {
-    match candles.get_mut(&open_time) {
-        Some(c) => {
-            c.high = c.high.max(price);
-            c.low = c.low.min(price);
-            c.close = price;
-            c.volume += amount;
-        }
-        None => {
-            candles.insert(
-                open_time,
-                Candle {
-                    open: price,
-                    high: price,
-                    low: price,
-                    close: price,
-                    volume: amount,
-                },
-            );
-        }
+    if rebuild || !traded.is_empty() {
+        t.fills = exchange.tape.fills.clone();
     }
 }
 
@@ -231,16 +198,7 @@ pub fn publish_trading(
                 .insert(key.1, p.clone());
         }
     }
-    for fill in exchange.fills.iter_from(exchange.dirty.fills_published) {
-        let m = &mut t.markets[fill.market as usize];
-        for (i, (_, ms)) in INTERVALS.iter().enumerate() {
-            let open_time = fill.timestamp.millis().div_euclid(*ms) * ms;
-            add_to_candle(&mut m.candles[i], open_time, fill.price, fill.amount);
-        }
-        keep_recent(&mut m.fills, fill);
-        keep_recent(&mut t.fills, fill);
-    }
-    exchange.dirty.fills_published = exchange.fills.len();
+    publish_tape(t, exchange);
     for (i, m) in exchange.markets.iter().enumerate() {
         let v = &mut t.markets[i];
         v.last_price = m.last_price;

@@ -5,7 +5,7 @@
 use crate::records::log::Handed;
 use crate::records::money::Movement;
 use crate::records::risk::{Notification, RiskRecord};
-use crate::records::trade::TradeRecord;
+use crate::records::trade::{PublicFill, TradeRecord};
 
 /// The history rows of one or more ticks, each list in the order they were made.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -15,6 +15,8 @@ pub struct HandedHistory {
     pub movements: Handed<Movement>,
     /// The trade records made (never changed).
     pub trades: Handed<TradeRecord>,
+    /// The public fills made (never changed).
+    pub fills: Handed<PublicFill>,
     /// The depreciation notices made (never changed).
     pub notices: Handed<Notification>,
     /// The margin state changes (never changed).
@@ -24,7 +26,11 @@ pub struct HandedHistory {
 impl HandedHistory {
     /// How many rows, of every list.
     pub fn len(&self) -> usize {
-        self.movements.len() + self.trades.len() + self.notices.len() + self.margin.len()
+        self.movements.len()
+            + self.trades.len()
+            + self.fills.len()
+            + self.notices.len()
+            + self.margin.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -35,6 +41,7 @@ impl HandedHistory {
     pub fn append(&mut self, more: &mut HandedHistory) {
         self.movements.append(&mut more.movements);
         self.trades.append(&mut more.trades);
+        self.fills.append(&mut more.fills);
         self.notices.append(&mut more.notices);
         self.margin.append(&mut more.margin);
     }

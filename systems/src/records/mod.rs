@@ -19,5 +19,6 @@ pub mod money;
 pub mod order;
 pub mod position;
 pub mod risk;
+pub mod tape;
 pub mod trade;
 pub mod venue;

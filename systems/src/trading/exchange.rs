@@ -21,9 +21,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::OrderId;
-use crate::records::log::{Handed, Log, LogDigest, ProjectedLog};
+use crate::records::log::{Handed, LogDigest, ProjectedLog};
 use crate::records::order::{Lots, Ticks};
 use crate::records::position::{Position, PositionKey};
+use crate::records::tape::Tape;
 use crate::trading::book::Book;
 use crate::trading::ended::EndedState;
 
@@ -123,6 +124,9 @@ pub struct Dirty {
     /// The view's live orders likewise: orders that ended while it was paused were never
     /// reported, and their records are gone.
     pub rebuild_orders: bool,
+    /// The view's market data likewise, from the tape: the fills before are not all held.
+    pub rebuild_tape: bool,
+    /// The fills the view has taken the markets' data after.
     pub fills_published: usize,
 }
 
@@ -139,7 +143,10 @@ pub struct ExchangeState {
     /// The trade records, as the state hash reads them (their rows are held apart,
     /// `snapshot::HeldHistory`).
     pub trades: LogDigest,
-    pub fills: Log<PublicFill>,
+    /// The public fills likewise.
+    pub fills: LogDigest,
+    /// The candles and latest fills the fills made.
+    pub tape: Tape,
     pub next_priority: u64,
 }
 
@@ -152,7 +159,8 @@ pub struct ExchangeStateRef<'a> {
     ended: EndedState,
     positions: BTreeMap<PositionKey, &'a Position>,
     trades: LogDigest,
-    fills: &'a Log<PublicFill>,
+    fills: LogDigest,
+    tape: &'a Tape,
     next_priority: u64,
 }
 
@@ -175,7 +183,10 @@ pub struct Exchange {
     /// The trade records by sequence number: every one while nobody projects them, else
     /// the last chunk's (whole chunks are let go once handed out, `take_trades_to_project`).
     pub trades: ProjectedLog<TradeRecord>,
-    pub fills: Log<PublicFill>,
+    /// The public fills by sequence number, likewise.
+    pub fills: ProjectedLog<PublicFill>,
+    /// Each market's candles and latest fills, and the latest of all (bounded).
+    pub tape: Tape,
     pub next_priority: u64,
     pub dirty: Dirty,
     /// Orders changed in the current run, for the orders channel (drained by the events
@@ -211,10 +222,11 @@ impl Exchange {
         self.by_symbol.get(symbol).copied()
     }
 
-    /// Projects the trade records made from now on (every one, `from_start`), or stops; on
-    /// again while on changes nothing.
-    pub fn project_trades(&mut self, on: bool, from_start: bool) {
+    /// Projects the trade records and public fills made from now on (every one,
+    /// `from_start`), or stops; on again while on changes nothing.
+    pub fn project_history(&mut self, on: bool, from_start: bool) {
         self.trades.project(on, from_start);
+        self.fills.project(on, from_start);
     }
 
     /// The trade records made since the last call, for the journal's projection (none while
@@ -264,6 +276,8 @@ impl Exchange {
         d.positions.resume(positions);
         d.rebuild_positions = true;
         d.rebuild_orders = true;
+        d.rebuild_tape = true;
+        d.fills_published = self.fills.len();
     }
 
     /// Rests what is left of an order (`lots` at its limit `price`, as the matching that
@@ -297,13 +311,14 @@ impl Exchange {
             ended,
             positions,
             trades: self.trades.digest(),
-            fills: self.fills.clone(),
+            fills: self.fills.digest(),
+            tape: self.tape.clone(),
             next_priority: self.next_priority,
         }
     }
 
     /// [`Exchange::state`] borrowed: it encodes to the same bytes without copying the
-    /// public fills.
+    /// tape.
     pub fn state_ref<'a>(
         &'a self,
         (live_orders, ended): (Vec<&'a Order>, EndedState),
@@ -315,7 +330,8 @@ impl Exchange {
             ended,
             positions,
             trades: self.trades.digest(),
-            fills: &self.fills,
+            fills: self.fills.digest(),
+            tape: &self.tape,
             next_priority: self.next_priority,
         }
     }
@@ -336,11 +352,11 @@ impl Exchange {
     /// hands back the live orders (with their places in the books), which become entities,
     /// and what is known of the ended ones (`orders::restore`). The open positions become
     /// entities too (`snapshot::restore_entities`); here they are only marked for the view.
-    /// `trades` are the trade records held and the digest of those let go (which
-    /// `EngineState::decode` checked against the state's digest).
+    /// `trades` and `fills` are the rows held and the digest of those let go (which
+    /// `EngineState::decode` checked against the state's digests).
     pub fn from_state(
         state: ExchangeState,
-        trades: ProjectedLog<TradeRecord>,
+        (trades, fills): (ProjectedLog<TradeRecord>, ProjectedLog<PublicFill>),
     ) -> (Self, Vec<Order>, EndedState) {
         let mut exchange = Exchange::default();
         for m in state.markets {
@@ -352,7 +368,8 @@ impl Exchange {
             });
         }
         exchange.trades = trades;
-        exchange.fills = state.fills;
+        exchange.fills = fills;
+        exchange.tape = state.tape;
         exchange.next_priority = state.next_priority;
         let mut live = state.live_orders;
         let mut resting: Vec<(u64, usize)> = live

@@ -268,7 +268,7 @@ pub fn book_fill(
     let notional = amount * price;
     let taker_side = sides[0].side;
     let fill = FillSeq(exchange.fills.len() as u64);
-    exchange.fills.push(PublicFill {
+    let public = PublicFill {
         seq: fill,
         code: FillCode(rng.uuid()),
         market,
@@ -276,7 +276,9 @@ pub fn book_fill(
         amount,
         taker_side,
         timestamp: now,
-    });
+    };
+    exchange.tape.record(&public);
+    exchange.fills.push(public);
     exchange.markets[market as usize].last_price = Some(price);
     let fees = fill_fees(notional, sides[0].fee_bps, sides[1].fee_bps);
     for (s, fee) in sides.into_iter().zip(fees) {

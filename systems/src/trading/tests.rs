@@ -713,7 +713,7 @@ proptest! {
 /// many, overall and per market, oldest first, and a restored engine's view the same ones.
 #[test]
 fn the_view_keeps_the_newest_thousand_public_fills_overall_and_per_market() {
-    use crate::publish::market_view::RECENT_FILLS;
+    use crate::records::tape::RECENT_FILLS;
 
     let mut e = engine(1);
     let c = funded(&mut e, 2, "10000000");
