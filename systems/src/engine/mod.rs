@@ -260,8 +260,8 @@ impl Engine {
     }
 
     /// Whether each tick's output carries the history rows it made or changed (movements,
-    /// trade records, public fills, notices, margin state changes), for a host that projects them (off
-    /// after a genesis or restore).
+    /// trade records, public fills, notices, margin state changes), for a host that projects
+    /// them (off after a genesis or restore).
     /// Turning it on before the first tick puts what genesis booked (the market maker's
     /// funding) into the first tick's output, since no tick carries it; later, the projection
     /// is complete up to here and the output starts with the next tick.
@@ -398,9 +398,10 @@ impl Engine {
         let world = &mut self.world;
         HandedHistory {
             movements: world.resource_mut::<Ledger>().take_changed_movements(),
-            trades: world.resource_mut::<Exchange>().take_trades_to_project(),
+            // Neither a trade record, a fill, a notice nor a margin state change ever changes
+            // once made: none is kept.
+            trades: world.resource_mut::<Exchange>().trades.hand_out(|_| false),
             fills: world.resource_mut::<Exchange>().fills.hand_out(|_| false),
-            // Neither a fill, a notice nor a margin state change ever changes once made.
             notices: world.resource_mut::<Notifications>().0.hand_out(|_| false),
             margin: world.resource_mut::<RiskLog>().0.hand_out(|_| false),
         }

@@ -97,8 +97,9 @@ impl EngineState {
 }
 
 /// The history rows the engine holds: of the ledger's movements, the trade records, the
-/// public fills, the depreciation notices and the margin state changes, those the journal's projection does
-/// not hold yet (and pending transfers, which change again), each log with the digest of
+/// public fills, the depreciation notices and the margin state changes, those the journal's
+/// projection does not hold yet (and pending transfers, which change again), each log with
+/// the digest of
 /// those let go. Encoded as one byte string (postcard's length and bytes), so the part of a
 /// snapshot's bytes the state hash covers is found without decoding them
 /// ([`StateHash::of_snapshot`]).

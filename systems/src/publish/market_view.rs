@@ -31,7 +31,8 @@ pub struct MarketView {
     pub open_interest: Decimal,
     /// Per interval of [`INTERVALS`], candles by open time; only periods with trades.
     pub candles: Vec<OrdMap<i64, Candle>>,
-    /// Its latest public fills, at most [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS), oldest first.
+    /// Its latest public fills, oldest first: at most
+    /// [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS).
     pub fills: Vector<PublicFill>,
 }
 
@@ -49,7 +50,8 @@ pub struct TradingView {
     pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, OrderId)>>,
     pub positions: OrdMap<CustomerCode, OrdMap<MarketId, Position>>,
     pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
-    /// The latest public fills of every market, at most [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS), oldest first.
+    /// The latest public fills of every market, oldest first: at most
+    /// [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS).
     pub fills: Vector<PublicFill>,
     /// Each market's stream depth by market id (D9 orderbook-stream), as of this view's tick.
     pub books: Vec<Arc<crate::records::depth::Depth>>,

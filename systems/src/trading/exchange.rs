@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dirty::DirtyKeys;
 use crate::records::ids::OrderId;
-use crate::records::log::{Handed, LogDigest, ProjectedLog};
+use crate::records::log::{LogDigest, ProjectedLog};
 use crate::records::order::{Lots, Ticks};
 use crate::records::position::{Position, PositionKey};
 use crate::records::tape::Tape;
@@ -181,7 +181,7 @@ pub struct Exchange {
     pub markets: Vec<Market>,
     pub by_symbol: BTreeMap<String, MarketId>,
     /// The trade records by sequence number: every one while nobody projects them, else
-    /// the last chunk's (whole chunks are let go once handed out, `take_trades_to_project`).
+    /// the last chunk's (whole chunks are let go once handed out, `Engine::tick`).
     pub trades: ProjectedLog<TradeRecord>,
     /// The public fills by sequence number, likewise.
     pub fills: ProjectedLog<PublicFill>,
@@ -227,14 +227,6 @@ impl Exchange {
     pub fn project_history(&mut self, on: bool, from_start: bool) {
         self.trades.project(on, from_start);
         self.fills.project(on, from_start);
-    }
-
-    /// The trade records made since the last call, for the journal's projection (none while
-    /// nobody projects). The projection holds them from here, so the whole chunks of them
-    /// are let go (moved out, not copied), each counted into the digest as it goes (a record
-    /// never changes).
-    pub fn take_trades_to_project(&mut self) -> Handed<TradeRecord> {
-        self.trades.hand_out(|_| false)
     }
 
     pub fn mark_order(&mut self, id: OrderId) {
