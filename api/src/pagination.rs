@@ -13,7 +13,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use imbl::OrdSet;
 use perpsim_core::Error;
-use perpsim_systems::records::ids::{MovementSeq, NoticeSeq, OrderId, TradeSeq};
+use perpsim_systems::records::ids::{FundingSeq, MovementSeq, NoticeSeq, OrderId, TradeSeq};
 use poem_openapi::Object;
 use sha2::{Digest, Sha256};
 
@@ -244,8 +244,10 @@ fn tighter<K: Ord>(a: Bound<K>, b: Bound<K>, low: bool) -> Bound<K> {
     }
 }
 
-/// [`page`] or (`desc`) [`page_desc`] of any [`Keys`]: the keys after or before the cursor
-/// that lie within `bounds`, and whether the keys next to the page's ends lie within them.
+/// [`page`], or (`desc`) shown in the reverse of the keys' order (newest first over
+/// ascending keys, so one index serves both sort directions), of any [`Keys`]: the keys
+/// after or before the cursor that lie within `bounds`, and whether the keys next to the
+/// page's ends lie within them.
 pub fn page_of<K: CursorKey, S: Keys<K>>(
     keys: &S,
     bounds: (Bound<K>, Bound<K>),
@@ -326,21 +328,6 @@ fn finish<K: CursorKey>(
     Page { keys, metadata }
 }
 
-/// The first index in `0..len` at which `after` holds, for a predicate false then true along
-/// the list (a log kept in time order, cut into a time window without a scan).
-pub fn partition_point(len: usize, after: impl Fn(usize) -> bool) -> u64 {
-    let (mut lo, mut hi) = (0usize, len);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if after(mid) {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    lo as u64
-}
-
 /// No restriction: the whole list.
 pub fn all<K>() -> (Bound<K>, Bound<K>) {
     (Bound::Unbounded, Bound::Unbounded)
@@ -372,7 +359,7 @@ macro_rules! sequence_cursor {
     )*};
 }
 
-sequence_cursor!(MovementSeq, TradeSeq, NoticeSeq);
+sequence_cursor!(MovementSeq, TradeSeq, NoticeSeq, FundingSeq);
 
 impl CursorKey
     for (
@@ -432,19 +419,6 @@ impl CursorKey for u64 {
     fn from_bytes(bytes: &[u8]) -> Option<Self> {
         Some(u64::from_be_bytes(bytes.try_into().ok()?))
     }
-}
-
-/// Like [`page`], for a list shown in the reverse of the set's order (newest first over
-/// ascending keys), so one index serves both sort directions.
-pub fn page_desc<K: CursorKey>(
-    set: &OrdSet<K>,
-    bounds: (Bound<K>, Bound<K>),
-    req: &PageRequest<K>,
-    cursors: &Cursors,
-    scope: &Scope<'_>,
-) -> Page<K> {
-    let Ok(page) = page_of(set, bounds, req, (cursors, scope), true);
-    page
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@
 //!   its own;
 //! - margin state changes: a row per change, never changed, indexed for all markets;
 //! - public fills: a row per fill, never changed, not indexed (a fill has no holder; the
-//!   recent-trades list and the candles read the exchange's tape).
+//!   recent-trades list and the candles read the exchange's tape);
+//! - funding settlements: a row per market and settled hour, never changed, indexed per
+//!   market (they have no holder).
 //!
 //! Index keys are (holder, market or [`ALL`], seq), so one range is a holder's list in
 //! sequence order. A read of a list is one read transaction ([`Rows`]), so a page's count,
@@ -20,6 +22,7 @@ use std::marker::PhantomData;
 use std::ops::Bound;
 
 use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
+use perpsim_systems::records::funding::FundingRecord;
 use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::log::Handed;
 use perpsim_systems::records::money::Movement;
@@ -82,17 +85,30 @@ pub(crate) const FILLS: Tables = Tables {
     by_broker: TableDefinition::new("fills_by_broker"),
 };
 
+/// Funding settlements have no holder either; [`FUNDINGS_BY_MARKET`] indexes them.
+pub(crate) const FUNDINGS: Tables = Tables {
+    what: "funding settlement",
+    rows: TableDefinition::new("fundings"),
+    by_customer: TableDefinition::new("fundings_by_customer"),
+    by_broker: TableDefinition::new("fundings_by_broker"),
+};
+
+/// (market, seq) of every funding settlement: one market's list in sequence order.
+const FUNDINGS_BY_MARKET: TableDefinition<(u32, u64), ()> =
+    TableDefinition::new("fundings_by_market");
+
 /// Trade code → the trade record's sequence number.
 const TRADE_CODES: TableDefinition<u128, u64> = TableDefinition::new("trade_codes");
 
 /// Every table of the history lists, for a projection made again from the start.
 pub(crate) fn delete_all(txn: &WriteTransaction) -> Result<(), JournalError> {
-    for t in [MOVEMENTS, TRADES, NOTICES, MARGIN, FILLS] {
+    for t in [MOVEMENTS, TRADES, NOTICES, MARGIN, FILLS, FUNDINGS] {
         txn.delete_table(t.rows)?;
         txn.delete_table(t.by_customer)?;
         txn.delete_table(t.by_broker)?;
     }
     txn.delete_table(TRADE_CODES)?;
+    txn.delete_table(FUNDINGS_BY_MARKET)?;
     Ok(())
 }
 
@@ -160,18 +176,35 @@ fn write<T: HistoryRow>(
     Ok(())
 }
 
-/// Writes every list's rows, the trade records' codes and the public fills.
+/// Writes each row without a holder under its seq.
+fn write_unheld<T: Serialize>(
+    txn: &WriteTransaction,
+    tables: Tables,
+    rows: &Handed<T>,
+    seq: impl Fn(&T) -> u64,
+) -> Result<(), JournalError> {
+    let mut table = txn.open_table(tables.rows)?;
+    let mut encoded = Vec::new();
+    for row in rows {
+        encoded.clear();
+        encoded = postcard::to_extend(row, encoded).expect("history rows always encode");
+        table.insert(seq(row), encoded.as_slice())?;
+    }
+    Ok(())
+}
+
+/// Writes every list's rows, the trade records' codes, the public fills and the funding
+/// settlements with their market index.
 pub(crate) fn write_all(txn: &WriteTransaction, rows: &HandedHistory) -> Result<(), JournalError> {
     write(txn, MOVEMENTS, &rows.movements)?;
     write(txn, TRADES, &rows.trades)?;
     write(txn, NOTICES, &rows.notices)?;
     write(txn, MARGIN, &rows.margin)?;
-    let mut fills = txn.open_table(FILLS.rows)?;
-    let mut encoded = Vec::new();
-    for f in &rows.fills {
-        encoded.clear();
-        encoded = postcard::to_extend(f, encoded).expect("history rows always encode");
-        fills.insert(f.seq.0, encoded.as_slice())?;
+    write_unheld(txn, FILLS, &rows.fills, |f| f.seq.0)?;
+    write_unheld(txn, FUNDINGS, &rows.funding, |f| f.seq.0)?;
+    let mut by_market = txn.open_table(FUNDINGS_BY_MARKET)?;
+    for f in &rows.funding {
+        by_market.insert((f.market, f.seq.0), ())?;
     }
     let mut codes = txn.open_table(TRADE_CODES)?;
     for t in &rows.trades {
@@ -204,6 +237,8 @@ pub type Notices = Rows<Notification>;
 pub type MarginChanges = Rows<RiskRecord>;
 /// The public fills (by sequence number only).
 pub type Fills = Rows<PublicFill>;
+/// The funding settlements: the funding-rate history, per market or all.
+pub type Fundings = Rows<FundingRecord>;
 
 /// The table, or none before its first row was projected.
 fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
@@ -296,25 +331,64 @@ impl<T: DeserializeOwned> Rows<T> {
             Bound::Unbounded => Bound::Included((id, scope, open_end)),
         };
         let range = table.range::<IndexKey>((key(range.0, 0), key(range.1, u64::MAX)))?;
-        let mut out = Vec::with_capacity(limit.min(1_024));
-        let mut push = |entry: Result<(redb::AccessGuard<'_, IndexKey>, _), redb::StorageError>| {
-            out.push(entry?.0.value().2);
-            Ok::<bool, JournalError>(out.len() < limit)
-        };
-        if descending {
-            for entry in range.rev() {
-                if !push(entry)? {
-                    break;
-                }
-            }
-        } else {
-            for entry in range {
-                if !push(entry)? {
-                    break;
-                }
+        take(range, descending, limit, |k: IndexKey| k.2)
+    }
+}
+
+/// Up to `limit` keys' sequence numbers from a range's low end or (`descending`) its high end.
+fn take<K: redb::Key + 'static, V: redb::Value + 'static>(
+    range: redb::Range<'_, K, V>,
+    descending: bool,
+    limit: usize,
+    seq: impl Fn(K::SelfType<'_>) -> u64,
+) -> Result<Vec<u64>, JournalError> {
+    let mut out = Vec::with_capacity(limit.min(1_024));
+    let mut push = |entry: Result<(redb::AccessGuard<'_, K>, _), redb::StorageError>| {
+        out.push(seq(entry?.0.value()));
+        Ok::<bool, JournalError>(out.len() < limit)
+    };
+    if descending {
+        for entry in range.rev() {
+            if !push(entry)? {
+                break;
             }
         }
-        Ok(out)
+    } else {
+        for entry in range {
+            if !push(entry)? {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Rows<FundingRecord> {
+    /// Up to `limit` sequence numbers of `market`'s settlements (or all) within `range`, from
+    /// its low end or (`descending`) its high end.
+    pub fn market_seqs(
+        &self,
+        market: Option<MarketId>,
+        range: (Bound<u64>, Bound<u64>),
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<u64>, JournalError> {
+        let Some(market) = market else {
+            let Some(table) = open(&self.txn, self.tables.rows)? else {
+                return Ok(Vec::new());
+            };
+            return take(table.range::<u64>(range)?, descending, limit, |k| k);
+        };
+        let Some(table) = open(&self.txn, FUNDINGS_BY_MARKET)? else {
+            return Ok(Vec::new());
+        };
+        let key = |b: Bound<u64>, open_end: u64| match b {
+            Bound::Included(s) => Bound::Included((market, s)),
+            Bound::Excluded(s) => Bound::Excluded((market, s)),
+            Bound::Unbounded => Bound::Included((market, open_end)),
+        };
+        let range = table.range::<(u32, u64)>((key(range.0, 0), key(range.1, u64::MAX)))?;
+        take(range, descending, limit, |k: (u32, u64)| k.1)
     }
 }
 

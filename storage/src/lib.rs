@@ -21,7 +21,7 @@ mod projection;
 mod recovery;
 
 pub use archive::{Archived, SEGMENT_TICKS, Segment};
-pub use history::{Fills, Holder, MarginChanges, Movements, Notices, Rows, Trades};
+pub use history::{Fills, Fundings, Holder, MarginChanges, Movements, Notices, Rows, Trades};
 pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
 pub use nonces::{NonceWrites, UsedNonce};
 pub use projection::{Projected, Projection};

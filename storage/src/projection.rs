@@ -1,6 +1,6 @@
 //! The history projection (issue 37): ended orders, ledger movements, trade records, public
-//! fills, depreciation notices and margin state changes, kept
-//! in the journal's file for reads, so the read view holds live state only and a read of
+//! fills, depreciation notices, margin state changes and funding settlements, kept in the
+//! journal's file for reads, so the read view holds live state only and a read of
 //! history is a redb read.
 //!
 //! - `ended_orders` holds, per (customer, reference_id), the latest order under that
@@ -28,7 +28,7 @@ use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
 use redb::{Database, ReadableDatabase, TableDefinition, WriteTransaction};
 
-use crate::history::{self, Fills, MarginChanges, Movements, Notices, Rows, Trades};
+use crate::history::{self, Fills, Fundings, MarginChanges, Movements, Notices, Rows, Trades};
 use crate::journal::{Journal, JournalError, META};
 
 /// (customer, reference_id) → the encoded latest ended [`Order`] under that reference.
@@ -41,8 +41,8 @@ const PROJECTED_KEY: &str = "projected_through";
 /// recovery projects it again from the start.
 const VERSION_KEY: &str = "projection_version";
 /// 3: ended orders, movements and trade records. 4: notices and margin state changes too.
-/// 5: public fills too.
-const VERSION: u32 = 5;
+/// 5: public fills too. 6: funding settlements too.
+const VERSION: u32 = 6;
 
 /// What ticks add to the projection, each list in the order the ticks made it: the orders
 /// they ended and the history rows they made or changed (a later row of the same order
@@ -212,6 +212,11 @@ impl Projection {
     /// The public fills at one point in time (one read transaction).
     pub fn fills(&self) -> Result<Fills, JournalError> {
         Ok(Rows::new(self.db.begin_read()?, history::FILLS))
+    }
+
+    /// The funding settlements at one point in time (one read transaction).
+    pub fn fundings(&self) -> Result<Fundings, JournalError> {
+        Ok(Rows::new(self.db.begin_read()?, history::FUNDINGS))
     }
 
     /// The margin state changes at one point in time (one read transaction).

@@ -637,3 +637,63 @@ fn notices_and_margin_state_changes_are_projected_as_history_lists() {
         &of(&|i| holder(i).0 == c),
     );
 }
+
+/// Funding settlements are projected by sequence number with a per-market index: the whole
+/// history and each market's list read in order both ways, cut by bounds and limits.
+#[test]
+fn funding_settlements_are_projected_as_one_list_and_one_per_market() {
+    use perpsim_systems::records::funding::FundingRecord;
+    use perpsim_systems::records::history::HandedHistory;
+    use perpsim_systems::records::ids::FundingSeq;
+    use std::ops::Bound;
+
+    let (_dir, journal, _) = fresh();
+    let settlement = |i: u64| FundingRecord {
+        seq: FundingSeq(i),
+        market: (i % 3) as u32,
+        rate: Decimal::new(i as i64, 6),
+        time: START.plus_millis((i / 3) as i64 * 3_600_000),
+        mark_price: Decimal::from(60_000 + i),
+    };
+    let through = journal.projected_through().unwrap();
+    for (tick, rows) in [(0..4u64), (4..14)].into_iter().enumerate() {
+        let history = HandedHistory {
+            funding: rows.map(settlement).collect::<Vec<_>>().into(),
+            ..HandedHistory::default()
+        };
+        let rows = crate::Projected {
+            ended: &[],
+            history: &history,
+        };
+        journal.project(rows, through + tick as u64 + 1).unwrap();
+    }
+    let read = journal.projection().unwrap().fundings().unwrap();
+    assert_eq!(read.count().unwrap(), 14);
+    for i in 0..14 {
+        assert_eq!(read.get(i).unwrap(), Some(settlement(i)));
+    }
+    let all = (Bound::Unbounded, Bound::Unbounded);
+    let every: Vec<u64> = (0..14).collect();
+    assert_eq!(
+        read.market_seqs(None, all, false, usize::MAX).unwrap(),
+        every
+    );
+    let market_one: Vec<u64> = (0..14).filter(|i| i % 3 == 1).collect();
+    assert_eq!(
+        read.market_seqs(Some(1), all, false, usize::MAX).unwrap(),
+        market_one
+    );
+    let newest_two = read.market_seqs(Some(1), all, true, 2).unwrap();
+    assert_eq!(newest_two, [13, 10]);
+    let window = (Bound::Included(4), Bound::Excluded(10));
+    assert_eq!(
+        read.market_seqs(Some(1), window, true, usize::MAX).unwrap(),
+        [7, 4]
+    );
+    assert_eq!(read.market_seqs(None, window, false, 3).unwrap(), [4, 5, 6]);
+    assert_eq!(
+        read.market_seqs(Some(7), all, false, usize::MAX).unwrap(),
+        Vec::<u64>::new(),
+        "a market with no settlement lists none"
+    );
+}

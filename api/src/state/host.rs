@@ -21,7 +21,8 @@ use perpsim_core::order::not_open;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Error, ErrorCode};
 use perpsim_storage::{
-    Archived, Journal, JournalError, Movements, Notices, Projection, TickRecord, Trades, UsedNonce,
+    Archived, Fundings, Journal, JournalError, Movements, Notices, Projection, TickRecord, Trades,
+    UsedNonce,
 };
 use perpsim_systems::records::order::Order;
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
@@ -255,6 +256,13 @@ impl EngineHandle {
         self.projection
             .notices()
             .map_err(|e| history_read_failed("notifications", e))
+    }
+
+    /// The funding settlements as the journal's projection holds them now, likewise.
+    pub fn fundings(&self) -> Result<Fundings, Error> {
+        self.projection
+            .fundings()
+            .map_err(|e| history_read_failed("funding rates", e))
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<TickEvents> {

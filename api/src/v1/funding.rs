@@ -6,18 +6,22 @@ use std::sync::Arc;
 
 use perpsim_core::Error;
 use perpsim_core::time::{Timestamp, YEAR_10000_MS};
+use perpsim_storage::{Fundings, JournalError};
 use perpsim_systems::ReadView;
 use perpsim_systems::records::funding::{FundingRecord, FundingView};
+use perpsim_systems::records::ids::FundingSeq;
+use perpsim_systems::records::venue::MarketId;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
-use super::{Signed, Tag};
+use super::{Signed, Tag, history};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
-use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::pagination::{self, Keys, PageRequest, ResponseMetadata, Scope};
 use crate::state::AppState;
+use crate::state::host::history_read_failed;
 use crate::wire::{DecimalOut, Time};
 
 /// Decimals every rate shows at least (a rate set with more keeps them).
@@ -122,17 +126,67 @@ fn millis(field: &str, text: Option<&str>) -> Result<Option<i64>, Error> {
     Ok(Some(ms))
 }
 
-/// The history positions with `start ≤ funding_time < end`: the history is in time order,
-/// so the window is one range of positions.
-fn window(view: &ReadView, start: Option<i64>, end: Option<i64>) -> (Bound<u64>, Bound<u64>) {
-    let history = &view.funding_history;
-    let first_at = |ms: i64| {
-        let from = Timestamp::from_millis(ms);
-        pagination::partition_point(history.len(), |i| history[i].time >= from)
+/// The settlements with `start ≤ funding_time < end`: the history is in time order, so the
+/// window is one range of sequence numbers (empty when `start` ≥ `end`, rule 1).
+pub(super) fn window(
+    read: &Fundings,
+    start: Option<i64>,
+    end: Option<i64>,
+) -> Result<(Bound<FundingSeq>, Bound<FundingSeq>), JournalError> {
+    let first_at = |ms: i64| read.partition_point(|r| r.time >= Timestamp::from_millis(ms));
+    let lo = start.map_or(Ok(0), first_at)?;
+    let hi = end.map_or_else(|| read.count(), first_at)?;
+    Ok((
+        Bound::Included(FundingSeq(lo)),
+        Bound::Excluded(FundingSeq(hi.max(lo))),
+    ))
+}
+
+/// One market's settlements in the projection, or all.
+pub(super) struct MarketKeys<'a> {
+    pub read: &'a Fundings,
+    pub market: Option<MarketId>,
+}
+
+impl Keys<FundingSeq> for MarketKeys<'_> {
+    type Error = JournalError;
+
+    fn take(
+        &self,
+        (low, high): (Bound<FundingSeq>, Bound<FundingSeq>),
+        from_top: bool,
+        limit: usize,
+    ) -> Result<Vec<FundingSeq>, JournalError> {
+        let range = (low.map(|k| k.0), high.map(|k| k.0));
+        let seqs = self.read.market_seqs(self.market, range, from_top, limit)?;
+        Ok(seqs.into_iter().map(FundingSeq).collect())
+    }
+}
+
+/// One page of settlements, newest first, from the journal's projection (one read
+/// transaction for the whole page).
+fn page(
+    state: &AppState,
+    view: &ReadView,
+    market: Option<MarketId>,
+    (start, end): (Option<i64>, Option<i64>),
+    req: &PageRequest<FundingSeq>,
+    scope: &Scope<'_>,
+) -> Result<FundingRatePage, Error> {
+    let read = state.engine.fundings()?;
+    let failed = |e| history_read_failed("funding rates", e);
+    let bounds = window(&read, start, end).map_err(failed)?;
+    let keys = MarketKeys {
+        read: &read,
+        market,
     };
-    let lo = start.map_or(0, first_at);
-    let hi = end.map_or(history.len() as u64, first_at);
-    (Bound::Included(lo), Bound::Excluded(hi.max(lo)))
+    let page = pagination::page_of(&keys, bounds, req, (&state.cursors, scope), true);
+    let page = page.map_err(failed)?;
+    let rows = history::rows(&read, &page.keys).map_err(failed)?;
+    Ok(FundingRatePage {
+        data: rows.iter().map(|r| record(view, r)).collect(),
+        response_metadata: page.metadata,
+    })
 }
 
 pub struct FundingApi;
@@ -182,28 +236,15 @@ impl FundingApi {
             broker: auth.broker(),
             filters: &filters,
         };
-        let req = PageRequest::<u64>::parse(
+        let req = PageRequest::<FundingSeq>::parse(
             &state.cursors,
             &scope,
             limit.0,
             after.0.as_deref(),
             before.0.as_deref(),
         )?;
-        let empty = imbl::OrdSet::new();
-        let set = view.funding_index.get(&market).unwrap_or(&empty);
-        let bounds = match (start, end) {
-            (Some(s), Some(e)) if s >= e => (Bound::Excluded(0), Bound::Excluded(0)),
-            _ => window(&view, start, end),
-        };
-        let page = pagination::page_desc(set, bounds, &req, &state.cursors, &scope);
-        Ok(Json(FundingRatePage {
-            data: page
-                .keys
-                .iter()
-                .map(|&at| record(&view, &view.funding_history[at as usize]))
-                .collect(),
-            response_metadata: page.metadata,
-        }))
+        let page = page(&state, &view, market, (start, end), &req, &scope)?;
+        Ok(Json(page))
     }
 
     /// An instrument's latest funding: the latest settlement with the running interval's

@@ -1,4 +1,4 @@
-//! What the history lists (transactions, trades, notifications) share: their keys as the journal's
+//! What the history lists (transactions, trades, notifications, funding rates) share: their keys as the journal's
 //! projection holds them, a time window over its rows, and a page's rows (issue 37).
 
 use std::cmp::Reverse;
@@ -6,7 +6,7 @@ use std::ops::Bound;
 
 use perpsim_core::time::Timestamp;
 use perpsim_storage::{Holder, JournalError, Rows};
-use perpsim_systems::records::ids::{MovementSeq, NoticeSeq, TradeSeq};
+use perpsim_systems::records::ids::{FundingSeq, MovementSeq, NoticeSeq, TradeSeq};
 use perpsim_systems::records::venue::MarketId;
 use serde::de::DeserializeOwned;
 
@@ -36,7 +36,7 @@ macro_rules! ascending_seq_key {
     )*};
 }
 
-ascending_seq_key!(TradeSeq, NoticeSeq);
+ascending_seq_key!(TradeSeq, NoticeSeq, FundingSeq);
 
 impl SeqKey for Reverse<MovementSeq> {
     const NEWEST_FIRST: bool = true;

@@ -1,5 +1,5 @@
-//! The transaction and trade lists read from the journal's projection page exactly as the
-//! in-memory indexes they replaced did (issue 37): same keys, cursors and
+//! The transaction, trade, notification and funding-rate lists read from the journal's
+//! projection page exactly as the in-memory indexes they replaced did (issue 37): same keys, cursors and
 //! has_previous/has_next on every page, forward and back, both sort orders, for every holder,
 //! market and time window.
 
@@ -25,11 +25,9 @@ use perpsim_systems::records::trade::{Liquidity, TradeKind, TradeRecord};
 
 use super::history::{ListKeys, SeqKey};
 use super::money::{TxKey, seq_window};
-use super::notifications;
 use super::trades::window;
-use crate::pagination::{
-    CursorKey, Cursors, Keys, Page, PageRequest, Scope, page, page_desc, page_of,
-};
+use super::{funding, notifications};
+use crate::pagination::{CursorKey, Cursors, Keys, Page, PageRequest, Scope, page, page_of};
 
 /// A time window: from and to, inclusive, either open.
 type Created = (Option<Timestamp>, Option<Timestamp>);
@@ -198,7 +196,10 @@ fn walk<K: CursorKey + std::fmt::Debug, S: Keys<K, Error = perpsim_storage::Jour
     let cut = |req: &PageRequest<K>| {
         let expected = match desc {
             false => page(set, window.clone(), req, &cursors, &scope),
-            true => page_desc(set, window.clone(), req, &cursors, &scope),
+            true => {
+                let Ok(p) = page_of(set, window.clone(), req, (&cursors, &scope), true);
+                p
+            }
         };
         let got = page_of(keys, window.clone(), req, (&cursors, &scope), desc).unwrap();
         same(&got, &expected);
@@ -340,4 +341,65 @@ fn every_page_of_every_notification_list_reads_from_the_projection_as_from_its_o
     for n in rows.iter().step_by(37) {
         assert_eq!(read.get(n.seq.0).unwrap().as_ref(), Some(n));
     }
+}
+
+/// Issue 37: the funding-rate lists (every market or one, any `start`/`end` window, newest
+/// first) read from the projection page for page as from the read view's index did.
+#[test]
+fn every_page_of_every_funding_rate_list_reads_from_the_projection_as_from_its_old_index() {
+    use perpsim_systems::records::funding::FundingRecord;
+    use perpsim_systems::records::ids::FundingSeq;
+
+    let dir = tempfile::tempdir().unwrap();
+    // Three markets settling each hour, one skipping every fifth (no preliminary rate).
+    let rows: Vec<FundingRecord> = (0..600u64)
+        .filter(|i| i % 5 != 4 || i % 3 != 2)
+        .enumerate()
+        .map(|(seq, i)| FundingRecord {
+            seq: FundingSeq(seq as u64),
+            market: (i % 3) as u32,
+            rate: Decimal::new(i as i64 - 300, 7),
+            time: START.plus_millis((i / 3) as i64 * 3_600_000),
+            mark_price: Decimal::from(60_000 + i),
+        })
+        .collect();
+    let history = HandedHistory {
+        funding: rows.clone().into(),
+        ..HandedHistory::default()
+    };
+    let journal = projected(dir.path(), history);
+    let read = journal.projection().unwrap().fundings().unwrap();
+    let mut rng = SimRng::from_seed(41);
+    let hour = |r: &mut SimRng| (r.next_u64() % 210) as i64 * 3_600_000 + START.millis();
+    let mut pages = 0;
+    for round in 0..80 {
+        let market = [None, Some(0), Some(1), Some(2)][round % 4];
+        let set: OrdSet<FundingSeq> = rows
+            .iter()
+            .filter(|r| market.is_none_or(|m| r.market == m))
+            .map(|r| r.seq)
+            .collect();
+        let (start, end) = match rng.next_u64() % 4 {
+            0 => (None, None),
+            1 => (Some(hour(&mut rng)), None),
+            2 => (None, Some(hour(&mut rng))),
+            _ => (Some(hour(&mut rng)), Some(hour(&mut rng))),
+        };
+        let bounds = funding::window(&read, start, end).unwrap();
+        let first_at = |ms: i64| rows.partition_point(|r| r.time.millis() < ms) as u64;
+        let lo = start.map_or(0, first_at);
+        let hi = end.map_or(rows.len() as u64, first_at).max(lo);
+        let expected = (
+            Bound::Included(FundingSeq(lo)),
+            Bound::Excluded(FundingSeq(hi)),
+        );
+        assert_eq!(bounds, expected, "{start:?}..{end:?}");
+        let keys = funding::MarketKeys {
+            read: &read,
+            market,
+        };
+        let limit = 1 + (rng.next_u64() % 25) as u32;
+        pages += walk((&set, &keys), bounds, limit, true);
+    }
+    assert!(pages > 300, "{pages} pages compared");
 }

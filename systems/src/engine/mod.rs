@@ -197,7 +197,10 @@ impl Engine {
             state.genesis.simulation.clone(),
             state.market.clone(),
         );
-        engine.world.insert_resource(state.funding.clone());
+        engine.world.insert_resource(FundingState::restored(
+            state.funding.clone(),
+            state.held.funding.clone(),
+        ));
         engine.world.insert_resource(state.limits);
         engine.world.insert_resource(state.faults.clone());
         let risk_logs = (state.held.margin.clone(), state.held.notices.clone());
@@ -260,11 +263,11 @@ impl Engine {
     }
 
     /// Whether each tick's output carries the history rows it made or changed (movements,
-    /// trade records, public fills, notices, margin state changes), for a host that projects
-    /// them (off after a genesis or restore).
-    /// Turning it on before the first tick puts what genesis booked (the market maker's
-    /// funding) into the first tick's output, since no tick carries it; later, the projection
-    /// is complete up to here and the output starts with the next tick.
+    /// trade records, public fills, notices, margin state changes, funding settlements), for
+    /// a host that projects them (off after a genesis or restore). Turning it on before the
+    /// first tick puts what genesis booked (the market maker's funding) into the first tick's
+    /// output, since no tick carries it; later, the projection is complete up to here and the
+    /// output starts with the next tick.
     pub fn set_projecting(&mut self, on: bool) {
         let from_start = self.counters().ticks == 0;
         let world = &mut self.world;
@@ -279,6 +282,10 @@ impl Engine {
             .0
             .project(on, from_start);
         world.resource_mut::<RiskLog>().0.project(on, from_start);
+        world
+            .resource_mut::<FundingState>()
+            .history
+            .project(on, from_start);
     }
 
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.
@@ -398,12 +405,16 @@ impl Engine {
         let world = &mut self.world;
         HandedHistory {
             movements: world.resource_mut::<Ledger>().take_changed_movements(),
-            // Neither a trade record, a fill, a notice nor a margin state change ever changes
-            // once made: none is kept.
+            // No trade record, fill, notice, margin state change or funding settlement ever
+            // changes once made: none is kept.
             trades: world.resource_mut::<Exchange>().trades.hand_out(|_| false),
             fills: world.resource_mut::<Exchange>().fills.hand_out(|_| false),
             notices: world.resource_mut::<Notifications>().0.hand_out(|_| false),
             margin: world.resource_mut::<RiskLog>().0.hand_out(|_| false),
+            funding: world
+                .resource_mut::<FundingState>()
+                .history
+                .hand_out(|_| false),
         }
     }
 

@@ -17,6 +17,7 @@ use crate::money::ledger::Ledger;
 use crate::money::store::AccountIndex;
 use crate::money::store::all_accounts;
 use crate::positions::{PositionIndex, ValuationBasis};
+use crate::records::funding::FundingRecord;
 use crate::records::log::Log;
 use crate::records::money::{AccountId, Balance, Movement};
 use crate::records::order::Order;
@@ -26,6 +27,7 @@ use crate::records::trade::{PublicFill, TradeRecord};
 use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
 use crate::risk::margin::MarginBook;
 use crate::risk::notices::Notifications;
+use crate::settlement::funding::FundingState;
 use crate::trading::exchange::Exchange;
 use crate::trading::orders::WorldOrders;
 
@@ -153,6 +155,12 @@ impl Engine {
     /// reads them from the journal's projection).
     pub fn trades(&self) -> &Log<TradeRecord> {
         &self.world.resource::<Exchange>().trades
+    }
+
+    /// Every funding settlement, indexed by sequence number (the read view holds none; a
+    /// server reads them from the journal's projection).
+    pub fn funding_history(&self) -> &Log<FundingRecord> {
+        &self.world.resource::<FundingState>().history
     }
 
     /// The state the run ends in, for its report.

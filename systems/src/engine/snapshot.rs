@@ -18,6 +18,7 @@ use crate::money::ledger::{Ledger, LedgerState, LedgerStateRef};
 use crate::money::store::all_accounts;
 use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, MovedPositions, ValuationBasis};
+use crate::records::funding::FundingRecord;
 use crate::records::log::{Held, LogDigest, ProjectedLog, RowsDigest};
 use crate::records::money::Movement;
 use crate::records::position::{Position, PositionKey};
@@ -28,14 +29,16 @@ use crate::registry::{Limits, Registry};
 use crate::risk::RiskLog;
 use crate::risk::notices::Notifications;
 use crate::rng::EngineRng;
+use crate::settlement::funding::{FundingBodyRef, FundingState};
 use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 
 /// Bumped whenever the encoding changes; a snapshot of another version is not restored (the
 /// journal is replayed instead). 12: the ledger's movements hashed by their digest, their
 /// rows carried outside the hash. 13: the trade records likewise. 14: the depreciation
 /// notices and the margin state changes likewise. 15: the public fills likewise, with the
-/// candles and latest fills they made kept as state (the exchange's tape).
-pub const STATE_VERSION: u32 = 15;
+/// candles and latest fills they made kept as state (the exchange's tape). 16: the funding
+/// settlements likewise, each with its sequence number.
+pub const STATE_VERSION: u32 = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -57,7 +60,7 @@ pub struct EngineState {
     pub exchange: ExchangeState,
     /// The price feed's walk and the market maker's quotes.
     pub market: crate::market::MarketState,
-    pub funding: crate::settlement::funding::FundingState,
+    pub funding: crate::settlement::funding::FundingBody,
     /// Margin states, their changes and the depreciation notices.
     pub risk: crate::risk::RiskState,
     /// The D4 bounds in force.
@@ -97,10 +100,9 @@ impl EngineState {
 }
 
 /// The history rows the engine holds: of the ledger's movements, the trade records, the
-/// public fills, the depreciation notices and the margin state changes, those the journal's
-/// projection does not hold yet (and pending transfers, which change again), each log with
-/// the digest of
-/// those let go. Encoded as one byte string (postcard's length and bytes), so the part of a
+/// public fills, the depreciation notices, the margin state changes and the funding
+/// settlements, those the journal's projection does not hold yet (and pending transfers,
+/// which change again), each log with the digest of those let go. Encoded as one byte string (postcard's length and bytes), so the part of a
 /// snapshot's bytes the state hash covers is found without decoding them
 /// ([`StateHash::of_snapshot`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -110,6 +112,7 @@ pub struct HeldHistory {
     pub fills: ProjectedLog<PublicFill>,
     pub notices: ProjectedLog<Notification>,
     pub margin: ProjectedLog<RiskRecord>,
+    pub funding: ProjectedLog<FundingRecord>,
 }
 
 /// Each held log's digest, as the state hash reads it: of the rows let go and those held.
@@ -120,6 +123,7 @@ pub struct HeldDigests {
     pub fills: LogDigest,
     pub notices: LogDigest,
     pub margin: LogDigest,
+    pub funding: LogDigest,
 }
 
 impl HeldHistory {
@@ -130,6 +134,7 @@ impl HeldHistory {
             fills: self.fills.digest(),
             notices: self.notices.digest(),
             margin: self.margin.digest(),
+            funding: self.funding.digest(),
         }
     }
 }
@@ -143,6 +148,7 @@ impl EngineState {
             fills: self.exchange.fills,
             notices: self.risk.notifications,
             margin: self.risk.log,
+            funding: self.funding.history,
         }
     }
 }
@@ -154,6 +160,7 @@ struct HeldHistoryRef<'a> {
     fills: &'a ProjectedLog<PublicFill>,
     notices: &'a ProjectedLog<Notification>,
     margin: &'a ProjectedLog<RiskRecord>,
+    funding: &'a ProjectedLog<FundingRecord>,
 }
 
 impl HeldHistoryRef<'_> {
@@ -164,6 +171,7 @@ impl HeldHistoryRef<'_> {
             fills: &world.resource::<Exchange>().fills,
             notices: &world.resource::<Notifications>().0,
             margin: &world.resource::<RiskLog>().0,
+            funding: &world.resource::<FundingState>().history,
         }
     }
 
@@ -174,6 +182,7 @@ impl HeldHistoryRef<'_> {
             fills: self.fills.clone(),
             notices: self.notices.clone(),
             margin: self.margin.clone(),
+            funding: self.funding.clone(),
         }
     }
 }
@@ -186,6 +195,7 @@ impl Serialize for HeldHistory {
             fills: &self.fills,
             notices: &self.notices,
             margin: &self.margin,
+            funding: &self.funding,
         };
         held.serialize(s)
     }
@@ -199,6 +209,7 @@ impl Serialize for HeldHistoryRef<'_> {
             self.fills.held(),
             self.notices.held(),
             self.margin.held(),
+            self.funding.held(),
         );
         let bytes = postcard::to_stdvec(&rows).map_err(serde::ser::Error::custom)?;
         s.serialize_bytes(&bytes)
@@ -225,8 +236,9 @@ impl<'de> Deserialize<'de> for HeldHistory {
                     HeldLog<PublicFill>,
                     HeldLog<Notification>,
                     HeldLog<RiskRecord>,
+                    HeldLog<FundingRecord>,
                 );
-                let (movements, trades, fills, notices, margin): Logs =
+                let (movements, trades, fills, notices, margin, funding): Logs =
                     postcard::from_bytes(bytes).map_err(E::custom)?;
                 fn log<T, E: serde::de::Error>(
                     held: HeldLog<T>,
@@ -241,6 +253,7 @@ impl<'de> Deserialize<'de> for HeldHistory {
                     fills: log(fills, "public fills")?,
                     notices: log(notices, "notices")?,
                     margin: log(margin, "margin state changes")?,
+                    funding: log(funding, "funding settlements")?,
                 })
             }
         }
@@ -373,9 +386,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
                 .collect(),
         ),
         market: crate::market::extract(world),
-        funding: world
-            .resource::<crate::settlement::funding::FundingState>()
-            .clone(),
+        funding: world.resource::<FundingState>().body(),
         risk: crate::risk::extract(world),
         limits: *world.resource::<Limits>(),
         faults: world.resource::<crate::faults::Faults>().clone(),
@@ -414,7 +425,7 @@ struct BodyRef<'a> {
     ledger: LedgerStateRef<'a>,
     exchange: ExchangeStateRef<'a>,
     market: crate::market::MarketState,
-    funding: &'a crate::settlement::funding::FundingState,
+    funding: FundingBodyRef<'a>,
     risk: crate::risk::RiskStateRef<'a>,
     limits: Limits,
     faults: &'a crate::faults::Faults,
@@ -451,7 +462,7 @@ fn borrow<'a>(world: &'a World, genesis: &'a Genesis) -> StateRef<'a> {
                 .resource::<Exchange>()
                 .state_ref(crate::trading::orders::borrow(world), open_positions(world)),
             market: crate::market::extract(world),
-            funding: world.resource::<crate::settlement::funding::FundingState>(),
+            funding: world.resource::<FundingState>().body_ref(),
             risk: crate::risk::borrow(world),
             limits: *world.resource::<Limits>(),
             faults: world.resource::<crate::faults::Faults>(),

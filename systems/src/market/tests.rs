@@ -82,11 +82,7 @@ fn one_advance_of_an_hour_equals_3600_advances_of_a_second() {
     assert_eq!(a.ledger, b.ledger);
     assert_eq!(a.exchange, b.exchange);
     assert_eq!(a.hash(), b.hash());
-    assert_eq!(
-        a.funding.history().len(),
-        4,
-        "the hour settled every market"
-    );
+    assert_eq!(a.held.funding.len(), 4, "the hour settled every market");
     assert!(
         once.trades().is_empty(),
         "the maker never meets its own quotes"

@@ -12,7 +12,7 @@ use crate::clock::SimClock;
 use crate::money::ledger::Ledger;
 use crate::money::store::AccountIndex;
 use crate::records::clock::ClockView;
-use crate::records::funding::{FundingRecord, FundingView};
+use crate::records::funding::FundingView;
 use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
 use crate::records::venue::{
     Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
@@ -46,10 +46,6 @@ pub struct ReadView {
     pub trading: crate::publish::market_view::TradingView,
     /// Each market's funding by market id: latest settlement and running interval.
     pub funding: Vec<FundingView>,
-    /// Every funding settlement, in settlement order (by time, then market id).
-    pub funding_history: imbl::Vector<FundingRecord>,
-    /// Positions in `funding_history`, per market and for all (`None`).
-    pub funding_index: OrdMap<Option<crate::records::venue::MarketId>, OrdSet<u64>>,
     /// The fault plan in force (issue 25), for the channels to apply.
     pub faults: Option<std::sync::Arc<crate::records::faults::FaultPlan>>,
 }
@@ -70,8 +66,6 @@ impl ReadView {
             transfers_available: true,
             trading: Default::default(),
             funding: Vec::new(),
-            funding_history: imbl::Vector::new(),
-            funding_index: OrdMap::new(),
             faults: None,
         }
     }
@@ -133,19 +127,13 @@ pub fn publish_instruments(
     }
 }
 
-/// Funding of every market (a handful of small records) and the settlements not yet shown.
+/// Funding of every market (a handful of small records); the settlements are history, read
+/// from the journal's projection.
 pub fn publish_funding(mut view: ResMut<ReadView>, state: Res<FundingState>) {
     if !state.is_changed() && !view.funding.is_empty() {
         return;
     }
     view.funding = (0..state.markets()).map(|m| state.view(m)).collect();
-    let shown = view.funding_history.len();
-    for (at, record) in state.history().iter().enumerate().skip(shown) {
-        for key in [None, Some(record.market)] {
-            view.funding_index.entry(key).or_default().insert(at as u64);
-        }
-        view.funding_history.push_back(record.clone());
-    }
 }
 
 pub fn publish_clock(mut view: ResMut<ReadView>, clock: Res<SimClock>) {

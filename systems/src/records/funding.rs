@@ -5,6 +5,7 @@ use perpsim_core::Decimal;
 use perpsim_core::time::{HOUR_MS, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use crate::records::ids::FundingSeq;
 use crate::records::venue::MarketId;
 
 /// The clamp of a sampled rate: ±0.5 % (D7).
@@ -19,6 +20,7 @@ pub const MAX_RATE_DECIMALS: u32 = 10;
 /// One hourly settlement of one instrument, as `GET /v1/funding_rates` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FundingRecord {
+    pub seq: FundingSeq,
     pub market: MarketId,
     #[serde(with = "perpsim_core::decimal::bin")]
     pub rate: Decimal,

@@ -2,6 +2,7 @@
 //! lets go once the projection holds it, each as the [`Handed`] runs its `ProjectedLog`
 //! gave out. A host appends the ticks' hand-outs of one commit and writes them together.
 
+use crate::records::funding::FundingRecord;
 use crate::records::log::Handed;
 use crate::records::money::Movement;
 use crate::records::risk::{Notification, RiskRecord};
@@ -21,6 +22,8 @@ pub struct HandedHistory {
     pub notices: Handed<Notification>,
     /// The margin state changes (never changed).
     pub margin: Handed<RiskRecord>,
+    /// The funding settlements (never changed).
+    pub funding: Handed<FundingRecord>,
 }
 
 impl HandedHistory {
@@ -31,6 +34,7 @@ impl HandedHistory {
             + self.fills.len()
             + self.notices.len()
             + self.margin.len()
+            + self.funding.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -44,6 +48,7 @@ impl HandedHistory {
         self.fills.append(&mut more.fills);
         self.notices.append(&mut more.notices);
         self.margin.append(&mut more.margin);
+        self.funding.append(&mut more.funding);
     }
 
     pub fn clear(&mut self) {

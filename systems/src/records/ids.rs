@@ -51,3 +51,7 @@ sequence_id!(
     /// A margin-state change's position in the risk log.
     RiskSeq
 );
+sequence_id!(
+    /// A funding settlement's position in the funding history.
+    FundingSeq
+);

@@ -25,6 +25,8 @@ use crate::positions::{KeyOrder, PositionIndex};
 use crate::records::funding::{
     FundingRecord, FundingView, MAX_RATE_DECIMALS, RATE_CLAMP, RATE_DECIMALS,
 };
+use crate::records::ids::FundingSeq;
+use crate::records::log::{LogDigest, ProjectedLog};
 use crate::records::money::{AccountId, MovementKind, PeriodicInfo};
 use crate::records::position::Position;
 use crate::records::venue::{MarketId, MarketSlot};
@@ -57,17 +59,37 @@ impl Interval {
     }
 }
 
-/// Funding's state: the running interval per market and every settlement so far.
-#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Funding's state: the running interval per market and every settlement so far, in
+/// settlement order (by time, then market id). The settlements are history: a server's
+/// engine lets them go once the journal's projection holds them (their digest stays).
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq)]
 pub struct FundingState {
     /// Start of the running interval (the last whole hour).
     interval_start: Timestamp,
     /// Indexed by market id.
     intervals: Vec<Interval>,
-    /// Per market, the position in `history` of its latest settlement.
-    latest: Vec<Option<u64>>,
-    /// In settlement order: by time, then market id.
-    history: Vec<FundingRecord>,
+    /// Per market, its latest settlement.
+    latest: Vec<Option<FundingRecord>>,
+    pub history: ProjectedLog<FundingRecord>,
+}
+
+/// What a snapshot keeps of [`FundingState`] under the state hash: all but the settlements'
+/// rows, which it carries outside (`engine::snapshot::HeldHistory`), named by their digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FundingBody {
+    interval_start: Timestamp,
+    intervals: Vec<Interval>,
+    latest: Vec<Option<FundingRecord>>,
+    pub history: LogDigest,
+}
+
+/// [`FundingBody`] as the world holds it, field for field (it encodes to the same bytes).
+#[derive(Serialize)]
+pub struct FundingBodyRef<'a> {
+    interval_start: Timestamp,
+    intervals: &'a [Interval],
+    latest: &'a [Option<FundingRecord>],
+    history: LogDigest,
 }
 
 impl FundingState {
@@ -76,7 +98,7 @@ impl FundingState {
             interval_start: Timestamp::from_millis(start.millis().div_euclid(HOUR_MS) * HOUR_MS),
             intervals: vec![Interval::default(); markets],
             latest: vec![None; markets],
-            history: Vec::new(),
+            history: ProjectedLog::default(),
         }
     }
 
@@ -85,16 +107,41 @@ impl FundingState {
         self.intervals.len() as MarketId
     }
 
-    pub fn history(&self) -> &[FundingRecord] {
-        &self.history
-    }
-
     pub fn view(&self, market: MarketId) -> FundingView {
         FundingView {
             market,
-            latest: self.latest[market as usize].map(|i| self.history[i as usize].clone()),
+            latest: self.latest[market as usize].clone(),
             preliminary: self.intervals[market as usize].preliminary(),
             interval_start: self.interval_start,
+        }
+    }
+
+    pub fn body(&self) -> FundingBody {
+        FundingBody {
+            interval_start: self.interval_start,
+            intervals: self.intervals.clone(),
+            latest: self.latest.clone(),
+            history: self.history.digest(),
+        }
+    }
+
+    pub fn body_ref(&self) -> FundingBodyRef<'_> {
+        FundingBodyRef {
+            interval_start: self.interval_start,
+            intervals: &self.intervals,
+            latest: &self.latest,
+            history: self.history.digest(),
+        }
+    }
+
+    /// A restore's funding: a snapshot's body with the settlements it still held
+    /// (`EngineState::decode` checked them against the body's digest).
+    pub fn restored(body: FundingBody, history: ProjectedLog<FundingRecord>) -> Self {
+        FundingState {
+            interval_start: body.interval_start,
+            intervals: body.intervals,
+            latest: body.latest,
+            history,
         }
     }
 }
@@ -162,14 +209,15 @@ pub fn settle_funding(
     accounts.flush();
     for (market, rate) in rates.into_iter().enumerate() {
         if let Some(rate) = rate {
-            let at = state.history.len() as u64;
-            state.history.push(FundingRecord {
+            let record = FundingRecord {
+                seq: FundingSeq(state.history.len() as u64),
                 market: market as MarketId,
                 rate,
                 time: now,
                 mark_price: marks[market].0,
-            });
-            state.latest[market] = Some(at);
+            };
+            state.history.push(record.clone());
+            state.latest[market] = Some(record);
         }
         state.intervals[market] = Interval::default();
     }

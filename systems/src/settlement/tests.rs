@@ -64,8 +64,9 @@ fn a_funding_hour_with_a_set_rate_books_exact_amounts_with_the_sign_and_records(
         "exactly on the hour"
     );
     let v = e.view();
-    assert_eq!(v.funding_history.len(), 1, "only BTC had a rate");
-    let record = &v.funding_history[0];
+    assert_eq!(e.funding_history().len(), 1, "only BTC had a rate");
+    let record = &e.funding_history()[0];
+    assert_eq!(record.seq.0, 0);
     assert_eq!(
         (record.rate, record.mark_price),
         (d("0.000123"), d("60000.1"))
@@ -123,7 +124,7 @@ fn an_hour_with_no_rate_settles_nothing() {
     advance(&mut e, HOUR_MS);
     assert!(rows(&e, MovementKind::Funding).is_empty());
     let v = e.view();
-    assert!(v.funding_history.is_empty());
+    assert!(e.funding_history().is_empty());
     assert_eq!(
         (v.funding[0].latest.as_ref(), v.funding[0].preliminary),
         (None, None)
@@ -163,4 +164,42 @@ fn midnight_settlement_books_the_unrealised_pnl_and_resets_the_entry() {
         "leverage 1: the whole notional"
     );
     assert_eq!(p.unrealised_pnl(d("61000.3")), Decimal::ZERO);
+}
+
+/// Issue 37: a server's engine hands its funding settlements to the projection as they are
+/// made and hashes as one that holds them all; a restore from its snapshot agrees.
+#[test]
+fn a_projecting_engine_hands_out_its_funding_settlements_and_hashes_as_one_that_holds_them() {
+    let (mut holding, _) = two_sided("0.0003");
+    let (mut projecting, _) = two_sided("0.0003");
+    projecting.set_projecting(true);
+    let mut handed = crate::records::history::HandedHistory::default();
+    for hour in 0..3 {
+        let rate = vec![Command::SetFundingRate {
+            symbol: BTC.into(),
+            rate: d(&format!("0.00012{hour}")),
+        }];
+        for cmds in [rate, Vec::new()] {
+            let to = now(&holding).plus_millis(if cmds.is_empty() { HOUR_MS } else { 0 });
+            let cmds = match cmds.is_empty() {
+                true => vec![Command::AdvanceClock { to }],
+                false => cmds,
+            };
+            holding.tick(now(&holding), cmds.clone());
+            let mut out = projecting.tick(now(&projecting), cmds);
+            handed.append(&mut out.history);
+        }
+    }
+    let settled: Vec<_> = holding.funding_history().iter().cloned().collect();
+    assert_eq!(settled.len(), 3, "three hours settled BTC");
+    assert_eq!(
+        settled.iter().map(|r| r.seq.0).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    assert_eq!(handed.funding.iter().cloned().collect::<Vec<_>>(), settled);
+    assert_eq!(projecting.state_hash(), holding.state_hash());
+    let restored =
+        crate::Engine::restore(&crate::EngineState::decode(&projecting.encode_state()).unwrap());
+    assert_eq!(restored.state_hash(), holding.state_hash());
+    assert_eq!(restored.view().funding[0].latest.as_ref(), settled.last());
 }
