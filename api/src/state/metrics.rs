@@ -111,7 +111,7 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 25] = [
         JOURNAL_LAG,
         "gauge",
         "ticks",
-        "Ticks the engine has applied that are not yet durable (waiting for the journal's writer, or in its commit); their answers wait with them.",
+        "Ticks the engine has applied that are not yet durable (waiting for the journal's writer, or in its commit); their answers wait with them. Also the history projection's lag: a tick's history rows are written in the commit that journals it.",
     ),
     (
         JOURNAL_BYTES,
