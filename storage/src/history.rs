@@ -45,6 +45,13 @@ type IndexKey = (u128, u32, u64);
 pub struct Tables {
     what: &'static str,
     rows: TableDefinition<'static, u64, &'static [u8]>,
+    /// None for rows without a holder (public fills, funding settlements).
+    holders: Option<HolderIndexes>,
+}
+
+/// A history kind's indexes by holder: (holder, market or [`ALL`], seq).
+#[derive(Clone, Copy)]
+struct HolderIndexes {
     by_customer: TableDefinition<'static, IndexKey, ()>,
     by_broker: TableDefinition<'static, IndexKey, ()>,
 }
@@ -52,45 +59,51 @@ pub struct Tables {
 pub(crate) const MOVEMENTS: Tables = Tables {
     what: "movement",
     rows: TableDefinition::new("movements"),
-    by_customer: TableDefinition::new("movements_by_customer"),
-    by_broker: TableDefinition::new("movements_by_broker"),
+    holders: Some(HolderIndexes {
+        by_customer: TableDefinition::new("movements_by_customer"),
+        by_broker: TableDefinition::new("movements_by_broker"),
+    }),
 };
 
 pub(crate) const TRADES: Tables = Tables {
     what: "trade",
     rows: TableDefinition::new("trades"),
-    by_customer: TableDefinition::new("trades_by_customer"),
-    by_broker: TableDefinition::new("trades_by_broker"),
+    holders: Some(HolderIndexes {
+        by_customer: TableDefinition::new("trades_by_customer"),
+        by_broker: TableDefinition::new("trades_by_broker"),
+    }),
 };
 
 pub(crate) const NOTICES: Tables = Tables {
     what: "notice",
     rows: TableDefinition::new("notices"),
-    by_customer: TableDefinition::new("notices_by_customer"),
-    by_broker: TableDefinition::new("notices_by_broker"),
+    holders: Some(HolderIndexes {
+        by_customer: TableDefinition::new("notices_by_customer"),
+        by_broker: TableDefinition::new("notices_by_broker"),
+    }),
 };
 
 pub(crate) const MARGIN: Tables = Tables {
     what: "margin state change",
     rows: TableDefinition::new("margin_states"),
-    by_customer: TableDefinition::new("margin_states_by_customer"),
-    by_broker: TableDefinition::new("margin_states_by_broker"),
+    holders: Some(HolderIndexes {
+        by_customer: TableDefinition::new("margin_states_by_customer"),
+        by_broker: TableDefinition::new("margin_states_by_broker"),
+    }),
 };
 
-/// Public fills have no holder: their holder indexes are never written.
+/// Public fills have no holder.
 pub(crate) const FILLS: Tables = Tables {
     what: "public fill",
     rows: TableDefinition::new("fills"),
-    by_customer: TableDefinition::new("fills_by_customer"),
-    by_broker: TableDefinition::new("fills_by_broker"),
+    holders: None,
 };
 
 /// Funding settlements have no holder either; [`FUNDINGS_BY_MARKET`] indexes them.
 pub(crate) const FUNDINGS: Tables = Tables {
     what: "funding settlement",
     rows: TableDefinition::new("fundings"),
-    by_customer: TableDefinition::new("fundings_by_customer"),
-    by_broker: TableDefinition::new("fundings_by_broker"),
+    holders: None,
 };
 
 /// (market, seq) of every funding settlement: one market's list in sequence order.
@@ -100,12 +113,24 @@ const FUNDINGS_BY_MARKET: TableDefinition<(u32, u64), ()> =
 /// Trade code → the trade record's sequence number.
 const TRADE_CODES: TableDefinition<u128, u64> = TableDefinition::new("trade_codes");
 
+impl Tables {
+    /// The rows' table and the holder indexes of a kind whose rows have holders.
+    fn held(self) -> (TableDefinition<'static, u64, &'static [u8]>, HolderIndexes) {
+        let holders = self
+            .holders
+            .expect("only kinds with holder indexes are written by holder");
+        (self.rows, holders)
+    }
+}
+
 /// Every table of the history lists, for a projection made again from the start.
 pub(crate) fn delete_all(txn: &WriteTransaction) -> Result<(), JournalError> {
     for t in [MOVEMENTS, TRADES, NOTICES, MARGIN, FILLS, FUNDINGS] {
         txn.delete_table(t.rows)?;
-        txn.delete_table(t.by_customer)?;
-        txn.delete_table(t.by_broker)?;
+        if let Some(h) = t.holders {
+            txn.delete_table(h.by_customer)?;
+            txn.delete_table(h.by_broker)?;
+        }
     }
     txn.delete_table(TRADE_CODES)?;
     txn.delete_table(FUNDINGS_BY_MARKET)?;
@@ -153,12 +178,12 @@ history_row!(
 /// written with its first row (a row never changes holder or market).
 fn write<T: HistoryRow>(
     txn: &WriteTransaction,
-    tables: Tables,
+    (rows_table, holders): (TableDefinition<u64, &[u8]>, HolderIndexes),
     rows: &Handed<T>,
 ) -> Result<(), JournalError> {
-    let mut table = txn.open_table(tables.rows)?;
-    let mut by_customer = txn.open_table(tables.by_customer)?;
-    let mut by_broker = txn.open_table(tables.by_broker)?;
+    let mut table = txn.open_table(rows_table)?;
+    let mut by_customer = txn.open_table(holders.by_customer)?;
+    let mut by_broker = txn.open_table(holders.by_broker)?;
     let mut encoded = Vec::new();
     for row in rows {
         let f = row.filed();
@@ -196,10 +221,10 @@ fn write_unheld<T: Serialize>(
 /// Writes every list's rows, the trade records' codes, the public fills and the funding
 /// settlements with their market index.
 pub(crate) fn write_all(txn: &WriteTransaction, rows: &HandedHistory) -> Result<(), JournalError> {
-    write(txn, MOVEMENTS, &rows.movements)?;
-    write(txn, TRADES, &rows.trades)?;
-    write(txn, NOTICES, &rows.notices)?;
-    write(txn, MARGIN, &rows.margin)?;
+    write(txn, MOVEMENTS.held(), &rows.movements)?;
+    write(txn, TRADES.held(), &rows.trades)?;
+    write(txn, NOTICES.held(), &rows.notices)?;
+    write(txn, MARGIN.held(), &rows.margin)?;
     write_unheld(txn, FILLS, &rows.fills, |f| f.seq.0)?;
     write_unheld(txn, FUNDINGS, &rows.funding, |f| f.seq.0)?;
     let mut by_market = txn.open_table(FUNDINGS_BY_MARKET)?;
@@ -317,22 +342,31 @@ impl<T: DeserializeOwned> Rows<T> {
         descending: bool,
         limit: usize,
     ) -> Result<Vec<u64>, JournalError> {
+        let Some(holders) = self.tables.holders else {
+            return Ok(Vec::new());
+        };
         let (table, id) = match holder {
-            Holder::Customer(c) => (self.tables.by_customer, c.0.as_u128()),
-            Holder::Broker(b) => (self.tables.by_broker, b.0.as_u128()),
+            Holder::Customer(c) => (holders.by_customer, c.0.as_u128()),
+            Holder::Broker(b) => (holders.by_broker, b.0.as_u128()),
         };
         let Some(table) = open(&self.txn, table)? else {
             return Ok(Vec::new());
         };
         let scope = market.unwrap_or(ALL);
-        let key = |b: Bound<u64>, open_end: u64| match b {
-            Bound::Included(s) => Bound::Included((id, scope, s)),
-            Bound::Excluded(s) => Bound::Excluded((id, scope, s)),
-            Bound::Unbounded => Bound::Included((id, scope, open_end)),
-        };
-        let range = table.range::<IndexKey>((key(range.0, 0), key(range.1, u64::MAX)))?;
+        let range = table.range::<IndexKey>(keyed(|s| (id, scope, s), range))?;
         take(range, descending, limit, |k: IndexKey| k.2)
     }
+}
+
+/// A range of sequence numbers as the range of the index keys `key` files them under; an
+/// open end is the key of the first or last sequence number.
+fn keyed<K>(key: impl Fn(u64) -> K, (low, high): (Bound<u64>, Bound<u64>)) -> (Bound<K>, Bound<K>) {
+    let bound = |b: Bound<u64>, open_end: u64| match b {
+        Bound::Included(s) => Bound::Included(key(s)),
+        Bound::Excluded(s) => Bound::Excluded(key(s)),
+        Bound::Unbounded => Bound::Included(key(open_end)),
+    };
+    (bound(low, 0), bound(high, u64::MAX))
 }
 
 /// Up to `limit` keys' sequence numbers from a range's low end or (`descending`) its high end.
@@ -382,12 +416,7 @@ impl Rows<FundingRecord> {
         let Some(table) = open(&self.txn, FUNDINGS_BY_MARKET)? else {
             return Ok(Vec::new());
         };
-        let key = |b: Bound<u64>, open_end: u64| match b {
-            Bound::Included(s) => Bound::Included((market, s)),
-            Bound::Excluded(s) => Bound::Excluded((market, s)),
-            Bound::Unbounded => Bound::Included((market, open_end)),
-        };
-        let range = table.range::<(u32, u64)>((key(range.0, 0), key(range.1, u64::MAX)))?;
+        let range = table.range::<(u32, u64)>(keyed(|s| (market, s), range))?;
         take(range, descending, limit, |k: (u32, u64)| k.1)
     }
 }
