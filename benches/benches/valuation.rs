@@ -32,6 +32,7 @@ use perpsim_systems::money::store::{AccountIndex, WrittenBalances};
 use perpsim_systems::positions::{MarginRate, ValuationBasis, value_positions};
 use perpsim_systems::positions::{MovedPositions, PositionIndex};
 use perpsim_systems::records::clock::ScheduledEvent;
+use perpsim_systems::records::money::Balance;
 use perpsim_systems::records::position::Position;
 use perpsim_systems::records::venue::{Instrument, InstrumentState};
 use perpsim_systems::registry::{Registry, spawn_instrument};
@@ -155,8 +156,13 @@ fn move_marks(world: &mut World, up: bool) {
 /// Untimed: the marks moved, `due` due, and (on the hour) a rate set on every market for the
 /// interval that ends.
 fn prepare(world: &mut World, up: bool, due: &[ScheduledEvent]) {
-    // What the engine's margin pass drains every run (not part of these passes).
+    // What the engine drains every run after these passes (not part of them): the margin
+    // pass the balances written (keeping the list's memory) and the accounts gone below
+    // zero, the read view the balances changed (taking the list).
     world.resource_mut::<WrittenBalances>().0.clear();
+    let mut ledger = world.resource_mut::<Ledger>();
+    drop(ledger.take_went_negative());
+    drop(ledger.drain_balances(|_| Balance::default()));
     move_marks(world, up);
     world.resource_mut::<DueEvents>().0 = due.to_vec();
     if due.contains(&ScheduledEvent::FundingHour) {
