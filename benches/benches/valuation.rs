@@ -9,6 +9,7 @@
 //! - `midnight/{n}`: at 00:00 UTC: every position books a `settlement` movement (its PnL
 //!   since the last midnight, the margin re-locked at the mark) and a `funding` one.
 //!
+//! Every customer has an account with a deposit, as one holding a position has.
 //! Half the entries are weighted averages at 10 decimals, so half the positions need rounding.
 //! The ledger runs as a server's does: its movements go to the journal's projection at the end
 //! of each pass (timed, as the engine's tick does it), and the ledger lets go of them; the rows
@@ -27,11 +28,15 @@ use perpsim_core::instrument::{InstrumentStatus, default_instruments};
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::{DAY_MS, Timestamp};
 use perpsim_systems::clock::{DueEvents, SimClock, due};
-use perpsim_systems::money::ledger::Ledger;
+use std::collections::BTreeMap;
+
+use perpsim_systems::money::ledger::{Ledger, LedgerState};
 use perpsim_systems::money::store::{AccountIndex, WrittenBalances};
 use perpsim_systems::positions::{MarginRate, ValuationBasis, value_positions};
 use perpsim_systems::positions::{MovedPositions, PositionIndex};
 use perpsim_systems::records::clock::ScheduledEvent;
+use perpsim_systems::records::log::ProjectedLog;
+use perpsim_systems::records::money::AccountId;
 use perpsim_systems::records::money::Balance;
 use perpsim_systems::records::position::Position;
 use perpsim_systems::records::venue::{Instrument, InstrumentState};
@@ -64,9 +69,6 @@ fn world_with(n: usize) -> (World, Schedule) {
         now: MIDNIGHT,
     });
     world.insert_resource(EngineRng(SimRng::from_seed(12)));
-    let mut ledger = Ledger::new();
-    ledger.track_movements(true, false);
-    world.insert_resource(ledger);
     world.insert_resource(Exchange::new(specs.iter().cloned()));
     world.insert_resource(FundingState::new(specs.len(), MIDNIGHT));
     for (market, spec) in specs.iter().enumerate() {
@@ -116,6 +118,11 @@ fn world_with(n: usize) -> (World, Schedule) {
         .iter()
         .map(|(p, _, _)| (p.customer, p.market))
         .collect();
+    let funded: Vec<_> = keys
+        .iter()
+        .map(|&(customer, market)| AccountId::customer(customer, specs[market as usize].settlement))
+        .collect();
+    fund(&mut world, funded);
     let entities: Vec<_> = world.spawn_batch(positions).collect();
     let mut moved = world.resource_mut::<MovedPositions>();
     for &entity in &entities {
@@ -142,6 +149,28 @@ fn world_with(n: usize) -> (World, Schedule) {
         "every basis built"
     );
     (world, schedule)
+}
+
+/// Each account in `ids` opened with a deposit no funding or settlement here exhausts, as a
+/// customer holding a position has one: no booking leaves it below zero.
+fn fund(world: &mut World, ids: Vec<AccountId>) {
+    let balance = Balance {
+        total: Decimal::from(100_000_000),
+        ..Balance::default()
+    };
+    let accounts: BTreeMap<AccountId, Balance> = ids.into_iter().map(|id| (id, balance)).collect();
+    let state = LedgerState {
+        accounts,
+        transfers_available: true,
+        ..LedgerState::default()
+    };
+    let (ledger, accounts) = Ledger::from_state(state, ProjectedLog::default());
+    world.insert_resource(ledger);
+    world.resource_mut::<Ledger>().track_movements(true, false);
+    for (id, balance) in accounts {
+        let entity = world.spawn(balance).id();
+        world.resource_mut::<AccountIndex>().0.insert(id, entity);
+    }
 }
 
 /// Moves every market's mark by one tick, up or down by turns.
