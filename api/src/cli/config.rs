@@ -17,6 +17,7 @@ use perpsim_core::instrument::default_instruments;
 use perpsim_core::limits::{DEFAULT_MAX_CUSTOMERS, DEFAULT_MAX_OPEN_ORDERS, VenueLimits};
 use perpsim_core::simulation::{InstrumentSimulation, PriceFeed, Simulation};
 use perpsim_core::time::Timestamp;
+use perpsim_systems::records::log::{DEFAULT_WINDOW_BITS, WINDOW_BITS};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -98,6 +99,11 @@ pub struct ServeArgs {
     /// ... or after this many seconds of simulation time, however few commands [default: 3600].
     #[arg(long, env = "PERPSIM_SNAPSHOT_INTERVAL")]
     pub snapshot_interval: Option<u64>,
+    /// Rows of each history (ledger movements, trades, public fills, notices, margin state
+    /// changes, funding settlements) the engine holds in memory besides the journal's
+    /// projection, at most: a power of two from 256 to 16777216 [default: 65536].
+    #[arg(long, env = "PERPSIM_HISTORY_WINDOW")]
+    pub history_window: Option<u64>,
     /// Requests per second per public key [default: 100].
     #[arg(long, env = "PERPSIM_RATE_LIMIT")]
     pub rate_limit: Option<u32>,
@@ -191,6 +197,7 @@ struct FileConfig {
     transfer_delay: Option<u64>,
     snapshot_every: Option<u64>,
     snapshot_interval: Option<u64>,
+    history_window: Option<u64>,
     rate_limit: Option<u32>,
     rate_burst: Option<u32>,
     auth_failure_rate: Option<u32>,
@@ -517,6 +524,7 @@ impl ServeArgs {
                     "--snapshot-interval must be 1 to {MAX_SNAPSHOT_INTERVAL_SECS} seconds, got {snapshot_interval}"
                 )
             })?;
+        let history_window_bits = history_window_bits(self.history_window.or(file.history_window))?;
         let rate_limit = self.rate_limit.or(file.rate_limit).unwrap_or(100);
         let rate_burst = self.rate_burst.or(file.rate_burst).unwrap_or(200);
         let max_nonces_per_key = self
@@ -602,6 +610,7 @@ impl ServeArgs {
             transfer_delay_secs: self.transfer_delay.or(file.transfer_delay).unwrap_or(1),
             snapshot_every,
             snapshot_interval_secs,
+            history_window_bits,
             rate_limit,
             rate_burst,
             auth_failures,
@@ -612,6 +621,19 @@ impl ServeArgs {
             journal_readers,
         })
     }
+}
+
+/// The history window's rows as a power of two's exponent, the default's unless given.
+fn history_window_bits(rows: Option<u64>) -> Result<u32, String> {
+    let Some(rows) = rows else {
+        return Ok(DEFAULT_WINDOW_BITS);
+    };
+    Some(rows)
+        .filter(|r| r.is_power_of_two() && WINDOW_BITS.contains(&r.trailing_zeros()))
+        .map(u64::trailing_zeros)
+        .ok_or_else(|| {
+            format!("--history-window must be a power of two from 256 to 16777216 rows, got {rows}")
+        })
 }
 
 #[cfg(test)]

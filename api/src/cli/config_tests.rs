@@ -212,3 +212,32 @@ fn every_serve_flag_has_its_environment_variable_in_help() {
         );
     }
 }
+
+#[test]
+fn the_history_window_defaults_to_65536_rows_and_must_be_a_bounded_power_of_two() {
+    let resolved = |rows: Option<u64>| {
+        ServeArgs {
+            history_window: rows,
+            ..Default::default()
+        }
+        .resolve()
+    };
+    assert_eq!(resolved(None).unwrap().history_window_bits, 16);
+    assert_eq!(resolved(Some(256)).unwrap().history_window_bits, 8);
+    assert_eq!(resolved(Some(1 << 24)).unwrap().history_window_bits, 24);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perpsim.toml");
+    std::fs::write(&path, "history_window = 4096\n").unwrap();
+    let from_file = ServeArgs {
+        config: Some(path),
+        ..Default::default()
+    };
+    assert_eq!(from_file.resolve().unwrap().history_window_bits, 12);
+    for bad in [0, 1, 128, 1_000, 65_535, 1 << 25, u64::MAX] {
+        let err = resolved(Some(bad)).unwrap_err();
+        assert!(
+            err.contains("--history-window must be a power of two from 256 to 16777216 rows"),
+            "{bad}: {err}"
+        );
+    }
+}

@@ -120,6 +120,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let limits = HostLimits {
         snapshot_every: cfg.snapshot_every,
         snapshot_interval_ms: cfg.snapshot_interval_secs * SECOND_MS,
+        history_window_bits: cfg.history_window_bits,
         ..HostLimits::default()
     };
     let exporter = Exporter::install()?;

@@ -30,6 +30,8 @@ pub struct ServeConfig {
     pub transfer_delay_secs: u64,
     pub snapshot_every: u64,
     pub snapshot_interval_secs: i64,
+    /// Each history log's window, as a power of two (`Engine::set_history_window`).
+    pub history_window_bits: u32,
     pub rate_limit: u32,
     pub rate_burst: u32,
     /// Failed authentications each client address may make (D9): a second, and in a burst.

@@ -24,6 +24,7 @@ use perpsim_storage::{
     Archived, Fundings, Journal, JournalError, Movements, Notices, Projection, TickRecord, Trades,
     UsedNonce,
 };
+use perpsim_systems::records::log::DEFAULT_WINDOW_BITS;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
 use tokio::sync::{broadcast, oneshot, watch};
@@ -46,6 +47,8 @@ pub struct HostLimits {
     /// a manual advance runs every second it spans, so time, not commands, is what a
     /// recovery replays when the venue is quiet.
     pub snapshot_interval_ms: i64,
+    /// Each history log's window, as a power of two (`Engine::set_history_window`).
+    pub history_window_bits: u32,
 }
 
 impl Default for HostLimits {
@@ -55,6 +58,7 @@ impl Default for HostLimits {
             max_tick_commands: 4_096,
             snapshot_every: 100_000,
             snapshot_interval_ms: 3_600_000,
+            history_window_bits: DEFAULT_WINDOW_BITS,
         }
     }
 }
@@ -307,6 +311,7 @@ pub fn start(
 ) -> (EngineHandle, JoinHandle<Result<(), JournalError>>) {
     // Every tick's movements go to the projection from here (it holds those before).
     engine.set_projecting(true);
+    engine.set_history_window(limits.history_window_bits);
     let (tx, rx) = flume::bounded(limits.queue);
     let view = Arc::new(ArcSwap::new(engine.view()));
     let (events, _) = broadcast::channel(EVENT_BUFFER);

@@ -288,6 +288,22 @@ impl Engine {
             .project(on, from_start);
     }
 
+    /// Each history log holds at most `2^bits` rows the projection holds too (a window,
+    /// within [`WINDOW_BITS`](crate::records::log::WINDOW_BITS)) before letting them go: a
+    /// server's bound on its recent history, not state (the hash and the snapshot's held
+    /// form do not depend on it).
+    pub fn set_history_window(&mut self, bits: u32) {
+        let world = &mut self.world;
+        world.resource_mut::<Ledger>().set_history_window(bits);
+        world.resource_mut::<Exchange>().set_history_window(bits);
+        world.resource_mut::<Notifications>().0.set_window(bits);
+        world.resource_mut::<RiskLog>().0.set_window(bits);
+        world
+            .resource_mut::<FundingState>()
+            .history
+            .set_window(bits);
+    }
+
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.
     pub fn set_publishing(&mut self, on: bool) {
         self.world.resource_mut::<Publishing>().0 = on;

@@ -37,8 +37,9 @@ use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 /// rows carried outside the hash. 13: the trade records likewise. 14: the depreciation
 /// notices and the margin state changes likewise. 15: the public fills likewise, with the
 /// candles and latest fills they made kept as state (the exchange's tape). 16: the funding
-/// settlements likewise, each with its sequence number.
-pub const STATE_VERSION: u32 = 16;
+/// settlements likewise, each with its sequence number. 17: a held log names the first row
+/// it holds, not how many chunks of a fixed size it let go (a server's window is set).
+pub const STATE_VERSION: u32 = 17;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {

@@ -472,6 +472,56 @@ fn a_projecting_engine_lets_its_movements_go_and_hashes_as_one_that_holds_them()
     assert_eq!(restored.state_hash(), holding.state_hash());
 }
 
+/// Issue 37: a server's history window bounds the rows each log holds besides the
+/// projection, whatever the window (here 256 rows), without changing the state hash; a
+/// snapshot restores into the default window and takes the server's again.
+#[test]
+fn a_projecting_engine_in_a_small_window_holds_a_window_of_rows_and_hashes_as_one_that_holds_them()
+{
+    use crate::command::TransferKind;
+    use crate::testkit::{START, customers, d};
+    use perpsim_core::instrument::Asset;
+
+    let deposits = |cs: &[_]| -> Vec<Command> {
+        cs.iter()
+            .map(|&customer| Command::RequestTransfer {
+                customer,
+                kind: TransferKind::Deposit,
+                asset: Asset::Usdc,
+                amount: d("1.5"),
+                delay_ms: 0,
+            })
+            .collect()
+    };
+    let (mut holding, mut projecting) = (crate::testkit::engine(5), crate::testkit::engine(5));
+    let cs = customers(&mut holding, 100);
+    assert_eq!(customers(&mut projecting, 100), cs);
+    projecting.set_projecting(true);
+    projecting.set_history_window(8);
+    for round in 1..=20 {
+        let at = START.plus_millis(round);
+        holding.tick(at, deposits(&cs));
+        projecting.tick(at, deposits(&cs));
+        let held = projecting.movements();
+        assert!(held.len() - held.first_held() < 256, "round {round}");
+        assert_eq!(held.first_held() % 256, 0);
+    }
+    assert_eq!(holding.movements().len(), 2_000);
+    assert_eq!(projecting.movements().first_held(), 1_792);
+    assert_eq!(holding.state_hash(), projecting.state_hash());
+
+    let bytes = projecting.encode_state();
+    let mut restored = Engine::restore(&crate::EngineState::decode(&bytes).unwrap());
+    assert_eq!(restored.movements().first_held(), 1_792);
+    restored.set_projecting(true);
+    restored.set_history_window(8);
+    let at = START.plus_millis(21);
+    holding.tick(at, deposits(&cs));
+    restored.tick(at, deposits(&cs));
+    assert_eq!(restored.movements().first_held(), 2_048);
+    assert_eq!(restored.state_hash(), holding.state_hash());
+}
+
 /// Issue 37: while its trade records and public fills are projected the engine lets them go
 /// a chunk at a time (neither ever changes), and its state hash stays that of an engine that
 /// holds them all; a snapshot of it restores to the same hash, the same market data (candles

@@ -271,6 +271,11 @@ impl Ledger {
         self.movements.project(on, from_start);
     }
 
+    /// See [`Engine::set_history_window`](crate::engine::Engine::set_history_window).
+    pub fn set_history_window(&mut self, bits: u32) {
+        self.movements.set_window(bits);
+    }
+
     /// The snapshot form, with the balances (held by the caller's store).
     pub fn state(&self, accounts: BTreeMap<AccountId, Balance>) -> LedgerState {
         LedgerState {

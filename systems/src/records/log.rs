@@ -73,9 +73,14 @@ pub struct LogDigest {
     pub rows: RowsDigest,
 }
 
-/// Items per chunk: 2^16, about 9 MB of ledger rows.
-const CHUNK_BITS: u32 = 16;
-const CHUNK: usize = 1 << CHUNK_BITS;
+/// Items per chunk by default, as a power of two: 2^16, about 9 MB of ledger rows. A server
+/// sets its own ([`ProjectedLog::set_window`]): how many rows of each history it holds at
+/// most before they go, once the projection holds them.
+pub const DEFAULT_WINDOW_BITS: u32 = 16;
+
+/// The window's bounds, as powers of two: from 256 rows (a chunk a few ticks fill) to 16 Mi
+/// rows (2.2 GB of ledger rows, the memory a server may spend on its most recent history).
+pub const WINDOW_BITS: std::ops::RangeInclusive<u32> = 8..=24;
 
 /// Emptied chunks a log keeps for the next ones, at most: a pass that books a million rows
 /// (funding at a million positions) writes into memory already touched, not into fresh pages
@@ -84,12 +89,15 @@ const SPARE: usize = 16;
 
 #[derive(Clone)]
 pub struct Log<T> {
-    /// Chunk `k` holds the items from `(gone + k) × CHUNK`; the chunks before the last item's
+    /// Chunk `k` holds the items from `first + k × 2^bits`; the chunks before the last item's
     /// are full, those after it are empty (reserved). The first grows as a `Vec` does (a small
     /// log stays small); every later one is allocated whole.
     chunks: VecDeque<Vec<T>>,
-    /// Whole chunks let go from the front ([`Log::hand_out`]).
-    gone: usize,
+    /// Items per chunk, as a power of two.
+    bits: u32,
+    /// The first item the chunks hold: those before it were let go ([`Log::hand_out`]), a
+    /// whole chunk at a time.
+    first: usize,
     /// Items of let-go chunks still held, by index: those the owner keeps (a pending
     /// transfer, which changes again), so bounded by what it keeps.
     kept: BTreeMap<usize, T>,
@@ -102,7 +110,8 @@ impl<T> Default for Log<T> {
     fn default() -> Self {
         Log {
             chunks: VecDeque::new(),
-            gone: 0,
+            bits: DEFAULT_WINDOW_BITS,
+            first: 0,
             kept: BTreeMap::new(),
             spare: Vec::new(),
             len: 0,
@@ -123,23 +132,50 @@ impl<T> Log<T> {
     /// The first index still held in chunks: the items before it are let go, but for those
     /// kept.
     pub fn first_held(&self) -> usize {
-        self.gone * CHUNK
+        self.first
+    }
+
+    fn chunk_len(&self) -> usize {
+        1 << self.bits
+    }
+
+    /// Which chunk holds item `index` (at or past [`Log::first_held`]), and where in it.
+    fn locate(&self, index: usize) -> (usize, usize) {
+        let at = index - self.first;
+        (at >> self.bits, at & (self.chunk_len() - 1))
+    }
+
+    /// Items per chunk become `2^bits` (within [`WINDOW_BITS`]): the items held are moved
+    /// into chunks of that size, once, and the emptied spares dropped.
+    pub fn set_window(&mut self, bits: u32) {
+        assert!(WINDOW_BITS.contains(&bits), "a window within its bounds");
+        if bits == self.bits {
+            return;
+        }
+        let held: Vec<T> = std::mem::take(&mut self.chunks)
+            .into_iter()
+            .flatten()
+            .collect();
+        self.spare.clear();
+        self.bits = bits;
+        self.len = self.first;
+        held.into_iter().for_each(|item| self.push(item));
     }
 
     /// A chunk for the items from `len` on: a spare one if any.
     fn new_chunk(&mut self) -> Vec<T> {
         match self.spare.pop() {
             Some(mut chunk) => {
-                chunk.reserve(CHUNK);
+                chunk.reserve(self.chunk_len());
                 chunk
             }
-            None if self.chunks.is_empty() && self.gone == 0 => Vec::new(),
-            None => Vec::with_capacity(CHUNK),
+            None if self.chunks.is_empty() && self.first == 0 => Vec::new(),
+            None => Vec::with_capacity(self.chunk_len()),
         }
     }
 
     pub fn push(&mut self, item: T) {
-        let at = (self.len >> CHUNK_BITS) - self.gone;
+        let at = (self.len - self.first) >> self.bits;
         if at == self.chunks.len() {
             let chunk = self.new_chunk();
             self.chunks.push_back(chunk);
@@ -151,23 +187,24 @@ impl<T> Log<T> {
     /// Room for `additional` more items without allocating while they are appended: a pass
     /// that knows how many rows it writes takes its memory once, ahead.
     pub fn reserve(&mut self, additional: usize) {
-        let target = self.len + additional;
-        if let Some(tail) = self.chunks.get_mut((self.len >> CHUNK_BITS) - self.gone) {
-            let room = CHUNK - tail.len();
+        let (target, chunk) = (self.len + additional, self.chunk_len());
+        if let Some(tail) = self.chunks.get_mut((self.len - self.first) >> self.bits) {
+            let room = chunk - tail.len();
             tail.reserve(room.min(additional));
         }
-        while (self.gone + self.chunks.len()) * CHUNK < target {
-            let mut chunk = self.new_chunk();
-            chunk.reserve(CHUNK);
-            self.chunks.push_back(chunk);
+        while self.first + (self.chunks.len() << self.bits) < target {
+            let mut new = self.new_chunk();
+            new.reserve(chunk);
+            self.chunks.push_back(new);
         }
     }
 
     pub fn get(&self, index: usize) -> Option<&T> {
-        match index.checked_sub(self.first_held()) {
-            Some(at) => self.chunks.get(at >> CHUNK_BITS)?.get(at % CHUNK),
-            None => self.kept.get(&index),
+        if index < self.first {
+            return self.kept.get(&index);
         }
+        let (chunk, at) = self.locate(index);
+        self.chunks.get(chunk)?.get(at)
     }
 
     /// Every item held, in the order appended: those kept, then the chunks'.
@@ -178,13 +215,8 @@ impl<T> Log<T> {
     /// The items from `start` (appended since a reader last looked) to the end; those let go
     /// before it are not there to read.
     pub fn iter_from(&self, start: usize) -> impl Iterator<Item = &T> + '_ {
-        let skip = start.clamp(self.first_held(), self.len) - self.first_held();
-        let first = skip >> CHUNK_BITS;
-        self.chunks
-            .iter()
-            .skip(first)
-            .flatten()
-            .skip(skip - first * CHUNK)
+        let (chunk, at) = self.locate(start.clamp(self.first, self.len));
+        self.chunks.iter().skip(chunk).flatten().skip(at)
     }
 
     /// Lets go of every whole chunk, handing out its items from `from` on (those before were
@@ -204,20 +236,21 @@ impl<T> Log<T> {
     {
         self.kept
             .retain(|_, item| keep(item) || (gone(item), false).1);
-        while (self.gone + 1) * CHUNK <= self.len {
+        let len = self.chunk_len();
+        while self.first + len <= self.len {
             let mut chunk = self.chunks.pop_front().expect("a full chunk");
-            let start = self.first_held();
+            let start = self.first;
             for (k, item) in chunk.iter().enumerate() {
                 match keep(item) {
                     true => drop(self.kept.insert(start + k, item.clone())),
                     false => gone(item),
                 }
             }
-            self.gone += 1;
+            self.first += len;
             match from.saturating_sub(start) {
                 0 => out.0.push(chunk),
                 skip => {
-                    if skip < CHUNK {
+                    if skip < len {
                         out.0.push(chunk.split_off(skip));
                     }
                     chunk.clear();
@@ -234,10 +267,11 @@ impl<T> Log<T> {
     }
 
     fn at_mut(&mut self, index: usize) -> Option<&mut T> {
-        match index.checked_sub(self.first_held()) {
-            Some(at) => self.chunks.get_mut(at >> CHUNK_BITS)?.get_mut(at % CHUNK),
-            None => self.kept.get_mut(&index),
+        if index < self.first {
+            return self.kept.get_mut(&index);
         }
+        let (chunk, at) = self.locate(index);
+        self.chunks.get_mut(chunk)?.get_mut(at)
     }
 }
 
@@ -273,7 +307,7 @@ impl<'a, T> IntoIterator for &'a Log<T> {
 impl<T: PartialEq> PartialEq for Log<T> {
     fn eq(&self, other: &Self) -> bool {
         self.len == other.len
-            && self.gone == other.gone
+            && self.first == other.first
             && self.kept.keys().eq(other.kept.keys())
             && self.iter().eq(other.iter())
     }
@@ -291,7 +325,7 @@ impl<T: fmt::Debug> fmt::Debug for Log<T> {
 /// encoded by [`Log::held`] instead.
 impl<T: Serialize> Serialize for Log<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.gone > 0 {
+        if self.first > 0 {
             return Err(serde::ser::Error::custom(
                 "a log that let items go is encoded by its held form",
             ));
@@ -326,12 +360,13 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Log<T> {
 }
 
 /// A log as a snapshot carries it once it may have let items go ([`Log::held`]): how many
-/// items it has had, the chunks let go, the items kept from them by index, and the items of
-/// the chunks held.
+/// items it has had, the first its chunks hold (those before were let go), the items kept
+/// from those let go by index, and the items of the chunks held. Whatever the window it was
+/// held in: a log restored in another window holds the same items.
 #[derive(serde::Serialize)]
 pub struct HeldRef<'a, T> {
     len: u64,
-    gone: u64,
+    first: u64,
     kept: &'a BTreeMap<usize, T>,
     window: Window<'a, T>,
 }
@@ -354,7 +389,7 @@ impl<T: Serialize> Serialize for Window<'_, T> {
 #[derive(serde::Deserialize)]
 pub struct Held<T> {
     len: u64,
-    gone: u64,
+    first: u64,
     kept: BTreeMap<usize, T>,
     window: Vec<T>,
 }
@@ -364,7 +399,7 @@ impl<T> Log<T> {
     pub fn held(&self) -> HeldRef<'_, T> {
         HeldRef {
             len: self.len as u64,
-            gone: self.gone as u64,
+            first: self.first as u64,
             kept: &self.kept,
             window: Window(&self.chunks),
         }
@@ -372,8 +407,7 @@ impl<T> Log<T> {
 
     /// The log a held form describes, unless its parts contradict each other.
     pub fn from_held(held: Held<T>) -> Option<Self> {
-        let gone = usize::try_from(held.gone).ok()?;
-        let first = gone.checked_mul(CHUNK)?;
+        let first = usize::try_from(held.first).ok()?;
         let len = usize::try_from(held.len).ok()?;
         let whole = len.checked_sub(first)? == held.window.len();
         let kept_before = held.kept.keys().next_back().is_none_or(|&i| i < first);
@@ -381,7 +415,7 @@ impl<T> Log<T> {
             return None;
         }
         let mut log = Log {
-            gone,
+            first,
             kept: held.kept,
             len: first,
             ..Log::default()
@@ -451,6 +485,12 @@ impl<T> ProjectedLog<T> {
     /// See [`Log::reserve`].
     pub fn reserve(&mut self, additional: usize) {
         self.log.reserve(additional);
+    }
+
+    /// See [`Log::set_window`]: what it holds and hands out does not change, only how many
+    /// rows it holds before they go.
+    pub fn set_window(&mut self, bits: u32) {
+        self.log.set_window(bits);
     }
 
     /// The row at `index`, to change: handed out again if it was already.
@@ -576,6 +616,8 @@ impl<'a, T> IntoIterator for &'a Handed<T> {
 mod tests {
     use super::*;
 
+    const CHUNK: usize = 1 << DEFAULT_WINDOW_BITS;
+
     #[test]
     fn a_log_reads_back_what_was_appended_across_chunks_and_encodes_as_a_vec() {
         let n = 2 * CHUNK + 5;
@@ -691,6 +733,45 @@ mod tests {
         let bytes = postcard::to_allocvec(&projected.held()).unwrap();
         let back = ProjectedLog::from_held(postcard::from_bytes(&bytes).unwrap()).unwrap();
         assert!(back == projected && back.digest() == holding.digest());
+    }
+
+    #[test]
+    fn a_log_in_a_smaller_window_lets_go_a_window_at_a_time_and_rewindowed_holds_the_same() {
+        let (mut small, mut holding) = (ProjectedLog::default(), ProjectedLog::default());
+        small.set_window(8);
+        small.project(true, true);
+        let mut seen = Vec::new();
+        for i in 0..1_000u64 {
+            small.push(i);
+            holding.push(i);
+            if i % 100 == 99 {
+                seen.extend(small.hand_out(|row| *row == 3).iter().copied());
+                assert_eq!(small.first_held(), (i as usize + 1) / 256 * 256);
+                assert!(small.iter().count() <= 256 + 1, "a window and the row kept");
+            }
+        }
+        assert!(seen.iter().copied().eq(0..1_000));
+        assert_eq!(small.digest(), holding.digest());
+        // Restored from its held form (in the default window), then in windows both ways.
+        let bytes = postcard::to_allocvec(&small.held()).unwrap();
+        let mut back = ProjectedLog::from_held(postcard::from_bytes(&bytes).unwrap()).unwrap();
+        assert_eq!(back.first_held(), 768);
+        for bits in [12, 8, 9] {
+            back.set_window(bits);
+            assert!(back.iter().eq(small.iter()) && back.digest() == holding.digest());
+            assert_eq!(
+                (back.get(3), back.get(767), back.get(999)),
+                (Some(&3), None, Some(&999))
+            );
+        }
+        back.project(true, false);
+        (1_000..1_600u64).for_each(|i| back.push(i));
+        back.hand_out(|_| false);
+        assert_eq!(
+            back.first_held(),
+            768 + 512,
+            "lets go in its new window, from where it was"
+        );
     }
 
     #[test]

@@ -229,6 +229,12 @@ impl Exchange {
         self.fills.project(on, from_start);
     }
 
+    /// See [`Engine::set_history_window`](crate::engine::Engine::set_history_window).
+    pub fn set_history_window(&mut self, bits: u32) {
+        self.trades.set_window(bits);
+        self.fills.set_window(bits);
+    }
+
     pub fn mark_order(&mut self, id: OrderId) {
         self.dirty.orders.push(id);
         self.changed_orders.push(id);

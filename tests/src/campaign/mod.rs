@@ -69,16 +69,19 @@ const SYMBOL: &str = "BTC-USDC-PERP";
 /// Answers a round waits for before its random kill delay starts.
 const MIN_ANSWERS_BEFORE_KILL: usize = 6;
 /// Manual clock (the campaign moves it, so nothing ticks between the kill and the checks),
-/// frequent snapshots (recovery is snapshot plus tail), and a rate limit the load never meets,
-/// nor the replays of every round's requests (each refused as reused, so each a failed
-/// authentication of this one address).
-const FLAGS: [&str; 14] = [
+/// frequent snapshots (recovery is snapshot plus tail), the smallest history window (so the
+/// kills fall while the engine lets go of its history rows, many times a run), and a rate
+/// limit the load never meets, nor the replays of every round's requests (each refused as
+/// reused, so each a failed authentication of this one address).
+const FLAGS: [&str; 16] = [
     "--clock",
     "manual",
     "--start",
     crate::START,
     "--snapshot-every",
     "40",
+    "--history-window",
+    "256",
     "--rate-limit",
     "100000",
     "--rate-burst",
