@@ -4,18 +4,30 @@
 //! commands/s. `journal/nonces` prices the at-most-once rule (issue 14): a tick of 1 000
 //! commands with and without their nonces, and nonce-only group commits of 1 and 1 000 (what
 //! reads wait for). `journal/archive` prices one archive call (issue 37), and the replay
-//! group a replay from the archive. Run: `cargo bench -p perpsim-benches --bench journal`.
+//! group a replay from the archive. `journal/project` prices what a server's journal writer
+//! does at the funding hour of a million positions (issue 36): the hour's tick committed with
+//! its million funding movements projected in the same durable transaction. Run: `cargo bench
+//! -p perpsim-benches --bench journal`.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use perpsim_benches::{
     START, broker_command, engine_with_broker, genesis, mixed_commands, unbounded,
 };
-use perpsim_core::ids::PublicKey;
+use perpsim_core::Decimal;
+use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, PublicKey};
+use perpsim_core::instrument::Asset;
+use perpsim_core::rng::SimRng;
 use perpsim_storage::{
-    Journal, NonceWrites, SEGMENT_TICKS, TickRecord, UsedNonce, recover, replay_from_genesis,
+    Journal, NonceWrites, Projected, SEGMENT_TICKS, TickRecord, UsedNonce, recover,
+    replay_from_genesis,
 };
+use perpsim_systems::records::history::HandedHistory;
+use perpsim_systems::records::ids::MovementSeq;
+use perpsim_systems::records::log::Handed;
+use perpsim_systems::records::money::{Movement, MovementKind, MovementStatus, PeriodicInfo};
 
 /// The allocator the service runs with (`api/src/main.rs`), so replay and recovery are
 /// measured as `perpsim` runs them.
@@ -282,5 +294,90 @@ fn archive(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, durable_commands, nonce_costs, replay, archive);
+/// A funding hour's rows: one `funding` movement for each of `holders` (customer, broker),
+/// numbered from `*seq` on.
+fn funding_rows(holders: &[(CustomerCode, BrokerCode)], seq: &mut u64) -> HandedHistory {
+    let info = Arc::new(PeriodicInfo {
+        symbol: Arc::from("BTC-USDC-PERP"),
+        mark_price: Decimal::new(6_000_000, 2),
+        funding_rate: Some(Decimal::new(125, 6)),
+    });
+    let movements: Vec<Movement> = holders
+        .iter()
+        .map(|&(customer, broker)| {
+            *seq += 1;
+            Movement {
+                seq: MovementSeq(*seq),
+                code: MovementCode(perpsim_core::Uuid::from_u128(u128::from(*seq))),
+                customer,
+                broker,
+                kind: MovementKind::Funding,
+                status: MovementStatus::Completed,
+                asset: Asset::Usdc,
+                amount: Decimal::new(-75_000_000 - (*seq % 1_000) as i64, 10),
+                created_at: START,
+                updated_at: START,
+                balance_after: Some(Decimal::new(99_925_000, 3)),
+                trade: None,
+                periodic: Some(Arc::clone(&info)),
+            }
+        })
+        .collect();
+    HandedHistory {
+        movements: Handed::from(movements),
+        ..HandedHistory::default()
+    }
+}
+
+/// The journal's writer at a funding hour of a million positions, a customer each, under 16
+/// brokers: the tick and its movements (the rows, and their per-customer and per-broker index
+/// entries) in one durable transaction, each hour after the last in the same journal.
+fn project_funding_hour(c: &mut Criterion) {
+    const ROWS: usize = 1_000_000;
+    let mut group = c.benchmark_group("journal/project");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(30));
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(&dir.path().join("journal.redb")).unwrap();
+    journal.init(&genesis()).unwrap();
+    let mut rng = SimRng::from_seed(5);
+    let brokers: Vec<BrokerCode> = (0..16).map(|_| BrokerCode(rng.uuid())).collect();
+    let holders: Vec<_> = (0..ROWS)
+        .map(|i| (CustomerCode(rng.uuid()), brokers[i % brokers.len()]))
+        .collect();
+    let (mut tick, mut seq) = (0, 0);
+    group.throughput(Throughput::Elements(ROWS as u64));
+    group.bench_function(BenchmarkId::new("funding_movements", ROWS), |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let history = funding_rows(&holders, &mut seq);
+                let rows = Projected {
+                    ended: &[],
+                    history: &history,
+                };
+                tick += 1;
+                let encoded = [TickRecord::encode(START, 0, &[])];
+                let started = Instant::now();
+                journal
+                    .append_batch(tick, &encoded, Some(rows), NonceWrites::default())
+                    .unwrap();
+                spent += started.elapsed();
+            }
+            spent
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    durable_commands,
+    nonce_costs,
+    replay,
+    archive,
+    project_funding_hour
+);
 criterion_main!(benches);
