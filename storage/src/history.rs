@@ -19,7 +19,8 @@
 //! time window and rows agree.
 
 use std::marker::PhantomData;
-use std::ops::Bound;
+use std::ops::{Bound, Range};
+use std::sync::Arc;
 
 use perpsim_core::ids::{BrokerCode, CustomerCode, TradeCode};
 use perpsim_systems::records::funding::FundingRecord;
@@ -33,7 +34,9 @@ use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::backlog::Pending;
 use crate::journal::JournalError;
+use crate::projection::{self, Projected};
 
 /// The index scope of a holder's whole list, every market's rows.
 const ALL: u32 = u32::MAX;
@@ -113,16 +116,6 @@ const FUNDINGS_BY_MARKET: TableDefinition<(u32, u64), ()> =
 /// Trade code → the trade record's sequence number.
 const TRADE_CODES: TableDefinition<u128, u64> = TableDefinition::new("trade_codes");
 
-impl Tables {
-    /// The rows' table and the holder indexes of a kind whose rows have holders.
-    fn held(self) -> (TableDefinition<'static, u64, &'static [u8]>, HolderIndexes) {
-        let holders = self
-            .holders
-            .expect("only kinds with holder indexes are written by holder");
-        (self.rows, holders)
-    }
-}
-
 /// Every table of the history lists, for a projection made again from the start.
 pub(crate) fn delete_all(txn: &WriteTransaction) -> Result<(), JournalError> {
     for t in [MOVEMENTS, TRADES, NOTICES, MARGIN, FILLS, FUNDINGS] {
@@ -138,113 +131,235 @@ pub(crate) fn delete_all(txn: &WriteTransaction) -> Result<(), JournalError> {
 }
 
 /// What one row is filed under.
-struct Filed {
-    seq: u64,
+pub struct Filed {
     customer: CustomerCode,
     broker: BrokerCode,
     market: Option<MarketId>,
 }
 
-/// A row of a history list: what it is filed under.
-trait HistoryRow: Serialize {
-    fn filed(&self) -> Filed;
+impl Filed {
+    /// Whether the row is in `holder`'s list of `market`'s rows (or of all).
+    fn in_list(&self, (holder, market): (Holder, Option<MarketId>)) -> bool {
+        let held = match holder {
+            Holder::Customer(c) => self.customer == c,
+            Holder::Broker(b) => self.broker == b,
+        };
+        held && market.is_none_or(|m| self.market == Some(m))
+    }
 }
 
-/// Each row type is filed under its own seq and holders, and `$market` of it.
-macro_rules! history_row {
-    ($($row:ty => $market:expr),*) => {$(
-        impl HistoryRow for $row {
-            fn filed(&self) -> Filed {
-                let market: fn(&$row) -> Option<MarketId> = $market;
-                Filed {
-                    seq: self.seq.0,
-                    customer: self.customer,
-                    broker: self.broker,
-                    market: market(self),
-                }
+/// A row of one history list: its tables, where a tick's hand-out holds it, and what it is
+/// filed under.
+pub trait Listed: Serialize + DeserializeOwned + Clone + 'static {
+    const TABLES: Tables;
+    /// Its place among [`Listed`] kinds (a backlog batch's lookups).
+    const KIND: usize;
+    fn of(rows: &HandedHistory) -> &Handed<Self>;
+    fn seq(&self) -> u64;
+    /// Its holders, and the market it is also listed under (none for rows without holders).
+    fn filed(&self) -> Option<Filed>;
+}
+
+/// How many kinds of rows are [`Listed`].
+pub(crate) const KINDS: usize = 6;
+
+/// Each row type is listed in `$tables`, handed out in its `$field`; a held one is filed
+/// under its holders and `$market` of it.
+macro_rules! listed {
+    ($kind:expr, $row:ty, $tables:expr, $field:ident, $filed:expr) => {
+        impl Listed for $row {
+            const TABLES: Tables = $tables;
+            const KIND: usize = $kind;
+            fn of(rows: &HandedHistory) -> &Handed<Self> {
+                &rows.$field
+            }
+            fn seq(&self) -> u64 {
+                self.seq.0
+            }
+            fn filed(&self) -> Option<Filed> {
+                let filed: fn(&$row) -> Option<Filed> = $filed;
+                filed(self)
             }
         }
-    )*};
+    };
 }
 
-history_row!(
-    Movement => |_| None,
-    TradeRecord => |t| Some(t.market),
-    Notification => |n| Some(n.market),
-    RiskRecord => |_| None
-);
+/// A held row's holders, listed also under `market`.
+fn held(customer: CustomerCode, broker: BrokerCode, market: Option<MarketId>) -> Option<Filed> {
+    Some(Filed {
+        customer,
+        broker,
+        market,
+    })
+}
 
-/// Writes each row (a later one of the same seq replaces the earlier); its index entries are
-/// written with its first row (a row never changes holder or market), in key order: a
-/// funding hour's million rows name a million customers in no order, and inserted as they
-/// come each entry lands in another page of the index.
-fn write<T: HistoryRow>(
-    txn: &WriteTransaction,
-    (rows_table, holders): (TableDefinition<u64, &[u8]>, HolderIndexes),
-    rows: &Handed<T>,
-) -> Result<(), JournalError> {
-    let mut table = txn.open_table(rows_table)?;
-    let (mut customers, mut brokers) = (Vec::new(), Vec::new());
-    let mut encoded = Vec::new();
-    for row in rows {
-        let f = row.filed();
-        encoded.clear();
-        encoded = postcard::to_extend(row, encoded).expect("history rows always encode");
-        if table.insert(f.seq, encoded.as_slice())?.is_some() {
-            continue;
-        }
-        let scopes = [Some(ALL), f.market];
-        for scope in scopes.into_iter().flatten() {
-            customers.push((f.customer.0.as_u128(), scope, f.seq));
-            brokers.push((f.broker.0.as_u128(), scope, f.seq));
+listed!(0, Movement, MOVEMENTS, movements, |m| held(
+    m.customer, m.broker, None
+));
+listed!(1, TradeRecord, TRADES, trades, |t| held(
+    t.customer,
+    t.broker,
+    Some(t.market)
+));
+listed!(2, Notification, NOTICES, notices, |n| held(
+    n.customer,
+    n.broker,
+    Some(n.market)
+));
+listed!(3, RiskRecord, MARGIN, margin, |r| held(
+    r.customer, r.broker, None
+));
+listed!(4, PublicFill, FILLS, fills, |_| None);
+listed!(5, FundingRecord, FUNDINGS, funding, |_| None);
+
+/// One part of projecting rows: a table's writes in an order that keeps them close in the
+/// file, which may be cut anywhere (a backlog projects a few thousand a commit).
+pub(crate) enum Step {
+    /// The ended orders.
+    Orders,
+    /// One kind's rows, in the order they were made (a later row of a seq replaces an
+    /// earlier one).
+    Rows(RowsWriter, RowsCount),
+    /// Index entries, put in key order before the first is written ([`Step::prepare`]): a
+    /// funding hour's million rows name a million customers in no order, and inserted as
+    /// they come each lands in another page of the index. (A row changed in the same
+    /// commit is filed twice under the same key: the second insert changes nothing.)
+    Keys(TableDefinition<'static, IndexKey, ()>, Vec<IndexKey>),
+    /// Funding settlements by market, likewise.
+    Markets(Vec<(u32, u64)>),
+    /// Trade codes.
+    Codes(Vec<(u128, u64)>),
+}
+
+type RowsWriter = fn(&WriteTransaction, &HandedHistory, Range<usize>) -> Result<(), JournalError>;
+type RowsCount = fn(&HandedHistory) -> usize;
+
+/// The steps that project `rows`, none empty.
+pub(crate) fn plan(rows: &Projected) -> Vec<Step> {
+    let h = &rows.history;
+    let mut steps = vec![Step::Orders];
+    held_steps::<Movement>(h, &mut steps);
+    held_steps::<TradeRecord>(h, &mut steps);
+    held_steps::<Notification>(h, &mut steps);
+    held_steps::<RiskRecord>(h, &mut steps);
+    steps.push(rows_step::<PublicFill>());
+    steps.push(rows_step::<FundingRecord>());
+    let markets = h.funding.iter().map(|f| (f.market, f.seq.0));
+    steps.push(Step::Markets(markets.collect()));
+    let codes = h.trades.iter().map(|t| (t.code.0.as_u128(), t.seq.0));
+    steps.push(Step::Codes(codes.collect()));
+    steps.retain(|s| s.len(rows) > 0);
+    steps
+}
+
+fn rows_step<T: Listed>() -> Step {
+    Step::Rows(put_rows::<T>, |h| T::of(h).len())
+}
+
+/// A held kind's rows and the index entries of its holders: every market's list, and its
+/// own market's (a row changed later is filed again under the same keys).
+fn held_steps<T: Listed>(h: &HandedHistory, steps: &mut Vec<Step>) {
+    let Some(holders) = T::TABLES.holders else {
+        return;
+    };
+    steps.push(rows_step::<T>());
+    // A row is filed once, or twice with its market: the first is reserved.
+    let n = T::of(h).len();
+    let (mut customers, mut brokers) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for (row, f) in T::of(h).iter().filter_map(|r| Some((r, r.filed()?))) {
+        for scope in [Some(ALL), f.market].into_iter().flatten() {
+            customers.push((f.customer.0.as_u128(), scope, row.seq()));
+            brokers.push((f.broker.0.as_u128(), scope, row.seq()));
         }
     }
-    for (index, mut keys) in [
-        (holders.by_customer, customers),
-        (holders.by_broker, brokers),
-    ] {
-        keys.sort_unstable();
-        let mut table = txn.open_table(index)?;
-        for key in keys {
-            table.insert(key, ())?;
+    steps.push(Step::Keys(holders.by_customer, customers));
+    steps.push(Step::Keys(holders.by_broker, brokers));
+}
+
+impl Step {
+    /// Puts the step's writes in the order they are made, before the first (a backlog
+    /// sorts a million keys in the share that reaches them, not in the commit that made
+    /// them).
+    pub(crate) fn prepare(&mut self) {
+        match self {
+            Step::Keys(_, keys) if !keys.is_sorted() => keys.sort_unstable(),
+            Step::Markets(keys) if !keys.is_sorted() => keys.sort_unstable(),
+            _ => {}
         }
+    }
+
+    /// How many writes the step makes.
+    pub(crate) fn len(&self, rows: &Projected) -> usize {
+        match self {
+            Step::Orders => rows.ended.len(),
+            Step::Rows(_, count) => count(&rows.history),
+            Step::Keys(_, keys) => keys.len(),
+            Step::Markets(keys) => keys.len(),
+            Step::Codes(codes) => codes.len(),
+        }
+    }
+
+    /// Makes the step's writes numbered `range`.
+    pub(crate) fn write(
+        &self,
+        txn: &WriteTransaction,
+        rows: &Projected,
+        range: Range<usize>,
+    ) -> Result<(), JournalError> {
+        match self {
+            Step::Orders => projection::write_orders(txn, &rows.ended[range]),
+            Step::Rows(write, _) => write(txn, &rows.history, range),
+            Step::Keys(table, keys) => put_keys(txn, *table, &keys[range]),
+            Step::Markets(keys) => put_keys(txn, FUNDINGS_BY_MARKET, &keys[range]),
+            Step::Codes(codes) => {
+                let mut table = txn.open_table(TRADE_CODES)?;
+                for &(code, seq) in &codes[range] {
+                    table.insert(code, seq)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Writes the rows numbered `range` of a kind under their seqs.
+fn put_rows<T: Listed>(
+    txn: &WriteTransaction,
+    h: &HandedHistory,
+    range: Range<usize>,
+) -> Result<(), JournalError> {
+    let mut table = txn.open_table(T::TABLES.rows)?;
+    let mut encoded = Vec::new();
+    for row in T::of(h).iter().skip(range.start).take(range.len()) {
+        encoded.clear();
+        encoded = postcard::to_extend(row, encoded).expect("history rows always encode");
+        table.insert(row.seq(), encoded.as_slice())?;
     }
     Ok(())
 }
 
-/// Writes each row without a holder under its seq.
-fn write_unheld<T: Serialize>(
+/// Inserts key-only entries.
+fn put_keys<K>(
     txn: &WriteTransaction,
-    tables: Tables,
-    rows: &Handed<T>,
-    seq: impl Fn(&T) -> u64,
-) -> Result<(), JournalError> {
-    let mut table = txn.open_table(tables.rows)?;
-    let mut encoded = Vec::new();
-    for row in rows {
-        encoded.clear();
-        encoded = postcard::to_extend(row, encoded).expect("history rows always encode");
-        table.insert(seq(row), encoded.as_slice())?;
+    table: TableDefinition<'static, K, ()>,
+    keys: &[K],
+) -> Result<(), JournalError>
+where
+    K: redb::Key + 'static + for<'k> redb::Value<SelfType<'k> = K>,
+{
+    let mut table = txn.open_table(table)?;
+    for key in keys {
+        table.insert(key, ())?;
     }
     Ok(())
 }
 
 /// Writes every list's rows, the trade records' codes, the public fills and the funding
 /// settlements with their market index.
-pub(crate) fn write_all(txn: &WriteTransaction, rows: &HandedHistory) -> Result<(), JournalError> {
-    write(txn, MOVEMENTS.held(), &rows.movements)?;
-    write(txn, TRADES.held(), &rows.trades)?;
-    write(txn, NOTICES.held(), &rows.notices)?;
-    write(txn, MARGIN.held(), &rows.margin)?;
-    write_unheld(txn, FILLS, &rows.fills, |f| f.seq.0)?;
-    write_unheld(txn, FUNDINGS, &rows.funding, |f| f.seq.0)?;
-    let mut by_market = txn.open_table(FUNDINGS_BY_MARKET)?;
-    for f in &rows.funding {
-        by_market.insert((f.market, f.seq.0), ())?;
-    }
-    let mut codes = txn.open_table(TRADE_CODES)?;
-    for t in &rows.trades {
-        codes.insert(t.code.0.as_u128(), t.seq.0)?;
+pub(crate) fn write_all(txn: &WriteTransaction, rows: &Projected) -> Result<(), JournalError> {
+    for mut step in plan(rows) {
+        step.prepare();
+        step.write(txn, rows, 0..step.len(rows))?;
     }
     Ok(())
 }
@@ -256,10 +371,11 @@ pub enum Holder {
     Broker(BrokerCode),
 }
 
-/// One history kind's rows as one read transaction sees them.
+/// One history kind's rows as one read transaction sees them, with the rows of the
+/// projection's backlog taken before it (each row there is as new as the table's, or newer).
 pub struct Rows<T> {
+    pending: Arc<Pending>,
     txn: ReadTransaction,
-    tables: Tables,
     row: PhantomData<fn() -> T>,
 }
 
@@ -288,26 +404,32 @@ fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
     }
 }
 
-impl<T: DeserializeOwned> Rows<T> {
-    pub(crate) fn new(txn: ReadTransaction, tables: Tables) -> Self {
+impl<T: Listed> Rows<T> {
+    /// `pending` must be taken before `txn` begins: the backlog then holds every row the
+    /// transaction lacks.
+    pub(crate) fn new(pending: Arc<Pending>, txn: ReadTransaction) -> Self {
         Rows {
+            pending,
             txn,
-            tables,
             row: PhantomData,
         }
     }
 
     /// How many rows there are: sequence numbers run from 0 without gaps.
     pub fn count(&self) -> Result<u64, JournalError> {
-        let Some(table) = open(&self.txn, self.tables.rows)? else {
-            return Ok(0);
+        let projected = match open(&self.txn, T::TABLES.rows)? {
+            Some(table) => table.last()?.map_or(0, |(k, _)| k.value() + 1),
+            None => 0,
         };
-        Ok(table.last()?.map_or(0, |(k, _)| k.value() + 1))
+        Ok(projected.max(self.pending.count::<T>()))
     }
 
     /// The row numbered `seq`, as it stands.
     pub fn get(&self, seq: u64) -> Result<Option<T>, JournalError> {
-        let Some(table) = open(&self.txn, self.tables.rows)? else {
+        if let Some(row) = self.pending.get::<T>(seq) {
+            return Ok(Some(row.clone()));
+        }
+        let Some(table) = open(&self.txn, T::TABLES.rows)? else {
             return Ok(None);
         };
         let Some(v) = table.get(seq)? else {
@@ -315,7 +437,7 @@ impl<T: DeserializeOwned> Rows<T> {
         };
         postcard::from_bytes(v.value())
             .map(Some)
-            .map_err(|e| JournalError::Corrupt(format!("{} {seq}: {e}", self.tables.what)))
+            .map_err(|e| JournalError::Corrupt(format!("{} {seq}: {e}", T::TABLES.what)))
     }
 
     /// The first sequence number whose row satisfies `after`, for a predicate false then true
@@ -326,7 +448,7 @@ impl<T: DeserializeOwned> Rows<T> {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let row = self.get(mid)?.ok_or_else(|| {
-                JournalError::Corrupt(format!("{} {mid} of {n} is missing", self.tables.what))
+                JournalError::Corrupt(format!("{} {mid} of {n} is missing", T::TABLES.what))
             })?;
             if after(&row) {
                 hi = mid;
@@ -340,7 +462,7 @@ impl<T: DeserializeOwned> Rows<T> {
     /// The row numbered `seq`, which a list named: its absence is corruption.
     pub fn listed(&self, seq: u64) -> Result<T, JournalError> {
         self.get(seq)?.ok_or_else(|| {
-            JournalError::Corrupt(format!("{} {seq} is listed but missing", self.tables.what))
+            JournalError::Corrupt(format!("{} {seq} is listed but missing", T::TABLES.what))
         })
     }
 
@@ -348,25 +470,44 @@ impl<T: DeserializeOwned> Rows<T> {
     /// `range`, from its low end or (`descending`) its high end.
     pub fn seqs(
         &self,
-        (holder, market): (Holder, Option<MarketId>),
+        list: (Holder, Option<MarketId>),
         range: (Bound<u64>, Bound<u64>),
         descending: bool,
         limit: usize,
     ) -> Result<Vec<u64>, JournalError> {
-        let Some(holders) = self.tables.holders else {
+        let Some(holders) = T::TABLES.holders else {
             return Ok(Vec::new());
         };
-        let (table, id) = match holder {
+        let (table, id) = match list.0 {
             Holder::Customer(c) => (holders.by_customer, c.0.as_u128()),
             Holder::Broker(b) => (holders.by_broker, b.0.as_u128()),
         };
+        let listed = |r: &T| r.filed().is_some_and(|f| f.in_list(list));
+        let pending = self.pending.seqs(listed, range, descending, limit);
         let Some(table) = open(&self.txn, table)? else {
-            return Ok(Vec::new());
+            return Ok(merged(Vec::new(), pending, descending, limit));
         };
-        let scope = market.unwrap_or(ALL);
-        let range = table.range::<IndexKey>(keyed(|s| (id, scope, s), range))?;
-        take(range, descending, limit, |k: IndexKey| k.2)
+        let scope = list.1.unwrap_or(ALL);
+        let keys = table.range::<IndexKey>(keyed(|s| (id, scope, s), range))?;
+        let projected = take(keys, descending, limit, |k: IndexKey| k.2)?;
+        Ok(merged(projected, pending, descending, limit))
     }
+}
+
+/// Two lists of sequence numbers in the same direction as one, without repeats, cut at
+/// `limit`.
+fn merged(mut a: Vec<u64>, b: Vec<u64>, descending: bool, limit: usize) -> Vec<u64> {
+    if b.is_empty() {
+        return a;
+    }
+    a.extend(b);
+    a.sort_unstable();
+    a.dedup();
+    if descending {
+        a.reverse();
+    }
+    a.truncate(limit);
+    a
 }
 
 /// A range of sequence numbers as the range of the index keys `key` files them under; an
@@ -418,23 +559,31 @@ impl Rows<FundingRecord> {
         descending: bool,
         limit: usize,
     ) -> Result<Vec<u64>, JournalError> {
-        let Some(market) = market else {
-            let Some(table) = open(&self.txn, self.tables.rows)? else {
-                return Ok(Vec::new());
-            };
-            return take(table.range::<u64>(range)?, descending, limit, |k| k);
+        let of_market = |f: &FundingRecord| market.is_none_or(|m| f.market == m);
+        let pending = self.pending.seqs(of_market, range, descending, limit);
+        let projected = match market {
+            None => match open(&self.txn, FundingRecord::TABLES.rows)? {
+                Some(table) => take(table.range::<u64>(range)?, descending, limit, |k| k)?,
+                None => Vec::new(),
+            },
+            Some(market) => match open(&self.txn, FUNDINGS_BY_MARKET)? {
+                Some(table) => {
+                    let keys = table.range::<(u32, u64)>(keyed(|s| (market, s), range))?;
+                    take(keys, descending, limit, |k: (u32, u64)| k.1)?
+                }
+                None => Vec::new(),
+            },
         };
-        let Some(table) = open(&self.txn, FUNDINGS_BY_MARKET)? else {
-            return Ok(Vec::new());
-        };
-        let range = table.range::<(u32, u64)>(keyed(|s| (market, s), range))?;
-        take(range, descending, limit, |k: (u32, u64)| k.1)
+        Ok(merged(projected, pending, descending, limit))
     }
 }
 
 impl Rows<TradeRecord> {
     /// The sequence number of the trade record with this code, if any.
     pub fn by_code(&self, code: TradeCode) -> Result<Option<u64>, JournalError> {
+        if let Some(seq) = self.pending.trade(code) {
+            return Ok(Some(seq));
+        }
         let Some(table) = open(&self.txn, TRADE_CODES)? else {
             return Ok(None);
         };

@@ -1,7 +1,7 @@
 //! The redb tables and the typed operations on them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use perpsim_core::time::Timestamp;
 use perpsim_systems::{Command, EngineState, Genesis, StateHash};
@@ -11,7 +11,10 @@ use redb::{
 };
 use serde::{Deserialize, Serialize};
 
+use arc_swap::ArcSwap;
+
 use crate::archive;
+use crate::backlog::{Backlog, Limits, MAX_PROJECTION_BATCH, Pending};
 use crate::nonces::{self, NONCES, NonceWrites};
 use crate::projection::{self, Projected};
 
@@ -97,6 +100,8 @@ pub struct SnapshotInfo {
 pub struct Journal {
     db: Handle,
     path: PathBuf,
+    /// The rows committed ticks made that the projection does not hold yet (`backlog`).
+    backlog: Mutex<Backlog>,
 }
 
 /// The server's handle writes; a reader's (a replay, a report) only reads, without changing a
@@ -186,6 +191,7 @@ impl Journal {
         Ok(Journal {
             db: Handle::Write(Arc::new(db)),
             path: path.to_owned(),
+            backlog: Mutex::new(Backlog::new(Arc::default())),
         })
     }
 
@@ -200,6 +206,7 @@ impl Journal {
         let journal = Journal {
             db: Handle::Read(db),
             path: path.to_owned(),
+            backlog: Mutex::new(Backlog::new(Arc::default())),
         };
         let txn = journal.begin_read()?;
         let meta = txn.open_table(META)?;
@@ -304,36 +311,112 @@ impl Journal {
     /// one durable transaction: one commit, one fsync, for every tick that waited on it (the
     /// service's writer commits whatever the engine made while the last commit ran; a
     /// scenario replay commits once per batch). With `rows` (the ticks' ended orders and
-    /// changed movements, in the order they were made) the projection, complete through the
-    /// tick before `first`, is extended through the last of them in the same transaction;
-    /// without it (a scenario replay) it is left where it stands.
+    /// history rows, in the order they were made) the projection is extended through the
+    /// last of them: in the same transaction when they are few and none wait before them,
+    /// else by the backlog (`backlog`), of which the transaction projects a share either way.
+    /// Without `rows` (a scenario replay) the projection is left where it stands.
     pub fn append_batch(
         &self,
         first: u64,
         encoded: &[impl AsRef<[u8]>],
-        rows: Option<Projected<'_>>,
+        rows: Option<Projected>,
         nonces: NonceWrites<'_>,
     ) -> Result<(), JournalError> {
+        let mut backlog = self
+            .backlog
+            .lock()
+            .expect("the backlog's lock is never poisoned");
+        let last = (first + encoded.len() as u64).saturating_sub(1);
+        let (inline, waiting) = match rows {
+            Some(rows) if !encoded.is_empty() && !backlog.takes(&rows) => (Some(rows), None),
+            Some(rows) if !encoded.is_empty() => (None, Some((last, rows))),
+            _ => (None, None),
+        };
+        let mut progress = None;
         self.write_durably(|txn| {
-            if !encoded.is_empty() {
-                let mut ticks = txn.open_table(TICKS)?;
-                let last = match ticks.last()? {
-                    Some((k, _)) => k.value(),
-                    // Every tick journaled so far is archived (or none is).
-                    None => archive::through(&txn.open_table(META)?)?,
-                };
-                assert_eq!(first, last + 1, "ticks are appended in order without gaps");
-                for (tick, bytes) in (first..).zip(encoded) {
-                    ticks.insert(tick, bytes.as_ref())?;
-                }
-                if let Some(rows) = rows {
-                    projection::check_follows(txn, first - 1)?;
-                    let last = first + encoded.len() as u64 - 1;
-                    projection::write(txn, rows, last)?;
-                }
+            append_ticks(txn, first, encoded)?;
+            if let Some(rows) = &inline {
+                projection::check_follows(txn, first - 1)?;
+                projection::write(txn, rows, last)?;
+            }
+            if !backlog.is_empty() {
+                progress = Some(backlog.work(txn)?);
             }
             nonces::write(txn, nonces)
-        })
+        })?;
+        if progress.is_some() || waiting.is_some() {
+            backlog.advance(progress.unwrap_or_default(), waiting);
+        }
+        Ok(())
+    }
+
+    /// Projects a share of the backlog in a transaction of its own (the writer's work while
+    /// nothing else waits); whether any is left. Only the share that empties the backlog
+    /// waits for the disk: the others are made durable by the next commit that does (a crash
+    /// before it loses them with the projection's mark, and recovery projects them again).
+    pub fn project_backlog(&self) -> Result<bool, JournalError> {
+        let mut backlog = self
+            .backlog
+            .lock()
+            .expect("the backlog's lock is never poisoned");
+        if backlog.is_empty() {
+            return Ok(false);
+        }
+        let mut txn = self.begin_write()?;
+        if !backlog.empties_in_one_share() {
+            txn.set_durability(Durability::None)?;
+        }
+        let progress = backlog.work(&txn)?;
+        txn.commit()?;
+        backlog.advance(progress, None);
+        Ok(!backlog.is_empty())
+    }
+
+    /// Rows and index entries committed ticks made that the projection does not hold yet.
+    pub fn backlog(&self) -> usize {
+        self.backlog
+            .lock()
+            .expect("the backlog's lock is never poisoned")
+            .writes()
+    }
+
+    /// Sets the rows a commit projects in its own transaction while the backlog is empty,
+    /// at most [`MAX_PROJECTION_BATCH`] (`--projection-batch`): a commit of more waits in the
+    /// backlog.
+    pub fn set_projection_batch(&self, rows: usize) {
+        assert!(
+            rows <= MAX_PROJECTION_BATCH,
+            "{rows} rows is over the bound"
+        );
+        let mut backlog = self
+            .backlog
+            .lock()
+            .expect("the backlog's lock is never poisoned");
+        let limits = backlog.limits();
+        backlog.set_limits(Limits {
+            inline: rows,
+            ..limits
+        });
+    }
+
+    /// Sets when rows wait in the backlog and how much of it a commit projects (tests make
+    /// every commit's rows wait, a few at a time).
+    #[cfg(test)]
+    pub(crate) fn set_backlog_limits(&self, limits: Limits) {
+        let mut backlog = self
+            .backlog
+            .lock()
+            .expect("the backlog's lock is never poisoned");
+        backlog.set_limits(limits);
+    }
+
+    /// The backlog as reads see it.
+    pub(crate) fn pending(&self) -> Arc<ArcSwap<Pending>> {
+        let backlog = self
+            .backlog
+            .lock()
+            .expect("the backlog's lock is never poisoned");
+        backlog.published()
     }
 
     /// One tick's record, if journaled (from the archive if it was moved there).
@@ -454,6 +537,28 @@ impl Journal {
             .map_err(|e| JournalError::Corrupt(format!("snapshot: {e}")))?;
         Ok(EngineState::decode(&stored.state))
     }
+}
+
+/// Appends `encoded` (none or more ticks), the first numbered `first`, after the last tick.
+fn append_ticks(
+    txn: &WriteTransaction,
+    first: u64,
+    encoded: &[impl AsRef<[u8]>],
+) -> Result<(), JournalError> {
+    if encoded.is_empty() {
+        return Ok(());
+    }
+    let mut ticks = txn.open_table(TICKS)?;
+    let last = match ticks.last()? {
+        Some((k, _)) => k.value(),
+        // Every tick journaled so far is archived (or none is).
+        None => archive::through(&txn.open_table(META)?)?,
+    };
+    assert_eq!(first, last + 1, "ticks are appended in order without gaps");
+    for (tick, bytes) in (first..).zip(encoded) {
+        ticks.insert(tick, bytes.as_ref())?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

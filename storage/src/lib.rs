@@ -10,10 +10,12 @@
 //! replay from genesis reads as if they were still in it. This crate knows the engine's
 //! command and state types but nothing of HTTP; it never decides anything, it only remembers.
 //! History leaves the engine's memory for tables here (`projection`): ended orders, ledger
-//! movements, trade records, public fills, notices and margin state changes, written with the tick that
-//! made them, read beside the writer.
+//! movements, trade records, public fills, notices, margin state changes and funding
+//! settlements, written with the tick that made them or, a commit of many, a share at a time
+//! after it (`backlog`), read beside the writer.
 
 mod archive;
+mod backlog;
 mod history;
 mod journal;
 mod nonces;
@@ -21,7 +23,10 @@ mod projection;
 mod recovery;
 
 pub use archive::{Archived, SEGMENT_TICKS, Segment};
-pub use history::{Fills, Fundings, Holder, MarginChanges, Movements, Notices, Rows, Trades};
+pub use backlog::{DEFAULT_PROJECTION_BATCH, MAX_PROJECTION_BATCH};
+pub use history::{
+    Fills, Fundings, Holder, Listed, MarginChanges, Movements, Notices, Rows, Trades,
+};
 pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
 pub use nonces::{NonceWrites, UsedNonce};
 pub use projection::{Projected, Projection};

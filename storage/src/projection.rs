@@ -10,16 +10,17 @@
 //! - the movements, trade records, notices and margin state changes are history lists
 //!   (`history`): rows by sequence number with per-customer and per-broker indexes.
 //!
-//! The service writes a tick's rows in the transaction that journals the tick: the
-//! projection is never behind the journal, and a crash between the two cannot happen.
-//! [`PROJECTED_KEY`] says through which tick it is complete, [`VERSION_KEY`] which tables it
-//! has; a file written without it (a scenario replay's, which never serves reads) or by an
-//! earlier version is projected by recovery, which then replays from a snapshot no newer
-//! than the projection and projects the ticks after it as it goes (`recovery`); an earlier
-//! version's tables are dropped first ([`Journal::reset_projection`]).
+//! The service writes a commit's rows in the transaction that journals its ticks, or, a
+//! commit of many, a share at a time after it (`backlog`). [`PROJECTED_KEY`] says through
+//! which tick it is complete, [`VERSION_KEY`] which tables it has; a file whose projection is
+//! behind its journal (a crash with a backlog, a scenario replay's, which never serves reads,
+//! or a file of an earlier version) is projected by recovery, which then replays from a
+//! snapshot no newer than the projection and projects the ticks after it as it goes
+//! (`recovery`); an earlier version's tables are dropped first
+//! ([`Journal::reset_projection`]).
 //!
-//! Reads go through a [`Projection`], a handle on the same database: a redb read
-//! transaction, which never waits on the writer.
+//! Reads go through a [`Projection`], a handle on the same database: the backlog, then a redb
+//! read transaction, neither of which waits on the writer.
 
 use std::sync::Arc;
 
@@ -28,7 +29,12 @@ use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
 use redb::{Database, ReadableDatabase, TableDefinition, WriteTransaction};
 
-use crate::history::{self, Fills, Fundings, MarginChanges, Movements, Notices, Rows, Trades};
+use arc_swap::ArcSwap;
+
+use crate::backlog::Pending;
+use crate::history::{
+    self, Fills, Fundings, Listed, MarginChanges, Movements, Notices, Rows, Trades,
+};
 use crate::journal::{Journal, JournalError, META};
 
 /// (customer, reference_id) → the encoded latest ended [`Order`] under that reference.
@@ -47,10 +53,27 @@ const VERSION: u32 = 6;
 /// What ticks add to the projection, each list in the order the ticks made it: the orders
 /// they ended and the history rows they made or changed (a later row of the same order
 /// reference or movement replaces an earlier one).
-#[derive(Debug, Clone, Copy)]
-pub struct Projected<'a> {
-    pub ended: &'a [Arc<Order>],
-    pub history: &'a HandedHistory,
+#[derive(Debug, Clone, Default)]
+pub struct Projected {
+    pub ended: Vec<Arc<Order>>,
+    pub history: HandedHistory,
+}
+
+impl Projected {
+    /// How many rows, ended orders and history rows.
+    pub fn len(&self) -> usize {
+        self.ended.len() + self.history.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Moves `more`'s rows after these.
+    pub fn append(&mut self, more: &mut Projected) {
+        self.ended.append(&mut more.ended);
+        self.history.append(&mut more.history);
+    }
 }
 
 /// Whether `meta` names this version's projection.
@@ -84,18 +107,25 @@ fn through(
 /// complete through `tick`.
 pub(crate) fn write(
     txn: &WriteTransaction,
-    rows: Projected<'_>,
+    rows: &Projected,
     tick: u64,
 ) -> Result<(), JournalError> {
-    write_orders(txn, rows.ended)?;
-    history::write_all(txn, rows.history)?;
+    history::write_all(txn, rows)?;
+    mark(txn, tick)
+}
+
+/// Marks the projection complete through `tick`.
+pub(crate) fn mark(txn: &WriteTransaction, tick: u64) -> Result<(), JournalError> {
     let mut meta = txn.open_table(META)?;
     meta.insert(PROJECTED_KEY, tick.to_le_bytes().as_slice())?;
     meta.insert(VERSION_KEY, VERSION.to_le_bytes().as_slice())?;
     Ok(())
 }
 
-fn write_orders(txn: &WriteTransaction, orders: &[Arc<Order>]) -> Result<(), JournalError> {
+pub(crate) fn write_orders(
+    txn: &WriteTransaction,
+    orders: &[Arc<Order>],
+) -> Result<(), JournalError> {
     let mut table = txn.open_table(ENDED_ORDERS)?;
     for o in orders {
         assert!(
@@ -132,7 +162,7 @@ impl Journal {
     /// Projects `rows` (of the ticks after the projection's end through `tick`, in the order
     /// they were made) and marks the projection complete through `tick`, in one durable
     /// transaction: recovery's catching up.
-    pub fn project(&self, rows: Projected<'_>, tick: u64) -> Result<(), JournalError> {
+    pub fn project(&self, rows: &Projected, tick: u64) -> Result<(), JournalError> {
         self.write_durably(|txn| write(txn, rows, tick))
     }
 
@@ -160,7 +190,8 @@ impl Journal {
     /// A handle for reads of the projection, beside the writer (none for a read-only journal,
     /// which never serves).
     pub fn projection(&self) -> Option<Projection> {
-        self.database().map(|db| Projection { db })
+        let pending = self.pending();
+        self.database().map(|db| Projection { db, pending })
     }
 }
 
@@ -169,6 +200,8 @@ impl Journal {
 #[derive(Clone)]
 pub struct Projection {
     db: Arc<Database>,
+    /// The rows the tables lack yet: taken before each read transaction begins.
+    pending: Arc<ArcSwap<Pending>>,
 }
 
 impl Projection {
@@ -178,6 +211,10 @@ impl Projection {
         customer: CustomerCode,
         reference: &str,
     ) -> Result<Option<Order>, JournalError> {
+        let pending = self.pending.load_full();
+        if let Some(order) = pending.ended_order(customer, reference) {
+            return Ok(Some(order.clone()));
+        }
         let txn = self.db.begin_read()?;
         let table = match txn.open_table(ENDED_ORDERS) {
             Ok(table) => table,
@@ -194,34 +231,40 @@ impl Projection {
 }
 
 impl Projection {
+    /// A kind's rows at one point in time: the backlog, then a read transaction.
+    fn rows<T: Listed>(&self) -> Result<Rows<T>, JournalError> {
+        let pending = self.pending.load_full();
+        Ok(Rows::new(pending, self.db.begin_read()?))
+    }
+
     /// The ledger movements at one point in time (one read transaction).
     pub fn movements(&self) -> Result<Movements, JournalError> {
-        Ok(Rows::new(self.db.begin_read()?, history::MOVEMENTS))
+        self.rows()
     }
 
     /// The trade records at one point in time (one read transaction).
     pub fn trades(&self) -> Result<Trades, JournalError> {
-        Ok(Rows::new(self.db.begin_read()?, history::TRADES))
+        self.rows()
     }
 
     /// The depreciation notices at one point in time (one read transaction).
     pub fn notices(&self) -> Result<Notices, JournalError> {
-        Ok(Rows::new(self.db.begin_read()?, history::NOTICES))
+        self.rows()
     }
 
     /// The public fills at one point in time (one read transaction).
     pub fn fills(&self) -> Result<Fills, JournalError> {
-        Ok(Rows::new(self.db.begin_read()?, history::FILLS))
+        self.rows()
     }
 
     /// The funding settlements at one point in time (one read transaction).
     pub fn fundings(&self) -> Result<Fundings, JournalError> {
-        Ok(Rows::new(self.db.begin_read()?, history::FUNDINGS))
+        self.rows()
     }
 
     /// The margin state changes at one point in time (one read transaction).
     pub fn margin_changes(&self) -> Result<MarginChanges, JournalError> {
-        Ok(Rows::new(self.db.begin_read()?, history::MARGIN))
+        self.rows()
     }
 }
 

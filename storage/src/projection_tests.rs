@@ -166,9 +166,32 @@ fn extending_a_projection_that_is_behind_is_refused() {
 /// keeps nothing of ended orders' references, finds none open).
 #[test]
 fn every_reference_reads_from_view_and_projection_what_the_engine_knows_of_it() {
+    references_session(false);
+}
+
+/// The same with every commit's rows waiting in the projection's backlog and a few projected
+/// a commit: a read finds an ended order in the backlog as in the table.
+#[test]
+fn every_reference_reads_the_same_while_the_projection_is_behind_the_journal() {
+    references_session(true);
+}
+
+/// Makes every commit's rows wait in the backlog, and each commit project five writes of it
+/// (or a 64th).
+fn backlogged(journal: &Journal) {
+    journal.set_backlog_limits(crate::backlog::Limits {
+        inline: 0,
+        slice: 5,
+    });
+}
+
+fn references_session(backlog: bool) {
     use perpsim_core::rng::SimRng;
     use std::collections::BTreeMap;
     let (_dir, journal, mut e) = fresh();
+    if backlog {
+        backlogged(&journal);
+    }
     let customers: Vec<CustomerCode> = (0..3).map(|_| funded(&journal, &mut e)).collect();
     let mut rng = SimRng::from_seed(37);
     // The oracle: per reference, the latest ended order as the ticks handed them out.
@@ -213,6 +236,11 @@ fn every_reference_reads_from_view_and_projection_what_the_engine_knows_of_it() 
         ended_oracle.len() > 10,
         "the session ended orders under many references"
     );
+    let behind = journal.projected_through().unwrap() < journal.last_tick().unwrap();
+    assert_eq!(
+        behind, backlog,
+        "the projection is behind only with a backlog"
+    );
 }
 
 fn random_command(rng: &mut perpsim_core::rng::SimRng, customers: &[CustomerCode]) -> Command {
@@ -251,7 +279,7 @@ fn random_command(rng: &mut perpsim_core::rng::SimRng, customers: &[CustomerCode
 
 /// One holder's list, whole, newest three, and cut by a bound and a limit both ways, as the
 /// projection reads it, against `mine` (the engine's log filtered, in sequence order).
-fn assert_list_matches<T: serde::de::DeserializeOwned>(
+fn assert_list_matches<T: crate::history::Listed>(
     read: &crate::Rows<T>,
     list: (Holder, Option<u32>),
     mine: &[u64],
@@ -325,9 +353,51 @@ fn assert_history_matches(journal: &Journal, e: &Engine, holders: &[Holder]) {
 /// completes — and each customer's and broker's lists are the engine's logs filtered.
 #[test]
 fn every_movement_trade_and_history_list_reads_from_the_projection_as_the_engine_holds_it() {
+    history_session(false);
+}
+
+/// The same with every commit's rows waiting in the projection's backlog, a few projected a
+/// commit, so reads merge the backlog with the tables at every tick; drained, the tables
+/// alone hold the same; and a crash with a backlog loses nothing: recovery projects what
+/// the tables lacked (issue 37: kill -9 between the journal's commit and the projection).
+#[test]
+fn every_history_list_reads_the_same_while_the_projection_is_behind_and_after_a_crash() {
+    let (dir, journal, e, holders) = history_session(true);
+    let path = dir.path().join("journal.redb");
+    let last = journal.last_tick().unwrap();
+    assert!(journal.projected_through().unwrap() < last);
+    assert!(journal.backlog() > 0);
+    drop(journal);
+    let reopened = Journal::open(&path).unwrap();
+    let recovered = recover(&reopened).unwrap().unwrap();
+    assert_eq!(recovered.engine.state_hash(), e.state_hash());
+    assert!(
+        recovered.projected > 0,
+        "recovery projected the backlog's rows"
+    );
+    assert_eq!(reopened.projected_through().unwrap(), last);
+    assert_history_matches(&reopened, &e, &holders);
+    drop(reopened);
+    // Drained by the writer instead: the tables alone hold every row.
+    let (_dir, journal, e, holders) = history_session(true);
+    while journal.project_backlog().unwrap() {}
+    assert_eq!(journal.backlog(), 0);
+    assert_eq!(
+        journal.projected_through().unwrap(),
+        journal.last_tick().unwrap()
+    );
+    assert_history_matches(&journal, &e, &holders);
+}
+
+/// A random session of transfers and trades (see above), checked after every tick; the
+/// journal, engine and holders it leaves.
+fn history_session(backlog: bool) -> (tempfile::TempDir, Journal, Engine, Vec<Holder>) {
     use perpsim_core::rng::SimRng;
     use perpsim_core::time::SECOND_MS;
-    let (_dir, journal, mut e) = fresh();
+    let (dir, journal, mut e) = fresh();
+    if backlog {
+        backlogged(&journal);
+    }
     let customers: Vec<CustomerCode> = (0..3).map(|_| funded(&journal, &mut e)).collect();
     let mut holders: Vec<Holder> = customers.iter().map(|&c| Holder::Customer(c)).collect();
     holders.extend(e.view().brokers.keys().map(|&b| Holder::Broker(b)));
@@ -378,6 +448,7 @@ fn every_movement_trade_and_history_list_reads_from_the_projection_as_the_engine
         rewritten > 10,
         "{rewritten} rows completed after they were made"
     );
+    (dir, journal, e, holders)
 }
 
 /// Makes the projection look written before it had a version (the ended orders' only).
@@ -615,10 +686,10 @@ fn notices_and_margin_state_changes_are_projected_as_history_lists() {
             ..HandedHistory::default()
         };
         let rows = crate::Projected {
-            ended: &[],
-            history: &history,
+            ended: Vec::new(),
+            history,
         };
-        journal.project(rows, through + tick as u64 + 1).unwrap();
+        journal.project(&rows, through + tick as u64 + 1).unwrap();
     }
     let projection = journal.projection().unwrap();
     let (notices, margin) = (
@@ -678,10 +749,10 @@ fn funding_settlements_are_projected_as_one_list_and_one_per_market() {
             ..HandedHistory::default()
         };
         let rows = crate::Projected {
-            ended: &[],
-            history: &history,
+            ended: Vec::new(),
+            history,
         };
-        journal.project(rows, through + tick as u64 + 1).unwrap();
+        journal.project(&rows, through + tick as u64 + 1).unwrap();
     }
     let read = journal.projection().unwrap().fundings().unwrap();
     assert_eq!(read.count().unwrap(), 14);

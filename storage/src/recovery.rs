@@ -1,14 +1,11 @@
 //! Start-up: the newest snapshot, then the ticks after it, then serve. A journal whose
-//! projection is behind its ticks (a scenario replay's, or one older than the projection) is
-//! recovered from a snapshot no newer than the projection, and the ended orders and history
-//! rows (`HandedHistory`) of the ticks after it are projected on the way.
-
-use std::sync::Arc;
+//! projection is behind its ticks (after a crash with a backlog, a scenario replay's, or one
+//! older than the projection) is recovered from a snapshot no newer than the projection, and
+//! the ended orders and history rows (`HandedHistory`) of the ticks after it are projected
+//! on the way.
 
 use perpsim_systems::Engine;
 use perpsim_systems::publish::events::Listening;
-use perpsim_systems::records::history::HandedHistory;
-use perpsim_systems::records::order::Order;
 
 use crate::journal::{Journal, JournalError, SnapshotInfo};
 use crate::projection::Projected;
@@ -102,7 +99,7 @@ fn replay(
 ) -> Result<Recovered, JournalError> {
     let start = engine.counters().ticks;
     let mut verified = Vec::new();
-    let mut pending = Pending::default();
+    let mut pending = Projected::default();
     let mut projected = 0;
     engine.set_publishing(false);
     engine.set_listening(Listening::MarginStates);
@@ -127,7 +124,7 @@ fn replay(
             pending.ended.extend(out.ended);
             pending.history.append(&mut out.history);
             if pending.len() >= PROJECT_BATCH {
-                projected += pending.write(journal, tick)?;
+                projected += catch_up(journal, &mut pending, tick)?;
             }
         }
         Ok(())
@@ -135,7 +132,7 @@ fn replay(
     engine.set_projecting(false);
     let replayed_ticks = engine.counters().ticks - start;
     if project.is_some() {
-        projected += pending.write(journal, engine.counters().ticks)?;
+        projected += catch_up(journal, &mut pending, engine.counters().ticks)?;
     }
     Ok(Recovered {
         engine,
@@ -146,30 +143,13 @@ fn replay(
     })
 }
 
-/// Rows made since recovery last projected.
-#[derive(Default)]
-struct Pending {
-    ended: Vec<Arc<Order>>,
-    history: HandedHistory,
-}
-
-impl Pending {
-    fn len(&self) -> usize {
-        self.ended.len() + self.history.len()
-    }
-
-    /// Projects the rows through `tick`; how many there were.
-    fn write(&mut self, journal: &Journal, tick: u64) -> Result<u64, JournalError> {
-        let rows = Projected {
-            ended: &self.ended,
-            history: &self.history,
-        };
-        journal.project(rows, tick)?;
-        let n = self.len() as u64;
-        self.ended.clear();
-        self.history.clear();
-        Ok(n)
-    }
+/// Projects `pending` (rows made since recovery last projected) through `tick`; how many
+/// there were.
+fn catch_up(journal: &Journal, pending: &mut Projected, tick: u64) -> Result<u64, JournalError> {
+    journal.project(pending, tick)?;
+    let n = pending.len() as u64;
+    *pending = Projected::default();
+    Ok(n)
 }
 
 #[cfg(test)]
@@ -196,9 +176,9 @@ pub(crate) mod tests {
         let record = TickRecord::encode(now, c.commands, &cmds);
         engine.set_projecting(project);
         let out = engine.tick(now, cmds);
-        let rows = project.then_some(Projected {
-            ended: &out.ended,
-            history: &out.history,
+        let rows = project.then(|| Projected {
+            ended: out.ended.clone(),
+            history: out.history.clone(),
         });
         journal
             .append_batch(c.ticks + 1, &[record], rows, NonceWrites::default())

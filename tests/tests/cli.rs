@@ -105,6 +105,7 @@ fn garbage_in_an_environment_variable_refuses_the_start_as_the_flag_would() {
         ("PERPSIM_MAKER_SIZE", "BTC-USDC-PERP=-1", "--maker-size"),
         ("PERPSIM_CLOCK", "sundial", "--clock"),
         ("PERPSIM_HISTORY_WINDOW", "1000", "--history-window"),
+        ("PERPSIM_PROJECTION_BATCH", "2000000", "--projection-batch"),
     ] {
         let out = std::process::Command::new(perpsim_tests::binary())
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])

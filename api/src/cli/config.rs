@@ -17,6 +17,7 @@ use perpsim_core::instrument::default_instruments;
 use perpsim_core::limits::{DEFAULT_MAX_CUSTOMERS, DEFAULT_MAX_OPEN_ORDERS, VenueLimits};
 use perpsim_core::simulation::{InstrumentSimulation, PriceFeed, Simulation};
 use perpsim_core::time::Timestamp;
+use perpsim_storage::{DEFAULT_PROJECTION_BATCH, MAX_PROJECTION_BATCH};
 use perpsim_systems::records::log::{DEFAULT_WINDOW_BITS, WINDOW_BITS};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -104,6 +105,12 @@ pub struct ServeArgs {
     /// projection, at most: a power of two from 256 to 16777216 [default: 65536].
     #[arg(long, env = "PERPSIM_HISTORY_WINDOW")]
     pub history_window: Option<u64>,
+    /// History rows a commit writes to the journal's projection in its own transaction, at
+    /// most, while nothing waits before them: a commit of more (a funding hour's) waits in
+    /// the projection's backlog and is projected a share at a time beside the answers that
+    /// follow it; 0 to 1048576 [default: 8192].
+    #[arg(long, env = "PERPSIM_PROJECTION_BATCH")]
+    pub projection_batch: Option<u64>,
     /// Requests per second per public key [default: 100].
     #[arg(long, env = "PERPSIM_RATE_LIMIT")]
     pub rate_limit: Option<u32>,
@@ -198,6 +205,7 @@ struct FileConfig {
     snapshot_every: Option<u64>,
     snapshot_interval: Option<u64>,
     history_window: Option<u64>,
+    projection_batch: Option<u64>,
     rate_limit: Option<u32>,
     rate_burst: Option<u32>,
     auth_failure_rate: Option<u32>,
@@ -525,6 +533,7 @@ impl ServeArgs {
                 )
             })?;
         let history_window_bits = history_window_bits(self.history_window.or(file.history_window))?;
+        let projection_batch = projection_batch(self.projection_batch.or(file.projection_batch))?;
         let rate_limit = self.rate_limit.or(file.rate_limit).unwrap_or(100);
         let rate_burst = self.rate_burst.or(file.rate_burst).unwrap_or(200);
         let max_nonces_per_key = self
@@ -611,6 +620,7 @@ impl ServeArgs {
             snapshot_every,
             snapshot_interval_secs,
             history_window_bits,
+            projection_batch,
             rate_limit,
             rate_burst,
             auth_failures,
@@ -633,6 +643,17 @@ fn history_window_bits(rows: Option<u64>) -> Result<u32, String> {
         .map(u64::trailing_zeros)
         .ok_or_else(|| {
             format!("--history-window must be a power of two from 256 to 16777216 rows, got {rows}")
+        })
+}
+
+/// The rows a commit projects in its own transaction, the default's unless given.
+fn projection_batch(rows: Option<u64>) -> Result<usize, String> {
+    let rows = rows.unwrap_or(DEFAULT_PROJECTION_BATCH as u64);
+    usize::try_from(rows)
+        .ok()
+        .filter(|&r| r <= MAX_PROJECTION_BATCH)
+        .ok_or_else(|| {
+            format!("--projection-batch must be 0 to {MAX_PROJECTION_BATCH} rows, got {rows}")
         })
 }
 

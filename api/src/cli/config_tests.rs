@@ -241,3 +241,32 @@ fn the_history_window_defaults_to_65536_rows_and_must_be_a_bounded_power_of_two(
         );
     }
 }
+
+#[test]
+fn the_projection_batch_defaults_to_8192_rows_and_is_bounded() {
+    let resolved = |rows: Option<u64>| {
+        ServeArgs {
+            projection_batch: rows,
+            ..Default::default()
+        }
+        .resolve()
+    };
+    assert_eq!(resolved(None).unwrap().projection_batch, 8_192);
+    assert_eq!(resolved(Some(0)).unwrap().projection_batch, 0);
+    assert_eq!(resolved(Some(1 << 20)).unwrap().projection_batch, 1 << 20);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perpsim.toml");
+    std::fs::write(&path, "projection_batch = 100\n").unwrap();
+    let from_file = ServeArgs {
+        config: Some(path),
+        ..Default::default()
+    };
+    assert_eq!(from_file.resolve().unwrap().projection_batch, 100);
+    for bad in [(1 << 20) + 1, u64::MAX] {
+        let err = resolved(Some(bad)).unwrap_err();
+        assert!(
+            err.contains("--projection-batch must be 0 to 1048576 rows"),
+            "{bad}: {err}"
+        );
+    }
+}

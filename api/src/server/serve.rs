@@ -123,6 +123,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         history_window_bits: cfg.history_window_bits,
         ..HostLimits::default()
     };
+    journal.set_projection_batch(cfg.projection_batch);
     let exporter = Exporter::install()?;
     let (handle, thread) = host::start(engine, journal, limits);
     if fresh {

@@ -32,6 +32,9 @@ pub struct ServeConfig {
     pub snapshot_interval_secs: i64,
     /// Each history log's window, as a power of two (`Engine::set_history_window`).
     pub history_window_bits: u32,
+    /// History rows a commit projects in its own transaction while the projection has no
+    /// backlog (`Journal::set_projection_batch`).
+    pub projection_batch: usize,
     pub rate_limit: u32,
     pub rate_burst: u32,
     /// Failed authentications each client address may make (D9): a second, and in a burst.

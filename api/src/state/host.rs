@@ -203,7 +203,8 @@ impl EngineHandle {
     /// The order a reference names, as a read answers it: the live one in `view`, else the
     /// latest that ended, from the journal's projection (a read transaction: it never waits
     /// on the writer). The projection is as new as `view` or newer, never older: a tick's
-    /// ended orders are committed with it, before its view is published.
+    /// ended orders are committed with it, or wait in the projection's backlog, which reads
+    /// take too, before its view is published.
     pub fn order_by_ref(
         &self,
         view: &ReadView,
@@ -241,7 +242,8 @@ impl EngineHandle {
 
     /// The ledger movements as the journal's projection holds them now (a read transaction:
     /// it never waits on the writer). It is as new as the view published last, or newer: a
-    /// tick's movements are committed with it, before its view is published.
+    /// tick's movements are committed with it, or wait in the projection's backlog, which
+    /// reads take too, before its view is published.
     pub fn movements(&self) -> Result<Movements, Error> {
         self.projection
             .movements()

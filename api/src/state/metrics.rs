@@ -27,6 +27,7 @@ pub const JOURNAL_TICK: &str = "perpsim_journal_tick";
 pub const JOURNAL_LAG: &str = "perpsim_journal_lag_ticks";
 pub const JOURNAL_BYTES: &str = "perpsim_journal_file_bytes";
 pub const ARCHIVE_BYTES: &str = "perpsim_journal_archive_bytes";
+pub const PROJECTION_BACKLOG: &str = "perpsim_projection_backlog_writes";
 pub const SNAPSHOTS: &str = "perpsim_snapshots_total";
 pub const NONCES: &str = "perpsim_nonce_store_entries";
 pub const NONCE_KEYS: &str = "perpsim_nonce_store_keys";
@@ -51,7 +52,7 @@ const BATCH: [f64; 13] = [
 ];
 
 /// Every metric's kind, unit and help, for README and the exporter's `# HELP` lines.
-pub const CATALOGUE: [(&str, &str, &str, &str); 25] = [
+pub const CATALOGUE: [(&str, &str, &str, &str); 26] = [
     (
         HTTP_REQUEST,
         "histogram",
@@ -111,7 +112,13 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 25] = [
         JOURNAL_LAG,
         "gauge",
         "ticks",
-        "Ticks the engine has applied that are not yet durable (waiting for the journal's writer, or in its commit); their answers wait with them. Also the history projection's lag: a tick's history rows are written in the commit that journals it.",
+        "Ticks the engine has applied that are not yet durable (waiting for the journal's writer, or in its commit); their answers wait with them.",
+    ),
+    (
+        PROJECTION_BACKLOG,
+        "gauge",
+        "writes",
+        "History rows and index entries of durable ticks that the history projection's tables do not hold yet (reads find them in the backlog meanwhile): a commit of more than `--projection-batch` rows (a funding hour's) waits there and is projected a share a commit and while the writer is idle.",
     ),
     (
         JOURNAL_BYTES,
@@ -314,6 +321,11 @@ pub fn commit(took: Duration, ticks: usize, tick: u64, bytes: Option<u64>) {
     if let Some(bytes) = bytes {
         gauge!(JOURNAL_BYTES).set(bytes as f64);
     }
+}
+
+/// What the projection's backlog holds after a commit or a share of it projected.
+pub fn backlog(writes: usize) {
+    gauge!(PROJECTION_BACKLOG).set(writes as f64);
 }
 
 /// The archive's size after an archive call (or at start).

@@ -11,7 +11,7 @@
 //! and a commit takes at most [`PIPELINE`] ticks.
 
 use std::sync::Arc;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
@@ -67,11 +67,11 @@ pub(super) struct Applied {
     pub record: Vec<u8>,
     pub view: Arc<ReadView>,
     pub events: Vec<EngineEvent>,
-    /// The orders that ended in the tick: projected in its transaction, as the view no
-    /// longer holds them.
+    /// The orders that ended in the tick: projected with it (in its transaction, or by the
+    /// projection's backlog), as the view no longer holds them.
     pub ended: Vec<Arc<Order>>,
-    /// The history rows the tick made or changed: projected in its transaction, as the view
-    /// holds none.
+    /// The history rows the tick made or changed: projected likewise, as the view holds
+    /// none.
     pub history: HandedHistory,
     pub replies: Vec<oneshot::Sender<CommandResult>>,
     pub results: Vec<CommandResult>,
@@ -94,7 +94,7 @@ impl Writer {
     /// are dropped unsent, so each waiting request hears that nothing of it was confirmed.
     pub(super) fn run(mut self, jobs: Receiver<Job>) -> Result<(), JournalError> {
         let mut group = Vec::with_capacity(PIPELINE);
-        while let Ok(first) = jobs.recv() {
+        while let Some(first) = self.next_job(&jobs)? {
             let mut job = Some(first);
             while let Some(next) = job {
                 match next {
@@ -112,7 +112,29 @@ impl Writer {
             }
             self.commit(&mut group)?;
         }
+        // Stopping: the backlog reaches the projection's tables before the file closes (a
+        // crash instead leaves it to recovery).
+        while self.journal.project_backlog()? {}
+        metrics::backlog(0);
         Ok(())
+    }
+
+    /// The next job (none once the engine thread has gone); while none waits, the
+    /// projection's backlog is projected a share at a time.
+    fn next_job(&mut self, jobs: &Receiver<Job>) -> Result<Option<Job>, JournalError> {
+        loop {
+            match jobs.try_recv() {
+                Ok(job) => return Ok(Some(job)),
+                Err(TryRecvError::Disconnected) => return Ok(None),
+                Err(TryRecvError::Empty) => {
+                    let more = self.journal.project_backlog()?;
+                    metrics::backlog(self.journal.backlog());
+                    if !more {
+                        return Ok(jobs.recv().ok());
+                    }
+                }
+            }
+        }
     }
 
     /// One durable transaction for the group's ticks and nonces; then each is published in
@@ -123,9 +145,10 @@ impl Writer {
         }
         // Moved out, in tick order (a movement changed in two of the ticks is written twice,
         // the later last): publishing needs none of them.
-        let mut history = HandedHistory::default();
+        let mut rows = Projected::default();
         for t in group.iter_mut().filter_map(|m| m.tick.as_mut()) {
-            history.append(&mut t.history);
+            rows.ended.append(&mut t.ended);
+            rows.history.append(&mut t.history);
         }
         let ticks: Vec<&[u8]> = group
             .iter()
@@ -135,16 +158,7 @@ impl Writer {
             .iter()
             .flat_map(|m| m.nonces.iter().copied())
             .collect();
-        let ended: Vec<Arc<Order>> = group
-            .iter()
-            .filter_map(|m| m.tick.as_ref())
-            .flat_map(|t| t.ended.iter().cloned())
-            .collect();
         let forget_below = group.iter().map(|m| m.forget_below).max().unwrap_or(0);
-        let rows = Projected {
-            ended: &ended,
-            history: &history,
-        };
         let started = Instant::now();
         let writes = NonceWrites {
             used: &nonces,
@@ -160,6 +174,7 @@ impl Writer {
         self.durable += ticks.len() as u64;
         let bytes = self.journal.file_bytes().ok();
         metrics::commit(started.elapsed(), ticks.len(), self.durable, bytes);
+        metrics::backlog(self.journal.backlog());
         for made in group.drain(..) {
             self.publish(made);
         }
@@ -213,6 +228,11 @@ impl Writer {
                 encoded,
                 reply,
             } => {
+                // Every kept snapshot is at or before the projection's mark, so recovery
+                // always starts from the newest: the backlog is projected first (a stall only
+                // when a snapshot falls in the seconds after a tick of a million rows).
+                while self.journal.project_backlog()? {}
+                metrics::backlog(0);
                 let written = self.journal.write_snapshot(tick, encoded);
                 if let Ok(info) = &written {
                     metrics::snapshot();

@@ -5,10 +5,10 @@ use std::cmp::Reverse;
 use std::ops::Bound;
 
 use perpsim_core::time::Timestamp;
+use perpsim_storage::Listed;
 use perpsim_storage::{Holder, JournalError, Rows};
 use perpsim_systems::records::ids::{FundingSeq, MovementSeq, NoticeSeq, TradeSeq};
 use perpsim_systems::records::venue::MarketId;
-use serde::de::DeserializeOwned;
 
 use crate::pagination::{CursorKey, Keys};
 
@@ -56,7 +56,7 @@ pub struct ListKeys<'a, T> {
     pub list: (Holder, Option<MarketId>),
 }
 
-impl<T: DeserializeOwned, K: SeqKey> Keys<K> for ListKeys<'_, T> {
+impl<T: Listed, K: SeqKey> Keys<K> for ListKeys<'_, T> {
     type Error = JournalError;
 
     fn take(
@@ -78,7 +78,7 @@ impl<T: DeserializeOwned, K: SeqKey> Keys<K> for ListKeys<'_, T> {
 
 /// The sequence numbers `lo..end` of the rows made inside `[from, to]` (inclusive; either
 /// open): rows are made in non-decreasing time, so the window is one range.
-pub fn time_range<T: DeserializeOwned>(
+pub fn time_range<T: Listed>(
     read: &Rows<T>,
     time: impl Fn(&T) -> Timestamp,
     (from, to): (Option<Timestamp>, Option<Timestamp>),
@@ -95,9 +95,6 @@ pub fn time_range<T: DeserializeOwned>(
 }
 
 /// The rows a page's keys name, in the page's order.
-pub fn rows<T: DeserializeOwned, K: SeqKey>(
-    read: &Rows<T>,
-    keys: &[K],
-) -> Result<Vec<T>, JournalError> {
+pub fn rows<T: Listed, K: SeqKey>(read: &Rows<T>, keys: &[K]) -> Result<Vec<T>, JournalError> {
     keys.iter().map(|k| read.listed(k.seq())).collect()
 }

@@ -98,8 +98,8 @@ fn projected(dir: &std::path::Path, history: HandedHistory) -> Journal {
         })
         .unwrap();
     let rows = Projected {
-        ended: &[],
-        history: &history,
+        ended: Vec::new(),
+        history,
     };
     let tick = TickRecord::encode(START, 0, &[]);
     journal
@@ -256,7 +256,7 @@ type Filing = (CustomerCode, BrokerCode, u32, Timestamp, u64);
 /// Walks 90 random lists of `rows` (holder, every market or one, time window), each with the
 /// projection's `window` checked against a search of the rows' times; how many pages it
 /// compared. `desc` says which rounds walk newest first.
-fn walk_market_lists<T: serde::de::DeserializeOwned, K: SeqKey + std::fmt::Debug>(
+fn walk_market_lists<T: perpsim_storage::Listed, K: SeqKey + std::fmt::Debug>(
     (rows, read): (&[T], &Rows<T>),
     filing: impl Fn(&T) -> Filing,
     window: impl Fn(&Rows<T>, Created) -> Result<(Bound<K>, Bound<K>), JournalError>,

@@ -70,10 +70,12 @@ const SYMBOL: &str = "BTC-USDC-PERP";
 const MIN_ANSWERS_BEFORE_KILL: usize = 6;
 /// Manual clock (the campaign moves it, so nothing ticks between the kill and the checks),
 /// frequent snapshots (recovery is snapshot plus tail), the smallest history window (so the
-/// kills fall while the engine lets go of its history rows, many times a run), and a rate
+/// kills fall while the engine lets go of its history rows, many times a run), every commit's
+/// history rows left to the projection's backlog (so kills fall between a tick's journal
+/// commit and its projection, issue 37), and a rate
 /// limit the load never meets, nor the replays of every round's requests (each refused as
 /// reused, so each a failed authentication of this one address).
-const FLAGS: [&str; 16] = [
+const FLAGS: [&str; 18] = [
     "--clock",
     "manual",
     "--start",
@@ -82,6 +84,8 @@ const FLAGS: [&str; 16] = [
     "40",
     "--history-window",
     "256",
+    "--projection-batch",
+    "0",
     "--rate-limit",
     "100000",
     "--rate-burst",
