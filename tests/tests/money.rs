@@ -2,7 +2,7 @@
 //! ledger (§2.9, §4.2) with D4 pagination. The binary under test is a debug build, so the
 //! engine asserts the money invariants after every run of its schedule as well.
 
-use perpsim_tests::{Client, advance, customer, funded, manual, transfer};
+use perpsim_tests::{Client, Server, advance, customer, funded, manual, transfer};
 use serde_json::{Value, json};
 
 fn balances(c: &Client, code: &str, query: &str) -> Value {
@@ -306,7 +306,21 @@ fn balances_filter_by_asset_and_refuse_unknown_assets() {
 
 #[test]
 fn transactions_are_newest_first_filtered_by_customer_and_time_and_paginated() {
-    let server = manual();
+    transactions_listed(manual());
+}
+
+/// Issue 37: with every commit's history rows left to the projection's backlog
+/// (`--projection-batch 0`), a list read right after its write finds its rows in the backlog
+/// or, once the idle writer has projected them, in the tables: it answers exactly the same.
+#[test]
+fn transactions_list_the_same_while_the_projection_has_a_backlog() {
+    let flags = ["--clock", "manual", "--start", perpsim_tests::START];
+    transactions_listed(Server::start(
+        &[&flags[..], &["--projection-batch", "0"]].concat(),
+    ));
+}
+
+fn transactions_listed(server: Server) {
     let c = server.demo();
     let (a, b) = (customer(&c), customer(&c));
     let mut codes = Vec::new();
