@@ -29,7 +29,12 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use perpsim_core::ids::{CustomerCode, TradeCode};
+use perpsim_systems::records::funding::FundingRecord;
+use perpsim_systems::records::history::HandedHistory;
+use perpsim_systems::records::money::Movement;
 use perpsim_systems::records::order::Order;
+use perpsim_systems::records::risk::{Notification, RiskRecord};
+use perpsim_systems::records::trade::{PublicFill, TradeRecord};
 use redb::WriteTransaction;
 
 use crate::history::{KINDS, Listed, Step, plan};
@@ -77,15 +82,14 @@ pub struct Batch {
 
 impl Batch {
     fn new(tick: u64, rows: Projected) -> Self {
+        let mut lookups: [Vec<(u64, u32)>; KINDS] = Default::default();
         let h = &rows.history;
-        let lookups = [
-            lookup(&h.movements),
-            lookup(&h.trades),
-            lookup(&h.notices),
-            lookup(&h.margin),
-            lookup(&h.fills),
-            lookup(&h.funding),
-        ];
+        lookup::<Movement>(h, &mut lookups);
+        lookup::<TradeRecord>(h, &mut lookups);
+        lookup::<Notification>(h, &mut lookups);
+        lookup::<RiskRecord>(h, &mut lookups);
+        lookup::<PublicFill>(h, &mut lookups);
+        lookup::<FundingRecord>(h, &mut lookups);
         Batch {
             tick,
             rows,
@@ -128,10 +132,10 @@ impl Batch {
     }
 }
 
-/// Each seq's latest row's position, in seq order.
-fn lookup<T: Listed>(rows: &perpsim_systems::records::log::Handed<T>) -> Vec<(u64, u32)> {
+/// A kind's lookup: each seq's latest row's position, in seq order.
+fn lookup<T: Listed>(h: &HandedHistory, lookups: &mut [Vec<(u64, u32)>; KINDS]) {
     let position = |i: usize| u32::try_from(i).expect("a batch holds fewer than 2^32 rows");
-    let mut found: Vec<(u64, u32)> = rows
+    let mut found: Vec<(u64, u32)> = T::of(h)
         .iter()
         .enumerate()
         .map(|(i, r)| (r.seq(), position(i)))
@@ -143,7 +147,7 @@ fn lookup<T: Listed>(rows: &perpsim_systems::records::log::Handed<T>) -> Vec<(u6
     found.reverse();
     found.dedup_by_key(|&mut (seq, _)| seq);
     found.reverse();
-    found
+    lookups[T::KIND] = found;
 }
 
 /// The backlog as reads see it: its batches, oldest first.
