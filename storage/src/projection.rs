@@ -68,12 +68,6 @@ impl Projected {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// Moves `more`'s rows after these.
-    pub fn append(&mut self, more: &mut Projected) {
-        self.ended.append(&mut more.ended);
-        self.history.append(&mut more.history);
-    }
 }
 
 /// Whether `meta` names this version's projection.
