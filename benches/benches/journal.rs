@@ -10,6 +10,7 @@
 //! backlog projected. Run: `cargo bench
 //! -p perpsim-benches --bench journal`.
 
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,7 @@ use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode, PublicKey};
 use perpsim_core::instrument::Asset;
 use perpsim_core::rng::SimRng;
 use perpsim_storage::{
-    Journal, NonceWrites, Projected, SEGMENT_TICKS, TickRecord, UsedNonce, recover,
+    Holder, Journal, NonceWrites, Projected, SEGMENT_TICKS, TickRecord, UsedNonce, recover,
     replay_from_genesis,
 };
 use perpsim_systems::records::history::HandedHistory;
@@ -335,8 +336,10 @@ fn funding_rows(holders: &[(CustomerCode, BrokerCode)], seq: &mut u64) -> Handed
 /// movements (the rows, and their per-customer and per-broker index entries) handed to
 /// `append_batch` as the server's writer hands them, then the next tick's commit.
 /// `hour_and_next_commit` times the two commits: what an answer handed just after the hour
-/// waits for. `drain` times the rest of the projection (the backlog's shares, as the idle
-/// writer works them off): the writer's work for the hour beside the answers.
+/// waits for. `first_list_read` and `next_list_read` time a customer's transaction list read
+/// while the hour's rows wait in the backlog: the first makes the batch's lists, the next
+/// finds its own. `drain` times the rest of the projection (the backlog's shares, as the
+/// idle writer works them off): the writer's work for the hour beside the answers.
 fn project_funding_hour(c: &mut Criterion) {
     const ROWS: usize = 1_000_000;
     let mut group = c.benchmark_group("journal/project");
@@ -353,7 +356,9 @@ fn project_funding_hour(c: &mut Criterion) {
         .map(|i| (CustomerCode(rng.uuid()), brokers[i % brokers.len()]))
         .collect();
     let (mut tick, mut seq) = (0, 0);
-    // One hour: (the two commits, the drain).
+    let projection = journal.projection().unwrap();
+    // One hour: the two commits, the first read of a customer's list while the hour's rows
+    // wait (it makes the batch's lists), a second customer's, and the drain.
     let mut hour = || {
         let history = funding_rows(&holders, &mut seq);
         let mut commit = |rows: Projected| {
@@ -370,18 +375,29 @@ fn project_funding_hour(c: &mut Criterion) {
             history,
         });
         let next = commit(Projected::default());
+        let read = |k: usize| {
+            let started = Instant::now();
+            let list = (Holder::Customer(holders[k].0), None);
+            let all = (Bound::Unbounded, Bound::Unbounded);
+            let page = projection.movements().unwrap().seqs(list, all, true, 100);
+            assert!(!page.unwrap().is_empty(), "the hour's row is listed");
+            started.elapsed()
+        };
+        let (first, second) = (read(7), read(ROWS / 2));
         let started = Instant::now();
         while journal.project_backlog().unwrap() {}
-        (hour + next, started.elapsed())
+        [hour + next, first, second, started.elapsed()]
     };
     group.throughput(Throughput::Elements(ROWS as u64));
-    let mut timed = |name: &str, pick: fn((Duration, Duration)) -> Duration| {
+    let mut timed = |name: &str, pick: usize| {
         group.bench_function(BenchmarkId::new(name, ROWS), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| pick(hour())).sum())
+            b.iter_custom(|iters| (0..iters).map(|_| hour()[pick]).sum())
         });
     };
-    timed("hour_and_next_commit", |(commits, _)| commits);
-    timed("drain", |(_, drain)| drain);
+    timed("hour_and_next_commit", 0);
+    timed("first_list_read", 1);
+    timed("next_list_read", 2);
+    timed("drain", 3);
     group.finish();
 }
 
