@@ -339,6 +339,7 @@ pub fn start(
         events,
         keys: engine.view().keys.clone(),
         durable: engine.counters().ticks,
+        owed: Default::default(),
     };
     let (jobs, received) = std::sync::mpsc::sync_channel(PIPELINE);
     let writer = std::thread::Builder::new()

@@ -7,9 +7,15 @@
 //! tick's senders hear, the view the reads load and the events the channels push still follow
 //! its commit, never precede it: nothing of a tick leaves before it survives a crash.
 //!
+//! The history rows a tick let go owe their digest to the engine's state hash (see
+//! `ProjectedLog`): this thread computes it, [`SETTLE_AFTER_COMMIT`] rows after each commit
+//! and [`SETTLE_IDLE`] at a time while nothing waits, so the engine's tick does not.
+//!
 //! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full)
-//! and a commit takes at most [`PIPELINE`] ticks.
+//! and a commit takes at most [`PIPELINE`] ticks; the hand-outs whose digest is owed are
+//! bounded by the engine's `MAX_OWED_ROWS` (beyond it the engine computes them itself).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Instant;
@@ -29,6 +35,14 @@ use super::metrics;
 
 /// Jobs waiting for the writer, and ticks in one commit.
 pub(super) const PIPELINE: usize = 64;
+
+/// Rows whose owed digest the writer computes after each commit, at most (about a
+/// millisecond): a tick's few at once, a funding hour's over the commits that follow it.
+const SETTLE_AFTER_COMMIT: usize = 8_192;
+
+/// Rows whose owed digest the writer computes in one idle turn (about 10 ms), before it
+/// projects a share of the backlog.
+const SETTLE_IDLE: usize = 65_536;
 
 /// What the engine thread hands to the writer, in the order it happened.
 pub(super) enum Job {
@@ -86,6 +100,8 @@ pub(super) struct Writer {
     pub keys: imbl::OrdMap<PublicKey, BrokerCode>,
     /// The last tick made durable.
     pub durable: u64,
+    /// The hand-outs committed whose runs still owe their digest, oldest first.
+    pub owed: VecDeque<HandedHistory>,
 }
 
 impl Writer {
@@ -127,7 +143,8 @@ impl Writer {
                 Ok(job) => return Ok(Some(job)),
                 Err(TryRecvError::Disconnected) => return Ok(None),
                 Err(TryRecvError::Empty) => {
-                    let more = self.journal.project_backlog()?;
+                    let settling = self.settle(SETTLE_IDLE);
+                    let more = self.journal.project_backlog()? || settling;
                     metrics::backlog(self.journal.backlog());
                     if !more {
                         return Ok(jobs.recv().ok());
@@ -149,6 +166,9 @@ impl Writer {
         for t in group.iter_mut().filter_map(|m| m.tick.as_mut()) {
             rows.ended.append(&mut t.ended);
             rows.history.append(&mut t.history);
+        }
+        if rows.history.owing() > 0 {
+            self.owed.push_back(rows.history.clone()); // the runs, shared, not the rows
         }
         let ticks: Vec<&[u8]> = group
             .iter()
@@ -178,7 +198,22 @@ impl Writer {
         for made in group.drain(..) {
             self.publish(made);
         }
+        self.settle(SETTLE_AFTER_COMMIT);
         Ok(())
+    }
+
+    /// Computes owed digests, oldest first, until `budget` rows are digested; whether any
+    /// are still owed.
+    fn settle(&mut self, budget: usize) -> bool {
+        let mut left = budget;
+        while let Some(history) = self.owed.front() {
+            left = left.saturating_sub(history.settle(left));
+            if history.owing() > 0 {
+                return true;
+            }
+            self.owed.pop_front();
+        }
+        false
     }
 
     /// Answers a durable tick's nonces, publishes its view and events, answers its commands.

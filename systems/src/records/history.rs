@@ -54,4 +54,25 @@ impl HandedHistory {
     pub fn clear(&mut self) {
         *self = HandedHistory::default();
     }
+
+    /// Rows whose digest is still owed (see [`crate::records::log::Run`]), of every list.
+    pub fn owing(&self) -> usize {
+        self.movements.owing()
+            + self.trades.owing()
+            + self.fills.owing()
+            + self.notices.owing()
+            + self.margin.owing()
+            + self.funding.owing()
+    }
+
+    /// Computes the digests the lists' runs owe until `budget` rows are digested (the
+    /// journal's writer, off the engine thread); the rows digested.
+    pub fn settle(&self, budget: usize) -> usize {
+        let mut spent = self.movements.settle(budget);
+        spent += self.trades.settle(budget.saturating_sub(spent));
+        spent += self.fills.settle(budget.saturating_sub(spent));
+        spent += self.notices.settle(budget.saturating_sub(spent));
+        spent += self.margin.settle(budget.saturating_sub(spent));
+        spent + self.funding.settle(budget.saturating_sub(spent))
+    }
 }

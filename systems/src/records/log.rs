@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, Index, IndexMut};
+use std::sync::{Arc, OnceLock};
 
 use rapidhash::v3::{RapidSecrets, rapidhash_v3_seeded};
 use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
@@ -221,14 +222,15 @@ impl<T> Log<T> {
 
     /// Lets go of every whole chunk, handing out its items from `from` on (those before were
     /// handed out before) into `out`: the chunk itself where it has no such item, moved, not
-    /// copied. Each item is passed to `gone` unless `keep` holds it; an item kept stays held
-    /// (a copy) and is handed out all the same. Items kept before, which `keep` no longer
-    /// holds, are let go too. Then hands out copies of the items from `from` in the chunk
+    /// copied, owing the digest of its items `keep` does not hold ([`Run`]). An item before
+    /// `from` is passed to `gone` unless `keep` holds it; an item kept stays held (a copy) and
+    /// is handed out all the same. Items kept before, which `keep` no longer holds, are passed
+    /// to `gone` and let go too. Then hands out copies of the items from `from` in the chunk
     /// still filling. A chunk none of whose items leaves serves the chunks to come.
     pub fn hand_out(
         &mut self,
         from: usize,
-        keep: impl Fn(&T) -> bool,
+        keep: fn(&T) -> bool,
         mut gone: impl FnMut(&T),
         out: &mut Handed<T>,
     ) where
@@ -240,29 +242,33 @@ impl<T> Log<T> {
         while self.first + len <= self.len {
             let mut chunk = self.chunks.pop_front().expect("a full chunk");
             let start = self.first;
-            for (k, item) in chunk.iter().enumerate() {
-                match keep(item) {
-                    true => drop(self.kept.insert(start + k, item.clone())),
-                    false => gone(item),
-                }
+            for (k, item) in chunk.iter().enumerate().filter(|(_, item)| keep(item)) {
+                self.kept.insert(start + k, item.clone());
             }
             self.first += len;
-            match from.saturating_sub(start) {
-                0 => out.0.push(chunk),
-                skip => {
-                    if skip < len {
-                        out.0.push(chunk.split_off(skip));
-                    }
+            let skip = from.saturating_sub(start).min(len);
+            chunk[..skip]
+                .iter()
+                .filter(|item| !keep(item))
+                .for_each(&mut gone);
+            let rest = match skip {
+                0 => chunk,
+                _ => {
+                    let rest = chunk.split_off(skip);
                     chunk.clear();
                     if self.spare.len() < SPARE {
                         self.spare.push(chunk);
                     }
+                    rest
                 }
+            };
+            if !rest.is_empty() {
+                out.0.push(Arc::new(Run::let_go(rest, keep)));
             }
         }
         let filling: Vec<T> = self.iter_from(from).cloned().collect();
         if !filling.is_empty() {
-            out.0.push(filling);
+            out.0.push(Arc::new(Run::copied(filling)));
         }
     }
 
@@ -429,11 +435,20 @@ impl<T> Log<T> {
 /// digest of those it let go once handed out ([`ProjectedLog::hand_out`]). Read as the
 /// [`Log`] it holds; written only by appending or through [`ProjectedLog::row_mut`], so no
 /// row leaves uncounted and no change goes unhanded.
+///
+/// The rows of a whole chunk let go are digested off the engine thread: the run handed out
+/// owes its digest ([`Run`]), which the journal's writer computes once it has the rows
+/// ([`Handed::settle`]); the log keeps the run until then, and folds its digest in at the
+/// next hand-out. Whatever needs the digest before (the state hash, a snapshot) computes the
+/// runs still owed itself, so the digest is the same whoever computed it, and when.
 #[derive(Clone, Debug)]
 pub struct ProjectedLog<T> {
     log: Log<T>,
-    /// The digest of the rows let go.
+    /// The digest of the rows let go, but for those of `owed`.
     gone: RowsDigest,
+    /// Runs let go whose digest is not in `gone` yet, oldest first: at most [`MAX_OWED_ROWS`]
+    /// rows, beyond which the engine computes the oldest itself.
+    owed: VecDeque<Arc<Run<T>>>,
     /// While the projection takes the rows: the first not handed out yet (none else).
     handed: Option<usize>,
     /// Rows before `handed` changed since they were handed out, to hand out again: bounded
@@ -446,6 +461,7 @@ impl<T> Default for ProjectedLog<T> {
         ProjectedLog {
             log: Log::default(),
             gone: RowsDigest::default(),
+            owed: VecDeque::new(),
             handed: None,
             changed: Vec::new(),
         }
@@ -453,13 +469,13 @@ impl<T> Default for ProjectedLog<T> {
 }
 
 /// The rows and what was let go, not who takes them now.
-impl<T: PartialEq> PartialEq for ProjectedLog<T> {
+impl<T: PartialEq + Serialize> PartialEq for ProjectedLog<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.log == other.log && self.gone == other.gone
+        self.log == other.log && self.gone() == other.gone()
     }
 }
 
-impl<T: Eq> Eq for ProjectedLog<T> {}
+impl<T: Eq + Serialize> Eq for ProjectedLog<T> {}
 
 impl<T> Deref for ProjectedLog<T> {
     type Target = Log<T>;
@@ -513,8 +529,45 @@ impl<T> ProjectedLog<T> {
 
     /// The held form a snapshot carries: the log's ([`Log::held`]) and the digest of the
     /// rows let go.
-    pub fn held(&self) -> (HeldRef<'_, T>, RowsDigest) {
-        (self.log.held(), self.gone)
+    pub fn held(&self) -> (HeldRef<'_, T>, RowsDigest)
+    where
+        T: Serialize,
+    {
+        (self.log.held(), self.gone())
+    }
+
+    /// The digest of the rows let go: computing what is still owed unless another did.
+    fn gone(&self) -> RowsDigest
+    where
+        T: Serialize,
+    {
+        let owed = self.owed.iter().map(|run| run.settle());
+        owed.fold(self.gone, RowsDigest::and)
+    }
+
+    /// Folds the runs settled into `gone`, oldest first, and settles the oldest itself while
+    /// more than [`MAX_OWED_ROWS`] rows are owed (so a writer that falls behind does not
+    /// make the engine hold rows without bound).
+    fn fold_owed(&mut self)
+    where
+        T: Serialize,
+    {
+        let mut owed_rows: usize = self.owed.iter().map(|run| run.len()).sum();
+        while let Some(run) = self.owed.front() {
+            let digest = match run.settled() {
+                Some(digest) => digest,
+                None if owed_rows > MAX_OWED_ROWS => run.settle(),
+                None => break,
+            };
+            owed_rows -= run.len();
+            self.gone = self.gone.and(digest);
+            self.owed.pop_front();
+        }
+        // Settled out of order (the writer settles as it goes, the engine from the front).
+        self.owed.retain(|run| match run.settled() {
+            Some(digest) => (self.gone = self.gone.and(digest), false).1,
+            None => true,
+        });
     }
 
     /// The log a held form describes, unless its parts contradict each other.
@@ -527,21 +580,23 @@ impl<T> ProjectedLog<T> {
     }
 }
 
-impl<T: Serialize + Clone> ProjectedLog<T> {
+impl<T: Serialize + Clone + Send + Sync + 'static> ProjectedLog<T> {
     /// What the state hash reads: the count of rows ever appended and the digest of them
     /// all, let go or held.
     pub fn digest(&self) -> LogDigest {
         LogDigest {
             len: self.log.len() as u64,
-            rows: self.gone.and(RowsDigest::of(&self.log)),
+            rows: self.gone().and(RowsDigest::of(&self.log)),
         }
     }
 
     /// The rows appended or changed since the last call, as they stand now (none while
     /// nobody projects): the projection holds them from here, so every whole chunk is let
-    /// go, all but the rows `keep` holds (which change again), each counted into the digest.
-    /// See [`Log::hand_out`]: a chunk's rows are moved out, not copied.
-    pub fn hand_out(&mut self, keep: impl Fn(&T) -> bool) -> Handed<T> {
+    /// go, all but the rows `keep` holds (which change again; `keep` must judge a row by its
+    /// contents alone, since a run's digest applies it again). See [`Log::hand_out`]: a
+    /// chunk's rows are moved out, not copied, and owe their digest ([`Run`]).
+    pub fn hand_out(&mut self, keep: fn(&T) -> bool) -> Handed<T> {
+        self.fold_owed();
         let mut out = Handed::default();
         let Some(from) = self.handed else {
             return out;
@@ -550,12 +605,14 @@ impl<T: Serialize + Clone> ProjectedLog<T> {
         changed.sort_unstable();
         changed.dedup();
         if !changed.is_empty() {
-            out.0
-                .push(changed.iter().map(|&i| self.log[i].clone()).collect());
+            let rows = changed.iter().map(|&i| self.log[i].clone()).collect();
+            out.0.push(Arc::new(Run::copied(rows)));
         }
         let (gone, mut buf) = (&mut self.gone, Vec::new());
         let digest = |row: &T| gone.add(row, &mut buf);
         self.log.hand_out(from, keep, digest, &mut out);
+        let owing = out.0.iter().filter(|run| run.owes.is_some());
+        self.owed.extend(owing.cloned());
         self.handed = Some(self.log.len());
         changed.clear();
         self.changed = changed;
@@ -563,10 +620,84 @@ impl<T: Serialize + Clone> ProjectedLog<T> {
     }
 }
 
-/// Rows handed out of a log, in runs: whole chunks moved out of it, and copies. A run is
-/// in sequence order; the first may be of rows changed after they were handed out before.
+/// Rows owed to the digest at most, beyond which the engine computes the oldest run's itself:
+/// four million, two midnights' at a million positions (about 600 MB of ledger rows, which
+/// the journal's backlog holds meanwhile too, until it has projected them).
+pub const MAX_OWED_ROWS: usize = 1 << 22;
+
+/// A run of rows handed out of a log, in sequence order: a whole chunk the log let go (moved
+/// out, not copied), which owes the digest of the rows let go (all but those `keep` held),
+/// or copies, which owe none. The digest is computed once, by whoever asks first: the
+/// journal's writer once it has the rows ([`Run::settle`]), or the engine when it hashes its
+/// state before the writer did.
+#[derive(Debug)]
+pub struct Run<T> {
+    rows: Vec<T>,
+    owes: Option<Owes<T>>,
+}
+
+#[derive(Debug)]
+struct Owes<T> {
+    /// Which rows the log kept (so are not let go, nor in the digest).
+    keep: fn(&T) -> bool,
+    digest: OnceLock<RowsDigest>,
+}
+
+impl<T> Run<T> {
+    fn copied(rows: Vec<T>) -> Self {
+        Run { rows, owes: None }
+    }
+
+    fn let_go(rows: Vec<T>, keep: fn(&T) -> bool) -> Self {
+        let owes = Owes {
+            keep,
+            digest: OnceLock::new(),
+        };
+        Run {
+            rows,
+            owes: Some(owes),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The digest owed, if computed.
+    fn settled(&self) -> Option<RowsDigest> {
+        self.owes
+            .as_ref()
+            .map_or(Some(RowsDigest::default()), |o| o.digest.get().copied())
+    }
+}
+
+impl<T: Serialize> Run<T> {
+    /// The digest owed (of nothing for copies), computed now unless it was; a caller that
+    /// finds another computing it waits for that.
+    pub fn settle(&self) -> RowsDigest {
+        let Some(owes) = &self.owes else {
+            return RowsDigest::default();
+        };
+        let gone = self.rows.iter().filter(|row| !(owes.keep)(row));
+        *owes.digest.get_or_init(|| RowsDigest::of(gone))
+    }
+}
+
+/// The rows, not who computed what.
+impl<T: PartialEq> PartialEq for Run<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.rows == other.rows
+    }
+}
+
+impl<T: Eq> Eq for Run<T> {}
+
+/// Rows handed out of a log, in runs ([`Run`]): whole chunks moved out of it, and copies. A
+/// run is in sequence order; the first may be of rows changed after they were handed out
+/// before. Whoever takes them settles the digests they owe ([`Handed::settle`]) off the
+/// engine thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Handed<T>(Vec<Vec<T>>);
+pub struct Handed<T>(Vec<Arc<Run<T>>>);
 
 impl<T> Default for Handed<T> {
     fn default() -> Self {
@@ -574,17 +705,24 @@ impl<T> Default for Handed<T> {
     }
 }
 
+/// The rows of a run.
+type RunRows<'a, T> = fn(&'a Arc<Run<T>>) -> std::slice::Iter<'a, T>;
+
+/// The rows handed out, in order.
+pub type HandedIter<'a, T> =
+    std::iter::FlatMap<std::slice::Iter<'a, Arc<Run<T>>>, std::slice::Iter<'a, T>, RunRows<'a, T>>;
+
 impl<T> Handed<T> {
     pub fn len(&self) -> usize {
-        self.0.iter().map(Vec::len).sum()
+        self.0.iter().map(|run| run.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.iter().all(Vec::is_empty)
+        self.0.iter().all(|run| run.rows.is_empty())
     }
 
-    pub fn iter(&self) -> std::iter::Flatten<std::slice::Iter<'_, Vec<T>>> {
-        self.0.iter().flatten()
+    pub fn iter(&self) -> HandedIter<'_, T> {
+        self.0.iter().flat_map(|run| run.rows.iter())
     }
 
     /// Moves `more`'s runs after these.
@@ -595,17 +733,39 @@ impl<T> Handed<T> {
     pub fn clear(&mut self) {
         self.0.clear();
     }
+
+    /// Rows in runs that still owe their digest.
+    pub fn owing(&self) -> usize {
+        let owing = self.0.iter().filter(|run| run.settled().is_none());
+        owing.map(|run| run.len()).sum()
+    }
+}
+
+impl<T: Serialize> Handed<T> {
+    /// Computes the digests the runs owe (see [`Run`]) until `budget` rows are digested;
+    /// the rows digested.
+    pub fn settle(&self, budget: usize) -> usize {
+        let mut spent = 0;
+        for run in self.0.iter().filter(|run| run.settled().is_none()) {
+            if spent >= budget {
+                break;
+            }
+            run.settle();
+            spent += run.len();
+        }
+        spent
+    }
 }
 
 impl<T> From<Vec<T>> for Handed<T> {
     fn from(rows: Vec<T>) -> Self {
-        Handed(vec![rows])
+        Handed(vec![Arc::new(Run::copied(rows))])
     }
 }
 
 impl<'a, T> IntoIterator for &'a Handed<T> {
     type Item = &'a T;
-    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<T>>>;
+    type IntoIter = HandedIter<'a, T>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
@@ -652,16 +812,28 @@ mod tests {
         let (mut gone, mut out) = (Vec::new(), Handed::default());
         let keep = |i: &u64| *i == 7 || *i == CHUNK as u64 + 1;
         log.hand_out(10, keep, |i| gone.push(*i), &mut out);
+        // The rows before 10 (handed out before) digested at once but the one kept; the
+        // rest let go owe theirs to whoever takes them.
         assert_eq!(
-            (log.first_held(), log.len(), gone.len()),
-            (2 * CHUNK, n, 2 * CHUNK - 2)
+            (log.first_held(), log.len(), gone),
+            (2 * CHUNK, n, [0, 1, 2, 3, 4, 5, 6, 8, 9].to_vec())
         );
         // The first chunk's rows from 10 split off, the second moved whole, the filling
         // one's copied.
         assert!(out.iter().copied().eq(10..n as u64));
         assert_eq!(
-            out.0.iter().map(Vec::len).collect::<Vec<_>>(),
+            out.0.iter().map(|run| run.len()).collect::<Vec<_>>(),
             [CHUNK - 10, CHUNK, 5]
+        );
+        assert_eq!(out.owing(), 2 * CHUNK - 10);
+        let let_go = (10..2 * CHUNK as u64).filter(|i| !keep(i));
+        let owed: Vec<u64> = let_go.collect();
+        assert_eq!(out.settle(1), CHUNK - 10, "a budget spent by a run");
+        assert_eq!((out.settle(usize::MAX), out.owing()), (CHUNK, 0));
+        let settled = out.0.iter().map(|run| run.settle());
+        assert_eq!(
+            settled.fold(RowsDigest::default(), RowsDigest::and),
+            RowsDigest::of(&owed)
         );
         assert_eq!(
             (log.get(7), log.get(8), log[CHUNK + 1], log[2 * CHUNK]),
@@ -702,8 +874,16 @@ mod tests {
         let (mut holding, mut projected) = (ProjectedLog::default(), ProjectedLog::default());
         assert!(projected.hand_out(|_| false).is_empty(), "none while off");
         projected.project(true, true);
-        let mut seen = BTreeMap::new();
-        let mut take = |rows: Handed<(u64, u64)>| seen.extend(rows.iter().copied());
+        let (mut seen, mut taken) = (BTreeMap::new(), 0);
+        // Every other hand-out's digests computed by its taker (as the journal's writer
+        // does), the others left to the log, which computes them when asked.
+        let mut take = |rows: Handed<(u64, u64)>| {
+            taken += 1;
+            if taken % 2 == 0 {
+                rows.settle(usize::MAX);
+            }
+            seen.extend(rows.iter().copied());
+        };
         for i in 0..2 * CHUNK as u64 + 9 {
             holding.push((i, i));
             projected.push((i, i));
@@ -727,6 +907,10 @@ mod tests {
         assert_eq!(projected.digest(), holding.digest());
         take(projected.hand_out(|_| false));
         assert_eq!(projected.digest(), holding.digest());
+        // The runs computed (by the taker or by the digest above) fold into the log's own.
+        assert!(!projected.owed.is_empty());
+        take(projected.hand_out(|_| false));
+        assert!(projected.owed.is_empty() && projected.digest() == holding.digest());
         assert_eq!(projected.iter().count(), 9);
         // The projection saw every row as it stands, the later of a row's two replacing.
         assert!(seen.into_iter().eq(holding.iter().copied()));
