@@ -13,8 +13,9 @@
 //! Half the entries are weighted averages at 10 decimals, so half the positions need rounding.
 //! The ledger runs as a server's does: its movements go to the journal's projection at the end
 //! of each pass (timed, as the engine's tick does it), and the ledger lets go of them; the rows
-//! handed out are dropped untimed, as a server's journal writer drops them off the engine
-//! thread. Run: `cargo bench -p perpsim-benches --bench
+//! handed out are digested and dropped untimed, as a server's journal writer does off the
+//! engine thread. The read view's balances are published after the pass (timed, as the
+//! engine's tick does it), while the view published before is held, as readers hold it. Run: `cargo bench -p perpsim-benches --bench
 //! valuation`.
 
 use std::time::{Duration, Instant};
@@ -34,6 +35,8 @@ use perpsim_systems::money::ledger::{Ledger, LedgerState};
 use perpsim_systems::money::store::{AccountIndex, WrittenBalances};
 use perpsim_systems::positions::{MarginRate, ValuationBasis, value_positions};
 use perpsim_systems::positions::{MovedPositions, PositionIndex};
+use perpsim_systems::publish::view::{ReadView, publish_ledger};
+use perpsim_systems::records::clock::ClockView;
 use perpsim_systems::records::clock::ScheduledEvent;
 use perpsim_systems::records::log::ProjectedLog;
 use perpsim_systems::records::money::AccountId;
@@ -71,6 +74,10 @@ fn world_with(n: usize) -> (World, Schedule) {
     world.insert_resource(EngineRng(SimRng::from_seed(12)));
     world.insert_resource(Exchange::new(specs.iter().cloned()));
     world.insert_resource(FundingState::new(specs.len(), MIDNIGHT));
+    world.insert_resource(ReadView::new(ClockView {
+        mode: ClockMode::Manual,
+        now: MIDNIGHT,
+    }));
     for (market, spec) in specs.iter().enumerate() {
         let state = InstrumentState {
             status: InstrumentStatus::Active,
@@ -139,6 +146,7 @@ fn world_with(n: usize) -> (World, Schedule) {
             settle_daily.run_if(due(ScheduledEvent::DailySettlement)),
             value_positions,
             settle_funding.run_if(due(ScheduledEvent::FundingHour)),
+            publish_ledger,
         )
             .chain(),
     );
@@ -187,11 +195,9 @@ fn move_marks(world: &mut World, up: bool) {
 fn prepare(world: &mut World, up: bool, due: &[ScheduledEvent]) {
     // What the engine drains every run after these passes (not part of them): the margin
     // pass the balances written (keeping the list's memory) and the accounts gone below
-    // zero, the read view the balances changed (taking the list).
+    // zero. The read view's ledger part is published in the timed run, as the engine does.
     world.resource_mut::<WrittenBalances>().0.clear();
-    let mut ledger = world.resource_mut::<Ledger>();
-    drop(ledger.take_went_negative());
-    drop(ledger.drain_balances(|_| Balance::default()));
+    drop(world.resource_mut::<Ledger>().take_went_negative());
     move_marks(world, up);
     world.resource_mut::<DueEvents>().0 = due.to_vec();
     if due.contains(&ScheduledEvent::FundingHour) {
@@ -227,6 +233,10 @@ fn valuation(c: &mut Criterion) {
                     for _ in 0..iters {
                         prepare(&mut world, up, due);
                         up = !up;
+                        // The view published before the pass, which readers hold meanwhile
+                        // (the engine publishes a clone each tick): the pass's changes copy
+                        // what they touch of it.
+                        let published = world.resource::<ReadView>().clone();
                         let started = Instant::now();
                         schedule.run(&mut world);
                         let rows = world.resource_mut::<Ledger>().take_changed_movements();
@@ -234,6 +244,7 @@ fn valuation(c: &mut Criterion) {
                         // A server's journal writer digests the rows let go and drops them,
                         // not the engine thread.
                         rows.settle(usize::MAX);
+                        drop(published);
                         // A row a position for each pass due (but the few amounts that round
                         // to zero), and none for a pass that is not due.
                         let most = n * due.len();

@@ -312,7 +312,7 @@ impl Ledger {
     /// Takes the balances changed since the last call, for the read view.
     pub fn drain_balances(
         &mut self,
-        balance: impl Fn(&AccountId) -> Balance,
+        mut balance: impl FnMut(&AccountId) -> Balance,
     ) -> Vec<(AccountId, Balance)> {
         self.dirty_accounts
             .take()

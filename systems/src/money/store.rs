@@ -10,14 +10,54 @@ use bevy_ecs::prelude::{Commands, Entity, Local, Query, ResMut, Resource, World}
 use bevy_ecs::system::SystemParam;
 
 use crate::money::ledger::AccountStore;
-use perpsim_core::instrument::Asset;
 
-use crate::records::money::{AccountId, Balance, Owner};
+use crate::records::money::{AccountId, Balance};
 
 /// Accounts by (owner, asset): customers' money per asset and the venue's accounts are
 /// entities with a `Balance`.
 #[derive(Resource, Debug, Default)]
 pub struct AccountIndex(pub BTreeMap<AccountId, Entity>);
+
+impl AccountIndex {
+    /// A walk of the index for accounts asked in ascending order (see [`IndexWalk`]).
+    pub fn walk(&self) -> IndexWalk<'_> {
+        IndexWalk {
+            index: &self.0,
+            walk: self.0.range(..).peekable(),
+            last: None,
+        }
+    }
+}
+
+/// Finds accounts' entities asked in ascending order by one walk of the index: a periodic
+/// pass and the read view's publish after it ask for a million accounts in key order, where
+/// a search each cost 60 ms of a funding hour. The walk searches past a gap of more than
+/// [`WALK_AHEAD`] entries (a few accounts among many), and an account asked out of order is
+/// searched for.
+pub struct IndexWalk<'a> {
+    index: &'a BTreeMap<AccountId, Entity>,
+    walk: std::iter::Peekable<std::collections::btree_map::Range<'a, AccountId, Entity>>,
+    last: Option<AccountId>,
+}
+
+impl IndexWalk<'_> {
+    /// The entity of `id`, if it has one.
+    pub fn entity(&mut self, id: AccountId) -> Option<Entity> {
+        if self.last.is_some_and(|last| id < last) {
+            return self.index.get(&id).copied();
+        }
+        self.last = Some(id);
+        let mut steps = 0;
+        while self.walk.next_if(|(k, _)| **k < id).is_some() {
+            steps += 1;
+            if steps == WALK_AHEAD {
+                self.walk = self.index.range(id..).peekable();
+            }
+        }
+        let found = self.walk.peek().filter(|(k, _)| **k == id);
+        found.map(|&(_, entity)| *entity)
+    }
+}
 
 /// Every account whose balance was written since the margin pass last read them, as each
 /// write listed it (repeats included): what the pass re-reads. Bevy's `Changed<Balance>`
@@ -77,46 +117,17 @@ impl<'w, 's> Accounts<'w, 's> {
             .into_inner()
     }
 
-    /// The entity of each account `ids` names (`None` where none is open yet), into `out`.
-    /// A periodic pass books in the positions' (customer, market) order, so its accounts
-    /// come grouped by owner in ascending order: one walk of the index finds them, where a
-    /// search each cost 60 ms of a pass at a million positions. An id out of that order is
-    /// searched for.
+    /// The entity of each account `ids` names (`None` where none is open yet), into `out`,
+    /// by one walk of the index ([`AccountIndex::walk`]): a periodic pass books in the
+    /// positions' (customer, market) order, so its accounts come in ascending order.
     pub fn find_in_order(
         &self,
         ids: impl IntoIterator<Item = AccountId>,
         out: &mut Vec<Option<Entity>>,
     ) {
         out.clear();
-        let index = &self.index.0;
-        let mut walk = index.range(..).peekable();
-        let mut owner: Option<Owner> = None;
-        let mut held = [None; Asset::ALL.len()];
-        for id in ids {
-            if owner != Some(id.owner) {
-                if owner.is_some_and(|o| id.owner < o) {
-                    out.push(index.get(&id).copied());
-                    continue;
-                }
-                owner = Some(id.owner);
-                held = [None; Asset::ALL.len()];
-                let mut steps = 0;
-                while walk.next_if(|(k, _)| k.owner < id.owner).is_some() {
-                    steps += 1;
-                    if steps == WALK_AHEAD {
-                        let first = AccountId {
-                            owner: id.owner,
-                            asset: Asset::ALL[0],
-                        };
-                        walk = index.range(first..).peekable();
-                    }
-                }
-                while let Some((k, &entity)) = walk.next_if(|(k, _)| k.owner == id.owner) {
-                    held[k.asset.index()] = Some(entity);
-                }
-            }
-            out.push(held[id.asset.index()]);
-        }
+        let mut walk = self.index.walk();
+        out.extend(ids.into_iter().map(|id| walk.entity(id)));
     }
 
     /// This store with `entity` known to hold `id` (from [`Self::find_in_order`]): the
@@ -204,6 +215,7 @@ pub fn all_accounts(world: &World) -> BTreeMap<AccountId, Balance> {
 mod tests {
     use bevy_ecs::system::RunSystemOnce;
     use perpsim_core::ids::CustomerCode;
+    use perpsim_core::instrument::Asset;
     use perpsim_core::{Decimal, Uuid};
 
     use super::*;

@@ -21,6 +21,44 @@ use crate::records::venue::{
 use crate::settlement::funding::FundingState;
 use bevy_ecs::change_detection::DetectChanges;
 
+/// A customer's balances in the read view, a slot per asset of [`Asset::ALL`], held inline
+/// in the map's node: a map per customer held a node of about 1 KB for its one or two rows
+/// (1.1 GB at a million customers), copied whole at each change once a reader shared it (a
+/// funding hour's million balances took the publish 0.5 s).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AssetBalances([Option<Balance>; Asset::ALL.len()]);
+
+/// The assets in slot order, to lend out as keys.
+static ASSETS: [Asset; Asset::ALL.len()] = Asset::ALL;
+
+impl AssetBalances {
+    pub fn get(&self, asset: &Asset) -> Option<&Balance> {
+        self.0[asset.index()].as_ref()
+    }
+
+    pub fn insert(&mut self, asset: Asset, balance: Balance) {
+        self.0[asset.index()] = Some(balance);
+    }
+
+    /// The rows held, in asset order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static Asset, &Balance)> + '_ {
+        let slots = ASSETS.iter().zip(&self.0);
+        slots.filter_map(|(asset, b)| b.as_ref().map(|b| (asset, b)))
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Balance> + '_ {
+        self.0.iter().flatten()
+    }
+}
+
+impl std::ops::Index<&Asset> for AssetBalances {
+    type Output = Balance;
+
+    fn index(&self, asset: &Asset) -> &Balance {
+        self.get(asset).expect("a balance row for the asset")
+    }
+}
+
 /// Sort key of a broker's customer list: oldest first, ties by code.
 pub type CustomerListKey = (Timestamp, CustomerCode);
 
@@ -39,7 +77,7 @@ pub struct ReadView {
     /// Sorted by symbol.
     pub instruments: OrdMap<String, InstrumentView>,
     /// A customer's balance per asset it ever moved.
-    pub balances: OrdMap<CustomerCode, OrdMap<Asset, Balance>>,
+    pub balances: OrdMap<CustomerCode, AssetBalances>,
     /// The venue's own accounts (fees, clearing, insurance) per asset, once touched.
     pub venue: OrdMap<(VenueAccount, Asset), Balance>,
     pub transfers_available: bool,
@@ -150,19 +188,26 @@ pub fn publish_ledger(
     accounts: Query<&Balance>,
 ) {
     view.transfers_available = ledger.transfers_available();
-    let balances = ledger.drain_balances(|id| {
+    // The changed accounts come in ascending order: one walk of the index finds them.
+    let mut walk = index.walk();
+    let balances = ledger.drain_balances(|&id| {
+        let entity = walk.entity(id).expect("a touched account is indexed");
         *accounts
-            .get(index.0[id])
+            .get(entity)
             .expect("a touched account is an entity")
     });
     for (AccountId { owner, asset }, balance) in balances {
         match owner {
-            Owner::Customer(code) => {
-                view.balances
-                    .entry(code)
-                    .or_default()
-                    .insert(asset, balance);
-            }
+            // One search for a customer already shown (an entry's look-up and its
+            // `into_mut` are two).
+            Owner::Customer(code) => match view.balances.get_mut(&code) {
+                Some(rows) => rows.insert(asset, balance),
+                None => {
+                    let mut rows = AssetBalances::default();
+                    rows.insert(asset, balance);
+                    view.balances.insert(code, rows);
+                }
+            },
             Owner::Venue(account) => {
                 view.venue.insert((account, asset), balance);
             }
