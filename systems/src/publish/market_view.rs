@@ -48,13 +48,66 @@ pub struct TradingView {
     pub refs: OrdMap<CustomerCode, OrdMap<ReferenceId, OrderId>>,
     /// A customer's open orders by (placement time, id): the open-orders list (§4.2).
     pub open_orders: OrdMap<CustomerCode, OrdSet<(Timestamp, OrderId)>>,
-    pub positions: OrdMap<CustomerCode, OrdMap<MarketId, Position>>,
+    pub positions: OrdMap<CustomerCode, MarketPositions>,
     pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
     /// The latest public fills of every market, oldest first: at most
     /// [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS).
     pub fills: Vector<PublicFill>,
     /// Each market's stream depth by market id (D9 orderbook-stream), as of this view's tick.
     pub books: Vec<Arc<crate::records::depth::Depth>>,
+}
+
+/// A customer's open positions in the read view, by market: one shared slice, replaced
+/// whole at a change (a customer holds a position per instrument at most). A map per
+/// customer held a node of about 1 KB for its one or two positions (1.1 GB at a million
+/// customers), copied whole at each change once a reader shared it; a slice is copied by
+/// sharing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MarketPositions(Arc<[Position]>);
+
+impl MarketPositions {
+    pub fn get(&self, market: &MarketId) -> Option<&Position> {
+        let at = self.0.binary_search_by_key(market, |p| p.market).ok()?;
+        Some(&self.0[at])
+    }
+
+    /// The positions, by market.
+    pub fn values(&self) -> std::slice::Iter<'_, Position> {
+        self.0.iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `position` in its market's place, replacing the one held there.
+    pub fn insert(&mut self, position: Position) {
+        let mut all = self.0.to_vec();
+        match all.binary_search_by_key(&position.market, |p| p.market) {
+            Ok(at) => all[at] = position,
+            Err(at) => all.insert(at, position),
+        }
+        self.0 = all.into();
+    }
+
+    pub fn remove(&mut self, market: &MarketId) {
+        if self.get(market).is_some() {
+            self.0 = self
+                .0
+                .iter()
+                .filter(|p| p.market != *market)
+                .cloned()
+                .collect();
+        }
+    }
+}
+
+impl std::ops::Index<&MarketId> for MarketPositions {
+    type Output = Position;
+
+    fn index(&self, market: &MarketId) -> &Position {
+        self.get(market).expect("a position in the market")
+    }
 }
 
 impl TradingView {
@@ -194,10 +247,14 @@ pub fn publish_trading(
             .map(|&e| positions.get(e).expect("indexed"))
         {
             t.position_codes.insert(p.code, key);
-            t.positions
-                .entry(key.0)
-                .or_default()
-                .insert(key.1, p.clone());
+            match t.positions.get_mut(&key.0) {
+                Some(held) => held.insert(p.clone()),
+                None => {
+                    let mut held = MarketPositions::default();
+                    held.insert(p.clone());
+                    t.positions.insert(key.0, held);
+                }
+            }
         }
     }
     publish_tape(t, exchange);

@@ -529,11 +529,10 @@ fn closing_realises_pnl_and_the_trade_row_is_realised_pnl_minus_fee_d7() {
     );
     assert_eq!(order(&r[1]).status, OrderStatus::Filled);
     let v = e.view();
+    let held = v.trading.positions.get(&c[1]);
     assert!(
-        !v.trading
-            .positions
-            .get(&c[1])
-            .is_some_and(|p| p.contains_key(&0))
+        held.is_none_or(|p| p.get(&0).is_none()),
+        "the position closed"
     );
     let last = e.trades().iter().last().unwrap();
     assert_eq!(
