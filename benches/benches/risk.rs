@@ -12,6 +12,14 @@
 //!   negative, which insurance covers) and auto-deleveraging closes the rest at the mark.
 //!   Timed: the tick of the price move, until every account is closed.
 //!
+//! - `risk/hour/{n}`: the tick of a funding hour over the same `n` positions, as a server's
+//!   engine runs it (publishing, projecting, the channels listening, the view before held as
+//!   a reader holds it): every position pays funding, every account it wrote is judged again,
+//!   the read view takes the changed balances and the history rows are handed out (their
+//!   digests computed and the rows dropped untimed, as the journal's writer does). Untimed:
+//!   the ticks up to the hour's last second, which set a rate on every market (prices fixed,
+//!   so those are a few runs, not one a second).
+//!
 //! Run: `cargo bench -p perpsim-benches --bench risk`.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
@@ -22,10 +30,11 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::{OrderType, Side};
 use perpsim_core::simulation::{PriceFeed, Simulation};
-use perpsim_core::time::Timestamp;
+use perpsim_core::time::{HOUR_MS, Timestamp};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::money::MovementKind;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
+use std::time::{Duration, Instant};
 
 /// Commands per setup tick: bounds the inbox and results of one tick.
 const CHUNK: usize = 50_000;
@@ -89,11 +98,20 @@ fn order(side: Side, kind: OrderType, amount: Decimal, limit: Option<Decimal>) -
 /// price near the start, the seller resting a limit and the buyer taking it.
 fn positions_venue(n: usize) -> Engine {
     let instruments = default_instruments();
-    let mut e = venue(Simulation {
-        price_feed: PriceFeed::RandomWalk,
-        notice_interval_ms: 1_000,
-        ..Simulation::quiet(&instruments)
-    });
+    positions_venue_of(
+        n,
+        Simulation {
+            price_feed: PriceFeed::RandomWalk,
+            notice_interval_ms: 1_000,
+            ..Simulation::quiet(&instruments)
+        },
+    )
+}
+
+/// `n` open positions as [`positions_venue`] opens them, in a venue of `simulation`.
+fn positions_venue_of(n: usize, simulation: Simulation) -> Engine {
+    let instruments = default_instruments();
+    let mut e = venue(simulation);
     e.set_publishing(false);
     let cs = customers(&mut e, n);
     let pairs = n / 2;
@@ -150,6 +168,53 @@ fn tick(c: &mut Criterion) {
                 let next = e.clock().now.plus_millis(1_000);
                 let out = e.tick(next, Vec::new());
                 assert!(out.events.len() >= 2, "the price step and the check fired");
+            })
+        });
+    }
+    group.finish();
+}
+
+fn hour(c: &mut Criterion) {
+    let mut group = c.benchmark_group("risk");
+    group.sample_size(10);
+    for n in [10_000, 100_000, 1_000_000] {
+        let mut venue = None;
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(format!("hour/{n}"), |b| {
+            let e = venue.get_or_insert_with(|| {
+                // Prices fixed, so the ticks up to the hour are one run each, not one a
+                // second (which `risk/tick` measures).
+                let quiet = Simulation::quiet(&default_instruments());
+                let mut e = positions_venue_of(n, quiet);
+                e.set_projecting(true);
+                e.set_publishing(true);
+                e
+            });
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let hour = (e.clock().now.millis() / HOUR_MS + 1) * HOUR_MS;
+                    let rates = default_instruments()
+                        .into_iter()
+                        .map(|i| Command::SetFundingRate {
+                            symbol: i.symbol,
+                            rate: Decimal::new(1, 4),
+                        })
+                        .collect();
+                    let before = e.tick(Timestamp::from_millis(hour - 1_000), rates);
+                    before.history.settle(usize::MAX);
+                    let held = e.view();
+                    let started = Instant::now();
+                    let out = e.tick(Timestamp::from_millis(hour), Vec::new());
+                    spent += started.elapsed();
+                    assert!(
+                        out.history.movements.len() >= n * 99 / 100,
+                        "every position paid"
+                    );
+                    out.history.settle(usize::MAX);
+                    drop((out, held));
+                }
+                spent
             })
         });
     }
@@ -281,5 +346,5 @@ fn cascade(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cascade, tick);
+criterion_group!(benches, cascade, tick, hour);
 criterion_main!(benches);

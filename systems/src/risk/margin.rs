@@ -427,7 +427,7 @@ impl MarginBook {
         }
         self.unfile(slot);
         for &(m, bounds) in boxes {
-            self.file(slot, m, bounds);
+            self.file(slot, m, narrowed(bounds));
         }
     }
 
@@ -502,6 +502,19 @@ impl MarginBook {
             self.touch(slot);
         }
     }
+}
+
+/// A safe box's interval as it is filed: narrowed by a 32nd of its width at each end, so the
+/// box filed stays inside the next safe box while that one narrows by less. A funding hour
+/// moves every payer's box by about its rate (a part in 10⁴), and each refiling is four
+/// searches of a B-tree of every slot's ends (a cache miss each at a million slots); the
+/// narrower box wakes the slot a little early, to be judged to the same state.
+fn narrowed((lo, hi): (Decimal, Decimal)) -> (Decimal, Decimal) {
+    let Some(width) = hi.checked_sub(lo) else {
+        return (lo, hi);
+    };
+    let margin = width / Decimal::from(32);
+    (lo + margin, hi - margin)
 }
 
 /// The open interval of a mark `half` either side of `mark`.
