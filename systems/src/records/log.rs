@@ -580,7 +580,7 @@ impl<T> ProjectedLog<T> {
     }
 }
 
-impl<T: Serialize + Clone + Send + Sync + 'static> ProjectedLog<T> {
+impl<T: Serialize + Clone> ProjectedLog<T> {
     /// What the state hash reads: the count of rows ever appended and the digest of them
     /// all, let go or held.
     pub fn digest(&self) -> LogDigest {
