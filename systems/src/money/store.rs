@@ -79,11 +79,7 @@ pub struct Accounts<'w, 's> {
 
 impl AccountStore for Accounts<'_, '_> {
     fn balance(&self, id: &AccountId) -> Option<&Balance> {
-        let entity = *self.index.0.get(id)?;
-        match self.staged.get(&entity) {
-            Some(b) => Some(b),
-            None => Some(self.live.get(entity).expect("indexed accounts are live")),
-        }
+        Some(self.at(self.entity(id)?))
     }
 
     fn balance_mut(&mut self, id: AccountId) -> &mut Balance {
@@ -128,6 +124,20 @@ impl<'w, 's> Accounts<'w, 's> {
         out.clear();
         let mut walk = self.index.walk();
         out.extend(ids.into_iter().map(|id| walk.entity(id)));
+    }
+
+    /// The entity of an open account: one search of the index, for a caller that reads the
+    /// account ([`Self::at`]) and then books to it ([`Self::knowing`]).
+    pub fn entity(&self, id: &AccountId) -> Option<Entity> {
+        self.index.0.get(id).copied()
+    }
+
+    /// The balance of an open account's entity.
+    pub fn at(&self, entity: Entity) -> &Balance {
+        match self.staged.get(&entity) {
+            Some(b) => b,
+            None => self.live.get(entity).expect("indexed accounts are live"),
+        }
     }
 
     /// This store with `entity` known to hold `id` (from [`Self::find_in_order`]): the

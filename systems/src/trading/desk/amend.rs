@@ -1,6 +1,11 @@
 //! Cancel and amend (§3.1; D5): the open order of a reference, changed in place or ended.
 
+use bevy_ecs::entity::Entity;
+use perpsim_core::instrument::{Asset, InstrumentSpec};
+use perpsim_core::time::Timestamp;
+
 use super::*;
+use crate::records::money::AccountId;
 
 impl Desk<'_, '_> {
     pub fn cancel(&mut self, code: CustomerCode, reference: &str) -> Result<OrderId, Error> {
@@ -39,79 +44,36 @@ impl Desk<'_, '_> {
     }
 
     /// [`Desk::amend`] of an order known by its id and open, as the market maker moves its
-    /// quotes: without looking its reference up.
+    /// quotes: without looking its reference up. Checked on the order in place (no copy of
+    /// it: the maker moves a quote a market a simulated second), then applied.
     pub fn amend_open(&mut self, id: OrderId, amend: &Amend) -> Result<OrderId, Error> {
+        let amended = self.check_amend(id, amend)?;
+        self.apply_amend(id, amend, amended);
+        Ok(id)
+    }
+
+    /// Every check of an amend, in the order its errors are answered: the market's status,
+    /// the fields (rules as at entry), the venue maximum, rule 8 for a new trigger, post-only,
+    /// then the initial margin the new reserve needs (D5).
+    fn check_amend(&self, id: OrderId, amend: &Amend) -> Result<Amended, Error> {
         let now = self.clock.now;
-        let o = self.orders.get(id).clone();
+        let o = self.orders.get(id);
         assert!(o.is_open(), "order {id} is open to be amended");
-        let code = o.customer;
-        let market = o.market;
         let (status, mark) = {
-            let i = self.instrument(market);
+            let i = self.instrument(o.market);
             (i.status, i.mark_price)
         };
-        let m = &self.exchange.markets[market as usize];
+        let m = &self.exchange.markets[o.market as usize];
         if status == InstrumentStatus::TradeHalt {
             return Err(rejected(format!(
                 "{} is in trade_halt: orders cannot be amended",
                 m.spec.symbol
             )));
         }
-        let uses_limit = o.limit_price.is_some();
-        let untriggered = o.waiting();
-        let uses_trigger = o.trigger_price().is_some() && untriggered;
-        let refuse = |field: &str| {
-            Error::validation(format!(
-                "{field} cannot be amended on a {} order",
-                o.kind.stored_str()
-            ))
-        };
-        let positive = |field: &str, v: Decimal| {
-            if v <= Decimal::ZERO {
-                Err(Error::validation(format!("{field} must be positive")))
-            } else {
-                Ok(v)
-            }
-        };
-        if let Some(a) = amend.amount {
-            positive("amount", a)?;
-            if !m.spec.on_lot(a) {
-                return Err(rejected(format!(
-                    "amount {a} is not a multiple of the lot size {}",
-                    m.spec.lot_size
-                )));
-            }
-            if a <= o.filled_amount {
-                return Err(Error::validation(format!(
-                    "amount must be above the filled amount {}",
-                    o.filled_amount
-                )));
-            }
-        }
-        for (field, value, used) in [
-            ("limit_price", amend.limit_price, uses_limit),
-            ("trigger_price", amend.trigger_price, uses_trigger),
-        ] {
-            if let Some(p) = value {
-                if !used {
-                    return Err(refuse(field));
-                }
-                positive(field, p)?;
-                entry::check_price(field, p, &m.spec)?;
-            }
-        }
-        if let Some(t) = amend.expire_time {
-            if o.time_in_force != TimeInForce::Gtd {
-                return Err(refuse("expire_time"));
-            }
-            if t <= now {
-                return Err(Error::validation(format!(
-                    "expire_time must be in the future (now {now})"
-                )));
-            }
+        check_amend_fields(o, amend, &m.spec, now)?;
+        if amend.expire_time.is_some() {
             self.scheduler.room_for_request()?;
         }
-        let old_expiry = o.expire_time();
         let amount = amend.amount.unwrap_or(o.amount);
         let limit = amend.limit_price.or(o.limit_price);
         // The venue maximum holds for the amended order as it did at entry.
@@ -132,27 +94,48 @@ impl Desk<'_, '_> {
             };
             entry::validate(&entry, &m.spec, &reference)?;
         }
-        let crosses = limit.is_some_and(|p| m.book.crosses(o.side, Some(m.ticks(p))));
-        if o.resting.is_some() && crosses && (o.post_only || status == InstrumentStatus::PostOnly) {
+        let guarded = o.resting.is_some() && (o.post_only || status == InstrumentStatus::PostOnly);
+        if guarded && limit.is_some_and(|p| m.book.crosses(o.side, Some(m.ticks(p)))) {
             return Err(rejected(
                 "the amended order would take liquidity".to_owned(),
             ));
         }
-        // The reserve follows the resting opening part at the new price and size.
+        let reserve = self.amended_reserve(o, amount, limit)?;
+        Ok(Amended {
+            amount,
+            limit,
+            reserve,
+        })
+    }
+
+    /// The reserve that follows the resting opening part at the new price and size, and
+    /// whether the customer's available balance covers what it adds (D5).
+    fn amended_reserve(
+        &self,
+        o: &Order,
+        amount: Decimal,
+        limit: Option<Decimal>,
+    ) -> Result<Reserve, Error> {
+        let code = o.customer;
+        let m = &self.exchange.markets[o.market as usize];
         let asset = m.spec.settlement;
-        let im = self.initial_margin(code);
-        let m = &self.exchange.markets[market as usize];
-        let new_reserve_lots = if o.works_as_limit() && (o.reserve_lots > 0 || amount > o.amount) {
+        let lots = if o.works_as_limit() && (o.reserve_lots > 0 || amount > o.amount) {
             m.opening_lots(
                 amount - o.filled_amount,
-                self.reducible(code, market, o.side),
+                self.reducible(code, o.market, o.side),
             )
         } else {
             0
         };
-        let new_rate = limit.map_or(Decimal::ZERO, |p| m.reserve_rate(p, im));
-        let delta = Decimal::from(new_reserve_lots) * new_rate - o.reserved();
-        if delta > Ledger::available(&self.accounts, code, asset) {
+        let rate = limit.map_or(Decimal::ZERO, |p| {
+            m.reserve_rate(p, self.initial_margin(code))
+        });
+        let delta = Decimal::from(lots) * rate - o.reserved();
+        // One search of the account for the check and the booking after it.
+        let account = AccountId::customer(code, asset);
+        let entity = self.accounts.entity(&account);
+        let available = entity.map_or(Decimal::ZERO, |e| self.accounts.at(e).available());
+        if delta > available {
             return Err(Error::new(
                 ErrorCode::InsufficientFunds,
                 format!(
@@ -161,21 +144,52 @@ impl Desk<'_, '_> {
                 ),
             ));
         }
-        // Accepted: apply.
-        self.ledger
-            .adjust_locked(&mut self.accounts, code, asset, delta, now);
-        let loses_priority = amount > o.amount || limit != o.limit_price;
-        {
-            let e = self.orders.get_mut(id);
-            e.amount = amount;
-            e.limit_price = limit;
-            e.reserve_lots = new_reserve_lots;
-            e.reserve_rate = new_rate;
-            e.created = now;
-            if let Some(t) = amend.expire_time {
-                e.set_expire_time(t);
-            }
+        Ok(Reserve {
+            lots,
+            rate,
+            delta,
+            account: (code, asset, entity),
+        })
+    }
+
+    /// Applies a checked amend: the reserve moved, the order changed in place, its expiry
+    /// timer and trigger moved, and a resting order re-queued when it loses its priority
+    /// (a larger amount or a new price) or reduced in place when it does not.
+    fn apply_amend(&mut self, id: OrderId, amend: &Amend, amended: Amended) {
+        let now = self.clock.now;
+        let Amended {
+            amount,
+            limit,
+            reserve,
+        } = amended;
+        let (code, asset, entity) = reserve.account;
+        self.ledger.adjust_locked(
+            &mut self
+                .accounts
+                .knowing(AccountId::customer(code, asset), entity),
+            code,
+            asset,
+            reserve.delta,
+            now,
+        );
+        let e = self.orders.get_mut(id);
+        let (was, market, untriggered, old_expiry) =
+            (e.amount, e.market, e.waiting(), e.expire_time());
+        let loses_priority = amount > was || limit != e.limit_price;
+        let resting = e.resting.filter(|_| !untriggered);
+        e.amount = amount;
+        e.limit_price = limit;
+        e.reserve_lots = reserve.lots;
+        e.reserve_rate = reserve.rate;
+        e.created = now;
+        if let Some(t) = amend.expire_time {
+            e.set_expire_time(t);
         }
+        if resting.is_some() && loses_priority {
+            e.resting = None;
+            e.priority = None;
+        }
+        let unfilled = amount - e.filled_amount;
         if let Some(t) = amend.expire_time {
             if let Some(old) = old_expiry {
                 self.scheduler.cancel(old, ScheduledEvent::OrderExpiry(id));
@@ -191,20 +205,93 @@ impl Desk<'_, '_> {
                     .trigger_price = Some(t);
             }
             self.arm(id);
-        } else if let Some(r) = o.resting {
+        } else if let Some(r) = resting {
             let m = &mut self.exchange.markets[market as usize];
             if loses_priority {
                 m.book.cancel(r);
-                let e = self.orders.get_mut(id);
-                e.resting = None;
-                e.priority = None;
                 self.execute(id);
-            } else if amount < o.amount {
-                let lots = m.lots(amount - o.filled_amount);
+            } else if amount < was {
+                let lots = m.lots(unfilled);
                 m.book.reduce(r, lots);
             }
         }
         self.exchange.mark_order(id);
-        Ok(id)
     }
+}
+
+/// An amend that passed every check: the order's new amount and limit, and its reserve.
+struct Amended {
+    amount: Decimal,
+    limit: Option<Decimal>,
+    reserve: Reserve,
+}
+
+/// An amended order's new reserve (its lots and rate per lot), what it adds to the locked
+/// balance, and the account that holds it (its entity, found by the check; none when the
+/// customer holds nothing in the asset yet).
+struct Reserve {
+    lots: Lots,
+    rate: Decimal,
+    delta: Decimal,
+    account: (CustomerCode, Asset, Option<Entity>),
+}
+
+/// The checks of an amend's own fields against the order (rules as at entry, §4.3): a
+/// positive amount on the lot grid above what has filled, prices only where the order uses
+/// them, positive and on the tick grid, and a future expiry only for a GTD order.
+fn check_amend_fields(
+    o: &Order,
+    amend: &Amend,
+    spec: &InstrumentSpec,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let refuse = |field: &str| {
+        Error::validation(format!(
+            "{field} cannot be amended on a {} order",
+            o.kind.stored_str()
+        ))
+    };
+    let positive = |field: &str, v: Decimal| match v <= Decimal::ZERO {
+        true => Err(Error::validation(format!("{field} must be positive"))),
+        false => Ok(()),
+    };
+    if let Some(a) = amend.amount {
+        positive("amount", a)?;
+        if !spec.on_lot(a) {
+            return Err(rejected(format!(
+                "amount {a} is not a multiple of the lot size {}",
+                spec.lot_size
+            )));
+        }
+        if a <= o.filled_amount {
+            return Err(Error::validation(format!(
+                "amount must be above the filled amount {}",
+                o.filled_amount
+            )));
+        }
+    }
+    let uses_trigger = o.trigger_price().is_some() && o.waiting();
+    for (field, value, used) in [
+        ("limit_price", amend.limit_price, o.limit_price.is_some()),
+        ("trigger_price", amend.trigger_price, uses_trigger),
+    ] {
+        if let Some(p) = value {
+            if !used {
+                return Err(refuse(field));
+            }
+            positive(field, p)?;
+            entry::check_price(field, p, spec)?;
+        }
+    }
+    if let Some(t) = amend.expire_time {
+        if o.time_in_force != TimeInForce::Gtd {
+            return Err(refuse("expire_time"));
+        }
+        if t <= now {
+            return Err(Error::validation(format!(
+                "expire_time must be in the future (now {now})"
+            )));
+        }
+    }
+    Ok(())
 }
