@@ -58,12 +58,17 @@ pub struct Holder(u32);
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Collateral(u32);
 
-/// A closed position (despawned) leaves its slot to be judged again.
+/// A closed position (despawned) leaves its slot, to be judged again. A despawn runs every
+/// component's hook before it removes any, so the position is still there to name its market.
 fn position_closed(mut world: DeferredWorld, ctx: HookContext) {
     let Some(&Holder(slot)) = world.get::<Holder>(ctx.entity) else {
         return;
     };
+    let market = world.get::<Position>(ctx.entity).map(|p| p.market);
     if let Some(mut book) = world.get_resource_mut::<MarginBook>() {
+        if let Some(market) = market {
+            book.release(slot, market, ctx.entity);
+        }
         book.touch(slot);
     }
 }
@@ -164,6 +169,10 @@ pub struct MarginBook {
     /// market`), the interval filed there.
     triggers: Vec<Triggers>,
     boxes: Vec<Option<(Decimal, Decimal)>>,
+    /// Per slot and market (the same layout), the entity of the slot's open position there:
+    /// a judgment reads its positions without a search of the position index per market (a
+    /// cache miss each at a million positions, most of a funding hour's margin pass).
+    held: Vec<Option<Entity>>,
     /// The distinct margin rates slots hold (one per leverage profile), with their
     /// thresholds in fixed point: a slot names its own by index, so judging reads nothing
     /// outside the slot's sums.
@@ -360,7 +369,24 @@ impl MarginBook {
         });
         let markets = self.triggers.len();
         self.boxes.extend(std::iter::repeat_n(None, markets));
+        self.held.extend(std::iter::repeat_n(None, markets));
         (slot, Some(balance))
+    }
+
+    /// The slot holds `entity` as its position in market `m` (a position new to the book).
+    fn hold(&mut self, slot: u32, m: MarketId, entity: Entity) {
+        let markets = self.triggers.len();
+        self.held[slot as usize * markets + m as usize] = Some(entity);
+    }
+
+    /// The slot's position in market `m` closed, if `entity` is still the one it holds there
+    /// (a position of the same market opened since is another entity).
+    fn release(&mut self, slot: u32, m: MarketId, entity: Entity) {
+        let markets = self.triggers.len();
+        let held = self.held.get_mut(slot as usize * markets + m as usize);
+        if let Some(held) = held.filter(|h| **h == Some(entity)) {
+            *held = None;
+        }
     }
 
     /// D10 for the slot as its last judgment summed it.
@@ -375,11 +401,15 @@ impl MarginBook {
         let s = &mut self.sums[slot];
         s.clear();
         let mut sizes = [(0, Decimal::ZERO); MAX_BOX_MARKETS];
-        for (m, p, basis, mark) in valuer.held_in(key) {
+        let markets = self.triggers.len();
+        let held = &self.held[slot * markets..(slot + 1) * markets];
+        for (m, &entity) in held.iter().enumerate() {
+            let Some(entity) = entity else { continue };
+            let (p, basis) = (valuer.position)(entity);
             if let Some(size) = sizes.get_mut(s.positions as usize) {
-                *size = (m, p.size);
+                *size = (m as MarketId, p.size);
             }
-            s.add(&valuation_at(p, basis, mark));
+            s.add(&valuation_at(p, basis, valuer.marks[m]));
         }
         let held = s.positions as usize;
         // Decimals only for a slot fixed point cannot sum.
@@ -404,9 +434,11 @@ impl MarginBook {
             // Judged at every move of any of its marks.
             None => {
                 self.unfile(slot);
-                for (m, ..) in valuer.held_in(key) {
-                    let mark = valuer.marks[m as usize].price;
-                    self.file(slot, m, (mark, mark));
+                for m in 0..markets {
+                    if self.held[slot * markets + m].is_some() {
+                        let mark = valuer.marks[m].price;
+                        self.file(slot, m as MarketId, (mark, mark));
+                    }
                 }
             }
         }
@@ -485,8 +517,16 @@ impl MarginBook {
             for slot in 0..self.sums.len() {
                 self.touch(slot as u32);
             }
-            self.triggers = (0..marks.len()).map(|_| Triggers::default()).collect();
-            self.boxes = vec![None; self.sums.len() * marks.len()];
+            let (was, now) = (self.triggers.len(), marks.len());
+            self.triggers = (0..now).map(|_| Triggers::default()).collect();
+            self.boxes = vec![None; self.sums.len() * now];
+            // The positions held stay, laid out anew (markets are listed, never removed).
+            let mut held = vec![None; self.sums.len() * now];
+            let kept = was.min(now);
+            for (slot, row) in self.held.chunks(was.max(1)).enumerate() {
+                held[slot * now..slot * now + kept].copy_from_slice(&row[..kept]);
+            }
+            self.held = held;
             return;
         }
         let mut crossed = Vec::new();
@@ -670,6 +710,7 @@ pub fn assess_margin(
         let asset = exchange.markets[p.market as usize].spec.settlement;
         let slot = open(book, &mut commands, (p.customer, asset), p.broker);
         commands.entity(entity).insert(Holder(slot));
+        book.hold(slot, p.market, entity);
         book.set_rate(slot, *rate);
     }
     fund_written(book, &funded, &mut written.0);
@@ -753,13 +794,21 @@ const RESCAN_EVERY: u64 = 16;
 /// judged, as a pass over everything would, has the state the pass left it in.
 #[cfg(debug_assertions)]
 fn check_against_rescan(book: &MarginBook, valuer: &Valuer) {
+    let markets = book.triggers.len();
     for (slot, (a, s)) in book.accounts.iter().zip(&book.sums).enumerate() {
         let key = (a.customer, a.asset);
         let mut scratch = *s;
         scratch.clear();
-        for (_, p, basis, mark) in valuer.held_in(key) {
+        let mut indexed = vec![None; markets];
+        for (m, p, basis, mark) in valuer.held_in(key) {
             scratch.add(&valuation_at(p, basis, mark));
+            indexed[m as usize] = valuer.held.0.get(&(p.customer, m)).copied();
         }
+        assert_eq!(
+            book.held[slot * markets..(slot + 1) * markets],
+            indexed[..],
+            "slot {slot}: the positions it holds are the position index's"
+        );
         let full = judge(&book.rates, &scratch, || valuer.figures(key, a.collateral));
         assert_eq!(
             s.state,
