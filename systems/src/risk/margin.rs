@@ -421,9 +421,19 @@ impl MarginBook {
             return state; // never judged otherwise: nothing to trigger
         }
         let rate = self.rates[s.rate as usize].0;
-        let (equity, notional) = self.figures_of(slot);
         let sizes = sizes.get(..held);
-        match sizes.and_then(|sizes| Some((sizes, safe_box(equity, notional, rate, sizes)?))) {
+        let boxed = |sizes| {
+            let exact = (s.inexact == 0 && s.collateral_exact)
+                .then(|| s.collateral.checked_add(s.unrealised))
+                .flatten();
+            exact
+                .and_then(|equity| safe_box_fixed((equity, s.notional), rate, sizes))
+                .or_else(|| {
+                    let (equity, notional) = self.figures_of(slot);
+                    safe_box(equity, notional, rate, sizes)
+                })
+        };
+        match sizes.and_then(|sizes| Some((sizes, boxed(sizes)?))) {
             Some((sizes, half)) => {
                 let mut boxes = [(0, (Decimal::ZERO, Decimal::ZERO)); MAX_BOX_MARKETS];
                 for ((b, &(m, _)), half) in boxes.iter_mut().zip(sizes).zip(half) {
@@ -602,7 +612,7 @@ const MAX_BOX_MARKETS: usize = 16;
 /// changes only where some `g` changes sign; it cannot while `Σ |size − k|size|| |ΔMₘ| <
 /// |g(M)| − n × 10⁻¹⁰`, which each market's share of that budget, divided by its slope,
 /// bounds. The budget is shrunk further by a relative 10⁻¹⁸ for the decimals' own rounding.
-fn safe_box(
+pub(super) fn safe_box(
     equity: Decimal,
     notional: Decimal,
     rate: MarginRate,
@@ -635,6 +645,72 @@ fn safe_box(
         }
     }
     Some(half)
+}
+
+/// [`safe_box`] in fixed point, from a slot's exact sums (`equity`, `notional`: units of
+/// 10⁻¹⁸): the same bound, each threshold `k = m / 10ˢ` scaled out so that `g × 10ˢ` and
+/// every slope are exact integers, and each width rounded down ([`width`]), so no relative
+/// shrinking is needed: a box no wider than the exact one is safe. None where a size is not
+/// exact in fixed point or a product would overflow (the decimals decide then). A funding
+/// hour judges every payer: in decimals the box was most of each judgment.
+pub(super) fn safe_box_fixed(
+    (equity, notional): (i128, i128),
+    rate: MarginRate,
+    sizes: &[(MarketId, Decimal)],
+) -> Option<[Decimal; MAX_BOX_MARKETS]> {
+    if notional == 0 {
+        return Some([Decimal::ZERO; MAX_BOX_MARKETS]);
+    }
+    let n = sizes.len() as i128;
+    let mut exact = [0i128; MAX_BOX_MARKETS];
+    for (f, &(_, size)) in exact.iter_mut().zip(sizes) {
+        *f = fixed::from_decimal(size)?;
+    }
+    let mut half = [Decimal::MAX; MAX_BOX_MARKETS];
+    for k in [rate.liquidation, rate.maintenance] {
+        let (m, scale) = (k.mantissa(), k.scale());
+        let unit = 10i128.checked_pow(scale)?;
+        // Units of 10^-(18 + s): g, the positions' rounding (10⁻¹⁰ each) and the slopes.
+        let g = equity
+            .checked_mul(unit)?
+            .checked_sub(m.checked_mul(notional)?)?;
+        let rounding = n.checked_mul(10i128.checked_pow(8 + scale)?)?;
+        let budget = g.checked_abs()?.checked_sub(rounding)?;
+        if budget <= 0 {
+            return Some([Decimal::ZERO; MAX_BOX_MARKETS]);
+        }
+        for (h, &size) in half.iter_mut().zip(&exact[..sizes.len()]) {
+            let slope = size
+                .checked_mul(unit)?
+                .checked_sub(m.checked_mul(size.checked_abs()?)?)?;
+            if slope == 0 {
+                continue;
+            }
+            *h = (*h).min(width(budget, n.checked_mul(slope.checked_abs()?)?));
+        }
+    }
+    Some(half)
+}
+
+/// Decimals of a width [`safe_box_fixed`] gives: finer than any price's tick.
+const WIDTH_DECIMALS: u32 = 12;
+
+/// Widths at most this (a box wider than any mark can move is as good as a wider one).
+const WIDTH_MAX: i128 = 1_000_000_000_000_000;
+
+/// `budget / slope` (both positive) rounded down to [`WIDTH_DECIMALS`], at most
+/// [`WIDTH_MAX`]. A slope too large for its remainder's digits to fit is divided by ten
+/// rounding up, and the budget rounding down, until it fits: the quotient only shrinks.
+fn width(mut budget: i128, mut slope: i128) -> Decimal {
+    let unit = 10i128.pow(WIDTH_DECIMALS);
+    while slope > i128::MAX / unit {
+        (budget, slope) = (budget / 10, (slope + 9) / 10);
+    }
+    let (whole, rest) = (budget / slope, budget % slope);
+    if whole >= WIDTH_MAX {
+        return Decimal::from_i128_with_scale(WIDTH_MAX, 0);
+    }
+    Decimal::from_i128_with_scale(whole * unit + rest * unit / slope, WIDTH_DECIMALS)
 }
 
 /// MarginSystems, first: the margin state of every (customer, currency) whose positions,

@@ -487,3 +487,64 @@ fn a_projecting_engine_hands_out_its_notices_and_margin_changes_and_hashes_as_on
         Engine::restore(&crate::EngineState::decode(&projecting.encode_state()).unwrap());
     assert_eq!(restored.state_hash(), holding.state_hash());
 }
+
+/// D10's safe box in fixed point (`margin::safe_box_fixed`, what the pass files for a slot of
+/// exact figures) is never wider than the exact bound the decimal box shrinks from, and no
+/// narrower than the decimal box by more than the last decimal it rounds to: both keep every
+/// threshold uncrossed inside, so the pass judges the same states whichever it files.
+#[test]
+fn the_fixed_point_safe_box_is_the_decimal_one_without_its_shrinking_d10() {
+    use super::margin::{safe_box, safe_box_fixed};
+    use crate::positions::MarginRate;
+    use perpsim_core::fixed;
+    let mut rng = perpsim_core::rng::SimRng::from_seed(11);
+    let mut draw = |below: u64| rng.next_u64() % below;
+    let (mut compared, mut zero) = (0, 0);
+    for _ in 0..20_000 {
+        let rate = MarginRate::of_leverage(1 + draw(2) as u32);
+        let held = 1 + draw(4) as usize;
+        let sizes: Vec<(u32, Decimal)> = (0..held)
+            .map(|m| {
+                let size = Decimal::new(draw(2_000_000) as i64 - 1_000_000, draw(7) as u32);
+                (m as u32, size)
+            })
+            .collect();
+        let notional = Decimal::new(draw(1 << 36) as i64, draw(9) as u32);
+        // Some on a threshold or a hair above it: no budget, a closed box.
+        let equity = match draw(8) {
+            0 => rate.maintenance * notional,
+            1 => rate.liquidation * notional + Decimal::new(1, 10),
+            _ => Decimal::new(draw(1 << 36) as i64 - (1 << 34), draw(11) as u32),
+        };
+        let exact = (
+            fixed::from_decimal(equity).unwrap(),
+            fixed::from_decimal(notional).unwrap(),
+        );
+        let (Some(fast), Some(slow)) = (
+            safe_box_fixed(exact, rate, &sizes),
+            safe_box(equity, notional, rate, &sizes),
+        ) else {
+            panic!("figures this small fit both: {equity} {notional} {sizes:?}");
+        };
+        for (f, d) in fast.iter().zip(&slow).take(held) {
+            if *d == Decimal::MAX || d.is_zero() {
+                assert_eq!(f, d, "the same markets unbounded or closed: {sizes:?}");
+                zero += usize::from(d.is_zero());
+                continue;
+            }
+            // The decimal box is the exact bound less a part in 10⁹ (and its 28 digits'
+            // rounding); the fixed one the exact bound rounded down to 12 decimals.
+            let exact_above = *d + *d * Decimal::new(2, 9);
+            assert!(*f <= exact_above, "wider than the bound: {f} against {d}");
+            assert!(
+                *f + Decimal::new(1, 12) >= *d,
+                "narrower than the rounding: {f} against {d}"
+            );
+            compared += 1;
+        }
+    }
+    assert!(
+        compared > 10_000 && zero > 100,
+        "both kinds drawn: {compared} {zero}"
+    );
+}
