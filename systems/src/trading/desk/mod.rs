@@ -355,6 +355,8 @@ impl Desk<'_, '_> {
     fn execute(&mut self, id: OrderId) {
         let o = self.orders.get(id);
         let (market, side, customer) = (o.market, o.side, o.customer);
+        // Read once: matching changes what the order has filled, never its time in force.
+        let tif = o.time_in_force;
         let m = &self.exchange.markets[market as usize];
         let limit: Option<Ticks> = o.limit_price.map(|p| m.ticks(p));
         let want: Lots = match o.cash_amount() {
@@ -369,9 +371,8 @@ impl Desk<'_, '_> {
             }
             _ => m.lots(o.remaining()),
         };
-        let o = self.orders.get(id);
         let m = &self.exchange.markets[market as usize];
-        let all_or_none = o.time_in_force == TimeInForce::Fok;
+        let all_or_none = tif == TimeInForce::Fok;
         if want == 0 || (all_or_none && m.book.fillable(side, limit, want) < want) {
             self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
             return;
@@ -391,7 +392,6 @@ impl Desk<'_, '_> {
                 self.settle(&taker, side, market, f);
             }
         }
-        let tif = self.orders.get(id).time_in_force;
         if left == 0 {
             self.finish(id, OrderStatus::Filled, None);
         } else if let (Some(limit), TimeInForce::Gtc | TimeInForce::Gtd) = (limit, tif) {
