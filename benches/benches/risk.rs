@@ -36,6 +36,11 @@ use perpsim_systems::records::money::MovementKind;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 use std::time::{Duration, Instant};
 
+/// The allocator the service runs with (`api/src/main.rs`): a funding hour appends a million
+/// rows, and what the allocator does with the pages freed after the last one is part of it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Commands per setup tick: bounds the inbox and results of one tick.
 const CHUNK: usize = 50_000;
 
