@@ -699,12 +699,13 @@ const WIDTH_DECIMALS: u32 = 12;
 const WIDTH_MAX: i128 = 1_000_000_000_000_000;
 
 /// `budget / slope` (both positive) rounded down to [`WIDTH_DECIMALS`], at most
-/// [`WIDTH_MAX`]. A slope too large for its remainder's digits to fit is divided by ten
-/// rounding up, and the budget rounding down, until it fits: the quotient only shrinks.
+/// [`WIDTH_MAX`]. A slope too large for its remainder's digits to fit becomes its tenth plus
+/// one (at least its tenth rounded up, and no overflow) and the budget its tenth rounded down,
+/// until it fits: the quotient only shrinks.
 fn width(mut budget: i128, mut slope: i128) -> Decimal {
     let unit = 10i128.pow(WIDTH_DECIMALS);
     while slope > i128::MAX / unit {
-        (budget, slope) = (budget / 10, (slope + 9) / 10);
+        (budget, slope) = (budget / 10, slope / 10 + 1);
     }
     let (whole, rest) = (budget / slope, budget % slope);
     if whole >= WIDTH_MAX {
