@@ -189,6 +189,13 @@ impl Pending {
         out
     }
 
+    /// The public fills the backlog holds, in sequence order.
+    pub(crate) fn fills(&self) -> impl Iterator<Item = &PublicFill> {
+        self.batches
+            .iter()
+            .flat_map(|b| b.rows.history.fills.iter())
+    }
+
     /// The seq of the trade record with this code (codes are unique), if the backlog holds
     /// it.
     pub(crate) fn trade(&self, code: TradeCode) -> Option<u64> {

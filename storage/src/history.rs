@@ -10,9 +10,11 @@
 //!   its own;
 //! - margin state changes: a row per change, never changed, indexed for all markets;
 //! - public fills: a row per fill, never changed, not indexed (a fill has no holder; the
-//!   recent-trades list and the candles read the exchange's tape);
+//!   recent-trades list reads the exchange's tape);
 //! - funding settlements: a row per market and settled hour, never changed, indexed per
-//!   market (they have no holder).
+//!   market (they have no holder);
+//! - candles: folded from the public fills (`candles`), a row per market, interval and
+//!   period.
 //!
 //! Index keys are (holder, market or [`ALL`], seq), so one range is a holder's list in
 //! sequence order. A read of a list is one read transaction ([`Rows`]), so a page's count,
@@ -35,6 +37,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::backlog::Pending;
+use crate::candles;
 use crate::journal::JournalError;
 use crate::projection::{self, Projected};
 
@@ -127,6 +130,7 @@ pub(crate) fn delete_all(txn: &WriteTransaction) -> Result<(), JournalError> {
     }
     txn.delete_table(TRADE_CODES)?;
     txn.delete_table(FUNDINGS_BY_MARKET)?;
+    txn.delete_table(candles::CANDLES)?;
     Ok(())
 }
 
@@ -229,6 +233,8 @@ pub(crate) enum Step {
     Markets(Vec<(u32, u64)>),
     /// Trade codes.
     Codes(Vec<(u128, u64)>),
+    /// The public fills folded into their candles (`candles`), a write a fill.
+    Candles,
 }
 
 type RowsWriter = fn(&WriteTransaction, &HandedHistory, Range<usize>) -> Result<(), JournalError>;
@@ -248,6 +254,7 @@ pub(crate) fn plan(rows: &Projected) -> Vec<Step> {
     steps.push(Step::Markets(markets.collect()));
     let codes = h.trades.iter().map(|t| (t.code.0.as_u128(), t.seq.0));
     steps.push(Step::Codes(codes.collect()));
+    steps.push(Step::Candles);
     steps.retain(|s| s.len(rows) > 0);
     steps
 }
@@ -296,6 +303,7 @@ impl Step {
             Step::Keys(_, keys) => keys.len(),
             Step::Markets(keys) => keys.len(),
             Step::Codes(codes) => codes.len(),
+            Step::Candles => rows.history.fills.len(),
         }
     }
 
@@ -317,6 +325,10 @@ impl Step {
                     table.insert(code, seq)?;
                 }
                 Ok(())
+            }
+            Step::Candles => {
+                let fills = rows.history.fills.iter();
+                candles::write(txn, fills.skip(range.start).take(range.len()))
             }
         }
     }

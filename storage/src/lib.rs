@@ -10,12 +10,13 @@
 //! replay from genesis reads as if they were still in it. This crate knows the engine's
 //! command and state types but nothing of HTTP; it never decides anything, it only remembers.
 //! History leaves the engine's memory for tables here (`projection`): ended orders, ledger
-//! movements, trade records, public fills, notices, margin state changes and funding
+//! movements, trade records, public fills and their candles, notices, margin state changes and funding
 //! settlements, written with the tick that made them or, a commit of many, a share at a time
 //! after it (`backlog`), read beside the writer.
 
 mod archive;
 mod backlog;
+mod candles;
 mod history;
 mod journal;
 mod nonces;

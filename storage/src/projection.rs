@@ -1,7 +1,7 @@
 //! The history projection (issue 37): ended orders, ledger movements, trade records, public
-//! fills, depreciation notices, margin state changes and funding settlements, kept in the
-//! journal's file for reads, so the read view holds live state only and a read of
-//! history is a redb read.
+//! fills and their candles, depreciation notices, margin state changes and funding
+//! settlements, kept in the journal's file for reads, so the read view holds live state only
+//! and a read of history is a redb read.
 //!
 //! - `ended_orders` holds, per (customer, reference_id), the latest order under that
 //!   reference that has ended — what a read of the reference returns when none is open (rule
@@ -9,6 +9,8 @@
 //!   latest ended one is also the one updated last).
 //! - the movements, trade records, notices and margin state changes are history lists
 //!   (`history`): rows by sequence number with per-customer and per-broker indexes.
+//! - `candles` holds every market's candle of every interval and period, folded from the
+//!   public fills.
 //!
 //! The service writes a commit's rows in the transaction that journals its ticks, or, a
 //! commit of many, a share at a time after it (`backlog`). [`PROJECTED_KEY`] says through
@@ -22,16 +24,20 @@
 //! Reads go through a [`Projection`], a handle on the same database: the backlog, then a redb
 //! read transaction, neither of which waits on the writer.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use perpsim_core::ids::CustomerCode;
 use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
+use perpsim_systems::records::tape::Candle;
+use perpsim_systems::records::venue::MarketId;
 use redb::{Database, ReadableDatabase, TableDefinition, WriteTransaction};
 
 use arc_swap::ArcSwap;
 
 use crate::backlog::Pending;
+use crate::candles;
 use crate::history::{
     self, Fills, Fundings, Listed, MarginChanges, Movements, Notices, Rows, Trades,
 };
@@ -47,8 +53,8 @@ const PROJECTED_KEY: &str = "projected_through";
 /// recovery projects it again from the start.
 const VERSION_KEY: &str = "projection_version";
 /// 3: ended orders, movements and trade records. 4: notices and margin state changes too.
-/// 5: public fills too. 6: funding settlements too.
-const VERSION: u32 = 6;
+/// 5: public fills too. 6: funding settlements too. 7: candles too.
+const VERSION: u32 = 7;
 
 /// What ticks add to the projection, each list in the order the ticks made it: the orders
 /// they ended and the history rows they made or changed (a later row of the same order
@@ -259,6 +265,19 @@ impl Projection {
     /// The margin state changes at one point in time (one read transaction).
     pub fn margin_changes(&self) -> Result<MarginChanges, JournalError> {
         self.rows()
+    }
+
+    /// `market`'s candles of interval `i` of
+    /// [`INTERVALS`](perpsim_systems::records::tape::INTERVALS) that open within `opens`, by
+    /// open time (one read transaction, with the backlog's fills).
+    pub fn candles(
+        &self,
+        market: MarketId,
+        i: usize,
+        opens: RangeInclusive<i64>,
+    ) -> Result<Vec<(i64, Candle)>, JournalError> {
+        let pending = self.pending.load_full();
+        candles::read(&pending, &self.db.begin_read()?, (market, i), opens)
     }
 }
 

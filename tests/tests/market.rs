@@ -224,3 +224,84 @@ fn midnight_settlement_books_unrealised_pnl_and_resets_the_entry_price() {
     );
     assert_eq!(p["unrealised_pnl"], "0.0000000000");
 }
+
+/// An amount as integer units of its last decimal (the test's own sums, no floats).
+fn units(amount: &Value) -> i64 {
+    amount.as_str().unwrap().replace('.', "").parse().unwrap()
+}
+
+/// D8, issue 37: the candles of every interval are the fills folded per period, read from the
+/// journal's projection while every commit's rows wait in its backlog (`--projection-batch
+/// 0`), and read the same after `kill -9` and recovery, which projects again whatever the
+/// backlog had not written; the ticker's 24 h volume is the same fills'.
+#[test]
+fn the_candles_of_every_interval_fold_the_fills_and_read_the_same_after_kill_9() {
+    let data = tempfile::tempdir().unwrap();
+    let start = perpsim_tests::START;
+    let flags = [
+        "--clock",
+        "manual",
+        "--start",
+        start,
+        "--market-maker",
+        "on",
+        "--price-feed",
+        "random-walk",
+        "--seed",
+        "5",
+        "--projection-batch",
+        "0",
+    ];
+    let mut server = Server::start_in(data.path(), &flags);
+    let c = server.demo();
+    let code = funded(&server, &c, "USDC", "1000000");
+    // A market order 433 s after the one before, twelve times: every one in its own minute.
+    const STEP: i64 = 433;
+    for round in 0..12 {
+        let side = if round % 2 == 0 { "buy" } else { "sell" };
+        let body = json!({"symbol": BTC, "reference_id": format!("m{round}"), "side": side,
+                          "type": "market", "amount": "0.0100"});
+        let r = order(&c, &code, body);
+        assert_eq!(r.status, 201, "{}", r.text);
+        advance(&server, STEP);
+    }
+    let intervals = [
+        ("1m", 60),
+        ("5m", 300),
+        ("15m", 900),
+        ("1h", 3_600),
+        ("4h", 14_400),
+    ];
+    let read = |c: &Client| -> Vec<Value> {
+        let all = intervals.iter().chain(&[("1d", 86_400)]);
+        let ohlc = |(name, _): &(&str, i64)| {
+            get(
+                c,
+                &format!("/v1/ohlc?symbol={BTC}&interval={name}&from={start}"),
+            )
+        };
+        all.map(ohlc).collect()
+    };
+    let before = read(&c);
+    for (candles, (name, seconds)) in before.iter().zip(intervals) {
+        let candles = candles.as_array().unwrap();
+        let mut periods: Vec<i64> = (0..12).map(|r| r * STEP / seconds).collect();
+        periods.dedup();
+        assert_eq!(candles.len(), periods.len(), "{name}: {candles:?}");
+        let volume: i64 = candles.iter().map(|k| units(&k["volume"])).sum();
+        assert_eq!(volume, 1_200, "{name}: twelve orders of 0.0100");
+        for k in candles {
+            let (high, low) = (units(&k["high"]), units(&k["low"]));
+            assert!(low <= units(&k["open"]).min(units(&k["close"])), "{k}");
+            assert!(high >= units(&k["open"]).max(units(&k["close"])), "{k}");
+        }
+    }
+    let ticker = get(&c, &format!("/v1/tickers/{BTC}"));
+    assert_eq!(units(&ticker["volume_24h"]), 1_200, "{ticker}");
+
+    server.kill9();
+    let server = Server::start_in(data.path(), &flags);
+    let c = server.demo();
+    assert_eq!(read(&c), before, "the candles read the same after kill -9");
+    assert_eq!(get(&c, &format!("/v1/tickers/{BTC}")), ticker);
+}

@@ -9,6 +9,7 @@
 //! command's nonce is written in its tick's own transaction; a request that sends no command
 //! has its nonce written in the next group commit, with or without a tick.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
@@ -26,6 +27,8 @@ use perpsim_storage::{
 };
 use perpsim_systems::records::log::DEFAULT_WINDOW_BITS;
 use perpsim_systems::records::order::Order;
+use perpsim_systems::records::tape::Candle;
+use perpsim_systems::records::venue::MarketId;
 use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
 use tokio::sync::{broadcast, oneshot, watch};
 
@@ -269,6 +272,19 @@ impl EngineHandle {
         self.projection
             .fundings()
             .map_err(|e| history_read_failed("funding rates", e))
+    }
+
+    /// A market's candles of interval `i` of `INTERVALS` opening within `opens`, by open time,
+    /// as the journal's projection holds them now, likewise.
+    pub fn candles(
+        &self,
+        market: MarketId,
+        i: usize,
+        opens: RangeInclusive<i64>,
+    ) -> Result<Vec<(i64, Candle)>, Error> {
+        self.projection
+            .candles(market, i, opens)
+            .map_err(|e| history_read_failed("candles", e))
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<TickEvents> {

@@ -104,7 +104,8 @@ pub fn ticker(view: &ReadView, i: &InstrumentView, id: u32, m: &MarketView) -> T
     let (pd, ad) = (i.spec.price_decimals(), i.spec.amount_decimals());
     let now = view.clock.now;
     let minute = now.millis().div_euclid(MINUTE_MS) * MINUTE_MS;
-    let day: Vec<_> = m.candles[0]
+    let day: Vec<_> = m
+        .day_candles
         .range(minute - DAY_MS + MINUTE_MS..)
         .map(|(_, c)| *c)
         .collect();
@@ -248,29 +249,27 @@ impl MarketApi {
                 ))
             })?;
         let view = state.engine.view();
-        let (i, _, m) = market(&view, &symbol.0)?;
+        let (i, id, _) = market(&view, &symbol.0)?;
         let from = query_time("from", from.0.as_deref(), TimeBound::From)?;
         let to = query_time("to", to.0.as_deref(), TimeBound::To)?;
         let last = to.unwrap_or(view.clock.now).millis().div_euclid(period) * period;
         let first = from.map_or(last - 99 * period, |f| f.millis());
         let (pd, ad) = (i.spec.price_decimals(), i.spec.amount_decimals());
-        let rows = if first > last {
-            Vec::new()
-        } else {
-            m.candles[index]
-                .range(first..=last)
-                .map(|(t, c)| Candle {
-                    symbol: i.spec.symbol.clone(),
-                    interval: name.to_owned(),
-                    open_time: Timestamp::from_millis(*t).into(),
-                    open: DecimalOut::new(c.open, pd),
-                    high: DecimalOut::new(c.high, pd),
-                    low: DecimalOut::new(c.low, pd),
-                    close: DecimalOut::new(c.close, pd),
-                    volume: DecimalOut::new(c.volume, ad),
-                })
-                .collect()
-        };
+        let rows = state
+            .engine
+            .candles(id, index, first..=last)?
+            .into_iter()
+            .map(|(t, c)| Candle {
+                symbol: i.spec.symbol.clone(),
+                interval: name.to_owned(),
+                open_time: Timestamp::from_millis(t).into(),
+                open: DecimalOut::new(c.open, pd),
+                high: DecimalOut::new(c.high, pd),
+                low: DecimalOut::new(c.low, pd),
+                close: DecimalOut::new(c.close, pd),
+                volume: DecimalOut::new(c.volume, ad),
+            })
+            .collect();
         Ok(Json(rows))
     }
 }

@@ -38,8 +38,10 @@ use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 /// notices and the margin state changes likewise. 15: the public fills likewise, with the
 /// candles and latest fills they made kept as state (the exchange's tape). 16: the funding
 /// settlements likewise, each with its sequence number. 17: a held log names the first row
-/// it holds, not how many chunks of a fixed size it let go (a server's window is set).
-pub const STATE_VERSION: u32 = 17;
+/// it holds, not how many chunks of a fixed size it let go (a server's window is set). 18: the
+/// tape keeps the last day's one-minute candles only (every interval's candles are folded by
+/// the journal's projection from the public fills, so the state no longer grows with them).
+pub const STATE_VERSION: u32 = 18;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {

@@ -1,5 +1,5 @@
 //! The published side of trading: orders, positions, trades, public fills and per-market
-//! data (book tops, candles), as persistent maps the API reads without touching the engine.
+//! data (book tops, the last day's candles), as persistent maps the API reads without touching the engine.
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use crate::publish::view::ReadView;
 use crate::records::ids::OrderId;
 use crate::records::order::Order;
 use crate::records::position::Position;
-use crate::records::tape::{Candle, INTERVALS};
+use crate::records::tape::Candle;
 use crate::records::trade::PublicFill;
 use crate::records::venue::MarketId;
 use crate::trading::exchange::Exchange;
@@ -29,8 +29,9 @@ pub struct MarketView {
     pub best_bid: Option<Decimal>,
     pub best_ask: Option<Decimal>,
     pub open_interest: Decimal,
-    /// Per interval of [`INTERVALS`], candles by open time; only periods with trades.
-    pub candles: Vec<OrdMap<i64, Candle>>,
+    /// Its one-minute candles of the last day by open time, only minutes with trades (the
+    /// ticker's 24 h figures; every interval's candles are the journal's projection's).
+    pub day_candles: OrdMap<i64, Candle>,
     /// Its latest public fills, oldest first: at most
     /// [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS).
     pub fills: Vector<PublicFill>,
@@ -168,7 +169,7 @@ fn publish_tape(t: &mut TradingView, exchange: &mut Exchange) {
     traded.dedup();
     for &market in &traded {
         let (tape, m) = (&exchange.tape.markets[market], &mut t.markets[market]);
-        m.candles = (0..INTERVALS.len()).map(|i| tape.candles(i)).collect();
+        m.day_candles = tape.day_candles();
         m.fills = tape.fills.clone();
     }
     if rebuild || !traded.is_empty() {
@@ -194,7 +195,7 @@ pub fn publish_trading(
             best_bid: None,
             best_ask: None,
             open_interest: Decimal::ZERO,
-            candles: vec![OrdMap::new(); INTERVALS.len()],
+            day_candles: OrdMap::new(),
             fills: Vector::new(),
         });
     }

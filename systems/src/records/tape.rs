@@ -1,12 +1,15 @@
-//! The market data the public fills make (D8): per market, its OHLC candles per interval and
-//! its latest fills, and the latest fills of every market. Live state, bounded (a candle per
-//! interval period that had a trade; [`RECENT_FILLS`] fills a list), kept in snapshots, so
-//! neither a restore nor the read view needs the fills' history, which the journal's
-//! projection holds (issue 37). Persistent maps and vectors, so the read view shares them.
+//! The market data the public fills make (D8) that live state keeps: per market, its one-minute
+//! candles of the last day (the ticker's 24 h figures) and its latest fills, and the latest
+//! fills of every market. Bounded (at most [`DAY_CANDLES`] candles and [`RECENT_FILLS`] fills
+//! a list) however long the venue runs; kept in snapshots, so neither a restore nor the read
+//! view needs the fills' history. Persistent maps and vectors, so the read view shares them.
+//!
+//! The candles of every interval and period are history: the journal's projection folds them
+//! from the public fills it holds (issue 37), with [`Candle::of`] and [`Candle::add`].
 
 use imbl::{OrdMap, Vector};
 use perpsim_core::Decimal;
-use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS};
+use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::records::trade::PublicFill;
@@ -25,6 +28,14 @@ pub const INTERVALS: [(&str, i64); 6] = [
 /// `limit` is at most this).
 pub const RECENT_FILLS: usize = 1_000;
 
+/// One-minute candles a market keeps: a day's, what the ticker's 24 h figures read.
+pub const DAY_CANDLES: usize = (DAY_MS / MINUTE_MS) as usize;
+
+/// The open time of the period of `interval` milliseconds that `time` falls in.
+pub fn period_open(time: Timestamp, interval: i64) -> i64 {
+    time.millis().div_euclid(interval) * interval
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Candle {
     #[serde(with = "perpsim_core::decimal::bin")]
@@ -40,7 +51,8 @@ pub struct Candle {
 }
 
 impl Candle {
-    fn of(fill: &PublicFill) -> Self {
+    /// The candle of a period whose first fill is `fill`.
+    pub fn of(fill: &PublicFill) -> Self {
         Candle {
             open: fill.price,
             high: fill.price,
@@ -50,7 +62,8 @@ impl Candle {
         }
     }
 
-    fn add(&mut self, fill: &PublicFill) {
+    /// Folds in the period's next fill.
+    pub fn add(&mut self, fill: &PublicFill) {
         self.high = self.high.max(fill.price);
         self.low = self.low.min(fill.price);
         self.close = fill.price;
@@ -61,46 +74,51 @@ impl Candle {
 /// One market's data.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarketTape {
-    /// Per interval of [`INTERVALS`], the candles before the newest, by open time; only
-    /// periods with trades.
-    closed: [OrdMap<i64, Candle>; INTERVALS.len()],
-    /// Per interval, the newest candle and its open time: what a fill almost always adds
-    /// to, without a map's look-up.
-    newest: [Option<(i64, Candle)>; INTERVALS.len()],
+    /// The one-minute candles before the newest, by open time: those that opened less than a
+    /// day before it (at most [`DAY_CANDLES`]); only periods with trades.
+    day: OrdMap<i64, Candle>,
+    /// The newest one-minute candle and its open time: what a fill almost always adds to,
+    /// without a map's look-up.
+    newest: Option<(i64, Candle)>,
     /// Its latest public fills, at most [`RECENT_FILLS`], oldest first.
     pub fills: Vector<PublicFill>,
 }
 
 impl MarketTape {
-    /// The candles of interval `i` of [`INTERVALS`], by open time.
-    pub fn candles(&self, i: usize) -> OrdMap<i64, Candle> {
-        let mut candles = self.closed[i].clone();
-        if let Some((at, candle)) = self.newest[i] {
+    /// The one-minute candles of the last day, by open time: every one that opened less than
+    /// a day before the newest, the newest included.
+    pub fn day_candles(&self) -> OrdMap<i64, Candle> {
+        let mut candles = self.day.clone();
+        if let Some((at, candle)) = self.newest {
             candles.insert(at, candle);
         }
         candles
     }
 
     fn record(&mut self, fill: &PublicFill) {
-        let time = fill.timestamp.millis();
-        for (i, (_, interval)) in INTERVALS.into_iter().enumerate() {
-            let at = time.div_euclid(interval) * interval;
-            match &mut self.newest[i] {
-                Some((open, candle)) if *open == at => candle.add(fill),
-                Some((open, _)) if *open > at => match self.closed[i].get_mut(&at) {
-                    // Fills come in time order; kept right should one not.
-                    Some(candle) => candle.add(fill),
-                    None => {
-                        self.closed[i].insert(at, Candle::of(fill));
-                    }
-                },
-                newest => {
-                    if let Some((open, candle)) = newest.replace((at, Candle::of(fill))) {
-                        self.closed[i].insert(open, candle);
-                    }
+        let at = period_open(fill.timestamp, MINUTE_MS);
+        match &mut self.newest {
+            Some((open, candle)) if *open == at => candle.add(fill),
+            // Fills come in time order; kept right should one not.
+            Some((open, _)) if *open > at => match self.day.get_mut(&at) {
+                Some(candle) => candle.add(fill),
+                None => {
+                    self.day.insert(at, Candle::of(fill));
+                }
+            },
+            newest => {
+                if let Some((open, candle)) = newest.replace((at, Candle::of(fill))) {
+                    self.day.insert(open, candle);
                 }
             }
         }
+        let newest = self.newest.map_or(at, |(open, _)| open);
+        while let Some(&(open, _)) = self.day.get_min()
+            && open <= newest - DAY_MS
+        {
+            self.day.remove(&open);
+        }
+        assert!(self.day.len() < DAY_CANDLES, "a day's candles at most");
         keep_recent(&mut self.fills, fill);
     }
 }
@@ -140,35 +158,33 @@ mod tests {
     use perpsim_core::ids::FillCode;
     use perpsim_core::order::Side;
     use perpsim_core::rng::SimRng;
-    use perpsim_core::time::Timestamp;
 
     use super::*;
     use crate::records::ids::FillSeq;
 
-    /// Each interval's candles folded from every fill, the way D8 defines them.
-    fn folded(fills: &[PublicFill], market: u32, interval: i64) -> BTreeMap<i64, Candle> {
+    /// A market's one-minute candles folded from every fill, the way D8 defines them.
+    fn folded(fills: &[PublicFill], market: u32) -> BTreeMap<i64, Candle> {
         let mut candles = BTreeMap::new();
         for f in fills.iter().filter(|f| f.market == market) {
-            let at = f.timestamp.millis().div_euclid(interval) * interval;
             candles
-                .entry(at)
+                .entry(period_open(f.timestamp, MINUTE_MS))
                 .and_modify(|c: &mut Candle| c.add(f))
                 .or_insert_with(|| Candle::of(f));
         }
         candles
     }
 
-    /// D8: the tape's candles (the newest kept apart) are the fills folded per period, for
-    /// every interval and market, across period boundaries; the latest fills are the last
-    /// [`RECENT_FILLS`], overall and per market.
+    /// D8: the tape's one-minute candles (the newest kept apart) are the fills folded per
+    /// minute, of the day before the newest only, across minute boundaries and three days of
+    /// fills; the latest fills are the last [`RECENT_FILLS`], overall and per market.
     #[test]
-    fn the_tape_holds_every_periods_candle_and_the_latest_fills() {
+    fn the_tape_holds_the_last_days_minute_candles_and_the_latest_fills() {
         let mut rng = SimRng::from_seed(8);
         let mut tape = Tape::default();
         let mut fills = Vec::new();
         let mut at = 1_767_225_600_000i64;
         for seq in 0..5_000u64 {
-            at += (rng.next_u64() % 90_000) as i64;
+            at += (rng.next_u64() % 150_000) as i64;
             let fill = PublicFill {
                 seq: FillSeq(seq),
                 code: FillCode(perpsim_core::Uuid::from_u128(u128::from(seq))),
@@ -183,14 +199,20 @@ mod tests {
         }
         for market in 0..3u32 {
             let m = &tape.markets[market as usize];
-            for (i, (_, interval)) in INTERVALS.into_iter().enumerate() {
-                let got: BTreeMap<i64, Candle> = m.candles(i).into_iter().collect();
-                assert_eq!(got, folded(&fills, market, interval), "market {market} {i}");
-            }
+            let got: BTreeMap<i64, Candle> = m.day_candles().into_iter().collect();
+            let mut want = folded(&fills, market);
+            let newest = *want.keys().next_back().unwrap();
+            want.retain(|&open, _| open > newest - DAY_MS);
+            assert!(want.len() > 100 && *want.keys().next().unwrap() > newest - DAY_MS);
+            assert_eq!(got, want, "market {market}");
             let mine: Vec<_> = fills.iter().filter(|f| f.market == market).collect();
             let latest: Vec<_> = m.fills.iter().collect();
             assert_eq!(latest, mine[mine.len() - RECENT_FILLS..]);
         }
+        assert!(
+            at - 1_767_225_600_000 > 2 * DAY_MS,
+            "days of fills, candles let go"
+        );
         let latest: Vec<_> = tape.fills.iter().cloned().collect();
         assert_eq!(latest, fills[fills.len() - RECENT_FILLS..]);
     }
