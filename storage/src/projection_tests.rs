@@ -318,7 +318,7 @@ fn assert_history_matches(journal: &Journal, e: &Engine, holders: &[Holder]) {
         assert_eq!(trades.get(t.seq.0).unwrap().as_ref(), Some(t));
         assert_eq!(trades.by_code(t.code).unwrap(), Some(t.seq.0));
     }
-    let (fills, held) = (projection.fills().unwrap(), e.closing().fills);
+    let (fills, held) = (projection.fills().unwrap(), e.fills());
     assert_eq!(fills.count().unwrap(), held.len() as u64);
     for f in held.iter() {
         assert_eq!(fills.get(f.seq.0).unwrap().as_ref(), Some(f));

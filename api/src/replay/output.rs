@@ -17,7 +17,6 @@ use super::plan::Plan;
 use super::report::{self, RunInfo};
 use super::run::{self, Observed};
 use perpsim_systems::Engine;
-use perpsim_systems::publish::events::Listening;
 
 /// The files a run writes, in the manifest's order (the manifest itself last).
 pub const FILES: [&str; 5] = [
@@ -214,7 +213,12 @@ pub fn scenario_run(
     let stage = staging.path.clone();
     let journal = Journal::open(&stage.join(FILES[0])).map_err(|e| e.to_string())?;
     let started = std::time::Instant::now();
-    let (engine, observed, journal_time) = run::run(plan, &journal, progress)?;
+    let (ledger, trades) = (stage.join(FILES[2]), stage.join(FILES[3]));
+    let tables = (ledger.as_path(), trades.as_path());
+    let (engine, mut observed, journal_time, streamed) =
+        run::run(plan, (&journal, tables), progress)?;
+    observed.logs = streamed.tallies;
+    let tables = [streamed.ledger, streamed.trades];
     drop(journal);
     let ran = started.elapsed();
     let info = RunInfo {
@@ -231,7 +235,7 @@ pub fn scenario_run(
         inputs: each,
     });
     let reporting = std::time::Instant::now();
-    let hash = write_reports(&stage, &engine, &observed, &info, scenario)?;
+    let hash = write_reports(&stage, (&engine, tables), &observed, &info, scenario)?;
     staging.finish(out)?;
     Ok(Finished {
         state_hash: hash,
@@ -248,23 +252,21 @@ pub struct Scenario {
     pub inputs: Vec<InputHash>,
 }
 
-/// The report files and the manifest of a finished run in `dir`; the state hash. Two cores'
-/// worth: the state hash (a pass over the whole state) and `trades.csv` each on a thread of
-/// their own beside `ledger.csv`, each CSV hashed as it is written rather than read back.
+/// The report files and the manifest of a finished run in `dir`, whose `ledger.csv` and
+/// `trades.csv` were written as it ran (`streamed`; `tables` are their SHA-256); the state
+/// hash, computed on a thread of its own beside the journal's hash.
 pub fn write_reports(
     dir: &Path,
-    engine: &Engine,
+    (engine, tables): (&Engine, [String; 2]),
     observed: &Observed,
     info: &RunInfo,
     scenario: Option<Scenario>,
 ) -> Result<String, String> {
-    let names = report::tables::names(&observed.customers);
     let view = engine.closing();
     let path = |name: &str| dir.join(name);
+    let [ledger, trades] = tables;
     let (report, files) = std::thread::scope(|s| {
         let state_hash = s.spawn(|| engine.state_hash().to_string());
-        let trades = s.spawn(|| report::tables::write_trades(&path(FILES[3]), &view, &names));
-        let ledger = report::tables::write_ledger(&path(FILES[2]), &view, &names);
         let journal = file_sha256(&path(FILES[0]), u64::MAX, &mut Sha256::new());
         let state_hash = state_hash
             .join()
@@ -272,14 +274,13 @@ pub fn write_reports(
         let report = report::build(engine, &view, observed, info, state_hash);
         let json = serde_json::to_string_pretty(&report).expect("a report encodes") + "\n";
         write(&path(FILES[1]), json.as_bytes())?;
-        let page = report::html::page(&report, &view, observed);
+        let page = report::html::page(&report, observed);
         write(&path(FILES[4]), page.as_bytes())?;
-        let trades = trades.join().expect("writing a CSV file does not panic");
         let hashes = [
             journal?,
             sha256(json.as_bytes()),
-            ledger?,
-            trades?,
+            ledger,
+            trades,
             sha256(page.as_bytes()),
         ];
         let files: BTreeMap<_, _> = FILES.iter().map(|f| f.to_string()).zip(hashes).collect();
@@ -339,11 +340,11 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
     let stage = staging.path.clone();
     let copy = Journal::open(&stage.join(FILES[0])).map_err(|e| e.to_string())?;
     copy.init(&genesis).map_err(|e| e.to_string())?;
-    let mut engine = Engine::genesis(genesis.clone());
-    engine.set_publishing(false);
-    engine.set_listening(Listening::MarginStates);
+    let engine = run::replaying(Engine::genesis(genesis.clone()));
     let assets = run::settlement_assets(&engine);
-    let ((engine, observed), _) = run::journaled(&copy, |batches| {
+    let (ledger, trades) = (stage.join(FILES[2]), stage.join(FILES[3]));
+    let tables = (ledger.as_path(), trades.as_path());
+    let ((engine, mut observed), _, streamed) = run::journaled(&copy, tables, |batches| {
         rerun(
             &source,
             run::Runner::new(engine, batches, assets),
@@ -363,7 +364,9 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
         end: engine.clock().now,
         sample_every_ms: every,
     };
-    let hash = write_reports(&stage, &engine, &observed, &info, None)?;
+    observed.logs = streamed.tallies;
+    let tables = [streamed.ledger, streamed.trades];
+    let hash = write_reports(&stage, (&engine, tables), &observed, &info, None)?;
     staging.finish(out)?;
     Ok(hash)
 }

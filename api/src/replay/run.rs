@@ -3,6 +3,7 @@
 //! their instants, the margin-state changes and refused requests kept for the report.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use perpsim_systems::{
 };
 
 use super::plan::{Plan, Step, UNBOUND};
+use super::report::streamed::{self, LogTallies, Streamed};
 
 /// Ticks written per journal transaction.
 const JOURNAL_BATCH: usize = 4_096;
@@ -38,6 +40,8 @@ pub struct Observed {
     /// Every margin-state change, in order.
     pub margin: Vec<RiskRecord>,
     pub refusals: Vec<Refusal>,
+    /// What the logs tallied as they streamed out (`streamed`), once the run is over.
+    pub logs: LogTallies,
 }
 
 /// Prices and every customer's figures at one instant.
@@ -99,23 +103,33 @@ pub struct Runner {
     journal: Batches,
     pending: Vec<Vec<u8>>,
     first_pending: u64,
+    /// What the ticks not yet handed to the tables' writer made (`streamed`).
+    history: streamed::Batch,
     pub observed: Observed,
 }
 
-/// Batches of encoded ticks on their way to the journal's writer (see [`journaled`]): the
-/// first tick's number and the ticks.
-pub struct Batches(SyncSender<(u64, Vec<Vec<u8>>)>);
+/// Batches of ticks on their way to the writers (see [`journaled`]): the encoded ticks with
+/// the first one's number to the journal's, what they made to the tables'.
+pub struct Batches {
+    ticks: SyncSender<(u64, Vec<Vec<u8>>)>,
+    tables: SyncSender<streamed::Batch>,
+}
 
 /// Runs `body` with the journal's commits on a thread of their own, so the engine goes on
-/// with the next ticks while a batch is committed (a run's second core is otherwise idle);
-/// at most one batch waits behind the one being written. Its result and the time the
-/// commits took. A commit that fails fails the run with its own error.
+/// with the next ticks while a batch is committed (a run's second core is otherwise idle),
+/// and `ledger.csv` and `trades.csv` written at `tables` on another as the engine hands its
+/// history out (`streamed`); at most one batch waits behind the one being written on each.
+/// Its result, the time the commits took and the tables written. A writer that fails fails
+/// the run with its own error.
 pub fn journaled<T>(
     journal: &Journal,
+    tables: (&Path, &Path),
     body: impl FnOnce(Batches) -> Result<T, String>,
-) -> Result<(T, Duration), String> {
+) -> Result<(T, Duration, Streamed), String> {
     std::thread::scope(|s| {
-        let (batches, received) = std::sync::mpsc::sync_channel::<(u64, Vec<Vec<u8>>)>(1);
+        let (ticks, received) = std::sync::mpsc::sync_channel::<(u64, Vec<Vec<u8>>)>(1);
+        let (to_tables, batches) = std::sync::mpsc::sync_channel::<streamed::Batch>(1);
+        let written = s.spawn(move || streamed::write(tables, batches));
         let writer = s.spawn(move || {
             let mut took = Duration::ZERO;
             for (first, ticks) in received {
@@ -127,11 +141,16 @@ pub fn journaled<T>(
             }
             Ok::<_, String>(took)
         });
-        let out = body(Batches(batches)); // the sender is dropped with the body's runner
+        // The senders are dropped with the body's runner.
+        let out = body(Batches {
+            ticks,
+            tables: to_tables,
+        });
         let took = writer.join().expect("the journal's writer does not panic");
-        // The writer's own error first: the body's would only say the writer stopped.
-        let took = took?;
-        Ok((out?, took))
+        let written = written.join().expect("the tables' writer does not panic");
+        // The writers' own errors first: the body's would only say a writer stopped.
+        let (took, written) = (took?, written?);
+        Ok((out?, took, written))
     })
 }
 
@@ -144,12 +163,14 @@ impl Runner {
             journal,
             pending: Vec::with_capacity(JOURNAL_BATCH),
             first_pending,
+            history: streamed::Batch::default(),
             observed: Observed {
                 customers: Vec::new(),
                 assets,
                 samples: Vec::new(),
                 margin: Vec::new(),
                 refusals: Vec::new(),
+                logs: LogTallies::default(),
             },
         }
     }
@@ -163,9 +184,10 @@ impl Runner {
         let first_seq = self.engine.counters().commands;
         self.pending
             .push(TickRecord::encode(now, first_seq, &commands));
-        let out = self.engine.tick(now, commands);
+        let mut out = self.engine.tick(now, commands);
         self.named.ended(&out.ended);
         self.take(out.events, &out.results);
+        self.history.rows.append(&mut out.history);
         if self.pending.len() == JOURNAL_BATCH {
             self.flush()?;
         }
@@ -187,6 +209,7 @@ impl Runner {
                     .any(|(_, code)| *code == c.code)
             {
                 let name = c.external_id.clone().unwrap_or_else(|| c.code.to_string());
+                self.history.names.push((c.code, name.clone()));
                 self.observed.customers.push((name, c.code));
             }
         }
@@ -195,23 +218,31 @@ impl Runner {
     /// The engine and what was observed, once the run is over.
     pub fn into_parts(self) -> (Engine, Observed) {
         assert!(
-            self.pending.is_empty(),
-            "every tick is handed to the journal before the report"
+            self.pending.is_empty() && self.history.rows.is_empty(),
+            "every tick is handed to the writers before the report"
         );
         (self.engine, self.observed)
     }
 
-    /// Hands the ticks not yet journaled to the writer, to commit in one transaction.
+    /// Hands the ticks not yet journaled to the journal's writer, to commit in one
+    /// transaction, and what they made to the tables' writer.
     pub fn flush(&mut self) -> Result<(), String> {
         if self.pending.is_empty() {
             return Ok(());
         }
+        let mut history = std::mem::take(&mut self.history);
+        history.symbols = self.engine.market_symbols();
+        // Refused only when the writer stopped, on an error `journaled` then returns.
+        self.journal
+            .tables
+            .send(history)
+            .map_err(|_| "the tables' writer stopped".to_owned())?;
         let ticks = std::mem::replace(&mut self.pending, Vec::with_capacity(JOURNAL_BATCH));
         let first = self.first_pending;
         self.first_pending += ticks.len() as u64;
         // Refused only when the writer stopped, on an error `journaled` then returns.
         self.journal
-            .0
+            .ticks
             .send((first, ticks))
             .map_err(|_| "the journal's writer stopped".to_owned())
     }
@@ -242,6 +273,16 @@ impl Runner {
     }
 }
 
+/// A fresh engine set up as a run drives it: nothing published (no reader), the margin-state
+/// changes the only events (all the report reads of them), and its history handed out each
+/// tick (to the tables' writer) and let go past its window.
+pub fn replaying(mut engine: Engine) -> Engine {
+    engine.set_publishing(false);
+    engine.set_listening(Listening::MarginStates);
+    engine.set_projecting(true);
+    engine
+}
+
 /// The settlement assets of the instruments, sorted.
 pub fn settlement_assets(engine: &Engine) -> Vec<Asset> {
     let mut assets: Vec<Asset> = engine
@@ -255,23 +296,22 @@ pub fn settlement_assets(engine: &Engine) -> Vec<Asset> {
     assets
 }
 
-/// Runs `plan` from genesis into `journal`, calling `progress` with the steps done; the
-/// time the journal's commits took, beside the run. The steps are taken from the plan: each
+/// Runs `plan` from genesis into `journal`, with `ledger.csv` and `trades.csv` written at
+/// `tables` as it goes, calling `progress` with the steps done; the time the journal's
+/// commits took, beside the run, and the tables written. The steps are taken from the plan: each
 /// command is decoded as it goes to the engine and freed once applied.
 pub fn run(
     plan: &mut Plan,
-    journal: &Journal,
+    (journal, tables): (&Journal, (&Path, &Path)),
     progress: &dyn Fn(u64),
-) -> Result<(Engine, Observed, Duration), String> {
+) -> Result<(Engine, Observed, Duration, Streamed), String> {
     journal.init(&plan.genesis).map_err(|e| e.to_string())?;
-    let mut engine = Engine::genesis(plan.genesis.clone());
-    engine.set_publishing(false);
-    engine.set_listening(Listening::MarginStates); // all the report reads of the events
+    let engine = replaying(Engine::genesis(plan.genesis.clone()));
     let assets = settlement_assets(&engine);
-    let ((engine, observed), took) = journaled(journal, |batches| {
+    let ((engine, observed), took, streamed) = journaled(journal, tables, |batches| {
         drive(plan, Runner::new(engine, batches, assets), progress)
     })?;
-    Ok((engine, observed, took))
+    Ok((engine, observed, took, streamed))
 }
 
 /// The run's loop: the set-up, then a tick per instant with commands and the samples.

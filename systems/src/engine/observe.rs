@@ -22,11 +22,9 @@ use crate::records::log::Log;
 use crate::records::money::{AccountId, Balance, Movement};
 use crate::records::order::Order;
 use crate::records::position::Position;
-use crate::records::risk::Notification;
 use crate::records::trade::{PublicFill, TradeRecord};
 use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
 use crate::risk::margin::MarginBook;
-use crate::risk::notices::Notifications;
 use crate::settlement::funding::FundingState;
 use crate::trading::exchange::Exchange;
 use crate::trading::orders::WorldOrders;
@@ -120,14 +118,10 @@ impl Engine {
     }
 }
 
-/// The state a run ends in, as its report reads it: the logs in the order they were written
-/// (ledger rows by sequence number, trades and public fills, notices) and the accounts,
-/// positions and markets as they stand.
+/// The live state a run ends in, as its report reads it: the accounts, positions and markets
+/// as they stand. Not the logs: a run hands its history out as it goes and holds only a
+/// window of it at the end (the report tallies them as they stream out).
 pub struct Closing<'a> {
-    pub movements: &'a Log<Movement>,
-    pub trades: &'a Log<TradeRecord>,
-    pub fills: &'a Log<PublicFill>,
-    pub notices: &'a Log<Notification>,
     /// By market id.
     pub markets: Vec<ClosingMarket<'a>>,
     /// Every account, customers' and the venue's.
@@ -157,10 +151,25 @@ impl Engine {
         &self.world.resource::<Exchange>().trades
     }
 
+    /// The public fills the engine holds, indexed by sequence number (likewise).
+    pub fn fills(&self) -> &Log<PublicFill> {
+        &self.world.resource::<Exchange>().fills
+    }
+
     /// Every funding settlement, indexed by sequence number (the read view holds none; a
     /// server reads them from the journal's projection).
     pub fn funding_history(&self) -> &Log<FundingRecord> {
         &self.world.resource::<FundingState>().history
+    }
+
+    /// The markets' symbols, by market id.
+    pub fn market_symbols(&self) -> Vec<String> {
+        let exchange = self.world.resource::<Exchange>();
+        exchange
+            .markets
+            .iter()
+            .map(|m| m.spec.symbol.clone())
+            .collect()
     }
 
     /// The state the run ends in, for its report.
@@ -191,10 +200,6 @@ impl Engine {
             })
             .collect();
         Closing {
-            movements: world.resource::<Ledger>().movements(),
-            trades: &exchange.trades,
-            fills: &exchange.fills,
-            notices: &world.resource::<Notifications>().0,
             markets,
             balances: all_accounts(world),
             positions,

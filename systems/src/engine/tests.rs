@@ -559,7 +559,7 @@ fn a_projecting_engine_lets_its_trade_records_and_fills_go_and_hashes_as_one_tha
     assert_eq!(projected, (132_000, 66_000));
     assert_eq!(held.first_held(), 131_072);
     assert_eq!(held.get(131_999), all.get(131_999));
-    assert_eq!(projecting.closing().fills.first_held(), 65_536);
+    assert_eq!(projecting.fills().first_held(), 65_536);
     assert_eq!(holding.state_hash(), projecting.state_hash());
 
     let bytes = projecting.encode_state();

@@ -722,7 +722,7 @@ fn the_view_keeps_the_newest_thousand_public_fills_overall_and_per_market() {
     );
     let sell = |i| place(c[1], market(Side::Sell, &format!("s{i}"), "0.0001"));
     run(&mut e, (0..RECENT_FILLS + 200).map(sell).collect());
-    let all: Vec<_> = e.closing().fills.iter().cloned().collect();
+    let all: Vec<_> = e.fills().iter().cloned().collect();
     assert_eq!(all.len(), RECENT_FILLS + 200);
     let newest = &all[200..];
     let view = e.view();

@@ -5,8 +5,7 @@
 use std::fmt::Write as _;
 
 use perpsim_core::Decimal;
-use perpsim_systems::Closing;
-use perpsim_systems::records::trade::TradeKind;
+use perpsim_core::time::Timestamp;
 use rust_decimal::prelude::ToPrimitive;
 
 use super::Report;
@@ -29,7 +28,7 @@ pub fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-pub fn page(report: &Report, view: &Closing, observed: &Observed) -> String {
+pub fn page(report: &Report, observed: &Observed) -> String {
     let mut h = String::new();
     let s = &report.scenario;
     let _ = write!(
@@ -46,7 +45,7 @@ pub fn page(report: &Report, view: &Closing, observed: &Observed) -> String {
         hash = report.state_hash,
     );
     venue(&mut h, report);
-    instruments(&mut h, report, view, observed);
+    instruments(&mut h, report, observed);
     customers(&mut h, report);
     customer_charts(&mut h, report, observed);
     refusals(&mut h, report);
@@ -112,7 +111,7 @@ fn venue(h: &mut String, r: &Report) {
     );
 }
 
-fn instruments(h: &mut String, r: &Report, view: &Closing, observed: &Observed) {
+fn instruments(h: &mut String, r: &Report, observed: &Observed) {
     h.push_str("<h2>Instruments</h2>");
     table(
         h,
@@ -160,18 +159,15 @@ fn instruments(h: &mut String, r: &Report, view: &Closing, observed: &Observed) 
                 })
                 .collect()
         };
-        let forced = view
-            .trades
-            .iter()
-            .filter(|t| t.market as usize == m && t.kind != TradeKind::Trade)
-            .map(|t| (t.timestamp.millis(), f(t.price)))
-            .collect();
-        let notices = view
-            .notices
-            .iter()
-            .filter(|n| n.market as usize == m)
-            .map(|n| (n.created_at.millis(), f(n.mark_price)))
-            .collect();
+        let marks = observed.logs.markets.get(m);
+        let points = |marks: &[(Timestamp, Decimal)]| -> Vec<_> {
+            marks
+                .iter()
+                .map(|&(at, price)| (at.millis(), f(price)))
+                .collect()
+        };
+        let forced = marks.map(|t| points(&t.forced)).unwrap_or_default();
+        let notices = marks.map(|t| points(&t.notices)).unwrap_or_default();
         let svg = charts::chart(
             &format!("{} price", i.symbol),
             start,

@@ -1,12 +1,14 @@
 //! The report of a run (D11): `report.json`, `ledger.csv`, `trades.csv` and `report.html`,
-//! built from the state the run ends in ([`Closing`]: the engine's logs and live state,
-//! borrowed, never copied into the read view) and what the run observed. Every money figure
-//! is a sum of `ledger.csv` rows; `build` asserts they add up to each balance before anything
-//! is written.
+//! built from the state the run ends in ([`Closing`]: the engine's live state, borrowed,
+//! never copied into the read view), its logs as they streamed out of the engine during the
+//! run (`streamed`, which writes the CSV files then) and what the run observed. Every money
+//! figure is a sum of `ledger.csv` rows; `build` asserts they add up to each balance before
+//! the report is written.
 
 pub mod charts;
 pub mod html;
 pub mod money;
+pub mod streamed;
 pub mod tables;
 
 use std::collections::BTreeMap;
@@ -17,14 +19,14 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::risk::MarginState;
 use perpsim_core::time::Timestamp;
 use perpsim_systems::records::market::MARKET_MAKER;
-use perpsim_systems::records::money::{AccountId, MovementKind, MovementStatus, VenueAccount};
+use perpsim_systems::records::money::{AccountId, VenueAccount};
 use perpsim_systems::records::position::Position;
-use perpsim_systems::records::trade::TradeKind;
 use perpsim_systems::records::venue::MarketId;
 use perpsim_systems::{Closing, ClosingMarket, Engine};
 use serde::{Deserialize, Serialize};
 
 use self::money::{Flows, max_drawdown, net_transfers_at};
+use self::streamed::LogTallies;
 use super::run::Observed;
 
 /// The name the market maker goes by in the report and the CSV files.
@@ -150,8 +152,8 @@ pub fn text(d: Decimal) -> String {
     d.normalize().to_string()
 }
 
-/// The report of the run `engine` ended, from its closing state `view` (which the CSV files
-/// and the charts read too) and its `state_hash`.
+/// The report of the run `engine` ended, from its closing state `view` (which the charts
+/// read too), what it observed (its logs' tallies among it) and its `state_hash`.
 pub fn build(
     engine: &Engine,
     view: &Closing,
@@ -161,7 +163,7 @@ pub fn build(
 ) -> Report {
     let counters = engine.counters();
     let genesis = engine.genesis_config();
-    let tallies = Tallies::of(view, observed);
+    let tallies = Tallies::of(observed);
     Report {
         scenario: Meta {
             name: info.name.clone(),
@@ -197,63 +199,29 @@ pub fn build(
     }
 }
 
-/// A customer's money per currency: its rows' flows, and its completed transfers as (time,
-/// signed amount) in time order.
-type Money = BTreeMap<Asset, (Flows, Vec<(Timestamp, Decimal)>)>;
-
-/// Per customer: margin calls, liquidations, notices, refusals, trades by kind and money —
-/// counted in one pass over each log.
-#[derive(Default)]
-struct Tallies {
+/// Per customer: margin calls, liquidations and refusals as observed, and what the logs
+/// tallied as they streamed out (`Observed::logs`: trades by kind, money, notices).
+struct Tallies<'a> {
+    logs: &'a LogTallies,
     calls: BTreeMap<CustomerCode, usize>,
     liquidations: BTreeMap<CustomerCode, usize>,
-    notices: BTreeMap<CustomerCode, usize>,
     refused: BTreeMap<String, usize>,
-    /// Trades, liquidation fills, auto-deleveraging fills.
-    trades: BTreeMap<CustomerCode, [usize; 3]>,
-    money: BTreeMap<CustomerCode, Money>,
 }
 
-impl Tallies {
-    fn of(view: &Closing, observed: &Observed) -> Self {
-        let mut t = Tallies::default();
-        for tr in view.trades {
-            let n = t.trades.entry(tr.customer).or_default();
-            n[0] += 1;
-            match tr.kind {
-                TradeKind::Liquidation => n[1] += 1,
-                TradeKind::AutoDeleveraging => n[2] += 1,
-                TradeKind::Trade => {}
-            }
-        }
-        for m in view.movements {
-            let (f, transfers) = t
-                .money
-                .entry(m.customer)
-                .or_default()
-                .entry(m.asset)
-                .or_default();
-            f.add(m);
-            if m.status == MovementStatus::Completed
-                && matches!(m.kind, MovementKind::Deposit | MovementKind::Withdrawal)
-            {
-                transfers.push((m.updated_at, m.amount));
-            }
-        }
-        for money in t.money.values_mut() {
-            money
-                .values_mut()
-                .for_each(|(_, x)| x.sort_by_key(|(t, _)| *t));
-        }
+impl<'a> Tallies<'a> {
+    fn of(observed: &'a Observed) -> Self {
+        let mut t = Tallies {
+            logs: &observed.logs,
+            calls: BTreeMap::new(),
+            liquidations: BTreeMap::new(),
+            refused: BTreeMap::new(),
+        };
         for r in &observed.margin {
             match r.state {
                 MarginState::MarginCall => *t.calls.entry(r.customer).or_default() += 1,
                 MarginState::Liquidation => *t.liquidations.entry(r.customer).or_default() += 1,
                 MarginState::Normal => {}
             }
-        }
-        for n in view.notices {
-            *t.notices.entry(n.customer).or_default() += 1;
         }
         for r in &observed.refusals {
             if let Some(name) = &r.customer {
@@ -271,7 +239,7 @@ fn customer(
     (i, name, code): (usize, &str, CustomerCode),
 ) -> CustomerReport {
     let [trades, liquidation_fills, auto_deleveraging_fills] =
-        tallies.trades.get(&code).copied().unwrap_or_default();
+        tallies.logs.trades.get(&code).copied().unwrap_or_default();
     let count = |m: &BTreeMap<CustomerCode, usize>| m.get(&code).copied().unwrap_or(0);
     CustomerReport {
         name: name.to_owned(),
@@ -282,7 +250,7 @@ fn customer(
         auto_deleveraging_fills,
         margin_calls: count(&tallies.calls),
         liquidations: count(&tallies.liquidations),
-        notices: count(&tallies.notices),
+        notices: count(&tallies.logs.notices),
         refused: tallies.refused.get(name).copied().unwrap_or(0),
     }
 }
@@ -296,6 +264,7 @@ fn currencies(
     code: CustomerCode,
 ) -> Vec<Currency> {
     tallies
+        .logs
         .money
         .get(&code)
         .into_iter()
@@ -386,19 +355,15 @@ fn instruments(view: &Closing, observed: &Observed) -> Vec<InstrumentReport> {
         .iter()
         .enumerate()
         .map(|(m, current)| {
-            let fills: Vec<_> = view
-                .fills
-                .iter()
-                .filter(|f| f.market as usize == m)
-                .collect();
+            let fills = observed.logs.markets.get(m).cloned().unwrap_or_default();
             let index: Vec<Decimal> = observed.samples.iter().map(|s| s.prices[m].index).collect();
             let first_last = |v: Option<&Decimal>| text(v.copied().unwrap_or(current.index_price));
             InstrumentReport {
                 symbol: current.spec.symbol.clone(),
                 settlement: current.spec.settlement.as_str().to_owned(),
-                trades: fills.len(),
-                volume: text(fills.iter().map(|f| f.amount).sum()),
-                notional: text(fills.iter().map(|f| f.amount * f.price).sum()),
+                trades: fills.fills,
+                volume: text(fills.volume),
+                notional: text(fills.notional),
                 open_interest: text(current.open_interest),
                 index_first: first_last(index.first()),
                 index_last: first_last(index.last()),
