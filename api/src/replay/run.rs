@@ -103,7 +103,8 @@ pub struct Runner {
     journal: Batches,
     pending: Vec<Vec<u8>>,
     first_pending: u64,
-    /// What the ticks not yet handed to the tables' writer made (`streamed`).
+    /// The customers the ticks not yet handed to the tables' writer created (`streamed`;
+    /// their rows are the engine's until then).
     history: streamed::Batch,
     pub observed: Observed,
 }
@@ -184,10 +185,9 @@ impl Runner {
         let first_seq = self.engine.counters().commands;
         self.pending
             .push(TickRecord::encode(now, first_seq, &commands));
-        let mut out = self.engine.tick(now, commands);
+        let out = self.engine.tick(now, commands);
         self.named.ended(&out.ended);
         self.take(out.events, &out.results);
-        self.history.rows.append(&mut out.history);
         if self.pending.len() == JOURNAL_BATCH {
             self.flush()?;
         }
@@ -218,7 +218,7 @@ impl Runner {
     /// The engine and what was observed, once the run is over.
     pub fn into_parts(self) -> (Engine, Observed) {
         assert!(
-            self.pending.is_empty() && self.history.rows.is_empty(),
+            self.pending.is_empty() && self.history.names.is_empty(),
             "every tick is handed to the writers before the report"
         );
         (self.engine, self.observed)
@@ -232,6 +232,7 @@ impl Runner {
         }
         let mut history = std::mem::take(&mut self.history);
         history.symbols = self.engine.market_symbols();
+        history.rows = self.engine.take_history();
         // Refused only when the writer stopped, on an error `journaled` then returns.
         self.journal
             .tables
@@ -274,12 +275,13 @@ impl Runner {
 }
 
 /// A fresh engine set up as a run drives it: nothing published (no reader), the margin-state
-/// changes the only events (all the report reads of them), and its history handed out each
-/// tick (to the tables' writer) and let go past its window.
+/// changes the only events (all the report reads of them), and its history handed out a
+/// journal batch at a time (to the tables' writer) and let go past its window.
 pub fn replaying(mut engine: Engine) -> Engine {
     engine.set_publishing(false);
     engine.set_listening(Listening::MarginStates);
     engine.set_projecting(true);
+    engine.set_history_on_request(true);
     engine
 }
 

@@ -77,6 +77,9 @@ pub struct Engine {
     world: World,
     schedule: Schedule,
     genesis: Genesis,
+    /// A projecting engine's history goes out when asked ([`Engine::take_history`]), not
+    /// with every tick's output.
+    history_on_request: bool,
 }
 
 impl Engine {
@@ -107,6 +110,7 @@ impl Engine {
             world,
             schedule,
             genesis,
+            history_on_request: false,
         }
     }
 
@@ -411,8 +415,26 @@ impl Engine {
             results,
             events,
             ended,
-            history: self.hand_out_history(),
+            history: match self.history_on_request {
+                false => self.hand_out_history(),
+                true => HandedHistory::default(),
+            },
         }
+    }
+
+    /// A projecting engine hands its history out when asked ([`Engine::take_history`]), not
+    /// with each tick's output: a host that takes many ticks' rows at once (a replay's
+    /// writer) then gets most of them as whole chunks moved out of the logs, instead of the
+    /// rows of each tick copied out of the chunk still filling. Its logs hold what the ticks
+    /// between two requests made beyond their window.
+    pub fn set_history_on_request(&mut self, on: bool) {
+        self.history_on_request = on;
+    }
+
+    /// The history rows made or changed since the last hand-out, for a projecting engine
+    /// whose history goes out on request (none unless projecting).
+    pub fn take_history(&mut self) -> HandedHistory {
+        self.hand_out_history()
     }
 
     /// The history rows made or changed since the last call (none unless projecting): the
