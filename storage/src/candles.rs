@@ -79,7 +79,7 @@ pub(crate) fn write<'a>(
 ) -> Result<(), JournalError> {
     let fills: Vec<&PublicFill> = fills.collect();
     let mut table = txn.open_table(CANDLES)?;
-    let mut touched: Vec<(Key, &PublicFill)> = Vec::with_capacity(fills.len());
+    let mut touched: Vec<(Key, &PublicFill)> = Vec::with_capacity(fills.len() * INTERVALS.len());
     for i in 0..INTERVALS.len() {
         touched.extend(fills.iter().map(|&f| (key(f, i), f)));
     }
@@ -112,10 +112,10 @@ pub(crate) fn read(
     (market, i): (MarketId, usize),
     opens: RangeInclusive<i64>,
 ) -> Result<Vec<(i64, Candle)>, JournalError> {
-    let mut rows: BTreeMap<i64, Option<Folded>> = BTreeMap::new();
     if opens.is_empty() {
         return Ok(Vec::new());
     }
+    let mut rows: BTreeMap<i64, Option<Folded>> = BTreeMap::new();
     match txn.open_table(CANDLES) {
         Ok(table) => {
             let (lo, hi) = (

@@ -169,7 +169,7 @@ pub fn write(
     (ledger, trades): (&Path, &Path),
     batches: Receiver<Batch>,
 ) -> Result<Streamed, String> {
-    let mut names = tables::names(&[]);
+    let mut names = tables::names();
     let mut ledger = Csv::create(ledger, &tables::LEDGER_HEADER)?;
     let mut trades = Csv::create(trades, &tables::TRADES_HEADER)?;
     let (mut waiting, mut tallies) = (Waiting::default(), LogTallies::default());

@@ -18,11 +18,10 @@ use uuid::Uuid;
 use super::MAKER_NAME;
 use crate::v1::money::{funding_rate, settlement_mark, symbol};
 
-/// Names by code: the scenario's customers and the market maker.
-pub fn names(customers: &[(String, CustomerCode)]) -> BTreeMap<CustomerCode, String> {
-    let mut names: BTreeMap<_, _> = customers.iter().map(|(n, c)| (*c, n.clone())).collect();
-    names.insert(MARKET_MAKER, MAKER_NAME.to_owned());
-    names
+/// Names by code as a run starts: the market maker's (the scenario's customers are added as
+/// they are created, `streamed`).
+pub fn names() -> BTreeMap<CustomerCode, String> {
+    BTreeMap::from([(MARKET_MAKER, MAKER_NAME.to_owned())])
 }
 
 /// A CSV row being written: each field formatted into one reused buffer and handed to the
