@@ -2,7 +2,7 @@
 //! every tick journaled (in batches: no request waits on one), the report's samples taken at
 //! their instants, the margin-state changes and refused requests kept for the report.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
@@ -73,9 +73,12 @@ pub struct Refusal {
 /// The references a plan cancels or amends, each with the status of the latest order that
 /// ended under it: what names the refusal of a cancel or amend with none open, as the server
 /// names it from its projection (the engine keeps nothing of ended orders' references).
-/// Only the plan's own references are followed, so it is bounded by the plan.
+/// Only the plan's own references are followed, so it is bounded by the plan. Hashed (with
+/// the standard library's keyed hash, as the references are the file's): every order that
+/// ends is looked up, and a B-tree of 150 000 references compared strings for a twentieth of
+/// the 24-hour scenario's engine thread.
 #[derive(Default)]
-struct Named(BTreeMap<(CustomerCode, ReferenceId), Option<OrderStatus>>);
+struct Named(HashMap<(CustomerCode, ReferenceId), Option<OrderStatus>>);
 
 impl Named {
     fn watch(&mut self, customer: CustomerCode, reference: &str) {
