@@ -6,7 +6,7 @@
 //! [`engine`] (the tick, ingest, snapshots), [`trading`] (books, orders, matching, fills),
 //! [`money`] (the ledger and transfers), [`positions`] (open positions and their valuation),
 //! [`market`] (price feed and market maker), [`settlement`] (daily settlement and funding),
-//! [`publish`] (the read view), [`audit`] (the invariants, debug and test builds).
+//! [`publish`] (the read view), [`audit`] (the invariants, while the engine audits).
 //! The engine is deterministic: time arrives with each tick, randomness comes from the seeded
 //! [`perpsim_core::rng::SimRng`], and every collection whose order reaches output is ordered
 //! by a stable id. It does no I/O: the host (the `api` crate) feeds it commands, journals them

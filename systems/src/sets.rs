@@ -20,9 +20,10 @@ pub struct MatchSystems;
 /// Stop and take-profit triggers checked against the new prices.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TriggerSystems;
-/// Fills booked: positions, fees, ledger movements.
+/// Transfers whose delay has passed completed (a fill is booked where it happens, in
+/// `MatchSystems` and `TriggerSystems`).
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FillSystems;
+pub struct TransferSystems;
 /// Daily settlement at the marks, then the valuation bases of the positions that changed.
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MarkToMarketSystems;
@@ -64,7 +65,7 @@ pub struct MarginAssessment;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Revaluation;
 /// Inside `PublishSystems`: the run's events for the push channels (always, a replay too),
-/// the read view, then the invariants (debug and test builds).
+/// the read view, then the invariants (while the engine audits).
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EventPublishing;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
@@ -77,7 +78,7 @@ pub const ORDER: [&str; 9] = [
     "IngestSystems",
     "MatchSystems",
     "TriggerSystems",
-    "FillSystems",
+    "TransferSystems",
     "MarkToMarketSystems",
     "FundingSystems",
     "MarginSystems",
@@ -99,7 +100,7 @@ pub fn schedule() -> Schedule {
             IngestSystems,
             MatchSystems,
             TriggerSystems,
-            FillSystems,
+            TransferSystems,
             MarkToMarketSystems,
             FundingSystems,
             MarginSystems,

@@ -113,6 +113,7 @@ pub enum Cmd {
 
 /// Runs a parsed command line; the exit code.
 pub fn run(cli: Cli) -> Result<i32, String> {
+    crate::state::config::audit_switch()?;
     match cli.command {
         Cmd::Serve(args) => crate::server::serve::serve(args.resolve()?).map(|_| 0),
         Cmd::Keygen { out } => keygen(&out).map(|_| 0),

@@ -280,7 +280,8 @@ impl Runner {
 /// A fresh engine set up as a run drives it: nothing published (no reader), the margin-state
 /// changes the only events (all the report reads of them), and its history handed out a
 /// journal batch at a time (to the tables' writer) and let go past its window.
-pub fn replaying(mut engine: Engine) -> Engine {
+pub fn replaying(engine: Engine) -> Engine {
+    let mut engine = crate::state::config::audited(engine);
     engine.set_publishing(false);
     engine.set_listening(Listening::MarginStates);
     engine.set_projecting(true);

@@ -18,7 +18,7 @@ use crate::server::connections;
 use crate::signing::secrets;
 use crate::signing::{Authenticator, BEHIND_NS, RateLimit};
 use crate::state::AppState;
-use crate::state::config::ServeConfig;
+use crate::state::config::{self, ServeConfig};
 use crate::state::host::{self, HostLimits};
 use crate::state::metrics::{self, Exporter};
 
@@ -70,7 +70,7 @@ fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), S
             ended_orders_projected = r.projected,
             "recovered from the journal"
         );
-        return Ok((r.engine, false));
+        return Ok((config::audited(r.engine), false));
     }
     let now = host::wall_clock_ms();
     let start = cfg
@@ -95,7 +95,7 @@ fn open_engine(cfg: &ServeConfig, journal: &Journal) -> Result<(Engine, bool), S
         market_maker = cfg.simulation.market_maker,
         "new data dir"
     );
-    Ok((Engine::genesis(genesis), true))
+    Ok((config::audited(Engine::genesis(genesis)), true))
 }
 
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {

@@ -120,3 +120,26 @@ impl Default for WsLimits {
         }
     }
 }
+
+/// `PERPSIM_AUDIT`: `on` or `off` turns the engine's checks of itself on or off (the audit
+/// after every run and the risk passes' oracles, `records::audit` in `systems`); unset, the
+/// build's default (on in debug builds, off in release ones). What a test run of a release
+/// build sets, so it checks every invariant a debug run does; anything else is refused.
+pub fn audit_switch() -> Result<Option<bool>, String> {
+    match std::env::var("PERPSIM_AUDIT") {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Ok(v) if v == "on" => Ok(Some(true)),
+        Ok(v) if v == "off" => Ok(Some(false)),
+        Ok(v) => Err(format!("PERPSIM_AUDIT is {v:?}; it is on or off")),
+        Err(e) => Err(format!("PERPSIM_AUDIT: {e}")),
+    }
+}
+
+/// The engine's checks as `PERPSIM_AUDIT` says (refused at the start of every command, so
+/// read here it is valid).
+pub fn audited(mut engine: perpsim_systems::Engine) -> perpsim_systems::Engine {
+    if let Ok(Some(on)) = audit_switch() {
+        engine.set_auditing(on);
+    }
+    engine
+}

@@ -1,8 +1,8 @@
-//! The invariants money and trading depend on, checked after every run of the schedule in
-//! debug and test builds (release builds — benchmarks, production — trust the arithmetic the
-//! tests proved), the scans of what exists on the cadence of `CheckedUpTo::scans`. A
-//! violation stops the engine loudly. The checks themselves live with the state they read
-//! (`Ledger::check_invariants`, `Exchange::check_fills` and `check_live`,
+//! The invariants money and trading depend on, checked after every run of the schedule while
+//! the engine audits (`records::audit::Auditing`: debug and test builds by default, release
+//! builds when a host turns it on), the scans of what exists on the cadence of
+//! `CheckedUpTo::scans`. A violation stops the engine loudly. The checks themselves live with
+//! the state they read (`Ledger::check_invariants`, `Exchange::check_fills` and `check_live`,
 //! `positions::check_positions`); this concern only runs them, last in `PublishSystems`.
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, With, World};
@@ -14,6 +14,7 @@ use crate::money::ledger::Ledger;
 use crate::money::store::AccountIndex;
 use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, Mark, ValuationBasis, valuation_at};
+use crate::records::audit::{Auditing, auditing};
 use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
 use crate::records::position::Position;
 use crate::records::venue::{Customer, Instrument, InstrumentState, MarketId, MarketSlot};
@@ -22,27 +23,25 @@ use crate::trading::exchange::{CheckedUpTo, Exchange};
 use crate::trading::orders::{LiveOrder, OrderRecords, Waiting};
 use perpsim_core::instrument::Asset;
 
-#[cfg(debug_assertions)]
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     use bevy_ecs::prelude::IntoScheduleConfigs;
 
     use crate::sets::Audit;
 
+    world.init_resource::<Auditing>();
     world.init_resource::<CheckedUpTo>();
     schedule.add_systems(
         (assert_money_invariants, assert_trading_invariants)
             .chain()
-            .in_set(Audit),
+            .in_set(Audit)
+            .run_if(auditing),
     );
 }
 
-#[cfg(not(debug_assertions))]
-pub(crate) fn plugin(_world: &mut World, _schedule: &mut Schedule) {}
-
-/// A restored engine's fills are checked from where the snapshot stands: what came before
-/// was checked when it was made, and the ledger rows the projection holds are not held.
-#[cfg(debug_assertions)]
-pub(crate) fn start_at_restore(world: &mut World) {
+/// The fills are checked from where the engine stands: at a restore, what came before was
+/// checked when it was made (and the ledger rows the projection holds are not held); when
+/// auditing is turned on, what came before was not audited.
+pub(crate) fn start_here(world: &mut World) {
     let trades = world.resource::<Exchange>().trades.len();
     let movements = world
         .resource::<crate::money::ledger::Ledger>()
@@ -50,9 +49,6 @@ pub(crate) fn start_at_restore(world: &mut World) {
         .len();
     world.insert_resource(CheckedUpTo::starting_at(trades, movements));
 }
-
-#[cfg(not(debug_assertions))]
-pub(crate) fn start_at_restore(_world: &mut World) {}
 
 /// Every indexed account with its balance; a violation if the index and the account
 /// entities do not agree one to one.

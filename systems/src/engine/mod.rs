@@ -33,6 +33,7 @@ use crate::money::store::{WorldAccounts, spawn_accounts};
 use crate::positions::PositionIndex;
 use crate::publish::events::Listening;
 use crate::publish::view::{Publishing, ReadView};
+use crate::records::audit::Auditing;
 use crate::records::clock::ClockView;
 use crate::records::history::HandedHistory;
 use crate::records::ids::OrderId;
@@ -213,7 +214,7 @@ impl Engine {
         crate::trading::orders::restore(&mut engine.world, live, ended);
         snapshot::restore_entities(&mut engine.world, state);
         crate::publish::events::start_cursors(&mut engine.world);
-        crate::audit::start_at_restore(&mut engine.world);
+        crate::audit::start_here(&mut engine.world);
         engine.world.insert_resource(Restoring(true));
         engine.run_schedule();
         engine.world.insert_resource(Restoring(false));
@@ -306,6 +307,15 @@ impl Engine {
             .resource_mut::<FundingState>()
             .history
             .set_window(bits);
+    }
+
+    /// Turns the engine's checks of itself on or off (`records::audit`): the audit after every
+    /// run and the risk passes' oracles. Turned on, the fills are checked from here on.
+    pub fn set_auditing(&mut self, on: bool) {
+        let was = std::mem::replace(&mut self.world.resource_mut::<Auditing>().0, on);
+        if on && !was {
+            crate::audit::start_here(&mut self.world);
+        }
     }
 
     /// Turns the read view's upkeep off (replay) or on again; turning it on catches up at once.

@@ -32,7 +32,7 @@ fn manual() -> Engine {
 #[derive(Resource, Default)]
 struct Trace(Vec<&'static str>);
 
-/// ARCHITECTURE.md "The tick": ingest → match → triggers → fills → mark-to-market → funding →
+/// ARCHITECTURE.md "The tick": ingest → match → triggers → transfers → mark-to-market → funding →
 /// margin → depreciation → publish.
 #[test]
 fn schedule_runs_the_sets_in_the_documented_order() {
@@ -58,7 +58,7 @@ fn schedule_runs_the_sets_in_the_documented_order() {
     probe!(MarginSystems);
     probe!(TriggerSystems);
     probe!(MarkToMarketSystems);
-    probe!(FillSystems);
+    probe!(TransferSystems);
     engine.tick(START, vec![]);
     let (world, _) = engine.parts();
     assert_eq!(world.resource::<Trace>().0, ORDER);
@@ -592,5 +592,31 @@ fn a_projecting_engine_lets_its_trade_records_and_fills_go_and_hashes_as_one_tha
     assert_eq!(
         restored.view().trading.markets,
         holding.view().trading.markets
+    );
+}
+
+/// Issue 38 item 6: the audit is a switch of the engine, not of the build. A balance changed
+/// behind the ledger's back runs on unnoticed while the engine does not audit, and stops it
+/// at its next run once it does, in a release build as in a debug one.
+#[test]
+fn a_balance_corrupted_behind_the_ledger_stops_the_engine_once_it_audits() {
+    let mut e = crate::testkit::engine(7);
+    crate::testkit::funded(&mut e, 1, "1000");
+    let mut balances = e.world_mut().query::<&mut crate::records::money::Balance>();
+    let mut any = balances.iter_mut(e.world_mut()).next().expect("an account");
+    any.total += Decimal::ONE;
+    e.set_auditing(false);
+    crate::testkit::advance(&mut e, 1_000);
+    e.set_auditing(true);
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::testkit::advance(&mut e, 1_000)
+    }))
+    .expect_err("the audit stops the engine");
+    let message = stopped
+        .downcast_ref::<String>()
+        .expect("a formatted message");
+    assert!(
+        message.contains("money invariant violated") && message.contains("accounts sum to"),
+        "{message}"
     );
 }

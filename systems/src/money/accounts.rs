@@ -138,7 +138,7 @@ pub fn set_fees(
     })
 }
 
-/// FillSystems: completes the transfers whose time has come, in the order they were due.
+/// TransferSystems: completes the transfers whose time has come, in the order they were due.
 pub fn complete_due_transfers(
     clock: Res<SimClock>,
     due: Res<DueEvents>,

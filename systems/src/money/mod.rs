@@ -6,7 +6,7 @@ use bevy_ecs::prelude::{IntoScheduleConfigs, Schedule, World};
 
 use crate::clock::due_any;
 use crate::records::clock::ScheduledEvent;
-use crate::sets::FillSystems;
+use crate::sets::TransferSystems;
 
 pub mod accounts;
 pub mod ledger;
@@ -14,7 +14,7 @@ pub mod ledger;
 mod ledger_tests;
 pub mod store;
 
-/// Transfers whose delay has passed are booked in `FillSystems`.
+/// Transfers whose delay has passed are booked in `TransferSystems`.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<crate::money::store::AccountIndex>();
     world.init_resource::<crate::money::store::WrittenBalances>();
@@ -22,6 +22,6 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(
         accounts::complete_due_transfers
             .run_if(due_any(transfers))
-            .in_set(FillSystems),
+            .in_set(TransferSystems),
     );
 }

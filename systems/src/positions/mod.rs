@@ -498,7 +498,7 @@ impl OpenPositions<'_, '_> {
     }
 }
 
-/// The position invariants (debug and test builds, on the audit's cadence): the index and the
+/// The position invariants (while the engine audits, on its cadence): the index and the
 /// entities agree one to one; each position is held under its customer's profile, and its
 /// basis values it at its market's current mark as the decimal arithmetic does.
 pub fn check_positions(

@@ -6,6 +6,7 @@
 //! they, the commands, the read view and the channels are written in. Plain data with the
 //! pure functions that read it; nothing here imports a concern.
 
+pub mod audit;
 pub mod clock;
 pub mod depth;
 pub mod faults;

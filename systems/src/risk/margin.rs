@@ -39,6 +39,7 @@ use crate::money::store::{AccountIndex, WrittenBalances};
 use crate::positions::{
     MarginRate, Mark, MovedPositions, PositionIndex, Valuation, ValuationBasis, valuation_at,
 };
+use crate::records::audit::Auditing;
 use crate::records::ids::RiskSeq;
 use crate::records::market::MARKET_MAKER;
 use crate::records::money::{AccountId, Balance};
@@ -183,8 +184,7 @@ pub struct MarginBook {
     frozen: Option<Vec<(Decimal, Decimal)>>,
     /// Where a restore left the book (see [`Rebuild`]).
     rebuild: Rebuild,
-    /// Passes so far, for the oracle's pace (debug and test builds).
-    #[cfg(debug_assertions)]
+    /// Passes so far, for the oracle's pace (while the engine audits).
     passes: u64,
 }
 
@@ -721,7 +721,7 @@ pub fn assess_margin(
     clock: Res<SimClock>,
     exchange: Res<Exchange>,
     accounts: (Res<AccountIndex>, Res<Registry>, Query<&Customer>),
-    held: Res<PositionIndex>,
+    (held, auditing): (Res<PositionIndex>, Res<Auditing>),
     instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
     (balances, funded, mut written): (
         Query<&Balance>,
@@ -800,8 +800,7 @@ pub fn assess_margin(
         marks: &marks,
     };
     let changed = book.judge_dirty(&valuer);
-    #[cfg(debug_assertions)]
-    {
+    if auditing.0 {
         book.passes += 1;
         let every =
             book.sums.len() <= RESCAN_ALWAYS_UP_TO || book.passes.is_multiple_of(RESCAN_EVERY);
@@ -844,9 +843,8 @@ fn fund_written(
     }
 }
 
-/// The oracle of [`WrittenBalances`] (debug and test builds, with the rescan's): every
+/// The oracle of [`WrittenBalances`] (while the engine audits, with the rescan's): every
 /// slot's collateral is its account's, as funding every account on every pass would leave it.
-#[cfg(debug_assertions)]
 fn check_collateral(book: &MarginBook, funded: &Query<(&Collateral, &Balance)>) {
     for (&Collateral(slot), b) in funded {
         assert_eq!(
@@ -861,15 +859,12 @@ fn check_collateral(book: &MarginBook, funded: &Query<(&Collateral, &Balance)>) 
 /// which still finds a judgment the triggers missed within seconds of simulation time (a
 /// state left wrong stays wrong until the slot is judged) and keeps a simulated week of a
 /// few hundred accounts from spending most of its time in the oracle.
-#[cfg(debug_assertions)]
 const RESCAN_ALWAYS_UP_TO: usize = 64;
-#[cfg(debug_assertions)]
 const RESCAN_EVERY: u64 = 16;
 
-/// The oracle of the event-driven judgments (debug and test builds, at the pace of
+/// The oracle of the event-driven judgments (while the engine audits, at the pace of
 /// [`RESCAN_ALWAYS_UP_TO`]): every slot summed from its positions at this pass's marks and
 /// judged, as a pass over everything would, has the state the pass left it in.
-#[cfg(debug_assertions)]
 fn check_against_rescan(book: &MarginBook, valuer: &Valuer) {
     let markets = book.triggers.len();
     for (slot, (a, s)) in book.accounts.iter().zip(&book.sums).enumerate() {

@@ -22,6 +22,7 @@ use perpsim_core::time::Timestamp;
 
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::positions::{MovedPositions, PositionIndex};
+use crate::records::audit::Auditing;
 use crate::records::clock::ScheduledEvent;
 use crate::records::ids::NoticeSeq;
 use crate::records::log::ProjectedLog;
@@ -132,10 +133,11 @@ pub fn check_depreciation(
     clock: Res<SimClock>,
     settings: Res<SimulationSettings>,
     instruments: Query<(&MarketSlot, &InstrumentState)>,
-    (index, mut moved, mut triggers): (
+    (index, mut moved, mut triggers, auditing): (
         Res<PositionIndex>,
         ResMut<MovedPositions>,
         ResMut<NoticeTriggers>,
+        Res<Auditing>,
     ),
     mut positions: Query<&mut Position>,
     (mut notifications, mut scheduler, mut rng): (
@@ -172,8 +174,9 @@ pub fn check_depreciation(
         .iter()
         .flat_map(|&(m, (mark, _), _)| triggers.reached(m, mark))
         .collect();
-    #[cfg(debug_assertions)]
-    check_against_scan(&positions, &marks, &reached);
+    if auditing.0 {
+        check_against_scan(&positions, &marks, &reached);
+    }
     let mut due_notices = Vec::new();
     for key in reached {
         let Some(&entity) = index.0.get(&key) else {
@@ -214,9 +217,8 @@ pub fn check_depreciation(
     }
 }
 
-/// The oracle of the triggers (debug and test builds, every check): every position a scan of
-/// all would notice is among those the index returned.
-#[cfg(debug_assertions)]
+/// The oracle of the triggers (while the engine audits, every check): every position a scan
+/// of all would notice is among those the index returned.
 fn check_against_scan(
     positions: &Query<&mut Position>,
     marks: &[CheckMark],

@@ -282,7 +282,7 @@ impl Exchange {
     /// just ran computed them) in its book, behind everything already there.
     pub fn rest(&mut self, o: &mut Order, price: Ticks, lots: Lots) {
         let market = &mut self.markets[o.market as usize];
-        debug_assert_eq!(
+        assert_eq!(
             (Some(price), lots),
             (
                 o.limit_price.map(|p| market.ticks(p)),
@@ -433,7 +433,7 @@ impl CheckedUpTo {
 
 impl Exchange {
     /// The trading invariants whose cost follows what changed (issue 4 item 7), after every
-    /// run in debug and test builds: no book is crossed; every fill is in the trades exactly
+    /// run while the engine audits: no book is crossed; every fill is in the trades exactly
     /// twice (one record per side) and each record in the ledger exactly once. Returns the
     /// first violation.
     pub fn check_fills(

@@ -148,7 +148,7 @@ fn move_position(
             before: Decimal::ZERO,
         };
     };
-    debug_assert_eq!(
+    assert_eq!(
         *rate, s.rate,
         "a position is held under its customer's profile"
     );

@@ -177,7 +177,7 @@ pub fn start_tick(world: &mut World) {
 pub struct LiveOrder(pub Arc<Order>);
 
 /// Marks a conditional order armed under its trigger price(s) and not yet fired; the
-/// market's trigger index holds exactly these (checked in debug and test builds).
+/// market's trigger index holds exactly these (checked while the engine audits).
 #[derive(Component, Debug, Clone, Copy, Default)]
 pub struct Waiting;
 
@@ -522,7 +522,7 @@ impl OrderRecords<'_, '_> {
     }
 
     /// The index and the order entities agree one to one, every order is live or ended,
-    /// and the reference index holds exactly the live ones (debug and test builds, on the
+    /// and the reference index holds exactly the live ones (while the engine audits, on the
     /// audit's cadence).
     pub fn check_index(&self) -> Result<(), String> {
         let mut live = 0;
