@@ -2,31 +2,14 @@
 //! the mixed broker profile at 80 % of the rate the same server just reached, sampled every
 //! 10 s. The thirty-minute run is `target/release/load soak` (README).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use perpsim_benches::load::soak::{SoakPlan, soak};
 
-/// The `perpsim` of this profile: a test runs from `target/<profile>/deps/`.
-fn perpsim() -> PathBuf {
-    let exe = std::env::current_exe().expect("executable path");
-    let profile = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let binary = profile.join("perpsim");
-    assert!(
-        binary.exists(),
-        "no {}: run with `cargo test --workspace`",
-        binary.display()
-    );
-    binary
-}
-
 #[test]
 fn a_minute_at_eighty_percent_keeps_pace_answers_everything_and_holds_memory() {
     let plan = SoakPlan {
-        binary: perpsim(),
+        binary: perpsim_tests::binary(),
         workers: 16,
         probe: Duration::from_secs(5),
         duration: Duration::from_secs(60),

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -23,23 +23,55 @@ pub mod ws;
 /// A fixed manual-clock start for reproducible runs: 2026-01-01T00:00:00Z.
 pub const START: &str = "2026-01-01T00:00:00Z";
 
-/// The `perpsim` binary built by `cargo test --workspace` (or `cargo build`) in the same
-/// profile: beside this executable (a tool in `target/<profile>/`) or one folder up (a test in
-/// `target/<profile>/deps/`).
+/// The `perpsim` binary of this run's profile, checked fresh (see [`built`]).
 pub fn binary() -> PathBuf {
+    static PERPSIM: OnceLock<PathBuf> = OnceLock::new();
+    PERPSIM.get_or_init(|| built("perpsim")).clone()
+}
+
+/// The `perpsim` binary as a command, its engine checking itself (`PERPSIM_AUDIT=on`): a
+/// release build's audit is off unless asked for, and a test run asks.
+pub fn command() -> Command {
+    let mut command = Command::new(binary());
+    command.env("PERPSIM_AUDIT", "on");
+    command
+}
+
+/// The binary `bin` of this executable's profile (`target/<profile>/`, beside a tool or one
+/// folder above a test), refused loudly unless it is newer than every file cargo built it
+/// from (its dep-info, `<bin>.d`). `cargo test -p perpsim-tests` builds no other package's
+/// binary, and a black-box test must never pass against yesterday's.
+pub fn built(bin: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("executable path");
-    let here = exe.parent().expect("target/<profile>");
-    let bin = [Some(here), here.parent()]
-        .into_iter()
-        .flatten()
-        .map(|dir| dir.join("perpsim"))
-        .find(|bin| bin.exists());
-    bin.unwrap_or_else(|| {
-        panic!(
-            "no perpsim binary beside {}: run the tests with `cargo test --workspace`",
-            exe.display()
-        )
-    })
+    let mut profile = exe.parent().expect("target/<profile>");
+    if profile.ends_with("deps") {
+        profile = profile.parent().expect("target/<profile>");
+    }
+    let path = profile.join(bin);
+    let build =
+        "build it in this profile: `cargo test --workspace`, or `cargo build` of its package";
+    let made = modified(&path).unwrap_or_else(|| panic!("no {} ({build})", path.display()));
+    let info = profile.join(format!("{bin}.d"));
+    let info = std::fs::read_to_string(&info)
+        .unwrap_or_else(|e| panic!("no dep-info {} ({e}; {build})", info.display()));
+    let (_, sources) = info
+        .split_once(": ")
+        .expect("cargo's dep-info: `binary: source source …`");
+    let sources = sources.trim_end().replace("\\ ", "\u{0}");
+    for source in sources.split(' ').map(|s| s.replace('\u{0}', " ")) {
+        match modified(Path::new(&source)) {
+            Some(changed) if changed <= made => {}
+            _ => panic!(
+                "{} is older than {source}, which changed or went since it was built ({build})",
+                path.display()
+            ),
+        }
+    }
+    path
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 pub fn now_ns() -> u128 {
@@ -70,7 +102,7 @@ impl Server {
     /// flags say otherwise, the venue is quiet — fixed prices, no market maker — so a test
     /// of the trading core sees only its own orders; the living market's tests turn it on.
     pub fn start_in(data_dir: &Path, flags: &[&str]) -> Server {
-        Server::launch(Command::new(binary()), data_dir, flags)
+        Server::launch(command(), data_dir, flags)
     }
 
     /// Like [`Server::start_in`], with the process's umask set to `umask` first (what an
@@ -99,6 +131,7 @@ impl Server {
             .args(quiet)
             .args(flags)
             .env("PERPSIM_LOG", "info")
+            .env("PERPSIM_AUDIT", "on")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -410,7 +443,7 @@ impl Client {
 
 /// Runs `perpsim` with `args`: (exit code, stdout, stderr).
 pub fn perpsim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(binary())
+    let out = command()
         .args(args)
         .env("PERPSIM_LOG", "warn")
         .output()

@@ -252,7 +252,7 @@ fn an_empty_admin_token_refuses_the_start() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     for token in ["", "   "] {
-        let out = std::process::Command::new(perpsim_tests::binary())
+        let out = perpsim_tests::command()
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&data)
             .env("PERPSIM_ADMIN_TOKEN", token)

@@ -300,7 +300,7 @@ fn a_failed_run_leaves_no_partial_directory() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let child = std::process::Command::new(perpsim_tests::binary())
+    let child = perpsim_tests::command()
         .args([
             "replay",
             "--quiet",

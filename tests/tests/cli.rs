@@ -107,7 +107,7 @@ fn garbage_in_an_environment_variable_refuses_the_start_as_the_flag_would() {
         ("PERPSIM_HISTORY_WINDOW", "1000", "--history-window"),
         ("PERPSIM_PROJECTION_BATCH", "2000000", "--projection-batch"),
     ] {
-        let out = std::process::Command::new(perpsim_tests::binary())
+        let out = perpsim_tests::command()
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.path().join("data"))
             .env(name, value)
@@ -152,4 +152,76 @@ fn admin_takes_its_options_after_the_subcommand_and_a_refused_connection_names_t
             "{args:?}: {stderr}"
         );
     }
+}
+
+/// Every tool of the workspace: `perpsim` and each bench and test tool in a `src/bin` folder.
+fn tools() -> Vec<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut tools = vec!["perpsim".to_owned()];
+    for folder in ["benches", "tests"] {
+        for entry in std::fs::read_dir(root.join(folder).join("src/bin")).unwrap() {
+            let path = entry.unwrap().path();
+            tools.push(path.file_stem().unwrap().to_str().unwrap().to_owned());
+        }
+    }
+    tools.sort();
+    tools
+}
+
+/// Issue 38 item 6: `--help` of every tool prints its usage and exits 0 (two tools panicked
+/// on it, their arguments parsed by hand), and an unknown flag is refused with exit 2 and
+/// the usage, not a panic.
+#[test]
+fn every_tool_answers_help_with_its_usage_and_refuses_an_unknown_flag() {
+    let tools = tools();
+    assert!(tools.len() >= 6, "perpsim and the tools: {tools:?}");
+    for bin in tools {
+        let path = perpsim_tests::built(&bin);
+        let help = std::process::Command::new(&path)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&help.stdout);
+        assert!(help.status.success(), "{bin} --help: {help:?}");
+        assert!(stdout.contains("Usage:"), "{bin} --help: {stdout}");
+        let wrong = std::process::Command::new(&path)
+            .arg("--no-such-flag")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&wrong.stderr);
+        assert_eq!(wrong.status.code(), Some(2), "{bin}: {stderr}");
+        assert!(stderr.contains("Usage:"), "{bin}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{bin}: {stderr}");
+    }
+}
+
+/// Issue 38 item 6: `PERPSIM_AUDIT` (what a test run of a release build sets so its engine
+/// checks every invariant) is on or off; anything else refuses every command before it does
+/// anything, naming the variable.
+#[test]
+fn an_audit_switch_other_than_on_or_off_refuses_the_command_before_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("broker.key");
+    let out = perpsim_tests::command()
+        .env("PERPSIM_AUDIT", "yes")
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("PERPSIM_AUDIT is \"yes\"; it is on or off"),
+        "{stderr}"
+    );
+    assert!(!key.exists(), "nothing ran");
+    let out = perpsim_tests::command()
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(key.exists());
 }

@@ -158,6 +158,7 @@ fn the_readme_runs_as_written() {
         .env("PERPSIM_LISTEN", format!("127.0.0.1:{port}"))
         .env("PERPSIM_URL", format!("http://127.0.0.1:{port}"))
         .env("PERPSIM_LOG", "warn")
+        .env("PERPSIM_AUDIT", "on")
         .env_remove("PERPSIM_DATA_DIR")
         .output()
         .unwrap();

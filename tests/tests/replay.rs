@@ -430,7 +430,7 @@ fn monte_carlo_in_processes_and_in_shards_equals_seeds_run_one_by_one() {
     .enumerate()
     {
         let dir = tmp.path().join(format!("shard-{index}"));
-        let status = std::process::Command::new(perpsim_tests::binary())
+        let status = perpsim_tests::command()
             .args([
                 "replay",
                 "--quiet",
@@ -453,7 +453,7 @@ fn monte_carlo_in_processes_and_in_shards_equals_seeds_run_one_by_one() {
         .unwrap()
         .modified()
         .unwrap();
-    let again = std::process::Command::new(perpsim_tests::binary())
+    let again = perpsim_tests::command()
         .args([
             "replay",
             "--quiet",

@@ -211,10 +211,18 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// Time from spawning `perpsim serve` on a data dir of COMMANDS journaled commands to its
+/// first healthy answer, the server killed after each, with and without snapshots.
+#[derive(clap::Parser)]
+#[command(name = "recovery-time")]
+struct Cli {
+    /// Commands the data dir's journal holds.
+    #[arg(default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    commands: u64,
+}
+
 fn main() {
-    let commands: u64 = std::env::args()
-        .nth(1)
-        .map_or(1_000_000, |a| a.parse().expect("commands: a number"));
+    let Cli { commands } = clap::Parser::parse();
     let exe = std::env::current_exe().unwrap();
     let perpsim: PathBuf = exe.with_file_name("perpsim");
     assert!(perpsim.exists(), "build perpsim in the same profile first");

@@ -12,42 +12,28 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+use clap::Parser;
 use perpsim_core::rng::SimRng;
 
+/// Writes a large scenario for the replay benchmark (see the file's header).
+#[derive(Parser)]
+#[command(name = "scenario-gen")]
 struct Args {
+    /// Customers, each funded with 5 000 000 USDC.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     customers: u64,
+    /// Orders, spread over the hours at whole seconds.
+    #[arg(long, default_value_t = 1_000_000)]
     orders: u64,
+    /// The scenario's length in hours.
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=8_784))]
     hours: u64,
+    /// The seed of the orders' draws (and the scenario's own).
+    #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Where the scenario (JSON) is written.
+    #[arg(long, default_value = "big.json")]
     out: String,
-}
-
-fn args() -> Args {
-    let mut a = Args {
-        customers: 1_000,
-        orders: 1_000_000,
-        hours: 24,
-        seed: 1,
-        out: "big.json".into(),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
-        let number = || {
-            value
-                .parse::<u64>()
-                .unwrap_or_else(|_| panic!("{flag} takes a number"))
-        };
-        match flag.as_str() {
-            "--customers" => a.customers = number(),
-            "--orders" => a.orders = number(),
-            "--hours" => a.hours = number(),
-            "--seed" => a.seed = number(),
-            "--out" => a.out = value,
-            other => panic!("unknown flag {other}"),
-        }
-    }
-    a
 }
 
 /// (symbol, start price, tick decimals, decimals of the order unit, units per order at most)
@@ -69,7 +55,7 @@ fn fixed(units: u64, decimals: u32) -> String {
 }
 
 fn main() {
-    let a = args();
+    let a = Args::parse();
     let mut rng = SimRng::from_seed(a.seed);
     let mut pick = |n: u64| rng.next_u64() % n;
     let span = a.hours * 3_600;

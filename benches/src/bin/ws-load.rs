@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use hdrhistogram::Histogram;
 use perpsim_benches::load::client::{Auth, Http, public_key, worker_key};
@@ -372,24 +373,43 @@ async fn order_entry(perpsim: &Path, attached: usize, seconds: u64) {
     );
 }
 
-fn main() {
-    let mut seconds = 10;
-    let mut counts = vec![1, 100, 1_000];
-    let mut rate = None;
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for pair in args.chunks(2) {
-        match (pair[0].as_str(), pair.get(1)) {
-            ("--seconds", Some(s)) => seconds = s.parse().expect("--seconds N"),
-            ("--rate", Some(r)) => rate = Some(r.parse().expect("--rate STEPS_PER_SECOND")),
-            ("--subscribers", Some(s)) => {
-                counts = s
-                    .split(',')
-                    .map(|n| n.parse().expect("--subscribers N,N"))
-                    .collect()
-            }
-            _ => panic!("usage: ws-load [--seconds 10] [--subscribers 1,100,1000] [--rate STEPS]"),
-        }
+/// The WebSocket channels under load: fan-out to subscribers, then signed order entry with
+/// and without them (see the file's header for what each figure means).
+#[derive(Parser)]
+#[command(name = "ws-load")]
+struct Cli {
+    /// How long each run lasts, in seconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    seconds: u64,
+    /// Subscriber counts, one fan-out run each (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,100,1000",
+        value_parser = clap::value_parser!(usize)
+    )]
+    subscribers: Vec<usize>,
+    /// Also run each count with the driver paced to this many steps a second.
+    #[arg(long, value_parser = positive)]
+    rate: Option<f64>,
+}
+
+/// A rate above zero.
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
+        _ => Err(format!(
+            "{text:?} is not a number of steps a second above zero"
+        )),
     }
+}
+
+fn main() {
+    let Cli {
+        seconds,
+        subscribers: counts,
+        rate,
+    } = Cli::parse();
     let perpsim = binary();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,24 +1,33 @@
 //! `crash-campaign`: the documented long run of the crash campaign (README, "Durability").
 //!
-//!     cargo build -p perpsim-api && cargo run -p perpsim-tests --bin crash-campaign -- 1000
+//!     cargo run -p perpsim-tests --bin crash-campaign -- 1000
 //!
 //! Arguments: rounds (default 1000), then optionally the seed (default: from the clock,
-//! printed, so a failing run can be repeated). Uses the debug `perpsim` binary, whose engine
-//! asserts money conservation and the trading invariants after every tick.
+//! printed, so a failing run can be repeated). Starts the `perpsim` of its own profile, which
+//! cargo builds first, with its engine auditing money conservation and the trading invariants
+//! after every tick (`PERPSIM_AUDIT=on`).
 
 use std::time::Instant;
 
 use perpsim_tests::campaign::{Settings, run};
 
+/// Kills the real server mid-load, round after round, and proves after each restart that
+/// every acknowledged request is there once and every replayed one is refused.
+#[derive(clap::Parser)]
+#[command(name = "crash-campaign")]
+struct Cli {
+    /// Rounds: a kill and a restart each.
+    #[arg(default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
+    /// The campaign's seed (default: from the clock, printed, so a failing run can be
+    /// repeated).
+    seed: Option<u64>,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let rounds = args
-        .first()
-        .map_or(1_000, |a| a.parse().expect("rounds: a number"));
-    let seed = args.get(1).map_or_else(
-        || perpsim_tests::now_ns() as u64,
-        |a| a.parse().expect("seed: a number"),
-    );
+    let cli: Cli = clap::Parser::parse();
+    let rounds = cli.rounds;
+    let seed = cli.seed.unwrap_or_else(|| perpsim_tests::now_ns() as u64);
     let settings = Settings {
         rounds,
         rounds_per_dir: 25,
