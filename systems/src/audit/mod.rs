@@ -24,12 +24,29 @@ use crate::trading::orders::{LiveOrder, OrderRecords, Waiting};
 use perpsim_core::instrument::Asset;
 
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
+    world.init_resource::<Auditing>();
+    world.init_resource::<CheckedUpTo>();
+    if world.resource::<Auditing>().0 {
+        scheduled(world, schedule);
+    }
+}
+
+/// Whether the audit's systems are on the schedule: added the first time the engine audits,
+/// so an engine that never does (a release build's default) pays nothing for them on each
+/// run, not even their run condition (a day of one-second runs is 86 400 of them).
+#[derive(bevy_ecs::prelude::Resource)]
+struct Scheduled;
+
+/// Puts the audit's systems on the schedule unless they are there already.
+pub(crate) fn scheduled(world: &mut World, schedule: &mut Schedule) {
     use bevy_ecs::prelude::IntoScheduleConfigs;
 
     use crate::sets::Audit;
 
-    world.init_resource::<Auditing>();
-    world.init_resource::<CheckedUpTo>();
+    if world.contains_resource::<Scheduled>() {
+        return;
+    }
+    world.insert_resource(Scheduled);
     schedule.add_systems(
         (assert_money_invariants, assert_trading_invariants)
             .chain()
@@ -307,5 +324,22 @@ mod tests {
         assert_eq!(audit_after(1, |b| b.total = Decimal::NEGATIVE_ONE), None);
         let caught = audit_after(2, |b| b.total = Decimal::NEGATIVE_ONE).expect("caught");
         assert!(caught.contains("with no position open in it"), "{caught}");
+    }
+
+    /// Issue 38 item 6: an engine that does not audit (a release build's default) carries no
+    /// audit system on its schedule; the first time it audits they are added, once.
+    #[test]
+    fn the_audit_systems_join_the_schedule_the_first_time_the_engine_audits() {
+        let (mut world, mut schedule) = (World::new(), Schedule::default());
+        world.insert_resource(Auditing(false));
+        plugin(&mut world, &mut schedule);
+        assert_eq!(schedule.systems_len(), 0);
+        scheduled(&mut world, &mut schedule);
+        scheduled(&mut world, &mut schedule);
+        assert_eq!(schedule.systems_len(), 2);
+        let (mut world, mut schedule) = (World::new(), Schedule::default());
+        world.insert_resource(Auditing(true));
+        plugin(&mut world, &mut schedule);
+        assert_eq!(schedule.systems_len(), 2);
     }
 }

@@ -315,6 +315,7 @@ impl Engine {
         let was = std::mem::replace(&mut self.world.resource_mut::<Auditing>().0, on);
         if on && !was {
             crate::audit::start_here(&mut self.world);
+            crate::audit::scheduled(&mut self.world, &mut self.schedule);
         }
     }
 
