@@ -23,7 +23,7 @@ pub mod ws;
 /// A fixed manual-clock start for reproducible runs: 2026-01-01T00:00:00Z.
 pub const START: &str = "2026-01-01T00:00:00Z";
 
-/// The `perpsim` binary of this run's profile, checked fresh (see [`built`]).
+/// The `perpsim` binary of this run's profile, built fresh (see [`built`]).
 pub fn binary() -> PathBuf {
     static PERPSIM: OnceLock<PathBuf> = OnceLock::new();
     PERPSIM.get_or_init(|| built("perpsim")).clone()
@@ -38,40 +38,54 @@ pub fn command() -> Command {
 }
 
 /// The binary `bin` of this executable's profile (`target/<profile>/`, beside a tool or one
-/// folder above a test), refused loudly unless it is newer than every file cargo built it
-/// from (its dep-info, `<bin>.d`). `cargo test -p perpsim-tests` builds no other package's
-/// binary, and a black-box test must never pass against yesterday's.
+/// folder above a test), brought up to date by cargo the first time a process asks:
+/// `cargo test -p perpsim-tests` builds no other package's binary, and a black-box test must
+/// never pass against yesterday's. Cargo is asked exactly what `cargo test --workspace`
+/// builds (`--no-run`), so after that command it has nothing to do, and it resolves the
+/// dependencies' features as that command does (a build of one package resolves them
+/// differently, and would compile the dependencies a second time). Panics, with cargo's own
+/// message above, if the workspace does not build.
 pub fn built(bin: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
     let exe = std::env::current_exe().expect("executable path");
-    let mut profile = exe.parent().expect("target/<profile>");
-    if profile.ends_with("deps") {
-        profile = profile.parent().expect("target/<profile>");
+    let mut profile_dir = exe.parent().expect("target/<profile>");
+    if profile_dir.ends_with("deps") {
+        profile_dir = profile_dir.parent().expect("target/<profile>");
     }
-    let path = profile.join(bin);
-    let build =
-        "build it in this profile: `cargo test --workspace`, or `cargo build` of its package";
-    let made = modified(&path).unwrap_or_else(|| panic!("no {} ({build})", path.display()));
-    let info = profile.join(format!("{bin}.d"));
-    let info = std::fs::read_to_string(&info)
-        .unwrap_or_else(|e| panic!("no dep-info {} ({e}; {build})", info.display()));
-    let (_, sources) = info
-        .split_once(": ")
-        .expect("cargo's dep-info: `binary: source source …`");
-    let sources = sources.trim_end().replace("\\ ", "\u{0}");
-    for source in sources.split(' ').map(|s| s.replace('\u{0}', " ")) {
-        match modified(Path::new(&source)) {
-            Some(changed) if changed <= made => {}
-            _ => panic!(
-                "{} is older than {source}, which changed or went since it was built ({build})",
-                path.display()
-            ),
-        }
-    }
+    BUILT.get_or_init(|| build_workspace(profile_dir));
+    let path = profile_dir.join(bin);
+    assert!(
+        path.exists(),
+        "cargo built the workspace, yet {} is missing",
+        path.display()
+    );
     path
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+/// `cargo test --workspace --no-run` in the profile whose folder is `profile_dir`.
+fn build_workspace(profile_dir: &Path) {
+    // `debug/` holds what a plain `cargo test` builds: no flag, so cargo picks its profiles
+    // as that command does.
+    let profile: &[&str] = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => &[],
+        Some(name) => &["--profile", name],
+        None => panic!("no profile folder at {}", profile_dir.display()),
+    };
+    let target_dir = profile_dir.parent().expect("target");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    // Under cargo, the same cargo; a tool run by hand, the one on the PATH.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["test", "--quiet", "--workspace", "--no-run"])
+        .args(profile)
+        .arg("--manifest-path")
+        .arg(&workspace)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {cargo:?} to build the workspace: {e}"));
+    assert!(status.success(), "the workspace does not build: {status}");
 }
 
 pub fn now_ns() -> u128 {
