@@ -14,7 +14,7 @@
 //! does an authenticated WebSocket session.
 //!
 //! An upgraded connection keeps its place in its address's share and moves from the HTTP
-//! bound to the WebSocket one ([`Admission::upgrade`]).
+//! bound to the WebSocket one ([`ConnectionAdmission::upgrade`]).
 //!
 //! An IPv6 client counts by its /64 (one host is usually given a whole /64), an IPv4
 //! client by its address. The table is bounded by the two bounds together, and each
@@ -170,7 +170,7 @@ impl Table {
 }
 
 /// The connections open now, and who may open another.
-pub struct Admission {
+pub struct ConnectionAdmission {
     limits: ConnectionLimits,
     max_websockets: u32,
     table: Mutex<Table>,
@@ -178,12 +178,12 @@ pub struct Admission {
 
 /// A connection's place in the table; leaving it (the connection ends) frees the place.
 pub struct Ticket {
-    admission: Arc<Admission>,
+    admission: Arc<ConnectionAdmission>,
     id: u64,
 }
 
 impl Ticket {
-    pub fn admission(&self) -> &Arc<Admission> {
+    pub fn admission(&self) -> &Arc<ConnectionAdmission> {
         &self.admission
     }
 }
@@ -194,9 +194,9 @@ impl Drop for Ticket {
     }
 }
 
-impl Admission {
+impl ConnectionAdmission {
     pub fn new(limits: ConnectionLimits, max_websockets: u32) -> Arc<Self> {
-        Arc::new(Admission {
+        Arc::new(ConnectionAdmission {
             limits,
             max_websockets,
             table: Mutex::new(Table::default()),
@@ -300,7 +300,10 @@ mod tests {
         text.parse().unwrap()
     }
 
-    fn admit(a: &Arc<Admission>, from: &str) -> Result<(Ticket, Arc<ConnectionWatch>), Refusal> {
+    fn admit(
+        a: &Arc<ConnectionAdmission>,
+        from: &str,
+    ) -> Result<(Ticket, Arc<ConnectionWatch>), Refusal> {
         let watch = Arc::new(ConnectionWatch::new(a.limits));
         a.admit(ip(from), watch.clone()).map(|(t, _)| (t, watch))
     }
@@ -309,7 +312,7 @@ mod tests {
     /// are all busy refuse a newcomer.
     #[tokio::test]
     async fn at_the_bound_the_longest_idle_connection_gives_way_and_busy_ones_never_do() {
-        let a = Admission::new(limits(2, 2), 4);
+        let a = ConnectionAdmission::new(limits(2, 2), 4);
         let (_first, w1) = admit(&a, "10.0.0.1").unwrap();
         let (_second, w2) = admit(&a, "10.0.0.1").unwrap();
         // Both are reading their first request: busy.
@@ -332,7 +335,7 @@ mod tests {
     /// with none idle it is refused while other addresses are still admitted.
     #[tokio::test]
     async fn an_address_at_its_share_gives_way_from_its_own_connections() {
-        let a = Admission::new(limits(10, 2), 4);
+        let a = ConnectionAdmission::new(limits(10, 2), 4);
         let (_other, w_other) = admit(&a, "10.0.0.9").unwrap();
         w_other.idle_now();
         let (_a1, w1) = admit(&a, "10.0.0.1").unwrap();
@@ -350,7 +353,7 @@ mod tests {
     /// At the global bound the address holding the most gives way first.
     #[tokio::test]
     async fn at_the_bound_the_address_holding_the_most_gives_way_first() {
-        let a = Admission::new(limits(3, 3), 4);
+        let a = ConnectionAdmission::new(limits(3, 3), 4);
         let (_b, w_b) = admit(&a, "10.0.0.2").unwrap();
         w_b.idle_now();
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -367,7 +370,7 @@ mod tests {
     /// its IPv4 client.
     #[tokio::test]
     async fn places_are_freed_on_close_and_ipv6_counts_by_its_64() {
-        let a = Admission::new(limits(10, 1), 4);
+        let a = ConnectionAdmission::new(limits(10, 1), 4);
         let (t, _) = admit(&a, "2001:db8::1").unwrap();
         assert!(admit(&a, "2001:db8::2").is_err(), "same /64");
         assert!(admit(&a, "2001:db8:0:1::1").is_ok(), "another /64");

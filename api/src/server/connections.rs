@@ -11,7 +11,7 @@
 //!   doing;
 //! - from the end of a response, the next request must begin within the idle timeout.
 //!
-//! A connection past its deadline is dropped. Who may open one is [`Admission`]'s to say: at
+//! A connection past its deadline is dropped. Who may open one is [`ConnectionAdmission`]'s to say: at
 //! most `max_connections` are open, each address holds at most its share, and at a bound an
 //! idle connection is closed to admit the new one; only with none idle is a connection
 //! answered `503 EXCHANGE_ERROR` naming the bound, then closed.
@@ -40,7 +40,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 
 use crate::errors::error_response;
-use crate::server::admission::{Admission, Refusal, Ticket};
+use crate::server::admission::{ConnectionAdmission, Refusal, Ticket};
 use crate::state::config::ConnectionLimits;
 use crate::state::metrics;
 use crate::ws::WsShared;
@@ -60,7 +60,7 @@ const AWAITING_HEAD: u8 = 0;
 const READING_BODY: u8 = 1;
 const HANDLING: u8 = 2;
 const IDLE: u8 = 3;
-/// Closed to admit another connection (see [`Admission`]); never leaves this phase.
+/// Closed to admit another connection (see [`ConnectionAdmission`]); never leaves this phase.
 const EVICTED: u8 = 4;
 
 /// Where one connection stands and its deadline (milliseconds after `opened`).
@@ -278,7 +278,7 @@ where
 {
     let ep = Arc::new(ep);
     let local = listener.local_addr()?;
-    let admission = Admission::new(limits, ws.limits.max_connections);
+    let admission = ConnectionAdmission::new(limits, ws.limits.max_connections);
     let refusing = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
     let (shutdown, shutting_down) = watch::channel(false);
     // One clone per connection task: the drain waits until only this one is left.

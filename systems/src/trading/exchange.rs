@@ -134,7 +134,7 @@ pub struct Dirty {
 /// snapshots hold).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExchangeState {
-    pub markets: Vec<MarketState>,
+    pub markets: Vec<MarketSnapshot>,
     /// Live orders, by id.
     pub live_orders: Vec<Order>,
     /// What is kept of the ended orders (their records are the journal's projection's).
@@ -154,7 +154,7 @@ pub struct ExchangeState {
 /// encodes to the same bytes.
 #[derive(Serialize)]
 pub struct ExchangeStateRef<'a> {
-    markets: Vec<MarketState>,
+    markets: Vec<MarketSnapshot>,
     live_orders: Vec<&'a Order>,
     ended: EndedState,
     positions: BTreeMap<PositionKey, &'a Position>,
@@ -167,7 +167,7 @@ pub struct ExchangeStateRef<'a> {
 /// A market in snapshot form: the book is stored as its resting orders in priority order and
 /// rebuilt on restore, so the encoding does not depend on the book's slot layout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MarketState {
+pub struct MarketSnapshot {
     pub spec: InstrumentSpec,
     #[serde(with = "perpsim_core::decimal::bin_opt")]
     pub last_price: Option<Decimal>,
@@ -304,7 +304,7 @@ impl Exchange {
         positions: BTreeMap<PositionKey, Position>,
     ) -> ExchangeState {
         ExchangeState {
-            markets: self.market_states(),
+            markets: self.market_snapshots(),
             live_orders,
             ended,
             positions,
@@ -323,7 +323,7 @@ impl Exchange {
         positions: BTreeMap<PositionKey, &'a Position>,
     ) -> ExchangeStateRef<'a> {
         ExchangeStateRef {
-            markets: self.market_states(),
+            markets: self.market_snapshots(),
             live_orders,
             ended,
             positions,
@@ -334,10 +334,10 @@ impl Exchange {
         }
     }
 
-    fn market_states(&self) -> Vec<MarketState> {
+    fn market_snapshots(&self) -> Vec<MarketSnapshot> {
         self.markets
             .iter()
-            .map(|m| MarketState {
+            .map(|m| MarketSnapshot {
                 spec: m.spec.clone(),
                 last_price: m.last_price,
                 triggers: m.triggers.clone(),
