@@ -9,8 +9,8 @@
 #     smoke test against the real perpsim binary on loopback (manual clock);
 #  3. schemathesis with every check over the broker API and over the admin API, a few
 #     examples per operation (fuzz.sh, fuzz_admin.sh; the full budget is a separate command);
-#  4. README's WebSocket client (python/book_client.py, websockets from PyPI) through an hour
-#     of the living market with random faults on the book stream (ws_client.sh);
+#  4. docs/websocket.md's WebSocket client (python/book_client.py, websockets from PyPI)
+#     through an hour of the living market with random faults on the book stream (ws_client.sh);
 #  5. the /docs page opened in a real headless Chromium (Debian's package, installed here when
 #     missing): it renders and lists every tag; the screenshot stays in .generated/docs.png;
 #     and a person's use of it: a key pasted into its signing panel, an order placed with
@@ -110,7 +110,7 @@ if ! cargo build --manifest-path rust/Cargo.toml --target-dir "$rust_target" \
 fi
 "$rust_target/debug/perpsim-sdk-smoke" "$url" "$work/data"
 
-# Property-based fuzzing with a small budget (the full run is `bash fuzz.sh`; README).
+# Property-based fuzzing with a small budget (the full run is `bash fuzz.sh`; docs/sdk.md).
 bash "$here/fuzz.sh" "${PERPSIM_FUZZ_EXAMPLES:-5}" 1 >"$work/fuzz.log" 2>&1 \
   || { cat "$work/fuzz.log"; echo "schemathesis: 0 passed, 1 failed"; exit 1; }
 grep -E '^  [0-9]+ generated' "$work/fuzz.log" | sed 's/^ */schemathesis: /'
@@ -118,7 +118,7 @@ bash "$here/fuzz_admin.sh" "${PERPSIM_FUZZ_EXAMPLES:-5}" 1 >"$work/fuzz-admin.lo
   || { cat "$work/fuzz-admin.log"; echo "schemathesis (admin): 0 passed, 1 failed"; exit 1; }
 grep -E '^  [0-9]+ generated' "$work/fuzz-admin.log" | sed 's/^ */schemathesis (admin): /'
 
-# README's WebSocket client through a busy simulated hour with random channel faults: it
+# docs/websocket.md's WebSocket client through a busy simulated hour with random channel faults: it
 # ends holding REST's top of book and the recovery report shows every strike recovered.
 bash "$here/ws_client.sh"
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# README's WebSocket client (python/book_client.py) against a busy simulated hour: the market
-# maker re-quoting under the random walk, with a fault plan striking the book stream at
-# random (skipped sequences, corrupted checksums, upstream errors). The client must end
-# holding exactly the top of book REST shows, and the recovery report must show every
+# The WebSocket client of docs/websocket.md (python/book_client.py) against a busy simulated
+# hour: the market maker re-quoting under the random walk, with a fault plan striking the
+# book stream at random (skipped sequences, corrupted checksums, upstream errors). The client
+# must end holding exactly the top of book REST shows, and the recovery report must show every
 # strike recovered. Run by run.sh; on its own: bash tests/sdk/ws_client.sh [ADVANCES].
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -11,10 +11,10 @@ cd "$here"
 source "$here/common.sh"
 ensure_venv
 advances="${1:-360}"
-# The client README shows is the one run here.
-readme_client="$(sed -n '/^<!-- book_client.py -->$/,/^<!-- \/book_client.py -->$/p' "$root/README.md" | sed '1,2d;$d' | sed '$d')"
+# The client docs/websocket.md shows is the one run here.
+readme_client="$(sed -n '/^<!-- book_client.py -->$/,/^<!-- \/book_client.py -->$/p' "$root/docs/websocket.md" | sed '1,2d;$d' | sed '$d')"
 if [ "$readme_client" != "$(cat python/book_client.py)" ]; then
-  echo "README's WebSocket client differs from tests/sdk/python/book_client.py: 0 passed, 1 failed"
+  echo "docs/websocket.md's WebSocket client differs from tests/sdk/python/book_client.py: 0 passed, 1 failed"
   exit 1
 fi
 work="$(mktemp -d)"

@@ -1,4 +1,4 @@
-//! The crash campaign of README "Durability", 20 rounds: kill -9 under mixed signed load, then
+//! The crash campaign of docs/operations.md, 20 rounds: kill -9 under mixed signed load, then
 //! recovery equals a replay from genesis, every acknowledged write is there and nothing else,
 //! balances are the sums of their rows, and every captured request sent again is refused;
 //! the journal is archived under the load, so each replay from genesis reads its segments.

@@ -1,5 +1,7 @@
 //! Issue 28 item 1: README's `sh` blocks run as written, in order, against a fresh directory,
-//! with `perpsim` on the PATH — so the tour a newcomer follows cannot rot.
+//! with `perpsim` on the PATH — so the tour a newcomer follows cannot rot. Then, in the same
+//! session, those of every page in `docs/`, in the order README's "Where to read on" lists
+//! them (issue 38 item 2): each goes on from the tour, and a page README does not list fails.
 //!
 //! Each command (a line, with its `\` continuations and any quote left open) runs in one bash
 //! session, so variables set by one are there for the next. It must exit 0, unless its
@@ -88,7 +90,7 @@ serve_bg() {{
   echo "the server did not start: $*"; cat serve.log; exit 1
 }}
 fail() {{
-  echo "README command failed ($1):"; cat cmd.txt
+  echo "documented command failed ($1):"; cat cmd.txt
   echo "--- stdout"; cat out.txt; echo "--- stderr"; cat err.txt
   echo "--- server log"; tail -20 serve.log; exit 1
 }}
@@ -122,11 +124,47 @@ ran=0
     s
 }
 
-#[test]
-fn the_readme_runs_as_written() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+/// The pages of `docs/` README links to, in the order it first links them.
+fn linked_pages(readme: &str) -> Vec<String> {
+    let mut pages: Vec<String> = Vec::new();
+    for (at, _) in readme.match_indices("](docs/") {
+        let rest = &readme[at + 2..];
+        let page = &rest[..rest.find(')').expect("a link's closing parenthesis")];
+        if !pages.iter().any(|p| p == page) {
+            pages.push(page.to_string());
+        }
+    }
+    pages
+}
+
+/// README, then every page of `docs/` in README's order; every page must be linked.
+fn documents(repo: &Path) -> String {
     let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
-    let commands = commands(&readme);
+    let pages = linked_pages(&readme);
+    let mut present: Vec<String> = std::fs::read_dir(repo.join("docs"))
+        .unwrap()
+        .map(|e| format!("docs/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|name| name.ends_with(".md"))
+        .collect();
+    present.sort();
+    let mut linked = pages.clone();
+    linked.sort();
+    assert_eq!(
+        linked, present,
+        "README links every page of docs/, and only those"
+    );
+    let mut text = readme;
+    for page in pages {
+        text.push('\n');
+        text.push_str(&std::fs::read_to_string(repo.join(&page)).unwrap());
+    }
+    text
+}
+
+#[test]
+fn the_readme_and_the_docs_run_as_written() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let commands = commands(&documents(&repo));
     assert!(
         commands.len() > 50,
         "the tour's commands: {}",
@@ -208,4 +246,10 @@ fn commands_join_continuations_and_open_quotes_and_read_promised_statuses() {
     );
     let statuses: Vec<Option<u16>> = commands.iter().map(|c| promised_status(c)).collect();
     assert_eq!(statuses, [None, Some(400), None]);
+}
+
+#[test]
+fn the_pages_run_in_the_order_readme_first_links_them() {
+    let readme = "see [a](docs/b.md), [c](docs/a.md) and [b again](docs/b.md); [x](https://x)";
+    assert_eq!(linked_pages(readme), ["docs/b.md", "docs/a.md"]);
 }

@@ -264,7 +264,7 @@ fn a_rerun_writes_the_same_bytes_and_json_equals_yaml() {
         html.contains("<svg") && !html.contains("src=\"http") && !html.contains("<script"),
         "self-contained"
     );
-    // README's picture is this report's price chart.
+    // docs/replay.md's picture is this report's price chart.
     let picture = std::fs::read_to_string(example("flash-crash-price.svg")).unwrap();
     assert!(
         html.contains(picture.trim_end()),

@@ -1,6 +1,6 @@
 //! The service's metrics, recorded through the `metrics` facade and rendered at `/metrics` in
 //! the Prometheus text format by `metrics-exporter-prometheus`. Every name is declared here,
-//! with its unit and help text (README lists them); the parts of the service record through
+//! with its unit and help text (docs/metrics.md lists them); the parts of the service record through
 //! the small functions below and know nothing of the exporter.
 //!
 //! The recorder is process-wide: `perpsim serve` installs it; anywhere else (replay, tests
@@ -51,7 +51,7 @@ const BATCH: [f64; 13] = [
     1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0,
 ];
 
-/// Every metric's kind, unit and help, for README and the exporter's `# HELP` lines.
+/// Every metric's kind, unit and help, for docs/metrics.md and the exporter's `# HELP` lines.
 pub const CATALOGUE: [(&str, &str, &str, &str); 26] = [
     (
         HTTP_REQUEST,
@@ -428,13 +428,13 @@ mod tests {
         assert_eq!(topic_of(r#"{"channel":"no-such","data":{}}"#), "control");
     }
 
-    /// Issue 27 item 5: every metric is documented in README with its kind and unit.
+    /// Issue 27 item 5: every metric is documented (docs/metrics.md) with its kind and unit.
     #[test]
-    fn every_metric_is_in_the_readme_with_its_kind_and_unit() {
-        let readme = include_str!("../../../README.md");
+    fn every_metric_is_documented_with_its_kind_and_unit() {
+        let page = include_str!("../../../docs/metrics.md");
         for (name, kind, unit, _) in CATALOGUE {
             let row = format!("| `{name}` | {kind} | {unit} |");
-            assert!(readme.contains(&row), "README lacks the row {row}");
+            assert!(page.contains(&row), "docs/metrics.md lacks the row {row}");
         }
     }
 }

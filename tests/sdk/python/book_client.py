@@ -1,4 +1,4 @@
-"""A perpsim WebSocket client (interface §6, D9), as README's "WebSocket channels" shows it.
+"""A perpsim WebSocket client (interface §6, D9), as docs/websocket.md shows it.
 
 It connects to /v1/ws, authenticates with a broker's ed25519 key (optional: the book is a
 public topic), subscribes to orderbook-stream:{symbol}, keeps a local book from the snapshot

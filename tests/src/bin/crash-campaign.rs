@@ -1,4 +1,4 @@
-//! `crash-campaign`: the documented long run of the crash campaign (README, "Durability").
+//! `crash-campaign`: the documented long run of the crash campaign (docs/operations.md, "Durability").
 //!
 //!     cargo run -p perpsim-tests --bin crash-campaign -- 1000
 //!
