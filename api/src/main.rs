@@ -3,7 +3,7 @@ use std::io::IsTerminal;
 use clap::Parser;
 
 /// mimalloc: under signed order entry glibc malloc took a fifth of the server's CPU (issue 27;
-/// the load tool's figures are in ARCHITECTURE.md).
+/// the load tool's figures are in benches/README.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,4 +1,30 @@
 //! The redb tables and the typed operations on them.
+//!
+//! One file: `meta` (format, genesis, the archive's segments, how far the projection got),
+//! `ticks` (tick number → its time, first sequence number and commands: one
+//! `Durability::Immediate` write transaction for every tick waiting when the last commit
+//! ended, group commit), `snapshots` (tick → encoded state and its hash; the newest two
+//! kept) and `nonces` (the spent nonces of signed requests, keyed nonce ‖ public key so D2's
+//! window is one range), beside the projection's tables. Every write transaction runs with
+//! redb's quick repair, so a reopen after a crash reads the allocator state its last commit
+//! saved instead of walking the whole file: recovery takes the same time whatever the history
+//! (it costs each commit a second sync). `recover` restores the newest snapshot whose hash
+//! verifies and replays the ticks after it; `replay_from_genesis` ignores snapshots for the
+//! state but checks each recorded hash on the way.
+//!
+//! Invariants: ticks are appended in order without gaps, each with the sequence number the
+//! engine stood at; a snapshot is restored only if its hash matches and it belongs to this
+//! journal's genesis; a command's nonce is written in the same transaction as its tick, so
+//! the two are durable together or not at all. The nonce table is not engine state: it is
+//! outside the ticks, the snapshots and the state hash, so replays do not depend on who
+//! signed what.
+//!
+//! Sharing: a server holds its journal alone (`Journal::open`) unless it serves with
+//! `--journal-readers on` (`Journal::open_shared`, redb's single-writer mode: byte-range
+//! locks), when `Journal::open_read_only` (a replay, a report) reads beside it and follows its
+//! commits without its lock, and never changes a byte. Sharing costs the writer a fraction of
+//! a millisecond per durable commit, which is why it is opt-in. A scenario run has no request
+//! waiting on a tick, so `append_batch` commits up to 4 096 ticks in one transaction.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -2,6 +2,12 @@
 //! (`simulation`) the clock, the engine's state hash and the venue's switches;
 //! (`venue`) the venue's own accounts. Bearer-token authenticated; its own spec at
 //! `/admin/openapi.json`, not part of the broker spec.
+//!
+//! Brokers, keys and instruments; an instrument's prices are bounded so no valuation overflows.
+//! `simulation`: the clock (an advance of at most 366 days, run in journaled steps of an hour,
+//! one advance at a time, so requests are answered between steps), the state hash and the
+//! venue's switches; `venue`: the venue's fees, clearing and insurance accounts and the market
+//! maker's; `faults`: the fault plan and its recovery report.
 
 pub mod faults;
 pub mod simulation;

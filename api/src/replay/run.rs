@@ -1,6 +1,22 @@
 //! Runs a plan through the engine the service runs, on its manual clock, as fast as it can:
 //! every tick journaled (in batches: no request waits on one), the report's samples taken at
 //! their instants, the margin-state changes and refused requests kept for the report.
+//!
+//! The loop: one tick per instant with commands, a manual `AdvanceClock` between them, split at the
+//! report's sample instants (at most 500, at least a second apart), where it reads prices and
+//! each customer's balance, equity and notional from the engine without building the view
+//! (`Engine::prices`, `Engine::account_figures`: the margin book's figures). It keeps the
+//! margin-state events and every refused request. Ticks are journaled in batches of 4 096, each
+//! committed on a thread of its own while the engine goes on (`run::journaled`: at most one
+//! batch waits; a failed commit fails the run with its own error), and the history rows the
+//! batch's ticks made go to a second thread (`report/streamed`; the engine hands them out when
+//! asked, `Engine::set_history_on_request`, a batch at a time, so most leave in whole chunks,
+//! moved rather than copied tick by tick), which writes `ledger.csv` and `trades.csv` as they
+//! come and tallies what the report counts of the logs (trades by kind, money per currency,
+//! notices, each market's fills and chart marks): the engine lets its rows go past its history
+//! window, so a run holds a window of each log, not the whole run. The ledger lists each
+//! movement once, as the run leaves it, in ledger order: rows after a pending transfer wait for
+//! it to complete (a transfer delay's rows; to the end of the run for one still pending then).
 
 use std::collections::HashMap;
 use std::path::Path;

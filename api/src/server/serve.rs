@@ -1,5 +1,11 @@
 //! `perpsim serve`: recover the engine from the data dir, start its host thread, serve HTTP
 //! until SIGINT or SIGTERM, then write a final snapshot.
+//!
+//! Start-up: recover or create, the demo broker and secrets with mode 0600, signal handlers
+//! before binding, a final snapshot on SIGINT/SIGTERM. What a data dir fixed at creation —
+//! seed, the manual clock's start, clock mode, the living market — is compared with what a
+//! restart asks for (`serve::agrees_with_data_dir`): a setting given that differs refuses the
+//! start saying what to do; one left out keeps the dir's.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;

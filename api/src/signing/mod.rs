@@ -11,6 +11,14 @@
 //! This memory is the fast check; the durable one is the journal's nonce table. An admitted
 //! request carries its [`Admission`], and is answered only once its nonce is journaled (with
 //! its command, or on its own), so a restart rebuilds exactly the nonces that were spent.
+//! Reads are treated exactly as writes (a captured read replayed after a restart would
+//! otherwise hand its holder fresh data): their data comes from the published view, and only
+//! the answer waits for the group commit its nonce rides in. Start-up loads the table's window
+//! (nonces at or after the wall clock less 30 s) before listening, so a nonce spent before a
+//! SIGTERM or a `kill -9` stays spent and one never used stays acceptable, in any order; each
+//! write transaction forgets nonces older than the window plus 5 s. A crash between a
+//! nonce's journaling and its answer leaves the client without an answer and the request
+//! spent, which is safe; the reverse (an effect without its nonce) cannot happen.
 
 pub mod address;
 pub mod secrets;

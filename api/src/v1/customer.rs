@@ -2,6 +2,12 @@
 //! `/customers/{code}` takes. It is named `Path` because poem-openapi recognises a path
 //! parameter by that name (it renames the route's parameters for every `…::Path` argument),
 //! and is used as `customer::Path`.
+//!
+//! Every operation under `/customers/{code}` takes `v1::customer::Path`, the one extractor of a
+//! broker's customer: documented as the plain string path parameter, it takes the view the
+//! request reads, and `customer()` resolves the code there (404 alike for an unknown code and
+//! another broker's customer, D2) as the handler's first step, after poem-openapi checked the
+//! other parameters and the body, so errors keep their order.
 
 use std::sync::Arc;
 

@@ -3,6 +3,21 @@
 //! the history rows the engine holds ([`HeldHistory`]), which it reads as each log's count
 //! and digest instead: two engines with the same hash hold the same state and have made the
 //! same history, bit for bit, whichever of its rows each still holds.
+//!
+//! The hash and a snapshot's bytes are encoded from borrowed views of the world (`StateRef` and
+//! the ledger's, exchange's and risk's `…StateRef`, field for field the owned `EngineState`, a
+//! test compares the bytes), never from a copy of the state with its history. Live orders are
+//! written from their entities in id order, and of the ended ones their count and the running
+//! digest; of the ledger's movements and the trade records their count and `RowsDigest`, so the
+//! hash does not depend on which rows the engine still holds. The rows held travel in the
+//! snapshot outside the hash, as one byte string after the version (`HeldHistory`, with the
+//! digests of those let go; `StateHash::of_snapshot` skips it, and a snapshot whose rows do not
+//! sum to their digests is not restored) (STATE_VERSION 16; it also holds the risk state, the
+//! feed's generator and levels, the maker's quotes and the funding state); a restore re-spawns
+//! the live ones and rebuilds the books and the reference index. Open positions are written
+//! from their entities in key order and re-spawned on restore (their `MarginRate` from the
+//! customer's leverage, their `ValuationBasis` by the first run), so the encoding did not
+//! change when they became entities.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,14 @@
 //! The random-walk price feed (D10): per instrument, one geometric-Brownian step of the
 //! index each simulated second, rounded to the tick. The mark follows the index, keeping any
 //! basis the admin API set between them.
+//!
+//! The price feed draws from its own `SimRng`, seeded from the engine's seed with a stream
+//! constant, so the price path is the seed's alone and never depends on how many ids the
+//! trading drew; the only floating point is inside `core::simulation::gbm_factor` (libm's
+//! `exp`, `log`, `cos`, `sqrt`, whose bits a test pins), and what leaves it is a 12-decimal
+//! factor. The walk keeps each market's unrounded level so it cannot stick where a second's
+//! move is under half a tick; the index is the level rounded to the tick, and the mark keeps
+//! any basis the admin API set.
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;

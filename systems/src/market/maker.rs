@@ -7,6 +7,25 @@
 //! price), so the book and its change stream move by the levels that changed, not by the
 //! ladder. It stops quoting the side that would grow its inventory past the maximum, and
 //! never takes part in margin or liquidation (it has no broker to answer to).
+//!
+//! The market maker is a customer-shaped account under no broker (`MARKET_MAKER`, `NO_BROKER`:
+//! no key names that broker, so no broker sees it), funded at genesis by a completed deposit
+//! per settlement asset, so its money, orders and positions go through the same desk, fills and
+//! ledger as everyone's and count in every invariant. Its levels sit on a fixed grid (the level
+//! step at the start price, in whole ticks), so a move of the index shifts the ladder by whole
+//! grid steps; the re-quote keeps orders on surviving levels, amends the others onto the new
+//! levels (same order, new price) and moves the side the index moved towards first, so it never
+//! meets its own stale quote. A ladder is whole grid steps (`core::simulation::Ladder`), so a
+//! quote's level is integer arithmetic (the ladder's first level, like the feed's index on its
+//! tick, is `core::decimal::round_units`: the decimal quotient rounded, computed on the
+//! mantissas where that is provably the same number), and the system remembers in a `Local`
+//! (not in the engine's state, so a restored engine re-quotes in full once, reading its quotes)
+//! the ladder each side was left quoting in full and each quote's level: a market whose ladders
+//! and quotes did not move is skipped. It learns that a quote moved from
+//! `trading::orders::MakerOrderChanges`, the desk's count of changes to the maker's orders per
+//! market and side (a fill, an end, a move), so a side nobody traded against is re-quoted
+//! without reading its orders. A ladder that moved with the index at every tick re-priced all
+//! twenty orders a market every second (the figures before and after: `benches/README.md`).
 
 use bevy_ecs::prelude::{Local, Mut, Res, ResMut, Resource, World};
 use perpsim_core::Decimal;

@@ -14,6 +14,33 @@
 //! A position that closes is despawned: what it traded stays in the trade log. Systems reach
 //! positions by their stable key (customer, market) through [`OpenPositions`], over the
 //! [`PositionIndex`]; an `Entity` never reaches output, snapshots or the state hash.
+//!
+//! The read side derives a position's unrealised PnL with the same pure function the valuation
+//! uses (`Position::unrealised_pnl` at the published mark, which the valuation of the same run
+//! used): republishing every position on every one-second mark move would cost a million map
+//! writes a second at the bound, for the same numbers.
+//!
+//! Systems that open, move and close positions in one run (fills, in `MatchSystems` and
+//! `TriggerSystems`) go through `OpenPositions`, which stages a position opened during the run
+//! with its reserved entity until the system's `flush`, so the run's later fills see it at
+//! once; the schedule's sync point inserts the components before the next system. A position's
+//! valuation (unrealised PnL and notional at a mark) is not kept: it is derived where it is
+//! read (`valuation_at`: the margin pass for the accounts it judges, the figures a report
+//! samples, REST from the published mark), so a mark move values nothing by itself.
+//! `value_positions` only rebuilds the 32-byte `ValuationBasis` (size and entry at a common
+//! price scale, as 64-bit mantissas with their scale shifts) of a position that changed, and
+//! lists it in `MovedPositions`, which the margin pass and the depreciation triggers read
+//! instead of each scanning every position for a change. Which positions changed is listed by
+//! their writers (`OpenPositions`, midnight, a notice, a restore: `MovedPositions::wrote`), not
+//! found by bevy's `Changed<Position>`, which compares every position's change tick on every
+//! run; balances the same way (`money::store::WrittenBalances`, listed by every `AccountStore`
+//! write and read by the margin pass). At a million positions those scans were almost all of a
+//! risk tick; the valuation holds no margin figure, so a profile change revalues nothing. A
+//! valuation from the basis is integer arithmetic: 64×64→128-bit products, divisions by a power
+//! of ten as constant-divisor arms, half-even at 10 decimals. It gives exactly `Valuation::of`
+//! (the decimal reference: proptests over everyday and extreme inputs, and the debug invariant
+//! after every run); where the integers would not hold a value it steps aside and the decimal
+//! arithmetic decides (linear in the positions: `benches/README.md`).
 
 use std::collections::BTreeMap;
 

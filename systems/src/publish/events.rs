@@ -7,6 +7,17 @@
 //! each changed market's book changes as one batch, the tickers that moved, and the 5-second
 //! valuation instant. Cursors and depths start from the state a genesis or restore leaves,
 //! so a restored engine goes on emitting exactly what the uninterrupted one would.
+//!
+//! Events are made only for a listener (`events::Listening`, set by the host): the service's
+//! channels take all of them; a scenario replay, the recovery's replay and the benchmarks only
+//! margin-state changes, so their runs make no order `Arc`s (which the order's next change must
+//! copy), depth diffs, tickers or timer events, while every log's cursor still follows. When
+//! the channels start listening, the stream's baseline is taken from the state as it stands, as
+//! after a restore.
+//!
+//! A restore's own run of the schedule must change nothing: the market maker does not quote in
+//! it (`records::market::Restoring`; the events test found it topping up a quote its own amend
+//! had filled, moving the state away from the uninterrupted engine's until the next re-price).
 
 use std::sync::Arc;
 

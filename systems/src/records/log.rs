@@ -12,6 +12,40 @@
 //! the engine still holds and which only the journal's projection does. [`ProjectedLog`] is
 //! such a log with the digest of the rows it let go: every history the projection takes is
 //! one, so letting go, hashing and the snapshot's form are written once.
+//!
+//! `Log` is the append-only list the ledger's rows live in: fixed chunks of 2^16, so growing
+//! never copies what it holds (a `Vec` doubling copied every row at the pass that crossed its
+//! capacity), encoded exactly as a `Vec`. A log can hand out its whole chunks from the front
+//! (`Log::hand_out`: moved, not copied), keeping the items its owner still changes, and reuses
+//! up to 16 emptied chunks for the next ones; such a log is encoded by its held form
+//! (`Log::held`). `log::RowsDigest` is an order-free digest of rows (the wrapping sum of a
+//! 128-bit rapidhash of each row's encoding), which the state hash reads instead of rows the
+//! engine let go. `log::ProjectedLog` is every history the journal's projection takes (the
+//! ledger's movements, the trade records, the public fills, the depreciation notices, the
+//! margin state changes, the funding settlements): the log, the digest of what it let go, and
+//! what is still to hand out (rows appended since, rows changed since), as `log::Handed` runs,
+//! gathered per tick in `history::HandedHistory`. A whole chunk let go is a `log::Run` that
+//! owes its rows' digest: the journal's writer computes it off the engine thread
+//! (`Handed::settle`), and the log folds it in at its next hand-out; whatever needs the digest
+//! first (the state hash, a snapshot) computes what is still owed itself, so the digest does
+//! not depend on who computed it, or when.
+//!
+//! History stays in append-only logs in resources, as a journal is: trade records, public fills
+//! and ledger movements: they are read by range or id and never updated, so they gain nothing
+//! from being entities and would cost an `Entity` each. The read view holds none of the
+//! movements, trade records, notices, margin state changes and funding settlements: the ticks
+//! hand the rows they made or changed to the host (`TickOutput::history`, while
+//! `Engine::set_projecting` is on), which writes them to the journal's projection, where the
+//! transaction, trade, notification and funding-rate lists read them; the channels' events
+//! carry their rows. While it does, the ledger lets go of every whole chunk of movements once
+//! handed out (at the end of the tick), keeping only pending transfers, which change again: the
+//! engine holds at most one chunk of movements (the history window, `--history-window`, 65 536
+//! rows unless set: `Engine::set_history_window`) and the pending ones, and a funding pass
+//! books into the chunks the last one emptied. The window is not state: a snapshot's held logs
+//! name the first row they hold, so a restart in another window re-chunks what it restored,
+//! once. The exchange lets go of its trade records likewise, all of them (a record never
+//! changes). A replay hands its history out likewise, to the thread that writes its CSV files
+//! and tallies its report (`replay/report/streamed`), and lets it go the same way.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;

@@ -20,6 +20,52 @@
 //!
 //! Slots are derived: a restore rebuilds them in the run after its own (see [`Rebuild`]).
 //! Their order reaches nothing: changes are sorted by customer.
+//!
+//! The margin pass works per slot, one per (customer, currency) that ever held a position
+//! (`MarginBook`: a 64-byte `Sums` per slot, apart from the cold account data), named by a
+//! derived `Holder` on each position and a `Collateral` on the account entity. It judges only
+//! the slots something can have changed: a changed position or rate, a changed collateral
+//! (total − pending: an order that only locks or releases margin is not judged), a closed
+//! position (the `Holder`'s `on_remove` hook), or a mark move that left the slot's safe box. A
+//! judgment sums the slot's positions at the pass's marks from scratch (never carried forward,
+//! so sums cannot drift; the slot keeps its positions' entities per market, set when a position
+//! gets its `Holder` and cleared by the hook, so a judgment searches no position index), then
+//! gives the slot, per market it holds, the open interval of that mark within which neither
+//! threshold can be crossed while the other marks stay in theirs: each threshold's `equity − k
+//! × notional` is linear in the marks but for each position's PnL rounding, so its distance to
+//! zero, less that rounding, split among the markets and divided by each market's slope, bounds
+//! each move (`margin::safe_box`; for a slot of exact figures in fixed point,
+//! `margin::safe_box_fixed`, each threshold scaled out so the bound is integer arithmetic and
+//! each width rounded down). The intervals' ends sit in an ordered index per market; a mark
+//! move reads the range between the old mark and the new one, and those are the only slots
+//! judged. A judgment whose new intervals each hold the slot's filed one keeps the filed ones
+//! (an interval inside a safe one is safe; a mark leaving it wakes the slot early, to the same
+//! state), so most judgments after a fill touch no index. The intervals are filed a 32nd
+//! narrower at each end than safe (`margin::narrowed`), so a filed one stays inside the next
+//! while that narrows by less: a funding payment, about its rate, leaves the payers' filed.
+//! While the engine audits, it checks the passes against a full rescan (every slot summed and
+//! judged: on every pass up to 64 slots, on every 16th past that, as the order scans do), and
+//! `risk::rescan_tests` drives random sessions through it. `MarginBook::figures` derives a
+//! slot's figures at the pass's marks; after a pass that called liquidations it answers the
+//! figures that pass saw, which the auto-deleveraging ranks read. They and the judgment are
+//! fixed point (`core::fixed`: 18 decimals, values under 2¹⁰⁰, thresholds prepared once per
+//! profile as `core::risk::Thresholds`), integer arithmetic that is exact or refuses; a slot
+//! with a figure fixed point refuses is judged in decimals, to the same answer. The
+//! depreciation check works per unit the same way (`drop / initial = sign × (avg − mark) /
+//! avg`, the size cancels), and reads only the positions whose next threshold the mark reached:
+//! each position's is a mark (a long's at or below `avg × (9 − noticed) / 10`, a short's at or
+//! above `avg × (11 + noticed) / 10`), filed per market when the position changes and read as a
+//! range at each check (an auditing engine checks every position too). Criterion (`cargo bench
+//! -p perpsim-benches --bench risk`, `tick/{n}`: a realtime one-second tick with every mark
+//! moved and a depreciation check, both schedule runs) costs what the move crossed. A
+//! liquidation changes positions and balances after its run's judgment, so the run after it
+//! judges again (the liquidated account back to normal, its counterparties). The book and the
+//! triggers are derived, so a restore must not move those judgments to the restore's own run,
+//! nor lose the account that no longer holds a position: the restore's run judges nothing, and
+//! the next one opens a slot for every account `MarginStates` holds outside normal before
+//! judging every slot and filing its box (an untouched slot judges to its own state). A restore
+//! after any run of a liquidating path has the uninterrupted future, bit for bit
+//! (`risk::tests`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -7,6 +7,17 @@
 //! Each settlement currency margins its own instruments: its balance is the collateral of the
 //! positions settling in it, as the D5 placement check already takes margin in the
 //! instrument's currency, so a loss in one currency is never met by the other.
+//!
+//! `leverage_ratio` and the state are decided by multiplication (`equity < threshold ×
+//! notional`), never a division per account; the read side derives the account summary's
+//! `margin_state` and `leverage_ratio` with the same pure functions (`core::risk`) from the
+//! figures it publishes. A liquidation's forced fills have no order (`FillSide::order` is
+//! `None`, reference_id null); the insurance account is funded at genesis as venue capital
+//! (`Flows::capital`) and covers, in a `liquidation` row with no trade, any balance a booking
+//! left below zero, net of pending withdrawals (which the margin pass already weighs as gone
+//! and which complete whatever happens meanwhile), once no position in that currency is open
+//! (the ledger lists such accounts as it books). Depreciation levels live on the position
+//! (`Position::noticed`, reset by fills on an increase, flip or reopen).
 
 use std::collections::BTreeMap;
 

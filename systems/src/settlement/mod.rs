@@ -3,6 +3,19 @@
 //! FundingSystems). Both book against the clearing account, so the ledger still sums
 //! exactly, and both walk the open positions in key order (customer, market), so the
 //! movements' order and ids are the same in every run.
+//!
+//! Funding and settlement book against the clearing account, each movement rounded once, the
+//! clearing side of a whole pass owed in a `ClearingBatch` and posted once when it closes
+//! (nothing reads clearing between a pass's rows; a batch dropped unclosed stops the engine).
+//! Both passes book in the index's (customer, market) order — the order of the rows and of the
+//! codes they draw — but read the positions in the order they lie in memory
+//! (`positions::KeyOrder`: the table in its own order, then its rows in key order through a
+//! slot per entity index), since reading each position by its key was two dependent cache
+//! misses; each amount is `round_ledger_product`, the decimal expression computed on the
+//! mantissas where it is exact (the passes' cost at a million positions: `benches/README.md`);
+//! the audit checks, per asset, that the clearing account's balance equals the open positions'
+//! unrealised PnL within half a unit of the 10th decimal per rounding (movements plus
+//! valuations): clearing paid every realised PnL out, and the market is zero-sum.
 
 use std::sync::Arc;
 

@@ -7,6 +7,11 @@
 //! Ids are sequence numbers: an order's id is the count of orders accepted before it, a
 //! trade's its index in `trades`, a fill's its index in `fills`. All three only grow, in
 //! non-decreasing time, so a time window is one range of ids.
+//!
+//! A market's book, last price, triggers and open interest stay in `Exchange::markets`, a `Vec`
+//! indexed by `MarketId`: the matching loop holds one book and the orders it fills at once, and
+//! a dense index is the cheapest lookup there; its spec, status and prices are the instrument
+//! entity's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU64;

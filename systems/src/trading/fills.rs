@@ -1,6 +1,16 @@
 //! Booking an execution (D5, D6, D7): fees from each side's fee profile, the net position
 //! moved (realised PnL on the part that reduces it), one trade-family ledger movement and one
 //! trade record per side, the public fill, and the margin that moves with all of it.
+//!
+//! Fees come from each side's profile — the taker's never below
+//! zero, the maker's rebate at most the taker fee of the same fill (D7; an assertion kept in
+//! release builds, and the ledger's invariants check the fees account never goes below zero),
+//! so no pair of customers can trade money out of the venue — the net position (realised PnL on
+//! the reducing part, a new position code on open/reopen/flip; one index lookup), one completed
+//! trade-family ledger movement per side (`realised_pnl − fee` against the clearing and fees
+//! accounts, moving the side's locked margin in the same touch of its account) and locked
+//! margin (`|size| × entry × initial margin` for positions, a per-lot reserve for resting
+//! orders).
 
 use perpsim_core::Decimal;
 use perpsim_core::decimal::round_ledger;

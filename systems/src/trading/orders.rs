@@ -13,6 +13,25 @@
 //! there until [`Orders::flush`], so the run's later requests see it at once (the same
 //! pattern as `positions::OpenPositions` and `money::store::Accounts`). Readers that run
 //! after the flush (publishing, the invariants) use [`OrderRecords`].
+//!
+//! A book's slots hold the resting order's stable id, not its `Entity`: ids are dense sequence
+//! numbers and most orders end soon after they arrive, so `OrderIndex` keeps the recent ids in
+//! a window (a `VecDeque`: id → entity is one load) and moves the live orders at its front to a
+//! hash map once the window outgrows four times what it holds and 65 536 ids; the slots stay
+//! valid across a restore (which re-spawns every entity).
+//!
+//! `Orders` (a system parameter over `OrderIndex`, `RefIndex`, `EndedOrders` and the
+//! `LiveOrder` query) is how the desk and fills reach an order by id: `OrderSlot::Staged` for
+//! one accepted during the run (spawned at the system's `flush`, so an IOC that ends in the run
+//! that placed it never becomes an entity), `Live(Entity)`, or `Ended(position in this tick's
+//! records)`; `Orders::live` says whether an order is still open without its record (the market
+//! maker's quote lists hold ids of quotes that ended ticks ago). `RefIndex` holds open orders
+//! only: an order leaves it when it ends (its slot marked removed, so probes go on past it).
+//! The record is an `Arc<Order>`: publishing hands the view the same `Arc`, and the engine's
+//! next change copies it first (`Arc::make_mut`), so an order that rests unchanged is held
+//! once, not twice. The view holds live orders only: an order leaves it when it ends, and a
+//! read of an ended one goes to the journal's projection (`storage/projection`), which the host
+//! writes from `TickOutput::ended`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;

@@ -4,6 +4,18 @@
 //! run (`streamed`, which writes the CSV files then) and what the run observed. Every money
 //! figure is a sum of `ledger.csv` rows; `build` asserts they add up to each balance before
 //! the report is written.
+//!
+//! Per customer and currency, `Flows` summed from its ledger rows (`report/money`: each part by
+//! movement kind, reconciled to the balance with an `assert!` kept in release builds before any
+//! file is written), drawdown over the samples net of transfers; `tables` writes the rows of
+//! `ledger.csv` and `trades.csv` (the `csv` crate, with the transactions endpoint's own column
+//! functions); `html` and `charts` write one offline page, charts drawn by plotters as inline
+//! SVG (`f64` only for drawing). `output` writes a run under a temporary name (`Staging`,
+//! removed with everything in it if the run fails), renames it when complete with a `DONE`
+//! marker and a `manifest.json` of hashes (the state hash on a thread of its own beside the
+//! journal's; each file but the journal hashed as it is written, not read back) — of all inputs
+//! together, and of each one, which `verify` checks before it reads the scenario; `journal_run`
+//! does the same for a recorded journal, re-journaling the ticks it reads.
 
 pub mod charts;
 pub mod html;

@@ -2,6 +2,10 @@
 //! against the market's book, cancel, amend, GTD expiry and conditional triggers. Every path
 //! runs in MatchSystems or TriggerSystems through [`Desk`], one request at a time in arrival
 //! order, so a request sees every effect of the ones before it (fills included).
+//!
+//! What rests holds initial margin for its opening part, per lot: a limit order from placement,
+//! a stop_loss_limit or take_profit_limit order from the moment it fires (refused
+//! `rejected`/`INSUFFICIENT_FUNDS` if that margin is not available then).
 
 mod amend;
 mod checks;
