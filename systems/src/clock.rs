@@ -7,8 +7,10 @@
 use std::collections::BTreeMap;
 
 use crate::records::clock::ScheduledEvent;
+use crate::records::simulation::SimulationSettings;
 use bevy_ecs::prelude::{Res, Resource};
 use perpsim_core::clock::ClockMode;
+use perpsim_core::simulation::{PriceFeed, Simulation};
 use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -114,33 +116,43 @@ pub fn due_any(kind: fn(&ScheduledEvent) -> bool) -> impl FnMut(Res<DueEvents>) 
 }
 
 /// The periodic timers of a fresh engine: funding each hour, premium samples each minute,
-/// settlement each midnight and, with the random walk, a price step each second. Each
-/// re-arms itself for its next instant when it fires (see [`rearm`]).
-pub fn arm_periodic(scheduler: &mut Scheduler, start: Timestamp, random_walk: bool) {
-    for (period, event) in periodic(random_walk) {
+/// settlement each midnight, a depreciation check each notice interval and, with the random
+/// walk, a price step each second. Each is re-armed for its next instant when it fires, by
+/// [`rearm`] alone.
+pub fn arm_periodic(scheduler: &mut Scheduler, start: Timestamp, simulation: &Simulation) {
+    for (period, event) in periodic(simulation) {
         scheduler.schedule(start.next_multiple_of(period), event);
     }
 }
 
-fn periodic(random_walk: bool) -> impl Iterator<Item = (i64, ScheduledEvent)> {
+/// Each periodic timer with its period, in the order they are armed (the order of a tie at
+/// one instant, which the scheduler's encoding keeps).
+fn periodic(simulation: &Simulation) -> impl Iterator<Item = (i64, ScheduledEvent)> {
+    let random_walk = simulation.price_feed == PriceFeed::RandomWalk;
     [
         (SECOND_MS, ScheduledEvent::PriceStep),
         (MINUTE_MS, ScheduledEvent::FundingSample),
         (HOUR_MS, ScheduledEvent::FundingHour),
         (DAY_MS, ScheduledEvent::DailySettlement),
+        (
+            simulation.notice_interval_ms,
+            ScheduledEvent::DepreciationCheck,
+        ),
     ]
     .into_iter()
     .filter(move |(_, e)| random_walk || *e != ScheduledEvent::PriceStep)
 }
 
 /// Re-arms each periodic timer that fired in this run, at its next whole period
-/// (FundingSystems, after every consumer of the instant).
+/// (FundingSystems, after every consumer of the instant but the depreciation check, which
+/// reads nothing of the scheduler).
 pub fn rearm(
-    clock: bevy_ecs::prelude::Res<SimClock>,
-    due: bevy_ecs::prelude::Res<DueEvents>,
+    clock: Res<SimClock>,
+    due: Res<DueEvents>,
+    settings: Res<SimulationSettings>,
     mut scheduler: bevy_ecs::prelude::ResMut<Scheduler>,
 ) {
-    for (period, event) in periodic(true) {
+    for (period, event) in periodic(&settings.0) {
         if due.has(event) {
             scheduler.schedule(clock.now.next_multiple_of(period), event);
         }

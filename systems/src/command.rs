@@ -135,7 +135,7 @@ pub enum Command {
     },
     /// Issue 25: the fault plan an integrator rehearses against, or none (faults off).
     SetFaults {
-        plan: Option<crate::records::faults::FaultPlan>,
+        plan: Option<crate::records::fault_plan::FaultPlan>,
     },
 }
 
@@ -180,7 +180,7 @@ pub enum Outcome {
     Funding(crate::records::funding::FundingView),
     Limits(VenueLimits),
     /// The fault plan now in force.
-    Faults(Option<Box<crate::records::faults::FaultPlan>>),
+    Faults(Option<Box<crate::records::fault_plan::FaultPlan>>),
 }
 
 pub type CommandResult = Result<Outcome, perpsim_core::Error>;

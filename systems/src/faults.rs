@@ -1,4 +1,4 @@
-//! The fault plan in force and its own seeded generator (see `records::faults`). The engine
+//! The fault plan in force and its own seeded generator (see `records::fault_plan`). The engine
 //! holds it so that its decisions on order entries are journaled state, replayed bit for
 //! bit; the server reads the plan from the view for the channels.
 
@@ -8,7 +8,7 @@ use perpsim_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
 
 use crate::command::{CommandResult, Outcome};
-use crate::records::faults::{FaultPlan, PPM};
+use crate::records::fault_plan::{FaultPlan, PPM};
 
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Faults {

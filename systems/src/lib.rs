@@ -5,8 +5,9 @@
 //! A folder per concern, each registering its systems and resources like a bevy plugin:
 //! [`engine`] (the tick, ingest, snapshots), [`trading`] (books, orders, matching, fills),
 //! [`money`] (the ledger and transfers), [`positions`] (open positions and their valuation),
-//! [`market`] (price feed and market maker), [`settlement`] (daily settlement and funding),
-//! [`publish`] (the read view), [`audit`] (the invariants, while the engine audits).
+//! [`simulation`] (the living market: price feed and market maker), [`settlement`] (daily
+//! settlement and funding), [`publish`] (the read view), [`audit`] (the invariants, while the
+//! engine audits).
 //! The engine is deterministic: time arrives with each tick, randomness comes from the seeded
 //! [`perpsim_core::rng::SimRng`], and every collection whose order reaches output is ordered
 //! by a stable id. It does no I/O: the host (the `api` crate) feeds it commands, journals them
@@ -18,7 +19,6 @@ pub mod command;
 pub mod dirty;
 pub mod engine;
 pub mod faults;
-pub mod market;
 pub mod money;
 pub mod positions;
 pub mod publish;
@@ -28,6 +28,7 @@ pub mod risk;
 pub mod rng;
 pub mod sets;
 pub mod settlement;
+pub mod simulation;
 pub mod trading;
 
 #[cfg(test)]

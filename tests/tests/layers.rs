@@ -20,7 +20,7 @@ const SYSTEMS: &[&[&str]] = &[
     &["registry", "faults"],
     &["money", "positions"],
     &["trading"],
-    &["market", "settlement", "risk"],
+    &["simulation", "settlement", "risk"],
     &["publish", "audit"],
     &["engine"],
 ];

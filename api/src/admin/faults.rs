@@ -8,7 +8,7 @@ use std::sync::Arc;
 use perpsim_core::decimal::Sign;
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Decimal, Error};
-use perpsim_systems::records::faults::{
+use perpsim_systems::records::fault_plan::{
     ChannelFault, ChannelFaultKind, FaultPlan, MAX_CHANNEL_FAULTS, OrderEntryFault, PPM,
 };
 use perpsim_systems::{Command, Outcome};
@@ -22,7 +22,7 @@ use crate::errors::ApiError;
 use crate::state::AppState;
 use crate::wire::{DecimalIn, DecimalOut, Time};
 use crate::ws::WsShared;
-use crate::ws::faults::{FaultKindApi, RecoveryReport};
+use crate::ws::strikes::{FaultKindApi, RecoveryReport};
 
 /// Longest delay or stall a fault may hold a frame or a connection, in milliseconds.
 const MAX_DELAY_MS: u64 = 60_000;

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use perpsim_core::instrument::Asset;
-use perpsim_systems::records::market::MARKET_MAKER;
 use perpsim_systems::records::money::VenueAccount;
+use perpsim_systems::records::simulation::MARKET_MAKER;
 use poem::web::Data;
 use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};

@@ -17,11 +17,11 @@
 //!   parameter states what the service checks of it (`params`), and D2's three headers are
 //!   three API-key schemes required together.
 
-mod errors;
 mod params;
+mod responses;
 pub mod strict_json;
 
-pub use errors::known as knows_errors_of;
+pub use responses::known as knows_errors_of;
 
 use std::borrow::Cow;
 
@@ -191,7 +191,7 @@ pub fn document(generated: &str) -> Value {
     inline_enums(&mut doc, &schemas);
     drop_unreferenced_schemas(&mut doc);
     drop_nulls_from_examples(&mut doc);
-    errors::narrow(&mut doc);
+    responses::narrow(&mut doc);
     params::constrain(&mut doc);
     split_signing_schemes(&mut doc);
     doc

@@ -10,7 +10,7 @@ use perpsim_core::entry::{self, Amend, OrderEntry};
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{self as core_order, OrderStatus};
 use perpsim_core::time::Timestamp;
-use perpsim_systems::records::faults::PPM;
+use perpsim_systems::records::fault_plan::PPM;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::{Command, Outcome, ReadView};
 use poem::web::Data;

@@ -17,16 +17,16 @@ use perpsim_systems::{EngineEvent, ReadView};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::faults::{RecoveryReport, StrikeLog, Striker, Target};
 use super::frames::{ErrorFrame, Frame, OpReply, frame};
 use super::outbox::{Outbox, Refused};
 use super::session::KEY_REVOKED;
+use super::strikes::{RecoveryReport, StrikeLog, Striker, Target};
 use super::topic::{Audience, Topic};
 use super::{book, render};
 use crate::state::host::{EngineHandle, TickEvents};
 use crate::state::metrics;
 use crate::wire::Time;
-use perpsim_systems::records::faults::{ChannelFault, ChannelFaultKind};
+use perpsim_systems::records::fault_plan::{ChannelFault, ChannelFaultKind};
 
 pub type ConnId = u64;
 

@@ -9,19 +9,21 @@
 //!   rendering each event once ([`render`], [`book`]) into [`frames`] whose bytes every
 //!   receiving connection shares.
 //! - [`topic`]: the ten topics and who may hear them; [`ops`]: what clients send.
+//! - [`strikes`]: the fault plan's channel faults as the hub strikes them, and the recovery
+//!   report.
 //!
 //! It knows the engine only through the events and the read view the host publishes; it
 //! never waits on the engine, and the engine never waits on it.
 
 pub mod asyncapi;
 pub mod book;
-pub mod faults;
 pub mod frames;
 pub mod hub;
 pub mod ops;
 pub mod outbox;
 pub mod render;
 pub mod session;
+pub mod strikes;
 pub mod topic;
 pub mod upgrade;
 
@@ -61,7 +63,7 @@ pub fn start(state: Arc<AppState>, limits: WsLimits) -> Arc<WsShared> {
 
 impl WsShared {
     /// The fault plan's recovery report, from the hub; None once the hub has stopped.
-    pub async fn report(&self) -> Option<faults::RecoveryReport> {
+    pub async fn report(&self) -> Option<strikes::RecoveryReport> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.control.send(hub::Control::Report(reply)).await.ok()?;
         answer.await.ok()

@@ -16,7 +16,6 @@ use perpsim_core::Error;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::instrument::Asset;
 use perpsim_core::rng::SimRng;
-use perpsim_core::simulation::PriceFeed;
 use perpsim_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -24,9 +23,6 @@ use self::ingest::Inbox;
 use self::snapshot::{EngineState, StateHash};
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::{Command, CommandResult, EngineEvent, Genesis, Outcome, Results, TickEvents};
-use crate::market::MarketState;
-use crate::market::feed::FeedState;
-use crate::market::maker::MakerState;
 use crate::money::ledger::{Ledger, venue_accounts};
 use crate::money::store::AccountIndex;
 use crate::money::store::{WorldAccounts, spawn_accounts};
@@ -37,14 +33,17 @@ use crate::records::audit::Auditing;
 use crate::records::clock::ClockView;
 use crate::records::history::HandedHistory;
 use crate::records::ids::OrderId;
-use crate::records::market::Restoring;
 use crate::records::order::Order;
+use crate::records::simulation::Restoring;
 use crate::records::venue::{InstrumentState, MarketId};
 use crate::registry::{Limits, Registry};
 use crate::risk::RiskLog;
 use crate::risk::notices::Notifications;
 use crate::rng::EngineRng;
 use crate::settlement::funding::FundingState;
+use crate::simulation::MarketState;
+use crate::simulation::feed::FeedState;
+use crate::simulation::maker::MakerState;
 use crate::trading::ended::EndedOrders;
 use crate::trading::exchange::Exchange;
 use crate::trading::orders::OrderIndex;
@@ -122,17 +121,7 @@ impl Engine {
             now: genesis.start,
         };
         let mut scheduler = Scheduler::default();
-        crate::clock::arm_periodic(
-            &mut scheduler,
-            genesis.start,
-            genesis.simulation.price_feed == PriceFeed::RandomWalk,
-        );
-        scheduler.schedule(
-            genesis
-                .start
-                .next_multiple_of(genesis.simulation.notice_interval_ms),
-            crate::records::clock::ScheduledEvent::DepreciationCheck,
-        );
+        crate::clock::arm_periodic(&mut scheduler, genesis.start, &genesis.simulation);
         let rng = SimRng::from_seed(genesis.seed);
         let mut engine = Self::empty(
             genesis.clone(),
@@ -151,7 +140,7 @@ impl Engine {
             ),
             maker: MakerState::default(),
         };
-        crate::market::insert(world, genesis.simulation.clone(), market);
+        crate::simulation::insert(world, genesis.simulation.clone(), market);
         world.insert_resource(FundingState::new(genesis.instruments.len(), genesis.start));
         spawn_accounts(world, venue_accounts());
         world.resource_scope(|world, mut ledger: Mut<Ledger>| {
@@ -173,7 +162,7 @@ impl Engine {
             let mut assets: Vec<_> = genesis.instruments.iter().map(|i| i.settlement).collect();
             assets.sort_unstable();
             assets.dedup();
-            crate::market::maker::spawn(world, &genesis.simulation, &assets, genesis.start);
+            crate::simulation::maker::spawn(world, &genesis.simulation, &assets, genesis.start);
         }
         engine.run_schedule();
         engine.baseline_events();
@@ -197,7 +186,7 @@ impl Engine {
         );
         // A state copied from a projecting engine, not decoded, names its hand-out cursor.
         engine.set_projecting(false);
-        crate::market::insert(
+        crate::simulation::insert(
             &mut engine.world,
             state.genesis.simulation.clone(),
             state.market.clone(),
@@ -591,7 +580,7 @@ fn compose(world: &mut World) -> Schedule {
     crate::trading::plugin(world, &mut schedule);
     crate::money::plugin(world, &mut schedule);
     crate::positions::plugin(world, &mut schedule);
-    crate::market::plugin(world, &mut schedule);
+    crate::simulation::plugin(world, &mut schedule);
     crate::settlement::plugin(world, &mut schedule);
     crate::risk::plugin(world, &mut schedule);
     crate::publish::plugin(world, &mut schedule);

@@ -77,7 +77,7 @@ pub struct EngineState {
     pub ledger: LedgerState,
     pub exchange: ExchangeState,
     /// The price feed's walk and the market maker's quotes.
-    pub market: crate::market::MarketState,
+    pub market: crate::simulation::MarketState,
     pub funding: crate::settlement::funding::FundingBody,
     /// Margin states, their changes and the depreciation notices.
     pub risk: crate::risk::RiskState,
@@ -403,7 +403,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
                 .map(|(k, p)| (k, p.clone()))
                 .collect(),
         ),
-        market: crate::market::extract(world),
+        market: crate::simulation::extract(world),
         funding: world.resource::<FundingState>().body(),
         risk: crate::risk::extract(world),
         limits: *world.resource::<Limits>(),
@@ -442,7 +442,7 @@ struct BodyRef<'a> {
     instruments: Vec<(&'a Instrument, &'a InstrumentState)>,
     ledger: LedgerStateRef<'a>,
     exchange: ExchangeStateRef<'a>,
-    market: crate::market::MarketState,
+    market: crate::simulation::MarketState,
     funding: FundingBodyRef<'a>,
     risk: crate::risk::RiskStateRef<'a>,
     limits: Limits,
@@ -479,7 +479,7 @@ fn borrow<'a>(world: &'a World, genesis: &'a Genesis) -> StateRef<'a> {
             exchange: world
                 .resource::<Exchange>()
                 .state_ref(crate::trading::orders::borrow(world), open_positions(world)),
-            market: crate::market::extract(world),
+            market: crate::simulation::extract(world),
             funding: world.resource::<FundingState>().body_ref(),
             risk: crate::risk::borrow(world),
             limits: *world.resource::<Limits>(),

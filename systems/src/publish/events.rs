@@ -16,7 +16,7 @@
 //! after a restore.
 //!
 //! A restore's own run of the schedule must change nothing: the market maker does not quote in
-//! it (`records::market::Restoring`; the events test found it topping up a quote its own amend
+//! it (`records::simulation::Restoring`; the events test found it topping up a quote its own amend
 //! had filled, moving the state away from the uninterrupted engine's until the next re-price).
 
 use std::sync::Arc;

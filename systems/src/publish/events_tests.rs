@@ -70,10 +70,10 @@ fn script(e: &mut Engine) -> Vec<Tick> {
     let at = |s: i64| START.plus_millis(s * 1_000);
     let advance = |s: i64| Command::AdvanceClock { to: at(s) };
     // A fault plan refusing half the order entries: its draws are journaled state too.
-    let faults = crate::records::faults::FaultPlan {
+    let faults = crate::records::fault_plan::FaultPlan {
         seed: 3,
         channel: Vec::new(),
-        order_entry: Some(crate::records::faults::OrderEntryFault {
+        order_entry: Some(crate::records::fault_plan::OrderEntryFault {
             error_ppm: 500_000,
             delay_ppm: 0,
             delay_ms: 0,

@@ -85,7 +85,7 @@ pub struct ReadView {
     /// Each market's funding by market id: latest settlement and running interval.
     pub funding: Vec<FundingView>,
     /// The fault plan in force (issue 25), for the channels to apply.
-    pub faults: Option<std::sync::Arc<crate::records::faults::FaultPlan>>,
+    pub faults: Option<std::sync::Arc<crate::records::fault_plan::FaultPlan>>,
 }
 
 impl ReadView {

@@ -31,7 +31,6 @@ pub enum ScheduledEvent {
     FundingSample,
     /// Daily settlement at 00:00 UTC (D6).
     DailySettlement,
-    /// A depreciation evaluation, every notice interval of simulation time (D9); re-armed by
-    /// the check itself, which knows the interval.
+    /// A depreciation evaluation, every notice interval of simulation time (D9).
     DepreciationCheck,
 }

@@ -87,10 +87,10 @@ use crate::positions::{
 };
 use crate::records::audit::Auditing;
 use crate::records::ids::RiskSeq;
-use crate::records::market::MARKET_MAKER;
 use crate::records::money::{AccountId, Balance};
 use crate::records::position::Position;
 use crate::records::risk::RiskRecord;
+use crate::records::simulation::MARKET_MAKER;
 use crate::records::venue::{Customer, Instrument, InstrumentState, MarketId, MarketSlot};
 use crate::registry::Registry;
 use crate::trading::exchange::Exchange;

@@ -20,13 +20,12 @@ use perpsim_core::ids::{CustomerCode, NotificationCode};
 use perpsim_core::risk::depreciation_level_at;
 use perpsim_core::time::Timestamp;
 
-use crate::clock::{DueEvents, Scheduler, SimClock};
+use crate::clock::{DueEvents, SimClock};
 use crate::positions::{MovedPositions, PositionIndex};
 use crate::records::audit::Auditing;
 use crate::records::clock::ScheduledEvent;
 use crate::records::ids::NoticeSeq;
 use crate::records::log::ProjectedLog;
-use crate::records::market::SimulationSettings;
 use crate::records::position::{Position, PositionKey};
 use crate::records::risk::Notification;
 use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
@@ -127,11 +126,9 @@ fn next_threshold(p: &Position) -> Option<(bool, Decimal)> {
 
 /// DepreciationSystems, every run: the triggers of the positions that changed; on a
 /// DepreciationCheck, the positions whose threshold the mark reached, each decided exactly.
-#[allow(clippy::too_many_arguments)] // one pass: positions, prices, the log, the timer
 pub fn check_depreciation(
     due: Res<DueEvents>,
     clock: Res<SimClock>,
-    settings: Res<SimulationSettings>,
     instruments: Query<(&MarketSlot, &InstrumentState)>,
     (index, mut moved, mut triggers, auditing): (
         Res<PositionIndex>,
@@ -140,11 +137,7 @@ pub fn check_depreciation(
         Res<Auditing>,
     ),
     mut positions: Query<&mut Position>,
-    (mut notifications, mut scheduler, mut rng): (
-        ResMut<Notifications>,
-        ResMut<Scheduler>,
-        ResMut<EngineRng>,
-    ),
+    (mut notifications, mut rng): (ResMut<Notifications>, ResMut<EngineRng>),
 ) {
     // The run's moved positions; one a liquidation closed since is unfiled when reached.
     for &entity in &moved.list {
@@ -156,10 +149,6 @@ pub fn check_depreciation(
         return;
     }
     let now = clock.now;
-    scheduler.schedule(
-        now.next_multiple_of(settings.0.notice_interval_ms),
-        ScheduledEvent::DepreciationCheck,
-    );
     // Per market: its mark, in fixed point where it fits, converted once for all its
     // positions, and when it was set.
     let mut marks: Vec<CheckMark> = instruments

@@ -45,8 +45,8 @@ use perpsim_core::order::Side;
 
 use crate::records::ids::OrderId;
 use crate::records::lookup;
-use crate::records::market::MARKET_MAKER;
 use crate::records::order::Order;
+use crate::records::simulation::MARKET_MAKER;
 use crate::records::venue::MarketId;
 use crate::trading::ended::{EndedOrders, EndedState};
 use crate::trading::refs::{OrderLookup, RefIndex};

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::time::Timestamp;
-use perpsim_systems::records::market::MARKET_MAKER;
 use perpsim_systems::records::money::Movement;
+use perpsim_systems::records::simulation::MARKET_MAKER;
 use perpsim_systems::records::trade::TradeRecord;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;

@@ -5,7 +5,7 @@ use perpsim_core::time::{HOUR_MS, SECOND_MS};
 
 use super::feed::step;
 use crate::Engine;
-use crate::records::market::MARKET_MAKER;
+use crate::records::simulation::MARKET_MAKER;
 use crate::testkit::*;
 
 fn index_prices(e: &Engine) -> Vec<perpsim_core::Decimal> {

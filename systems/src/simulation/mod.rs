@@ -12,7 +12,7 @@ use bevy_ecs::prelude::{IntoScheduleConfigs, Res, Schedule, World};
 use perpsim_core::simulation::Simulation;
 use serde::{Deserialize, Serialize};
 
-use crate::records::market::{Restoring, SimulationSettings};
+use crate::records::simulation::{Restoring, SimulationSettings};
 use crate::sets::{PriceSteps, Quoting};
 
 pub mod feed;

@@ -15,7 +15,7 @@ use std::time::Instant;
 use perpsim_core::ids::BrokerCode;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
-use perpsim_systems::records::faults::{ChannelFault, ChannelFaultKind, FaultPlan, PPM};
+use perpsim_systems::records::fault_plan::{ChannelFault, ChannelFaultKind, FaultPlan, PPM};
 use poem_openapi::{Enum, Object};
 
 use super::hub::ConnId;

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{DueEvents, SimClock};
 use crate::records::clock::ScheduledEvent;
-use crate::records::market::SimulationSettings;
+use crate::records::simulation::SimulationSettings;
 use crate::records::venue::{Instrument, InstrumentState, MarketSlot};
 
 /// The feed's own generator and, per market, the walk's level before rounding: a walk that
