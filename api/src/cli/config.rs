@@ -250,6 +250,22 @@ fn read_file(path: &Path) -> Result<FileConfig, String> {
 fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String> {
     let specs = default_instruments();
     let mut sim = Simulation::defaults(&specs);
+    market_settings(&mut sim, args, file)?;
+    for (symbol, table) in &file.instruments {
+        instrument_table(instrument_mut(&mut sim, symbol)?, symbol, table)?;
+    }
+    instrument_flags(&mut sim, args)?;
+    sim.check(&specs)?;
+    Ok(sim)
+}
+
+/// The settings of the whole market: the feed, the maker, the venue's funding, the notice
+/// interval.
+fn market_settings(
+    sim: &mut Simulation,
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<(), String> {
     let feed = args.price_feed.clone().or(file.price_feed.clone());
     if let Some(text) = feed {
         sim.price_feed = PriceFeed::parse(&text)
@@ -284,29 +300,43 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
             .and_then(|s| s.checked_mul(1_000))
             .ok_or("--notice-interval is out of range")?;
     }
-    for (symbol, table) in &file.instruments {
-        let i = instrument_mut(&mut sim, symbol)?;
-        let field = |name: &str| format!("[instruments.{symbol:?}] {name}");
-        if let Some(v) = &table.volatility {
-            i.volatility = decimal(&field("volatility"), v)?;
-        }
-        if let Some(v) = table.levels {
-            i.levels = v;
-        }
-        if let Some(v) = &table.half_spread_bps {
-            i.half_spread_bps = positive(&field("half_spread_bps"), v)?;
-        }
-        if let Some(v) = &table.level_step_bps {
-            i.level_step_bps = positive(&field("level_step_bps"), v)?;
-        }
-        if let Some(v) = &table.size {
-            i.size = positive(&field("size"), v)?;
-        }
-        if let Some(v) = &table.max_inventory {
-            i.max_inventory = decimal(&field("max_inventory"), v)?;
-        }
+    Ok(())
+}
+
+/// One `[instruments."SYMBOL"]` table of the config file.
+fn instrument_table(
+    i: &mut InstrumentSimulation,
+    symbol: &str,
+    table: &InstrumentFile,
+) -> Result<(), String> {
+    let field = |name: &str| format!("[instruments.{symbol:?}] {name}");
+    if let Some(v) = &table.volatility {
+        i.volatility = decimal(&field("volatility"), v)?;
     }
-    type Apply = fn(&mut InstrumentSimulation, &str, &str) -> Result<(), String>;
+    if let Some(v) = table.levels {
+        i.levels = v;
+    }
+    if let Some(v) = &table.half_spread_bps {
+        i.half_spread_bps = positive(&field("half_spread_bps"), v)?;
+    }
+    if let Some(v) = &table.level_step_bps {
+        i.level_step_bps = positive(&field("level_step_bps"), v)?;
+    }
+    if let Some(v) = &table.size {
+        i.size = positive(&field("size"), v)?;
+    }
+    if let Some(v) = &table.max_inventory {
+        i.max_inventory = decimal(&field("max_inventory"), v)?;
+    }
+    Ok(())
+}
+
+/// How a per-instrument flag sets its value.
+type Apply = fn(&mut InstrumentSimulation, &str, &str) -> Result<(), String>;
+
+/// The per-instrument flags, each `VALUE` for every instrument (where allowed) or
+/// `SYMBOL=VALUE`, in the order given.
+fn instrument_flags(sim: &mut Simulation, args: &ServeArgs) -> Result<(), String> {
     let flags: [(&str, &[String], bool, Apply); 6] = [
         ("--volatility", &args.volatility, true, |i, f, v| {
             i.volatility = decimal(f, v)?;
@@ -353,7 +383,7 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
     for (flag, values, all_allowed, apply) in flags {
         for value in values {
             match value.split_once('=') {
-                Some((symbol, v)) => apply(instrument_mut(&mut sim, symbol)?, flag, v)?,
+                Some((symbol, v)) => apply(instrument_mut(sim, symbol)?, flag, v)?,
                 None if all_allowed => {
                     for i in &mut sim.instruments {
                         apply(i, flag, value)?;
@@ -363,8 +393,7 @@ fn simulation(args: &ServeArgs, file: &FileConfig) -> Result<Simulation, String>
             }
         }
     }
-    sim.check(&specs)?;
-    Ok(sim)
+    Ok(())
 }
 
 /// Whether any setting of the living market was given (flag, variable or file): an existing
@@ -497,41 +526,8 @@ impl ServeArgs {
         let market_given = market_given(&self, &file);
         let websocket = ws_limits(&self, &file)?;
         let auth_failures = auth_failures(&self, &file)?;
-        let clock = self
-            .clock
-            .or(file.clock)
-            .map(|text| {
-                ClockMode::parse(&text)
-                    .ok_or_else(|| format!("--clock must be realtime or manual, got {text:?}"))
-            })
-            .transpose()?;
-        let start = self
-            .start
-            .or(file.start)
-            .map(|t| {
-                Timestamp::parse_rfc3339(&t)
-                    .ok_or_else(|| format!("--start must be an RFC 3339 timestamp, got {t:?}"))
-            })
-            .transpose()?;
-        if start.is_some() && clock != Some(ClockMode::Manual) {
-            return Err("--start sets the manual clock's start; use it with --clock manual".into());
-        }
-        let snapshot_every = self
-            .snapshot_every
-            .or(file.snapshot_every)
-            .unwrap_or(100_000);
-        let snapshot_interval = self
-            .snapshot_interval
-            .or(file.snapshot_interval)
-            .unwrap_or(3_600);
-        let snapshot_interval_secs = i64::try_from(snapshot_interval)
-            .ok()
-            .filter(|s| (1..=MAX_SNAPSHOT_INTERVAL_SECS).contains(s))
-            .ok_or_else(|| {
-                format!(
-                    "--snapshot-interval must be 1 to {MAX_SNAPSHOT_INTERVAL_SECS} seconds, got {snapshot_interval}"
-                )
-            })?;
+        let (clock, start) = clock_and_start(&self, &file)?;
+        let (snapshot_every, snapshot_interval_secs) = snapshots(&self, &file)?;
         let history_window_bits = history_window_bits(self.history_window.or(file.history_window))?;
         let projection_batch = projection_batch(self.projection_batch.or(file.projection_batch))?;
         let rate_limit = self.rate_limit.or(file.rate_limit).unwrap_or(100);
@@ -540,67 +536,18 @@ impl ServeArgs {
             .max_nonces_per_key
             .or(file.max_nonces_per_key)
             .unwrap_or(DEFAULT_MAX_NONCES_PER_KEY);
-        let defaults = ConnectionLimits::default();
-        let header_read_timeout = self.header_read_timeout.or(file.header_read_timeout);
-        let idle_timeout = self.idle_timeout.or(file.idle_timeout);
-        let connections = ConnectionLimits {
-            header_read_timeout: header_read_timeout
-                .map_or(defaults.header_read_timeout, Duration::from_secs),
-            idle_timeout: idle_timeout.map_or(defaults.idle_timeout, Duration::from_secs),
-            max_connections: self
-                .max_connections
-                .or(file.max_connections)
-                .unwrap_or(defaults.max_connections),
-            max_per_address: self
-                .max_connections_per_address
-                .or(file.max_connections_per_address)
-                .unwrap_or(defaults.max_per_address),
-        };
-        let limits = VenueLimits {
-            max_open_orders: self
-                .max_open_orders
-                .or(file.max_open_orders)
-                .unwrap_or(DEFAULT_MAX_OPEN_ORDERS),
-            max_customers: self
-                .max_customers
-                .or(file.max_customers)
-                .unwrap_or(DEFAULT_MAX_CUSTOMERS),
-        };
-        limits.check()?;
+        let connections = connection_limits(&self, &file);
+        let limits = venue_limits(&self, &file)?;
         let admin_token = self
             .admin_token
-            .or(file.admin_token)
-            .map(|t| check_admin_token(&t, "--admin-token (or PERPSIM_ADMIN_TOKEN)"))
-            .transpose()?;
-        if snapshot_every == 0
-            || rate_limit == 0
-            || rate_burst == 0
-            || max_nonces_per_key == 0
-            || connections.header_read_timeout.is_zero()
-            || connections.idle_timeout.is_zero()
-            || connections.max_connections == 0
-            || connections.max_per_address == 0
-        {
-            return Err(
-                "--snapshot-every, --rate-limit, --rate-burst, --max-nonces-per-key, \
-                        --header-read-timeout, --idle-timeout, --max-connections and \
-                        --max-connections-per-address must be positive"
-                    .into(),
-            );
-        }
-        let journal_readers = match self
-            .journal_readers
             .as_deref()
-            .or(file.journal_readers.as_deref())
-        {
-            None | Some("off") => false,
-            Some("on") => true,
-            Some(other) => {
-                return Err(format!(
-                    "--journal-readers must be on or off, got {other:?}"
-                ));
-            }
-        };
+            .or(file.admin_token.as_deref())
+            .map(|t| check_admin_token(t, "--admin-token (or PERPSIM_ADMIN_TOKEN)"))
+            .transpose()?;
+        let rates = [rate_limit, rate_burst].map(u64::from);
+        let counts = [snapshot_every, rates[0], rates[1], max_nonces_per_key];
+        check_positive(counts, &connections)?;
+        let journal_readers = journal_readers(&self, &file)?;
         Ok(ServeConfig {
             listen: self
                 .listen
@@ -630,6 +577,127 @@ impl ServeArgs {
             limits,
             journal_readers,
         })
+    }
+}
+
+/// The settings that must be positive: snapshot commands, the rate limit and burst, the
+/// nonces a key may hold, and the connection deadlines and bounds.
+fn check_positive(counts: [u64; 4], connections: &ConnectionLimits) -> Result<(), String> {
+    if counts.contains(&0)
+        || connections.header_read_timeout.is_zero()
+        || connections.idle_timeout.is_zero()
+        || connections.max_connections == 0
+        || connections.max_per_address == 0
+    {
+        return Err(
+            "--snapshot-every, --rate-limit, --rate-burst, --max-nonces-per-key, \
+                    --header-read-timeout, --idle-timeout, --max-connections and \
+                    --max-connections-per-address must be positive"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The clock mode and the manual clock's start, if given; a start needs the manual clock.
+fn clock_and_start(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<(Option<ClockMode>, Option<Timestamp>), String> {
+    let clock = args
+        .clock
+        .as_deref()
+        .or(file.clock.as_deref())
+        .map(|text| {
+            ClockMode::parse(text)
+                .ok_or_else(|| format!("--clock must be realtime or manual, got {text:?}"))
+        })
+        .transpose()?;
+    let start = args
+        .start
+        .as_deref()
+        .or(file.start.as_deref())
+        .map(|t| {
+            Timestamp::parse_rfc3339(t)
+                .ok_or_else(|| format!("--start must be an RFC 3339 timestamp, got {t:?}"))
+        })
+        .transpose()?;
+    if start.is_some() && clock != Some(ClockMode::Manual) {
+        return Err("--start sets the manual clock's start; use it with --clock manual".into());
+    }
+    Ok((clock, start))
+}
+
+/// Commands between snapshots (100 000 unless set) and the seconds of simulation time
+/// between them (3 600 unless set, 1 to [`MAX_SNAPSHOT_INTERVAL_SECS`]).
+fn snapshots(args: &ServeArgs, file: &FileConfig) -> Result<(u64, i64), String> {
+    let snapshot_every = args
+        .snapshot_every
+        .or(file.snapshot_every)
+        .unwrap_or(100_000);
+    let snapshot_interval = args
+        .snapshot_interval
+        .or(file.snapshot_interval)
+        .unwrap_or(3_600);
+    let snapshot_interval_secs = i64::try_from(snapshot_interval)
+        .ok()
+        .filter(|s| (1..=MAX_SNAPSHOT_INTERVAL_SECS).contains(s))
+        .ok_or_else(|| {
+            format!(
+                "--snapshot-interval must be 1 to {MAX_SNAPSHOT_INTERVAL_SECS} seconds, got {snapshot_interval}"
+            )
+        })?;
+    Ok((snapshot_every, snapshot_interval_secs))
+}
+
+/// The connection bounds and deadlines: flags over the file over the defaults.
+fn connection_limits(args: &ServeArgs, file: &FileConfig) -> ConnectionLimits {
+    let defaults = ConnectionLimits::default();
+    let header_read_timeout = args.header_read_timeout.or(file.header_read_timeout);
+    let idle_timeout = args.idle_timeout.or(file.idle_timeout);
+    ConnectionLimits {
+        header_read_timeout: header_read_timeout
+            .map_or(defaults.header_read_timeout, Duration::from_secs),
+        idle_timeout: idle_timeout.map_or(defaults.idle_timeout, Duration::from_secs),
+        max_connections: args
+            .max_connections
+            .or(file.max_connections)
+            .unwrap_or(defaults.max_connections),
+        max_per_address: args
+            .max_connections_per_address
+            .or(file.max_connections_per_address)
+            .unwrap_or(defaults.max_per_address),
+    }
+}
+
+/// D4's bounds on what a key can make the venue hold, checked.
+fn venue_limits(args: &ServeArgs, file: &FileConfig) -> Result<VenueLimits, String> {
+    let limits = VenueLimits {
+        max_open_orders: args
+            .max_open_orders
+            .or(file.max_open_orders)
+            .unwrap_or(DEFAULT_MAX_OPEN_ORDERS),
+        max_customers: args
+            .max_customers
+            .or(file.max_customers)
+            .unwrap_or(DEFAULT_MAX_CUSTOMERS),
+    };
+    limits.check()?;
+    Ok(limits)
+}
+
+/// Whether replays may read the journal while the server writes it (off unless set).
+fn journal_readers(args: &ServeArgs, file: &FileConfig) -> Result<bool, String> {
+    match args
+        .journal_readers
+        .as_deref()
+        .or(file.journal_readers.as_deref())
+    {
+        None | Some("off") => Ok(false),
+        Some("on") => Ok(true),
+        Some(other) => Err(format!(
+            "--journal-readers must be on or off, got {other:?}"
+        )),
     }
 }
 

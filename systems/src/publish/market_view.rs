@@ -209,6 +209,20 @@ pub fn publish_trading(
             fills: Vector::new(),
         });
     }
+    publish_orders(t, exchange, &orders);
+    publish_positions(t, exchange, &index, &positions);
+    publish_tape(t, exchange);
+    for (i, m) in exchange.markets.iter().enumerate() {
+        let v = &mut t.markets[i];
+        v.last_price = m.last_price;
+        v.best_bid = m.book.best_bid().map(|(p, _)| m.price(p));
+        v.best_ask = m.book.best_ask().map(|(p, _)| m.price(p));
+        v.open_interest = m.open_interest;
+    }
+}
+
+/// The live orders the run changed, their references and each customer's open list.
+fn publish_orders(t: &mut TradingView, exchange: &mut Exchange, orders: &OrderRecords) {
     if std::mem::take(&mut exchange.dirty.rebuild_orders) {
         t.orders = OrdMap::new();
         t.refs = OrdMap::new();
@@ -241,6 +255,15 @@ pub fn publish_trading(
             forget_ref(&mut t.refs, o, id);
         }
     }
+}
+
+/// The open positions the run changed or closed.
+fn publish_positions(
+    t: &mut TradingView,
+    exchange: &mut Exchange,
+    index: &PositionIndex,
+    positions: &Query<&Position>,
+) {
     if std::mem::take(&mut exchange.dirty.rebuild_positions) {
         t.positions = OrdMap::new();
         t.position_codes = OrdMap::new();
@@ -267,13 +290,5 @@ pub fn publish_trading(
                 }
             }
         }
-    }
-    publish_tape(t, exchange);
-    for (i, m) in exchange.markets.iter().enumerate() {
-        let v = &mut t.markets[i];
-        v.last_price = m.last_price;
-        v.best_bid = m.book.best_bid().map(|(p, _)| m.price(p));
-        v.best_ask = m.book.best_ask().map(|(p, _)| m.price(p));
-        v.open_interest = m.open_interest;
     }
 }

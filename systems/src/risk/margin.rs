@@ -71,6 +71,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bevy_ecs::lifecycle::HookContext;
 use bevy_ecs::prelude::{Commands, Component, Entity, Query, Res, ResMut, Resource, Without};
+use bevy_ecs::system::SystemParam;
 use bevy_ecs::world::DeferredWorld;
 use perpsim_core::Decimal;
 use perpsim_core::fixed;
@@ -385,6 +386,24 @@ impl MarginBook {
     }
 
     /// The slot of a (customer, currency), opened with its account when new.
+    /// Whether this pass judges, and whether it opens every slot first (the first run after
+    /// a restore); `None` in the restore's own run, which judges nothing but leaves every
+    /// slot it opens next to be funded afresh.
+    fn begin_pass(&mut self, written: &mut Vec<Entity>) -> Option<bool> {
+        match self.rebuild {
+            Rebuild::Done => Some(false),
+            Rebuild::Deferred => {
+                self.rebuild = Rebuild::Due;
+                written.clear(); // the next pass funds every slot it opens
+                None
+            }
+            Rebuild::Due => {
+                self.rebuild = Rebuild::Done;
+                Some(true)
+            }
+        }
+    }
+
     fn open(
         &mut self,
         (customer, asset): (CustomerCode, Asset),
@@ -760,107 +779,184 @@ fn width(mut budget: i128, mut slope: i128) -> Decimal {
     Decimal::from_i128_with_scale(whole * unit + rest * unit / slope, WIDTH_DECIMALS)
 }
 
+/// What a judgment values with: the markets, their marks and the positions.
+#[derive(SystemParam)]
+pub struct Valuing<'w, 's> {
+    exchange: Res<'w, Exchange>,
+    instruments: Query<
+        'w,
+        's,
+        (
+            &'static MarketSlot,
+            &'static InstrumentState,
+            &'static Instrument,
+        ),
+    >,
+    held: Res<'w, PositionIndex>,
+    positions: Query<'w, 's, (&'static Position, &'static ValuationBasis)>,
+}
+
+impl Valuing<'_, '_> {
+    /// Each market's mark, by market id.
+    fn marks(&self) -> Vec<Mark> {
+        let mut marks = vec![Mark::new(Decimal::ZERO, 0); self.exchange.markets.len()];
+        for (slot, state, instrument) in &self.instruments {
+            marks[slot.0 as usize] = Mark::new(state.mark_price, instrument.0.tick_size.scale());
+        }
+        marks
+    }
+}
+
+/// Where the pass learns which slots to open, fund and judge: the accounts and their
+/// balances, the customers, the positions new to it and those the run moved.
+#[derive(SystemParam)]
+pub struct SlotSources<'w, 's> {
+    index: Res<'w, AccountIndex>,
+    registry: Res<'w, Registry>,
+    customers: Query<'w, 's, &'static Customer>,
+    balances: Query<'w, 's, &'static Balance>,
+    funded: Query<'w, 's, (&'static Collateral, &'static Balance)>,
+    written: ResMut<'w, WrittenBalances>,
+    fresh: Query<'w, 's, (Entity, &'static Position, &'static MarginRate), Without<Holder>>,
+    holders: Query<'w, 's, (&'static Holder, &'static MarginRate)>,
+    moved: Res<'w, MovedPositions>,
+    commands: Commands<'w, 's>,
+}
+
+impl SlotSources<'_, '_> {
+    /// Every slot to judge this pass opened, rated and funded: the moved positions' rates
+    /// (a rate changes only with its position written, a re-lock), after a restore every
+    /// account `MarginStates` holds outside normal and every slot, the positions new to the
+    /// pass, and the collateral of the accounts written since the last.
+    fn prepare(
+        &mut self,
+        book: &mut MarginBook,
+        states: &MarginStates,
+        reopen: bool,
+        exchange: &Exchange,
+    ) {
+        let Self {
+            index,
+            registry,
+            customers,
+            balances,
+            funded,
+            written,
+            fresh,
+            holders,
+            moved,
+            commands,
+        } = self;
+        // The slot of `key`, opened (and funded) if it has none; touched to be judged.
+        let open = |book: &mut MarginBook, commands: &mut Commands, key, broker| {
+            let (slot, opened) = book.open(key, broker, states, index);
+            if let Some(account) = opened {
+                let balance = balances.get(account).expect("indexed accounts are live");
+                book.fund(slot, balance);
+                commands.entity(account).insert(Collateral(slot));
+            }
+            book.touch(slot);
+            slot
+        };
+        for &entity in &moved.list {
+            if let Ok((&Holder(slot), rate)) = holders.get(entity) {
+                book.set_rate(slot, *rate);
+                book.touch(slot);
+            }
+        }
+        if reopen {
+            for &(customer, asset) in states.0.keys() {
+                let entity = registry.customers[&customer];
+                let broker = customers.get(entity).expect("customers never go").broker;
+                open(book, commands, (customer, asset), broker);
+            }
+            for slot in 0..book.sums.len() {
+                book.touch(slot as u32);
+            }
+        }
+        for (entity, p, rate) in fresh.iter() {
+            let asset = exchange.markets[p.market as usize].spec.settlement;
+            let slot = open(book, commands, (p.customer, asset), p.broker);
+            commands.entity(entity).insert(Holder(slot));
+            book.hold(slot, p.market, entity);
+            book.set_rate(slot, *rate);
+        }
+        fund_written(book, funded, &mut written.0);
+    }
+}
+
+/// What the pass decides: the states, their records and the accounts to liquidate.
+#[derive(SystemParam)]
+pub struct MarginOutcome<'w> {
+    states: ResMut<'w, MarginStates>,
+    log: ResMut<'w, RiskLog>,
+    liquidating: ResMut<'w, Liquidating>,
+}
+
 /// MarginSystems, first: the margin state of every (customer, currency) whose positions,
 /// balance or rate changed, or whose safe box a mark move left.
-#[allow(clippy::too_many_arguments)] // one pass: positions, balances, the states and records
 pub fn assess_margin(
     clock: Res<SimClock>,
-    exchange: Res<Exchange>,
-    accounts: (Res<AccountIndex>, Res<Registry>, Query<&Customer>),
-    (held, auditing): (Res<PositionIndex>, Res<Auditing>),
-    instruments: Query<(&MarketSlot, &InstrumentState, &Instrument)>,
-    (balances, funded, mut written): (
-        Query<&Balance>,
-        Query<(&Collateral, &Balance)>,
-        ResMut<WrittenBalances>,
-    ),
-    fresh: Query<(Entity, &Position, &MarginRate), Without<Holder>>,
-    holders: Query<(&Holder, &MarginRate)>,
-    moved: Res<MovedPositions>,
-    positions: Query<(&'static Position, &'static ValuationBasis)>,
+    auditing: Res<Auditing>,
+    valuing: Valuing,
+    mut sources: SlotSources,
     mut book: ResMut<MarginBook>,
-    outcome: (ResMut<MarginStates>, ResMut<RiskLog>, ResMut<Liquidating>),
-    mut commands: Commands,
+    mut outcome: MarginOutcome,
 ) {
-    let (mut states, mut log, mut liquidating) = outcome;
-    let (index, registry, customers) = accounts;
     let book = &mut *book;
     book.frozen = None;
-    let mut reopen = false;
-    match book.rebuild {
-        Rebuild::Done => {}
-        Rebuild::Deferred => {
-            book.rebuild = Rebuild::Due;
-            written.0.clear(); // the next pass funds every slot it opens
-            return;
-        }
-        Rebuild::Due => (book.rebuild, reopen) = (Rebuild::Done, true),
-    }
-    let mut marks = vec![Mark::new(Decimal::ZERO, 0); exchange.markets.len()];
-    for (slot, state, instrument) in &instruments {
-        marks[slot.0 as usize] = Mark::new(state.mark_price, instrument.0.tick_size.scale());
-    }
+    let Some(reopen) = book.begin_pass(&mut sources.written.0) else {
+        return;
+    };
+    let marks = valuing.marks();
     book.crossed(&marks);
     book.marks = marks;
-    // A rate changes only with its position written (a re-lock), so the moved carry it.
-    for &entity in &moved.list {
-        if let Ok((&Holder(slot), rate)) = holders.get(entity) {
-            book.set_rate(slot, *rate);
-            book.touch(slot);
-        }
-    }
-    let open = |book: &mut MarginBook, commands: &mut Commands, key, broker| {
-        let (slot, opened) = book.open(key, broker, &states, &index);
-        if let Some(account) = opened {
-            let balance = balances.get(account).expect("indexed accounts are live");
-            book.fund(slot, balance);
-            commands.entity(account).insert(Collateral(slot));
-        }
-        book.touch(slot);
-        slot
-    };
-    if reopen {
-        for &(customer, asset) in states.0.keys() {
-            let entity = registry.customers[&customer];
-            let broker = customers.get(entity).expect("customers never go").broker;
-            open(book, &mut commands, (customer, asset), broker);
-        }
-        for slot in 0..book.sums.len() {
-            book.touch(slot as u32);
-        }
-    }
-    for (entity, p, rate) in &fresh {
-        let asset = exchange.markets[p.market as usize].spec.settlement;
-        let slot = open(book, &mut commands, (p.customer, asset), p.broker);
-        commands.entity(entity).insert(Holder(slot));
-        book.hold(slot, p.market, entity);
-        book.set_rate(slot, *rate);
-    }
-    fund_written(book, &funded, &mut written.0);
+    sources.prepare(book, &outcome.states, reopen, &valuing.exchange);
     let marks = std::mem::take(&mut book.marks);
-    let position = |e| positions.get(e).expect("indexed positions are live");
+    let position = |e| {
+        valuing
+            .positions
+            .get(e)
+            .expect("indexed positions are live")
+    };
     let valuer = Valuer {
-        exchange: &exchange,
-        held: &held,
+        exchange: &valuing.exchange,
+        held: &valuing.held,
         position: &position,
         marks: &marks,
     };
     let changed = book.judge_dirty(&valuer);
     if auditing.0 {
-        book.passes += 1;
-        let every =
-            book.sums.len() <= RESCAN_ALWAYS_UP_TO || book.passes.is_multiple_of(RESCAN_EVERY);
-        if every {
-            check_against_rescan(book, &valuer);
-            check_collateral(book, &funded);
-        }
+        audit_pass(book, &valuer, &sources.funded);
     }
-    let outcome = (&mut *states, &mut *log, &mut *liquidating);
-    record(book, changed, &clock, &balances, outcome);
+    let MarginOutcome {
+        states,
+        log,
+        liquidating,
+    } = &mut outcome;
+    record(
+        book,
+        changed,
+        &clock,
+        &sources.balances,
+        (states, log, liquidating),
+    );
     if !liquidating.0.is_empty() {
         book.freeze(&valuer);
     }
     book.marks = marks;
+}
+
+/// While the engine audits: every pass up to [`RESCAN_ALWAYS_UP_TO`] slots, every
+/// [`RESCAN_EVERY`]th past that, the judgments against a full rescan and the slots'
+/// collateral against the accounts.
+fn audit_pass(book: &mut MarginBook, valuer: &Valuer, funded: &Query<(&Collateral, &Balance)>) {
+    book.passes += 1;
+    let every = book.sums.len() <= RESCAN_ALWAYS_UP_TO || book.passes.is_multiple_of(RESCAN_EVERY);
+    if every {
+        check_against_rescan(book, valuer);
+        check_collateral(book, funded);
+    }
 }
 
 /// The collateral of every slot whose account was written since the last pass, once each,

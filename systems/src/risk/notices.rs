@@ -149,16 +149,7 @@ pub fn check_depreciation(
         return;
     }
     let now = clock.now;
-    // Per market: its mark, in fixed point where it fits, converted once for all its
-    // positions, and when it was set.
-    let mut marks: Vec<CheckMark> = instruments
-        .iter()
-        .map(|(m, s)| {
-            let mark = s.mark_price;
-            (m.0, (mark, fixed::from_decimal(mark)), s.price_time)
-        })
-        .collect();
-    marks.sort_unstable_by_key(|m| m.0);
+    let marks = check_marks(&instruments);
     let reached: Vec<PositionKey> = marks
         .iter()
         .flat_map(|&(m, (mark, _), _)| triggers.reached(m, mark))
@@ -197,9 +188,32 @@ pub fn check_depreciation(
             threshold_pct: u32::from(level) * 10,
         });
     }
-    // Codes are drawn in key order, whatever order the index gave.
-    due_notices.sort_unstable_by_key(|n| (n.customer, n.market));
-    for mut n in due_notices {
+    record_notices(due_notices, &mut notifications, &mut rng);
+}
+
+/// Per market: its mark, in fixed point where it fits, converted once for all its
+/// positions, and when it was set; by market id.
+fn check_marks(instruments: &Query<(&MarketSlot, &InstrumentState)>) -> Vec<CheckMark> {
+    let mut marks: Vec<CheckMark> = instruments
+        .iter()
+        .map(|(m, s)| {
+            let mark = s.mark_price;
+            (m.0, (mark, fixed::from_decimal(mark)), s.price_time)
+        })
+        .collect();
+    marks.sort_unstable_by_key(|m| m.0);
+    marks
+}
+
+/// The check's notices into the log, numbered and coded in key order, whatever order the
+/// index gave them in.
+fn record_notices(
+    mut due: Vec<Notification>,
+    notifications: &mut Notifications,
+    rng: &mut EngineRng,
+) {
+    due.sort_unstable_by_key(|n| (n.customer, n.market));
+    for mut n in due {
         n.seq = NoticeSeq(notifications.0.len() as u64);
         n.code = NotificationCode(rng.0.uuid());
         notifications.0.push(n);

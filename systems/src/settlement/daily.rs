@@ -10,34 +10,26 @@ use bevy_ecs::prelude::{Entity, Local, Query, Res, ResMut};
 use perpsim_core::Decimal;
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 
-use crate::clock::SimClock;
-use crate::money::ledger::{Books, CustomerSide, Ledger};
-use crate::money::store::Accounts;
+use crate::money::ledger::CustomerSide;
 use crate::positions::{KeyOrder, MarginRate, MovedPositions, PositionIndex};
 use crate::records::money::{AccountId, MovementKind, PeriodicInfo};
 use crate::records::position::{Position, unrealised_pnl};
 use crate::records::venue::MarketId;
-use crate::rng::EngineRng;
 use crate::trading::exchange::Exchange;
 
-use super::Marks;
+use super::{Marks, PeriodicBooking};
 
 /// MarkToMarketSystems, at midnight, before the valuation (which then values every settled
 /// position at zero unrealised PnL).
-#[allow(clippy::too_many_arguments)] // one pass: positions, prices, the ledger
 pub fn settle_daily(
-    clock: Res<SimClock>,
+    mut booking: PeriodicBooking,
     (index, mut moved): (Res<PositionIndex>, ResMut<MovedPositions>),
     marks: Marks,
     mut positions: Query<(Entity, &mut Position, &MarginRate)>,
     mut exchange: ResMut<Exchange>,
-    mut ledger: ResMut<Ledger>,
-    mut accounts: Accounts,
-    mut rng: ResMut<EngineRng>,
     mut held: Local<KeyOrder<Held>>,
-    mut found: Local<Vec<Option<Entity>>>,
 ) {
-    let now = clock.now;
+    let now = booking.now();
     let marks = marks.by_market();
     // One description per market, shared by its rows.
     let infos: Vec<Arc<PeriodicInfo>> = marks
@@ -50,38 +42,25 @@ pub fn settle_daily(
             })
         })
         .collect();
-    let mut batch = ledger.open_clearing_batch(index.0.len());
     let held = &mut *held;
     held.read(
         &index,
         positions.iter().map(|(e, p, rate)| (e, Held::of(p, rate))),
     );
     let account = |row: &Held| AccountId::customer(row.customer, marks[row.market as usize].2);
-    accounts.find_in_order(held.rows.iter().map(account), &mut found);
-    for (row, &entity) in held.rows.iter().zip(found.iter()) {
+    booking.book_all(&held.rows, account, |row| {
         let (mark, _, asset) = &marks[row.market as usize];
-        let Some(margin) =
-            settled_margin(row.size, row.entry_price, row.margin, *mark, row.initial)
-        else {
-            continue;
-        };
-        let mut books = Books {
-            accounts: &mut accounts.knowing(account(row), entity),
-            rng: &mut rng.0,
-            now,
-        };
-        let booking = CustomerSide {
+        let margin = settled_margin(row.size, row.entry_price, row.margin, *mark, row.initial)?;
+        exchange.dirty.positions.push((row.customer, row.market));
+        let side = CustomerSide {
             customer: (row.customer, row.broker),
             asset: *asset,
             kind: MovementKind::Settlement,
             amount: unrealised_pnl(row.size, row.entry_price, *mark),
             locked_delta: margin - row.margin,
         };
-        ledger.book_periodic(&mut books, booking, &infos[row.market as usize], &mut batch);
-        exchange.dirty.positions.push((row.customer, row.market));
-    }
-    ledger.close_clearing_batch(&mut accounts, batch, now);
-    accounts.flush();
+        Some((side, &infos[row.market as usize]))
+    });
     // Written back after the bookings, in the positions' own order: judged again from each
     // position's own figures, which is cheaper than finding each settled one by its entity.
     for (entity, mut p, rate) in &mut positions {

@@ -16,11 +16,9 @@ use perpsim_core::time::{HOUR_MS, Timestamp};
 use perpsim_core::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
-use super::Marks;
-use crate::clock::SimClock;
+use super::{Marks, PeriodicBooking};
 use crate::command::{CommandResult, Outcome};
-use crate::money::ledger::{Books, CustomerSide, Ledger};
-use crate::money::store::Accounts;
+use crate::money::ledger::CustomerSide;
 use crate::positions::{KeyOrder, PositionIndex};
 use crate::records::funding::{
     FundingRecord, FundingView, MAX_RATE_DECIMALS, RATE_CLAMP, RATE_DECIMALS,
@@ -30,7 +28,6 @@ use crate::records::log::{LogDigest, ProjectedLog};
 use crate::records::money::{AccountId, MovementKind, PeriodicInfo};
 use crate::records::position::Position;
 use crate::records::venue::{MarketId, MarketSlot};
-use crate::rng::EngineRng;
 use crate::trading::exchange::Exchange;
 
 /// Decimals a premium sample keeps.
@@ -147,20 +144,15 @@ impl FundingState {
 }
 
 /// FundingSystems, on the hour: every market with a preliminary rate settles it.
-#[allow(clippy::too_many_arguments)] // one pass: positions, prices, the ledger
 pub fn settle_funding(
-    clock: Res<SimClock>,
+    mut booking: PeriodicBooking,
     index: Res<PositionIndex>,
     marks: Marks,
     positions: Query<(Entity, &Position)>,
     mut state: ResMut<FundingState>,
-    mut ledger: ResMut<Ledger>,
-    mut accounts: Accounts,
-    mut rng: ResMut<EngineRng>,
     mut payers: Local<KeyOrder<Payer>>,
-    mut found: Local<Vec<Option<Entity>>>,
 ) {
-    let now = clock.now;
+    let now = booking.now();
     let marks = marks.by_market();
     let rates: Vec<Option<Decimal>> = state.intervals.iter().map(Interval::preliminary).collect();
     let infos: Vec<Option<Arc<PeriodicInfo>>> = rates
@@ -176,37 +168,27 @@ pub fn settle_funding(
             })
         })
         .collect();
-    let mut batch = ledger.open_clearing_batch(index.0.len());
     payers.read(
         &index,
         positions.iter().map(|(entity, p)| (entity, Payer::of(p))),
     );
     let account = |p: &Payer| AccountId::customer(p.customer, marks[p.market as usize].2);
-    accounts.find_in_order(payers.rows.iter().map(account), &mut found);
-    for (p, &entity) in payers.rows.iter().zip(found.iter()) {
-        let market = p.market;
-        let (Some(rate), Some(info)) = (rates[market as usize], &infos[market as usize]) else {
-            continue;
+    booking.book_all(&payers.rows, account, |p| {
+        let market = p.market as usize;
+        let (Some(rate), Some(info)) = (rates[market], &infos[market]) else {
+            return None;
         };
-        let (mark, _, asset) = &marks[market as usize];
+        let (mark, _, asset) = &marks[market];
         // Longs pay when the rate is positive: the customer's side of it is −size × mark × rate.
-        let amount = round_ledger_product(&[-p.size, *mark, rate]);
-        let mut books = Books {
-            accounts: &mut accounts.knowing(account(p), entity),
-            rng: &mut rng.0,
-            now,
-        };
         let row = CustomerSide {
             customer: (p.customer, p.broker),
             asset: *asset,
             kind: MovementKind::Funding,
-            amount,
+            amount: round_ledger_product(&[-p.size, *mark, rate]),
             locked_delta: Decimal::ZERO,
         };
-        ledger.book_periodic(&mut books, row, info, &mut batch);
-    }
-    ledger.close_clearing_batch(&mut accounts, batch, now);
-    accounts.flush();
+        Some((row, info))
+    });
     for (market, rate) in rates.into_iter().enumerate() {
         if let Some(rate) = rate {
             let record = FundingRecord {

@@ -19,14 +19,18 @@
 
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{IntoScheduleConfigs, Query, Schedule, World};
+use bevy_ecs::prelude::{Entity, IntoScheduleConfigs, Local, Query, Res, ResMut, Schedule, World};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::Decimal;
 use perpsim_core::instrument::Asset;
 
-use crate::clock::due;
+use crate::clock::{SimClock, due};
+use crate::money::ledger::{Books, CustomerSide, Ledger};
+use crate::money::store::Accounts;
 use crate::records::clock::ScheduledEvent;
+use crate::records::money::{AccountId, PeriodicInfo};
 use crate::records::venue::{Instrument, InstrumentState, MarketSlot};
+use crate::rng::EngineRng;
 
 use crate::sets::{FundingSystems, Settlement};
 
@@ -85,5 +89,52 @@ impl Marks<'_, '_> {
             .collect();
         marks.sort_unstable_by_key(|(market, _)| *market);
         marks.into_iter().map(|(_, m)| m).collect()
+    }
+}
+
+/// What a periodic pass books with: the instant, the ledger, the accounts (found by one walk
+/// of their index in the rows' key order) and the generator its rows' codes are drawn from.
+#[derive(SystemParam)]
+pub struct PeriodicBooking<'w, 's> {
+    clock: Res<'w, SimClock>,
+    ledger: ResMut<'w, Ledger>,
+    accounts: Accounts<'w, 's>,
+    rng: ResMut<'w, EngineRng>,
+    /// Each row's account entity, kept between passes (a million at the bound).
+    found: Local<'s, Vec<Option<Entity>>>,
+}
+
+impl PeriodicBooking<'_, '_> {
+    pub fn now(&self) -> perpsim_core::time::Timestamp {
+        self.clock.now
+    }
+
+    /// Books the row `booking` makes of each of `rows` (in key order) that owes one, with its
+    /// market's description, against the clearing account in one batch posted at the end.
+    pub fn book_all<'i, R>(
+        &mut self,
+        rows: &[R],
+        account: impl Fn(&R) -> AccountId,
+        mut booking: impl FnMut(&R) -> Option<(CustomerSide, &'i Arc<PeriodicInfo>)>,
+    ) {
+        let now = self.clock.now;
+        let mut batch = self.ledger.open_clearing_batch(rows.len());
+        self.accounts
+            .find_in_order(rows.iter().map(&account), &mut self.found);
+        for (row, &entity) in rows.iter().zip(self.found.iter()) {
+            let Some((side, info)) = booking(row) else {
+                continue;
+            };
+            let mut books = Books {
+                accounts: &mut self.accounts.knowing(account(row), entity),
+                rng: &mut self.rng.0,
+                now,
+            };
+            self.ledger
+                .book_periodic(&mut books, side, info, &mut batch);
+        }
+        self.ledger
+            .close_clearing_batch(&mut self.accounts, batch, now);
+        self.accounts.flush();
     }
 }

@@ -186,6 +186,39 @@ pub struct SideQuotes {
 }
 
 impl SideQuotes {
+    /// What the side quotes after a re-quote: the orders `kept` that are still live, in
+    /// `ids` and their levels; the ladder when every wanted level holds one, and whether
+    /// each of the orders read holds the whole quote `size`.
+    fn record(
+        &mut self,
+        desk: &Desk,
+        (ids, kept): (&mut Vec<OrderId>, &mut Vec<Kept>),
+        wanted: Ladder,
+        size: Decimal,
+    ) {
+        let mut full = true;
+        kept.retain(|&Kept { id, read, .. }| {
+            if !read {
+                return true;
+            }
+            match desk.live_order(id) {
+                Some(o) => {
+                    full &= o.remaining() == size;
+                    true
+                }
+                None => false,
+            }
+        });
+        ids.clear();
+        self.levels.clear();
+        for k in kept.iter() {
+            ids.push(k.id);
+            self.levels.push(k.steps);
+        }
+        self.ladder = (ids.len() == wanted.len).then_some(wanted);
+        self.full = full;
+    }
+
     /// The quotes' prices in grid steps, read from the orders when not known (after a
     /// restore). A price off the grid (it cannot be: the maker places on it) reads as no
     /// level at all.
@@ -389,26 +422,6 @@ fn requote(
             kept.push(Kept::moved(id, steps));
         }
     }
-    let mut full = true;
-    kept.retain(|&Kept { id, read, .. }| {
-        if !read {
-            return true;
-        }
-        match desk.live_order(id) {
-            Some(o) => {
-                full &= o.remaining() == sim.size;
-                true
-            }
-            None => false,
-        }
-    });
-    ids.clear();
-    side.levels.clear();
-    for k in kept.iter() {
-        ids.push(k.id);
-        side.levels.push(k.steps);
-    }
-    side.ladder = (ids.len() == wanted.len).then_some(wanted);
-    side.full = full;
+    side.record(desk, (ids, kept), wanted, sim.size);
     side.seen = Some(desk.maker_changes(market, order_side));
 }

@@ -12,9 +12,12 @@
 //! margin (`|size| × entry × initial margin` for positions, a per-lot reserve for resting
 //! orders).
 
+use std::sync::Arc;
+
 use perpsim_core::Decimal;
 use perpsim_core::decimal::round_ledger;
 use perpsim_core::ids::{BrokerCode, CustomerCode, FillCode, PositionCode, TradeCode};
+use perpsim_core::instrument::Asset;
 use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
@@ -114,49 +117,36 @@ struct Moved {
     before: Decimal,
 }
 
+/// A side's move: `q` (signed) at `price` in `market`, at an instant.
+#[derive(Clone, Copy)]
+struct Shift {
+    market: MarketId,
+    q: Decimal,
+    price: Decimal,
+    now: Timestamp,
+}
+
 /// Moves one side's net position by `q` (signed) at `price` (D6), with one index lookup: a
 /// new code on open, reopen or flip (the old one is reported closed), the entity despawned
 /// when it closes.
-#[allow(clippy::too_many_arguments)]
 fn move_position(
     exchange: &mut Exchange,
     positions: &mut OpenPositions,
     rng: &mut SimRng,
     s: &FillSide,
-    market: MarketId,
-    q: Decimal,
-    price: Decimal,
-    now: Timestamp,
+    shift: Shift,
 ) -> Moved {
+    let Shift {
+        market,
+        q,
+        price,
+        now,
+    } = shift;
     let key = (s.customer, market);
     let dirty = &mut exchange.dirty;
     dirty.positions.push(key);
-    let margin_of = |c: &PositionChange| locked_margin(c.size, c.entry_price, s.rate.initial);
     let Some((p, rate)) = positions.get_mut(key) else {
-        let change = position_change(None, q, price);
-        let margin = margin_of(&change);
-        let code = PositionCode(rng.uuid());
-        let position = Position {
-            code,
-            customer: s.customer,
-            broker: s.broker,
-            market,
-            size: change.size,
-            entry_price: change.entry_price,
-            avg_fill_price: change.avg_fill_price,
-            margin,
-            created_at: now,
-            updated_at: now,
-            noticed: 0,
-        };
-        positions.open(key, position, s.rate);
-        return Moved {
-            change,
-            code,
-            margin,
-            old_margin: Decimal::ZERO,
-            before: Decimal::ZERO,
-        };
+        return open_position(positions, rng, s, shift);
     };
     assert_eq!(
         *rate, s.rate,
@@ -164,17 +154,18 @@ fn move_position(
     );
     let change = position_change(Some(p), q, price);
     let (before, old_margin) = (p.size, p.margin);
-    let margin = margin_of(&change);
+    let margin = locked_margin(change.size, change.entry_price, s.rate.initial);
+    let mut moved = Moved {
+        change,
+        code: p.code,
+        margin,
+        old_margin,
+        before,
+    };
     if change.size.is_zero() {
-        let code = positions.close(key).code;
-        dirty.close(s.customer, market, code);
-        return Moved {
-            change,
-            code,
-            margin,
-            old_margin,
-            before,
-        };
+        moved.code = positions.close(key).code;
+        dirty.close(s.customer, market, moved.code);
+        return moved;
     }
     if change.new_position {
         dirty.close(s.customer, market, p.code);
@@ -189,12 +180,45 @@ fn move_position(
     p.avg_fill_price = change.avg_fill_price;
     p.margin = margin;
     p.updated_at = now;
+    moved.code = p.code;
+    moved
+}
+
+/// Opens a side's position, which it had none of in the market.
+fn open_position(
+    positions: &mut OpenPositions,
+    rng: &mut SimRng,
+    s: &FillSide,
+    Shift {
+        market,
+        q,
+        price,
+        now,
+    }: Shift,
+) -> Moved {
+    let change = position_change(None, q, price);
+    let margin = locked_margin(change.size, change.entry_price, s.rate.initial);
+    let code = PositionCode(rng.uuid());
+    let position = Position {
+        code,
+        customer: s.customer,
+        broker: s.broker,
+        market,
+        size: change.size,
+        entry_price: change.entry_price,
+        avg_fill_price: change.avg_fill_price,
+        margin,
+        created_at: now,
+        updated_at: now,
+        noticed: 0,
+    };
+    positions.open((s.customer, market), position, s.rate);
     Moved {
         change,
-        code: p.code,
+        code,
         margin,
-        old_margin,
-        before,
+        old_margin: Decimal::ZERO,
+        before: Decimal::ZERO,
     }
 }
 
@@ -244,42 +268,111 @@ pub struct FillSide {
     pub liquidity: Liquidity,
 }
 
-/// One execution: `lots` at `price` in a market, at an instant.
+/// One execution: `lots` at `price` in a market (at the instant of its `Books`).
 #[derive(Debug, Clone, Copy)]
 pub struct Execution {
-    pub at: Timestamp,
     pub market: MarketId,
     pub price: Decimal,
     pub lots: Lots,
 }
 
-/// Books one execution between its two sides, the taker first.
-#[allow(clippy::too_many_arguments)]
-pub fn book_fill(
+/// What a fill is: its public record's number, its amount and notional, and what its ledger
+/// rows and trade records name.
+struct Filled {
+    seq: FillSeq,
+    amount: Decimal,
+    notional: Decimal,
+    asset: Asset,
+    symbol: Arc<str>,
+}
+
+/// Books one execution between its two sides, the taker first, into the books' accounts at
+/// their instant.
+pub fn book_fill<A: AccountStore>(
     exchange: &mut Exchange,
     orders: &mut Orders,
     positions: &mut OpenPositions,
     ledger: &mut Ledger,
-    accounts: &mut impl AccountStore,
-    rng: &mut SimRng,
+    books: &mut Books<'_, A>,
     execution: Execution,
     sides: [FillSide; 2],
 ) {
-    let Execution {
-        at: now,
+    let filled = publish_fill(exchange, books.rng, books.now, execution, sides[0].side);
+    let fees = fill_fees(filled.notional, sides[0].fee_bps, sides[1].fee_bps);
+    for (s, fee) in sides.into_iter().zip(fees) {
+        let (reference, release) = match s.order {
+            Some(id) => fill_order(exchange, orders, id, &filled, execution.lots, books.now),
+            None => (None, Decimal::ZERO),
+        };
+        let q = match s.side {
+            Side::Buy => filled.amount,
+            Side::Sell => -filled.amount,
+        };
+        let shift = Shift {
+            market: execution.market,
+            q,
+            price: execution.price,
+            now: books.now,
+        };
+        let moved = move_position(exchange, positions, books.rng, &s, shift);
+        exchange.markets[execution.market as usize].open_interest +=
+            moved.change.size.max(Decimal::ZERO) - moved.before.max(Decimal::ZERO);
+        let trade_code = TradeCode(books.rng.uuid());
+        let movement = ledger.book_trade(
+            books,
+            (s.customer, s.broker),
+            filled.asset,
+            s.kind.movement(),
+            // The position's margin moves, and the reserve of the part that rested gives way.
+            moved.margin - moved.old_margin - release,
+            TradeInfo {
+                realised_pnl: moved.change.realised_pnl,
+                fee,
+                reference_id: reference.clone(),
+                symbol: filled.symbol.clone(),
+                trade_code: Some(trade_code),
+            },
+        );
+        let seq = TradeSeq(exchange.trades.len() as u64);
+        exchange.trades.push(TradeRecord {
+            seq,
+            code: trade_code,
+            fill: filled.seq,
+            customer: s.customer,
+            broker: s.broker,
+            kind: s.kind,
+            market: execution.market,
+            side: s.side,
+            price: execution.price,
+            amount: filled.amount,
+            fee,
+            realised_pnl: moved.change.realised_pnl,
+            reference_id: reference,
+            liquidity: s.liquidity,
+            position_code: moved.code,
+            timestamp: books.now,
+            movement,
+        });
+    }
+}
+
+/// The fill's public record, on the tape and in the fills, and the market's last price.
+fn publish_fill(
+    exchange: &mut Exchange,
+    rng: &mut SimRng,
+    now: Timestamp,
+    Execution {
         market,
         price,
         lots,
-    } = execution;
-    let (amount, asset, symbol) = {
-        let m = &exchange.markets[market as usize];
-        (m.amount(lots), m.spec.settlement, m.symbol.clone())
-    };
-    let notional = amount * price;
-    let taker_side = sides[0].side;
-    let fill = FillSeq(exchange.fills.len() as u64);
+    }: Execution,
+    taker_side: Side,
+) -> Filled {
+    let m = &exchange.markets[market as usize];
+    let (amount, asset, symbol) = (m.amount(lots), m.spec.settlement, m.symbol.clone());
+    let seq = FillSeq(exchange.fills.len() as u64);
     let public = PublicFill {
-        seq: fill,
+        seq,
         code: FillCode(rng.uuid()),
         market,
         price,
@@ -290,71 +383,35 @@ pub fn book_fill(
     exchange.tape.record(&public);
     exchange.fills.push(public);
     exchange.markets[market as usize].last_price = Some(price);
-    let fees = fill_fees(notional, sides[0].fee_bps, sides[1].fee_bps);
-    for (s, fee) in sides.into_iter().zip(fees) {
-        let mut reference = None;
-        let mut release = Decimal::ZERO;
-        if let Some(id) = s.order {
-            let order = orders.get_mut(id);
-            reference = Some(order.reference_id.clone());
-            order.filled_amount += amount;
-            order.filled_quote += notional;
-            order.created = now;
-            // The opening part that rested now fills: its reserve gives way to position margin.
-            let released = order.reserve_lots.min(lots);
-            order.reserve_lots -= released;
-            release = Decimal::from(released) * order.reserve_rate;
-            exchange.mark_order(id);
-        }
-
-        let q = match s.side {
-            Side::Buy => amount,
-            Side::Sell => -amount,
-        };
-        let moved = move_position(exchange, positions, rng, &s, market, q, price, now);
-        exchange.markets[market as usize].open_interest +=
-            moved.change.size.max(Decimal::ZERO) - moved.before.max(Decimal::ZERO);
-        let change = moved.change;
-        let code = moved.code;
-
-        let trade_code = TradeCode(rng.uuid());
-        let mut books = Books { accounts, rng, now };
-        let movement = ledger.book_trade(
-            &mut books,
-            (s.customer, s.broker),
-            asset,
-            s.kind.movement(),
-            // The position's margin moves, and the reserve of the part that rested gives way.
-            moved.margin - moved.old_margin - release,
-            TradeInfo {
-                realised_pnl: change.realised_pnl,
-                fee,
-                reference_id: reference.clone(),
-                symbol: symbol.clone(),
-                trade_code: Some(trade_code),
-            },
-        );
-        let seq = TradeSeq(exchange.trades.len() as u64);
-        exchange.trades.push(TradeRecord {
-            seq,
-            code: trade_code,
-            fill,
-            customer: s.customer,
-            broker: s.broker,
-            kind: s.kind,
-            market,
-            side: s.side,
-            price,
-            amount,
-            fee,
-            realised_pnl: change.realised_pnl,
-            reference_id: reference,
-            liquidity: s.liquidity,
-            position_code: code,
-            timestamp: now,
-            movement,
-        });
+    Filled {
+        seq,
+        amount,
+        notional: amount * price,
+        asset,
+        symbol,
     }
+}
+
+/// An order's side of a fill: its filled figures, and the reserve of its opening part that
+/// rested, which now gives way to position margin. Returns its reference and that reserve.
+fn fill_order(
+    exchange: &mut Exchange,
+    orders: &mut Orders,
+    id: OrderId,
+    filled: &Filled,
+    lots: Lots,
+    now: Timestamp,
+) -> (Option<Arc<str>>, Decimal) {
+    let order = orders.get_mut(id);
+    order.filled_amount += filled.amount;
+    order.filled_quote += filled.notional;
+    order.created = now;
+    let released = order.reserve_lots.min(lots);
+    order.reserve_lots -= released;
+    let release = Decimal::from(released) * order.reserve_rate;
+    let reference = order.reference_id.clone();
+    exchange.mark_order(id);
+    (Some(reference), release)
 }
 
 #[cfg(test)]

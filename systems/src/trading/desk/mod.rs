@@ -27,7 +27,7 @@ use perpsim_core::{Decimal, Error, ErrorCode};
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::Results;
 use crate::command::{Command, Outcome};
-use crate::money::ledger::{AccountStore, Ledger};
+use crate::money::ledger::{AccountStore, Books, Ledger};
 use crate::money::store::Accounts;
 use crate::positions::{MarginRate, OpenPositions};
 use crate::records::clock::ScheduledEvent;
@@ -227,39 +227,7 @@ impl Desk<'_, '_> {
         entry: &OrderEntry,
     ) -> Result<OrderId, Error> {
         let leverage_now = self.customer(code)?.leverage;
-        let market = self
-            .exchange
-            .market_id(symbol)
-            .ok_or_else(|| Error::not_found(format!("symbol {symbol} does not exist")))?;
-        let (status, mark) = {
-            let i = self.instrument(market);
-            (i.status, i.mark_price)
-        };
-        let m = &self.exchange.markets[market as usize];
-        let now = self.clock.now;
-        let reference = Reference {
-            // Before the first trade, triggers are judged against the mark price.
-            last_trade_price: m.last_price.unwrap_or(mark),
-            mark_price: mark,
-            now,
-        };
-        let new = entry::validate(entry, &m.spec, &reference)?;
-        self.check_status(market, status, &new)?;
-        if let Quantity::Cash(cash) = new.quantity() {
-            self.check_cash_buys_a_lot(market, &new, cash, mark)?;
-        }
-        if new.expire_time.is_some() {
-            self.scheduler.room_for_request()?;
-        }
-        if self.orders.open_by_ref(code, &entry.reference_id).is_some() {
-            return Err(Error::new(
-                ErrorCode::DuplicateReferenceId,
-                format!(
-                    "reference_id {} is already used by an open order (rule 11)",
-                    entry.reference_id
-                ),
-            ));
-        }
+        let (market, new, mark) = self.admit(code, symbol, entry)?;
         let leverage = new.leverage.unwrap_or(leverage_now);
         let profile = margin_profile(leverage).expect("validated leverage");
         if leverage != leverage_now {
@@ -272,23 +240,11 @@ impl Desk<'_, '_> {
             Quantity::Amount(a) => (a - reducible).max(Decimal::ZERO) * price,
             Quantity::Cash(c) => (c - reducible * price).max(Decimal::ZERO),
         };
-        let required = opening_notional * profile.initial;
-        let asset = m.spec.settlement;
-        let available = Ledger::available(&self.accounts, code, asset);
-        if required > available {
-            return Err(Error::new(
-                ErrorCode::InsufficientFunds,
-                format!(
-                    "the order needs {} {} of initial margin; {available} is available",
-                    perpsim_core::decimal::round_ledger(required),
-                    asset.as_str()
-                ),
-            ));
-        }
+        self.check_available(code, market, opening_notional * profile.initial)?;
         if leverage != leverage_now {
             self.apply_leverage(code, leverage);
         }
-        let id = self.create(code, market, &entry.reference_id, &new, now);
+        let id = self.create(code, market, &entry.reference_id, &new, self.clock.now);
         if let (
             OrderTerms::Limit {
                 quantity: Quantity::Amount(a),
@@ -313,6 +269,72 @@ impl Desk<'_, '_> {
             self.execute(id);
         }
         Ok(id)
+    }
+
+    /// The entry read by §4.3's rules against the market as it stands, then the stateful
+    /// checks but margin: the instrument's status, a cash order's lot, the timers' room and
+    /// rule 11's open reference. The market, the order and the mark it was judged at.
+    fn admit(
+        &self,
+        code: CustomerCode,
+        symbol: &str,
+        entry: &OrderEntry,
+    ) -> Result<(MarketId, NewOrder, Decimal), Error> {
+        let market = self
+            .exchange
+            .market_id(symbol)
+            .ok_or_else(|| Error::not_found(format!("symbol {symbol} does not exist")))?;
+        let (status, mark) = {
+            let i = self.instrument(market);
+            (i.status, i.mark_price)
+        };
+        let m = &self.exchange.markets[market as usize];
+        let reference = Reference {
+            // Before the first trade, triggers are judged against the mark price.
+            last_trade_price: m.last_price.unwrap_or(mark),
+            mark_price: mark,
+            now: self.clock.now,
+        };
+        let new = entry::validate(entry, &m.spec, &reference)?;
+        self.check_status(market, status, &new)?;
+        if let Quantity::Cash(cash) = new.quantity() {
+            self.check_cash_buys_a_lot(market, &new, cash, mark)?;
+        }
+        if new.expire_time.is_some() {
+            self.scheduler.room_for_request()?;
+        }
+        if self.orders.open_by_ref(code, &entry.reference_id).is_some() {
+            return Err(Error::new(
+                ErrorCode::DuplicateReferenceId,
+                format!(
+                    "reference_id {} is already used by an open order (rule 11)",
+                    entry.reference_id
+                ),
+            ));
+        }
+        Ok((market, new, mark))
+    }
+
+    /// D5: refused unless the customer has `required` available in the market's currency.
+    fn check_available(
+        &self,
+        code: CustomerCode,
+        market: MarketId,
+        required: Decimal,
+    ) -> Result<(), Error> {
+        let asset = self.exchange.markets[market as usize].spec.settlement;
+        let available = Ledger::available(&self.accounts, code, asset);
+        if required > available {
+            return Err(Error::new(
+                ErrorCode::InsufficientFunds,
+                format!(
+                    "the order needs {} {} of initial margin; {available} is available",
+                    perpsim_core::decimal::round_ledger(required),
+                    asset.as_str()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn create(
@@ -464,19 +486,23 @@ impl Desk<'_, '_> {
 
     /// Books one execution of `lots` at `price` between its two sides, the taker first.
     fn book(&mut self, market: MarketId, price: Decimal, lots: Lots, sides: [FillSide; 2]) {
+        let mut books = Books {
+            accounts: &mut self.accounts,
+            rng: &mut self.rng.0,
+            now: self.clock.now,
+        };
+        let execution = Execution {
+            market,
+            price,
+            lots,
+        };
         book_fill(
             &mut self.exchange,
             &mut self.orders,
             &mut self.positions,
             &mut self.ledger,
-            &mut self.accounts,
-            &mut self.rng.0,
-            Execution {
-                at: self.clock.now,
-                market,
-                price,
-                lots,
-            },
+            &mut books,
+            execution,
             sides,
         );
     }
