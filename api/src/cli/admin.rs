@@ -120,13 +120,11 @@ pub enum FaultsCmd {
     Report,
 }
 
-/// The request a subcommand sends: method, path, JSON body (empty for none).
-pub fn request(action: AdminCmd) -> Result<(&'static str, String, String), String> {
-    let url_key = |k: &str| {
-        parse_public_key(k)
-            .map(|k| URL_SAFE_NO_PAD.encode(k.0))
-            .ok_or_else(|| "public key must be standard base64 of 32 bytes".to_owned())
-    };
+/// A request to send: method, path, JSON body (empty for none).
+pub type Request = (&'static str, String, String);
+
+/// The request a subcommand sends.
+pub fn request(action: AdminCmd) -> Result<Request, String> {
     let none = String::new;
     Ok(match action {
         AdminCmd::CreateBroker { name, public_key } => (
@@ -145,11 +143,7 @@ pub fn request(action: AdminCmd) -> Result<(&'static str, String, String), Strin
         AdminCmd::RevokeKey {
             broker_code,
             public_key,
-        } => {
-            let key = url_key(&public_key)?;
-            let path = format!("/admin/v1/brokers/{broker_code}/keys/{key}");
-            ("DELETE", path, none())
-        }
+        } => revoke_request(&broker_code, &public_key)?,
         AdminCmd::Status { symbol, status } => (
             "PUT",
             format!("/admin/v1/instruments/{symbol}/status"),
@@ -159,14 +153,7 @@ pub fn request(action: AdminCmd) -> Result<(&'static str, String, String), Strin
             symbol,
             index_price,
             mark_price,
-        } => {
-            let mut body = json!({"index_price": index_price});
-            if let Some(m) = mark_price {
-                body["mark_price"] = json!(m);
-            }
-            let path = format!("/admin/v1/instruments/{symbol}/price");
-            ("PUT", path, body.to_string())
-        }
+        } => price_request(&symbol, index_price, mark_price),
         AdminCmd::Funding {
             symbol,
             preliminary_rate,
@@ -194,14 +181,7 @@ pub fn request(action: AdminCmd) -> Result<(&'static str, String, String), Strin
             json!({"provisioned": provisioned}).to_string(),
         ),
         AdminCmd::Clock => ("GET", "/admin/v1/clock".into(), none()),
-        AdminCmd::Advance { seconds, to } => {
-            let body = match (seconds, to) {
-                (Some(s), None) => json!({"seconds": s}),
-                (None, Some(t)) => json!({"to": t}),
-                _ => return Err("give exactly one of --seconds and --to".into()),
-            };
-            ("POST", "/admin/v1/clock/advance".into(), body.to_string())
-        }
+        AdminCmd::Advance { seconds, to } => advance_request(seconds, to)?,
         AdminCmd::State => ("GET", "/admin/v1/state".into(), none()),
         AdminCmd::ArchiveJournal { .. } => ("POST", "/admin/v1/journal/archive".into(), none()),
         AdminCmd::Venue => ("GET", "/admin/v1/venue/accounts".into(), none()),
@@ -209,7 +189,36 @@ pub fn request(action: AdminCmd) -> Result<(&'static str, String, String), Strin
     })
 }
 
-fn faults_request(action: FaultsCmd) -> Result<(&'static str, String, String), String> {
+/// `DELETE` of a broker's key, named in the path by its URL-safe base64.
+fn revoke_request(broker_code: &str, public_key: &str) -> Result<Request, String> {
+    let key = parse_public_key(public_key)
+        .map(|k| URL_SAFE_NO_PAD.encode(k.0))
+        .ok_or_else(|| "public key must be standard base64 of 32 bytes".to_owned())?;
+    let path = format!("/admin/v1/brokers/{broker_code}/keys/{key}");
+    Ok(("DELETE", path, String::new()))
+}
+
+/// `PUT` of an instrument's index price, and its mark price when given apart.
+fn price_request(symbol: &str, index_price: String, mark_price: Option<String>) -> Request {
+    let mut body = json!({"index_price": index_price});
+    if let Some(m) = mark_price {
+        body["mark_price"] = json!(m);
+    }
+    let path = format!("/admin/v1/instruments/{symbol}/price");
+    ("PUT", path, body.to_string())
+}
+
+/// An advance of the manual clock by seconds or to a time: exactly one of them.
+fn advance_request(seconds: Option<i64>, to: Option<String>) -> Result<Request, String> {
+    let body = match (seconds, to) {
+        (Some(s), None) => json!({"seconds": s}),
+        (None, Some(t)) => json!({"to": t}),
+        _ => return Err("give exactly one of --seconds and --to".into()),
+    };
+    Ok(("POST", "/admin/v1/clock/advance".into(), body.to_string()))
+}
+
+fn faults_request(action: FaultsCmd) -> Result<Request, String> {
     let path = "/admin/v1/faults".to_owned();
     Ok(match action {
         FaultsCmd::Show => ("GET", path, String::new()),

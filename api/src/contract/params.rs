@@ -117,6 +117,19 @@ fn facets(operation_id: &str, location: &str, name: &str) -> Option<Value> {
 
 /// Merges every parameter's facets into its schema, and the body rules into their fields.
 pub(super) fn constrain(doc: &mut Value) {
+    constrain_parameters(doc);
+    for (field, rule) in body_rules() {
+        // `pointer_mut`, not indexing: indexing a missing key would insert a null (the admin
+        // document has neither schema).
+        let property = doc.pointer_mut(&format!("/components/schemas/{field}"));
+        if let (Some(Value::Object(property)), Value::Object(add)) = (property, rule) {
+            property.extend(add);
+        }
+    }
+}
+
+/// Every parameter's facets, merged into its schema.
+fn constrain_parameters(doc: &mut Value) {
     for op in super::operations_mut(doc) {
         let id = op["operationId"].as_str().unwrap_or_default().to_owned();
         let parameters = op.get_mut("parameters").and_then(Value::as_array_mut);
@@ -134,8 +147,12 @@ pub(super) fn constrain(doc: &mut Value) {
             }
         }
     }
-    // Each rule is merged into the schema at its pointer under components/schemas.
-    let body_rules = [
+}
+
+/// The rules of the request bodies' fields, each merged into the schema at its pointer
+/// under components/schemas.
+fn body_rules() -> [(&'static str, Value); 19] {
+    [
         ("OrderRequest/properties/reference_id", reference_id()),
         // `validate_external_id`: 1 to 64 characters, none a control character (Unicode Cc).
         (
@@ -199,13 +216,5 @@ pub(super) fn constrain(doc: &mut Value) {
             "FeeProfileRequest/properties/taker_fee/oneOf/1",
             fee_number(false),
         ),
-    ];
-    for (field, rule) in body_rules {
-        // `pointer_mut`, not indexing: indexing a missing key would insert a null (the admin
-        // document has neither schema).
-        let property = doc.pointer_mut(&format!("/components/schemas/{field}"));
-        if let (Some(Value::Object(property)), Value::Object(add)) = (property, rule) {
-            property.extend(add);
-        }
-    }
+    ]
 }

@@ -87,7 +87,6 @@ fn extra(operation_id: &str) -> Option<Extra> {
 
 /// (status, description, example body) of every error `operation_id` can answer.
 fn answers(operation_id: &str, extra: Extra) -> Vec<(u16, String, Value)> {
-    let transfers = matches!(operation_id, "createDeposit" | "createWithdrawal");
     let mut out = Vec::new();
     let mut bad = vec!["VALIDATION_ERROR"];
     bad.extend(extra.bad_request);
@@ -146,22 +145,29 @@ fn answers(operation_id: &str, extra: Extra) -> Vec<(u16, String, Value)> {
             json!({"code": "PROFILE_NOT_PROVISIONED", "message": "the margin profile is not yet provisioned at the exchange; retry later"}),
         ));
     }
-    let unavailable = if transfers {
-        "EXCHANGE_ERROR: deposits and withdrawals are temporarily unavailable (nothing was \
-         sent on), or too many connections are open; retry later."
-    } else if operation_id == "createOrder" {
-        "EXCHANGE_ERROR: the exchange is temporarily unavailable (the share of order entries \
-         an operator's fault plan refuses; nothing was placed), or too many connections are \
-         open; retry later."
-    } else {
-        "EXCHANGE_ERROR: too many connections are open; retry later."
-    };
     out.push((
         503,
-        unavailable.into(),
+        unavailable(operation_id).into(),
         json!({"code": "EXCHANGE_ERROR", "message": "too many open connections (--max-connections 4096); retry later"}),
     ));
     out
+}
+
+/// What a 503 of `operation_id` means: besides the connection bound, transfers switched off
+/// or the fault plan's share of order entries.
+fn unavailable(operation_id: &str) -> &'static str {
+    match operation_id {
+        "createDeposit" | "createWithdrawal" => {
+            "EXCHANGE_ERROR: deposits and withdrawals are temporarily unavailable (nothing was \
+             sent on), or too many connections are open; retry later."
+        }
+        "createOrder" => {
+            "EXCHANGE_ERROR: the exchange is temporarily unavailable (the share of order entries \
+             an operator's fault plan refuses; nothing was placed), or too many connections are \
+             open; retry later."
+        }
+        _ => "EXCHANGE_ERROR: too many connections are open; retry later.",
+    }
 }
 
 /// Rewrites each known operation's error responses to exactly its table entry. The schema,

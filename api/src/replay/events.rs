@@ -22,6 +22,35 @@ pub(super) fn plan_event(
 ) -> Result<(), ScenarioError> {
     let v = &e.value;
     let at = ctx.instant(&v.at, ctx.start)?;
+    check_action(ctx, e)?;
+    if let Some(file) = &v.prices {
+        let symbol = v
+            .symbol
+            .as_ref()
+            .ok_or_else(|| ctx.error(e.referenced, "a prices event needs `symbol`"))?;
+        ctx.symbol(symbol)?;
+        let csv = files::resolve(ctx.file, &file.value)
+            .map_err(|m| ctx.error(file.referenced, format!("prices: {m}")))?;
+        inputs.push(csv.clone());
+        return price_path(ctx, &csv, &symbol.value, at, index, steps).map_err(|err| match err {
+            PathError::Open(m) => ctx.error(file.referenced, m),
+            PathError::Row(err) => err,
+        });
+    }
+    let (customer, command) = action(ctx, e)?;
+    room(ctx, steps).map_err(|m| ctx.error(e.referenced, m))?;
+    steps.push(Step {
+        at,
+        event: index,
+        customer,
+        command,
+    });
+    Ok(())
+}
+
+/// An event holds one action, with the siblings that action takes and no other.
+fn check_action(ctx: &Ctx, e: &Spanned<Box<Event>>) -> Result<(), ScenarioError> {
+    let v = &e.value;
     let actions = [
         ("order", v.order.is_some(), Needs::Customer),
         ("cancel", v.cancel.is_some(), Needs::Customer),
@@ -62,28 +91,6 @@ pub(super) fn plan_event(
             return Err(ctx.error(e.referenced, format!("a {name} event takes no `{field}`")));
         }
     }
-    if let Some(file) = &v.prices {
-        let symbol = v
-            .symbol
-            .as_ref()
-            .ok_or_else(|| ctx.error(e.referenced, "a prices event needs `symbol`"))?;
-        ctx.symbol(symbol)?;
-        let csv = files::resolve(ctx.file, &file.value)
-            .map_err(|m| ctx.error(file.referenced, format!("prices: {m}")))?;
-        inputs.push(csv.clone());
-        return price_path(ctx, &csv, &symbol.value, at, index, steps).map_err(|err| match err {
-            PathError::Open(m) => ctx.error(file.referenced, m),
-            PathError::Row(err) => err,
-        });
-    }
-    let (customer, command) = action(ctx, e)?;
-    room(ctx, steps).map_err(|m| ctx.error(e.referenced, m))?;
-    steps.push(Step {
-        at,
-        event: index,
-        customer,
-        command,
-    });
     Ok(())
 }
 
@@ -120,13 +127,7 @@ fn price_path(
     event: usize,
     steps: &mut Timeline,
 ) -> Result<(), PathError> {
-    let file = files::open(path, ctx.limits.max_file_bytes)
-        .map_err(|m| PathError::Open(format!("prices: {}: {m}", path.display())))?;
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(files::Bounded::new(file, ctx.limits));
+    let mut reader = price_reader(ctx, path)?;
     for (i, record) in reader.records().enumerate() {
         let line = i as u64 + 1;
         let fail = |column: u64, m: String| {
@@ -182,6 +183,21 @@ fn price_path(
         });
     }
     Ok(())
+}
+
+/// A price CSV opened within the bounds, its fields trimmed, its rows of any length (each is
+/// checked, naming its line).
+fn price_reader(
+    ctx: &Ctx,
+    path: &Path,
+) -> Result<csv::Reader<files::Bounded<std::fs::File>>, PathError> {
+    let file = files::open(path, ctx.limits.max_file_bytes)
+        .map_err(|m| PathError::Open(format!("prices: {}: {m}", path.display())))?;
+    Ok(csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(files::Bounded::new(file, ctx.limits)))
 }
 
 /// What a price in a CSV must be (as the admin API's price body takes it).

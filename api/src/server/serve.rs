@@ -15,7 +15,7 @@ use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::PublicKey;
 use perpsim_core::instrument::default_instruments;
 use perpsim_core::time::{SECOND_MS, Timestamp};
-use perpsim_storage::{Journal, recover};
+use perpsim_storage::{Journal, UsedNonce, recover};
 use perpsim_systems::{Command, Engine, Genesis};
 
 use crate::pagination::Cursors;
@@ -25,7 +25,7 @@ use crate::signing::secrets;
 use crate::signing::{Authenticator, BEHIND_NS, RateLimit};
 use crate::state::AppState;
 use crate::state::config::{self, ServeConfig};
-use crate::state::host::{self, HostLimits};
+use crate::state::host::{self, EngineHandle, HostLimits};
 use crate::state::metrics::{self, Exporter};
 
 /// What an existing data dir fixed at its creation — seed, the manual clock's start, clock
@@ -132,6 +132,44 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     journal.set_projection_batch(cfg.projection_batch);
     let exporter = Exporter::install()?;
     let (handle, thread) = host::start(engine, journal, limits);
+    first_commands(&cfg, &handle, fresh, limits_changed)?;
+    let cursors = Cursors::new(secrets::cursor_secret(&cfg.data_dir)?);
+    let auth = authenticator(&cfg, spent);
+    let limits = cfg.connections;
+    raise_open_files(u64::from(limits.max_connections) + u64::from(cfg.websocket.max_connections));
+    tracing::info!(
+        header_read_timeout_secs = limits.header_read_timeout.as_secs(),
+        idle_timeout_secs = limits.idle_timeout.as_secs(),
+        max_connections = limits.max_connections,
+        max_connections_per_address = limits.max_per_address,
+        "connection limits"
+    );
+    let transfer_delay_ms =
+        i64::try_from(cfg.transfer_delay_secs.saturating_mul(1_000)).unwrap_or(i64::MAX);
+    let state = Arc::new(AppState::new(
+        handle.clone(),
+        auth,
+        cursors,
+        admin_token,
+        Some(exporter),
+        transfer_delay_ms,
+    ));
+    let served = listen(&cfg, state, handle);
+    let engine_result = thread
+        .join()
+        .map_err(|_| "the engine thread panicked".to_owned())?;
+    engine_result.map_err(|e| format!("engine: {e}"))?;
+    served
+}
+
+/// What a start journals before it serves: the demo broker of a new data dir, and the venue
+/// bounds when the configuration changed them; then what the venue runs with, logged.
+fn first_commands(
+    cfg: &ServeConfig,
+    handle: &EngineHandle,
+    fresh: bool,
+    limits_changed: bool,
+) -> Result<(), String> {
     if fresh {
         let key = secrets::demo_key(&cfg.data_dir)?;
         let public_key = PublicKey(key.verifying_key().to_bytes());
@@ -158,7 +196,11 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         transfer_delay_secs = cfg.transfer_delay_secs,
         "transfer delay"
     );
-    let cursors = Cursors::new(secrets::cursor_secret(&cfg.data_dir)?);
+    Ok(())
+}
+
+/// The signing checks' state, with the nonces spent inside the window before this start.
+fn authenticator(cfg: &ServeConfig, spent: Vec<UsedNonce>) -> Authenticator {
     let auth = Authenticator::new(
         RateLimit {
             per_second: cfg.rate_limit,
@@ -173,31 +215,17 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         "spent nonces inside the window"
     );
     auth.restore(spent);
-    let limits = cfg.connections;
-    raise_open_files(u64::from(limits.max_connections) + u64::from(cfg.websocket.max_connections));
-    tracing::info!(
-        header_read_timeout_secs = limits.header_read_timeout.as_secs(),
-        idle_timeout_secs = limits.idle_timeout.as_secs(),
-        max_connections = limits.max_connections,
-        max_connections_per_address = limits.max_per_address,
-        "connection limits"
-    );
-    let transfer_delay_ms =
-        i64::try_from(cfg.transfer_delay_secs.saturating_mul(1_000)).unwrap_or(i64::MAX);
-    let state = Arc::new(AppState::new(
-        handle.clone(),
-        auth,
-        cursors,
-        admin_token,
-        Some(exporter),
-        transfer_delay_ms,
-    ));
+    auth
+}
 
+/// Serves until a signal or the engine stops, then writes the final snapshot.
+fn listen(cfg: &ServeConfig, state: Arc<AppState>, handle: EngineHandle) -> Result<(), String> {
+    let limits = cfg.connections;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let served = runtime.block_on(async {
+    runtime.block_on(async {
         // Registered before the socket is bound: a signal that arrives as soon as we listen
         // must already find our handler, or the process dies without its final snapshot.
         let signals =
@@ -233,12 +261,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
                 Err(e)
             }
         }))
-    });
-    let engine_result = thread
-        .join()
-        .map_err(|_| "the engine thread panicked".to_owned())?;
-    engine_result.map_err(|e| format!("engine: {e}"))?;
-    served
+    })
 }
 
 /// Room for every allowed connection, the journal and the process's own files: the soft

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use perpsim_core::decimal::Sign;
 use perpsim_core::ids::CustomerCode;
-use perpsim_core::money::{MAX_FEE_BPS, MAX_LEVERAGE, margin_profile};
+use perpsim_core::money::{MAX_FEE_BPS, MAX_LEVERAGE, MarginProfile, margin_profile};
 use perpsim_core::{Decimal, Error, ErrorCode};
 use perpsim_systems::records::venue::CustomerView;
 use perpsim_systems::{Command, Outcome, ReadView};
@@ -161,23 +161,7 @@ pub fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
         .map(|b| b.pending)
         .sum();
     let equity = collateral + pending + unrealised;
-    // Each currency margins its own positions (D10 as the engine applies it): the account
-    // shows its weakest currency.
-    let (state, leverage_ratio) = currencies
-        .values()
-        .filter(|c| !c.notional.is_zero())
-        .map(|c| {
-            let equity = c.collateral + c.unrealised;
-            (
-                risk::margin_state(equity, c.notional, profile.maintenance, profile.liquidation),
-                risk::leverage_ratio(equity, c.notional),
-            )
-        })
-        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
-        .unwrap_or((
-            MarginState::Normal,
-            risk::leverage_ratio(Decimal::ZERO, Decimal::ZERO),
-        ));
+    let (state, leverage_ratio) = weakest(&currencies, &profile);
     AccountSummary {
         total_equity: DecimalOut::ledger(equity),
         available_margin: DecimalOut::ledger(collateral - used),
@@ -191,6 +175,29 @@ pub fn summary(view: &ReadView, customer: &CustomerView) -> AccountSummary {
         liquidation_threshold: DecimalOut::new(profile.liquidation, 2),
         updated_at: updated_at.into(),
     }
+}
+
+/// Each currency margins its own positions (D10 as the engine applies it): the account
+/// shows its weakest currency's state and leverage ratio.
+fn weakest(
+    currencies: &BTreeMap<Asset, CurrencyMargin>,
+    profile: &MarginProfile,
+) -> (MarginState, Decimal) {
+    currencies
+        .values()
+        .filter(|c| !c.notional.is_zero())
+        .map(|c| {
+            let equity = c.collateral + c.unrealised;
+            (
+                risk::margin_state(equity, c.notional, profile.maintenance, profile.liquidation),
+                risk::leverage_ratio(equity, c.notional),
+            )
+        })
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .unwrap_or((
+            MarginState::Normal,
+            risk::leverage_ratio(Decimal::ZERO, Decimal::ZERO),
+        ))
 }
 
 fn profile_record(customer: &CustomerView) -> MarginProfileRecord {

@@ -133,6 +133,13 @@ struct Channel {
 
 /// The topics in the order of §6.
 fn topics(s: &mut Schemas) -> Vec<Channel> {
+    let mut topics = private_topics(s);
+    topics.extend(public_topics(s));
+    topics
+}
+
+/// The topics a broker's authenticated connection hears, for its own customers.
+fn private_topics(s: &mut Schemas) -> Vec<Channel> {
     vec![
         Channel {
             key: "balanceChanges",
@@ -188,6 +195,12 @@ fn topics(s: &mut Schemas) -> Vec<Channel> {
                 "A trade record",
             )],
         },
+    ]
+}
+
+/// The market's own topics, which need no authentication.
+fn public_topics(s: &mut Schemas) -> Vec<Channel> {
+    vec![
         Channel {
             key: "ticker",
             address: Some("ticker"),

@@ -24,6 +24,7 @@ use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::Duration;
 
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use perpsim_core::ErrorCode;
 use perpsim_core::ids::{BrokerCode, PublicKey};
@@ -262,6 +263,36 @@ fn batch(first: Frame, inbox: &mut Inbox) -> Vec<Message> {
     out
 }
 
+/// Writes `out` to the socket; `Some` with how the connection ends if it must (the socket
+/// failed, or the hub signalled meanwhile: a socket that takes no more must not keep the
+/// hub's signals waiting). A stall signalled meanwhile is served here.
+async fn write_out<S>(
+    sink: &mut SplitSink<WebSocketStream<S>, Message>,
+    out: Vec<Message>,
+    signals: &mut watch::Receiver<Option<Signal>>,
+    heard: &mut Instant,
+) -> Option<Option<Signal>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    tokio::select! {
+        r = async {
+            for m in out {
+                sink.feed(m).await?;
+            }
+            sink.flush().await
+        } => r.err().map(|_| None),
+        _ = signals.changed() => match latest(signals) {
+            Some(Signal::Stall(pause)) => {
+                tokio::time::sleep(pause).await;
+                *heard = Instant::now();
+                None
+            }
+            signal => Some(signal),
+        },
+    }
+}
+
 impl Session {
     /// The connection's loop; the close it ended with, if the server closed it.
     async fn serve<S>(
@@ -311,24 +342,7 @@ impl Session {
                     false => (vec![Message::Ping(Default::default())], None),
                 },
             };
-            // A socket that takes no more must not keep the hub's signals waiting.
-            let ended: Option<Option<Signal>> = tokio::select! {
-                r = async {
-                    for m in out {
-                        sink.feed(m).await?;
-                    }
-                    sink.flush().await
-                } => r.err().map(|_| None),
-                _ = signals.changed() => match latest(&signals) {
-                    Some(Signal::Stall(pause)) => {
-                        tokio::time::sleep(pause).await;
-                        heard = Instant::now();
-                        None
-                    }
-                    signal => Some(signal),
-                },
-            };
-            if let Some(end) = ended {
+            if let Some(end) = write_out(&mut sink, out, &mut signals, &mut heard).await {
                 break end;
             }
             if let Some(close) = close {

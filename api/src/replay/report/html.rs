@@ -140,66 +140,71 @@ fn instruments(h: &mut String, r: &Report, observed: &Observed) {
             ]
         }),
     );
-    let (start, end) = span(observed);
+    let span = span(observed);
     h.push_str("<div class=\"charts\">");
     for (m, i) in r.instruments.iter().enumerate() {
-        let series = |mark: bool| {
-            observed
-                .samples
-                .iter()
-                .map(|s| {
-                    (
-                        s.at.millis(),
-                        f(if mark {
-                            s.prices[m].mark
-                        } else {
-                            s.prices[m].index
-                        }),
-                    )
-                })
-                .collect()
-        };
-        let marks = observed.logs.markets.get(m);
-        let points = |marks: &[(Timestamp, Decimal)]| -> Vec<_> {
-            marks
-                .iter()
-                .map(|&(at, price)| (at.millis(), f(price)))
-                .collect()
-        };
-        let forced = marks.map(|t| points(&t.forced)).unwrap_or_default();
-        let notices = marks.map(|t| points(&t.notices)).unwrap_or_default();
-        let svg = charts::chart(
-            &format!("{} price", i.symbol),
-            start,
-            end,
-            &[
-                Line {
-                    label: "index",
-                    color: charts::INDEX,
-                    points: series(false),
-                },
-                Line {
-                    label: "mark",
-                    color: charts::MARK,
-                    points: series(true),
-                },
-            ],
-            &[
-                Marks {
-                    label: "liquidation / ADL fill",
-                    color: charts::LIQUIDATION,
-                    points: forced,
-                },
-                Marks {
-                    label: "depreciation notice",
-                    color: charts::NOTICE,
-                    points: notices,
-                },
-            ],
-        );
-        h.push_str(&svg);
+        h.push_str(&price_chart(observed, m, &i.symbol, span));
     }
     h.push_str("</div>");
+}
+
+/// Market `m`'s chart: its index and mark over the samples, with its forced fills and
+/// notices marked.
+fn price_chart(observed: &Observed, m: usize, symbol: &str, (start, end): (i64, i64)) -> String {
+    let series = |mark: bool| {
+        observed
+            .samples
+            .iter()
+            .map(|s| {
+                (
+                    s.at.millis(),
+                    f(if mark {
+                        s.prices[m].mark
+                    } else {
+                        s.prices[m].index
+                    }),
+                )
+            })
+            .collect()
+    };
+    let marks = observed.logs.markets.get(m);
+    let points = |marks: &[(Timestamp, Decimal)]| -> Vec<_> {
+        marks
+            .iter()
+            .map(|&(at, price)| (at.millis(), f(price)))
+            .collect()
+    };
+    let forced = marks.map(|t| points(&t.forced)).unwrap_or_default();
+    let notices = marks.map(|t| points(&t.notices)).unwrap_or_default();
+    charts::chart(
+        &format!("{symbol} price"),
+        start,
+        end,
+        &[
+            Line {
+                label: "index",
+                color: charts::INDEX,
+                points: series(false),
+            },
+            Line {
+                label: "mark",
+                color: charts::MARK,
+                points: series(true),
+            },
+        ],
+        &[
+            Marks {
+                label: "liquidation / ADL fill",
+                color: charts::LIQUIDATION,
+                points: forced,
+            },
+            Marks {
+                label: "depreciation notice",
+                color: charts::NOTICE,
+                points: notices,
+            },
+        ],
+    )
 }
 
 fn span(observed: &Observed) -> (i64, i64) {
@@ -256,6 +261,26 @@ fn customers(h: &mut String, r: &Report) {
 }
 
 fn customer_charts(h: &mut String, r: &Report, observed: &Observed) {
+    let order = worst_first(r, observed);
+    if order.is_empty() {
+        return;
+    }
+    let shown = order.len().min(CHARTED_CUSTOMERS);
+    let _ = write!(
+        h,
+        "<h2>Equity and leverage ratio</h2><p>{shown} of {} accounts, worst PnL first.</p><div class=\"charts\">",
+        order.len()
+    );
+    let span = span(observed);
+    for (_, c, a) in order.into_iter().take(CHARTED_CUSTOMERS) {
+        account_charts(h, observed, (&r.customers[c].name, c, a), span);
+    }
+    h.push_str("</div>");
+}
+
+/// Every (customer, currency) account the run observed, as (PnL, customer, asset) indexes,
+/// worst PnL first.
+fn worst_first(r: &Report, observed: &Observed) -> Vec<(Decimal, usize, usize)> {
     let mut order: Vec<(Decimal, usize, usize)> = Vec::new();
     for (c, report) in r.customers.iter().enumerate() {
         for m in &report.currencies {
@@ -266,81 +291,78 @@ fn customer_charts(h: &mut String, r: &Report, observed: &Observed) {
         }
     }
     order.sort();
-    if order.is_empty() {
-        return;
-    }
-    let shown = order.len().min(CHARTED_CUSTOMERS);
-    let _ = write!(
-        h,
-        "<h2>Equity and leverage ratio</h2><p>{shown} of {} accounts, worst PnL first.</p><div class=\"charts\">",
-        order.len()
-    );
-    let (start, end) = span(observed);
-    for (_, c, a) in order.into_iter().take(CHARTED_CUSTOMERS) {
-        let name = &r.customers[c].name;
-        let asset = observed.assets[a];
-        let figures = || {
-            observed
-                .samples
-                .iter()
-                .filter_map(|s| Some((s.at.millis(), s.figures(c, a)?)))
-        };
-        let equity = figures().map(|(t, x)| (t, f(x.equity))).collect();
-        let ratio = figures()
-            .filter(|(_, x)| !x.notional.is_zero())
-            .map(|(t, x)| {
-                (
-                    t,
-                    f(perpsim_core::risk::leverage_ratio(x.equity, x.notional)),
-                )
+    order
+}
+
+/// One account's equity chart and its leverage-ratio chart with its margin calls and
+/// liquidations marked.
+fn account_charts(
+    h: &mut String,
+    observed: &Observed,
+    (name, c, a): (&str, usize, usize),
+    (start, end): (i64, i64),
+) {
+    let asset = observed.assets[a];
+    let figures = || {
+        observed
+            .samples
+            .iter()
+            .filter_map(|s| Some((s.at.millis(), s.figures(c, a)?)))
+    };
+    let equity = figures().map(|(t, x)| (t, f(x.equity))).collect();
+    let ratio = figures()
+        .filter(|(_, x)| !x.notional.is_zero())
+        .map(|(t, x)| {
+            (
+                t,
+                f(perpsim_core::risk::leverage_ratio(x.equity, x.notional)),
+            )
+        })
+        .collect();
+    let margin = |state| {
+        observed
+            .margin
+            .iter()
+            .filter(|x| {
+                x.customer == observed.customers[c].1 && x.asset == asset && x.state == state
             })
-            .collect();
-        let margin = |state| {
-            observed
-                .margin
-                .iter()
-                .filter(|x| {
-                    x.customer == observed.customers[c].1 && x.asset == asset && x.state == state
-                })
-                .map(|x| (x.time.millis(), f(x.leverage_ratio)))
-                .collect()
-        };
-        use perpsim_core::risk::MarginState;
-        h.push_str(&charts::chart(
-            &format!("{name} equity ({})", asset.as_str()),
-            start,
-            end,
-            &[Line {
-                label: "equity",
-                color: charts::EQUITY,
-                points: equity,
-            }],
-            &[],
-        ));
-        h.push_str(&charts::chart(
-            &format!("{name} leverage ratio ({})", asset.as_str()),
-            start,
-            end,
-            &[Line {
-                label: "leverage ratio",
-                color: charts::INDEX,
-                points: ratio,
-            }],
-            &[
-                Marks {
-                    label: "liquidation",
-                    color: charts::LIQUIDATION,
-                    points: margin(MarginState::Liquidation),
-                },
-                Marks {
-                    label: "margin call",
-                    color: charts::MARK,
-                    points: margin(MarginState::MarginCall),
-                },
-            ],
-        ));
-    }
-    h.push_str("</div>");
+            .map(|x| (x.time.millis(), f(x.leverage_ratio)))
+            .collect()
+    };
+    use perpsim_core::risk::MarginState;
+    h.push_str(&charts::chart(
+        &format!("{name} equity ({})", asset.as_str()),
+        start,
+        end,
+        &[Line {
+            label: "equity",
+            color: charts::EQUITY,
+            points: equity,
+        }],
+        &[],
+    ));
+    h.push_str(&charts::chart(
+        &format!("{name} leverage ratio ({})", asset.as_str()),
+        start,
+        end,
+        &[Line {
+            label: "leverage ratio",
+            color: charts::INDEX,
+            points: ratio,
+        }],
+        &[
+            Marks {
+                label: "liquidation",
+                color: charts::LIQUIDATION,
+                points: margin(MarginState::Liquidation),
+            },
+            Marks {
+                label: "margin call",
+                color: charts::MARK,
+                points: margin(MarginState::MarginCall),
+            },
+        ],
+    ));
 }
 
 fn refusals(h: &mut String, r: &Report) {
