@@ -229,7 +229,10 @@ impl NewOrder {
 
 mod rules;
 
-pub use rules::{check_customer_ip, check_notional, check_price, check_reference_id, validate};
+pub use rules::{
+    check_customer_ip, check_lot, check_notional, check_positive, check_price, check_reference_id,
+    validate,
+};
 
 #[cfg(test)]
 mod tests;

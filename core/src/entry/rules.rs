@@ -90,6 +90,23 @@ pub fn check_customer_ip(ip: &str) -> Result<(), Error> {
     })
 }
 
+/// A quantity or price must be positive (§4.3 rules 1–5): the refusal an entry and an amend
+/// of the field get alike.
+pub fn check_positive(field: &str, value: Decimal, rule: u8) -> Result<(), Error> {
+    positive(field, Some(value), rule).map(|_| ())
+}
+
+/// An amount sits on the instrument's lot grid (well-formed, but not takeable otherwise).
+pub fn check_lot(amount: Decimal, instrument: &InstrumentSpec) -> Result<(), Error> {
+    match instrument.on_lot(amount) {
+        true => Ok(()),
+        false => Err(rejected(format!(
+            "amount {amount} is not a multiple of the lot size {}",
+            instrument.lot_size
+        ))),
+    }
+}
+
 fn positive(field: &str, value: Option<Decimal>, rule: u8) -> Result<Option<Decimal>, Error> {
     match value {
         // Sign and zero tests: a general comparison costs more, and this runs per field.
@@ -478,12 +495,7 @@ fn check_grid(
     }
     match terms.quantity() {
         Quantity::Amount(a) => {
-            if !instrument.on_lot(a) {
-                return Err(rejected(format!(
-                    "amount {a} is not a multiple of the lot size {}",
-                    instrument.lot_size
-                )));
-            }
+            check_lot(a, instrument)?;
             check_notional(a, limit.or(trigger).unwrap_or(reference.mark_price))
         }
         Quantity::Cash(c) if c > Decimal::from(MAX_ORDER_NOTIONAL) => Err(rejected(format!(

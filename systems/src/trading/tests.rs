@@ -221,6 +221,48 @@ fn cancel_amend_and_duplicate_references_follow_section_3_1() {
     assert_eq!(e.view().balances[&c[0]][&Asset::Usdc].locked, d("58000"));
 }
 
+/// Issue 38 item 4, §4.3 rules 1 and 3: an amend's amount and price are refused with the
+/// words an entry of them gets, since both go through core's rules.
+#[test]
+fn an_amend_is_refused_in_the_words_of_an_entry_section_4_3() {
+    let mut e = engine(8);
+    let c = funded(&mut e, 1, "1000000");
+    let amend = |amend: Amend| Command::AmendOrder {
+        customer: c[0],
+        reference_id: "a".into(),
+        amend,
+    };
+    let r = run(
+        &mut e,
+        vec![
+            place(c[0], limit(Side::Buy, "a", "1", "59000")),
+            amend(Amend {
+                amount: Some(d("0")),
+                ..Amend::default()
+            }),
+            place(c[0], limit(Side::Buy, "b", "0", "59000")),
+            amend(Amend {
+                amount: Some(d("1.00001")),
+                ..Amend::default()
+            }),
+            place(c[0], limit(Side::Buy, "c", "1.00001", "59000")),
+            amend(Amend {
+                limit_price: Some(d("-1")),
+                ..Amend::default()
+            }),
+            place(c[0], limit(Side::Buy, "d", "1", "-1")),
+        ],
+    );
+    let refusal = |i: usize| match &r[i] {
+        Err(e) => (e.code, e.message.clone()),
+        Ok(_) => panic!("step {i} was accepted"),
+    };
+    assert_eq!(refusal(1), refusal(2), "a zero amount");
+    assert_eq!(refusal(1).1, "amount must be positive (rule 1)");
+    assert_eq!(refusal(3), refusal(4), "an amount off the lot grid");
+    assert_eq!(refusal(5), refusal(6), "a negative limit price");
+}
+
 #[test]
 fn an_ended_order_leaves_the_view_and_is_handed_out_with_its_tick_issue_37() {
     let mut e = engine(8);

@@ -236,9 +236,10 @@ struct Reserve {
     account: (CustomerCode, Asset, Option<Entity>),
 }
 
-/// The checks of an amend's own fields against the order (rules as at entry, §4.3): a
-/// positive amount on the lot grid above what has filled, prices only where the order uses
-/// them, positive and on the tick grid, and a future expiry only for a GTD order.
+/// The checks of an amend's own fields against the order (§4.3's rules, through core's, so
+/// worded as at entry): a positive amount on the lot grid above what has filled, prices only
+/// where the order uses them, positive and on the tick grid, and a future expiry only for a
+/// GTD order.
 fn check_amend_fields(
     o: &Order,
     amend: &Amend,
@@ -251,18 +252,9 @@ fn check_amend_fields(
             o.kind.stored_str()
         ))
     };
-    let positive = |field: &str, v: Decimal| match v <= Decimal::ZERO {
-        true => Err(Error::validation(format!("{field} must be positive"))),
-        false => Ok(()),
-    };
     if let Some(a) = amend.amount {
-        positive("amount", a)?;
-        if !spec.on_lot(a) {
-            return Err(rejected(format!(
-                "amount {a} is not a multiple of the lot size {}",
-                spec.lot_size
-            )));
-        }
+        entry::check_positive("amount", a, 1)?;
+        entry::check_lot(a, spec)?;
         if a <= o.filled_amount {
             return Err(Error::validation(format!(
                 "amount must be above the filled amount {}",
@@ -271,15 +263,15 @@ fn check_amend_fields(
         }
     }
     let uses_trigger = o.trigger_price().is_some() && o.waiting();
-    for (field, value, used) in [
-        ("limit_price", amend.limit_price, o.limit_price.is_some()),
-        ("trigger_price", amend.trigger_price, uses_trigger),
+    for (field, value, used, rule) in [
+        ("limit_price", amend.limit_price, o.limit_price.is_some(), 3),
+        ("trigger_price", amend.trigger_price, uses_trigger, 4),
     ] {
         if let Some(p) = value {
             if !used {
                 return Err(refuse(field));
             }
-            positive(field, p)?;
+            entry::check_positive(field, p, rule)?;
             entry::check_price(field, p, spec)?;
         }
     }
