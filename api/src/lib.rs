@@ -13,10 +13,12 @@
 
 pub mod admin;
 pub mod cli;
+pub mod columns;
 pub mod contract;
 pub mod errors;
 pub mod pagination;
 pub mod replay;
+pub mod requests;
 pub mod server;
 pub mod signing;
 pub mod state;

@@ -82,6 +82,11 @@ uuid_code!(
     NotificationCode
 );
 
+/// Lower-case hex of `bytes` (tokens, digests).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

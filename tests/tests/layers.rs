@@ -25,18 +25,19 @@ const SYSTEMS: &[&[&str]] = &[
     &["engine"],
 ];
 
-/// `api`, bottom first: the wire's pieces and signing, pagination, the shared state (engine
-/// handle, host, metrics, configuration), the broker API, the WebSocket channels (which
-/// render the broker API's records), the admin API, scenario replay (which reads event
-/// bodies with the APIs' request types), the server that composes them, the CLI on top.
+/// `api`, bottom first: the wire's pieces and signing; pagination, the request bodies with
+/// the commands they ask for (which the broker API, the admin API and scenario replay all
+/// build with) and a movement's shared columns; the shared state (engine handle, host,
+/// metrics, configuration); the broker API and scenario replay; the WebSocket channels
+/// (which render the broker API's records); the admin API; the server that composes them;
+/// the CLI on top.
 const API: &[&[&str]] = &[
     &["wire", "errors", "types", "signing", "contract"],
-    &["pagination"],
+    &["pagination", "requests", "columns"],
     &["state"],
-    &["v1"],
+    &["v1", "replay"],
     &["ws"],
     &["admin"],
-    &["replay"],
     &["server"],
     &["cli"],
 ];

@@ -17,10 +17,9 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use perpsim_core::decimal::{self, Sign};
+use perpsim_core::Error;
+use perpsim_core::decimal::{self};
 use perpsim_core::ids::{BrokerCode, PublicKey};
-use perpsim_core::{Decimal, Error};
-use perpsim_systems::records::funding::MAX_RATE_DECIMALS;
 use perpsim_systems::records::venue::{BrokerView, InstrumentView};
 use perpsim_systems::{Command, Outcome};
 use poem::Request;
@@ -32,11 +31,13 @@ use poem_openapi::{ApiResponse, Object, OpenApi, SecurityScheme, Tags};
 
 use crate::contract::Text;
 use crate::errors::ApiError;
+use crate::requests::instruments::{
+    FundingRequest, PriceRequest, StatusRequest, funding_command, price_command, status_command,
+};
 use crate::signing::{encode_public_key, parse_public_key};
 use crate::state::AppState;
 use crate::types::InstrumentStatusApi;
 use crate::v1::funding::{FundingRateLatest, latest};
-use crate::wire::DecimalIn;
 
 /// Marker put into the request by the admin middleware once the token matched.
 #[derive(Debug, Clone, Copy)]
@@ -105,30 +106,6 @@ impl From<BrokerView> for BrokerRecord {
     }
 }
 
-#[derive(Object, Debug)]
-#[oai(deny_unknown_fields)]
-pub struct PriceRequest {
-    /// Positive decimal string below 1000000000000, at most 10 decimals.
-    pub index_price: DecimalIn,
-    /// As index_price; defaults to it.
-    pub mark_price: Option<DecimalIn>,
-}
-
-#[derive(Object, Debug)]
-#[oai(deny_unknown_fields)]
-pub struct FundingRequest {
-    /// The running interval's rate, a signed decimal fraction with at most 10 decimals and
-    /// below 1 in absolute value (0.0001 = 0.01 % per hour); it replaces the premium samples
-    /// until the interval settles on the hour.
-    pub preliminary_rate: DecimalIn,
-}
-
-#[derive(Object, Debug)]
-#[oai(deny_unknown_fields)]
-pub struct StatusRequest {
-    pub status: InstrumentStatusApi,
-}
-
 /// An instrument's moving state.
 #[derive(Object, Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub struct InstrumentStateRecord {
@@ -163,23 +140,6 @@ fn key_from_body(text: &str) -> Result<PublicKey, Error> {
     parse_public_key(text).ok_or_else(|| {
         Error::validation("public_key must be standard base64 of a 32-byte ed25519 public key")
     })
-}
-
-/// Prices an operator or a scenario may set: below a trillion, with at most 10 decimals,
-/// so that no valuation, margin or funding figure built on them can overflow a decimal.
-pub const MAX_PRICE_DIGITS: u32 = 12;
-pub const MAX_PRICE_DECIMALS: u32 = 10;
-
-fn positive_price(field: &str, input: &DecimalIn) -> Result<Decimal, Error> {
-    let v = input.parse(field, Sign::Unsigned)?;
-    let below = Decimal::from(10i64.pow(MAX_PRICE_DIGITS));
-    if v.is_zero() || v >= below || v.normalize().scale() > MAX_PRICE_DECIMALS {
-        return Err(Error::validation(format!(
-            "{field} must be greater than zero and below {below}, with at most \
-             {MAX_PRICE_DECIMALS} decimals"
-        )));
-    }
-    Ok(v)
 }
 
 fn broker_code(text: &str) -> Result<BrokerCode, Error> {
@@ -334,41 +294,6 @@ impl AdminApi {
     ) -> Result<Json<InstrumentStateRecord>, ApiError> {
         let command = status_command(symbol.0, &body.0);
         Ok(Json(instrument(state.engine.submit(command, None).await?)))
-    }
-}
-
-/// The command a price body asks for (setInstrumentPrice; a scenario's `price` event).
-pub fn price_command(symbol: String, body: &PriceRequest) -> Result<Command, Error> {
-    let index_price = positive_price("index_price", &body.index_price)?;
-    let mark_price = match &body.mark_price {
-        Some(m) => positive_price("mark_price", m)?,
-        None => index_price,
-    };
-    Ok(Command::SetInstrumentPrice {
-        symbol,
-        index_price,
-        mark_price,
-    })
-}
-
-/// The command a funding body asks for (setFundingRate; a scenario's `funding` event).
-pub fn funding_command(symbol: String, body: &FundingRequest) -> Result<Command, Error> {
-    let rate = body
-        .preliminary_rate
-        .parse("preliminary_rate", Sign::Signed)?;
-    if rate.scale() > MAX_RATE_DECIMALS || rate.abs() >= Decimal::ONE {
-        return Err(Error::validation(format!(
-            "preliminary_rate must be below 1 in absolute value with at most {MAX_RATE_DECIMALS} decimals, got {rate}"
-        )));
-    }
-    Ok(Command::SetFundingRate { symbol, rate })
-}
-
-/// The command a status body asks for (setInstrumentStatus; a scenario's `status` event).
-pub fn status_command(symbol: String, body: &StatusRequest) -> Command {
-    Command::SetInstrumentStatus {
-        symbol,
-        status: body.status.into(),
     }
 }
 

@@ -27,7 +27,7 @@ use std::borrow::Cow;
 
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// A response field that is always present and may be `null` (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
@@ -380,6 +380,36 @@ fn mark_optional_request_fields_nullable(doc: &mut Value) {
                 p.insert("nullable".into(), Value::Bool(true));
             }
         }
+    }
+}
+
+/// OpenAPI 3.0's `nullable` and `example`, as JSON Schema says them; and every object
+/// closed (`additionalProperties: false`): a frame carries exactly the fields documented.
+pub fn json_schema(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if map.contains_key("properties") {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            if let Some(example) = map.remove("example") {
+                map.insert("examples".into(), json!([example]));
+            }
+            if map.remove("nullable") == Some(Value::Bool(true)) {
+                match map.get_mut("type") {
+                    Some(t @ Value::String(_)) => *t = json!([t.clone(), "null"]),
+                    _ => {
+                        let inner = Value::Object(std::mem::take(map));
+                        map.insert("oneOf".into(), json!([inner, {"type": "null"}]));
+                    }
+                }
+                if let Some(Value::Array(values)) = map.get_mut("enum") {
+                    values.push(Value::Null);
+                }
+            }
+            map.values_mut().for_each(json_schema);
+        }
+        Value::Array(items) => items.iter_mut().for_each(json_schema),
+        _ => {}
     }
 }
 

@@ -16,7 +16,7 @@ use serde::de::value::{
 use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::v1::orders::OrderRequest;
+use crate::requests::orders::OrderRequest;
 
 /// A body as written.
 #[derive(Debug, PartialEq)]
@@ -131,12 +131,12 @@ pub trait FromFields: ParseFromJSON {
     }
 }
 
-impl FromFields for crate::v1::orders::AmendRequest {}
-impl FromFields for crate::v1::money::TransferRequest {}
-impl FromFields for crate::v1::profiles::FeeProfileRequest {}
-impl FromFields for crate::admin::PriceRequest {}
-impl FromFields for crate::admin::FundingRequest {}
-impl FromFields for crate::admin::StatusRequest {}
+impl FromFields for crate::requests::orders::AmendRequest {}
+impl FromFields for crate::requests::money::TransferRequest {}
+impl FromFields for crate::requests::profiles::FeeProfileRequest {}
+impl FromFields for crate::requests::instruments::PriceRequest {}
+impl FromFields for crate::requests::instruments::FundingRequest {}
+impl FromFields for crate::requests::instruments::StatusRequest {}
 
 /// `OrderRequest`'s fields by their JSON names, in its declaration order.
 const ORDER_FIELDS: [&str; 16] = [

@@ -107,7 +107,7 @@ pub struct CustomerSpec {
     /// The margin profile: 1 or 2 [default: 1].
     pub leverage: Option<u32>,
     /// The fee profile for every instrument, as `PUT …/fee-profile` takes it.
-    pub fees: Option<Body<crate::v1::profiles::FeeProfileRequest>>,
+    pub fees: Option<Body<crate::requests::profiles::FeeProfileRequest>>,
 }
 
 /// One event: `at`, what it applies to, and exactly one action, whose body is the request
@@ -131,26 +131,26 @@ pub struct Event {
     #[schemars(with = "Option<String>")]
     pub reference_id: Option<Box<Spanned<String>>>,
     /// `POST /v1/customers/{code}/orders`.
-    pub order: Option<Box<Body<crate::v1::orders::OrderRequest>>>,
+    pub order: Option<Box<Body<crate::requests::orders::OrderRequest>>>,
     /// The reference_id of the open order to cancel (`DELETE …/orders/{reference_id}`).
     #[schemars(with = "Option<String>")]
     pub cancel: Option<Box<Spanned<String>>>,
     /// `PATCH …/orders/{reference_id}`, with `reference_id` beside it.
-    pub amend: Option<Box<Body<crate::v1::orders::AmendRequest>>>,
+    pub amend: Option<Box<Body<crate::requests::orders::AmendRequest>>>,
     /// `PUT /admin/v1/instruments/{symbol}/price`.
-    pub price: Option<Box<Body<crate::admin::PriceRequest>>>,
+    pub price: Option<Box<Body<crate::requests::instruments::PriceRequest>>>,
     /// A CSV file (relative to the scenario) of `time,index_price[,mark_price]` rows, each
     /// time an offset from this event's `at` or an RFC 3339 timestamp.
     #[schemars(with = "Option<String>")]
     pub prices: Option<Box<Spanned<String>>>,
     /// `PUT /admin/v1/instruments/{symbol}/funding`.
-    pub funding: Option<Box<Body<crate::admin::FundingRequest>>>,
+    pub funding: Option<Box<Body<crate::requests::instruments::FundingRequest>>>,
     /// `PUT /admin/v1/instruments/{symbol}/status`.
-    pub status: Option<Box<Body<crate::admin::StatusRequest>>>,
+    pub status: Option<Box<Body<crate::requests::instruments::StatusRequest>>>,
     /// `POST …/deposits`; completes at once.
-    pub deposit: Option<Box<Body<crate::v1::money::TransferRequest>>>,
+    pub deposit: Option<Box<Body<crate::requests::money::TransferRequest>>>,
     /// `POST …/withdrawals`; completes at once.
-    pub withdrawal: Option<Box<Body<crate::v1::money::TransferRequest>>>,
+    pub withdrawal: Option<Box<Body<crate::requests::money::TransferRequest>>>,
 }
 
 /// A decimal written as a string or an integer (`"0.6"`, `60000`); a plain YAML scalar is

@@ -3,14 +3,13 @@
 //! `journal.redb`, `report.json`, `ledger.csv`, `trades.csv`, `report.html` and
 //! `manifest.json` (the binary's version, the scenario's hash, the seed, each file's hash).
 
+use perpsim_core::ids::hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use perpsim_storage::Journal;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-
-use crate::signing::secrets::hex;
 
 use super::files::{self, Limits};
 use super::plan::Plan;

@@ -23,10 +23,10 @@ use super::files::Limits;
 use super::format::{Body, CustomerSpec, Dec, Event, InstrumentOverride, Market, Scenario};
 use super::timeline::Timeline;
 use super::timing::{self, parse_at};
-use crate::admin::{PriceRequest, funding_command, price_command, status_command};
-use crate::v1::money::{TransferRequest, transfer_command};
-use crate::v1::orders::{amend_command, place_command};
-use crate::v1::profiles::fees_command;
+use crate::requests::instruments::{PriceRequest, funding_command, price_command, status_command};
+use crate::requests::money::{TransferRequest, transfer_command};
+use crate::requests::orders::{amend_command, place_command};
+use crate::requests::profiles::fees_command;
 
 /// A scenario ready to run.
 #[derive(Debug, Clone)]

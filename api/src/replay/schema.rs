@@ -9,10 +9,10 @@ use poem_openapi::types::Type;
 use serde_json::Value;
 
 use super::format::Scenario;
-use crate::admin::{FundingRequest, PriceRequest, StatusRequest};
-use crate::v1::money::TransferRequest;
-use crate::v1::orders::{AmendRequest, OrderRequest};
-use crate::v1::profiles::FeeProfileRequest;
+use crate::requests::instruments::{FundingRequest, PriceRequest, StatusRequest};
+use crate::requests::money::TransferRequest;
+use crate::requests::orders::{AmendRequest, OrderRequest};
+use crate::requests::profiles::FeeProfileRequest;
 
 pub const FILE: &str = "scenario.schema.json";
 
@@ -34,7 +34,7 @@ pub fn document() -> Value {
         .expect("the scenario has definitions");
     for (name, schema) in &registry.schemas {
         let mut value = serde_json::to_value(schema).expect("a schema encodes");
-        crate::ws::asyncapi::json_schema(&mut value);
+        crate::contract::json_schema(&mut value);
         relink(&mut value);
         defs.insert(name.clone(), value);
     }

@@ -11,6 +11,7 @@ use std::path::Path;
 use ed25519_dalek::SigningKey;
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
 use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey, KeypairBytes};
+use perpsim_core::ids::hex;
 
 pub const DEMO_KEY_FILE: &str = "demo-broker.key";
 pub const ADMIN_TOKEN_FILE: &str = "admin.token";
@@ -21,11 +22,6 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).expect("the OS provides randomness");
     bytes
-}
-
-/// Lower-case hex of `bytes` (tokens, digests).
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Creates the data dir (mode 0700 when new).

@@ -16,11 +16,11 @@ use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
-use super::orders::SideApi;
 use super::{Signed, Tag};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::requests::orders::SideApi;
 use crate::state::AppState;
 use crate::wire::{DecimalOut, Time, query_time};
 

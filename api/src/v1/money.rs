@@ -6,17 +6,15 @@ use std::cmp::Reverse;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use perpsim_core::decimal::Sign;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
-use perpsim_core::money::check_transfer_amount;
 use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_core::{Decimal, Error};
 use perpsim_storage::{Holder, JournalError, Movements};
+use perpsim_systems::Outcome;
 use perpsim_systems::command::TransferKind;
 use perpsim_systems::records::ids::MovementSeq;
 use perpsim_systems::records::money::{Balance, Movement, MovementKind, MovementStatus};
-use perpsim_systems::{Command, Outcome};
 use poem::web::Data;
 use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
@@ -24,23 +22,14 @@ use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 
 use super::history::{self, ListKeys};
 use super::{Signed, Tag, customer, customer_of};
+use crate::columns::{funding_rate, settlement_mark, symbol};
 use crate::contract::Nullable;
-use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::requests::money::{TransferRequest, asset, transfer_command};
 use crate::state::AppState;
 use crate::state::host::history_read_failed;
-use crate::wire::{DecimalIn, DecimalOut, Time, query_time};
-
-/// Body of a deposit or withdrawal (D7).
-#[derive(Object, Debug)]
-#[oai(deny_unknown_fields, example)]
-pub struct TransferRequest {
-    /// `USDC` or `USDT`.
-    pub asset: Text,
-    /// Strictly positive, below 10^12, at most 10 decimals, as a decimal string.
-    pub amount: DecimalIn,
-}
+use crate::wire::{DecimalOut, Time, query_time};
 
 #[derive(Enum, Debug, Clone, Copy, PartialEq, Eq)]
 #[oai(rename_all = "snake_case")]
@@ -102,29 +91,6 @@ pub struct TransactionRecord {
     pub trade_code: Nullable<String>,
     pub created_at: Time,
     pub updated_at: Time,
-}
-
-/// A movement's instrument: trade-family, funding and settlement movements have one (the
-/// transactions row and the balance-changes frame both show it).
-pub fn symbol(m: &Movement) -> Option<&str> {
-    let trade = m.trade.as_ref().map(|t| &*t.symbol);
-    trade.or_else(|| m.periodic.as_ref().map(|p| &*p.symbol))
-}
-
-/// A settlement movement's mark price, at the decimals the engine booked it with (its
-/// tick's at least, §2.4).
-pub fn settlement_mark(m: &Movement) -> Option<DecimalOut> {
-    let periodic = m
-        .periodic
-        .as_ref()
-        .filter(|_| m.kind == MovementKind::Settlement);
-    periodic.map(|p| DecimalOut::new(p.mark_price, p.mark_price.scale()))
-}
-
-/// A funding movement's rate.
-pub fn funding_rate(m: &Movement) -> Option<DecimalOut> {
-    let rate = m.periodic.as_ref().and_then(|p| p.funding_rate);
-    rate.map(|r| DecimalOut::new(r, 8))
 }
 
 impl From<&Movement> for TransactionRecord {
@@ -225,12 +191,6 @@ impl BalanceRecord {
     }
 }
 
-pub fn asset(field: &str, text: &str) -> Result<Asset, Error> {
-    Asset::parse(text).ok_or_else(|| {
-        Error::validation(format!("{field} must be one of USDC, USDT, got {text:?}"))
-    })
-}
-
 /// The broker-wide or per-customer ledger, newest first, between two creation times, from the
 /// journal's projection (one read transaction for the whole page).
 fn transactions(
@@ -294,23 +254,6 @@ pub(super) fn seq_window(
         Bound::Included(Reverse(MovementSeq(end - 1))),
         Bound::Included(Reverse(MovementSeq(lo))),
     ))
-}
-
-/// The command a deposit's or withdrawal's body asks for (createDeposit, createWithdrawal;
-/// a scenario's `deposit` and `withdrawal` events), pending for `delay_ms`.
-pub fn transfer_command(
-    customer: CustomerCode,
-    kind: TransferKind,
-    body: &TransferRequest,
-    delay_ms: i64,
-) -> Result<Command, Error> {
-    Ok(Command::RequestTransfer {
-        customer,
-        kind,
-        asset: asset("asset", &body.asset)?,
-        amount: check_transfer_amount("amount", body.amount.parse("amount", Sign::Signed)?)?,
-        delay_ms,
-    })
 }
 
 pub struct MoneyApi;
@@ -482,15 +425,6 @@ impl MoneyApi {
             created,
             (limit.0, after.0, before.0),
         )?))
-    }
-}
-
-impl poem_openapi::types::Example for TransferRequest {
-    fn example() -> Self {
-        TransferRequest {
-            asset: "USDC".into(),
-            amount: DecimalIn::example_text("100.25"),
-        }
     }
 }
 

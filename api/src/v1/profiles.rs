@@ -2,9 +2,7 @@
 
 use std::sync::Arc;
 
-use perpsim_core::decimal::Sign;
-use perpsim_core::ids::CustomerCode;
-use perpsim_core::money::{MAX_FEE_BPS, MAX_LEVERAGE, MarginProfile, margin_profile};
+use perpsim_core::money::{MAX_LEVERAGE, MarginProfile, margin_profile};
 use perpsim_core::{Decimal, Error, ErrorCode};
 use perpsim_systems::records::venue::CustomerView;
 use perpsim_systems::{Command, Outcome, ReadView};
@@ -19,8 +17,9 @@ use perpsim_core::risk::{self, MarginState};
 
 use super::{Signed, Tag, customer};
 use crate::errors::ApiError;
+use crate::requests::profiles::{FeeProfileRequest, fees_command};
 use crate::state::AppState;
-use crate::wire::{DecimalOut, LeverageIn, NumberIn, Time};
+use crate::wire::{DecimalOut, LeverageIn, Time};
 
 /// Margin metrics of an account (§2.6). The sums count both settlement currencies at par
 /// (1 USDT = 1 USDC).
@@ -96,18 +95,6 @@ pub struct FeeProfileItem {
     pub maker_fee: DecimalOut,
     /// Basis points of the notional the customer pays on a fill it takes; never negative.
     pub taker_fee: DecimalOut,
-}
-
-/// At least one of maker_fee and taker_fee; each a decimal number of basis points.
-#[derive(Object, Debug)]
-#[oai(deny_unknown_fields, example)]
-pub struct FeeProfileRequest {
-    /// −10 000 to 10 000; negative is a rebate, capped on every fill at the taker fee that
-    /// fill collected (D7).
-    pub maker_fee: Option<NumberIn>,
-    /// 0 to 10 000: a negative taker fee is refused (400 VALIDATION_ERROR naming taker_fee),
-    /// so the venue's fees account never goes below zero through trading.
-    pub taker_fee: Option<NumberIn>,
 }
 
 /// One settlement currency's margin figures: collateral (total − pending), locked margin,
@@ -229,53 +216,11 @@ fn fee_list(view: &ReadView, customer: &CustomerView) -> Vec<FeeProfileItem> {
 }
 
 /// A fee in basis points within ±[`MAX_FEE_BPS`]; only a maker fee may be a rebate (D7).
-fn fee_value(
-    field: &str,
-    value: &Option<NumberIn>,
-    rebate: bool,
-) -> Result<Option<Decimal>, Error> {
-    let Some(v) = value else { return Ok(None) };
-    let bps = v.parse(field, Sign::Signed)?;
-    if bps.abs() > Decimal::from(MAX_FEE_BPS) {
-        return Err(Error::validation(format!(
-            "{field} must be between -{MAX_FEE_BPS} and {MAX_FEE_BPS} basis points"
-        )));
-    }
-    if !rebate && bps < Decimal::ZERO {
-        return Err(Error::validation(format!(
-            "{field} must not be negative: rebates are paid to makers out of the taker fee (D7)"
-        )));
-    }
-    Ok(Some(bps))
-}
-
 fn updated_customer(outcome: Outcome) -> CustomerView {
     match outcome {
         Outcome::Customer(c) => c,
         other => unreachable!("customer settings answer the customer, got {other:?}"),
     }
-}
-
-/// The command a fee profile's body asks for (setFeeProfile and its per-instrument form; a
-/// scenario customer's `fees`).
-pub fn fees_command(
-    customer: CustomerCode,
-    symbol: Option<String>,
-    body: &FeeProfileRequest,
-) -> Result<Command, Error> {
-    let maker_bps = fee_value("maker_fee", &body.maker_fee, true)?;
-    let taker_bps = fee_value("taker_fee", &body.taker_fee, false)?;
-    if maker_bps.is_none() && taker_bps.is_none() {
-        return Err(Error::validation(
-            "give at least one of maker_fee and taker_fee",
-        ));
-    }
-    Ok(Command::SetFees {
-        customer,
-        symbol,
-        maker_bps,
-        taker_bps,
-    })
 }
 
 pub struct ProfilesApi;
@@ -493,15 +438,6 @@ impl poem_openapi::types::Example for FeeProfileItem {
             symbol: "BTC-USDC-PERP".into(),
             maker_fee: DecimalOut("-1.5".into()),
             taker_fee: DecimalOut("5".into()),
-        }
-    }
-}
-
-impl poem_openapi::types::Example for FeeProfileRequest {
-    fn example() -> Self {
-        FeeProfileRequest {
-            maker_fee: Some(NumberIn::example_text("-1.5")),
-            taker_fee: None,
         }
     }
 }

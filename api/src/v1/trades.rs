@@ -16,11 +16,11 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};
 
 use super::history::{self, ListKeys};
-use super::orders::SideApi;
 use super::{Signed, Tag, customer, customer_of};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::requests::orders::SideApi;
 use crate::state::AppState;
 use crate::state::host::history_read_failed;
 use crate::wire::{DecimalOut, Time, query_time};

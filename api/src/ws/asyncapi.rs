@@ -102,7 +102,7 @@ impl Schemas {
             .collect();
         out.extend(self.derived);
         for schema in out.values_mut() {
-            json_schema(schema);
+            crate::contract::json_schema(schema);
         }
         out
     }
@@ -259,36 +259,6 @@ fn control(s: &mut Schemas) -> Channel {
                 "An error; `channel` names the topic it is about",
             ),
         ],
-    }
-}
-
-/// OpenAPI 3.0's `nullable` and `example`, as JSON Schema says them; and every object
-/// closed (`additionalProperties: false`): a frame carries exactly the fields documented.
-pub(crate) fn json_schema(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            if map.contains_key("properties") {
-                map.insert("additionalProperties".into(), Value::Bool(false));
-            }
-            if let Some(example) = map.remove("example") {
-                map.insert("examples".into(), json!([example]));
-            }
-            if map.remove("nullable") == Some(Value::Bool(true)) {
-                match map.get_mut("type") {
-                    Some(t @ Value::String(_)) => *t = json!([t.clone(), "null"]),
-                    _ => {
-                        let inner = Value::Object(std::mem::take(map));
-                        map.insert("oneOf".into(), json!([inner, {"type": "null"}]));
-                    }
-                }
-                if let Some(Value::Array(values)) = map.get_mut("enum") {
-                    values.push(Value::Null);
-                }
-            }
-            map.values_mut().for_each(json_schema);
-        }
-        Value::Array(items) => items.iter_mut().for_each(json_schema),
-        _ => {}
     }
 }
 

@@ -64,9 +64,9 @@ pub fn balance_change(m: &Movement) -> BalanceChange {
         reference_id: trade
             .filter(|_| m.kind == MovementKind::Trade)
             .and_then(|t| t.reference_id.as_deref().map(str::to_owned)),
-        symbol: crate::v1::money::symbol(m).map(str::to_owned),
-        mark_price: crate::v1::money::settlement_mark(m),
-        funding_rate: crate::v1::money::funding_rate(m),
+        symbol: crate::columns::symbol(m).map(str::to_owned),
+        mark_price: crate::columns::settlement_mark(m),
+        funding_rate: crate::columns::funding_rate(m),
         timestamp: m.updated_at.into(),
     }
 }

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::MAKER_NAME;
-use crate::v1::money::{funding_rate, settlement_mark, symbol};
+use crate::columns::{funding_rate, settlement_mark, symbol};
 
 /// Names by code as a run starts: the market maker's (the scenario's customers are added as
 /// they are created, `streamed`).
@@ -159,7 +159,7 @@ impl Csv {
             .out
             .into_inner()
             .map_err(|e| format!("{path}: {}", e.error()))?;
-        Ok(crate::signing::secrets::hex(&hashed.sha.finalize()))
+        Ok(perpsim_core::ids::hex(&hashed.sha.finalize()))
     }
 }
 
