@@ -248,7 +248,7 @@ fn state_of(plan: Option<&FaultPlan>) -> FaultPlanState {
 async fn apply(state: &AppState, plan: Option<FaultPlan>) -> Result<FaultPlanState, ApiError> {
     match state
         .engine
-        .submit(Command::SetFaults { plan }, None)
+        .submit_admin(Command::SetFaults { plan })
         .await?
     {
         Outcome::Faults(plan) => Ok(state_of(plan.as_deref())),

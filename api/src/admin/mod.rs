@@ -175,7 +175,7 @@ impl AdminApi {
         Ok(BrokerCreated::Created(Json(broker(
             state
                 .engine
-                .submit(Command::CreateBroker { name, public_key }, None)
+                .submit_admin(Command::CreateBroker { name, public_key })
                 .await?,
         ))))
     }
@@ -199,7 +199,7 @@ impl AdminApi {
             public_key: key_from_body(&body.0.public_key)?,
         };
         Ok(BrokerCreated::Created(Json(broker(
-            state.engine.submit(command, None).await?,
+            state.engine.submit_admin(command).await?,
         ))))
     }
 
@@ -229,7 +229,7 @@ impl AdminApi {
             broker: self::broker_code(&broker_code.0)?,
             public_key: PublicKey(key),
         };
-        Ok(Json(broker(state.engine.submit(command, None).await?)))
+        Ok(Json(broker(state.engine.submit_admin(command).await?)))
     }
 
     /// Set an instrument's index price and mark price (the mark defaults to the index).
@@ -247,7 +247,7 @@ impl AdminApi {
         body: Json<PriceRequest>,
     ) -> Result<Json<InstrumentStateRecord>, ApiError> {
         let command = price_command(symbol.0, &body.0)?;
-        Ok(Json(instrument(state.engine.submit(command, None).await?)))
+        Ok(Json(instrument(state.engine.submit_admin(command).await?)))
     }
 
     /// Set the preliminary funding rate of an instrument's running interval (D3).
@@ -267,7 +267,7 @@ impl AdminApi {
         body: Json<FundingRequest>,
     ) -> Result<Json<FundingRateLatest>, ApiError> {
         let command = funding_command(symbol.0, &body.0)?;
-        match state.engine.submit(command, None).await? {
+        match state.engine.submit_admin(command).await? {
             Outcome::Funding(f) => {
                 let view = state.engine.view();
                 Ok(Json(
@@ -293,7 +293,7 @@ impl AdminApi {
         body: Json<StatusRequest>,
     ) -> Result<Json<InstrumentStateRecord>, ApiError> {
         let command = status_command(symbol.0, &body.0);
-        Ok(Json(instrument(state.engine.submit(command, None).await?)))
+        Ok(Json(instrument(state.engine.submit_admin(command).await?)))
     }
 }
 

@@ -215,7 +215,7 @@ impl SimulationApi {
             let step = to.min(clock_now(&state).plus_millis(ADVANCE_STEP_MS));
             clock = match state
                 .engine
-                .submit(Command::AdvanceClock { to: step }, None)
+                .submit_admin(Command::AdvanceClock { to: step })
                 .await?
             {
                 Outcome::Clock(c) => c,
@@ -297,12 +297,9 @@ impl SimulationApi {
     ) -> Result<Json<TransfersRecord>, ApiError> {
         match state
             .engine
-            .submit(
-                Command::SetTransfersAvailable {
-                    available: body.0.available,
-                },
-                None,
-            )
+            .submit_admin(Command::SetTransfersAvailable {
+                available: body.0.available,
+            })
             .await?
         {
             Outcome::TransfersAvailable(available) => Ok(Json(TransfersRecord { available })),
@@ -328,7 +325,7 @@ impl SimulationApi {
             .ok_or_else(|| Error::not_found(format!("transfer {} does not exist", code.0)))?;
         match state
             .engine
-            .submit(Command::CancelTransfer { code }, None)
+            .submit_admin(Command::CancelTransfer { code })
             .await?
         {
             Outcome::Movement(m) => Ok(Json((&m).into())),
@@ -354,13 +351,10 @@ impl SimulationApi {
             .ok_or_else(|| Error::not_found(format!("customer {} does not exist", code.0)))?;
         match state
             .engine
-            .submit(
-                Command::SetProvisioned {
-                    customer,
-                    provisioned: body.0.provisioned,
-                },
-                None,
-            )
+            .submit_admin(Command::SetProvisioned {
+                customer,
+                provisioned: body.0.provisioned,
+            })
             .await?
         {
             Outcome::Customer(c) => Ok(Json(ProvisionedRecord {

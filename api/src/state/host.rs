@@ -120,23 +120,23 @@ fn stopped() -> Error {
 }
 
 impl EngineHandle {
-    /// Sends a command and waits until its tick is durable. A command sent for a signed request
-    /// carries its [`Admission`]: the nonce is spent in the same transaction as the command,
-    /// and the admission is marked so.
-    pub async fn submit(
-        &self,
-        command: Command,
-        signed: Option<&Admission>,
-    ) -> Result<Outcome, Error> {
-        let nonce = signed.map(Admission::used);
+    /// Sends a signed request's command and waits until its tick is durable. The command
+    /// carries the request's [`Admission`]: the nonce is spent in the same transaction as the
+    /// command, and the admission is marked so.
+    pub async fn submit(&self, command: Command, signed: &Admission) -> Result<Outcome, Error> {
         // A reply comes only after the tick's commit: from here on the nonce is spent.
         let result = self
-            .ask(|reply| Request::Command(command, nonce, reply))
+            .ask(|reply| Request::Command(command, Some(signed.used()), reply))
             .await?;
-        if let Some(admission) = signed {
-            admission.mark_journaled();
-        }
+        signed.mark_journaled();
         result
+    }
+
+    /// Sends an operator's command (the admin API: no nonce to spend) and waits until its
+    /// tick is durable.
+    pub async fn submit_admin(&self, command: Command) -> Result<Outcome, Error> {
+        self.ask(|reply| Request::Command(command, None, reply))
+            .await?
     }
 
     /// Blocking twin of [`Self::submit`] for start-up code outside the runtime (unsigned).

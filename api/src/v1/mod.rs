@@ -51,8 +51,8 @@ impl Signed {
     }
 
     /// What a handler passes with its command, so the nonce is spent in the command's tick.
-    pub fn admission(&self) -> Option<&Admission> {
-        Some(&self.0)
+    pub fn admission(&self) -> &Admission {
+        &self.0
     }
 }
 
