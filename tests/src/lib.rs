@@ -25,8 +25,7 @@ pub const START: &str = "2026-01-01T00:00:00Z";
 
 /// The `perpsim` binary of this run's profile, built fresh (see [`built`]).
 pub fn binary() -> PathBuf {
-    static PERPSIM: OnceLock<PathBuf> = OnceLock::new();
-    PERPSIM.get_or_init(|| built("perpsim")).clone()
+    built("perpsim")
 }
 
 /// The `perpsim` binary as a command, its engine checking itself (`PERPSIM_AUDIT=on`): a
