@@ -4,11 +4,11 @@
 //! API's own request bodies ([`Body`]), read by the same types the service reads them with.
 //! The JSON Schema (`openapi/scenario.schema.json`) is generated from these types.
 //!
-//! The types are serde's with `deny_unknown_fields`, every field that can be wrong `Spanned` (its line
-//! and column), an event's body a `Body<T>` (its fields as written, with its span) read later
-//! by `T`, the API type that reads that operation's body (`fields`: through the `Value`
-//! serde_json reads, except an order, read from the list by the same field parsers in the same
-//! order as its derived reader, a test holding the two equal refusal for refusal).
+//! The types are serde's with `deny_unknown_fields`, every field that can be wrong `Spanned`
+//! (its line and column), an event's body a `Body<T>` (its fields as written, with its span)
+//! read later by `T`, the API type that reads that operation's body (`fields`: through the
+//! `Value` serde_json reads, except an order, read from the list by the same field parsers in
+//! the same order as its derived reader, a test holding the two equal refusal for refusal).
 
 use std::borrow::Cow;
 use std::marker::PhantomData;

@@ -2,9 +2,9 @@
 //! every tick journaled (in batches: no request waits on one), the report's samples taken at
 //! their instants, the margin-state changes and refused requests kept for the report.
 //!
-//! The loop: one tick per instant with commands, a manual `AdvanceClock` between them, split at the
-//! report's sample instants (at most 500, at least a second apart), where it reads prices and
-//! each customer's balance, equity and notional from the engine without building the view
+//! The loop: one tick per instant with commands, a manual `AdvanceClock` between them, split at
+//! the report's sample instants (at most 500, at least a second apart), where it reads prices
+//! and each customer's balance, equity and notional from the engine without building the view
 //! (`Engine::prices`, `Engine::account_figures`: the margin book's figures). It keeps the
 //! margin-state events and every refused request. Ticks are journaled in batches of 4 096, each
 //! committed on a thread of its own while the engine goes on (`run::journaled`: at most one

@@ -1,7 +1,7 @@
 //! The service's metrics, recorded through the `metrics` facade and rendered at `/metrics` in
 //! the Prometheus text format by `metrics-exporter-prometheus`. Every name is declared here,
-//! with its unit and help text (docs/metrics.md lists them); the parts of the service record through
-//! the small functions below and know nothing of the exporter.
+//! with its unit and help text (docs/metrics.md lists them); the parts of the service record
+//! through the small functions below and know nothing of the exporter.
 //!
 //! The recorder is process-wide: `perpsim serve` installs it; anywhere else (replay, tests
 //! that build parts of the service) the functions record into nothing.

@@ -5,9 +5,9 @@
 //! the state they read (`Ledger::check_invariants`, `Exchange::check_fills` and `check_live`,
 //! `positions::check_positions`); this concern only runs them, last in `PublishSystems`.
 //!
-//! The invariants: money is conserved — after every run of the schedule, per asset, the sum of all
-//! accounts equals completed deposits plus the venue's capital minus completed withdrawals (and
-//! the running sum agrees with the accounts); the fees account never goes below zero (D7:
+//! The invariants: money is conserved — after every run of the schedule, per asset, the sum of
+//! all accounts equals completed deposits plus the venue's capital minus completed withdrawals
+//! (and the running sum agrees with the accounts); the fees account never goes below zero (D7:
 //! rebates come out of the same fill's taker fee); no customer holds a negative balance in a
 //! currency it has no open position in; no locked or pending amount is negative, and every
 //! figure has at most 10 decimals (a customer's `available`, derived, can go negative only
@@ -21,14 +21,14 @@
 //! counted per customer (the D4 bound's count) summing to the live set. While the engine
 //! audits, all of these are asserted in `PublishSystems` and stop it loudly on a violation;
 //! every build asserts the ledger's money guards (balanced postings, conservation per asset)
-//! whether it audits or not. What follows what
-//! changed (books, new fills and their ledger rows, money per asset, open counts) is checked
-//! after every run; a scan of what exists (the order index and reference table, every order
-//! ever; the live orders, positions and locked balances) on every run up to 128 items and on
-//! every 64th past that — a corruption is still caught within a simulated minute, and on every
-//! run the scans were two thirds of a simulated week. The `seven_days` test runs them through a
-//! simulated week of 200 customers and liquidating shocks, and replays its journal, streamed to
-//! a second engine on the other core, to the same hash.
+//! whether it audits or not. What follows what changed (books, new fills and their ledger rows,
+//! money per asset, open counts) is checked after every run; a scan of what exists (the order
+//! index and reference table, every order ever; the live orders, positions and locked balances)
+//! on every run up to 128 items and on every 64th past that — a corruption is still caught
+//! within a simulated minute, and on every run the scans were two thirds of a simulated week.
+//! The `seven_days` test runs them through a simulated week of 200 customers and liquidating
+//! shocks, and replays its journal, streamed to a second engine on the other core, to the same
+//! hash.
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, With, World};
 use bevy_ecs::system::SystemParam;

@@ -6,9 +6,9 @@
 //! of all accounts equals completed deposits minus completed withdrawals, per asset; every
 //! other customer movement (trades, funding, settlement) is booked against a venue account.
 //!
-//! The ledger decides every change to the accounts keyed by (owner, asset) — customers and the venue's
-//! fees, clearing, market-maker and insurance accounts, whose balances are account entities
-//! (`money/store` and its `AccountIndex`) handed to each booking as an `AccountStore`
+//! The ledger decides every change to the accounts keyed by (owner, asset) — customers and the
+//! venue's fees, clearing, market-maker and insurance accounts, whose balances are account
+//! entities (`money/store` and its `AccountIndex`) handed to each booking as an `AccountStore`
 //! (`Accounts`, a query-backed system parameter that stages an account first touched in a run
 //! until its `flush`, like `OpenPositions`; `WorldAccounts` for command handlers holding the
 //! world; a plain map in unit tests; a periodic pass finds its accounts by one walk of the

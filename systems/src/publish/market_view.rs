@@ -1,15 +1,16 @@
-//! The published side of trading: orders, positions, trades, public fills and per-market
-//! data (book tops, the last day's candles), as persistent maps the API reads without touching the engine.
+//! The published side of trading: orders, positions, trades, public fills and per-market data
+//! (book tops, the last day's candles), as persistent maps the API reads without touching the
+//! engine.
 //!
-//! `publish/market_view` publishes live orders, open positions, book tops, and the last day's
-//! one-minute candles and newest public fills of the markets that traded, shared from the
-//! exchange's tape (`records/tape`: every fill is recorded there as it is booked; the
-//! one-minute candles that opened less than a day before the newest, what the tickers' 24 h
-//! figures read, the newest kept apart so a fill adds to it without a map look-up, and
-//! `RECENT_FILLS`, 1 000 overall and per market: what the recent-trades list's `limit`
-//! reaches). The tape is state, in snapshots, so neither a restore nor the view needs the
-//! fills' history; `/ohlc`'s candles of every interval are the journal's projection's. It must
-//! NOT know the wire: records are converted in `api`.
+//! The view of trading: live orders, open positions, book tops, and the last day's one-minute
+//! candles and newest public fills of the markets that traded, shared from the exchange's tape
+//! (`records/tape`: every fill is recorded there as it is booked; the one-minute candles that
+//! opened less than a day before the newest, what the tickers' 24 h figures read, the newest
+//! kept apart so a fill adds to it without a map look-up, and `RECENT_FILLS`, 1 000 overall and
+//! per market: what the recent-trades list's `limit` reaches). The tape is state, in snapshots,
+//! so neither a restore nor the view needs the fills' history; `/ohlc`'s candles of every
+//! interval are the journal's projection's. It must NOT know the wire: records are converted in
+//! `api`.
 
 use std::sync::Arc;
 

@@ -2,15 +2,15 @@
 //! moved (realised PnL on the part that reduces it), one trade-family ledger movement and one
 //! trade record per side, the public fill, and the margin that moves with all of it.
 //!
-//! Fees come from each side's profile — the taker's never below
-//! zero, the maker's rebate at most the taker fee of the same fill (D7; an assertion kept in
-//! release builds, and the ledger's invariants check the fees account never goes below zero),
-//! so no pair of customers can trade money out of the venue — the net position (realised PnL on
-//! the reducing part, a new position code on open/reopen/flip; one index lookup), one completed
-//! trade-family ledger movement per side (`realised_pnl − fee` against the clearing and fees
-//! accounts, moving the side's locked margin in the same touch of its account) and locked
-//! margin (`|size| × entry × initial margin` for positions, a per-lot reserve for resting
-//! orders).
+//! Fees come from each side's profile: the taker's never below zero, the maker's rebate at most
+//! the taker fee of the same fill (D7; an assertion kept in release builds, and the ledger's
+//! invariants check that the fees account never goes below zero), so no pair of customers can
+//! trade money out of the venue. The net position moves with one index lookup (realised PnL on
+//! the reducing part, a new position code on open, reopen or flip); each side gets one
+//! completed trade-family ledger movement (`realised_pnl − fee` against the clearing and fees
+//! accounts, moving the side's locked margin in the same touch of its account). Locked margin
+//! is `|size| × entry × initial margin` for a position and a reserve per lot for a resting
+//! order.
 
 use std::sync::Arc;
 

@@ -1,4 +1,5 @@
-//! `crash-campaign`: the documented long run of the crash campaign (docs/operations.md, "Durability").
+//! `crash-campaign`: the documented long run of the crash campaign (docs/operations.md,
+//! "Durability").
 //!
 //!     cargo run -p perpsim-tests --bin crash-campaign -- 1000
 //!
