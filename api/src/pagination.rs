@@ -25,6 +25,24 @@ const MAC_LEN: usize = 16;
 /// Longest cursor accepted; keys are small, so anything longer is not ours.
 const MAX_CURSOR_LEN: usize = 256;
 
+/// The cursor parameters of a paginated list (`limit`, `after`, `before`), read from the
+/// query as one extractor. poem-openapi documents one parameter per extractor and none for a
+/// poem one, so the document gains these three by a contract rule (`contract::paginate`: every
+/// operation answering a page takes them); the request guard has checked their values against
+/// it before any handler runs.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct PageQuery {
+    pub limit: Option<u32>,
+    pub after: Option<String>,
+    pub before: Option<String>,
+}
+
+impl<'a> poem::FromRequest<'a> for PageQuery {
+    async fn from_request(req: &'a poem::Request, _: &mut poem::RequestBody) -> poem::Result<Self> {
+        Ok(req.params::<PageQuery>()?)
+    }
+}
+
 /// A sort key that can travel inside a cursor.
 pub trait CursorKey: Ord + Clone {
     fn to_bytes(&self) -> Vec<u8>;
@@ -131,6 +149,12 @@ pub struct PageRequest<K> {
 
 impl<K: CursorKey> PageRequest<K> {
     /// Validates `limit`, `after` and `before` as D4 says.
+    /// The page a list's cursor parameters ask for.
+    pub fn of(cursors: &Cursors, scope: &Scope<'_>, query: &PageQuery) -> Result<Self, Error> {
+        let (after, before) = (query.after.as_deref(), query.before.as_deref());
+        Self::parse(cursors, scope, query.limit, after, before)
+    }
+
     pub fn parse(
         cursors: &Cursors,
         scope: &Scope<'_>,

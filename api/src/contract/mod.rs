@@ -183,6 +183,7 @@ pub fn json_type(value: &Value) -> &'static str {
 /// poem-openapi's document (JSON text) made generator-proof (see the module docs).
 pub fn document(generated: &str) -> Value {
     let mut doc: Value = serde_json::from_str(generated).expect("generated document is JSON");
+    paginate(&mut doc);
     let schemas = doc["components"]["schemas"]
         .as_object()
         .cloned()
@@ -195,6 +196,43 @@ pub fn document(generated: &str) -> Value {
     params::constrain(&mut doc);
     split_signing_schemes(&mut doc);
     doc
+}
+
+/// Every operation answering a page (a body with `response_metadata`, D4) takes `limit`,
+/// `after` and `before`, appended as poem-openapi writes a query parameter, unless it declares
+/// them itself: a handler reads them through one extractor (`pagination::PageQuery`), which
+/// poem-openapi cannot document.
+fn paginate(doc: &mut Value) {
+    let schemas = doc["components"]["schemas"].clone();
+    let is_page = |op: &Value| {
+        let ok = op
+            .pointer("/responses/200/content")
+            .and_then(Value::as_object);
+        let name = ok
+            .and_then(|content| content.values().next())
+            .and_then(|media| media.pointer("/schema/$ref"))
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/components/schemas/"));
+        name.is_some_and(|n| schemas[n]["properties"].get("response_metadata").is_some())
+    };
+    let param = |name: &str, schema: Value| {
+        json!({"deprecated": false, "explode": true, "in": "query", "name": name,
+               "required": false, "schema": schema})
+    };
+    for op in operations_mut(doc).filter(|op| is_page(op)) {
+        let parameters = op["parameters"].as_array().cloned().unwrap_or_default();
+        if parameters.iter().any(|p| p["name"] == "limit") {
+            continue;
+        }
+        let mut parameters = parameters;
+        parameters.push(param(
+            "limit",
+            json!({"type": "integer", "format": "uint32"}),
+        ));
+        parameters.push(param("after", json!({"type": "string"})));
+        parameters.push(param("before", json!({"type": "string"})));
+        op["parameters"] = Value::Array(parameters);
+    }
 }
 
 /// D2 signs with three headers; poem-openapi checks them as one scheme (`Signed`, named for

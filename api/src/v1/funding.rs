@@ -19,7 +19,7 @@ use poem_openapi::{Object, OpenApi};
 use super::{Signed, Tag, history};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
-use crate::pagination::{self, Keys, PageRequest, ResponseMetadata, Scope};
+use crate::pagination::{self, Keys, PageQuery, PageRequest, ResponseMetadata, Scope};
 use crate::state::AppState;
 use crate::state::host::history_read_failed;
 use crate::wire::{DecimalOut, Time};
@@ -206,7 +206,6 @@ impl FundingApi {
         method = "get",
         operation_id = "listFundingRates"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn funding_rates(
         &self,
         state: Data<&Arc<AppState>>,
@@ -214,9 +213,7 @@ impl FundingApi {
         start: Query<Option<String>>,
         end: Query<Option<String>>,
         symbol: Query<Option<String>>,
-        limit: Query<Option<u32>>,
-        after: Query<Option<String>>,
-        before: Query<Option<String>>,
+        paging: PageQuery,
     ) -> Result<Json<FundingRatePage>, ApiError> {
         let view = state.engine.view();
         let start = millis("start", start.0.as_deref())?;
@@ -236,13 +233,7 @@ impl FundingApi {
             broker: auth.broker(),
             filters: &filters,
         };
-        let req = PageRequest::<FundingSeq>::parse(
-            &state.cursors,
-            &scope,
-            limit.0,
-            after.0.as_deref(),
-            before.0.as_deref(),
-        )?;
+        let req = PageRequest::<FundingSeq>::of(&state.cursors, &scope, &paging)?;
         let page = page(&state, &view, market, (start, end), &req, &scope)?;
         Ok(Json(page))
     }

@@ -25,7 +25,7 @@ use super::{Signed, Tag, customer, customer_of};
 use crate::columns::{funding_rate, settlement_mark, symbol};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
-use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::pagination::{self, PageQuery, PageRequest, ResponseMetadata, Scope};
 use crate::requests::money::{TransferRequest, asset, transfer_command};
 use crate::state::AppState;
 use crate::state::host::history_read_failed;
@@ -198,7 +198,7 @@ fn transactions(
     broker: perpsim_core::ids::BrokerCode,
     customer: Option<CustomerCode>,
     created: (Option<Timestamp>, Option<Timestamp>),
-    page: (Option<u32>, Option<String>, Option<String>),
+    paging: PageQuery,
 ) -> Result<TransactionPage, Error> {
     let filters = format!(
         "customer={customer:?};from={:?};to={:?}",
@@ -209,13 +209,7 @@ fn transactions(
         broker,
         filters: &filters,
     };
-    let req = PageRequest::<TxKey>::parse(
-        &state.cursors,
-        &scope,
-        page.0,
-        page.1.as_deref(),
-        page.2.as_deref(),
-    )?;
+    let req = PageRequest::<TxKey>::of(&state.cursors, &scope, &paging)?;
     let read = state.engine.movements()?;
     let failed = |e| history_read_failed("transactions", e);
     let holder = match customer {
@@ -363,7 +357,6 @@ impl MoneyApi {
         method = "get",
         operation_id = "listTransactions"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn transactions(
         &self,
         state: Data<&Arc<AppState>>,
@@ -371,9 +364,7 @@ impl MoneyApi {
         customer_code: Query<Option<String>>,
         created_from: Query<Option<String>>,
         created_to: Query<Option<String>>,
-        limit: Query<Option<u32>>,
-        after: Query<Option<String>>,
-        before: Query<Option<String>>,
+        paging: PageQuery,
     ) -> Result<Json<TransactionPage>, ApiError> {
         let view = state.engine.view();
         let customer = customer_code
@@ -390,7 +381,7 @@ impl MoneyApi {
             auth.broker(),
             customer,
             created,
-            (limit.0, after.0, before.0),
+            paging,
         )?))
     }
 
@@ -401,7 +392,6 @@ impl MoneyApi {
         operation_id = "listCustomerTransactions",
         deprecated
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn customer_transactions(
         &self,
         state: Data<&Arc<AppState>>,
@@ -409,9 +399,7 @@ impl MoneyApi {
         code: customer::Path,
         created_from: Query<Option<String>>,
         created_to: Query<Option<String>>,
-        limit: Query<Option<u32>>,
-        after: Query<Option<String>>,
-        before: Query<Option<String>>,
+        paging: PageQuery,
     ) -> Result<Json<TransactionPage>, ApiError> {
         let customer = code.customer()?.code;
         let created = (
@@ -423,7 +411,7 @@ impl MoneyApi {
             auth.broker(),
             Some(customer),
             created,
-            (limit.0, after.0, before.0),
+            paging,
         )?))
     }
 }

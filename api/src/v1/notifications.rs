@@ -20,7 +20,7 @@ use poem_openapi::{Object, OpenApi};
 use super::history::{self, ListKeys};
 use super::{Signed, Tag, customer_of};
 use crate::errors::ApiError;
-use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::pagination::{self, PageQuery, PageRequest, ResponseMetadata, Scope};
 use crate::state::AppState;
 use crate::state::host::history_read_failed;
 use crate::wire::{DecimalOut, Time, query_time};
@@ -168,7 +168,7 @@ impl NotificationsApi {
         method = "get",
         operation_id = "listNotifications"
     )]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // a documented query parameter per filter
     async fn notifications(
         &self,
         state: Data<&Arc<AppState>>,
@@ -178,9 +178,7 @@ impl NotificationsApi {
         symbol: Query<Option<String>>,
         created_from: Query<Option<String>>,
         created_to: Query<Option<String>>,
-        limit: Query<Option<u32>>,
-        after: Query<Option<String>>,
-        before: Query<Option<String>>,
+        paging: PageQuery,
     ) -> Result<Json<NotificationPage>, ApiError> {
         let view = state.engine.view();
         let customer = customer_code
@@ -217,13 +215,7 @@ impl NotificationsApi {
             broker: auth.broker(),
             filters: &filters,
         };
-        let req = PageRequest::<NoticeSeq>::parse(
-            &state.cursors,
-            &scope,
-            limit.0,
-            after.0.as_deref(),
-            before.0.as_deref(),
-        )?;
+        let req = PageRequest::<NoticeSeq>::of(&state.cursors, &scope, &paging)?;
         let holder = match customer {
             Some(c) => Holder::Customer(c),
             None => Holder::Broker(auth.broker()),

@@ -18,7 +18,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use super::{Signed, Tag, customer};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
-use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::pagination::{self, PageQuery, PageRequest, ResponseMetadata, Scope};
 use crate::requests::orders::{AmendRequest, OrderRequest, SideApi, amend_command, place_command};
 use crate::state::AppState;
 use crate::wire::{DecimalOut, Time};
@@ -201,16 +201,13 @@ impl OrdersApi {
         method = "get",
         operation_id = "listOpenOrders"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn list(
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
         code: customer::Path,
         status: Query<Option<String>>,
-        limit: Query<Option<u32>>,
-        after: Query<Option<String>>,
-        before: Query<Option<String>>,
+        paging: PageQuery,
     ) -> Result<Json<OrderPage>, ApiError> {
         let view = code.view();
         let customer = code.customer()?.code;
@@ -223,13 +220,7 @@ impl OrdersApi {
             broker: auth.broker(),
             filters: &filters,
         };
-        let req = PageRequest::parse(
-            &state.cursors,
-            &scope,
-            limit.0,
-            after.0.as_deref(),
-            before.0.as_deref(),
-        )?;
+        let req = PageRequest::of(&state.cursors, &scope, &paging)?;
         let empty = imbl::OrdSet::new();
         let set = view.trading.open_orders.get(&customer).unwrap_or(&empty);
         let page = pagination::page(set, pagination::all(), &req, &state.cursors, &scope);

@@ -19,7 +19,7 @@ use super::history::{self, ListKeys};
 use super::{Signed, Tag, customer, customer_of};
 use crate::contract::Nullable;
 use crate::errors::ApiError;
-use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
+use crate::pagination::{self, PageQuery, PageRequest, ResponseMetadata, Scope};
 use crate::requests::orders::SideApi;
 use crate::state::AppState;
 use crate::state::host::history_read_failed;
@@ -145,9 +145,7 @@ struct TradeQuery {
     from: Option<String>,
     to: Option<String>,
     sort: Option<SortApi>,
-    limit: Option<u32>,
-    after: Option<String>,
-    before: Option<String>,
+    paging: PageQuery,
 }
 
 fn list(
@@ -169,13 +167,7 @@ fn list(
         broker,
         filters: &filters,
     };
-    let req = PageRequest::<TradeSeq>::parse(
-        &state.cursors,
-        &scope,
-        q.limit,
-        q.after.as_deref(),
-        q.before.as_deref(),
-    )?;
+    let req = PageRequest::<TradeSeq>::of(&state.cursors, &scope, &q.paging)?;
     // An unknown symbol is an empty page (§4.1), not an error.
     let market = match &q.symbol {
         Some(s) => view.trading.market(s).map(|(id, _)| Some(id)),
@@ -224,7 +216,7 @@ impl TradesApi {
         method = "get",
         operation_id = "listCustomerTrades"
     )]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // a documented query parameter per filter
     async fn customer_trades(
         &self,
         state: Data<&Arc<AppState>>,
@@ -234,9 +226,7 @@ impl TradesApi {
         from: Query<Option<String>>,
         to: Query<Option<String>>,
         sort: Query<Option<SortApi>>,
-        limit: Query<Option<u32>>,
-        after: Query<Option<String>>,
-        before: Query<Option<String>>,
+        paging: PageQuery,
     ) -> Result<Json<TradePage>, ApiError> {
         let view = code.view();
         let customer = code.customer()?.code;
@@ -245,9 +235,7 @@ impl TradesApi {
             from: from.0,
             to: to.0,
             sort: sort.0,
-            limit: limit.0,
-            after: after.0,
-            before: before.0,
+            paging,
         };
         Ok(Json(list(&state, &view, auth.broker(), Some(customer), q)?))
     }
@@ -289,7 +277,7 @@ impl TradesApi {
     /// `sort`, `limit`, `after`, `before`; any other parameter is refused with 400 naming it
     /// and the supported set.
     #[oai(path = "/trades", method = "get", operation_id = "listTrades")]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // a documented query parameter per filter
     async fn trades(
         &self,
         state: Data<&Arc<AppState>>,
@@ -299,9 +287,7 @@ impl TradesApi {
         from: Query<Option<String>>,
         to: Query<Option<String>>,
         sort: Query<Option<SortApi>>,
-        limit: Query<Option<u32>>,
-        after: Query<Option<String>>,
-        before: Query<Option<String>>,
+        paging: PageQuery,
     ) -> Result<Json<TradePage>, ApiError> {
         let view = state.engine.view();
         let customer = customer_code
@@ -314,9 +300,7 @@ impl TradesApi {
             from: from.0,
             to: to.0,
             sort: sort.0,
-            limit: limit.0,
-            after: after.0,
-            before: before.0,
+            paging,
         };
         Ok(Json(list(&state, &view, auth.broker(), customer, q)?))
     }
