@@ -183,11 +183,11 @@ pub fn json_type(value: &Value) -> &'static str {
 /// poem-openapi's document (JSON text) made generator-proof (see the module docs).
 pub fn document(generated: &str) -> Value {
     let mut doc: Value = serde_json::from_str(generated).expect("generated document is JSON");
-    paginate(&mut doc);
     let schemas = doc["components"]["schemas"]
         .as_object()
         .cloned()
         .unwrap_or_default();
+    paginate(&mut doc, &schemas);
     mark_optional_request_fields_nullable(&mut doc);
     inline_enums(&mut doc, &schemas);
     drop_unreferenced_schemas(&mut doc);
@@ -202,8 +202,7 @@ pub fn document(generated: &str) -> Value {
 /// `after` and `before`, appended as poem-openapi writes a query parameter, unless it declares
 /// them itself: a handler reads them through one extractor (`pagination::PageQuery`), which
 /// poem-openapi cannot document.
-fn paginate(doc: &mut Value) {
-    let schemas = doc["components"]["schemas"].clone();
+fn paginate(doc: &mut Value, schemas: &Map<String, Value>) {
     let is_page = |op: &Value| {
         let ok = op
             .pointer("/responses/200/content")
@@ -213,7 +212,8 @@ fn paginate(doc: &mut Value) {
             .and_then(|media| media.pointer("/schema/$ref"))
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix("#/components/schemas/"));
-        name.is_some_and(|n| schemas[n]["properties"].get("response_metadata").is_some())
+        let page = |n| schemas.get(n)?.pointer("/properties/response_metadata");
+        name.and_then(page).is_some()
     };
     let param = |name: &str, schema: Value| {
         json!({"deprecated": false, "explode": true, "in": "query", "name": name,

@@ -1,6 +1,6 @@
 //! Orders (interface §2.3, §3.1, §4.2, §4.3; D5): entry, the open-orders list, single read,
-//! cancel and amend. Handlers decode and check the shape; every rule that needs prices or
-//! state runs in the engine.
+//! cancel and amend. The bodies are read into commands by `requests::orders`; every rule
+//! that needs prices or state runs in the engine.
 
 use std::sync::Arc;
 
