@@ -158,6 +158,10 @@ impl Command {
     }
 }
 
+#[cfg(test)]
+#[path = "command_tests.rs"]
+mod tests;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TransferKind {
     Deposit,
