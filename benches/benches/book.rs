@@ -27,6 +27,7 @@ use perpsim_core::order::OrderType;
 use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
+use perpsim_systems::command::{CancelOrder, CreateBroker, PlaceOrder};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::ids::OrderId;
 use perpsim_systems::records::order::OrderRef;
@@ -381,20 +382,20 @@ fn engine_command(op: Op, customers: &[CustomerCode]) -> Command {
             side,
             price,
             lots,
-        } => Command::PlaceOrder {
+        } => Command::PlaceOrder(PlaceOrder {
             customer: who(id),
             symbol: "BTC-USDC-PERP".into(),
             entry: Box::new(entry(id, side, OrderType::Limit, lots, Some(price))),
-        },
-        Op::Cancel { id } => Command::CancelOrder {
+        }),
+        Op::Cancel { id } => Command::CancelOrder(CancelOrder {
             customer: who(id),
             reference_id: format!("o{id}"),
-        },
-        Op::Aggress { id, side, lots } => Command::PlaceOrder {
+        }),
+        Op::Aggress { id, side, lots } => Command::PlaceOrder(PlaceOrder {
             customer: who(id),
             symbol: "BTC-USDC-PERP".into(),
             entry: Box::new(entry(id, side, OrderType::Market, lots, None)),
-        },
+        }),
     }
 }
 
@@ -410,19 +411,19 @@ fn engine_loaded(w: &Workload) -> EngineRun {
     let out = engine.tick(
         start,
         vec![
-            Command::CreateBroker {
+            Command::CreateBroker(CreateBroker {
                 name: "bench".into(),
                 public_key: PublicKey([9; 32]),
-            },
+            }),
             // 1 000 000 resting orders over 16 customers: past the D4 default bound.
             unbounded(),
         ],
     );
-    let Ok(Outcome::Broker(b)) = &out.results[0] else {
+    let Ok(Outcome::Broker(b)) = &out.results()[0] else {
         panic!("broker")
     };
     let create = create_customers(b.code, CUSTOMERS as usize);
-    let results = engine.tick(start, create).results;
+    let results = engine.tick(start, create).results();
     let customers = created(results.into_iter().map(|r| r.expect("customer")));
     let deposits = instant_deposits(&customers, Decimal::from(1_000_000_000_000i64));
     engine.tick(start, deposits);
@@ -453,7 +454,7 @@ fn run_engine(mut run: EngineRun) -> Engine {
     let at = run.engine.clock().now;
     for batch in run.batches {
         let out = run.engine.tick(at, batch);
-        debug_assert!(out.results.iter().all(|r| r.is_ok()));
+        debug_assert!(out.results().iter().all(|r| r.is_ok()));
     }
     run.engine
 }

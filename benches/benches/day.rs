@@ -12,6 +12,7 @@ use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::{OrderType, Side};
 use perpsim_core::simulation::Simulation;
 use perpsim_core::time::DAY_MS;
+use perpsim_systems::command::{AdvanceClock, PlaceOrder};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
@@ -29,11 +30,11 @@ fn venue() -> Engine {
     e.set_publishing(false);
     e.set_listening(Listening::MarginStates);
     let out = e.tick(START, vec![broker_command()]);
-    let Ok(Outcome::Broker(b)) = &out.results[0] else {
+    let Ok(Outcome::Broker(b)) = &out.results()[0] else {
         panic!("broker")
     };
     let broker = b.code;
-    let results = e.tick(START, create_customers(broker, CUSTOMERS)).results;
+    let results = e.tick(START, create_customers(broker, CUSTOMERS)).results();
     let customers = created(results.into_iter().map(|r| r.expect("customer")));
     let deposits = Asset::ALL
         .into_iter()
@@ -49,21 +50,23 @@ fn venue() -> Engine {
             Side::Buy => spec.start_price * Decimal::new(80, 2),
             Side::Sell => spec.start_price * Decimal::new(120, 2),
         };
-        let place = |kind, reference: &str, limit: Option<Decimal>| Command::PlaceOrder {
-            customer,
-            symbol: spec.symbol.clone(),
-            entry: Box::new(OrderEntry {
-                amount: Some(amount),
-                limit_price: limit.map(|p| (p / spec.tick_size).round() * spec.tick_size),
-                ..OrderEntry::new(side, kind, reference)
-            }),
+        let place = |kind, reference: &str, limit: Option<Decimal>| {
+            Command::PlaceOrder(PlaceOrder {
+                customer,
+                symbol: spec.symbol.clone(),
+                entry: Box::new(OrderEntry {
+                    amount: Some(amount),
+                    limit_price: limit.map(|p| (p / spec.tick_size).round() * spec.tick_size),
+                    ..OrderEntry::new(side, kind, reference)
+                }),
+            })
         };
         orders.push(place(OrderType::Market, "open", None));
         orders.push(place(OrderType::Limit, "rest", Some(far)));
     }
     let out = e.tick(START.plus_millis(1), orders);
     assert!(
-        out.results.iter().all(|r| r.is_ok()),
+        out.results().iter().all(|r| r.is_ok()),
         "every order accepted"
     );
     e
@@ -78,8 +81,8 @@ fn one_day(c: &mut Criterion) {
             |mut e| {
                 let to = e.clock().now.plus_millis(DAY_MS);
                 let now = e.clock().now;
-                let out = e.tick(now, vec![Command::AdvanceClock { to }]);
-                assert!(out.results[0].is_ok());
+                let out = e.tick(now, vec![Command::AdvanceClock(AdvanceClock { to })]);
+                assert!(out.results()[0].is_ok());
                 e
             },
             BatchSize::PerIteration,

@@ -49,7 +49,7 @@ fn durable_tick_with(
     journal
         .append(at.ticks + 1, &encoded, nonces)
         .expect("append");
-    assert!(out.results.iter().all(Result::is_ok));
+    assert!(out.results().iter().all(Result::is_ok));
 }
 
 fn durable_tick(

@@ -11,6 +11,7 @@ use perpsim_core::Decimal;
 use perpsim_core::instrument::Asset;
 use perpsim_core::time::SECOND_MS;
 use perpsim_systems::command::TransferKind;
+use perpsim_systems::command::{AdvanceClock, CreateCustomer, RequestTransfer};
 use perpsim_systems::{Command, Outcome};
 
 const CUSTOMERS: usize = 10_000;
@@ -30,14 +31,16 @@ fn run(c: &mut Criterion, name: &str, publishing: bool) {
     let out = engine.tick(
         now,
         (0..CUSTOMERS)
-            .map(|_| Command::CreateCustomer {
-                broker,
-                external_id: None,
+            .map(|_| {
+                Command::CreateCustomer(CreateCustomer {
+                    broker,
+                    external_id: None,
+                })
             })
             .collect(),
     );
     let customers: Vec<_> = out
-        .results
+        .results()
         .into_iter()
         .map(|r| match r {
             Ok(Outcome::Customer(c)) => c.code,
@@ -57,20 +60,22 @@ fn run(c: &mut Criterion, name: &str, publishing: bool) {
         |b| {
             b.iter(|| {
                 let mut commands: Vec<Command> = (0..PER_TICK)
-                    .map(|i| Command::RequestTransfer {
-                        customer: customers[(next + i) % CUSTOMERS],
-                        kind: TransferKind::Deposit,
-                        asset: if i % 2 == 0 { Asset::Usdc } else { Asset::Usdt },
-                        amount: Decimal::new(1_234_567 + i as i64, 4),
-                        delay_ms: SECOND_MS,
+                    .map(|i| {
+                        Command::RequestTransfer(RequestTransfer {
+                            customer: customers[(next + i) % CUSTOMERS],
+                            kind: TransferKind::Deposit,
+                            asset: if i % 2 == 0 { Asset::Usdc } else { Asset::Usdt },
+                            amount: Decimal::new(1_234_567 + i as i64, 4),
+                            delay_ms: SECOND_MS,
+                        })
                     })
                     .collect();
                 next += PER_TICK;
                 let to = engine.clock().now.plus_millis(SECOND_MS);
-                commands.push(Command::AdvanceClock { to });
+                commands.push(Command::AdvanceClock(AdvanceClock { to }));
                 let now = engine.clock().now;
                 let out = engine.tick(now, commands);
-                assert!(out.results.iter().all(Result::is_ok));
+                assert!(out.results().iter().all(Result::is_ok));
                 out
             })
         },

@@ -31,6 +31,7 @@ use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::{OrderType, Side};
 use perpsim_core::simulation::{PriceFeed, Simulation};
 use perpsim_core::time::{HOUR_MS, Timestamp};
+use perpsim_systems::command::{PlaceOrder, SetFundingRate, SetInstrumentPrice, SetLeverage};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::money::MovementKind;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
@@ -52,7 +53,7 @@ fn venue(simulation: Simulation) -> Engine {
         ..perpsim_benches::genesis()
     });
     let out = e.tick(START, vec![broker_command(), unbounded()]);
-    assert!(out.results.iter().all(Result::is_ok));
+    assert!(out.results().iter().all(Result::is_ok));
     e
 }
 
@@ -67,7 +68,7 @@ fn apply(e: &mut Engine, commands: Vec<Command>) -> Vec<Outcome> {
     while commands.peek().is_some() {
         let chunk: Vec<Command> = commands.by_ref().take(CHUNK).collect();
         let now = e.clock().now;
-        for r in e.tick(now, chunk).results {
+        for r in e.tick(now, chunk).results() {
             outcomes.push(r.expect("every setup command is accepted"));
         }
     }
@@ -80,11 +81,11 @@ fn customers(e: &mut Engine, n: usize) -> Vec<CustomerCode> {
 }
 
 fn place(customer: CustomerCode, symbol: &str, entry: OrderEntry) -> Command {
-    Command::PlaceOrder {
+    Command::PlaceOrder(PlaceOrder {
         customer,
         symbol: symbol.into(),
         entry: Box::new(entry),
-    }
+    })
 }
 
 /// An order of `amount`; its reference_id names its kind (a customer's open orders each
@@ -130,9 +131,11 @@ fn positions_venue_of(n: usize, simulation: Simulation) -> Engine {
     let leverage = cs
         .iter()
         .step_by(2)
-        .map(|&customer| Command::SetLeverage {
-            customer,
-            leverage: 2,
+        .map(|&customer| {
+            Command::SetLeverage(SetLeverage {
+                customer,
+                leverage: 2,
+            })
         })
         .collect();
     apply(&mut e, leverage);
@@ -201,9 +204,11 @@ fn hour(c: &mut Criterion) {
                     let hour = (e.clock().now.millis() / HOUR_MS + 1) * HOUR_MS;
                     let rates = default_instruments()
                         .into_iter()
-                        .map(|i| Command::SetFundingRate {
-                            symbol: i.symbol,
-                            rate: Decimal::new(1, 4),
+                        .map(|i| {
+                            Command::SetFundingRate(SetFundingRate {
+                                symbol: i.symbol,
+                                rate: Decimal::new(1, 4),
+                            })
                         })
                         .collect();
                     let before = e.tick(Timestamp::from_millis(hour - 1_000), rates);
@@ -251,9 +256,11 @@ fn cascade_venue() -> Cascade {
     apply(&mut e, deposits);
     let mut commands: Vec<Command> = victims
         .iter()
-        .map(|&customer| Command::SetLeverage {
-            customer,
-            leverage: 2,
+        .map(|&customer| {
+            Command::SetLeverage(SetLeverage {
+                customer,
+                leverage: 2,
+            })
         })
         .collect();
     let d = |s: &str| s.parse::<Decimal>().expect("decimal");
@@ -289,11 +296,11 @@ fn cascade_venue() -> Cascade {
 }
 
 fn crash() -> Vec<Command> {
-    vec![Command::SetInstrumentPrice {
+    vec![Command::SetInstrumentPrice(SetInstrumentPrice {
         symbol: BTC.into(),
         index_price: 34_500.into(),
         mark_price: 34_500.into(),
-    }]
+    })]
 }
 
 /// Once, untimed: the cascade does what the benchmark claims.
@@ -303,7 +310,7 @@ fn check_cascade() {
         victims,
     } = cascade_venue();
     let now: Timestamp = engine.clock().now;
-    assert!(engine.tick(now, crash()).results[0].is_ok());
+    assert!(engine.tick(now, crash()).results()[0].is_ok());
     let view = engine.view();
     let open = victims
         .iter()
@@ -342,7 +349,7 @@ fn cascade(c: &mut Criterion) {
             |mut cascade| {
                 let now = cascade.engine.clock().now;
                 let out = cascade.engine.tick(now, crash());
-                assert!(out.results[0].is_ok());
+                assert!(out.results()[0].is_ok());
                 cascade
             },
             BatchSize::PerIteration,

@@ -10,6 +10,9 @@ use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::limits::{MAX_BOUND, VenueLimits};
 use perpsim_core::time::Timestamp;
 use perpsim_systems::command::TransferKind;
+use perpsim_systems::command::{
+    CreateBroker, CreateCustomer, RequestTransfer, SetInstrumentPrice, SetLimits,
+};
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
 /// 2026-01-01T00:00:00Z.
@@ -28,27 +31,27 @@ pub fn genesis() -> Genesis {
 /// The D4 bounds raised to their ceiling: the benchmarks load one broker with more customers,
 /// and one customer with more resting orders, than the defaults admit.
 pub fn unbounded() -> Command {
-    Command::SetLimits {
+    Command::SetLimits(SetLimits {
         limits: VenueLimits {
             max_open_orders: MAX_BOUND,
             max_customers: MAX_BOUND,
         },
-    }
+    })
 }
 
 /// The first tick of every workload: one broker.
 pub fn broker_command() -> Command {
-    Command::CreateBroker {
+    Command::CreateBroker(CreateBroker {
         name: "bench".into(),
         public_key: PublicKey([1; 32]),
-    }
+    })
 }
 
 /// A fresh engine that has applied [`broker_command`], and the broker's code.
 pub fn engine_with_broker() -> (Engine, BrokerCode) {
     let mut engine = Engine::genesis(genesis());
     let out = engine.tick(START, vec![broker_command(), unbounded()]);
-    let Ok(Outcome::Broker(b)) = &out.results[0] else {
+    let Ok(Outcome::Broker(b)) = &out.results()[0] else {
         panic!("broker created")
     };
     let code = b.code;
@@ -60,15 +63,15 @@ pub fn engine_with_broker() -> (Engine, BrokerCode) {
 pub fn mixed_commands(broker: BrokerCode, n: usize, offset: usize) -> Vec<Command> {
     (offset..offset + n)
         .map(|i| match i % 10 {
-            9 => Command::SetInstrumentPrice {
+            9 => Command::SetInstrumentPrice(SetInstrumentPrice {
                 symbol: "BTC-USDC-PERP".into(),
                 index_price: Decimal::new(600_000 + (i % 1_000) as i64, 1),
                 mark_price: Decimal::new(600_005 + (i % 1_000) as i64, 1),
-            },
-            _ => Command::CreateCustomer {
+            }),
+            _ => Command::CreateCustomer(CreateCustomer {
                 broker,
                 external_id: None,
-            },
+            }),
         })
         .collect()
 }
@@ -76,9 +79,11 @@ pub fn mixed_commands(broker: BrokerCode, n: usize, offset: usize) -> Vec<Comman
 /// `n` new customers of `broker`, as one tick's commands.
 pub fn create_customers(broker: BrokerCode, n: usize) -> Vec<Command> {
     (0..n)
-        .map(|_| Command::CreateCustomer {
-            broker,
-            external_id: None,
+        .map(|_| {
+            Command::CreateCustomer(CreateCustomer {
+                broker,
+                external_id: None,
+            })
         })
         .collect()
 }
@@ -103,12 +108,14 @@ pub fn instant_deposits(customers: &[CustomerCode], amount: Decimal) -> Vec<Comm
 pub fn deposits_of(customers: &[CustomerCode], asset: Asset, amount: Decimal) -> Vec<Command> {
     customers
         .iter()
-        .map(|c| Command::RequestTransfer {
-            customer: *c,
-            kind: TransferKind::Deposit,
-            asset,
-            amount,
-            delay_ms: 0,
+        .map(|c| {
+            Command::RequestTransfer(RequestTransfer {
+                customer: *c,
+                kind: TransferKind::Deposit,
+                asset,
+                amount,
+                delay_ms: 0,
+            })
         })
         .collect()
 }

@@ -7,6 +7,7 @@ use crate::recovery::tests::{START, fresh, fresh_seeded, journaled, run};
 use crate::{recover, replay_from_genesis};
 use perpsim_core::ids::PublicKey;
 use perpsim_systems::Command;
+use perpsim_systems::command::CreateBroker;
 
 fn ticks_in_file(journal: &Journal) -> Vec<u64> {
     let txn = journal.begin_read().unwrap();
@@ -152,10 +153,10 @@ fn a_missing_damaged_foreign_or_mixed_up_segment_is_an_error_naming_it_and_recov
     // Two data dirs of one genesis (two runs of one scenario) archive the same range under
     // the same name: the digest the journal listed tells them apart.
     let (_twin_dir, twin, mut twin_live) = fresh();
-    let first = vec![Command::CreateBroker {
+    let first = vec![Command::CreateBroker(CreateBroker {
         name: "another".into(),
         public_key: PublicKey([4; 32]),
-    }];
+    })];
     journaled(&twin, &mut twin_live, (START, first), true);
     run(&twin, &mut twin_live, 95, 20);
     let (twin_segment, twin_path, _) = twin.archive(u64::MAX).unwrap().segment.unwrap();

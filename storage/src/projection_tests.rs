@@ -15,11 +15,18 @@ use perpsim_systems::records::money::MovementStatus;
 use super::VERSION_KEY as VERSION_KEY_NAME;
 use crate::recovery::tests::{START, fresh, journaled};
 use crate::{Holder, Journal, recover};
+use perpsim_systems::command::{
+    AmendOrder, CancelOrder, CancelTransfer, CreateBroker, CreateCustomer, PlaceOrder,
+    RequestTransfer,
+};
 
 /// One tick of one command through engine and journal (see `journaled`); its result.
 fn tick(journal: &Journal, e: &mut Engine, cmds: Vec<Command>, project: bool) -> CommandResult {
     let out = journaled(journal, e, (START, cmds), project);
-    out.results.into_iter().next().expect("one command a tick")
+    out.results()
+        .into_iter()
+        .next()
+        .expect("one command a tick")
 }
 
 fn limit(reference: &str, price: i64) -> Box<OrderEntry> {
@@ -31,44 +38,44 @@ fn limit(reference: &str, price: i64) -> Box<OrderEntry> {
 }
 
 fn place(customer: CustomerCode, reference: &str, price: i64) -> Command {
-    Command::PlaceOrder {
+    Command::PlaceOrder(PlaceOrder {
         customer,
         symbol: "BTC-USDC-PERP".into(),
         entry: limit(reference, price),
-    }
+    })
 }
 
 fn cancel(customer: CustomerCode, reference: &str) -> Command {
-    Command::CancelOrder {
+    Command::CancelOrder(CancelOrder {
         customer,
         reference_id: reference.into(),
-    }
+    })
 }
 
 /// A broker and one customer with 1 000 000 USDC, journaled.
 fn funded(journal: &Journal, e: &mut Engine) -> CustomerCode {
     let brokers = e.view().brokers.len() as u8;
-    let broker = Command::CreateBroker {
+    let broker = Command::CreateBroker(CreateBroker {
         name: format!("b{brokers}"),
         public_key: PublicKey([3 + brokers; 32]),
-    };
+    });
     let Ok(Outcome::Broker(b)) = tick(journal, e, vec![broker], true) else {
         panic!("a broker")
     };
-    let create = Command::CreateCustomer {
+    let create = Command::CreateCustomer(CreateCustomer {
         broker: b.code,
         external_id: None,
-    };
+    });
     let Ok(Outcome::Customer(c)) = tick(journal, e, vec![create], true) else {
         panic!("a customer")
     };
-    let deposit = Command::RequestTransfer {
+    let deposit = Command::RequestTransfer(RequestTransfer {
         customer: c.code,
         kind: TransferKind::Deposit,
         asset: Asset::Usdc,
         amount: Decimal::from(1_000_000),
         delay_ms: 0,
-    };
+    });
     tick(journal, e, vec![deposit], true).unwrap();
     c.code
 }
@@ -226,7 +233,7 @@ fn references_session(backlog: bool) {
         }
         // Where the view holds no live order the engine finds none open either, and the
         // server names its answer from the projection (asked of a copy: nothing changes).
-        let answers = Engine::restore(&e.state()).tick(START, probes).results;
+        let answers = Engine::restore(&e.state()).tick(START, probes).results();
         for answer in answers {
             let refused = answer.unwrap_err();
             assert!(perpsim_core::order::is_not_open(&refused), "{refused:?}");
@@ -253,26 +260,28 @@ fn random_command(rng: &mut perpsim_core::rng::SimRng, customers: &[CustomerCode
         Side::Sell
     };
     let amount = Decimal::new(1 + (rng.next_u64() % 3) as i64, 2);
-    let entry = |kind, limit_price| Command::PlaceOrder {
-        customer,
-        symbol: "BTC-USDC-PERP".into(),
-        entry: Box::new(OrderEntry {
-            amount: Some(amount),
-            limit_price,
-            ..OrderEntry::new(side, kind, reference.clone())
-        }),
+    let entry = |kind, limit_price| {
+        Command::PlaceOrder(PlaceOrder {
+            customer,
+            symbol: "BTC-USDC-PERP".into(),
+            entry: Box::new(OrderEntry {
+                amount: Some(amount),
+                limit_price,
+                ..OrderEntry::new(side, kind, reference.clone())
+            }),
+        })
     };
     match rng.next_u64() % 5 {
         0 | 1 => entry(OrderType::Limit, Some(Decimal::from(price))),
         2 => entry(OrderType::Market, None),
-        3 => Command::AmendOrder {
+        3 => Command::AmendOrder(AmendOrder {
             customer,
             reference_id: reference,
             amend: perpsim_core::entry::Amend {
                 limit_price: Some(Decimal::from(price)),
                 ..perpsim_core::entry::Amend::default()
             },
-        },
+        }),
         _ => cancel(customer, &reference),
     }
 }
@@ -411,19 +420,19 @@ fn history_session(backlog: bool) -> (tempfile::TempDir, Journal, Engine, Vec<Ho
             .collect();
         let customer = customers[(rng.next_u64() % 3) as usize];
         commands.push(match rng.next_u64() % 3 {
-            0 if !pending.is_empty() => Command::CancelTransfer {
+            0 if !pending.is_empty() => Command::CancelTransfer(CancelTransfer {
                 code: pending.swap_remove(0),
-            },
-            k => Command::RequestTransfer {
+            }),
+            k => Command::RequestTransfer(RequestTransfer {
                 customer,
                 kind: [TransferKind::Deposit, TransferKind::Withdrawal][k as usize % 2],
                 asset: Asset::Usdc,
                 amount: Decimal::from(1 + rng.next_u64() % 50),
                 delay_ms: (rng.next_u64() % 4) as i64 * SECOND_MS,
-            },
+            }),
         });
         let out = journaled(&journal, &mut e, (now, commands), true);
-        pending.extend(out.results.iter().filter_map(|r| match r {
+        pending.extend(out.results().iter().filter_map(|r| match r {
             Ok(Outcome::Movement(m)) if m.status == MovementStatus::Pending => Some(m.code),
             _ => None,
         }));
@@ -555,18 +564,20 @@ fn history_the_engine_let_go_is_in_the_projection_and_recovery_reaches_the_same_
     assert_eq!(funded(&scratch, &mut holding), buyer);
     assert_eq!(funded(&scratch, &mut holding), seller);
     holding.set_projecting(false);
-    let order = |customer, entry: OrderEntry| Command::PlaceOrder {
-        customer,
-        symbol: "BTC-USDC-PERP".into(),
-        entry: Box::new(entry),
+    let order = |customer, entry: OrderEntry| {
+        Command::PlaceOrder(PlaceOrder {
+            customer,
+            symbol: "BTC-USDC-PERP".into(),
+            entry: Box::new(entry),
+        })
     };
-    let deposit = Command::RequestTransfer {
+    let deposit = Command::RequestTransfer(RequestTransfer {
         customer: buyer,
         kind: TransferKind::Deposit,
         asset: Asset::Usdc,
         amount: Decimal::ONE,
         delay_ms: 0,
-    };
+    });
     // A bid of 4 BTC, then 35 000 deposits and 35 000 sells of a lot each into it.
     let bid = OrderEntry {
         amount: Some(Decimal::from(4)),

@@ -160,6 +160,7 @@ pub(crate) mod tests {
     use perpsim_core::ids::PublicKey;
     use perpsim_core::instrument::default_instruments;
     use perpsim_core::time::{MINUTE_MS, Timestamp};
+    use perpsim_systems::command::{AdvanceClock, CreateBroker, CreateCustomer};
     use perpsim_systems::{Command, Genesis, Outcome};
 
     pub(crate) const START: Timestamp = Timestamp::from_millis(1_767_225_600_000);
@@ -192,12 +193,12 @@ pub(crate) mod tests {
         let broker = match engine.view().brokers.keys().next() {
             Some(code) => *code,
             None => {
-                let cmds = vec![Command::CreateBroker {
+                let cmds = vec![Command::CreateBroker(CreateBroker {
                     name: "b".into(),
                     public_key: PublicKey([3; 32]),
-                }];
+                })];
                 let out = journaled(journal, engine, (START, cmds), true);
-                let Ok(Outcome::Broker(b)) = &out.results[0] else {
+                let Ok(Outcome::Broker(b)) = &out.results()[0] else {
                     panic!()
                 };
                 b.code
@@ -206,13 +207,13 @@ pub(crate) mod tests {
         for _ in 0..ticks {
             let now = engine.clock().now.plus_millis(7 * MINUTE_MS);
             let cmds = vec![
-                Command::CreateCustomer {
+                Command::CreateCustomer(CreateCustomer {
                     broker,
                     external_id: None,
-                },
-                Command::AdvanceClock {
+                }),
+                Command::AdvanceClock(AdvanceClock {
                     to: now.plus_millis(MINUTE_MS),
-                },
+                }),
             ];
             journaled(journal, engine, (now, cmds), true);
             if engine.counters().ticks.is_multiple_of(every) {

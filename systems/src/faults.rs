@@ -7,7 +7,7 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
 
-use crate::command::{CommandResult, Outcome};
+use crate::command::Answer;
 use crate::records::fault_plan::{FaultPlan, PPM};
 
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,9 +44,9 @@ pub fn refusal() -> Error {
 }
 
 /// `SetFaults`: a new plan (its generator seeded from it) or none.
-pub fn set(world: &mut World, plan: Option<FaultPlan>) -> CommandResult {
+pub fn set(world: &mut World, plan: Option<FaultPlan>) -> Answer<Option<Box<FaultPlan>>> {
     let rng = plan.as_ref().map(|p| SimRng::from_seed(p.seed));
-    let outcome = Outcome::Faults(plan.clone().map(Box::new));
+    let answer = plan.clone().map(Box::new);
     *world.resource_mut::<Faults>() = Faults { plan, rng };
-    Ok(outcome)
+    Ok(answer)
 }

@@ -17,7 +17,7 @@ use perpsim_core::{Decimal, Error};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::SimClock;
-use crate::command::{CommandResult, Outcome};
+use crate::command::Answer;
 use crate::records::lookup::Lookup;
 use crate::records::venue::{
     Broker, BrokerKeys, BrokerView, Customer, CustomerView, Instrument, InstrumentState,
@@ -93,7 +93,7 @@ pub fn instrument_entity(world: &World, symbol: &str) -> Result<Entity, Error> {
         .ok_or_else(|| Error::not_found(format!("symbol {symbol} does not exist")))
 }
 
-pub fn create_broker(world: &mut World, name: &str, key: PublicKey) -> CommandResult {
+pub fn create_broker(world: &mut World, name: &str, key: PublicKey) -> Answer<BrokerView> {
     key_free(world, &key)?;
     let code = BrokerCode(world.resource_mut::<EngineRng>().0.uuid());
     let broker = Broker {
@@ -105,10 +105,10 @@ pub fn create_broker(world: &mut World, name: &str, key: PublicKey) -> CommandRe
     let mut registry = world.resource_mut::<Registry>();
     registry.brokers.insert(code, entity);
     registry.keys.insert(key, code);
-    Ok(Outcome::Broker(broker_view(world, entity)))
+    Ok(broker_view(world, entity))
 }
 
-pub fn add_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) -> CommandResult {
+pub fn add_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) -> Answer<BrokerView> {
     let entity = broker_entity(world, code)?;
     key_free(world, &key)?;
     let mut keys = world
@@ -121,10 +121,14 @@ pub fn add_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) -> Co
     }
     keys.0.push(key);
     world.resource_mut::<Registry>().keys.insert(key, code);
-    Ok(Outcome::Broker(broker_view(world, entity)))
+    Ok(broker_view(world, entity))
 }
 
-pub fn revoke_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) -> CommandResult {
+pub fn revoke_broker_key(
+    world: &mut World,
+    code: BrokerCode,
+    key: PublicKey,
+) -> Answer<BrokerView> {
     let entity = broker_entity(world, code)?;
     if world.resource::<Registry>().keys.get(&key) != Some(&code) {
         return Err(Error::not_found(format!(
@@ -137,14 +141,14 @@ pub fn revoke_broker_key(world: &mut World, code: BrokerCode, key: PublicKey) ->
         .0
         .retain(|k| *k != key);
     world.resource_mut::<Registry>().keys.remove(&key);
-    Ok(Outcome::Broker(broker_view(world, entity)))
+    Ok(broker_view(world, entity))
 }
 
 pub fn create_customer(
     world: &mut World,
     broker: BrokerCode,
     external_id: Option<String>,
-) -> CommandResult {
+) -> Answer<CustomerView> {
     broker_entity(world, broker)?;
     let bound = world.resource::<Limits>().0.max_customers;
     let held = customer_count(world, broker);
@@ -167,7 +171,7 @@ pub fn create_customer(
     let view = CustomerView::from(&customer);
     let entity = world.spawn(customer).id();
     index_customer(&mut world.resource_mut::<Registry>(), code, broker, entity);
-    Ok(Outcome::Customer(view))
+    Ok(view)
 }
 
 fn customer_count(world: &World, broker: BrokerCode) -> u32 {
@@ -187,10 +191,10 @@ pub fn index_customer(
 }
 
 /// D4: the bounds in force from this command on.
-pub fn set_limits(world: &mut World, limits: VenueLimits) -> CommandResult {
+pub fn set_limits(world: &mut World, limits: VenueLimits) -> Answer<VenueLimits> {
     limits.check().map_err(Error::validation)?;
     world.resource_mut::<Limits>().0 = limits;
-    Ok(Outcome::Limits(limits))
+    Ok(limits)
 }
 
 fn instrument_view(world: &World, entity: Entity) -> InstrumentView {
@@ -205,7 +209,7 @@ pub fn set_instrument_status(
     world: &mut World,
     symbol: &str,
     status: InstrumentStatus,
-) -> CommandResult {
+) -> Answer<InstrumentView> {
     let entity = instrument_entity(world, symbol)?;
     let mut state = world
         .get_mut::<InstrumentState>(entity)
@@ -214,7 +218,7 @@ pub fn set_instrument_status(
     if state.status != status {
         state.status = status;
     }
-    Ok(Outcome::Instrument(instrument_view(world, entity)))
+    Ok(instrument_view(world, entity))
 }
 
 pub fn set_instrument_price(
@@ -222,7 +226,7 @@ pub fn set_instrument_price(
     symbol: &str,
     index: Decimal,
     mark: Decimal,
-) -> CommandResult {
+) -> Answer<InstrumentView> {
     let entity = instrument_entity(world, symbol)?;
     assert!(
         index > Decimal::ZERO && mark > Decimal::ZERO,
@@ -235,7 +239,7 @@ pub fn set_instrument_price(
     state.index_price = index;
     state.mark_price = mark;
     state.price_time = at;
-    Ok(Outcome::Instrument(instrument_view(world, entity)))
+    Ok(instrument_view(world, entity))
 }
 
 /// Spawns an instrument at genesis or restore.

@@ -10,6 +10,9 @@ use perpsim_core::order::{OrderType, Side};
 use perpsim_core::time::Timestamp;
 
 use crate::command::TransferKind;
+use crate::command::{
+    AdvanceClock, CreateBroker, CreateCustomer, PlaceOrder, RequestTransfer, SetInstrumentPrice,
+};
 use crate::records::order::Order;
 use crate::{Command, CommandResult, Engine, Genesis, Outcome};
 
@@ -40,7 +43,9 @@ pub(crate) fn living(seed: u64) -> Engine {
 pub(crate) fn advance(e: &mut Engine, ms: i64) {
     let to = now(e).plus_millis(ms);
     let t = now(e);
-    let r = e.tick(t, vec![Command::AdvanceClock { to }]).results;
+    let r = e
+        .tick(t, vec![Command::AdvanceClock(AdvanceClock { to })])
+        .results();
     assert!(r[0].is_ok(), "{r:?}");
 }
 
@@ -48,23 +53,25 @@ pub(crate) fn advance(e: &mut Engine, ms: i64) {
 pub(crate) fn customers(engine: &mut Engine, n: usize) -> Vec<CustomerCode> {
     let out = engine.tick(
         START,
-        vec![Command::CreateBroker {
+        vec![Command::CreateBroker(CreateBroker {
             name: "b".into(),
             public_key: PublicKey([1; 32]),
-        }],
+        })],
     );
-    let Ok(Outcome::Broker(b)) = &out.results[0] else {
+    let Ok(Outcome::Broker(b)) = &out.results()[0] else {
         panic!()
     };
     let cmds = (0..n)
-        .map(|_| Command::CreateCustomer {
-            broker: b.code,
-            external_id: None,
+        .map(|_| {
+            Command::CreateCustomer(CreateCustomer {
+                broker: b.code,
+                external_id: None,
+            })
         })
         .collect();
     engine
         .tick(START, cmds)
-        .results
+        .results()
         .into_iter()
         .map(|r| match r {
             Ok(Outcome::Customer(c)) => c.code,
@@ -84,12 +91,14 @@ pub(crate) fn funded(e: &mut Engine, n: usize, usdc: &str) -> Vec<CustomerCode> 
     let cs = customers(e, n);
     let cmds = cs
         .iter()
-        .map(|c| Command::RequestTransfer {
-            customer: *c,
-            kind: TransferKind::Deposit,
-            asset: Asset::Usdc,
-            amount: d(usdc),
-            delay_ms: 0,
+        .map(|c| {
+            Command::RequestTransfer(RequestTransfer {
+                customer: *c,
+                kind: TransferKind::Deposit,
+                asset: Asset::Usdc,
+                amount: d(usdc),
+                delay_ms: 0,
+            })
         })
         .collect();
     e.tick(START, cmds);
@@ -117,22 +126,22 @@ pub(crate) fn market(side: Side, reference: &str, amount: &str) -> OrderEntry {
 }
 
 pub(crate) fn place(customer: CustomerCode, entry: OrderEntry) -> Command {
-    Command::PlaceOrder {
+    Command::PlaceOrder(PlaceOrder {
         customer,
         symbol: BTC.into(),
         entry: Box::new(entry),
-    }
+    })
 }
 
 /// Sets BTC's index and mark price through the admin command.
 pub(crate) fn set_price(e: &mut Engine, price: &str) {
     let r = run(
         e,
-        vec![Command::SetInstrumentPrice {
+        vec![Command::SetInstrumentPrice(SetInstrumentPrice {
             symbol: BTC.into(),
             index_price: d(price),
             mark_price: d(price),
-        }],
+        })],
     );
     assert!(r[0].is_ok(), "{r:?}");
 }
@@ -143,7 +152,7 @@ pub(crate) fn now(e: &Engine) -> Timestamp {
 
 pub(crate) fn run(e: &mut Engine, cmds: Vec<Command>) -> Vec<CommandResult> {
     let t = now(e);
-    e.tick(t, cmds).results
+    e.tick(t, cmds).results()
 }
 
 pub(crate) fn order(r: &CommandResult) -> &Order {

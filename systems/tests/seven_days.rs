@@ -22,6 +22,10 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::simulation::Simulation;
 use perpsim_core::time::{DAY_MS, MINUTE_MS, Timestamp};
 use perpsim_systems::command::TransferKind;
+use perpsim_systems::command::{
+    AdvanceClock, AmendOrder, CancelOrder, CreateBroker, CreateCustomer, PlaceOrder,
+    RequestTransfer, SetInstrumentPrice, SetLeverage,
+};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::{Command, Engine, Genesis, Outcome};
 
@@ -76,7 +80,7 @@ impl Sim {
         self.journal
             .send((now, commands.clone()))
             .expect("the replay reads to the end");
-        self.engine.tick(now, commands).results
+        self.engine.tick(now, commands).results()
     }
 
     fn pick(&mut self, n: u64) -> u64 {
@@ -105,14 +109,14 @@ impl Sim {
                     0 => Side::Buy,
                     _ => Side::Sell,
                 };
-                Command::PlaceOrder {
+                Command::PlaceOrder(PlaceOrder {
                     customer: self.customers[who],
                     symbol: spec.symbol.clone(),
                     entry: Box::new(OrderEntry {
                         amount: Some(amount),
                         ..OrderEntry::new(side, OrderType::Market, "lev")
                     }),
-                }
+                })
             })
             .collect()
     }
@@ -127,11 +131,11 @@ impl Sim {
             _ => Decimal::new(145, 2),
         };
         let price = (self.price(market) * factor / spec.tick_size).round() * spec.tick_size;
-        Command::SetInstrumentPrice {
+        Command::SetInstrumentPrice(SetInstrumentPrice {
             symbol: spec.symbol.clone(),
             index_price: price,
             mark_price: price,
-        }
+        })
     }
 
     /// A random request of any kind from a random customer.
@@ -153,10 +157,12 @@ impl Sim {
         };
         self.next_ref += 1;
         let reference = format!("r{}", self.next_ref % REFERENCES);
-        let place = |entry: OrderEntry| Command::PlaceOrder {
-            customer,
-            symbol: spec.symbol.clone(),
-            entry: Box::new(entry),
+        let place = |entry: OrderEntry| {
+            Command::PlaceOrder(PlaceOrder {
+                customer,
+                symbol: spec.symbol.clone(),
+                entry: Box::new(entry),
+            })
         };
         let base = |kind| OrderEntry {
             amount: Some(amount),
@@ -196,11 +202,11 @@ impl Sim {
                     ..base(OrderType::StopLoss)
                 })
             }
-            7 => Command::CancelOrder {
+            7 => Command::CancelOrder(CancelOrder {
                 customer,
                 reference_id: format!("r{}", self.pick(REFERENCES)),
-            },
-            8 => Command::AmendOrder {
+            }),
+            8 => Command::AmendOrder(AmendOrder {
                 customer,
                 reference_id: format!("r{}", self.pick(REFERENCES)),
                 amend: Amend {
@@ -209,8 +215,8 @@ impl Sim {
                     trigger_price: None,
                     expire_time: None,
                 },
-            },
-            9 => Command::RequestTransfer {
+            }),
+            9 => Command::RequestTransfer(RequestTransfer {
                 customer,
                 kind: if self.pick(3) == 0 {
                     TransferKind::Withdrawal
@@ -220,11 +226,11 @@ impl Sim {
                 asset: spec.settlement,
                 amount: Decimal::from(100 + self.pick(10_000) as i64),
                 delay_ms: 1_000,
-            },
-            10 => Command::SetLeverage {
+            }),
+            10 => Command::SetLeverage(SetLeverage {
                 customer,
                 leverage: 1 + self.pick(2) as u32,
-            },
+            }),
             _ => place(OrderEntry {
                 limit_price: Some(price),
                 post_only: true,
@@ -254,19 +260,21 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
         customers: Vec::new(),
         next_ref: 0,
     };
-    let r = sim.tick(vec![Command::CreateBroker {
+    let r = sim.tick(vec![Command::CreateBroker(CreateBroker {
         name: "b".into(),
         public_key: PublicKey([7; 32]),
-    }]);
+    })]);
     let Ok(Outcome::Broker(b)) = &r[0] else {
         panic!("{r:?}")
     };
     let broker = b.code;
     let r = sim.tick(
         (0..CUSTOMERS)
-            .map(|_| Command::CreateCustomer {
-                broker,
-                external_id: None,
+            .map(|_| {
+                Command::CreateCustomer(CreateCustomer {
+                    broker,
+                    external_id: None,
+                })
             })
             .collect(),
     );
@@ -286,21 +294,25 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
                 0 => THIN_COLLATERAL,
                 _ => 50_000,
             };
-            Asset::ALL.map(|asset| Command::RequestTransfer {
-                customer,
-                kind: TransferKind::Deposit,
-                asset,
-                amount: Decimal::from(amount),
-                delay_ms: 0,
+            Asset::ALL.map(|asset| {
+                Command::RequestTransfer(RequestTransfer {
+                    customer,
+                    kind: TransferKind::Deposit,
+                    asset,
+                    amount: Decimal::from(amount),
+                    delay_ms: 0,
+                })
             })
         })
         .collect();
     sim.tick(deposits);
     let leverage = (0..CUSTOMERS)
         .step_by(LEVERAGED_EVERY)
-        .map(|who| Command::SetLeverage {
-            customer: sim.customers[who],
-            leverage: 2,
+        .map(|who| {
+            Command::SetLeverage(SetLeverage {
+                customer: sim.customers[who],
+                leverage: 2,
+            })
         })
         .collect();
     sim.tick(leverage);
@@ -308,7 +320,7 @@ fn a_week_of_the_living_market_keeps_every_invariant_and_replays_to_the_same_has
     let mut accepted = 0usize;
     while sim.engine.clock().now < end {
         let to = sim.engine.clock().now.plus_millis(MINUTE_MS);
-        sim.tick(vec![Command::AdvanceClock { to }]);
+        sim.tick(vec![Command::AdvanceClock(AdvanceClock { to })]);
         let since_start = to.millis() - START.millis();
         if since_start % (6 * 60 * MINUTE_MS) == 0 {
             let orders = sim.leveraged_orders();

@@ -11,7 +11,6 @@ use perpsim_core::{Decimal, Error};
 use perpsim_systems::records::fault_plan::{
     ChannelFault, ChannelFaultKind, FaultPlan, MAX_CHANNEL_FAULTS, OrderEntryFault, PPM,
 };
-use perpsim_systems::{Command, Outcome};
 use poem::web::Data;
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
@@ -23,6 +22,7 @@ use crate::state::AppState;
 use crate::wire::{DecimalIn, DecimalOut, Time};
 use crate::ws::WsShared;
 use crate::ws::strikes::{FaultKindApi, RecoveryReport};
+use perpsim_systems::command::SetFaults;
 
 /// Longest delay or stall a fault may hold a frame or a connection, in milliseconds.
 const MAX_DELAY_MS: u64 = 60_000;
@@ -246,14 +246,8 @@ fn state_of(plan: Option<&FaultPlan>) -> FaultPlanState {
 }
 
 async fn apply(state: &AppState, plan: Option<FaultPlan>) -> Result<FaultPlanState, ApiError> {
-    match state
-        .engine
-        .submit_admin(Command::SetFaults { plan })
-        .await?
-    {
-        Outcome::Faults(plan) => Ok(state_of(plan.as_deref())),
-        other => unreachable!("SetFaults answers its plan, got {other:?}"),
-    }
+    let plan = state.engine.submit_admin(SetFaults { plan }).await?;
+    Ok(state_of(plan.as_deref()))
 }
 
 pub struct FaultsApi;

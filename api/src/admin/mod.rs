@@ -21,7 +21,6 @@ use perpsim_core::Error;
 use perpsim_core::decimal::{self};
 use perpsim_core::ids::{BrokerCode, PublicKey};
 use perpsim_systems::records::venue::{BrokerView, InstrumentView};
-use perpsim_systems::{Command, Outcome};
 use poem::Request;
 use poem::web::Data;
 use poem_openapi::auth::Bearer;
@@ -38,6 +37,7 @@ use crate::signing::{encode_public_key, parse_public_key};
 use crate::state::AppState;
 use crate::types::InstrumentStatusApi;
 use crate::v1::funding::{FundingRateLatest, latest};
+use perpsim_systems::command::{AddBrokerKey, CreateBroker, RevokeBrokerKey};
 
 /// Marker put into the request by the admin middleware once the token matched.
 #[derive(Debug, Clone, Copy)]
@@ -172,10 +172,10 @@ impl AdminApi {
             .into());
         }
         let public_key = key_from_body(&body.0.public_key)?;
-        Ok(BrokerCreated::Created(Json(broker(
+        Ok(BrokerCreated::Created(Json(BrokerRecord::from(
             state
                 .engine
-                .submit_admin(Command::CreateBroker { name, public_key })
+                .submit_admin(CreateBroker { name, public_key })
                 .await?,
         ))))
     }
@@ -194,11 +194,11 @@ impl AdminApi {
         broker_code: Path<String>,
         body: Json<AddKeyRequest>,
     ) -> Result<BrokerCreated, ApiError> {
-        let command = Command::AddBrokerKey {
+        let command = AddBrokerKey {
             broker: self::broker_code(&broker_code.0)?,
             public_key: key_from_body(&body.0.public_key)?,
         };
-        Ok(BrokerCreated::Created(Json(broker(
+        Ok(BrokerCreated::Created(Json(BrokerRecord::from(
             state.engine.submit_admin(command).await?,
         ))))
     }
@@ -225,11 +225,13 @@ impl AdminApi {
             .ok_or_else(|| {
                 Error::validation("public_key must be URL-safe base64 without padding of 32 bytes")
             })?;
-        let command = Command::RevokeBrokerKey {
+        let command = RevokeBrokerKey {
             broker: self::broker_code(&broker_code.0)?,
             public_key: PublicKey(key),
         };
-        Ok(Json(broker(state.engine.submit_admin(command).await?)))
+        Ok(Json(BrokerRecord::from(
+            state.engine.submit_admin(command).await?,
+        )))
     }
 
     /// Set an instrument's index price and mark price (the mark defaults to the index).
@@ -247,7 +249,9 @@ impl AdminApi {
         body: Json<PriceRequest>,
     ) -> Result<Json<InstrumentStateRecord>, ApiError> {
         let command = price_command(symbol.0, &body.0)?;
-        Ok(Json(instrument(state.engine.submit_admin(command).await?)))
+        Ok(Json(InstrumentStateRecord::from(
+            state.engine.submit_admin(command).await?,
+        )))
     }
 
     /// Set the preliminary funding rate of an instrument's running interval (D3).
@@ -267,15 +271,11 @@ impl AdminApi {
         body: Json<FundingRequest>,
     ) -> Result<Json<FundingRateLatest>, ApiError> {
         let command = funding_command(symbol.0, &body.0)?;
-        match state.engine.submit_admin(command).await? {
-            Outcome::Funding(f) => {
-                let view = state.engine.view();
-                Ok(Json(
-                    latest(&view, &f).expect("a set rate is a preliminary rate"),
-                ))
-            }
-            other => unreachable!("a funding command answers funding, got {other:?}"),
-        }
+        let funding = state.engine.submit_admin(command).await?;
+        let view = state.engine.view();
+        Ok(Json(
+            latest(&view, &funding).expect("a set rate is a preliminary rate"),
+        ))
     }
 
     /// Set an instrument's status.
@@ -293,20 +293,8 @@ impl AdminApi {
         body: Json<StatusRequest>,
     ) -> Result<Json<InstrumentStateRecord>, ApiError> {
         let command = status_command(symbol.0, &body.0);
-        Ok(Json(instrument(state.engine.submit_admin(command).await?)))
-    }
-}
-
-fn broker(outcome: Outcome) -> BrokerRecord {
-    match outcome {
-        Outcome::Broker(b) => b.into(),
-        other => unreachable!("broker commands answer a broker, got {other:?}"),
-    }
-}
-
-fn instrument(outcome: Outcome) -> InstrumentStateRecord {
-    match outcome {
-        Outcome::Instrument(i) => i.into(),
-        other => unreachable!("instrument commands answer an instrument, got {other:?}"),
+        Ok(Json(InstrumentStateRecord::from(
+            state.engine.submit_admin(command).await?,
+        )))
     }
 }

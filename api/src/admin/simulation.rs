@@ -8,7 +8,6 @@ use std::sync::Arc;
 use perpsim_core::Error;
 use perpsim_core::time::{DAY_MS, HOUR_MS, SECOND_MS, Timestamp};
 use perpsim_systems::records::clock::ClockView;
-use perpsim_systems::{Command, Outcome};
 use poem::web::Data;
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
@@ -18,6 +17,9 @@ use super::{AdminTag, AdminToken};
 use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::state::AppState;
+use perpsim_systems::command::{
+    AdvanceClock, CancelTransfer, SetProvisioned, SetTransfersAvailable,
+};
 
 /// A segment's path as the operator finds it under the data dir: its folder and name.
 fn relative_to_data_dir(path: &std::path::Path) -> String {
@@ -213,14 +215,7 @@ impl SimulationApi {
         let mut clock;
         loop {
             let step = to.min(clock_now(&state).plus_millis(ADVANCE_STEP_MS));
-            clock = match state
-                .engine
-                .submit_admin(Command::AdvanceClock { to: step })
-                .await?
-            {
-                Outcome::Clock(c) => c,
-                other => unreachable!("AdvanceClock answers the clock, got {other:?}"),
-            };
+            clock = state.engine.submit_admin(AdvanceClock { to: step }).await?;
             if clock.now >= to {
                 break;
             }
@@ -295,16 +290,12 @@ impl SimulationApi {
         _auth: AdminToken,
         body: Json<TransfersRequest>,
     ) -> Result<Json<TransfersRecord>, ApiError> {
-        match state
+        let available = body.0.available;
+        let available = state
             .engine
-            .submit_admin(Command::SetTransfersAvailable {
-                available: body.0.available,
-            })
-            .await?
-        {
-            Outcome::TransfersAvailable(available) => Ok(Json(TransfersRecord { available })),
-            other => unreachable!("the switch answers its state, got {other:?}"),
-        }
+            .submit_admin(SetTransfersAvailable { available })
+            .await?;
+        Ok(Json(TransfersRecord { available }))
     }
 
     /// End a pending deposit or withdrawal as cancelled, as when the venue refuses it: nothing
@@ -323,14 +314,8 @@ impl SimulationApi {
     ) -> Result<Json<crate::v1::money::TransactionRecord>, ApiError> {
         let code = perpsim_core::ids::MovementCode::parse(&code.0)
             .ok_or_else(|| Error::not_found(format!("transfer {} does not exist", code.0)))?;
-        match state
-            .engine
-            .submit_admin(Command::CancelTransfer { code })
-            .await?
-        {
-            Outcome::Movement(m) => Ok(Json((&m).into())),
-            other => unreachable!("cancel answers the movement, got {other:?}"),
-        }
+        let movement = state.engine.submit_admin(CancelTransfer { code }).await?;
+        Ok(Json((&movement).into()))
     }
 
     /// Mark a customer's margin profile provisioned at the venue, or not (D3).
@@ -349,19 +334,17 @@ impl SimulationApi {
     ) -> Result<Json<ProvisionedRecord>, ApiError> {
         let customer = perpsim_core::ids::CustomerCode::parse(&code.0)
             .ok_or_else(|| Error::not_found(format!("customer {} does not exist", code.0)))?;
-        match state
+        let provisioned = body.0.provisioned;
+        let c = state
             .engine
-            .submit_admin(Command::SetProvisioned {
+            .submit_admin(SetProvisioned {
                 customer,
-                provisioned: body.0.provisioned,
+                provisioned,
             })
-            .await?
-        {
-            Outcome::Customer(c) => Ok(Json(ProvisionedRecord {
-                customer_code: c.code.to_string(),
-                provisioned: c.provisioned,
-            })),
-            other => unreachable!("provisioning answers the customer, got {other:?}"),
-        }
+            .await?;
+        Ok(Json(ProvisionedRecord {
+            customer_code: c.code.to_string(),
+            provisioned: c.provisioned,
+        }))
     }
 }

@@ -16,6 +16,7 @@ use super::plan::Plan;
 use super::report::{self, RunInfo};
 use super::run::{self, Observed};
 use perpsim_systems::Engine;
+use perpsim_systems::command::AdvanceClock;
 
 /// The files a run writes, in the manifest's order (the manifest itself last).
 pub const FILES: [&str; 5] = [
@@ -435,7 +436,7 @@ fn last_instant(journal: &Journal) -> Result<perpsim_core::time::Timestamp, Stri
         return Ok(perpsim_core::time::Timestamp::EPOCH);
     };
     let advanced = record.commands.iter().filter_map(|c| match c {
-        perpsim_systems::Command::AdvanceClock { to } => Some(*to),
+        perpsim_systems::Command::AdvanceClock(AdvanceClock { to }) => Some(*to),
         _ => None,
     });
     Ok(advanced.fold(record.time, perpsim_core::time::Timestamp::max))

@@ -27,6 +27,7 @@ use crate::requests::instruments::{PriceRequest, funding_command, price_command,
 use crate::requests::money::{TransferRequest, transfer_command};
 use crate::requests::orders::{amend_command, place_command};
 use crate::requests::profiles::fees_command;
+use perpsim_systems::command::{CancelOrder, SetLeverage};
 
 /// A scenario ready to run.
 #[derive(Debug, Clone)]
@@ -493,16 +494,17 @@ fn setup(ctx: &Ctx, c: &mut Spanned<CustomerSpec>) -> Result<Vec<Command>, Scena
     if let Some(leverage) = c.value.leverage {
         perpsim_core::money::margin_profile(leverage)
             .ok_or_else(|| here(format!("leverage: expected 1 or 2, got {leverage}")))?;
-        setup.push(Command::SetLeverage {
+        setup.push(Command::SetLeverage(SetLeverage {
             customer: UNBOUND,
             leverage,
-        });
+        }));
     }
     if let Some(fees) = &mut c.value.fees {
         let body = ctx.body("fees", fees)?;
         setup.push(
             fees_command(UNBOUND, None, &body)
-                .map_err(|e| ctx.error(fees.json.referenced, format!("fees: {}", e.message)))?,
+                .map_err(|e| ctx.error(fees.json.referenced, format!("fees: {}", e.message)))?
+                .into(),
         );
     }
     for (asset, Dec(amount)) in &c.value.deposits {
@@ -511,7 +513,7 @@ fn setup(ctx: &Ctx, c: &mut Spanned<CustomerSpec>) -> Result<Vec<Command>, Scena
                 .map_err(|m| here(format!("deposits: {m}")))?;
         let command = transfer_command(UNBOUND, TransferKind::Deposit, &body, 0)
             .map_err(|e| here(format!("deposits: {}", e.message)))?;
-        setup.push(command);
+        setup.push(command.into());
     }
     Ok(setup)
 }
@@ -523,7 +525,9 @@ pub(super) fn price_row(symbol: &str, index: &str, mark: Option<&str>) -> Result
         body["mark_price"] = json!(mark);
     }
     let body: PriceRequest = read_body(body)?;
-    price_command(symbol.to_owned(), &body).map_err(|e| e.message)
+    price_command(symbol.to_owned(), &body)
+        .map(Command::from)
+        .map_err(|e| e.message)
 }
 
 /// An event's command from its action, with the siblings the action needs: the customer
@@ -570,15 +574,15 @@ fn customer_action(
             order.json.defined,
         ))?;
         return place_command(UNBOUND, &body)
-            .map(Some)
+            .map(|c| Some(c.into()))
             .map_err(refused(ctx, at));
     }
     if let Some(reference) = &v.cancel {
         let reference_id = reference.value.clone();
-        return Ok(Some(Command::CancelOrder {
+        return Ok(Some(Command::CancelOrder(CancelOrder {
             customer: UNBOUND,
             reference_id,
-        }));
+        })));
     }
     if let Some(amend) = &mut v.amend {
         let reference = v
@@ -587,7 +591,7 @@ fn customer_action(
             .ok_or_else(|| here("an amend needs `reference_id`"))?;
         let body = ctx.body("amend", amend)?;
         return amend_command(UNBOUND, reference.value.clone(), &body)
-            .map(Some)
+            .map(|c| Some(c.into()))
             .map_err(refused(ctx, amend.json.referenced));
     }
     for (kind, body) in [
@@ -597,7 +601,7 @@ fn customer_action(
         if let Some(b) = body {
             let request = ctx.body("transfer", b)?;
             return transfer_command(UNBOUND, kind, &request, 0)
-                .map(Some)
+                .map(|c| Some(c.into()))
                 .map_err(refused(ctx, b.json.referenced));
         }
     }
@@ -615,18 +619,18 @@ fn venue_action(ctx: &Ctx, v: &mut Event, here: &Here) -> Result<Option<Command>
     if let Some(price) = &mut v.price {
         let body = ctx.body("price", price)?;
         return price_command(symbol()?, &body)
-            .map(Some)
+            .map(|c| Some(c.into()))
             .map_err(refused(ctx, price.json.referenced));
     }
     if let Some(funding) = &mut v.funding {
         let body = ctx.body("funding", funding)?;
         return funding_command(symbol()?, &body)
-            .map(Some)
+            .map(|c| Some(c.into()))
             .map_err(refused(ctx, funding.json.referenced));
     }
     if let Some(status) = &mut v.status {
         let body = ctx.body("status", status)?;
-        return Ok(Some(status_command(symbol()?, &body)));
+        return Ok(Some(status_command(symbol()?, &body).into()));
     }
     Ok(None)
 }

@@ -39,6 +39,7 @@ use perpsim_systems::{
 
 use super::plan::{Plan, Step, UNBOUND};
 use super::report::streamed::{self, LogTallies, Streamed};
+use perpsim_systems::command::{AdvanceClock, CreateBroker, CreateCustomer};
 
 /// Ticks written per journal transaction.
 const JOURNAL_BATCH: usize = 4_096;
@@ -206,11 +207,12 @@ impl Runner {
             .push(TickRecord::encode(now, first_seq, &commands));
         let out = self.engine.tick(now, commands);
         self.named.ended(&out.ended);
-        self.take(out.events, &out.results);
+        let results = out.answers.into_results();
+        self.take(out.events, &results);
         if self.pending.len() == JOURNAL_BATCH {
             self.flush()?;
         }
-        Ok(out.results)
+        Ok(results)
     }
 
     fn take(&mut self, events: Vec<EngineEvent>, results: &[CommandResult]) {
@@ -384,9 +386,11 @@ fn set_up(r: &mut Runner, plan: &Plan, start: Timestamp) -> Result<Vec<CustomerC
     let creates = plan
         .customers
         .iter()
-        .map(|c| Command::CreateCustomer {
-            broker,
-            external_id: Some(c.name.clone()),
+        .map(|c| {
+            Command::CreateCustomer(CreateCustomer {
+                broker,
+                external_id: Some(c.name.clone()),
+            })
         })
         .collect();
     r.tick(start, creates)?;
@@ -411,10 +415,10 @@ fn create_broker(
     start: Timestamp,
 ) -> Result<perpsim_core::ids::BrokerCode, String> {
     // No key signs for it: the scenario's requests come from the file, not the API.
-    let command = Command::CreateBroker {
+    let command = Command::CreateBroker(CreateBroker {
         name: BROKER.into(),
         public_key: PublicKey([0; 32]),
-    };
+    });
     match r.tick(start, vec![command])?.pop() {
         Some(Ok(Outcome::Broker(b))) => Ok(b.code),
         other => Err(format!("the scenario's broker was not created: {other:?}")),
@@ -424,7 +428,7 @@ fn create_broker(
 fn advance(r: &mut Runner, to: Timestamp) -> Result<(), String> {
     let now = r.engine.clock().now;
     if to > now {
-        let result = r.tick(now, vec![Command::AdvanceClock { to }])?;
+        let result = r.tick(now, vec![Command::AdvanceClock(AdvanceClock { to })])?;
         assert!(
             result.iter().all(Result::is_ok),
             "a manual clock advances to a later instant"
@@ -481,19 +485,11 @@ fn bound(step: Step, codes: &[CustomerCode]) -> Command {
     }
 }
 
-/// The command for `code`: the plan built it for [`UNBOUND`].
+/// The command for `code`: the plan built a customer's command for [`UNBOUND`].
 fn bind(mut command: Command, code: CustomerCode) -> Command {
-    match &mut command {
-        Command::PlaceOrder { customer, .. }
-        | Command::CancelOrder { customer, .. }
-        | Command::AmendOrder { customer, .. }
-        | Command::RequestTransfer { customer, .. }
-        | Command::SetFees { customer, .. }
-        | Command::SetLeverage { customer, .. } => {
-            assert_eq!(*customer, UNBOUND, "a planned command is bound once");
-            *customer = code;
-        }
-        other => unreachable!("only customer commands are bound, got {other:?}"),
+    if let Some(customer) = command.customer_mut() {
+        assert_eq!(*customer, UNBOUND, "a planned command is bound once");
+        *customer = code;
     }
     command
 }

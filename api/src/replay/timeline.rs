@@ -116,12 +116,13 @@ impl fmt::Debug for Timeline {
 mod tests {
     use super::super::plan::UNBOUND;
     use super::*;
+    use perpsim_systems::command::CancelOrder;
 
     fn cancel(reference_id: &str) -> Command {
-        Command::CancelOrder {
+        Command::CancelOrder(CancelOrder {
             customer: UNBOUND,
             reference_id: reference_id.to_owned(),
-        }
+        })
     }
 
     /// The references a refusal may have to name: every cancel and amend bound to a

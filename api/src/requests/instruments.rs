@@ -3,12 +3,12 @@
 
 use perpsim_core::decimal::Sign;
 use perpsim_core::{Decimal, Error};
-use perpsim_systems::Command;
 use perpsim_systems::records::funding::MAX_RATE_DECIMALS;
 use poem_openapi::Object;
 
 use crate::types::InstrumentStatusApi;
 use crate::wire::DecimalIn;
+use perpsim_systems::command::{SetFundingRate, SetInstrumentPrice, SetInstrumentStatus};
 
 #[derive(Object, Debug)]
 #[oai(deny_unknown_fields)]
@@ -52,13 +52,13 @@ fn positive_price(field: &str, input: &DecimalIn) -> Result<Decimal, Error> {
 }
 
 /// The command a price body asks for (setInstrumentPrice; a scenario's `price` event).
-pub fn price_command(symbol: String, body: &PriceRequest) -> Result<Command, Error> {
+pub fn price_command(symbol: String, body: &PriceRequest) -> Result<SetInstrumentPrice, Error> {
     let index_price = positive_price("index_price", &body.index_price)?;
     let mark_price = match &body.mark_price {
         Some(m) => positive_price("mark_price", m)?,
         None => index_price,
     };
-    Ok(Command::SetInstrumentPrice {
+    Ok(SetInstrumentPrice {
         symbol,
         index_price,
         mark_price,
@@ -66,7 +66,7 @@ pub fn price_command(symbol: String, body: &PriceRequest) -> Result<Command, Err
 }
 
 /// The command a funding body asks for (setFundingRate; a scenario's `funding` event).
-pub fn funding_command(symbol: String, body: &FundingRequest) -> Result<Command, Error> {
+pub fn funding_command(symbol: String, body: &FundingRequest) -> Result<SetFundingRate, Error> {
     let rate = body
         .preliminary_rate
         .parse("preliminary_rate", Sign::Signed)?;
@@ -75,12 +75,12 @@ pub fn funding_command(symbol: String, body: &FundingRequest) -> Result<Command,
             "preliminary_rate must be below 1 in absolute value with at most {MAX_RATE_DECIMALS} decimals, got {rate}"
         )));
     }
-    Ok(Command::SetFundingRate { symbol, rate })
+    Ok(SetFundingRate { symbol, rate })
 }
 
 /// The command a status body asks for (setInstrumentStatus; a scenario's `status` event).
-pub fn status_command(symbol: String, body: &StatusRequest) -> Command {
-    Command::SetInstrumentStatus {
+pub fn status_command(symbol: String, body: &StatusRequest) -> SetInstrumentStatus {
+    SetInstrumentStatus {
         symbol,
         status: body.status.into(),
     }

@@ -6,12 +6,12 @@ use perpsim_core::decimal::Sign;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 use perpsim_core::money::check_transfer_amount;
-use perpsim_systems::Command;
 use perpsim_systems::command::TransferKind;
 use poem_openapi::Object;
 
 use crate::contract::Text;
 use crate::wire::DecimalIn;
+use perpsim_systems::command::RequestTransfer;
 
 /// Body of a deposit or withdrawal (D7).
 #[derive(Object, Debug)]
@@ -37,8 +37,8 @@ pub fn transfer_command(
     kind: TransferKind,
     body: &TransferRequest,
     delay_ms: i64,
-) -> Result<Command, Error> {
-    Ok(Command::RequestTransfer {
+) -> Result<RequestTransfer, Error> {
+    Ok(RequestTransfer {
         customer,
         kind,
         asset: asset("asset", &body.asset)?,

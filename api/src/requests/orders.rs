@@ -7,7 +7,7 @@ use perpsim_core::entry::{self, Amend, OrderEntry};
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order as core_order;
 use perpsim_core::time::Timestamp;
-use perpsim_systems::Command;
+use perpsim_systems::command::{AmendOrder, PlaceOrder};
 use poem_openapi::{Enum, Object};
 
 use crate::contract::Text;
@@ -198,8 +198,8 @@ fn decode(body: &OrderRequest) -> Result<OrderEntry, Error> {
 }
 
 /// The command an order entry's body asks for (createOrder; a scenario's `order` event).
-pub fn place_command(customer: CustomerCode, body: &OrderRequest) -> Result<Command, Error> {
-    Ok(Command::PlaceOrder {
+pub fn place_command(customer: CustomerCode, body: &OrderRequest) -> Result<PlaceOrder, Error> {
+    Ok(PlaceOrder {
         customer,
         symbol: body.symbol.to_string(),
         entry: Box::new(decode(body)?),
@@ -211,7 +211,7 @@ pub fn amend_command(
     customer: CustomerCode,
     reference_id: String,
     body: &AmendRequest,
-) -> Result<Command, Error> {
+) -> Result<AmendOrder, Error> {
     entry::check_reference_id("reference_id", &reference_id)?;
     let amend = Amend {
         amount: decimal("amount", &body.amount)?,
@@ -224,7 +224,7 @@ pub fn amend_command(
             "give at least one of amount, limit_price, trigger_price, expire_time",
         ));
     }
-    Ok(Command::AmendOrder {
+    Ok(AmendOrder {
         customer,
         reference_id,
         amend,

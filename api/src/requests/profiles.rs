@@ -4,10 +4,10 @@ use perpsim_core::decimal::Sign;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::money::MAX_FEE_BPS;
 use perpsim_core::{Decimal, Error};
-use perpsim_systems::Command;
 use poem_openapi::Object;
 
 use crate::wire::NumberIn;
+use perpsim_systems::command::SetFees;
 
 /// At least one of maker_fee and taker_fee; each a decimal number of basis points.
 #[derive(Object, Debug)]
@@ -47,7 +47,7 @@ pub fn fees_command(
     customer: CustomerCode,
     symbol: Option<String>,
     body: &FeeProfileRequest,
-) -> Result<Command, Error> {
+) -> Result<SetFees, Error> {
     let maker_bps = fee_value("maker_fee", &body.maker_fee, true)?;
     let taker_bps = fee_value("taker_fee", &body.taker_fee, false)?;
     if maker_bps.is_none() && taker_bps.is_none() {
@@ -55,7 +55,7 @@ pub fn fees_command(
             "give at least one of maker_fee and taker_fee",
         ));
     }
-    Ok(Command::SetFees {
+    Ok(SetFees {
         customer,
         symbol,
         maker_bps,

@@ -16,7 +16,7 @@ use perpsim_core::ids::PublicKey;
 use perpsim_core::instrument::default_instruments;
 use perpsim_core::time::{SECOND_MS, Timestamp};
 use perpsim_storage::{Journal, UsedNonce, recover};
-use perpsim_systems::{Command, Engine, Genesis};
+use perpsim_systems::{Engine, Genesis};
 
 use crate::pagination::Cursors;
 use crate::server::app::app;
@@ -27,6 +27,7 @@ use crate::state::AppState;
 use crate::state::config::{self, ServeConfig};
 use crate::state::host::{self, EngineHandle, HostLimits};
 use crate::state::metrics::{self, Exporter};
+use perpsim_systems::command::{CreateBroker, SetLimits};
 
 /// What an existing data dir fixed at its creation — seed, the manual clock's start, clock
 /// mode, the living market — against what this start asks for: a setting given that
@@ -174,7 +175,7 @@ fn first_commands(
         let key = secrets::demo_key(&cfg.data_dir)?;
         let public_key = PublicKey(key.verifying_key().to_bytes());
         handle
-            .submit_blocking(Command::CreateBroker {
+            .submit_blocking(CreateBroker {
                 name: "demo".into(),
                 public_key,
             })
@@ -182,7 +183,7 @@ fn first_commands(
     }
     if limits_changed {
         handle
-            .submit_blocking(Command::SetLimits { limits: cfg.limits })
+            .submit_blocking(SetLimits { limits: cfg.limits })
             .map_err(|e| e.to_string())?;
     }
     tracing::info!(

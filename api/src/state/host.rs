@@ -25,11 +25,12 @@ use perpsim_storage::{
     Archived, Fundings, Journal, JournalError, Movements, Notices, Projection, TickRecord, Trades,
     UsedNonce,
 };
+use perpsim_systems::command::Answer;
 use perpsim_systems::records::log::DEFAULT_WINDOW_BITS;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::records::tape::Candle;
 use perpsim_systems::records::venue::MarketId;
-use perpsim_systems::{Command, CommandResult, Engine, EngineEvent, Outcome, ReadView, StateHash};
+use perpsim_systems::{Answers, Command, Engine, EngineEvent, ReadView, Request, StateHash};
 use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::signing::{Admission, BEHIND_NS};
@@ -74,15 +75,35 @@ pub struct StateReport {
     pub hash: StateHash,
 }
 
-enum Request {
+enum Message {
     /// A command, with the nonce of the signed request that sent it.
-    Command(Command, Option<UsedNonce>, oneshot::Sender<CommandResult>),
+    Command(Command, Option<UsedNonce>, Reply),
     /// A nonce to spend durably for a signed request that sent no command.
     Nonce(UsedNonce, oneshot::Sender<()>),
+    /// Answered once the ticks before it are durable.
+    AfterTick(AfterTick),
+}
+
+/// A request that changes nothing, answered after the tick it arrives with.
+enum AfterTick {
     State(oneshot::Sender<StateReport>),
     /// Move the oldest ticks the snapshots no longer need to the journal's archive.
     Archive(oneshot::Sender<Result<Archived, String>>),
     Shutdown(oneshot::Sender<Result<(), String>>),
+}
+
+/// A command's sender: takes the answer at the command's position in its tick, of the type
+/// the command's [`Request`] names, once the tick is durable. A tick that is not made
+/// durable drops it, and its sender hears [`stopped`].
+pub(super) type Reply = Box<dyn FnOnce(&mut Answers, usize) + Send>;
+
+fn reply_to<R: Request>(sender: oneshot::Sender<Answer<R::Answer>>) -> Reply
+where
+    R::Answer: Send + 'static,
+{
+    Box::new(move |answers: &mut Answers, at: usize| {
+        let _ = sender.send(answers.take::<R::Answer>(at));
+    })
 }
 
 /// One tick for the push channels: its events and the read view published with them, so
@@ -102,7 +123,7 @@ const EVENT_BUFFER: usize = 4_096;
 
 #[derive(Clone)]
 pub struct EngineHandle {
-    tx: flume::Sender<Request>,
+    tx: flume::Sender<Message>,
     view: Arc<ArcSwap<ReadView>>,
     /// Reads of the history the view does not hold (ended orders), beside the writer.
     projection: Projection,
@@ -123,10 +144,18 @@ impl EngineHandle {
     /// Sends a signed request's command and waits until its tick is durable. The command
     /// carries the request's [`Admission`]: the nonce is spent in the same transaction as the
     /// command, and the admission is marked so.
-    pub async fn submit(&self, command: Command, signed: &Admission) -> Result<Outcome, Error> {
+    pub async fn submit<R: Request>(
+        &self,
+        command: R,
+        signed: &Admission,
+    ) -> Result<R::Answer, Error>
+    where
+        R::Answer: Send + 'static,
+    {
         // A reply comes only after the tick's commit: from here on the nonce is spent.
+        let command = command.into();
         let result = self
-            .ask(|reply| Request::Command(command, Some(signed.used()), reply))
+            .ask(|reply| Message::Command(command, Some(signed.used()), reply_to::<R>(reply)))
             .await?;
         signed.mark_journaled();
         result
@@ -134,16 +163,23 @@ impl EngineHandle {
 
     /// Sends an operator's command (the admin API: no nonce to spend) and waits until its
     /// tick is durable.
-    pub async fn submit_admin(&self, command: Command) -> Result<Outcome, Error> {
-        self.ask(|reply| Request::Command(command, None, reply))
+    pub async fn submit_admin<R: Request>(&self, command: R) -> Result<R::Answer, Error>
+    where
+        R::Answer: Send + 'static,
+    {
+        let command = command.into();
+        self.ask(|reply| Message::Command(command, None, reply_to::<R>(reply)))
             .await?
     }
 
-    /// Blocking twin of [`Self::submit`] for start-up code outside the runtime (unsigned).
-    pub fn submit_blocking(&self, command: Command) -> Result<Outcome, Error> {
+    /// Blocking twin of [`Self::submit_admin`] for start-up code outside the runtime.
+    pub fn submit_blocking<R: Request>(&self, command: R) -> Result<R::Answer, Error>
+    where
+        R::Answer: Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send(Request::Command(command, None, reply))
+            .send(Message::Command(command.into(), None, reply_to::<R>(reply)))
             .map_err(|_| stopped())?;
         answer.blocking_recv().map_err(|_| stopped())?
     }
@@ -154,20 +190,20 @@ impl EngineHandle {
         if admission.journaled() {
             return Ok(());
         }
-        self.ask(|reply| Request::Nonce(admission.used(), reply))
+        self.ask(|reply| Message::Nonce(admission.used(), reply))
             .await?;
         admission.mark_journaled();
         Ok(())
     }
 
     pub async fn state(&self) -> Result<StateReport, Error> {
-        self.ask(Request::State).await
+        self.ask(|r| Message::AfterTick(AfterTick::State(r))).await
     }
 
     /// Moves one segment of the journal's oldest ticks, those no kept snapshot needs, to the
     /// archive once the ticks before the request are durable (issue 37: the data dir's disk).
     pub async fn archive(&self) -> Result<Archived, Error> {
-        self.ask(Request::Archive)
+        self.ask(|r| Message::AfterTick(AfterTick::Archive(r)))
             .await?
             .map_err(|e| Error::new(ErrorCode::ExchangeError, format!("archive failed: {e}")))
     }
@@ -176,7 +212,7 @@ impl EngineHandle {
     /// gone means the engine stopped.
     async fn ask<T>(
         &self,
-        request: impl FnOnce(oneshot::Sender<T>) -> Request,
+        request: impl FnOnce(oneshot::Sender<T>) -> Message,
     ) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
         self.tx
@@ -190,7 +226,7 @@ impl EngineHandle {
     pub async fn shutdown(&self) -> Result<(), String> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send_async(Request::Shutdown(reply))
+            .send_async(Message::AfterTick(AfterTick::Shutdown(reply)))
             .await
             .map_err(|_| "engine already stopped".to_owned())?;
         answer
@@ -397,25 +433,25 @@ struct Host {
 #[derive(Default)]
 struct Batch {
     commands: Vec<Command>,
-    replies: Vec<oneshot::Sender<CommandResult>>,
+    replies: Vec<Reply>,
     nonces: Vec<UsedNonce>,
     nonce_replies: Vec<oneshot::Sender<()>>,
-    after_tick: Vec<Request>,
+    after_tick: Vec<AfterTick>,
 }
 
 impl Batch {
-    fn take(&mut self, request: Request) {
+    fn take(&mut self, request: Message) {
         match request {
-            Request::Command(c, nonce, reply) => {
+            Message::Command(c, nonce, reply) => {
                 self.commands.push(c);
                 self.replies.push(reply);
                 self.nonces.extend(nonce);
             }
-            Request::Nonce(nonce, reply) => {
+            Message::Nonce(nonce, reply) => {
                 self.nonces.push(nonce);
                 self.nonce_replies.push(reply);
             }
-            other => self.after_tick.push(other),
+            Message::AfterTick(after) => self.after_tick.push(after),
         }
     }
 
@@ -442,7 +478,7 @@ struct WriterStopped;
 impl Host {
     /// Serves until shutdown, then hands the final snapshot to the writer and waits for it.
     /// The result is the writer's, so a failed commit or snapshot is the engine's error.
-    fn run(mut self, rx: flume::Receiver<Request>) -> Result<(), JournalError> {
+    fn run(mut self, rx: flume::Receiver<Message>) -> Result<(), JournalError> {
         // Handing it fails only when the writer has ended, and then on its own error.
         let _ = match self.serve(&rx) {
             Ending::Shutdown(reply) => self.snapshot(Some(reply)),
@@ -454,7 +490,7 @@ impl Host {
         writer.join().expect("the journal's writer does not panic")
     }
 
-    fn serve(&mut self, rx: &flume::Receiver<Request>) -> Ending {
+    fn serve(&mut self, rx: &flume::Receiver<Message>) -> Ending {
         loop {
             if self.writer.is_finished() {
                 return Ending::WriterStopped;
@@ -480,12 +516,9 @@ impl Host {
             }
             for request in after_tick {
                 let handed = match request {
-                    Request::State(reply) => self.report(reply),
-                    Request::Archive(reply) => self.hand(Job::After(After::Archive(reply))),
-                    Request::Shutdown(reply) => return Ending::Shutdown(reply),
-                    Request::Command(..) | Request::Nonce(..) => {
-                        unreachable!("commands and nonces go into the tick")
-                    }
+                    AfterTick::State(reply) => self.report(reply),
+                    AfterTick::Archive(reply) => self.hand(Job::After(After::Archive(reply))),
+                    AfterTick::Shutdown(reply) => return Ending::Shutdown(reply),
                 };
                 if handed.is_err() {
                     return Ending::WriterStopped;
@@ -570,7 +603,7 @@ impl Host {
                 ended: out.ended,
                 history: out.history,
                 replies,
-                results: out.results,
+                answers: out.answers,
             }),
             nonces,
             forget_below,
@@ -614,9 +647,10 @@ mod tests {
     use perpsim_core::simulation::Simulation;
     use perpsim_core::time::Timestamp;
     use perpsim_storage::{Journal, replay_from_genesis};
-    use perpsim_systems::{Command, Engine, Genesis, Outcome};
+    use perpsim_systems::{Engine, Genesis};
 
     use super::{HostLimits, start};
+    use perpsim_systems::command::{CreateBroker, CreateCustomer};
 
     /// Issue 37 (durability pipelined): while the writer commits one tick the engine applies
     /// the next, yet nothing of a tick leaves before it is durable. Eight senders at once:
@@ -637,11 +671,11 @@ mod tests {
         journal.init(&genesis).unwrap();
         let (handle, thread) = start(Engine::genesis(genesis), journal, HostLimits::default());
         let reader = Arc::new(Journal::open_read_only(&path).unwrap());
-        let broker = match handle.submit_blocking(Command::CreateBroker {
+        let broker = match handle.submit_blocking(CreateBroker {
             name: "b".into(),
             public_key: PublicKey([9; 32]),
         }) {
-            Ok(Outcome::Broker(b)) => b.code,
+            Ok(b) => b.code,
             other => panic!("a broker, got {other:?}"),
         };
         let senders: Vec<_> = (0..8)
@@ -649,11 +683,11 @@ mod tests {
                 let (handle, reader) = (handle.clone(), Arc::clone(&reader));
                 std::thread::spawn(move || {
                     for _ in 0..25 {
-                        let created = handle.submit_blocking(Command::CreateCustomer {
+                        let created = handle.submit_blocking(CreateCustomer {
                             broker,
                             external_id: None,
                         });
-                        let Ok(Outcome::Customer(customer)) = created else {
+                        let Ok(customer) = created else {
                             panic!("a customer, got {created:?}");
                         };
                         let seen = handle.view();

@@ -27,10 +27,10 @@ use perpsim_storage::{
 };
 use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
-use perpsim_systems::{CommandResult, EngineEvent, ReadView};
+use perpsim_systems::{Answers, EngineEvent, ReadView};
 use tokio::sync::{broadcast, oneshot};
 
-use super::host::{StateReport, TickBundle, TickEvents};
+use super::host::{Reply, StateReport, TickBundle, TickEvents};
 use super::metrics;
 
 /// Jobs waiting for the writer, and ticks in one commit.
@@ -87,8 +87,9 @@ pub(super) struct Applied {
     /// The history rows the tick made or changed: projected likewise, as the view holds
     /// none.
     pub history: HandedHistory,
-    pub replies: Vec<oneshot::Sender<CommandResult>>,
-    pub results: Vec<CommandResult>,
+    /// Each command's sender, in command order.
+    pub replies: Vec<Reply>,
+    pub answers: Answers,
 }
 
 pub(super) struct Writer {
@@ -233,8 +234,9 @@ impl Writer {
             };
             let _ = self.events.send(Arc::new(bundle));
         }
-        for (reply, result) in tick.replies.into_iter().zip(tick.results) {
-            let _ = reply.send(result);
+        let mut answers = tick.answers;
+        for (at, reply) in tick.replies.into_iter().enumerate() {
+            reply(&mut answers, at);
         }
     }
 

@@ -6,7 +6,6 @@ use perpsim_core::Error;
 use perpsim_core::ids::{CustomerCode, MAX_EXTERNAL_ID};
 use perpsim_core::time::Timestamp;
 use perpsim_systems::records::venue::CustomerView;
-use perpsim_systems::{Command, Outcome};
 use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
@@ -17,6 +16,7 @@ use crate::contract::Text;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageRequest, ResponseMetadata, Scope};
 use crate::state::AppState;
+use perpsim_systems::command::CreateCustomer;
 
 /// Body of `POST /v1/customers`.
 #[derive(Object, Debug)]
@@ -107,14 +107,14 @@ impl CustomersApi {
     ) -> Result<CustomerCreated, ApiError> {
         let external_id = body.0.external_id.map(String::from);
         validate_external_id(&external_id)?;
-        let command = Command::CreateCustomer {
+        let command = CreateCustomer {
             broker: auth.broker(),
             external_id,
         };
-        match state.engine.submit(command, auth.admission()).await? {
-            Outcome::Customer(c) => Ok(CustomerCreated::Created(Json(CustomerRecord::from(&c)))),
-            other => unreachable!("CreateCustomer answers a customer, got {other:?}"),
-        }
+        let customer = state.engine.submit(command, auth.admission()).await?;
+        Ok(CustomerCreated::Created(Json(CustomerRecord::from(
+            &customer,
+        ))))
     }
 
     /// Read one customer.

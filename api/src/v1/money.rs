@@ -11,7 +11,6 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::time::{TimeBound, Timestamp};
 use perpsim_core::{Decimal, Error};
 use perpsim_storage::{Holder, JournalError, Movements};
-use perpsim_systems::Outcome;
 use perpsim_systems::command::TransferKind;
 use perpsim_systems::records::ids::MovementSeq;
 use perpsim_systems::records::money::{Balance, Movement, MovementKind, MovementStatus};
@@ -263,10 +262,10 @@ impl MoneyApi {
     ) -> Result<TransferCreated, ApiError> {
         let command =
             transfer_command(code.customer()?.code, kind, &body, state.transfer_delay_ms)?;
-        match state.engine.submit(command, auth.admission()).await? {
-            Outcome::Movement(m) => Ok(TransferCreated::Created(Json(TransactionRecord::from(&m)))),
-            other => unreachable!("transfers answer a movement, got {other:?}"),
-        }
+        let movement = state.engine.submit(command, auth.admission()).await?;
+        Ok(TransferCreated::Created(Json(TransactionRecord::from(
+            &movement,
+        ))))
     }
 }
 

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use perpsim_core::Error;
 use perpsim_core::entry::{self};
+use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{self as core_order, OrderStatus};
 use perpsim_systems::records::fault_plan::PPM;
 use perpsim_systems::records::order::Order;
-use perpsim_systems::{Command, Outcome, ReadView};
+use perpsim_systems::{ReadView, Request};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
@@ -22,6 +23,7 @@ use crate::pagination::{self, PageQuery, PageRequest, ResponseMetadata, Scope};
 use crate::requests::orders::{AmendRequest, OrderRequest, SideApi, amend_command, place_command};
 use crate::state::AppState;
 use crate::wire::{DecimalOut, Time};
+use perpsim_systems::command::CancelOrder;
 
 /// An order (§2.3, D5). Fields that do not apply are null; `cash_amount` appears only on
 /// cash orders.
@@ -142,22 +144,24 @@ async fn late_by_fault_plan(state: &AppState, auth: &Signed) {
 }
 
 impl OrdersApi {
-    async fn submit_order(
+    /// `named`: the customer and reference a cancel or amend names, for its answer when
+    /// none is open under it.
+    async fn submit_order<R: Request<Answer = Arc<Order>>>(
         state: &AppState,
         auth: &Signed,
-        command: Command,
+        command: R,
+        named: Option<(CustomerCode, String)>,
         how: Rendering,
     ) -> Result<OrderRecord, ApiError> {
-        let named = command.order_reference().map(|(c, r)| (c, r.to_owned()));
         match state.engine.submit(command, auth.admission()).await {
-            Ok(Outcome::Order(o)) => Ok(record(&state.engine.view(), &o, how)),
-            Ok(other) => unreachable!("order requests answer an order, got {other:?}"),
+            Ok(order) => Ok(record(&state.engine.view(), &order, how)),
             // None open: named from the projection, which the engine keeps nothing of.
-            Err(e) if core_order::is_not_open(&e) => {
-                let (customer, reference) = named.expect("only a cancel or amend finds none open");
-                Err(state.engine.name_not_open(e, customer, &reference).into())
-            }
-            Err(e) => Err(e.into()),
+            Err(e) => match named {
+                Some((customer, reference)) if core_order::is_not_open(&e) => {
+                    Err(state.engine.name_not_open(e, customer, &reference).into())
+                }
+                _ => Err(e.into()),
+            },
         }
     }
 }
@@ -187,7 +191,7 @@ impl OrdersApi {
         body: Json<OrderRequest>,
     ) -> Result<OrderCreated, ApiError> {
         let command = place_command(code.customer()?.code, &body.0)?;
-        let answer = Self::submit_order(&state, &auth, command, Rendering::Entry).await;
+        let answer = Self::submit_order(&state, &auth, command, None, Rendering::Entry).await;
         late_by_fault_plan(&state, &auth).await;
         Ok(OrderCreated::Created(Json(answer?)))
     }
@@ -279,12 +283,13 @@ impl OrdersApi {
     ) -> Result<Json<OrderRecord>, ApiError> {
         let customer = code.customer()?.code;
         entry::check_reference_id("reference_id", &reference_id.0)?;
-        let command = Command::CancelOrder {
+        let named = Some((customer, reference_id.0.clone()));
+        let command = CancelOrder {
             customer,
             reference_id: reference_id.0,
         };
         Ok(Json(
-            Self::submit_order(&state, &auth, command, Rendering::Read).await?,
+            Self::submit_order(&state, &auth, command, named, Rendering::Read).await?,
         ))
     }
 
@@ -306,8 +311,9 @@ impl OrdersApi {
         body: Json<AmendRequest>,
     ) -> Result<Json<OrderRecord>, ApiError> {
         let command = amend_command(code.customer()?.code, reference_id.0, &body.0)?;
+        let named = Some((command.customer, command.reference_id.clone()));
         Ok(Json(
-            Self::submit_order(&state, &auth, command, Rendering::Read).await?,
+            Self::submit_order(&state, &auth, command, named, Rendering::Read).await?,
         ))
     }
 }

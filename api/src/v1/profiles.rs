@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use perpsim_core::money::{MAX_LEVERAGE, MarginProfile, margin_profile};
 use perpsim_core::{Decimal, Error, ErrorCode};
+use perpsim_systems::ReadView;
 use perpsim_systems::records::venue::CustomerView;
-use perpsim_systems::{Command, Outcome, ReadView};
 use poem::web::Data;
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
@@ -20,6 +20,7 @@ use crate::errors::ApiError;
 use crate::requests::profiles::{FeeProfileRequest, fees_command};
 use crate::state::AppState;
 use crate::wire::{DecimalOut, LeverageIn, Time};
+use perpsim_systems::command::SetLeverage;
 
 /// Margin metrics of an account (§2.6). The sums count both settlement currencies at par
 /// (1 USDT = 1 USDC).
@@ -215,14 +216,6 @@ fn fee_list(view: &ReadView, customer: &CustomerView) -> Vec<FeeProfileItem> {
         .collect()
 }
 
-/// A fee in basis points within ±[`MAX_FEE_BPS`]; only a maker fee may be a rebate (D7).
-fn updated_customer(outcome: Outcome) -> CustomerView {
-    match outcome {
-        Outcome::Customer(c) => c,
-        other => unreachable!("customer settings answer the customer, got {other:?}"),
-    }
-}
-
 pub struct ProfilesApi;
 
 impl ProfilesApi {
@@ -235,9 +228,7 @@ impl ProfilesApi {
         body: FeeProfileRequest,
     ) -> Result<CustomerView, ApiError> {
         let command = fees_command(code.customer()?.code, symbol, &body)?;
-        Ok(updated_customer(
-            state.engine.submit(command, auth.admission()).await?,
-        ))
+        Ok(state.engine.submit(command, auth.admission()).await?)
     }
 }
 
@@ -300,15 +291,8 @@ impl ProfilesApi {
     ) -> Result<Json<MarginProfileRecord>, ApiError> {
         let customer = code.customer()?.code;
         let leverage = body.0.leverage.parse("leverage")?;
-        let updated = updated_customer(
-            state
-                .engine
-                .submit(
-                    Command::SetLeverage { customer, leverage },
-                    auth.admission(),
-                )
-                .await?,
-        );
+        let command = SetLeverage { customer, leverage };
+        let updated = state.engine.submit(command, auth.admission()).await?;
         Ok(Json(profile_record(&updated)))
     }
 

@@ -22,6 +22,7 @@ use perpsim_core::entry::OrderEntry;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{OrderType, Side};
 use perpsim_storage::{Journal, NonceWrites, TickRecord};
+use perpsim_systems::command::{AdvanceClock, CancelOrder, PlaceOrder, SetInstrumentPrice};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::{Command, Engine, Outcome};
 
@@ -62,7 +63,7 @@ impl Writer {
                 .expect("snapshot");
             self.since_snapshot = 0;
         }
-        out.results
+        out.results()
             .into_iter()
             .map(|r| r.expect("accepted"))
             .collect()
@@ -75,11 +76,11 @@ fn limit(customer: CustomerCode, id: usize, side: Side, price_ticks: i64) -> Com
         limit_price: Some(Decimal::new(price_ticks, 1)),
         ..OrderEntry::new(side, OrderType::Limit, format!("r{id}"))
     };
-    Command::PlaceOrder {
+    Command::PlaceOrder(PlaceOrder {
         customer,
         symbol: "BTC-USDC-PERP".into(),
         entry: Box::new(entry),
-    }
+    })
 }
 
 /// Customers with money, then ticks of orders placed away from each other and cancelled two
@@ -109,19 +110,19 @@ fn build(dir: &Path, commands: u64) {
         &customers,
         Decimal::from(1_000_000_000i64),
     ));
-    w.tick(vec![Command::AdvanceClock {
+    w.tick(vec![Command::AdvanceClock(AdvanceClock {
         to: START.plus_millis(1_000),
-    }]);
+    })]);
     let mut id = 0usize;
     let mut placed: Vec<Vec<(CustomerCode, usize)>> = Vec::new();
     while w.engine.counters().commands < commands {
         let mut batch = Vec::with_capacity(PER_TICK);
         if placed.len() >= 2 {
             for (customer, r) in placed.remove(0) {
-                batch.push(Command::CancelOrder {
+                batch.push(Command::CancelOrder(CancelOrder {
                     customer,
                     reference_id: format!("r{r}"),
-                });
+                }));
             }
         }
         let mut this_tick = Vec::new();
@@ -130,11 +131,11 @@ fn build(dir: &Path, commands: u64) {
             let customer = customers[id % CUSTOMERS];
             if id.is_multiple_of(100) {
                 let p = 600_000 + (id % 1_000) as i64;
-                batch.push(Command::SetInstrumentPrice {
+                batch.push(Command::SetInstrumentPrice(SetInstrumentPrice {
                     symbol: "BTC-USDC-PERP".into(),
                     index_price: Decimal::new(p, 1),
                     mark_price: Decimal::new(p, 1),
-                });
+                }));
                 continue;
             }
             let (side, price) = match id % 2 {

@@ -1,116 +1,123 @@
-//! IngestSystems: the tick's commands applied one by one, in arrival order.
+//! IngestSystems: the run's commands taken one by one, in arrival order: order requests
+//! queued for the desk (MatchSystems), every other family applied here.
 
 use bevy_ecs::prelude::{Resource, World};
 use perpsim_core::Decimal;
 
-use crate::command::TransferKind;
-use crate::command::{Command, CommandResult, Results};
+use crate::command::{
+    AdminCommand, Answers, MoneyCommand, OrderCommand, RegistryCommand, RequestTransfer, Scheduled,
+    TransferKind,
+};
 use crate::faults::Faults;
 use crate::money::accounts;
 use crate::records::money::MovementKind;
 use crate::registry;
 use crate::trading::desk::OrderRequests;
 
-/// Commands of the current run, in sequence order.
+/// Commands of the current run with their position in the tick, in arrival order.
 #[derive(Resource, Debug, Default)]
-pub struct Inbox(pub Vec<Command>);
+pub struct Inbox(pub Vec<(usize, Scheduled)>);
 
 pub fn ingest_commands(world: &mut World) {
     // The run's vectors are taken out once (a resource lookup costs about as much as queueing
-    // an order request) and put back at the end; `apply` never touches them.
+    // an order request) and put back at the end; the families' handlers never touch them.
     let commands = std::mem::take(&mut world.resource_mut::<Inbox>().0);
-    let mut results = std::mem::take(&mut world.resource_mut::<Results>().0);
+    let mut answers = std::mem::take(&mut *world.resource_mut::<Answers>());
     let mut requests = std::mem::take(&mut world.resource_mut::<OrderRequests>().0);
-    results.reserve(commands.len());
-    for command in commands {
-        let index = results.len();
-        let result = match command {
-            // The fault plan's share of refused entries never reaches the desk.
-            Command::PlaceOrder { .. }
-                if world.resource::<Faults>().judges_orders()
-                    && world.resource_mut::<Faults>().refuses_order() =>
-            {
-                Some(Err(crate::faults::refusal()))
+    for (at, command) in commands {
+        match command {
+            Scheduled::Orders(OrderCommand::PlaceOrder(_)) if refused_by_fault_plan(world) => {
+                answers.put::<std::sync::Arc<_>>(at, Err(crate::faults::refusal()));
             }
-            Command::PlaceOrder { .. }
-            | Command::CancelOrder { .. }
-            | Command::AmendOrder { .. }
-            | Command::SetLeverage { .. } => {
-                requests.push((index, command));
-                None
-            }
-            other => Some(apply(world, &other)),
-        };
-        results.push(result);
+            Scheduled::Orders(order) => requests.push((at, order)),
+            Scheduled::Money(c) => apply_money(world, at, c, &mut answers),
+            Scheduled::Registry(c) => apply_registry(world, at, c, &mut answers),
+            Scheduled::Admin(c) => apply_admin(world, at, c, &mut answers),
+        }
     }
-    world.resource_mut::<Results>().0 = results;
+    *world.resource_mut::<Answers>() = answers;
     world.resource_mut::<OrderRequests>().0 = requests;
 }
 
-fn apply(world: &mut World, command: &Command) -> CommandResult {
+/// The fault plan's share of refused entries never reaches the desk.
+fn refused_by_fault_plan(world: &mut World) -> bool {
+    world.resource::<Faults>().judges_orders() && world.resource_mut::<Faults>().refuses_order()
+}
+
+fn apply_money(world: &mut World, at: usize, command: MoneyCommand, answers: &mut Answers) {
     match command {
-        Command::CreateBroker { name, public_key } => {
-            registry::create_broker(world, name, *public_key)
+        MoneyCommand::RequestTransfer(c) => answers.put(at, request_transfer(world, c)),
+        MoneyCommand::CancelTransfer(c) => {
+            answers.put(at, accounts::cancel_transfer(world, c.code))
         }
-        Command::AddBrokerKey { broker, public_key } => {
-            registry::add_broker_key(world, *broker, *public_key)
+        MoneyCommand::SetProvisioned(c) => answers.put(
+            at,
+            accounts::set_provisioned(world, c.customer, c.provisioned),
+        ),
+        MoneyCommand::SetFees(c) => answers.put(
+            at,
+            accounts::set_fees(
+                world,
+                c.customer,
+                c.symbol.as_deref(),
+                c.maker_bps,
+                c.taker_bps,
+            ),
+        ),
+    }
+}
+
+fn request_transfer(
+    world: &mut World,
+    c: RequestTransfer,
+) -> crate::command::Answer<crate::records::money::Movement> {
+    let kind = match c.kind {
+        TransferKind::Deposit => (MovementKind::Deposit, Decimal::ZERO),
+        TransferKind::Withdrawal => (
+            MovementKind::Withdrawal,
+            crate::positions::committed_at_marks(world, c.customer, c.asset),
+        ),
+    };
+    accounts::request_transfer(world, c.customer, kind, c.asset, c.amount, c.delay_ms)
+}
+
+fn apply_registry(world: &mut World, at: usize, command: RegistryCommand, answers: &mut Answers) {
+    match command {
+        RegistryCommand::CreateBroker(c) => {
+            answers.put(at, registry::create_broker(world, &c.name, c.public_key))
         }
-        Command::RevokeBrokerKey { broker, public_key } => {
-            registry::revoke_broker_key(world, *broker, *public_key)
+        RegistryCommand::AddBrokerKey(c) => {
+            answers.put(at, registry::add_broker_key(world, c.broker, c.public_key))
         }
-        Command::CreateCustomer {
-            broker,
-            external_id,
-        } => registry::create_customer(world, *broker, external_id.clone()),
-        Command::SetInstrumentStatus { symbol, status } => {
-            registry::set_instrument_status(world, symbol, *status)
+        RegistryCommand::RevokeBrokerKey(c) => answers.put(
+            at,
+            registry::revoke_broker_key(world, c.broker, c.public_key),
+        ),
+        RegistryCommand::CreateCustomer(c) => answers.put(
+            at,
+            registry::create_customer(world, c.broker, c.external_id),
+        ),
+        RegistryCommand::SetInstrumentStatus(c) => answers.put(
+            at,
+            registry::set_instrument_status(world, &c.symbol, c.status),
+        ),
+        RegistryCommand::SetInstrumentPrice(c) => answers.put(
+            at,
+            registry::set_instrument_price(world, &c.symbol, c.index_price, c.mark_price),
+        ),
+    }
+}
+
+fn apply_admin(world: &mut World, at: usize, command: AdminCommand, answers: &mut Answers) {
+    match command {
+        AdminCommand::SetFundingRate(c) => answers.put(
+            at,
+            crate::settlement::funding::set_rate(world, &c.symbol, c.rate),
+        ),
+        AdminCommand::SetTransfersAvailable(c) => {
+            answers.put(at, accounts::set_transfers_available(world, c.available))
         }
-        Command::SetInstrumentPrice {
-            symbol,
-            index_price,
-            mark_price,
-        } => registry::set_instrument_price(world, symbol, *index_price, *mark_price),
-        Command::SetFundingRate { symbol, rate } => {
-            crate::settlement::funding::set_rate(world, symbol, *rate)
-        }
-        Command::RequestTransfer {
-            customer,
-            kind,
-            asset,
-            amount,
-            delay_ms,
-        } => {
-            let kind = match kind {
-                TransferKind::Deposit => (MovementKind::Deposit, Decimal::ZERO),
-                TransferKind::Withdrawal => (
-                    MovementKind::Withdrawal,
-                    crate::positions::committed_at_marks(world, *customer, *asset),
-                ),
-            };
-            accounts::request_transfer(world, *customer, kind, *asset, *amount, *delay_ms)
-        }
-        Command::CancelTransfer { code } => accounts::cancel_transfer(world, *code),
-        Command::SetTransfersAvailable { available } => {
-            accounts::set_transfers_available(world, *available)
-        }
-        Command::SetProvisioned {
-            customer,
-            provisioned,
-        } => accounts::set_provisioned(world, *customer, *provisioned),
-        Command::SetFees {
-            customer,
-            symbol,
-            maker_bps,
-            taker_bps,
-        } => accounts::set_fees(world, *customer, symbol.as_deref(), *maker_bps, *taker_bps),
-        Command::SetLimits { limits } => registry::set_limits(world, *limits),
-        Command::SetFaults { plan } => crate::faults::set(world, plan.clone()),
-        Command::PlaceOrder { .. }
-        | Command::CancelOrder { .. }
-        | Command::AmendOrder { .. }
-        | Command::SetLeverage { .. } => unreachable!("order requests are queued for MatchSystems"),
-        Command::AdvanceClock { .. } | Command::SetClockMode { .. } => {
-            unreachable!("clock commands are applied by Engine::tick between runs of the schedule")
-        }
+        AdminCommand::SetLimits(c) => answers.put(at, registry::set_limits(world, c.limits)),
+        AdminCommand::SetFaults(c) => answers.put(at, crate::faults::set(world, c.plan)),
     }
 }

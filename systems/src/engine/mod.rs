@@ -22,7 +22,10 @@ use serde::{Deserialize, Serialize};
 use self::ingest::Inbox;
 use self::snapshot::{EngineState, StateHash};
 use crate::clock::{DueEvents, Scheduler, SimClock};
-use crate::command::{Command, CommandResult, EngineEvent, Genesis, Outcome, Results, TickEvents};
+use crate::command::{
+    Answer, Answers, ClockCommand, Command, CommandResult, EngineEvent, Genesis, Routed, Scheduled,
+    TickEvents,
+};
 use crate::money::ledger::{Ledger, venue_accounts};
 use crate::money::store::AccountIndex;
 use crate::money::store::{WorldAccounts, spawn_accounts};
@@ -44,6 +47,7 @@ use crate::settlement::funding::FundingState;
 use crate::simulation::MarketState;
 use crate::simulation::feed::FeedState;
 use crate::simulation::maker::MakerState;
+use crate::trading::desk::OrderRequests;
 use crate::trading::ended::EndedOrders;
 use crate::trading::exchange::Exchange;
 use crate::trading::orders::OrderIndex;
@@ -57,8 +61,8 @@ pub struct Counters {
 
 #[derive(Debug)]
 pub struct TickOutput {
-    /// One result per command, in order.
-    pub results: Vec<CommandResult>,
+    /// Every command's answer, in a lane per type of answer.
+    pub answers: Answers,
     pub events: Vec<EngineEvent>,
     /// The orders that ended in the tick, in the order they ended. Neither the engine nor
     /// its view keeps their records past the tick: a host that serves reads keeps them where
@@ -67,6 +71,14 @@ pub struct TickOutput {
     /// The history rows the tick made or changed, as it left them: what the journal's
     /// projection writes (empty unless [`Engine::set_projecting`] is on).
     pub history: HandedHistory,
+}
+
+impl TickOutput {
+    /// Every command's answer by position, as any command's `Outcome` (a host that hands
+    /// answers to their senders takes each from [`TickOutput::answers`] by its type).
+    pub fn results(&self) -> Vec<CommandResult> {
+        self.answers.clone().into_results()
+    }
 }
 
 /// Change ticks must be re-based before bevy's 32-bit counters wrap; every this many ticks is
@@ -373,18 +385,9 @@ impl Engine {
         crate::trading::orders::start_tick(&mut self.world);
         self.fire_due_until(now);
         self.set_now(now);
-        let clock_commands = commands.iter().any(|c| {
-            matches!(
-                c,
-                Command::AdvanceClock { .. } | Command::SetClockMode { .. }
-            )
-        });
-        let results = if clock_commands {
-            self.run_around_clock_commands(commands)
-        } else {
-            // The common tick: one run of the schedule with every command, nothing to split.
-            self.run_commands(commands)
-        };
+        self.run_commands_and_clock(commands);
+        let mut answers = std::mem::take(&mut *self.world.resource_mut::<Answers>());
+        answers.seal();
         let counters = {
             let mut c = self.world.resource_mut::<Counters>();
             c.ticks += 1;
@@ -407,12 +410,12 @@ impl Engine {
             // What the systems skip is most of it; the rare rest (a transfer's end) goes here.
             events.retain(|e| matches!(e, EngineEvent::MarginState(_)));
         }
-        assert_eq!(results.len(), count, "every command has a result");
+        assert_eq!(answers.len(), count, "every command has an answer");
         let mut ended_orders = self.world.resource_mut::<EndedOrders>();
         ended_orders.seal();
         let ended = ended_orders.recent.clone();
         TickOutput {
-            results,
+            answers,
             events,
             ended,
             history: match self.history_on_request {
@@ -469,7 +472,7 @@ impl Engine {
         clock.now = clock.now.max(now);
     }
 
-    fn advance_clock(&mut self, to: Timestamp) -> CommandResult {
+    fn advance_clock(&mut self, to: Timestamp) -> Answer<ClockView> {
         let clock = self.clock();
         if clock.mode != ClockMode::Manual {
             return Err(Error::conflict(
@@ -485,7 +488,7 @@ impl Engine {
         self.fire_due_until(to);
         self.set_now(to);
         self.run_schedule();
-        Ok(Outcome::Clock(self.clock_view()))
+        Ok(self.clock_view())
     }
 
     /// Runs the schedule once at each instant that has due events, up to and including `until`.
@@ -508,53 +511,45 @@ impl Engine {
         }
     }
 
+    /// The tick's commands in order: the clock's each at its place, between runs of the
+    /// schedule with the commands before it; one run with what follows the last (in the
+    /// common tick every command, in one run).
+    fn run_commands_and_clock(&mut self, commands: Vec<Command>) {
+        let mut run: Vec<(usize, Scheduled)> = Vec::with_capacity(commands.len());
+        for (at, command) in commands.into_iter().enumerate() {
+            match command.route() {
+                Routed::Scheduled(c) => run.push((at, c)),
+                Routed::Clock(c) => {
+                    if !run.is_empty() {
+                        self.run_commands(std::mem::take(&mut run));
+                    }
+                    let answer = self.apply_clock(c);
+                    self.world.resource_mut::<Answers>().put(at, answer);
+                }
+            }
+        }
+        self.run_commands(run);
+    }
+
+    fn apply_clock(&mut self, command: ClockCommand) -> Answer<ClockView> {
+        match command {
+            ClockCommand::AdvanceClock(c) => self.advance_clock(c.to),
+            ClockCommand::SetClockMode(c) => {
+                self.world.resource_mut::<SimClock>().mode = c.mode;
+                Ok(self.clock_view())
+            }
+        }
+    }
+
     /// One run of the schedule with `commands` (possibly none: the run still publishes the
-    /// instant); their results, in order.
-    fn run_commands(&mut self, commands: Vec<Command>) -> Vec<CommandResult> {
-        let count = commands.len();
+    /// instant), each answered within it.
+    fn run_commands(&mut self, commands: Vec<(usize, Scheduled)>) {
         self.world.resource_mut::<Inbox>().0 = commands;
         self.run_schedule();
-        let produced = std::mem::take(&mut self.world.resource_mut::<Results>().0);
-        assert_eq!(produced.len(), count, "ingest answers every command once");
-        produced
-            .into_iter()
-            .map(|r| r.expect("every request is answered within its run"))
-            .collect()
-    }
-
-    /// A tick with clock commands: the commands between them run as segments, each clock
-    /// command at its place, and the tick ends with one run (of what follows the last).
-    fn run_around_clock_commands(&mut self, commands: Vec<Command>) -> Vec<CommandResult> {
-        let mut results: Vec<CommandResult> = Vec::with_capacity(commands.len());
-        let mut segment: Vec<Command> = Vec::new();
-        for command in commands {
-            let result = match command {
-                Command::AdvanceClock { to } => {
-                    self.flush(&mut segment, &mut results);
-                    self.advance_clock(to)
-                }
-                Command::SetClockMode { mode } => {
-                    self.flush(&mut segment, &mut results);
-                    self.world.resource_mut::<SimClock>().mode = mode;
-                    Ok(Outcome::Clock(self.clock_view()))
-                }
-                other => {
-                    segment.push(other);
-                    continue;
-                }
-            };
-            results.push(result);
-        }
-        results.extend(self.run_commands(segment));
-        results
-    }
-
-    /// Runs the commands gathered before a clock command, if any.
-    fn flush(&mut self, segment: &mut Vec<Command>, results: &mut Vec<CommandResult>) {
-        if !segment.is_empty() {
-            let commands = std::mem::take(segment);
-            results.extend(self.run_commands(commands));
-        }
+        assert!(
+            self.world.resource::<OrderRequests>().0.is_empty(),
+            "every order request is answered within its run"
+        );
     }
 
     /// One run of the schedule, then conservation asserted in every build (each booking
@@ -591,7 +586,7 @@ fn compose(world: &mut World) -> Schedule {
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<DueEvents>();
     world.init_resource::<Inbox>();
-    world.init_resource::<Results>();
+    world.init_resource::<Answers>();
     world.init_resource::<TickEvents>();
     world.init_resource::<Listening>();
     // The D4 defaults until a `SetLimits` command (or a restored state) says otherwise.

@@ -8,6 +8,10 @@ use perpsim_core::instrument::{InstrumentStatus, default_instruments};
 use perpsim_core::time::{HOUR_MS, MINUTE_MS, Timestamp};
 use perpsim_core::{Decimal, ErrorCode};
 
+use crate::command::{
+    AddBrokerKey, AdvanceClock, CreateBroker, CreateCustomer, RequestTransfer, RevokeBrokerKey,
+    SetFundingRate, SetInstrumentPrice, SetInstrumentStatus,
+};
 use crate::records::clock::ScheduledEvent;
 use crate::sets::*;
 use crate::{Command, Engine, EngineEvent, Genesis, Outcome};
@@ -69,8 +73,8 @@ fn schedule_runs_the_sets_in_the_documented_order() {
 fn manual_advance_over_three_hours_fires_the_hourly_event_three_times_in_order() {
     let mut engine = manual();
     let to = START.plus_millis(3 * HOUR_MS);
-    let out = engine.tick(START, vec![Command::AdvanceClock { to }]);
-    assert!(matches!(&out.results[0], Ok(Outcome::Clock(c)) if c.now == to));
+    let out = engine.tick(START, vec![Command::AdvanceClock(AdvanceClock { to })]);
+    assert!(matches!(&out.results()[0], Ok(Outcome::Clock(c)) if c.now == to));
     let fired = |kind: ScheduledEvent| -> Vec<Timestamp> {
         out.events
             .iter()
@@ -116,18 +120,21 @@ fn advance_is_refused_in_realtime_mode_and_backwards() {
     let mut realtime = Engine::genesis(genesis(ClockMode::Realtime, 1));
     let out = realtime.tick(
         START,
-        vec![Command::AdvanceClock {
+        vec![Command::AdvanceClock(AdvanceClock {
             to: START.plus_millis(1),
-        }],
+        })],
     );
     assert_eq!(
-        out.results[0].as_ref().unwrap_err().code,
+        out.results()[0].as_ref().unwrap_err().code,
         ErrorCode::Conflict
     );
     let mut engine = manual();
-    let out = engine.tick(START, vec![Command::AdvanceClock { to: START }]);
+    let out = engine.tick(
+        START,
+        vec![Command::AdvanceClock(AdvanceClock { to: START })],
+    );
     assert_eq!(
-        out.results[0].as_ref().unwrap_err().code,
+        out.results()[0].as_ref().unwrap_err().code,
         ErrorCode::Validation
     );
 }
@@ -140,19 +147,19 @@ fn commands_after_an_advance_in_the_same_tick_see_the_new_time() {
     let out = engine.tick(
         START,
         vec![
-            Command::CreateBroker {
+            Command::CreateBroker(CreateBroker {
                 name: "a".into(),
                 public_key: key,
-            },
-            Command::AdvanceClock { to },
-            Command::CreateBroker {
+            }),
+            Command::AdvanceClock(AdvanceClock { to }),
+            Command::CreateBroker(CreateBroker {
                 name: "b".into(),
                 public_key: PublicKey([2; 32]),
-            },
+            }),
         ],
     );
     let created: Vec<Timestamp> = out
-        .results
+        .results()
         .iter()
         .filter_map(|r| match r {
             Ok(Outcome::Broker(b)) => Some(b.created_at),
@@ -166,49 +173,49 @@ fn workload(engine: &mut Engine, key: u8) {
     let now = engine.clock().now;
     let out = engine.tick(
         now,
-        vec![Command::CreateBroker {
+        vec![Command::CreateBroker(CreateBroker {
             name: "acme".into(),
             public_key: PublicKey([key; 32]),
-        }],
+        })],
     );
-    let Ok(Outcome::Broker(broker)) = &out.results[0] else {
+    let Ok(Outcome::Broker(broker)) = &out.results()[0] else {
         panic!("broker created")
     };
     let broker = broker.code;
     for i in 0..50i64 {
-        let mut batch = vec![Command::CreateCustomer {
+        let mut batch = vec![Command::CreateCustomer(CreateCustomer {
             broker,
             external_id: Some(format!("c{i}")),
-        }];
+        })];
         if i % 7 == 0 {
-            batch.push(Command::SetInstrumentPrice {
+            batch.push(Command::SetInstrumentPrice(SetInstrumentPrice {
                 symbol: "ETH-USDC-PERP".into(),
                 index_price: Decimal::new(3000 + i, 0),
                 mark_price: Decimal::new(3001 + i, 0),
-            });
-            batch.push(Command::AdvanceClock {
+            }));
+            batch.push(Command::AdvanceClock(AdvanceClock {
                 to: engine.clock().now.plus_millis(17 * MINUTE_MS),
-            });
+            }));
         }
         if i == 20 {
-            batch.push(Command::SetInstrumentStatus {
+            batch.push(Command::SetInstrumentStatus(SetInstrumentStatus {
                 symbol: "SOL-USDC-PERP".into(),
                 status: InstrumentStatus::TradeHalt,
-            });
+            }));
         }
         let now = engine.clock().now;
         let out = engine.tick(now, batch);
-        let Ok(Outcome::Customer(customer)) = &out.results[0] else {
+        let Ok(Outcome::Customer(customer)) = &out.results()[0] else {
             panic!("customer created")
         };
         // A ledger row each: a deposit that lands at once.
-        let deposit = Command::RequestTransfer {
+        let deposit = Command::RequestTransfer(RequestTransfer {
             customer: customer.code,
             kind: crate::command::TransferKind::Deposit,
             asset: perpsim_core::instrument::Asset::Usdc,
             amount: Decimal::new(1_000 + i, 0),
             delay_ms: 0,
-        };
+        });
         engine.tick(now, vec![deposit]);
     }
 }
@@ -317,37 +324,37 @@ fn keys_are_unique_across_brokers_and_revocation_updates_the_view() {
     let (k1, k2) = (PublicKey([1; 32]), PublicKey([2; 32]));
     let out = engine.tick(
         START,
-        vec![Command::CreateBroker {
+        vec![Command::CreateBroker(CreateBroker {
             name: "a".into(),
             public_key: k1,
-        }],
+        })],
     );
-    let Ok(Outcome::Broker(a)) = &out.results[0] else {
+    let Ok(Outcome::Broker(a)) = &out.results()[0] else {
         panic!()
     };
     let a = a.code;
     let out = engine.tick(
         START,
         vec![
-            Command::CreateBroker {
+            Command::CreateBroker(CreateBroker {
                 name: "b".into(),
                 public_key: k1,
-            },
-            Command::AddBrokerKey {
+            }),
+            Command::AddBrokerKey(AddBrokerKey {
                 broker: a,
                 public_key: k2,
-            },
-            Command::RevokeBrokerKey {
+            }),
+            Command::RevokeBrokerKey(RevokeBrokerKey {
                 broker: a,
                 public_key: k1,
-            },
+            }),
         ],
     );
     assert_eq!(
-        out.results[0].as_ref().unwrap_err().code,
+        out.results()[0].as_ref().unwrap_err().code,
         ErrorCode::Conflict
     );
-    assert!(out.results[1].is_ok() && out.results[2].is_ok());
+    assert!(out.results()[1].is_ok() && out.results()[2].is_ok());
     let view = engine.view();
     assert_eq!(view.keys.get(&k2), Some(&a));
     assert_eq!(view.keys.get(&k1), None);
@@ -376,10 +383,10 @@ fn the_state_encoded_in_place_is_the_encoding_of_the_copied_state() {
         vec![place(c[2], limit(Side::Buy, "rest", "0.1", "59000"))],
     );
     run(&mut e, vec![place(c[2], market(Side::Sell, "m", "0.05"))]);
-    let rate = Command::SetFundingRate {
+    let rate = Command::SetFundingRate(SetFundingRate {
         symbol: crate::testkit::BTC.into(),
         rate: Decimal::new(1, 3),
-    };
+    });
     run(&mut e, vec![rate]);
     advance(&mut e, HOUR_MS);
     set_price(&mut e, "150000");
@@ -406,12 +413,14 @@ fn a_projecting_engine_lets_its_movements_go_and_hashes_as_one_that_holds_them()
     use crate::testkit::{START, customers, d};
     use perpsim_core::instrument::Asset;
 
-    let deposit = |customer, delay_ms| Command::RequestTransfer {
-        customer,
-        kind: TransferKind::Deposit,
-        asset: Asset::Usdc,
-        amount: d("1.5"),
-        delay_ms,
+    let deposit = |customer, delay_ms| {
+        Command::RequestTransfer(RequestTransfer {
+            customer,
+            kind: TransferKind::Deposit,
+            asset: Asset::Usdc,
+            amount: d("1.5"),
+            delay_ms,
+        })
     };
     let (mut holding, mut projecting) = (crate::testkit::engine(5), crate::testkit::engine(5));
     let cs = customers(&mut holding, 1_000);
@@ -454,7 +463,7 @@ fn a_projecting_engine_lets_its_movements_go_and_hashes_as_one_that_holds_them()
     // The pending transfer completes alike in all three; the projecting engine hands it out
     // and lets it go.
     let later = START.plus_millis(24 * HOUR_MS + 1);
-    let completion = vec![Command::AdvanceClock { to: later }];
+    let completion = vec![Command::AdvanceClock(AdvanceClock { to: later })];
     let now = holding.clock().now;
     holding.tick(now, completion.clone());
     restored.tick(now, completion.clone());
@@ -484,12 +493,14 @@ fn a_projecting_engine_in_a_small_window_holds_a_window_of_rows_and_hashes_as_on
 
     let deposits = |cs: &[_]| -> Vec<Command> {
         cs.iter()
-            .map(|&customer| Command::RequestTransfer {
-                customer,
-                kind: TransferKind::Deposit,
-                asset: Asset::Usdc,
-                amount: d("1.5"),
-                delay_ms: 0,
+            .map(|&customer| {
+                Command::RequestTransfer(RequestTransfer {
+                    customer,
+                    kind: TransferKind::Deposit,
+                    asset: Asset::Usdc,
+                    amount: d("1.5"),
+                    delay_ms: 0,
+                })
             })
             .collect()
     };

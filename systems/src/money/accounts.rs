@@ -10,12 +10,12 @@ use perpsim_core::money::FeeRates;
 use perpsim_core::{Decimal, Error};
 
 use crate::clock::{DueEvents, Scheduler, SimClock};
-use crate::command::{CommandResult, Outcome};
+use crate::command::Answer;
 use crate::command::{EngineEvent, TickEvents};
 use crate::money::ledger::{Books, Ledger};
 use crate::money::store::{Accounts, WorldAccounts};
 use crate::records::clock::ScheduledEvent;
-use crate::records::money::MovementKind;
+use crate::records::money::{Movement, MovementKind};
 use crate::records::venue::Customer;
 use crate::records::venue::CustomerView;
 use crate::registry::{Registry, customer_entity, instrument_entity};
@@ -31,7 +31,7 @@ pub fn request_transfer(
     asset: Asset,
     amount: Decimal,
     delay_ms: i64,
-) -> CommandResult {
+) -> Answer<Movement> {
     let entity = customer_entity(world, customer)?;
     let broker = world
         .get::<Customer>(entity)
@@ -56,11 +56,11 @@ pub fn request_transfer(
         now.plus_millis(delay_ms),
         ScheduledEvent::TransferDue(movement.seq),
     );
-    Ok(Outcome::Movement(movement))
+    Ok(movement)
 }
 
 /// Ends a pending transfer without booking it (admin: the venue refused it).
-pub fn cancel_transfer(world: &mut World, code: MovementCode) -> CommandResult {
+pub fn cancel_transfer(world: &mut World, code: MovementCode) -> Answer<Movement> {
     let now = world.resource::<SimClock>().now;
     let movement = world.resource_scope(|world, mut ledger: Mut<Ledger>| {
         ledger
@@ -71,21 +71,21 @@ pub fn cancel_transfer(world: &mut World, code: MovementCode) -> CommandResult {
         .resource_mut::<TickEvents>()
         .0
         .push(EngineEvent::Movement(Arc::new(movement.clone())));
-    Ok(Outcome::Movement(movement))
+    Ok(movement)
 }
 
-pub fn set_transfers_available(world: &mut World, available: bool) -> CommandResult {
+pub fn set_transfers_available(world: &mut World, available: bool) -> Answer<bool> {
     world
         .resource_mut::<Ledger>()
         .set_transfers_available(available);
-    Ok(Outcome::TransfersAvailable(available))
+    Ok(available)
 }
 
 fn update_customer(
     world: &mut World,
     code: CustomerCode,
     change: impl FnOnce(&mut Customer) -> Result<bool, Error>,
-) -> CommandResult {
+) -> Answer<CustomerView> {
     let entity = customer_entity(world, code)?;
     let mut customer = world.get_mut::<Customer>(entity).expect("indexed customer");
     // Mutate through a copy so an unchanged or refused update does not trip change detection.
@@ -93,10 +93,14 @@ fn update_customer(
     if change(&mut updated)? {
         *customer = updated;
     }
-    Ok(Outcome::Customer(CustomerView::from(&*customer)))
+    Ok(CustomerView::from(&*customer))
 }
 
-pub fn set_provisioned(world: &mut World, code: CustomerCode, provisioned: bool) -> CommandResult {
+pub fn set_provisioned(
+    world: &mut World,
+    code: CustomerCode,
+    provisioned: bool,
+) -> Answer<CustomerView> {
     update_customer(world, code, |c| {
         Ok(std::mem::replace(&mut c.provisioned, provisioned) != provisioned)
     })
@@ -109,7 +113,7 @@ pub fn set_fees(
     symbol: Option<&str>,
     maker: Option<Decimal>,
     taker: Option<Decimal>,
-) -> CommandResult {
+) -> Answer<CustomerView> {
     let symbols: Vec<String> = match symbol {
         Some(s) => {
             instrument_entity(world, s)?;

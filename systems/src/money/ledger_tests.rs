@@ -9,19 +9,20 @@ use perpsim_core::{Decimal, ErrorCode};
 use proptest::prelude::*;
 
 use crate::command::TransferKind;
+use crate::command::{AdvanceClock, CancelTransfer, RequestTransfer, SetTransfersAvailable};
 use crate::money::store::AccountIndex;
 use crate::records::money::{AccountId, Balance, MovementKind, MovementStatus};
 use crate::testkit::{START, customers, engine};
 use crate::{Command, Engine, EngineEvent, Outcome};
 
 fn transfer(customer: CustomerCode, kind: TransferKind, asset: Asset, amount: Decimal) -> Command {
-    Command::RequestTransfer {
+    Command::RequestTransfer(RequestTransfer {
         customer,
         kind,
         asset,
         amount,
         delay_ms: SECOND_MS,
-    }
+    })
 }
 
 fn movement(result: &crate::CommandResult) -> &crate::records::money::Movement {
@@ -44,7 +45,7 @@ fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
             Decimal::new(2_500, 2),
         )],
     );
-    let m = movement(&out.results[0]).clone();
+    let m = movement(&out.results()[0]).clone();
     assert_eq!(
         (m.status, m.kind, m.amount),
         (
@@ -56,9 +57,9 @@ fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
     assert_eq!(e.view().balances[&c][&Asset::Usdc].total, Decimal::ZERO);
     let out = e.tick(
         START,
-        vec![Command::AdvanceClock {
+        vec![Command::AdvanceClock(AdvanceClock {
             to: START.plus_millis(10 * SECOND_MS),
-        }],
+        })],
     );
     let completed: Vec<_> = out
         .events
@@ -110,15 +111,15 @@ fn a_cancelled_transfer_never_completes_and_unknown_customers_are_404() {
             Decimal::ONE,
         )],
     );
-    let code = movement(&out.results[0]).code;
+    let code = movement(&out.results()[0]).code;
     let out = e.tick(
         START,
         vec![
-            Command::CancelTransfer { code },
-            Command::CancelTransfer { code },
-            Command::CancelTransfer {
+            Command::CancelTransfer(CancelTransfer { code }),
+            Command::CancelTransfer(CancelTransfer { code }),
+            Command::CancelTransfer(CancelTransfer {
                 code: MovementCode(perpsim_core::Uuid::from_u128(9)),
-            },
+            }),
             transfer(
                 CustomerCode(perpsim_core::Uuid::from_u128(5)),
                 TransferKind::Deposit,
@@ -127,25 +128,28 @@ fn a_cancelled_transfer_never_completes_and_unknown_customers_are_404() {
             ),
         ],
     );
-    assert_eq!(movement(&out.results[0]).status, MovementStatus::Cancelled);
     assert_eq!(
-        out.results[1].as_ref().unwrap_err().code,
+        movement(&out.results()[0]).status,
+        MovementStatus::Cancelled
+    );
+    assert_eq!(
+        out.results()[1].as_ref().unwrap_err().code,
         ErrorCode::NotFound,
         "a cancelled transfer is no longer pending"
     );
     assert_eq!(
-        out.results[2].as_ref().unwrap_err().code,
+        out.results()[2].as_ref().unwrap_err().code,
         ErrorCode::NotFound
     );
     assert_eq!(
-        out.results[3].as_ref().unwrap_err().code,
+        out.results()[3].as_ref().unwrap_err().code,
         ErrorCode::NotFound
     );
     e.tick(
         START,
-        vec![Command::AdvanceClock {
+        vec![Command::AdvanceClock(AdvanceClock {
             to: START.plus_millis(5 * SECOND_MS),
-        }],
+        })],
     );
     assert_eq!(e.view().balances[&c][&Asset::Usdt].total, Decimal::ZERO);
 }
@@ -187,14 +191,14 @@ proptest! {
             let command = match op {
                 Op::Deposit(c, a, n) => transfer(codes[c], TransferKind::Deposit, asset(a), amount(n)),
                 Op::Withdraw(c, a, n) => transfer(codes[c], TransferKind::Withdrawal, asset(a), amount(n)),
-                Op::Cancel(i) if !movements.is_empty() => Command::CancelTransfer { code: movements[i % movements.len()] },
+                Op::Cancel(i) if !movements.is_empty() => Command::CancelTransfer(CancelTransfer { code: movements[i % movements.len()] }),
                 Op::Cancel(_) => continue,
-                Op::Advance(ms) => Command::AdvanceClock { to: live.clock().now.plus_millis(ms) },
-                Op::Switch(on) => Command::SetTransfersAvailable { available: on },
+                Op::Advance(ms) => Command::AdvanceClock(AdvanceClock { to: live.clock().now.plus_millis(ms) }),
+                Op::Switch(on) => Command::SetTransfersAvailable(SetTransfersAvailable { available: on }),
             };
             let now = live.clock().now;
             let out = live.tick(now, vec![command.clone()]);
-            if let Ok(Outcome::Movement(m)) = &out.results[0] {
+            if let Ok(Outcome::Movement(m)) = &out.results()[0] {
                 movements.push(m.code);
             }
             ticks.push((now, vec![command]));

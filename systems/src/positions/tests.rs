@@ -6,6 +6,7 @@ use perpsim_core::order::{OrderStatus, Side};
 
 use std::collections::BTreeMap;
 
+use crate::command::{SetInstrumentPrice, SetLeverage};
 use crate::positions::{MarginRate, Mark, Valuation, ValuationBasis, valuation_at};
 use crate::records::position::Position;
 use crate::records::venue::{Instrument, InstrumentState, MarketSlot};
@@ -30,11 +31,11 @@ fn valuations(e: &mut Engine) -> Vec<(CustomerCode, Valuation, MarginRate)> {
 }
 
 fn mark(e: &mut Engine, price: &str) {
-    let set = Command::SetInstrumentPrice {
+    let set = Command::SetInstrumentPrice(SetInstrumentPrice {
         symbol: BTC.into(),
         index_price: d(price),
         mark_price: d(price),
-    };
+    });
     assert!(run(e, vec![set])[0].is_ok());
 }
 
@@ -64,10 +65,10 @@ fn positions_are_entities_valued_at_the_mark_and_despawned_when_closed_d6() {
     assert_eq!(valuations(&mut e), want);
 
     // A profile change moves the rate; the valuation does not depend on it.
-    let set = Command::SetLeverage {
+    let set = Command::SetLeverage(SetLeverage {
         customer: long,
         leverage: 2,
-    };
+    });
     assert!(run(&mut e, vec![set])[0].is_ok());
     let mut want = vec![expected(long, "200", 2), expected(short, "-200", 1)];
     want.sort_by_key(|(c, _, _)| *c);

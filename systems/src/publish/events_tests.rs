@@ -8,6 +8,10 @@ use perpsim_core::order::{OrderStatus, Side};
 use perpsim_core::time::Timestamp;
 
 use crate::command::TransferKind;
+use crate::command::{
+    AdvanceClock, CancelOrder, CreateBroker, CreateCustomer, RequestTransfer, SetFaults,
+    SetInstrumentPrice,
+};
 use crate::publish::events::Listening;
 use crate::records::depth::{Depth, apply};
 use crate::testkit::*;
@@ -28,12 +32,12 @@ fn genesis() -> Genesis {
 fn broker(e: &mut Engine) -> BrokerCode {
     let out = e.tick(
         START,
-        vec![Command::CreateBroker {
+        vec![Command::CreateBroker(CreateBroker {
             name: "b".into(),
             public_key: PublicKey([1; 32]),
-        }],
+        })],
     );
-    match &out.results[0] {
+    match &out.results()[0] {
         Ok(Outcome::Broker(b)) => b.code,
         other => panic!("{other:?}"),
     }
@@ -46,29 +50,33 @@ fn script(e: &mut Engine) -> Vec<Tick> {
     let created = e.tick(
         START,
         (0..2)
-            .map(|_| Command::CreateCustomer {
-                broker: b,
-                external_id: None,
+            .map(|_| {
+                Command::CreateCustomer(CreateCustomer {
+                    broker: b,
+                    external_id: None,
+                })
             })
             .collect(),
     );
     let cs: Vec<_> = created
-        .results
+        .results()
         .iter()
         .map(|r| match r {
             Ok(Outcome::Customer(c)) => c.code,
             other => panic!("{other:?}"),
         })
         .collect();
-    let deposit = |c| Command::RequestTransfer {
-        customer: c,
-        kind: TransferKind::Deposit,
-        asset: Asset::Usdc,
-        amount: d("100000"),
-        delay_ms: 0,
+    let deposit = |c| {
+        Command::RequestTransfer(RequestTransfer {
+            customer: c,
+            kind: TransferKind::Deposit,
+            asset: Asset::Usdc,
+            amount: d("100000"),
+            delay_ms: 0,
+        })
     };
     let at = |s: i64| START.plus_millis(s * 1_000);
-    let advance = |s: i64| Command::AdvanceClock { to: at(s) };
+    let advance = |s: i64| Command::AdvanceClock(AdvanceClock { to: at(s) });
     // A fault plan refusing half the order entries: its draws are journaled state too.
     let faults = crate::records::fault_plan::FaultPlan {
         seed: 3,
@@ -95,20 +103,23 @@ fn script(e: &mut Engine) -> Vec<Tick> {
         (
             at(7),
             vec![
-                Command::CancelOrder {
+                Command::CancelOrder(CancelOrder {
                     customer: cs[0],
                     reference_id: "l2".into(),
-                },
-                Command::SetInstrumentPrice {
+                }),
+                Command::SetInstrumentPrice(SetInstrumentPrice {
                     symbol: BTC.into(),
                     index_price: d("61500"),
                     mark_price: d("61500"),
-                },
+                }),
             ],
         ),
-        (at(7), vec![Command::SetFaults { plan: Some(faults) }]),
+        (
+            at(7),
+            vec![Command::SetFaults(SetFaults { plan: Some(faults) })],
+        ),
         (at(7), extra.collect()),
-        (at(7), vec![Command::SetFaults { plan: None }]),
+        (at(7), vec![Command::SetFaults(SetFaults { plan: None })]),
         (at(7), vec![advance(3_700)]),
     ]
 }

@@ -16,6 +16,9 @@ use proptest::prelude::*;
 
 use super::{MarginStates, RiskLog};
 use crate::Engine;
+use crate::command::{
+    AdvanceClock, CancelOrder, PlaceOrder, RequestTransfer, SetInstrumentPrice, SetLeverage,
+};
 use crate::command::{Command, TransferKind};
 use crate::testkit::*;
 
@@ -75,18 +78,22 @@ fn mark(e: &Engine, market: usize) -> Decimal {
 /// The commands of one step: a trade is a resting order of the liquidity provider and the
 /// customer's market order against it.
 fn commands(e: &Engine, s: &Step, lp: CustomerCode, c: &[CustomerCode], n: usize) -> Vec<Command> {
-    let on = |market: usize, customer, entry| Command::PlaceOrder {
-        customer,
-        symbol: MARKETS[market].0.into(),
-        entry: Box::new(entry),
+    let on = |market: usize, customer, entry| {
+        Command::PlaceOrder(PlaceOrder {
+            customer,
+            symbol: MARKETS[market].0.into(),
+            entry: Box::new(entry),
+        })
     };
     // A withdrawal stays pending over the next step, through whatever its moves call.
-    let transfer = |who: usize, kind, usdc: u16, delay_ms| Command::RequestTransfer {
-        customer: c[who],
-        kind,
-        asset: Asset::Usdc,
-        amount: Decimal::from(usdc),
-        delay_ms,
+    let transfer = |who: usize, kind, usdc: u16, delay_ms| {
+        Command::RequestTransfer(RequestTransfer {
+            customer: c[who],
+            kind,
+            asset: Asset::Usdc,
+            amount: Decimal::from(usdc),
+            delay_ms,
+        })
     };
     match *s {
         Step::Trade {
@@ -114,34 +121,34 @@ fn commands(e: &Engine, s: &Step, lp: CustomerCode, c: &[CustomerCode], n: usize
                     c[who],
                     crate::testkit::market(side, &format!("t{n}"), &amount),
                 ),
-                Command::CancelOrder {
+                Command::CancelOrder(CancelOrder {
                     customer: lp,
                     reference_id: format!("lp{n}"),
-                },
+                }),
             ]
         }
         Step::Move { market, permille } => {
             let (symbol, _, tick) = MARKETS[market];
             let moved = mark(e, market) * (Decimal::ONE + Decimal::new(permille.into(), 3));
             let price = (moved / d(tick)).round().max(Decimal::ONE) * d(tick);
-            vec![Command::SetInstrumentPrice {
+            vec![Command::SetInstrumentPrice(SetInstrumentPrice {
                 symbol: symbol.into(),
                 index_price: price,
                 mark_price: price,
-            }]
+            })]
         }
-        Step::Leverage { who, two } => vec![Command::SetLeverage {
+        Step::Leverage { who, two } => vec![Command::SetLeverage(SetLeverage {
             customer: c[who],
             leverage: if two { 2 } else { 1 },
-        }],
+        })],
         Step::Deposit { who, usdc } => vec![transfer(who, TransferKind::Deposit, usdc, 0)],
         Step::Withdraw { who, usdc } => {
             vec![transfer(who, TransferKind::Withdrawal, usdc, 1_500)]
         }
         Step::Advance { minutes } => {
-            vec![Command::AdvanceClock {
+            vec![Command::AdvanceClock(AdvanceClock {
                 to: now(e).plus_millis(i64::from(minutes) * 60 * SECOND_MS),
-            }]
+            })]
         }
     }
 }
@@ -151,18 +158,20 @@ fn session() -> (Engine, CustomerCode, Vec<CustomerCode>) {
     let mut e = engine(36);
     let mut all = funded(&mut e, 7, "3000");
     let lp = all.remove(0);
-    let more = Command::RequestTransfer {
+    let more = Command::RequestTransfer(RequestTransfer {
         customer: lp,
         kind: TransferKind::Deposit,
         asset: Asset::Usdc,
         amount: d("10000000"),
         delay_ms: 0,
-    };
+    });
     assert!(run(&mut e, vec![more])[0].is_ok());
     let t = now(&e).plus_millis(1);
-    let leverage = all.iter().map(|&customer| Command::SetLeverage {
-        customer,
-        leverage: 2,
+    let leverage = all.iter().map(|&customer| {
+        Command::SetLeverage(SetLeverage {
+            customer,
+            leverage: 2,
+        })
     });
     e.tick(t, leverage.collect());
     (e, lp, all)
@@ -219,11 +228,11 @@ fn a_session_with_calls_and_liquidations_passes_the_rescan_oracle() {
         let out = e.tick(t, cmds);
         // A trade's resting order is filled before its cancel, which is refused.
         let checked = if trade {
-            &out.results[..2]
+            &out.results()[..2]
         } else {
-            &out.results[..]
+            &out.results()[..]
         };
-        assert!(checked.iter().all(Result::is_ok), "{:?}", out.results);
+        assert!(checked.iter().all(Result::is_ok), "{:?}", out.results());
     };
     go(&mut e, Step::Leverage { who: 0, two: true });
     go(

@@ -10,6 +10,7 @@ use perpsim_core::risk::MarginState;
 use super::RiskLog;
 use super::notices::Notifications;
 use crate::Engine;
+use crate::command::{AdvanceClock, RequestTransfer, SetInstrumentPrice, SetLeverage};
 use crate::command::{Command, TransferKind};
 use crate::records::money::{AccountId, MovementKind, VenueAccount};
 use crate::records::trade::TradeKind;
@@ -18,13 +19,13 @@ use crate::testkit::*;
 fn deposit(e: &mut Engine, c: CustomerCode, usdc: &str) {
     let r = run(
         e,
-        vec![Command::RequestTransfer {
+        vec![Command::RequestTransfer(RequestTransfer {
             customer: c,
             kind: TransferKind::Deposit,
             asset: Asset::Usdc,
             amount: d(usdc),
             delay_ms: 0,
-        }],
+        })],
     );
     assert!(r[0].is_ok(), "{r:?}");
     advance(e, 1);
@@ -83,10 +84,10 @@ fn leveraged_long() -> (Engine, Vec<CustomerCode>) {
     ok(
         &mut e,
         vec![
-            Command::SetLeverage {
+            Command::SetLeverage(SetLeverage {
                 customer: long,
                 leverage: 2,
-            },
+            }),
             place(seller, limit(Side::Sell, "s", "0.01", "60000")),
             place(long, market(Side::Buy, "b", "0.01")),
             place(long, limit(Side::Buy, "rest", "0.0001", "30000")),
@@ -231,13 +232,13 @@ fn insurance_covers_the_negative_balance_a_liquidation_leaves() {
 }
 
 fn withdraw(e: &mut Engine, c: CustomerCode, usdc: &str, delay_ms: i64) -> crate::CommandResult {
-    let cmd = Command::RequestTransfer {
+    let cmd = Command::RequestTransfer(RequestTransfer {
         customer: c,
         kind: TransferKind::Withdrawal,
         asset: Asset::Usdc,
         amount: d(usdc),
         delay_ms,
-    };
+    });
     run(e, vec![cmd]).remove(0)
 }
 
@@ -301,10 +302,10 @@ fn a_leverage_change_into_margin_call_is_refused() {
     // (320 − 100) / 500 = 0.44: normal at leverage 2 (0.30), a margin call at 1 (0.50).
     let r = run(
         &mut e,
-        vec![Command::SetLeverage {
+        vec![Command::SetLeverage(SetLeverage {
             customer: long,
             leverage: 1,
-        }],
+        })],
     );
     let err = r[0].as_ref().unwrap_err();
     assert!(err.message.contains("margin call"), "{err}");
@@ -381,9 +382,11 @@ fn a_restore_after_any_run_of_a_liquidating_path_has_the_same_future() {
     for (c, usdc) in [(short2, "300"), (buyer2, "1000000"), (buyer3, "250")] {
         deposit(&mut e, c, usdc);
     }
-    let lever = |c| Command::SetLeverage {
-        customer: c,
-        leverage: 2,
+    let lever = |c| {
+        Command::SetLeverage(SetLeverage {
+            customer: c,
+            leverage: 2,
+        })
     };
     ok(&mut e, vec![lever(short2), lever(buyer3)]);
     type Step = Box<dyn Fn(&mut Engine)>;
@@ -446,16 +449,18 @@ fn a_projecting_engine_hands_out_its_notices_and_margin_changes_and_hashes_as_on
     let from = start(&mut holding);
     projecting.set_projecting(true);
     let mut handed = crate::records::history::HandedHistory::default();
-    let price = |p: &str| Command::SetInstrumentPrice {
-        symbol: BTC.into(),
-        index_price: d(p),
-        mark_price: d(p),
+    let price = |p: &str| {
+        Command::SetInstrumentPrice(SetInstrumentPrice {
+            symbol: BTC.into(),
+            index_price: d(p),
+            mark_price: d(p),
+        })
     };
     for p in ["50000", "45000", "38000", "40000", "11000"] {
         for cmds in [vec![price(p)], Vec::new()] {
             let at = now(&holding).plus_millis(if cmds.is_empty() { 60_000 } else { 0 });
             let cmds = match cmds.is_empty() {
-                true => vec![Command::AdvanceClock { to: at }],
+                true => vec![Command::AdvanceClock(AdvanceClock { to: at })],
                 false => cmds,
             };
             holding.tick(now(&holding), cmds.clone());

@@ -17,7 +17,7 @@ use perpsim_core::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
 use super::{Marks, PeriodicBooking};
-use crate::command::{CommandResult, Outcome};
+use crate::command::Answer;
 use crate::money::ledger::CustomerSide;
 use crate::positions::{KeyOrder, PositionIndex};
 use crate::records::funding::{
@@ -247,7 +247,7 @@ pub fn sample_premium(marks: Marks, exchange: Res<Exchange>, mut state: ResMut<F
 }
 
 /// D3 admin: the preliminary rate of the running interval for `symbol`.
-pub fn set_rate(world: &mut World, symbol: &str, rate: Decimal) -> CommandResult {
+pub fn set_rate(world: &mut World, symbol: &str, rate: Decimal) -> Answer<FundingView> {
     let entity = crate::registry::instrument_entity(world, symbol)?;
     let market = world
         .get::<MarketSlot>(entity)
@@ -261,5 +261,5 @@ pub fn set_rate(world: &mut World, symbol: &str, rate: Decimal) -> CommandResult
         state.intervals[market as usize].set_rate = Some(rate);
         state.view(market)
     });
-    Ok(Outcome::Funding(view))
+    Ok(view)
 }

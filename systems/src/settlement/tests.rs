@@ -7,6 +7,7 @@ use perpsim_core::time::{DAY_MS, HOUR_MS};
 
 use crate::Engine;
 use crate::command::Command;
+use crate::command::{AdvanceClock, CancelOrder, SetFundingRate};
 use crate::records::money::{Movement, MovementKind};
 use crate::testkit::*;
 
@@ -40,10 +41,10 @@ fn a_funding_hour_with_a_set_rate_books_exact_amounts_with_the_sign_and_records(
     set_price(&mut e, "60000.1");
     let r = run(
         &mut e,
-        vec![Command::SetFundingRate {
+        vec![Command::SetFundingRate(SetFundingRate {
             symbol: BTC.into(),
             rate: d("0.000123"),
-        }],
+        })],
     );
     assert!(r[0].is_ok());
     assert_eq!(e.view().funding[0].preliminary, Some(d("0.000123")));
@@ -101,14 +102,14 @@ fn a_skewed_book_gives_a_sampled_rate_clamped_to_half_a_percent() {
     run(
         &mut e,
         vec![
-            Command::CancelOrder {
+            Command::CancelOrder(CancelOrder {
                 customer: cs[2],
                 reference_id: "bid".into(),
-            },
-            Command::CancelOrder {
+            }),
+            Command::CancelOrder(CancelOrder {
                 customer: cs[2],
                 reference_id: "ask".into(),
-            },
+            }),
             place(cs[2], limit(Side::Buy, "bid2", "0.001", "61000")),
             place(cs[2], limit(Side::Sell, "ask2", "0.001", "61400")),
         ],
@@ -175,14 +176,14 @@ fn a_projecting_engine_hands_out_its_funding_settlements_and_hashes_as_one_that_
     projecting.set_projecting(true);
     let mut handed = crate::records::history::HandedHistory::default();
     for hour in 0..3 {
-        let rate = vec![Command::SetFundingRate {
+        let rate = vec![Command::SetFundingRate(SetFundingRate {
             symbol: BTC.into(),
             rate: d(&format!("0.00012{hour}")),
-        }];
+        })];
         for cmds in [rate, Vec::new()] {
             let to = now(&holding).plus_millis(if cmds.is_empty() { HOUR_MS } else { 0 });
             let cmds = match cmds.is_empty() {
-                true => vec![Command::AdvanceClock { to }],
+                true => vec![Command::AdvanceClock(AdvanceClock { to })],
                 false => cmds,
             };
             holding.tick(now(&holding), cmds.clone());

@@ -8,6 +8,7 @@ use perpsim_core::limits::VenueLimits;
 use perpsim_core::order::{OrderStatus, OrderType, Side, TimeInForce};
 use perpsim_core::{Decimal, ErrorCode};
 
+use crate::command::{AmendOrder, CancelOrder, CreateCustomer, SetFees, SetLimits};
 use crate::records::money::VenueAccount;
 use crate::testkit::{d, engine, entry, funded, limit, market, order, place, run};
 use crate::{Command, CommandResult, Engine, Outcome};
@@ -22,7 +23,7 @@ fn set_limits(e: &mut Engine, max_open_orders: u32, max_customers: u32) {
         max_open_orders,
         max_customers,
     };
-    let r = run(e, vec![Command::SetLimits { limits }]);
+    let r = run(e, vec![Command::SetLimits(SetLimits { limits })]);
     assert_eq!(r[0], Ok(Outcome::Limits(limits)));
 }
 
@@ -33,12 +34,14 @@ fn set_limits(e: &mut Engine, max_open_orders: u32, max_customers: u32) {
 fn rebates_cannot_mint_money_by_trading_customers_against_each_other_d7() {
     let mut e = engine(31);
     let c = funded(&mut e, 2, "100000");
-    let rebate = |customer| Command::SetFees {
-        customer,
-        symbol: None,
-        maker_bps: Some(d("-10000")),
-        // The API refuses a negative taker fee; the engine applies none even if one came.
-        taker_bps: Some(d("-10000")),
+    let rebate = |customer| {
+        Command::SetFees(SetFees {
+            customer,
+            symbol: None,
+            maker_bps: Some(d("-10000")),
+            // The API refuses a negative taker fee; the engine applies none even if one came.
+            taker_bps: Some(d("-10000")),
+        })
     };
     run(&mut e, vec![rebate(c[0]), rebate(c[1])]);
     // 1 BTC at 60 000 back and forth twice, each side making in turn.
@@ -78,12 +81,12 @@ fn a_makers_rebate_is_cut_to_the_taker_fee_of_its_fill_d7() {
     let c = funded(&mut e, 2, "100000");
     run(
         &mut e,
-        vec![Command::SetFees {
+        vec![Command::SetFees(SetFees {
             customer: c[0],
             symbol: None,
             maker_bps: Some(d("-8")),
             taker_bps: None,
-        }],
+        })],
     );
     run(
         &mut e,
@@ -146,10 +149,10 @@ fn a_customer_holds_at_most_the_bound_of_open_orders_d4() {
     let r = run(
         &mut e,
         vec![
-            Command::CancelOrder {
+            Command::CancelOrder(CancelOrder {
                 customer: c[0],
                 reference_id: "r0".into(),
-            },
+            }),
             resting(9),
         ],
     );
@@ -170,10 +173,10 @@ fn a_broker_holds_at_most_the_bound_of_customers_d4() {
     let broker = e.view().customers[&c[0]].broker;
     let r = run(
         &mut e,
-        vec![Command::CreateCustomer {
+        vec![Command::CreateCustomer(CreateCustomer {
             broker,
             external_id: None,
-        }],
+        })],
     );
     let (code, message) = refusal(&r[0]);
     assert_eq!(code, ErrorCode::Validation);
@@ -244,10 +247,10 @@ fn gtd_orders_leave_no_timers_behind_when_they_end_or_move_their_expiry() {
         assert_eq!(timers(&mut e), base + 1);
         run(
             &mut e,
-            vec![Command::CancelOrder {
+            vec![Command::CancelOrder(CancelOrder {
                 customer: c[0],
                 reference_id: reference,
-            }],
+            })],
         );
         assert_eq!(timers(&mut e), base, "the cancel took its timer");
     }
@@ -259,11 +262,11 @@ fn gtd_orders_leave_no_timers_behind_when_they_end_or_move_their_expiry() {
         };
         let r = run(
             &mut e,
-            vec![Command::AmendOrder {
+            vec![Command::AmendOrder(AmendOrder {
                 customer: c[0],
                 reference_id: "kept".into(),
                 amend,
-            }],
+            })],
         );
         assert!(r[0].is_ok(), "{r:?}");
     }

@@ -7,6 +7,7 @@ use perpsim_core::entry::OrderEntry;
 use perpsim_core::order::{OrderStatus, OrderType, Side};
 
 use crate::Engine;
+use crate::command::CancelOrder;
 use crate::command::Command;
 use crate::testkit::{d, engine, entry, funded, limit, market, order, place, run};
 use crate::trading::ended::EndedOrders;
@@ -66,10 +67,10 @@ fn live_orders_are_entities_and_ended_ones_leave_with_their_tick_section_3_1() {
     // within the run that placed it and never became an entity.
     assert_eq!(sets(&mut e), (vec![0, 1, 3], vec![1], 1));
 
-    let cancel = Command::CancelOrder {
+    let cancel = Command::CancelOrder(CancelOrder {
         customer: c[1],
         reference_id: "far".into(),
-    };
+    });
     assert_eq!(
         order(&run(&mut e, vec![cancel])[0]).status,
         OrderStatus::Canceled
@@ -108,10 +109,10 @@ fn ended_orders_leave_no_index_slot_or_removal_message_behind_issue_37() {
             &mut e,
             vec![place(c[0], limit(Side::Buy, &reference, "0.1", "50000"))],
         );
-        let cancel = Command::CancelOrder {
+        let cancel = Command::CancelOrder(CancelOrder {
             customer: c[0],
             reference_id: reference,
-        };
+        });
         assert_eq!(
             order(&run(&mut e, vec![cancel])[0]).status,
             OrderStatus::Canceled
@@ -142,9 +143,11 @@ fn a_long_resting_order_does_not_pin_the_index_window_issue_37() {
         let placed = refs
             .iter()
             .map(|r| place(c[0], limit(Side::Buy, r, "0.001", "50000")));
-        let cancelled = refs.iter().map(|r| Command::CancelOrder {
-            customer: c[0],
-            reference_id: r.clone(),
+        let cancelled = refs.iter().map(|r| {
+            Command::CancelOrder(CancelOrder {
+                customer: c[0],
+                reference_id: r.clone(),
+            })
         });
         run(&mut e, placed.chain(cancelled).collect());
     }
@@ -155,10 +158,10 @@ fn a_long_resting_order_does_not_pin_the_index_window_issue_37() {
 
     let restored = Engine::restore(&e.state());
     assert_eq!(restored.state_hash(), e.state_hash());
-    let cancel = Command::CancelOrder {
+    let cancel = Command::CancelOrder(CancelOrder {
         customer: c[0],
         reference_id: "old".into(),
-    };
+    });
     let r = run(&mut e, vec![cancel]);
     assert_eq!(
         (order(&r[0]).id.0, order(&r[0]).status),

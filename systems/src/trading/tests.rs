@@ -11,6 +11,7 @@ use perpsim_core::time::{SECOND_MS, Timestamp};
 use perpsim_core::{Decimal, ErrorCode};
 use proptest::prelude::*;
 
+use crate::command::{AdvanceClock, AmendOrder, CancelOrder, SetInstrumentPrice, SetLeverage};
 use crate::testkit::{BTC, d, engine, entry, funded, limit, market, now, order, place, run};
 use crate::{Command, CommandResult, Engine};
 
@@ -179,16 +180,18 @@ fn insufficient_margin_refuses_and_creates_no_order_d5() {
 fn cancel_amend_and_duplicate_references_follow_section_3_1() {
     let mut e = engine(8);
     let c = funded(&mut e, 1, "1000000");
-    let cancel = |r: &str| Command::CancelOrder {
-        customer: c[0],
-        reference_id: r.into(),
+    let cancel = |r: &str| {
+        Command::CancelOrder(CancelOrder {
+            customer: c[0],
+            reference_id: r.into(),
+        })
     };
     let r = run(
         &mut e,
         vec![
             place(c[0], limit(Side::Buy, "a", "1", "59000")),
             place(c[0], limit(Side::Buy, "a", "1", "59000")),
-            Command::AmendOrder {
+            Command::AmendOrder(AmendOrder {
                 customer: c[0],
                 reference_id: "a".into(),
                 amend: Amend {
@@ -196,7 +199,7 @@ fn cancel_amend_and_duplicate_references_follow_section_3_1() {
                     limit_price: Some(d("59100")),
                     ..Amend::default()
                 },
-            },
+            }),
             cancel("a"),
             cancel("a"),
             cancel("zzz"),
@@ -227,10 +230,12 @@ fn cancel_amend_and_duplicate_references_follow_section_3_1() {
 fn an_amend_is_refused_in_the_words_of_an_entry_section_4_3() {
     let mut e = engine(8);
     let c = funded(&mut e, 1, "1000000");
-    let amend = |amend: Amend| Command::AmendOrder {
-        customer: c[0],
-        reference_id: "a".into(),
-        amend,
+    let amend = |amend: Amend| {
+        Command::AmendOrder(AmendOrder {
+            customer: c[0],
+            reference_id: "a".into(),
+            amend,
+        })
     };
     let r = run(
         &mut e,
@@ -267,10 +272,10 @@ fn an_amend_is_refused_in_the_words_of_an_entry_section_4_3() {
 fn an_ended_order_leaves_the_view_and_is_handed_out_with_its_tick_issue_37() {
     let mut e = engine(8);
     let c = funded(&mut e, 1, "1000000");
-    let cancel = Command::CancelOrder {
+    let cancel = Command::CancelOrder(CancelOrder {
         customer: c[0],
         reference_id: "a".into(),
-    };
+    });
     run(
         &mut e,
         vec![place(c[0], limit(Side::Buy, "a", "1", "59000"))],
@@ -306,9 +311,11 @@ fn an_ended_order_leaves_the_view_and_is_handed_out_with_its_tick_issue_37() {
 fn a_reference_with_no_open_order_is_answered_none_open_before_and_after_a_restore_issue_37() {
     let mut e = engine(8);
     let c = funded(&mut e, 2, "1000000");
-    let cancel = |who: usize, r: &str| Command::CancelOrder {
-        customer: c[who],
-        reference_id: r.into(),
+    let cancel = |who: usize, r: &str| {
+        Command::CancelOrder(CancelOrder {
+            customer: c[who],
+            reference_id: r.into(),
+        })
     };
     run(
         &mut e,
@@ -331,14 +338,14 @@ fn a_reference_with_no_open_order_is_answered_none_open_before_and_after_a_resto
     );
     let mut restored = Engine::restore(&e.state());
     for engine in [&mut e, &mut restored] {
-        let amend = Command::AmendOrder {
+        let amend = Command::AmendOrder(AmendOrder {
             customer: c[0],
             reference_id: "x".into(),
             amend: Amend {
                 amount: Some(d("2")),
                 ..Amend::default()
             },
-        };
+        });
         let r = run(
             engine,
             vec![
@@ -385,9 +392,9 @@ fn gtd_orders_expire_at_expire_time_through_the_scheduler_d5() {
     run(&mut e, vec![place(c[0], gtd)]);
     e.tick(
         now(&e),
-        vec![Command::AdvanceClock {
+        vec![Command::AdvanceClock(AdvanceClock {
             to: at.plus_millis(5),
-        }],
+        })],
     );
     let v = e.view();
     let o = e.order_by_ref(c[0], "g").unwrap();
@@ -475,10 +482,10 @@ fn a_fired_stop_limit_without_that_margin_is_rejected_insufficient_funds() {
     // Ended, it cannot be cancelled.
     let r = run(
         &mut e,
-        vec![Command::CancelOrder {
+        vec![Command::CancelOrder(CancelOrder {
             customer: poor,
             reference_id: "sl".into(),
-        }],
+        })],
     );
     assert_eq!(code(&r[0]), ErrorCode::OrderNotCancellable);
 }
@@ -535,11 +542,11 @@ fn a_take_profit_stop_loss_fires_one_leg_on_the_mark_price_and_voids_the_other_d
     );
     run(
         &mut e,
-        vec![Command::SetInstrumentPrice {
+        vec![Command::SetInstrumentPrice(SetInstrumentPrice {
             symbol: BTC.into(),
             index_price: d("59400"),
             mark_price: d("59400"),
-        }],
+        })],
     );
     let v = e.view();
     let o = e.order_by_ref(c[1], "tpsl").unwrap();
@@ -667,16 +674,16 @@ fn command(step: &Step, c: &[CustomerCode], n: usize, t: Timestamp) -> Command {
             c[*who],
             market(side(*buy), &format!("r{}", n % 8), &amount(*lots)),
         ),
-        Step::Cancel { who, r } => Command::CancelOrder {
+        Step::Cancel { who, r } => Command::CancelOrder(CancelOrder {
             customer: c[*who],
             reference_id: format!("r{r}"),
-        },
+        }),
         Step::Amend {
             who,
             r,
             lots,
             offset,
-        } => Command::AmendOrder {
+        } => Command::AmendOrder(AmendOrder {
             customer: c[*who],
             reference_id: format!("r{r}"),
             amend: Amend {
@@ -684,7 +691,7 @@ fn command(step: &Step, c: &[CustomerCode], n: usize, t: Timestamp) -> Command {
                 limit_price: Some(d(&price(*offset))),
                 ..Amend::default()
             },
-        },
+        }),
         Step::Stop {
             who,
             buy,
@@ -698,18 +705,18 @@ fn command(step: &Step, c: &[CustomerCode], n: usize, t: Timestamp) -> Command {
                 ..entry(side(*buy), OrderType::StopLoss, &format!("r{}", n % 8))
             },
         ),
-        Step::Advance { secs } => Command::AdvanceClock {
+        Step::Advance { secs } => Command::AdvanceClock(AdvanceClock {
             to: t.plus_millis(i64::from(*secs) * SECOND_MS),
-        },
-        Step::Mark { offset } => Command::SetInstrumentPrice {
+        }),
+        Step::Mark { offset } => Command::SetInstrumentPrice(SetInstrumentPrice {
             symbol: BTC.into(),
             index_price: d(&price(*offset)),
             mark_price: d(&price(*offset)),
-        },
-        Step::Leverage { who, two } => Command::SetLeverage {
+        }),
+        Step::Leverage { who, two } => Command::SetLeverage(SetLeverage {
             customer: c[*who],
             leverage: if *two { 2 } else { 1 },
-        },
+        }),
     }
 }
 

@@ -87,7 +87,7 @@ impl Desk<'_, '_> {
         &mut self,
         code: CustomerCode,
         leverage: u32,
-    ) -> crate::command::CommandResult {
+    ) -> crate::command::Answer<CustomerView> {
         if leverage == 0 || leverage > MAX_LEVERAGE || margin_profile(leverage).is_none() {
             return Err(Error::validation(format!(
                 "leverage must be between 1 and max_leverage {MAX_LEVERAGE}, got {leverage}"
@@ -97,7 +97,7 @@ impl Desk<'_, '_> {
             self.check_leverage_change(code, leverage)?;
             self.apply_leverage(code, leverage);
         }
-        Ok(Outcome::Customer(CustomerView::from(self.customer(code)?)))
+        Ok(CustomerView::from(self.customer(code)?))
     }
 
     pub(super) fn apply_leverage(&mut self, code: CustomerCode, leverage: u32) {

@@ -25,8 +25,7 @@ use perpsim_core::order::{
 use perpsim_core::{Decimal, Error, ErrorCode};
 
 use crate::clock::{DueEvents, Scheduler, SimClock};
-use crate::command::Results;
-use crate::command::{Command, Outcome};
+use crate::command::{Answers, OrderCommand};
 use crate::money::ledger::{AccountStore, Books, Ledger};
 use crate::money::store::Accounts;
 use crate::positions::{MarginRate, OpenPositions};
@@ -62,9 +61,9 @@ struct Taker {
     terms: Terms,
 }
 
-/// Order commands of the current run, with the index of their result, in arrival order.
+/// Order commands of the current run, with their position in the tick, in arrival order.
 #[derive(Resource, Debug, Default)]
-pub struct OrderRequests(pub Vec<(usize, Command)>);
+pub struct OrderRequests(pub Vec<(usize, OrderCommand)>);
 
 /// Everything order handling reads and writes.
 #[derive(SystemParam)]
@@ -86,35 +85,22 @@ pub struct Desk<'w, 's> {
 /// MatchSystems: the tick's order requests, one at a time.
 pub fn handle_order_requests(
     mut requests: ResMut<OrderRequests>,
-    mut results: ResMut<Results>,
+    mut answers: ResMut<Answers>,
     mut desk: Desk,
 ) {
-    for (index, command) in requests.0.drain(..) {
+    for (at, command) in requests.0.drain(..) {
         let result = match command {
-            Command::PlaceOrder {
-                customer,
-                symbol,
-                entry,
-            } => desk
-                .check_open_orders(customer, &entry)
-                .and_then(|()| desk.place(customer, &symbol, &entry)),
-            Command::CancelOrder {
-                customer,
-                reference_id,
-            } => desk.cancel(customer, &reference_id),
-            Command::AmendOrder {
-                customer,
-                reference_id,
-                amend,
-            } => desk.amend(customer, &reference_id, &amend),
-            Command::SetLeverage { customer, leverage } => {
-                results.0[index] = Some(desk.set_leverage(customer, leverage));
+            OrderCommand::PlaceOrder(c) => desk
+                .check_open_orders(c.customer, &c.entry)
+                .and_then(|()| desk.place(c.customer, &c.symbol, &c.entry)),
+            OrderCommand::CancelOrder(c) => desk.cancel(c.customer, &c.reference_id),
+            OrderCommand::AmendOrder(c) => desk.amend(c.customer, &c.reference_id, &c.amend),
+            OrderCommand::SetLeverage(c) => {
+                answers.put(at, desk.set_leverage(c.customer, c.leverage));
                 continue;
             }
-            other => unreachable!("not an order request: {other:?}"),
         };
-        let outcome = result.map(|id| Outcome::Order(desk.orders.record(id)));
-        results.0[index] = Some(outcome);
+        answers.put(at, result.map(|id| desk.orders.record(id)));
     }
     desk.flush();
 }

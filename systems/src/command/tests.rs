@@ -11,6 +11,12 @@ use perpsim_core::limits::VenueLimits;
 use perpsim_core::order::{OrderType, Side, TimeInForce, TriggerPriceType};
 use perpsim_core::time::Timestamp;
 
+use crate::command::{
+    AddBrokerKey, AdvanceClock, AmendOrder, CancelOrder, CancelTransfer, CreateBroker,
+    CreateCustomer, PlaceOrder, RequestTransfer, RevokeBrokerKey, SetClockMode, SetFaults, SetFees,
+    SetFundingRate, SetInstrumentPrice, SetInstrumentStatus, SetLeverage, SetLimits,
+    SetProvisioned, SetTransfersAvailable,
+};
 use crate::command::{Command, TransferKind};
 use crate::records::fault_plan::{ChannelFault, ChannelFaultKind, FaultPlan, OrderEntryFault};
 
@@ -65,76 +71,76 @@ fn every_kind() -> Vec<Command> {
     let customer = CustomerCode::parse("00000000-0000-0000-0000-000000000304").unwrap();
     let key = PublicKey([7; 32]);
     vec![
-        Command::CreateBroker {
+        Command::CreateBroker(CreateBroker {
             name: "Acme".into(),
             public_key: key,
-        },
-        Command::AddBrokerKey {
+        }),
+        Command::AddBrokerKey(AddBrokerKey {
             broker,
             public_key: key,
-        },
-        Command::RevokeBrokerKey {
+        }),
+        Command::RevokeBrokerKey(RevokeBrokerKey {
             broker,
             public_key: key,
-        },
-        Command::CreateCustomer {
+        }),
+        Command::CreateCustomer(CreateCustomer {
             broker,
             external_id: Some("ext".into()),
-        },
-        Command::SetInstrumentStatus {
+        }),
+        Command::SetInstrumentStatus(SetInstrumentStatus {
             symbol: "BTC-USDC-PERP".into(),
             status: InstrumentStatus::PostOnly,
-        },
-        Command::SetInstrumentPrice {
+        }),
+        Command::SetInstrumentPrice(SetInstrumentPrice {
             symbol: "BTC-USDC-PERP".into(),
             index_price: d("50000.5"),
             mark_price: d("50001"),
-        },
-        Command::RequestTransfer {
+        }),
+        Command::RequestTransfer(RequestTransfer {
             customer,
             kind: TransferKind::Withdrawal,
             asset: Asset::Usdt,
             amount: d("12.34"),
             delay_ms: 5_000,
-        },
-        Command::CancelTransfer {
+        }),
+        Command::CancelTransfer(CancelTransfer {
             code: MovementCode::parse("00000000-0000-0000-0000-000000000506").unwrap(),
-        },
-        Command::SetTransfersAvailable { available: false },
-        Command::SetProvisioned {
+        }),
+        Command::SetTransfersAvailable(SetTransfersAvailable { available: false }),
+        Command::SetProvisioned(SetProvisioned {
             customer,
             provisioned: true,
-        },
-        Command::SetLeverage {
+        }),
+        Command::SetLeverage(SetLeverage {
             customer,
             leverage: 20,
-        },
-        Command::SetFees {
+        }),
+        Command::SetFees(SetFees {
             customer,
             symbol: None,
             maker_bps: Some(d("-0.5")),
             taker_bps: None,
-        },
-        Command::AdvanceClock {
+        }),
+        Command::AdvanceClock(AdvanceClock {
             to: Timestamp::from_millis(86_400_000),
-        },
-        Command::SetClockMode {
+        }),
+        Command::SetClockMode(SetClockMode {
             mode: ClockMode::Manual,
-        },
-        Command::SetFundingRate {
+        }),
+        Command::SetFundingRate(SetFundingRate {
             symbol: "ETH-USDT-PERP".into(),
             rate: d("0.0001"),
-        },
-        Command::PlaceOrder {
+        }),
+        Command::PlaceOrder(PlaceOrder {
             customer,
             symbol: "BTC-USDC-PERP".into(),
             entry: entry(),
-        },
-        Command::CancelOrder {
+        }),
+        Command::CancelOrder(CancelOrder {
             customer,
             reference_id: "ref-1".into(),
-        },
-        Command::AmendOrder {
+        }),
+        Command::AmendOrder(AmendOrder {
             customer,
             reference_id: "ref-1".into(),
             amend: Amend {
@@ -143,14 +149,14 @@ fn every_kind() -> Vec<Command> {
                 trigger_price: None,
                 expire_time: Some(Timestamp::from_millis(1)),
             },
-        },
-        Command::SetLimits {
+        }),
+        Command::SetLimits(SetLimits {
             limits: VenueLimits {
                 max_open_orders: 10,
                 max_customers: 20,
             },
-        },
-        Command::SetFaults { plan: Some(plan()) },
+        }),
+        Command::SetFaults(SetFaults { plan: Some(plan()) }),
     ]
 }
 
