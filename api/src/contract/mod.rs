@@ -16,7 +16,10 @@
 //!   broker operation lists exactly the error statuses it can answer ([`errors`]), each
 //!   parameter states what the service checks of it (`params`), and D2's three headers are
 //!   three API-key schemes required together.
+//! - A list's filters may be one handler argument, a query group ([`group`]), which the
+//!   document shows as the parameters it reads, in place.
 
+pub mod group;
 mod params;
 mod responses;
 pub mod strict_json;
@@ -187,6 +190,7 @@ pub fn document(generated: &str) -> Value {
         .as_object()
         .cloned()
         .unwrap_or_default();
+    expand_query_groups(&mut doc);
     paginate(&mut doc, &schemas);
     mark_optional_request_fields_nullable(&mut doc);
     inline_enums(&mut doc, &schemas);
@@ -196,6 +200,15 @@ pub fn document(generated: &str) -> Value {
     params::constrain(&mut doc);
     split_signing_schemes(&mut doc);
     doc
+}
+
+/// Every query group ([`group`]) written as its members.
+fn expand_query_groups(doc: &mut Value) {
+    for op in operations_mut(doc) {
+        if let Some(parameters) = op.get_mut("parameters").and_then(Value::as_array_mut) {
+            group::expand(parameters);
+        }
+    }
 }
 
 /// Every operation answering a page (a body with `response_metadata`, D4) takes `limit`,

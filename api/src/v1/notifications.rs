@@ -19,6 +19,7 @@ use poem_openapi::{Object, OpenApi};
 
 use super::history::{self, ListKeys};
 use super::{Signed, Tag, customer_of};
+use crate::contract::group::query_group;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageQuery, PageRequest, ResponseMetadata, Scope};
 use crate::state::AppState;
@@ -153,6 +154,17 @@ fn page(
     })
 }
 
+query_group! {
+    /// The filters of the broker's notifications: `type`, `symbol`, `created_from` and
+    /// `created_to`.
+    pub struct NoticeFilters {
+        kind as "type": Option<String>,
+        symbol as "symbol": Option<String>,
+        created_from as "created_from": Option<String>,
+        created_to as "created_to": Option<String>,
+    }
+}
+
 pub struct NotificationsApi;
 
 #[OpenApi(tag = "Tag::Customers")]
@@ -168,25 +180,27 @@ impl NotificationsApi {
         method = "get",
         operation_id = "listNotifications"
     )]
-    #[allow(clippy::too_many_arguments)] // a documented query parameter per filter
     async fn notifications(
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
         customer_code: Query<Option<String>>,
-        #[oai(name = "type")] kind: Query<Option<String>>,
-        symbol: Query<Option<String>>,
-        created_from: Query<Option<String>>,
-        created_to: Query<Option<String>>,
+        filters: NoticeFilters,
         paging: PageQuery,
     ) -> Result<Json<NotificationPage>, ApiError> {
+        let NoticeFilters {
+            kind,
+            symbol,
+            created_from,
+            created_to,
+        } = filters;
         let view = state.engine.view();
         let customer = customer_code
             .0
             .as_deref()
             .map(|c| customer_of(&view, auth.broker(), c).map(|c| c.code))
             .transpose()?;
-        if let Some(k) = kind.0.as_deref()
+        if let Some(k) = kind.as_deref()
             && k != POSITION_DEPRECIATION
         {
             return Err(Error::validation(format!(
@@ -195,7 +209,6 @@ impl NotificationsApi {
             .into());
         }
         let market = symbol
-            .0
             .as_deref()
             .map(|s| {
                 view.trading
@@ -204,11 +217,10 @@ impl NotificationsApi {
                     .ok_or_else(|| Error::not_found(format!("symbol {s} does not exist")))
             })
             .transpose()?;
-        let from = query_time("created_from", created_from.0.as_deref(), TimeBound::From)?;
-        let to = query_time("created_to", created_to.0.as_deref(), TimeBound::To)?;
+        let from = query_time("created_from", created_from.as_deref(), TimeBound::From)?;
+        let to = query_time("created_to", created_to.as_deref(), TimeBound::To)?;
         let filters = format!(
-            "customer={customer:?};market={market:?};type={:?};from={from:?};to={to:?}",
-            kind.0
+            "customer={customer:?};market={market:?};type={kind:?};from={from:?};to={to:?}"
         );
         let scope = Scope {
             list: "notifications",

@@ -18,6 +18,7 @@ use poem_openapi::{Enum, Object, OpenApi};
 use super::history::{self, ListKeys};
 use super::{Signed, Tag, customer, customer_of};
 use crate::contract::Nullable;
+use crate::contract::group::query_group;
 use crate::errors::ApiError;
 use crate::pagination::{self, PageQuery, PageRequest, ResponseMetadata, Scope};
 use crate::requests::orders::SideApi;
@@ -139,13 +140,15 @@ pub(super) fn window(
     ))
 }
 
-/// The filters every trade list shares.
-struct TradeQuery {
-    symbol: Option<String>,
-    from: Option<String>,
-    to: Option<String>,
-    sort: Option<SortApi>,
-    paging: PageQuery,
+query_group! {
+    /// The filters every trade list shares: `symbol` (exact; unknown gives an empty page),
+    /// `from` and `to` (inclusive), `sort` (default `desc`).
+    pub struct TradeFilters {
+        symbol as "symbol": Option<String>,
+        from as "from": Option<String>,
+        to as "to": Option<String>,
+        sort as "sort": Option<SortApi>,
+    }
 }
 
 fn list(
@@ -153,7 +156,7 @@ fn list(
     view: &ReadView,
     broker: BrokerCode,
     customer: Option<CustomerCode>,
-    q: TradeQuery,
+    (q, paging): (TradeFilters, PageQuery),
 ) -> Result<TradePage, Error> {
     let from = query_time("from", q.from.as_deref(), TimeBound::From)?;
     let to = query_time("to", q.to.as_deref(), TimeBound::To)?;
@@ -167,7 +170,7 @@ fn list(
         broker,
         filters: &filters,
     };
-    let req = PageRequest::<TradeSeq>::of(&state.cursors, &scope, &q.paging)?;
+    let req = PageRequest::<TradeSeq>::of(&state.cursors, &scope, &paging)?;
     // An unknown symbol is an empty page (§4.1), not an error.
     let market = match &q.symbol {
         Some(s) => view.trading.market(s).map(|(id, _)| Some(id)),
@@ -216,27 +219,17 @@ impl TradesApi {
         method = "get",
         operation_id = "listCustomerTrades"
     )]
-    #[allow(clippy::too_many_arguments)] // a documented query parameter per filter
     async fn customer_trades(
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
         code: customer::Path,
-        symbol: Query<Option<String>>,
-        from: Query<Option<String>>,
-        to: Query<Option<String>>,
-        sort: Query<Option<SortApi>>,
+        filters: TradeFilters,
         paging: PageQuery,
     ) -> Result<Json<TradePage>, ApiError> {
         let view = code.view();
         let customer = code.customer()?.code;
-        let q = TradeQuery {
-            symbol: symbol.0,
-            from: from.0,
-            to: to.0,
-            sort: sort.0,
-            paging,
-        };
+        let q = (filters, paging);
         Ok(Json(list(&state, &view, auth.broker(), Some(customer), q)?))
     }
 
@@ -277,16 +270,12 @@ impl TradesApi {
     /// `sort`, `limit`, `after`, `before`; any other parameter is refused with 400 naming it
     /// and the supported set.
     #[oai(path = "/trades", method = "get", operation_id = "listTrades")]
-    #[allow(clippy::too_many_arguments)] // a documented query parameter per filter
     async fn trades(
         &self,
         state: Data<&Arc<AppState>>,
         auth: Signed,
         customer_code: Query<Option<String>>,
-        symbol: Query<Option<String>>,
-        from: Query<Option<String>>,
-        to: Query<Option<String>>,
-        sort: Query<Option<SortApi>>,
+        filters: TradeFilters,
         paging: PageQuery,
     ) -> Result<Json<TradePage>, ApiError> {
         let view = state.engine.view();
@@ -295,13 +284,7 @@ impl TradesApi {
             .as_deref()
             .map(|c| customer_of(&view, auth.broker(), c).map(|c| c.code))
             .transpose()?;
-        let q = TradeQuery {
-            symbol: symbol.0,
-            from: from.0,
-            to: to.0,
-            sort: sort.0,
-            paging,
-        };
+        let q = (filters, paging);
         Ok(Json(list(&state, &view, auth.broker(), customer, q)?))
     }
 }
