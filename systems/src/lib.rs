@@ -34,7 +34,7 @@ pub mod trading;
 #[cfg(test)]
 mod testkit;
 
-pub use command::{Answers, Command, CommandResult, EngineEvent, Genesis, Outcome, Request};
+pub use command::{Answers, Command, CommandResult, EngineEvent, Genesis, Outcome, Submit};
 pub use engine::observe::{AccountFigures, Closing, ClosingMarket, MarketPrices};
 pub use engine::snapshot::{EngineState, StateHash};
 pub use engine::{Engine, TickOutput};

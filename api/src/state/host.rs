@@ -30,7 +30,7 @@ use perpsim_systems::records::log::DEFAULT_WINDOW_BITS;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::records::tape::Candle;
 use perpsim_systems::records::venue::MarketId;
-use perpsim_systems::{Answers, Command, Engine, EngineEvent, ReadView, Request, StateHash};
+use perpsim_systems::{Answers, Command, Engine, EngineEvent, ReadView, StateHash, Submit};
 use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::signing::{Admission, BEHIND_NS};
@@ -93,16 +93,16 @@ enum AfterTick {
 }
 
 /// A command's sender: takes the answer at the command's position in its tick, of the type
-/// the command's [`Request`] names, once the tick is durable. A tick that is not made
+/// the command's [`Submit`] names, once the tick is durable. A tick that is not made
 /// durable drops it, and its sender hears [`stopped`].
 pub(super) type Reply = Box<dyn FnOnce(&mut Answers, usize) + Send>;
 
-fn reply_to<R: Request>(sender: oneshot::Sender<Answer<R::Answer>>) -> Reply
+fn reply_to<C: Submit>(sender: oneshot::Sender<Answer<C::Answer>>) -> Reply
 where
-    R::Answer: Send + 'static,
+    C::Answer: Send + 'static,
 {
     Box::new(move |answers: &mut Answers, at: usize| {
-        let _ = sender.send(answers.take::<R::Answer>(at));
+        let _ = sender.send(answers.take::<C::Answer>(at));
     })
 }
 
@@ -144,18 +144,18 @@ impl EngineHandle {
     /// Sends a signed request's command and waits until its tick is durable. The command
     /// carries the request's [`Admission`]: the nonce is spent in the same transaction as the
     /// command, and the admission is marked so.
-    pub async fn submit<R: Request>(
+    pub async fn submit<C: Submit>(
         &self,
-        command: R,
+        command: C,
         signed: &Admission,
-    ) -> Result<R::Answer, Error>
+    ) -> Result<C::Answer, Error>
     where
-        R::Answer: Send + 'static,
+        C::Answer: Send + 'static,
     {
         // A reply comes only after the tick's commit: from here on the nonce is spent.
         let command = command.into();
         let result = self
-            .ask(|reply| Message::Command(command, Some(signed.used()), reply_to::<R>(reply)))
+            .ask(|reply| Message::Command(command, Some(signed.used()), reply_to::<C>(reply)))
             .await?;
         signed.mark_journaled();
         result
@@ -163,23 +163,23 @@ impl EngineHandle {
 
     /// Sends an operator's command (the admin API: no nonce to spend) and waits until its
     /// tick is durable.
-    pub async fn submit_admin<R: Request>(&self, command: R) -> Result<R::Answer, Error>
+    pub async fn submit_admin<C: Submit>(&self, command: C) -> Result<C::Answer, Error>
     where
-        R::Answer: Send + 'static,
+        C::Answer: Send + 'static,
     {
         let command = command.into();
-        self.ask(|reply| Message::Command(command, None, reply_to::<R>(reply)))
+        self.ask(|reply| Message::Command(command, None, reply_to::<C>(reply)))
             .await?
     }
 
     /// Blocking twin of [`Self::submit_admin`] for start-up code outside the runtime.
-    pub fn submit_blocking<R: Request>(&self, command: R) -> Result<R::Answer, Error>
+    pub fn submit_blocking<C: Submit>(&self, command: C) -> Result<C::Answer, Error>
     where
-        R::Answer: Send + 'static,
+        C::Answer: Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send(Message::Command(command.into(), None, reply_to::<R>(reply)))
+            .send(Message::Command(command.into(), None, reply_to::<C>(reply)))
             .map_err(|_| stopped())?;
         answer.blocking_recv().map_err(|_| stopped())?
     }

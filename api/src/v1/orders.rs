@@ -10,7 +10,7 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{self as core_order, OrderStatus};
 use perpsim_systems::records::fault_plan::PPM;
 use perpsim_systems::records::order::Order;
-use perpsim_systems::{ReadView, Request};
+use perpsim_systems::{ReadView, Submit};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
@@ -146,10 +146,10 @@ async fn late_by_fault_plan(state: &AppState, auth: &Signed) {
 impl OrdersApi {
     /// `named`: the customer and reference a cancel or amend names, for its answer when
     /// none is open under it.
-    async fn submit_order<R: Request<Answer = Arc<Order>>>(
+    async fn submit_order<C: Submit<Answer = Arc<Order>>>(
         state: &AppState,
         auth: &Signed,
-        command: R,
+        command: C,
         named: Option<(CustomerCode, String)>,
         how: Rendering,
     ) -> Result<OrderRecord, ApiError> {

@@ -1,5 +1,5 @@
 //! Answers: what each command of a tick answered, in a lane per type of answer, so a host
-//! hands each sender the answer its command's type names ([`Request::Answer`]): nothing
+//! hands each sender the answer its command's type names ([`Submit::Answer`]): nothing
 //! matches an answer against a kind its command cannot produce.
 
 use std::collections::VecDeque;
@@ -25,7 +25,7 @@ pub type Lane<T> = VecDeque<(usize, Answer<T>)>;
 
 /// A command as its sender submits it: the journal's variant it becomes, and the type of
 /// its answer.
-pub trait Request: Into<Command> {
+pub trait Submit: Into<Command> {
     type Answer: Answerable;
 }
 
@@ -43,7 +43,7 @@ macro_rules! requests {
             }
         }
 
-        impl Request for $command {
+        impl Submit for $command {
             type Answer = $answer;
         }
     )*};

@@ -4,7 +4,7 @@
 //!
 //! A command is one typed struct per kind, in a family by where the engine applies it
 //! (`orders`, `money`, `registry`, `clock`, `admin`; [`Command::route`]), with the type of its
-//! answer ([`Request`], `answers`).
+//! answer ([`Submit`], `answers`).
 
 use bevy_ecs::prelude::Resource;
 use perpsim_core::clock::ClockMode;
@@ -25,7 +25,7 @@ mod orders;
 mod registry;
 
 pub use admin::*;
-pub use answers::{Answer, Answerable, Answers, Lane, Request};
+pub use answers::{Answer, Answerable, Answers, Lane, Submit};
 pub use clock::*;
 pub use money::*;
 pub use orders::*;
@@ -153,7 +153,7 @@ mod tests;
 
 /// Any command's answer, for a host that reads a tick's answers by position
 /// ([`Answers::into_results`]: a replay, the tests); a sender hears its command's own type
-/// ([`Request::Answer`]).
+/// ([`Submit::Answer`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Broker(BrokerView),
