@@ -137,6 +137,12 @@ lanes! {
 }
 
 impl Answers {
+    /// Room for a tick of `commands`, in the lane of order requests (most commands are), so
+    /// that lane is allocated once a tick rather than grown.
+    pub fn reserve(&mut self, commands: usize) {
+        self.orders.reserve(commands);
+    }
+
     /// Answers the command at position `at` of the tick.
     pub fn put<T: Answerable>(&mut self, at: usize, answer: Answer<T>) {
         T::lane(self).push_back((at, answer));

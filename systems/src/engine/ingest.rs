@@ -21,10 +21,10 @@ pub struct Inbox(pub Vec<(usize, Scheduled)>);
 pub fn ingest_commands(world: &mut World) {
     // The run's vectors are taken out once (a resource lookup costs about as much as queueing
     // an order request) and put back at the end; the families' handlers never touch them.
-    let commands = std::mem::take(&mut world.resource_mut::<Inbox>().0);
+    let mut commands = std::mem::take(&mut world.resource_mut::<Inbox>().0);
     let mut answers = std::mem::take(&mut *world.resource_mut::<Answers>());
     let mut requests = std::mem::take(&mut world.resource_mut::<OrderRequests>().0);
-    for (at, command) in commands {
+    for (at, command) in commands.drain(..) {
         match command {
             Scheduled::Orders(OrderCommand::PlaceOrder(_)) if refused_by_fault_plan(world) => {
                 answers.put::<std::sync::Arc<_>>(at, Err(crate::faults::refusal()));
@@ -37,6 +37,7 @@ pub fn ingest_commands(world: &mut World) {
     }
     *world.resource_mut::<Answers>() = answers;
     world.resource_mut::<OrderRequests>().0 = requests;
+    world.resource_mut::<Inbox>().0 = commands;
 }
 
 /// The fault plan's share of refused entries never reaches the desk.

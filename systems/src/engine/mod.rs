@@ -515,7 +515,10 @@ impl Engine {
     /// schedule with the commands before it; one run with what follows the last (in the
     /// common tick every command, in one run).
     fn run_commands_and_clock(&mut self, commands: Vec<Command>) {
-        let mut run: Vec<(usize, Scheduled)> = Vec::with_capacity(commands.len());
+        // The inbox's vector, emptied by the last run, keeps its capacity from tick to tick.
+        let mut run = std::mem::take(&mut self.world.resource_mut::<Inbox>().0);
+        run.reserve(commands.len());
+        self.world.resource_mut::<Answers>().reserve(commands.len());
         for (at, command) in commands.into_iter().enumerate() {
             match command.route() {
                 Routed::Scheduled(c) => run.push((at, c)),
