@@ -104,7 +104,9 @@ macro_rules! lanes {
             /// Each lane in command order; a command answered later in the tick (an order
             /// request, by the desk) may have been put after one that follows it.
             pub(crate) fn seal(&mut self) {
-                $(self.$lane.make_contiguous().sort_by_key(|(at, _)| *at);)*
+                if self.count > 1 {
+                    $(self.$lane.make_contiguous().sort_by_key(|(at, _)| *at);)*
+                }
             }
 
             /// Every answer by position, as any command's [`Outcome`].
@@ -137,10 +139,10 @@ lanes! {
 }
 
 impl Answers {
-    /// Room for a tick of `commands`, in the lane of order requests (most commands are), so
-    /// that lane is allocated once a tick rather than grown.
-    pub fn reserve(&mut self, commands: usize) {
-        self.orders.reserve(commands);
+    /// Room for `requests` more answers to order requests, which the desk answers a run's
+    /// worth at a time: the lane allocated once rather than grown.
+    pub fn reserve_orders(&mut self, requests: usize) {
+        self.orders.reserve(requests);
     }
 
     /// Answers the command at position `at` of the tick.

@@ -518,7 +518,6 @@ impl Engine {
         // The inbox's vector, emptied by the last run, keeps its capacity from tick to tick.
         let mut run = std::mem::take(&mut self.world.resource_mut::<Inbox>().0);
         run.reserve(commands.len());
-        self.world.resource_mut::<Answers>().reserve(commands.len());
         for (at, command) in commands.into_iter().enumerate() {
             match command.route() {
                 Routed::Scheduled(c) => run.push((at, c)),

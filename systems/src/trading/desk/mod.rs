@@ -88,6 +88,7 @@ pub fn handle_order_requests(
     mut answers: ResMut<Answers>,
     mut desk: Desk,
 ) {
+    answers.reserve_orders(requests.0.len());
     for (at, command) in requests.0.drain(..) {
         let result = match command {
             OrderCommand::PlaceOrder(c) => desk
