@@ -22,3 +22,12 @@ pub enum ClockCommand {
     AdvanceClock(AdvanceClock),
     SetClockMode(SetClockMode),
 }
+
+impl From<ClockCommand> for super::Command {
+    fn from(command: ClockCommand) -> Self {
+        match command {
+            ClockCommand::AdvanceClock(c) => super::Command::AdvanceClock(c),
+            ClockCommand::SetClockMode(c) => super::Command::SetClockMode(c),
+        }
+    }
+}

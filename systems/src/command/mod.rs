@@ -123,6 +123,15 @@ impl Command {
         Routed::Scheduled(scheduled)
     }
 
+    /// A clock command as its family, or the command back.
+    pub fn into_clock(self) -> Result<ClockCommand, Command> {
+        match self {
+            Command::AdvanceClock(c) => Ok(ClockCommand::AdvanceClock(c)),
+            Command::SetClockMode(c) => Ok(ClockCommand::SetClockMode(c)),
+            other => Err(other),
+        }
+    }
+
     /// The customer and reference a cancel or amend names: what names its answer when none
     /// is open under it (`perpsim_core::order::not_open`).
     pub fn order_reference(&self) -> Option<(CustomerCode, &str)> {

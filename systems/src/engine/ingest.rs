@@ -1,12 +1,15 @@
-//! IngestSystems: the run's commands taken one by one, in arrival order: order requests
-//! queued for the desk (MatchSystems), every other family applied here.
+//! IngestSystems: the run's commands taken one by one, in arrival order, each routed once
+//! (`Command::route`): order requests queued for the desk (MatchSystems), every other family
+//! applied here, and a clock command left for the engine, which applies it between runs.
+
+use std::collections::VecDeque;
 
 use bevy_ecs::prelude::{Resource, World};
 use perpsim_core::Decimal;
 
 use crate::command::{
-    AdminCommand, Answers, MoneyCommand, OrderCommand, RegistryCommand, RequestTransfer, Scheduled,
-    TransferKind,
+    AdminCommand, Answers, Command, MoneyCommand, OrderCommand, RegistryCommand, RequestTransfer,
+    Routed, Scheduled, TransferKind,
 };
 use crate::faults::Faults;
 use crate::money::accounts;
@@ -14,17 +17,34 @@ use crate::records::money::MovementKind;
 use crate::registry;
 use crate::trading::desk::OrderRequests;
 
-/// Commands of the current run with their position in the tick, in arrival order.
+/// The tick's commands not applied yet, in arrival order; `next` is the position in the tick
+/// of the first.
 #[derive(Resource, Debug, Default)]
-pub struct Inbox(pub Vec<(usize, Scheduled)>);
+pub struct Inbox {
+    pub commands: VecDeque<Command>,
+    pub next: usize,
+}
 
 pub fn ingest_commands(world: &mut World) {
     // The run's vectors are taken out once (a resource lookup costs about as much as queueing
     // an order request) and put back at the end; the families' handlers never touch them.
-    let mut commands = std::mem::take(&mut world.resource_mut::<Inbox>().0);
+    let Inbox {
+        mut commands,
+        mut next,
+    } = std::mem::take(&mut *world.resource_mut::<Inbox>());
     let mut answers = std::mem::take(&mut *world.resource_mut::<Answers>());
     let mut requests = std::mem::take(&mut world.resource_mut::<OrderRequests>().0);
-    for (at, command) in commands.drain(..) {
+    while let Some(command) = commands.pop_front() {
+        let command = match command.route() {
+            Routed::Scheduled(command) => command,
+            // The run's commands end here: the engine applies it, then runs what follows.
+            Routed::Clock(clock) => {
+                commands.push_front(clock.into());
+                break;
+            }
+        };
+        let at = next;
+        next += 1;
         match command {
             Scheduled::Orders(OrderCommand::PlaceOrder(_)) if refused_by_fault_plan(world) => {
                 answers.put::<std::sync::Arc<_>>(at, Err(crate::faults::refusal()));
@@ -37,7 +57,7 @@ pub fn ingest_commands(world: &mut World) {
     }
     *world.resource_mut::<Answers>() = answers;
     world.resource_mut::<OrderRequests>().0 = requests;
-    world.resource_mut::<Inbox>().0 = commands;
+    *world.resource_mut::<Inbox>() = Inbox { commands, next };
 }
 
 /// The fault plan's share of refused entries never reaches the desk.

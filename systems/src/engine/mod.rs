@@ -23,8 +23,7 @@ use self::ingest::Inbox;
 use self::snapshot::{EngineState, StateHash};
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::{
-    Answer, Answers, ClockCommand, Command, CommandResult, EngineEvent, Genesis, Routed, Scheduled,
-    TickEvents,
+    Answer, Answers, ClockCommand, Command, CommandResult, EngineEvent, Genesis, TickEvents,
 };
 use crate::money::ledger::{Ledger, venue_accounts};
 use crate::money::store::AccountIndex;
@@ -513,24 +512,45 @@ impl Engine {
 
     /// The tick's commands in order: the clock's each at its place, between runs of the
     /// schedule with the commands before it; one run with what follows the last (in the
-    /// common tick every command, in one run).
+    /// common tick every command, in one run). The runs take the commands where they lie,
+    /// the vector the tick came in (ingest routes each, and stops at a clock command).
     fn run_commands_and_clock(&mut self, commands: Vec<Command>) {
-        // The inbox's vector, emptied by the last run, keeps its capacity from tick to tick.
-        let mut run = std::mem::take(&mut self.world.resource_mut::<Inbox>().0);
-        run.reserve(commands.len());
-        for (at, command) in commands.into_iter().enumerate() {
-            match command.route() {
-                Routed::Scheduled(c) => run.push((at, c)),
-                Routed::Clock(c) => {
-                    if !run.is_empty() {
-                        self.run_commands(std::mem::take(&mut run));
-                    }
-                    let answer = self.apply_clock(c);
-                    self.world.resource_mut::<Answers>().put(at, answer);
+        let mut pending = Inbox {
+            commands: commands.into(),
+            next: 0,
+        };
+        loop {
+            self.apply_clock_commands(&mut pending);
+            *self.world.resource_mut::<Inbox>() = pending;
+            self.run_schedule();
+            assert!(
+                self.world.resource::<OrderRequests>().0.is_empty(),
+                "every order request is answered within its run"
+            );
+            pending = std::mem::take(&mut *self.world.resource_mut::<Inbox>());
+            if pending.commands.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// The clock commands at the front of `pending`, each applied where it stands.
+    fn apply_clock_commands(&mut self, pending: &mut Inbox) {
+        while let Some(command) = pending.commands.pop_front() {
+            match command.into_clock() {
+                Ok(clock) => {
+                    let answer = self.apply_clock(clock);
+                    self.world
+                        .resource_mut::<Answers>()
+                        .put(pending.next, answer);
+                    pending.next += 1;
+                }
+                Err(command) => {
+                    pending.commands.push_front(command);
+                    return;
                 }
             }
         }
-        self.run_commands(run);
     }
 
     fn apply_clock(&mut self, command: ClockCommand) -> Answer<ClockView> {
@@ -541,17 +561,6 @@ impl Engine {
                 Ok(self.clock_view())
             }
         }
-    }
-
-    /// One run of the schedule with `commands` (possibly none: the run still publishes the
-    /// instant), each answered within it.
-    fn run_commands(&mut self, commands: Vec<(usize, Scheduled)>) {
-        self.world.resource_mut::<Inbox>().0 = commands;
-        self.run_schedule();
-        assert!(
-            self.world.resource::<OrderRequests>().0.is_empty(),
-            "every order request is answered within its run"
-        );
     }
 
     /// One run of the schedule, then conservation asserted in every build (each booking
