@@ -71,11 +71,22 @@ fn a_scenario_reads_no_file_outside_its_directory_and_quotes_none() {
             "{stderr}"
         );
     }
-    // Inside its directory, a bad row is located without quoting it.
+    // Inside its directory, a bad header or row is located without quoting it.
     std::fs::write(dir.join("inside.csv"), "SECRET_TOKEN_abc123,1\n").unwrap();
     let stderr = refused(&dir, &scenario(&dir, &prices("inside.csv")), &[]);
     assert!(
-        stderr.contains("inside.csv:1:1: time: expected"),
+        stderr.contains("inside.csv:1:1: column 1 of the header is not one of time"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SECRET"), "{stderr}");
+    std::fs::write(
+        dir.join("inside.csv"),
+        "time,index_price\nSECRET_TOKEN_abc123,1\n",
+    )
+    .unwrap();
+    let stderr = refused(&dir, &scenario(&dir, &prices("inside.csv")), &[]);
+    assert!(
+        stderr.contains("inside.csv:2:1: time: expected"),
         "{stderr}"
     );
     assert!(!stderr.contains("SECRET"), "{stderr}");
@@ -98,6 +109,7 @@ fn pipes_devices_and_oversize_files_are_refused_without_reading_them() {
     let stderr = refused(dir.path(), Path::new("/dev/zero"), &[]);
     assert!(stderr.contains("not a regular file"), "{stderr}");
     let rows: String = (0..2_000).map(|i| format!("+{i}s,60000\n")).collect();
+    let rows = format!("time,index_price\n{rows}");
     std::fs::write(dir.path().join("big.csv"), rows).unwrap();
     let file = scenario(dir.path(), &prices("big.csv"));
     let stderr = refused(dir.path(), &file, &["--max-file-bytes", "4096"]);
@@ -138,6 +150,7 @@ fn an_alias_bomb_is_refused_naming_its_bound() {
 fn timelines_and_samples_are_bounded_naming_their_flags() {
     let dir = tempfile::tempdir().unwrap();
     let rows: String = (0..100_000).map(|i| format!("+{i}ms,60000\n")).collect();
+    let rows = format!("time,index_price\n{rows}");
     std::fs::write(dir.path().join("p.csv"), rows).unwrap();
     let events: Vec<String> = (0..300).map(|_| prices("p.csv")).collect();
     let file = scenario(dir.path(), &events.join("\n"));

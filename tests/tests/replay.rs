@@ -317,6 +317,11 @@ fn bad_input_is_located_and_writes_nothing() {
         "time,index_price\n+1s,100\n+2s,abc\n",
     )
     .unwrap();
+    std::fs::write(
+        tmp.path().join("misspelt.csv"),
+        "time,index_prce,mark_price\n+1s,100,\n",
+    )
+    .unwrap();
     let order =
         "order: {symbol: BTC-USDC-PERP, side: buy, type: market, reference_id: x, amount: \"0.01\"";
     let cases: Vec<(String, &str, &str)> = vec![
@@ -325,12 +330,18 @@ fn bad_input_is_located_and_writes_nothing() {
         ("  - {at: +2h, customer: a, cancel: x}".into(), "s.yaml:8:10:", "outside the scenario"),
         ("  - {at: +1m, customer: zed, cancel: x}".into(), "s.yaml:8:25:", "unknown customer \"zed\""),
         ("  - {at: +1m, customer: a, order: {symbol: NOPE, side: buy, type: market, reference_id: x, amount: \"1\"}}".into(), "s.yaml:8:35:", "unknown symbol \"NOPE\""),
-        (format!("  - {{at: +1m, customer: a, {order}, bar: 1}}}}"), "s.yaml:8:35:", "order: unknown field `bar`"),
+        (format!("  - {{at: +1m, customer: a, {order}, bar: 1}}}}"), "s.yaml:8:117:", "order: unknown field bar; the body takes amount, cash_amount,"),
+        ("  - {at: +1m, customer: a, order: {symbol: BTC-USDC-PERP, side: buy, type: market, refrence_id: x, amount: \"1\"}}".into(), "s.yaml:8:84:", "order: unknown field refrence_id; the body takes"),
+        ("  - {at: +1m, customer: a, order: {symbol: BTC-USDC-PERP, side: Sell, type: market, reference_id: x, amount: \"1\"}}".into(), "s.yaml:8:59:", "order: side must be one of buy, sell; got \"Sell\""),
+        ("  - at: +1m\n    customer: a\n    order:\n      symbol: BTC-USDC-PERP\n      type: market\n      reference_id: x\n      amount: \"1\"\n      side: Sell".into(), "s.yaml:15:7:", "order: side must be one of buy, sell"),
+        ("  - {at: +1m, customer: a, order: {symbol: BTC-USDC-PERP, side: buy, type: market, reference_id: x, amount: 0.01}}".into(), "s.yaml:8:101:", "amount must be a JSON string holding a decimal"),
+        ("  - {at: +1m, symbol: BTC-USDC-PERP, status: {status: halted}}".into(), "s.yaml:8:47:", "status: status must be one of active, post_only, trade_halt"),
         ("  - {at: +1m, symbol: BTC-USDC-PERP, prices: bad.csv}".into(), "bad.csv:3:5:", "index_price: expected a positive decimal"),
         ("  - {at: +1m, symbol: BTC-USDC-PERP, prices: none.csv}".into(), "s.yaml:8:46:", "cannot read"),
+        ("  - {at: +1m, symbol: BTC-USDC-PERP, prices: misspelt.csv}".into(), "misspelt.csv:1:6:", "column 2 of the header is not one of time, index_price, mark_price (did you mean index_price?)"),
         ("  - {at: +1m, customer: a, cancel: x, deposit: {asset: USDC, amount: \"1\"}}".into(), "s.yaml:8:5:", "one action"),
         ("  - {at: +1m, symbol: BTC-USDC-PERP, customer: a, price: {index_price: \"1\"}}".into(), "s.yaml:8:5:", "takes no `customer`"),
-        ("  - {at: +1m, customer: a, withdrawal: {asset: XYZ, amount: \"1\"}}".into(), "s.yaml:8:40:", "asset must be one of USDC, USDT"),
+        ("  - {at: +1m, customer: a, withdrawal: {asset: XYZ, amount: \"1\"}}".into(), "s.yaml:8:41:", "asset must be one of USDC, USDT"),
         ("  - [not, a, map]".into(), "s.yaml:8:5:", "expected"),
     ];
     for (event, at, message) in cases {
@@ -350,6 +361,92 @@ fn bad_input_is_located_and_writes_nothing() {
         );
         assert!(!out.exists(), "{event}: nothing is written");
     }
+}
+
+/// D11 (issue 39 item 2): refused requests are outcomes, not errors: the run prints how
+/// many events were applied and refused, with the margin calls, liquidations, ADL fills and
+/// insurance drawn (report.json holds the same); `--strict` exits 3 when any request was
+/// refused, having written the whole run, and 0 when none was.
+#[test]
+fn a_run_says_what_was_refused_and_strict_exits_non_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = example("flash-crash.yaml");
+    let out = tmp.path().join("strict");
+    let args = [
+        "replay",
+        scenario.to_str().unwrap(),
+        "--quiet",
+        "--strict",
+        "--out",
+    ];
+    let (code, stdout, stderr) = perpsim(&[&args[..], &[out.to_str().unwrap()]].concat());
+    assert_eq!(code, 3, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("10 events: 9 applied, 1 refused (report.json lists each refusal)")
+            && stderr.contains("1 liquidation, 1 auto-deleveraging fill; insurance drawn: "),
+        "{stderr}"
+    );
+    let printed: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let written = report(&out);
+    assert_eq!(printed["outcomes"], written["outcomes"]);
+    let outcomes = &written["outcomes"];
+    assert_eq!(outcomes["refused"], 1);
+    assert_eq!(written["refusals"].as_array().unwrap().len(), 1);
+    assert_eq!(outcomes["liquidations"], 1);
+    assert_eq!(outcomes["auto_deleveraging_fills"], 1);
+    // What insurance drew is what the customers' ledgers were covered with.
+    let covered: Decimal = written["customers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["currencies"].as_array().unwrap())
+        .filter(|c| c["asset"] == "USDC")
+        .map(|c| dec(c["insurance"].as_str().unwrap()))
+        .sum();
+    let drawn = dec(outcomes["insurance_drawn"]["USDC"].as_str().unwrap());
+    assert!(
+        drawn > Decimal::ZERO && drawn == covered,
+        "{drawn} {covered}"
+    );
+    assert!(
+        stderr.contains(&format!("insurance drawn: {drawn} USDC")),
+        "{stderr}"
+    );
+    assert!(
+        out.join("DONE").exists(),
+        "a strict run still writes the run"
+    );
+    let seeds = tmp.path().join("seeds");
+    let (code, ..) = perpsim(
+        &[
+            &args[..4],
+            &["--seeds", "0..2", "--out", seeds.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 3, "a Monte-Carlo with a refusal in any seed");
+    let lenient = tmp.path().join("lenient");
+    let (code, ..) = perpsim(&[&args[..3], &["--out", lenient.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "refusals alone do not fail a run");
+    let quiet = tmp.path().join("q.yaml");
+    std::fs::write(
+        &quiet,
+        "name: q\nseed: 1\nstart: 2026-01-01T00:00:00Z\nend: +1h\ncustomers:\n  - {name: a, deposits: {USDC: \"100\"}}\nevents: []\n",
+    )
+    .unwrap();
+    let clean = tmp.path().join("clean");
+    let (code, _, stderr) = perpsim(&[
+        "replay",
+        quiet.to_str().unwrap(),
+        "--strict",
+        "--out",
+        clean.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("0 events: 0 applied, 0 refused; 0 margin calls"),
+        "{stderr}"
+    );
 }
 
 /// A JSON scenario takes serde_json; what it refuses is located like YAML's.

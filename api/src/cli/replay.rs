@@ -44,6 +44,10 @@ pub struct ReplayArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Exit 3 (after writing the run) when the venue refused any of the scenario's requests,
+    /// a customer's setup included; with --seeds, any seed's.
+    #[arg(long, conflicts_with = "journal")]
+    pub strict: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -156,7 +160,8 @@ pub fn run(args: ReplayArgs) -> Result<i32, String> {
             if let Some(seed) = args.seed {
                 plan.genesis.seed = seed;
             }
-            single(&mut plan, &scenario, &out, &limits, args.quiet, started)
+            let code = single(&mut plan, &scenario, &out, &limits, args.quiet, started)?;
+            Ok(strict_code(args.strict, [&code]))
         }
     }
 }
@@ -171,7 +176,7 @@ fn single(
     limits: &Limits,
     quiet: bool,
     started: std::time::Instant,
-) -> Result<i32, String> {
+) -> Result<replay::report::Outcomes, String> {
     let bar = progress(plan.steps.len() as u64, quiet);
     let read = started.elapsed().as_secs_f64();
     let done = output::scenario_run(scenario, plan, out, limits, &|n| bar.set_position(n))?;
@@ -184,11 +189,28 @@ fn single(
         "total": started.elapsed().as_secs_f64(),
     });
     let out = out.display().to_string();
+    eprintln!("perpsim: {}", done.outcomes);
     println!(
         "{}",
-        json!({"state_hash": done.state_hash, "seed": plan.genesis.seed, "out": out, "seconds": seconds})
+        json!({"state_hash": done.state_hash, "seed": plan.genesis.seed, "out": out,
+            "outcomes": done.outcomes, "seconds": seconds})
     );
-    Ok(0)
+    Ok(done.outcomes)
+}
+
+/// The exit code of runs whose outcomes are `outcomes`: 3 under `--strict` when any request
+/// was refused, else 0 (refused requests are outcomes of a run, not errors).
+fn strict_code<'a>(
+    strict: bool,
+    outcomes: impl IntoIterator<Item = &'a replay::report::Outcomes>,
+) -> i32 {
+    let refused = outcomes
+        .into_iter()
+        .any(|o| o.refused + o.setup_refused > 0);
+    match strict && refused {
+        true => 3,
+        false => 0,
+    }
 }
 
 /// The seeds of `--seeds` (this shard's, with `--count`) in worker processes; the summary
@@ -210,15 +232,18 @@ fn monte_carlo(args: &ReplayArgs, seeds: &str, scenario: &Path, out: &Path) -> R
     }
     let bounds = worker_limits(&args.limits.resolve());
     montecarlo::run_seeds(scenario, &mine, jobs, out, &bounds)?;
+    let runs = montecarlo::finished(&[out.to_path_buf()])?;
     if args.count.is_none() {
-        let runs = montecarlo::finished(&[out.to_path_buf()])?;
         summary::write(out, &runs)?;
     }
     println!(
         "{}",
         json!({"seeds": mine, "out": out.display().to_string()})
     );
-    Ok(0)
+    Ok(strict_code(
+        args.strict,
+        runs.iter().map(|(_, r)| &r.outcomes),
+    ))
 }
 
 /// The progress bar on stderr: hidden when asked, and by indicatif when stderr is not a

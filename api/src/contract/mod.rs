@@ -22,6 +22,7 @@
 pub mod group;
 mod params;
 mod responses;
+pub mod schema_check;
 pub mod strict_json;
 
 pub use responses::known as knows_errors_of;
@@ -200,6 +201,35 @@ pub fn document(generated: &str) -> Value {
     params::constrain(&mut doc);
     split_signing_schemes(&mut doc);
     doc
+}
+
+/// The schemas of the request bodies `registry` holds, as [`document`] writes them where an
+/// operation takes them (unknown fields refused, optional scalars nullable, enums inline),
+/// through a document of one operation per body: what `schema_check` holds a body to.
+/// Scenario replay reads its events' bodies against these without the APIs that serve them;
+/// a test holds them equal to the served documents'.
+pub fn request_schemas(registry: &Registry) -> Value {
+    let schemas: Map<String, Value> = registry
+        .schemas
+        .iter()
+        .map(|(name, schema)| {
+            let value = serde_json::to_value(schema).expect("a schema encodes");
+            (name.clone(), value)
+        })
+        .collect();
+    let paths: Map<String, Value> = schemas
+        .keys()
+        .map(|name| {
+            let body = json!({"$ref": format!("#/components/schemas/{name}")});
+            let content = json!({"application/json": {"schema": body}});
+            (
+                format!("/{name}"),
+                json!({"post": {"requestBody": {"content": content}}}),
+            )
+        })
+        .collect();
+    let generated = json!({"paths": paths, "components": {"schemas": schemas}});
+    document(&generated.to_string())["components"]["schemas"].take()
 }
 
 /// Every query group ([`group`]) written as its members.

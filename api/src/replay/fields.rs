@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use crate::requests::orders::OrderRequest;
 
 /// A body as written.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Fields {
     /// An object: its fields in the order written.
     Object(Vec<(String, Value)>),
@@ -208,6 +208,96 @@ fn field<T: ParseFromJSON>(
     T::parse_from_json(value).map_err(ParseError::propagate)
 }
 
+/// Where, in `text`, the body that starts at (`line`, `column`) writes its field `key`: the
+/// first key of that name at the body's own level (a flow mapping `{…}` or a block of keys
+/// at the body's indentation), or `None`. Only a refusal reads this, so it scans the text.
+pub fn locate(text: &str, (line, column): (u64, u64), key: &str) -> Option<(u64, u64)> {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(usize::try_from(line).ok()?.checked_sub(1)?)
+        .map(str::len)
+        .sum();
+    let from = line_start
+        + text
+            .get(line_start..)?
+            .char_indices()
+            .nth(column.checked_sub(1)? as usize)?
+            .0;
+    let mut scan = Scan {
+        at: (line, column),
+        depth: 0,
+        indent: column - 1,
+        previous: ' ',
+        quote: None,
+        flow: text[from..].starts_with('{'),
+    };
+    for (i, c) in text[from..].char_indices() {
+        if scan.quote.is_none()
+            && scan.depth <= 1
+            && scan.is_key_start(c)
+            && key_at(&text[from + i..], key)
+        {
+            return Some(scan.at);
+        }
+        if !scan.step(c, &text[from + i + c.len_utf8()..]) {
+            return None;
+        }
+    }
+    None
+}
+
+/// Where a scan of a body is: its place, how deep in brackets, inside which quote.
+struct Scan {
+    at: (u64, u64),
+    depth: i32,
+    /// The body's indentation: a block body ends at a line indented less.
+    indent: u64,
+    previous: char,
+    quote: Option<char>,
+    /// Written `{…}`: the body ends where its brace closes.
+    flow: bool,
+}
+
+impl Scan {
+    /// Whether a key may start at `c`: after the body's `{`, a `,`, or white space.
+    fn is_key_start(&self, c: char) -> bool {
+        matches!(self.previous, '{' | ',' | ' ' | '\t' | '\n') && !matches!(c, ' ' | '\t' | '\n')
+    }
+
+    /// Moves past `c` (`rest` is the text after it); false where the body has ended.
+    fn step(&mut self, c: char, rest: &str) -> bool {
+        match (self.quote, c) {
+            (Some(q), c) if c == q => self.quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => self.quote = Some(c),
+            (None, '{' | '[') => self.depth += 1,
+            (None, '}' | ']') => self.depth -= 1,
+            _ => {}
+        }
+        self.previous = c;
+        if c == '\n' {
+            self.at = (self.at.0 + 1, 1);
+        } else {
+            self.at.1 += 1;
+        }
+        // A flow body ends at its closing brace; a block body at a line indented less.
+        let indent = rest.len() - rest.trim_start_matches(' ').len();
+        let blank = rest[indent..].starts_with(['\n', '#']) || rest.len() == indent;
+        let block_ended = self.depth == 0 && c == '\n' && !blank && (indent as u64) < self.indent;
+        let flow_ended = self.flow && self.depth == 0;
+        self.depth >= 0 && !block_ended && !flow_ended
+    }
+}
+
+/// Whether `text` starts with `key` as a mapping key: bare or quoted, then `:`.
+fn key_at(text: &str, key: &str) -> bool {
+    let rest = match text.chars().next() {
+        Some(q @ ('"' | '\'')) => text[1..].strip_prefix(key).and_then(|r| r.strip_prefix(q)),
+        _ => text.strip_prefix(key),
+    };
+    rest.is_some_and(|r| r.trim_start_matches([' ', '\t']).starts_with(':'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,5 +392,24 @@ mod tests {
             both_ways(every).0.contains("customer_ip: Some"),
             "every field read"
         );
+    }
+
+    /// D11: a refusal points at the field in the text, however the body is written: a flow
+    /// mapping (bare or quoted keys, over lines), a block mapping; never at a key of the
+    /// same name outside the body.
+    #[test]
+    fn a_field_is_found_where_its_body_writes_it() {
+        let flow = "- {at: +1m, order: {symbol: X, \"side\": Sell,\n    type: market}, type: x}\n";
+        assert_eq!(locate(flow, (1, 19), "side"), Some((1, 32)));
+        assert_eq!(locate(flow, (1, 19), "type"), Some((2, 5)));
+        assert_eq!(locate(flow, (1, 19), "at"), None, "outside the body");
+        let block = "- at: +1m\n  order:\n    symbol: X\n    side: Sell\n- at: +2m\n  side: y\n";
+        assert_eq!(locate(block, (3, 5), "side"), Some((4, 5)));
+        assert_eq!(locate(block, (3, 5), "at"), None, "the next event");
+        let json = r#"{"events": [{"order": {"symbol": "X", "side": "Sell"}}]}"#;
+        assert_eq!(locate(json, (1, 23), "side"), Some((1, 39)));
+        assert_eq!(locate(json, (1, 23), "missing"), None);
+        assert_eq!(locate(json, (9, 1), "side"), None, "a place past the text");
+        assert_eq!(locate("{a: 1}", (1, 1), ""), None);
     }
 }

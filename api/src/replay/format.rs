@@ -139,8 +139,10 @@ pub struct Event {
     pub amend: Option<Box<Body<crate::requests::orders::AmendRequest>>>,
     /// `PUT /admin/v1/instruments/{symbol}/price`.
     pub price: Option<Box<Body<crate::requests::instruments::PriceRequest>>>,
-    /// A CSV file (relative to the scenario) of `time,index_price[,mark_price]` rows, each
-    /// time an offset from this event's `at` or an RFC 3339 timestamp.
+    /// A CSV file (relative to the scenario): a header line naming its columns, `time` and
+    /// `index_price` and optionally `mark_price`, in any order; then rows of as many fields,
+    /// each time an offset from this event's `at` or an RFC 3339 timestamp, strictly
+    /// increasing (an empty `mark_price` leaves the mark to the index).
     #[schemars(with = "Option<String>")]
     pub prices: Option<Box<Spanned<String>>>,
     /// `PUT /admin/v1/instruments/{symbol}/funding`.

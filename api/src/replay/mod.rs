@@ -14,6 +14,7 @@ pub mod format;
 pub mod montecarlo;
 pub mod output;
 pub mod plan;
+mod prices;
 pub mod report;
 pub mod run;
 pub mod schema;
@@ -55,7 +56,7 @@ pub fn read(file: &Path, limits: &Limits) -> Result<Plan, ScenarioError> {
     }
     // Refused, or written in an order the one pass does not take: read again the whole way,
     // by the YAML reader, which says where.
-    plan::plan(file, parse(file, &text, limits)?, limits)
+    plan::plan((file, &text), parse(file, &text, limits)?, limits)
 }
 
 /// The scenario as written, or where and why it is not one.

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::files::{self, Limits};
 use super::plan::Plan;
-use super::report::{self, RunInfo};
+use super::report::{self, Report, RunInfo};
 use super::run::{self, Observed};
 use perpsim_systems::Engine;
 use perpsim_systems::command::AdvanceClock;
@@ -193,6 +193,8 @@ pub fn check_free(out: &Path) -> Result<(), String> {
 #[derive(Debug, Clone)]
 pub struct Finished {
     pub state_hash: String,
+    /// Events applied and refused, and what the venue did about risk.
+    pub outcomes: report::Outcomes,
     /// Seconds: the engine (every tick, and any wait for the journal's writer), the journal's
     /// commits (on a thread of their own, beside the engine), the report files.
     pub engine_seconds: f64,
@@ -226,6 +228,7 @@ pub fn scenario_run(
         seed: plan.genesis.seed,
         end: plan.end,
         sample_every_ms: plan.sample_every_ms,
+        events: Some(plan.events),
     };
     let absolute = std::path::absolute(file).map_err(|e| e.to_string())?;
     let (all, each) = input_hashes(file, &plan.inputs, limits)?;
@@ -235,10 +238,11 @@ pub fn scenario_run(
         inputs: each,
     });
     let reporting = std::time::Instant::now();
-    let hash = write_reports(&stage, (&engine, tables), &observed, &info, scenario)?;
+    let report = write_reports(&stage, (&engine, tables), &observed, &info, scenario)?;
     staging.finish(out)?;
     Ok(Finished {
-        state_hash: hash,
+        state_hash: report.state_hash,
+        outcomes: report.outcomes,
         engine_seconds: ran.as_secs_f64(),
         journal_seconds: journal_time.as_secs_f64(),
         report_seconds: reporting.elapsed().as_secs_f64(),
@@ -261,7 +265,7 @@ pub fn write_reports(
     observed: &Observed,
     info: &RunInfo,
     scenario: Option<Scenario>,
-) -> Result<String, String> {
+) -> Result<Report, String> {
     let view = engine.closing();
     let path = |name: &str| dir.join(name);
     let [ledger, trades] = tables;
@@ -299,7 +303,7 @@ pub fn write_reports(
         &dir.join(MANIFEST),
         (serde_json::to_string_pretty(&manifest).expect("a manifest encodes") + "\n").as_bytes(),
     )?;
-    Ok(report.state_hash)
+    Ok(report)
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -363,10 +367,11 @@ pub fn journal_run(path: &Path, out: &Path) -> Result<String, String> {
         seed: genesis.seed,
         end: engine.clock().now,
         sample_every_ms: every,
+        events: None,
     };
     observed.logs = streamed.tallies;
     let tables = [streamed.ledger, streamed.trades];
-    let hash = write_reports(&stage, (&engine, tables), &observed, &info, None)?;
+    let hash = write_reports(&stage, (&engine, tables), &observed, &info, None)?.state_hash;
     staging.finish(out)?;
     Ok(hash)
 }

@@ -23,6 +23,7 @@ use super::files::Limits;
 use super::format::{Body, CustomerSpec, Dec, Event, InstrumentOverride, Market, Scenario};
 use super::timeline::Timeline;
 use super::timing::{self, parse_at};
+use crate::contract::schema_check;
 use crate::requests::instruments::{PriceRequest, funding_command, price_command, status_command};
 use crate::requests::money::{TransferRequest, transfer_command};
 use crate::requests::orders::{amend_command, place_command};
@@ -38,6 +39,8 @@ pub struct Plan {
     /// Between two report samples.
     pub sample_every_ms: i64,
     pub customers: Vec<PlannedCustomer>,
+    /// The scenario's events (a `prices` event is one, whatever its rows).
+    pub events: usize,
     /// The price files the events name, in the order named (the manifest hashes them).
     pub inputs: Vec<PathBuf>,
     /// In time order; one instant's steps in the order written.
@@ -98,6 +101,10 @@ pub(super) struct Ctx<'a> {
     /// searches of a B-tree of names compared strings a tenth of the read).
     pub names: Vec<String>,
     pub by_name: HashMap<String, usize>,
+    /// The scenario's text, where a refusal is said: a body's refusal then names its field
+    /// as the API does and points at it. The one-pass read has none (it gives up on any
+    /// refusal, and the whole read says where).
+    pub source: Option<&'a str>,
 }
 
 impl Ctx<'_> {
@@ -149,12 +156,51 @@ impl Ctx<'_> {
         })
     }
 
-    /// Reads a body with the API's type (taking its JSON: a body is read once); a refusal
-    /// names the body.
+    /// Reads a body with the API's type (taking its JSON: a body is read once). A refusal
+    /// says what the API's would: the field against the operation's schema (unknown fields
+    /// with the allowed set, enum values listed) at the field, else the type's own message.
     pub fn body<T: FromFields>(&self, field: &str, body: &mut Body<T>) -> Result<T, ScenarioError> {
-        T::from_fields(std::mem::take(&mut body.json.value))
-            .map_err(|e| self.error(body.json.referenced, format!("{field}: {}", message(e))))
+        let at = body.json.referenced;
+        let fields = std::mem::take(&mut body.json.value);
+        if self.source.is_none() {
+            return T::from_fields(fields)
+                .map_err(|e| self.error(at, format!("{field}: {}", message(e))));
+        }
+        let written = fields.clone().into_value();
+        T::from_fields(fields).map_err(|e| match explain::<T>(&written) {
+            Some(why) => {
+                let key = why.field.split(['.', '[']).next().unwrap_or_default();
+                self.at_field(at, key, format!("{field}: {}", why.message))
+            }
+            None => self.error(at, format!("{field}: {}", message(e))),
+        })
     }
+
+    /// A refusal at the field `key` of the body written at `at` where the text shows it,
+    /// else at the body.
+    fn at_field(&self, at: Location, key: &str, message: String) -> ScenarioError {
+        let body = (at.line(), at.column());
+        let found = self
+            .source
+            .and_then(|text| super::fields::locate(text, body, key));
+        let (line, column) = found.unwrap_or(body);
+        ScenarioError {
+            file: self.file.to_path_buf(),
+            line,
+            column,
+            message,
+        }
+    }
+}
+
+/// What `written` breaks of the schema of `T` as the API's documents write it (the REST
+/// API's request guard holds a body to the same schema before any handler reads it).
+fn explain<T: poem_openapi::types::Type>(written: &Value) -> Option<schema_check::Why> {
+    static SCHEMAS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let schemas =
+        SCHEMAS.get_or_init(|| crate::contract::request_schemas(&super::schema::bodies()));
+    let schema = json!({"$ref": format!("#/components/schemas/{}", T::name())});
+    schema_check::explain(written, &schema, schemas)
 }
 
 pub(super) fn located(file: &Path, at: Location, message: impl Into<String>) -> ScenarioError {
@@ -189,9 +235,14 @@ fn message<T: poem_openapi::types::Type>(e: poem_openapi::types::ParseError<T>) 
 }
 
 /// Resolves a scenario read from `file` into its plan, within `limits`.
-pub fn plan(file: &Path, mut scenario: Scenario, limits: &Limits) -> Result<Plan, ScenarioError> {
+pub fn plan(
+    (file, source): (&Path, &str),
+    mut scenario: Scenario,
+    limits: &Limits,
+) -> Result<Plan, ScenarioError> {
     let events = std::mem::take(&mut scenario.events);
     let mut planner = Planner::new(file, scenario, limits)?;
+    planner.ctx.source = Some(source);
     planner.reserve(events.len());
     // Each event is freed once planned: the events as read (a kilobyte each, with their
     // bodies' JSON) and the steps they become are never all held at once.
@@ -232,6 +283,7 @@ impl<'a> Planner<'a> {
             specs: default_instruments(),
             names: Vec::new(),
             by_name: HashMap::new(),
+            source: None,
         };
         let mut simulation = Simulation::defaults(&ctx.specs);
         for o in &scenario.instruments {
@@ -290,6 +342,7 @@ impl<'a> Planner<'a> {
             end: self.ctx.end,
             sample_every_ms: self.sample_every_ms,
             customers: self.customers,
+            events: self.events,
             inputs: self.inputs,
             steps: self.steps,
         }
@@ -555,8 +608,13 @@ pub(super) fn action(
 
 type Here<'a> = dyn Fn(&str) -> ScenarioError + 'a;
 
+/// The API's refusal of a body written at `at`, at the field its message names first (the
+/// API's messages begin with their field) where the body writes it, else at the body.
 fn refused(ctx: &Ctx, at: Location) -> impl Fn(perpsim_core::Error) -> ScenarioError {
-    move |err| ctx.error(at, err.message)
+    move |err| {
+        let named = err.message.split([' ', ':']).next().unwrap_or_default();
+        ctx.at_field(at, named, err.message.clone())
+    }
 }
 
 /// An order, cancel, amend, deposit or withdrawal, for a customer bound at run time.

@@ -21,14 +21,7 @@ pub fn document() -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
     let mut doc = generator.into_root_schema_for::<Scenario>().to_value();
     doc["$id"] = "https://perpsim.dev/scenario.schema.json".into();
-    let mut registry = Registry::new();
-    OrderRequest::register(&mut registry);
-    AmendRequest::register(&mut registry);
-    PriceRequest::register(&mut registry);
-    FundingRequest::register(&mut registry);
-    StatusRequest::register(&mut registry);
-    TransferRequest::register(&mut registry);
-    FeeProfileRequest::register(&mut registry);
+    let registry = bodies();
     let defs = doc["$defs"]
         .as_object_mut()
         .expect("the scenario has definitions");
@@ -39,6 +32,19 @@ pub fn document() -> Value {
         defs.insert(name.clone(), value);
     }
     doc
+}
+
+/// The API types that read an event's body, and the types they name.
+pub fn bodies() -> Registry {
+    let mut registry = Registry::new();
+    OrderRequest::register(&mut registry);
+    AmendRequest::register(&mut registry);
+    PriceRequest::register(&mut registry);
+    FundingRequest::register(&mut registry);
+    StatusRequest::register(&mut registry);
+    TransferRequest::register(&mut registry);
+    FeeProfileRequest::register(&mut registry);
+    registry
 }
 
 /// `#/components/schemas/X` (OpenAPI) → `#/$defs/X` (this document).

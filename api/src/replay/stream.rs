@@ -190,7 +190,7 @@ mod tests {
         let limits = Limits::default();
         format!(
             "{:?}",
-            plan::plan(file, parse(file, text, &limits).unwrap(), &limits).unwrap()
+            plan::plan((file, text), parse(file, text, &limits).unwrap(), &limits).unwrap()
         )
     }
 

@@ -3,7 +3,7 @@
 //!   (D4);
 //! - a body that breaks its schema → 400 VALIDATION_ERROR naming the field as the document
 //!   does, what it takes and what it got (`{"external_id": false}` is refused, not stored as
-//!   `"false"`; `"side": "long"` lists buy and sell), see [`schema_check`];
+//!   `"false"`; `"side": "long"` lists buy and sell), see `contract::schema_check`;
 //! - the methods of a path, for the `Allow` header of a 405.
 //!
 //! Everything is read from the document the service serves, so it is exactly what the
@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use perpsim_core::Error;
 use serde_json::Value;
 
-use super::schema_check;
+use crate::contract::schema_check;
 
 struct Operation {
     method: String,
@@ -85,7 +85,7 @@ impl RequestGuard {
 
     /// Holds a JSON body to its operation's schema: the first field of a wrong JSON type,
     /// outside an enum, unknown or missing is refused naming it as the document does
-    /// ([`schema_check`]). A body that is not JSON at all is left to the operation's parser.
+    /// (`contract::schema_check`). A body that is not JSON at all is left to the operation's parser.
     pub fn check_body(&self, method: &str, path: &str, body: &[u8]) -> Result<(), Error> {
         if body.is_empty() {
             return Ok(());
@@ -229,6 +229,36 @@ mod tests {
             "cash": {"oneOf": [{"type": "string"}, {"type": "number"}]}
         }}
     }}}"##;
+
+    /// D11, D4: scenario replay holds an event's body to the schema the served documents
+    /// give that body, so its refusals are the API's: every body type's schema as replay
+    /// derives it equals the broker's or the admin document's.
+    #[test]
+    fn replay_reads_bodies_against_the_served_documents_schemas() {
+        let derived = crate::contract::request_schemas(&crate::replay::schema::bodies());
+        let broker = super::super::app::broker_document();
+        let admin = super::super::app::admin_document();
+        let served = |name: &str| {
+            [&broker, &admin]
+                .into_iter()
+                .map(|doc| &doc["components"]["schemas"][name])
+                .find(|schema| !schema.is_null())
+                .unwrap_or_else(|| panic!("{name} is in neither document"))
+                .clone()
+        };
+        let bodies = [
+            "OrderRequest",
+            "AmendRequest",
+            "PriceRequest",
+            "FundingRequest",
+            "StatusRequest",
+            "TransferRequest",
+            "FeeProfileRequest",
+        ];
+        for name in bodies {
+            assert_eq!(derived[name], served(name), "{name}");
+        }
+    }
 
     fn guard() -> RequestGuard {
         RequestGuard::from_document(&serde_json::from_str(SPEC).unwrap())

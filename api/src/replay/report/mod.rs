@@ -50,11 +50,76 @@ pub struct Report {
     pub state_hash: String,
     pub ticks: u64,
     pub commands: u64,
+    pub outcomes: Outcomes,
     pub customers: Vec<CustomerReport>,
     pub market_maker: Vec<Currency>,
     pub instruments: Vec<InstrumentReport>,
     pub venue: Vec<VenueReport>,
     pub refusals: Vec<RefusalRow>,
+}
+
+/// What the run came to, at a glance (D11): printed beside the state hash, and what
+/// `--strict` reads. Refused events are outcomes of the run, not errors of the scenario.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Outcomes {
+    /// The scenario's events (a recorded journal's: its commands); those applied whole, and
+    /// those with a request the venue refused (listed in `refusals`).
+    pub events: usize,
+    pub applied: usize,
+    pub refused: usize,
+    /// Customers' setup requests (leverage, fees, deposits at `start`) refused.
+    pub setup_refused: usize,
+    /// Margin-state changes into margin call and into liquidation, every customer's.
+    pub margin_calls: usize,
+    pub liquidations: usize,
+    /// Auto-deleveraging fills (each once, though two positions take part).
+    pub auto_deleveraging_fills: usize,
+    /// Per settlement asset: what the insurance fund paid to cover balances gone below zero.
+    pub insurance_drawn: BTreeMap<String, String>,
+}
+
+impl std::fmt::Display for Outcomes {
+    /// One line: `12 events: 9 applied, 3 refused (report.json lists them); 1 margin call, …`.
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let plural = |n: usize, one: &str, many: &str| match n {
+            1 => format!("1 {one}"),
+            n => format!("{n} {many}"),
+        };
+        write!(
+            f,
+            "{}: {} applied, {} refused",
+            plural(self.events, "event", "events"),
+            self.applied,
+            self.refused
+        )?;
+        if self.setup_refused > 0 {
+            write!(f, ", {} of the customers' setup", self.setup_refused)?;
+        }
+        if self.refused + self.setup_refused > 0 {
+            f.write_str(" (report.json lists each refusal)")?;
+        }
+        let drawn: Vec<String> = self
+            .insurance_drawn
+            .iter()
+            .filter(|(_, amount)| amount.as_str() != "0")
+            .map(|(asset, amount)| format!("{amount} {asset}"))
+            .collect();
+        write!(
+            f,
+            "; {}, {}, {}; insurance drawn: {}",
+            plural(self.margin_calls, "margin call", "margin calls"),
+            plural(self.liquidations, "liquidation", "liquidations"),
+            plural(
+                self.auto_deleveraging_fills,
+                "auto-deleveraging fill",
+                "auto-deleveraging fills"
+            ),
+            match drawn.is_empty() {
+                true => "none".to_owned(),
+                false => drawn.join(", "),
+            }
+        )
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -157,6 +222,8 @@ pub struct RunInfo {
     pub seed: u64,
     pub end: Timestamp,
     pub sample_every_ms: i64,
+    /// The scenario's events; `None` for a recorded journal (its commands are counted).
+    pub events: Option<usize>,
 }
 
 /// Decimal text as the report prints it: trailing zeros dropped.
@@ -176,6 +243,14 @@ pub fn build(
     let counters = engine.counters();
     let genesis = engine.genesis_config();
     let tallies = Tallies::of(observed);
+    let customers: Vec<CustomerReport> = observed
+        .customers
+        .iter()
+        .enumerate()
+        .map(|(i, (name, code))| customer(view, observed, &tallies, (i, name, *code)))
+        .collect();
+    let market_maker = currencies(view, observed, &tallies, None, MARKET_MAKER);
+    let events = info.events.unwrap_or(counters.commands as usize);
     Report {
         scenario: Meta {
             name: info.name.clone(),
@@ -188,13 +263,9 @@ pub fn build(
         state_hash,
         ticks: counters.ticks,
         commands: counters.commands,
-        customers: observed
-            .customers
-            .iter()
-            .enumerate()
-            .map(|(i, (name, code))| customer(view, observed, &tallies, (i, name, *code)))
-            .collect(),
-        market_maker: currencies(view, observed, &tallies, None, MARKET_MAKER),
+        outcomes: outcomes(events, observed, (&customers, &market_maker)),
+        customers,
+        market_maker,
         instruments: instruments(view, observed),
         venue: venue(view, &observed.assets),
         refusals: observed
@@ -208,6 +279,36 @@ pub fn build(
                 message: r.message.clone(),
             })
             .collect(),
+    }
+}
+
+/// The run's [`Outcomes`] from what it observed and the customers' (and the maker's) figures.
+fn outcomes(
+    events: usize,
+    observed: &Observed,
+    (customers, maker): (&[CustomerReport], &[Currency]),
+) -> Outcomes {
+    let refused: std::collections::BTreeSet<usize> =
+        observed.refusals.iter().filter_map(|r| r.event).collect();
+    let mut drawn: BTreeMap<String, Decimal> = BTreeMap::new();
+    let currencies = customers.iter().flat_map(|c| &c.currencies).chain(maker);
+    for c in currencies {
+        let paid: Decimal = c.insurance.parse().expect("the report's own decimal text");
+        *drawn.entry(c.asset.clone()).or_default() += paid;
+    }
+    Outcomes {
+        events,
+        applied: events.saturating_sub(refused.len()),
+        refused: refused.len(),
+        setup_refused: observed
+            .refusals
+            .iter()
+            .filter(|r| r.event.is_none())
+            .count(),
+        margin_calls: customers.iter().map(|c| c.margin_calls).sum(),
+        liquidations: customers.iter().map(|c| c.liquidations).sum(),
+        auto_deleveraging_fills: observed.logs.auto_deleveraging_fills,
+        insurance_drawn: drawn.into_iter().map(|(a, d)| (a, text(d))).collect(),
     }
 }
 

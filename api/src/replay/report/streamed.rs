@@ -21,6 +21,7 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
 use perpsim_systems::records::history::HandedHistory;
+use perpsim_systems::records::ids::FillSeq;
 use perpsim_systems::records::money::{Movement, MovementKind, MovementStatus};
 use perpsim_systems::records::risk::Notification;
 use perpsim_systems::records::trade::{PublicFill, TradeKind, TradeRecord};
@@ -57,6 +58,9 @@ pub struct LogTallies {
     pub trades: BTreeMap<CustomerCode, [usize; 3]>,
     pub money: BTreeMap<CustomerCode, Money>,
     pub notices: BTreeMap<CustomerCode, usize>,
+    /// Auto-deleveraging fills, each once (both its trade records name the fill).
+    pub auto_deleveraging_fills: usize,
+    last_deleveraging: Option<FillSeq>,
     /// By market id (none past the last market that traded).
     pub markets: Vec<MarketTally>,
 }
@@ -94,7 +98,12 @@ impl LogTallies {
         n[0] += 1;
         match t.kind {
             TradeKind::Liquidation => n[1] += 1,
-            TradeKind::AutoDeleveraging => n[2] += 1,
+            TradeKind::AutoDeleveraging => {
+                n[2] += 1;
+                if self.last_deleveraging.replace(t.fill) != Some(t.fill) {
+                    self.auto_deleveraging_fills += 1;
+                }
+            }
             TradeKind::Trade => {}
         }
         if t.kind != TradeKind::Trade {

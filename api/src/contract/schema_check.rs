@@ -11,8 +11,30 @@ use serde_json::Value;
 
 use crate::contract::json_type;
 
+/// What a body breaks: the field as the document spells its path (`""` for the body
+/// itself), and the message naming it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Why {
+    pub field: String,
+    pub message: String,
+}
+
+impl Why {
+    fn at(path: &str, message: String) -> Self {
+        Why {
+            field: path.to_owned(),
+            message,
+        }
+    }
+}
+
 /// The first thing `value` breaks of `schema` (components in `schemas`), as a message.
 pub fn diagnose(value: &Value, schema: &Value, schemas: &Value) -> Option<String> {
+    explain(value, schema, schemas).map(|why| why.message)
+}
+
+/// [`diagnose`] with the field it names: where a located refusal points.
+pub fn explain(value: &Value, schema: &Value, schemas: &Value) -> Option<Why> {
     walk(value, schema, schemas, "")
 }
 
@@ -92,19 +114,20 @@ fn named(path: &str) -> &str {
     }
 }
 
-fn walk(value: &Value, schema: &Value, schemas: &Value, path: &str) -> Option<String> {
+fn walk(value: &Value, schema: &Value, schemas: &Value, path: &str) -> Option<Why> {
     let schema = resolved(schema, schemas);
     let mut takes = Vec::new();
     types(schema, schemas, &mut takes);
     let got = kind(value);
     let fits = takes.contains(&got) || (got == "integer" && takes.contains(&"number"));
     if !takes.is_empty() && !fits {
-        return Some(format!(
+        let message = format!(
             "{} must be a JSON {}, got {}",
             named(path),
             takes.join(" or "),
             json_type(value)
-        ));
+        );
+        return Some(Why::at(path, message));
     }
     if value.is_null() {
         return None;
@@ -133,11 +156,12 @@ fn walk(value: &Value, schema: &Value, schemas: &Value, path: &str) -> Option<St
             .filter(|v| !v.is_null())
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
             .collect();
-        return Some(format!(
+        let message = format!(
             "{} must be one of {}; got {value}",
             named(path),
             names.join(", ")
-        ));
+        );
+        return Some(Why::at(path, message));
     }
     match value {
         Value::Object(fields) => object(fields, schema, schemas, path),
@@ -160,7 +184,7 @@ fn object(
     schema: &Value,
     schemas: &Value,
     path: &str,
-) -> Option<String> {
+) -> Option<Why> {
     let properties = schema["properties"].as_object();
     let field = |name: &str| match path {
         "" => name.to_owned(),
@@ -172,7 +196,7 @@ fn object(
             .flat_map(|p| p.keys().map(String::as_str))
             .collect();
         if let Some(unknown) = fields.keys().find(|k| !known.contains(&k.as_str())) {
-            return Some(format!(
+            let message = format!(
                 "unknown field {}; {} takes {}",
                 field(unknown),
                 named(path),
@@ -180,7 +204,8 @@ fn object(
                     true => "no fields".to_owned(),
                     false => known.join(", "),
                 }
-            ));
+            );
+            return Some(Why::at(&field(unknown), message));
         }
     }
     // A field given wrong says more than another one missing: values first.
@@ -197,7 +222,10 @@ fn object(
     let missing = required
         .filter_map(Value::as_str)
         .find(|name| !fields.contains_key(*name))?;
-    Some(format!("{} is required", field(missing)))
+    Some(Why::at(
+        &field(missing),
+        format!("{} is required", field(missing)),
+    ))
 }
 
 #[cfg(test)]
