@@ -449,6 +449,39 @@ fn a_run_says_what_was_refused_and_strict_exits_non_zero() {
     );
 }
 
+/// D11 (issue 39 item 1): a recorded market drives the venue. The worked recorded hour (a
+/// Tardis.dev derivative_ticker recording, gzip) sets BTC-USDC-PERP's index and mark from
+/// its BTCUSDT rows only; the fall it records calls and then liquidates Carol's leveraged
+/// long; and the hour at 01:00 settles at the recorded 8-hour rate pro rata, on the last
+/// mark recorded before it: Dave's short of 1 receives 28 696.3 × 0.0001 / 8.
+#[test]
+fn a_recorded_market_sets_prices_funding_and_what_follows() {
+    let (_tmp, out) = run_example("recorded-hour.yaml");
+    let report = report(&out);
+    let path = report["instruments"][0]["path"].as_array().unwrap();
+    assert_eq!(report["instruments"][0]["symbol"], "BTC-USDC-PERP");
+    let at = |time: &str| path.iter().find(|p| p[0] == time).unwrap();
+    // The sample at 00:01 shows the row recorded at 00:01:00: index 41 995.1, mark 41 987.6.
+    let minute = at("2024-01-01T00:01:00.000Z");
+    assert_eq!(
+        (&minute[1], &minute[2]),
+        (&"41995.1".into(), &"41987.6".into())
+    );
+    assert!(dec(at("2024-01-01T00:46:00.000Z")[1].as_str().unwrap()) < dec("26000"));
+    let carol = customer(&report, "carol");
+    assert_eq!(
+        (&carol["margin_calls"], &carol["liquidations"]),
+        (&1.into(), &1.into())
+    );
+    let dave = customer(&report, "dave");
+    let paid = dec("28696.3") * dec("0.0001") / dec("8");
+    assert_eq!(
+        dec(dave["currencies"][0]["funding"].as_str().unwrap()),
+        paid
+    );
+    assert_eq!(report["outcomes"]["liquidations"], 1);
+}
+
 /// A JSON scenario takes serde_json; what it refuses is located like YAML's.
 #[test]
 fn bad_json_is_located_too() {
@@ -684,7 +717,7 @@ fn the_worked_examples_reach_their_checked_in_hashes() {
         assert_eq!(run(&example(file), &out, &[]), hash, "{file}");
         checked += 1;
     }
-    assert_eq!(checked, 3);
+    assert_eq!(checked, 4);
 }
 
 /// D11: the checked-in JSON Schema accepts every example and refuses what the reader

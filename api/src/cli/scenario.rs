@@ -7,29 +7,38 @@ use clap::Subcommand;
 
 /// The worked examples (`tests/scenarios/`, whose state hashes `cargo test` checks), as the
 /// binary carries them: each file by name.
-const EXAMPLES: [(&str, &str); 4] = [
+const EXAMPLES: [(&str, &[u8]); 6] = [
     (
         "flash-crash.yaml",
-        include_str!("../../../tests/scenarios/flash-crash.yaml"),
+        include_bytes!("../../../tests/scenarios/flash-crash.yaml"),
     ),
     (
         "flash-crash.csv",
-        include_str!("../../../tests/scenarios/flash-crash.csv"),
+        include_bytes!("../../../tests/scenarios/flash-crash.csv"),
     ),
     (
         "funding-week.yaml",
-        include_str!("../../../tests/scenarios/funding-week.yaml"),
+        include_bytes!("../../../tests/scenarios/funding-week.yaml"),
     ),
     (
         "depreciation-ladder.yaml",
-        include_str!("../../../tests/scenarios/depreciation-ladder.yaml"),
+        include_bytes!("../../../tests/scenarios/depreciation-ladder.yaml"),
+    ),
+    (
+        "recorded-hour.yaml",
+        include_bytes!("../../../tests/scenarios/recorded-hour.yaml"),
+    ),
+    (
+        "recorded-hour.csv.gz",
+        include_bytes!("../../../tests/scenarios/recorded-hour.csv.gz"),
     ),
 ];
 
 #[derive(Subcommand, Debug)]
 pub enum ScenarioCmd {
     /// Write the worked examples (the flash crash with its price file, a funding-heavy week,
-    /// a depreciation ladder) into --out; a file already there is left alone and refused.
+    /// a depreciation ladder, a recorded hour with its recording) into --out; a file already
+    /// there is left alone and refused.
     Examples {
         /// The directory to write them to (created if missing).
         #[arg(long)]
@@ -45,13 +54,13 @@ pub fn run(cmd: ScenarioCmd) -> Result<i32, String> {
 
 fn examples(out: &Path) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    for (name, text) in EXAMPLES {
+    for (name, bytes) in EXAMPLES {
         let path = out.join(name);
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+            .and_then(|mut f| std::io::Write::write_all(&mut f, bytes));
         written.map_err(|e| format!("{}: {e}", path.display()))?;
         println!("{}", path.display());
     }
@@ -73,11 +82,8 @@ mod tests {
         }
         let out = tempfile::tempdir().unwrap();
         examples(out.path()).unwrap();
-        for (name, text) in EXAMPLES {
-            assert_eq!(
-                std::fs::read_to_string(out.path().join(name)).unwrap(),
-                text
-            );
+        for (name, bytes) in EXAMPLES {
+            assert_eq!(std::fs::read(out.path().join(name)).unwrap(), bytes);
         }
         assert!(
             examples(out.path()).is_err(),

@@ -3,10 +3,10 @@
 
 use serde_saphyr::Spanned;
 
-use super::format::Event;
+use super::format::{Event, Recorded};
 use super::plan::{Ctx, ScenarioError, Step, action};
 use super::timeline::Timeline;
-use super::{files, prices};
+use super::{files, prices, recorded};
 
 /// Appends the steps of event `index`.
 pub(super) fn plan_event(
@@ -32,6 +32,9 @@ pub(super) fn plan_event(
         inputs.push(csv.clone());
         return prices::read(ctx, (&csv, opened), (&symbol.value, at, index), steps);
     }
+    if let Some(recorded) = &v.recorded {
+        return plan_recorded(ctx, (index, at), e, recorded, (steps, inputs));
+    }
     let (customer, command) = action(ctx, e)?;
     room(ctx, steps).map_err(|m| ctx.error(e.referenced, m))?;
     steps.push(Step {
@@ -43,6 +46,35 @@ pub(super) fn plan_event(
     Ok(())
 }
 
+/// Appends the steps of a `recorded` event (event `index`, at `at`).
+fn plan_recorded(
+    ctx: &Ctx,
+    (index, at): (usize, perpsim_core::time::Timestamp),
+    e: &Spanned<Box<Event>>,
+    recorded: &Recorded,
+    (steps, inputs): (&mut Timeline, &mut Vec<std::path::PathBuf>),
+) -> Result<(), ScenarioError> {
+    let symbol = e
+        .value
+        .symbol
+        .as_ref()
+        .ok_or_else(|| ctx.error(e.referenced, "a recorded event needs `symbol`"))?;
+    let instrument = ctx.symbol(symbol)?;
+    let mapping = recorded::Mapping::of(ctx, recorded, (&instrument, at, index))?;
+    let file = &recorded.file;
+    let path = files::resolve(ctx.file, &file.value)
+        .map_err(|m| ctx.error(file.referenced, format!("recorded: {m}")))?;
+    let opened = files::open(&path, ctx.limits.max_file_bytes).map_err(|m| {
+        ctx.error(
+            file.referenced,
+            format!("recorded: {}: {m}", path.display()),
+        )
+    })?;
+    inputs.push(path.clone());
+    let format = (recorded.format, recorded.symbol.value.as_str());
+    recorded::read(ctx, (&path, opened), format, &mapping, steps)
+}
+
 /// An event holds one action, with the siblings that action takes and no other.
 fn check_action(ctx: &Ctx, e: &Spanned<Box<Event>>) -> Result<(), ScenarioError> {
     let v = &e.value;
@@ -52,6 +84,7 @@ fn check_action(ctx: &Ctx, e: &Spanned<Box<Event>>) -> Result<(), ScenarioError>
         ("amend", v.amend.is_some(), Needs::Amend),
         ("price", v.price.is_some(), Needs::Symbol),
         ("prices", v.prices.is_some(), Needs::Symbol),
+        ("recorded", v.recorded.is_some(), Needs::Symbol),
         ("funding", v.funding.is_some(), Needs::Symbol),
         ("status", v.status.is_some(), Needs::Symbol),
         ("deposit", v.deposit.is_some(), Needs::Customer),

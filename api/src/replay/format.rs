@@ -145,6 +145,9 @@ pub struct Event {
     /// increasing (an empty `mark_price` leaves the mark to the index).
     #[schemars(with = "Option<String>")]
     pub prices: Option<Box<Spanned<String>>>,
+    /// A recorded market for the instrument: its index, mark and funding rates from a file
+    /// in a format risk teams hold.
+    pub recorded: Option<Box<Recorded>>,
     /// `PUT /admin/v1/instruments/{symbol}/funding`.
     pub funding: Option<Box<Body<crate::requests::instruments::FundingRequest>>>,
     /// `PUT /admin/v1/instruments/{symbol}/status`.
@@ -153,6 +156,41 @@ pub struct Event {
     pub deposit: Option<Box<Body<crate::requests::money::TransferRequest>>>,
     /// `POST …/withdrawals`; completes at once.
     pub withdrawal: Option<Box<Body<crate::requests::money::TransferRequest>>>,
+}
+
+/// Recorded market data for an event's instrument: the rows of `file` for `symbol`, from the
+/// event's `at` to the scenario's `end` (rows outside are skipped). Each row's index and mark
+/// (times `price_scale`) become the instrument's prices at the row's time; each recorded
+/// funding rate, pro rata from `funding_interval` to the venue's hour, becomes the running
+/// hour's rate (as `funding` sets it), so the hour settles at the recorded rate.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Recorded {
+    pub format: RecordedFormat,
+    /// A file beside the scenario; a name ending `.gz` is read through gzip.
+    #[schemars(with = "String")]
+    pub file: Spanned<String>,
+    /// The symbol as the file writes it (`BTCUSDT`); rows of other symbols are skipped.
+    #[schemars(with = "String")]
+    pub symbol: Spanned<String>,
+    /// What every recorded price is multiplied by, where the venue's instrument differs
+    /// (`"0.001"` for a 1000-unit contract) [default: 1].
+    #[schemars(with = "Option<Dec>")]
+    pub price_scale: Option<Spanned<Dec>>,
+    /// The interval the recorded rates are for (`8h` on most venues) [default: 8h].
+    #[schemars(with = "Option<String>")]
+    pub funding_interval: Option<Spanned<String>>,
+}
+
+/// The recorded formats a scenario reads.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordedFormat {
+    /// Tardis.dev's `derivative_ticker` CSV: `exchange, symbol, timestamp, local_timestamp,
+    /// funding_timestamp, funding_rate, predicted_funding_rate, open_interest, last_price,
+    /// index_price, mark_price`, times in µs since the epoch; an empty field is a value
+    /// the row does not update.
+    TardisDerivativeTicker,
 }
 
 /// A decimal written as a string or an integer (`"0.6"`, `60000`); a plain YAML scalar is

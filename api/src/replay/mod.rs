@@ -15,11 +15,13 @@ pub mod montecarlo;
 pub mod output;
 pub mod plan;
 mod prices;
+mod recorded;
 pub mod report;
 pub mod run;
 pub mod schema;
 mod stream;
 pub mod summary;
+mod table;
 pub mod timeline;
 pub mod timing;
 

@@ -602,7 +602,7 @@ pub(super) fn action(
         return Ok((None, command));
     }
     Err(here(
-        "an event needs one of order, cancel, amend, price, prices, funding, status, deposit, withdrawal",
+        "an event needs one of order, cancel, amend, price, prices, recorded, funding, status, deposit, withdrawal",
     ))
 }
 

@@ -40,9 +40,13 @@ pub const MAX_PRICE_DIGITS: u32 = 12;
 pub const MAX_PRICE_DECIMALS: u32 = 10;
 
 fn positive_price(field: &str, input: &DecimalIn) -> Result<Decimal, Error> {
-    let v = input.parse(field, Sign::Unsigned)?;
+    checked_price(field, input.parse(field, Sign::Unsigned)?)
+}
+
+/// `v` if it is a price the venue takes as an index or mark (recorded data is checked so).
+pub fn checked_price(field: &str, v: Decimal) -> Result<Decimal, Error> {
     let below = Decimal::from(10i64.pow(MAX_PRICE_DIGITS));
-    if v.is_zero() || v >= below || v.normalize().scale() > MAX_PRICE_DECIMALS {
+    if v <= Decimal::ZERO || v >= below || v.normalize().scale() > MAX_PRICE_DECIMALS {
         return Err(Error::validation(format!(
             "{field} must be greater than zero and below {below}, with at most \
              {MAX_PRICE_DECIMALS} decimals"
@@ -70,12 +74,17 @@ pub fn funding_command(symbol: String, body: &FundingRequest) -> Result<SetFundi
     let rate = body
         .preliminary_rate
         .parse("preliminary_rate", Sign::Signed)?;
+    checked_rate(rate).map(|rate| SetFundingRate { symbol, rate })
+}
+
+/// `rate` if it is a preliminary funding rate the venue takes (recorded data is checked so).
+pub fn checked_rate(rate: Decimal) -> Result<Decimal, Error> {
     if rate.scale() > MAX_RATE_DECIMALS || rate.abs() >= Decimal::ONE {
         return Err(Error::validation(format!(
             "preliminary_rate must be below 1 in absolute value with at most {MAX_RATE_DECIMALS} decimals, got {rate}"
         )));
     }
-    Ok(SetFundingRate { symbol, rate })
+    Ok(rate)
 }
 
 /// The command a status body asks for (setInstrumentStatus; a scenario's `status` event).
