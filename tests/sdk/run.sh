@@ -14,7 +14,9 @@
 #  5. the /docs page opened in a real headless Chromium (Debian's package, installed here when
 #     missing): it renders and lists every tag; the screenshot stays in .generated/docs.png;
 #     and a person's use of it: a key pasted into its signing panel, an order placed with
-#     "Try it out" (docs_sign.py, through the DevTools protocol).
+#     "Try it out" (docs_sign.py, through the DevTools protocol);
+#  6. the worked flash crash's report.html in the same Chromium: what happened told before its
+#     tables, its charts labelled; the screenshot stays in .generated/report.png.
 # The binary is the one `cargo test --workspace` built (built here if it is missing).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -164,3 +166,23 @@ else
   echo "docs page signing: 0 passed, 1 failed (page: $shown, order over REST: $order)"
   exit 1
 fi
+
+# A risk analyst's report (issue 39 item 5): the worked flash crash's report.html opened in
+# the same Chromium: it tells what happened before its tables and labels its charts; the
+# screenshot stays in .generated/report.png for review by eye.
+"$bin" scenario examples --out "$work/scenarios" >/dev/null
+"$bin" replay "$work/scenarios/flash-crash.yaml" --out "$work/flash-crash" --quiet >/dev/null 2>&1
+page="file://$work/flash-crash/report.html"
+"${browser[@]}" --dump-dom "$page" >"$work/report.html" 2>/dev/null
+"${browser[@]}" --screenshot="$generated/report.png" "$page" >/dev/null 2>&1
+missing=0
+for text in "What happened" "was liquidated at leverage ratio" "auto-deleveraging on BTC-USDC-PERP" \
+    "Insurance paid" "price, USDC" "higher is safer" "margin call below" "liquidation below"; do
+  grep -q "$text" "$work/report.html" || { echo "report page: no \"$text\""; missing=1; }
+done
+[ -s "$generated/report.png" ] || { echo "report page: no screenshot"; missing=1; }
+if [ "$missing" -ne 0 ]; then
+  echo "report page: 0 passed, 1 failed"
+  exit 1
+fi
+echo "report page: 1 passed, 0 failed (screenshot: tests/sdk/.generated/report.png)"

@@ -482,6 +482,45 @@ fn a_recorded_market_sets_prices_funding_and_what_follows() {
     assert_eq!(report["outcomes"]["liquidations"], 1);
 }
 
+/// D11 (issue 39 item 5): report.html tells a risk analyst what happened before its tables
+/// (the liquidation, the ADL fill with both its sides, what insurance paid and to whom, as
+/// the ledger has it), every chart's y axis says what it measures and in what unit, the
+/// leverage-ratio charts carry the account's thresholds and say higher is safer, liquidation
+/// and ADL fills are marked apart, the mark is told from the index, and an instrument that
+/// never traded gets no chart.
+#[test]
+fn the_report_page_tells_what_happened_and_labels_its_charts() {
+    let (_tmp, out) = run_example("flash-crash.yaml");
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let report = report(&out);
+    let drawn = report["customers"][0]["currencies"][0]["insurance"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let told = [
+        "<h2>What happened</h2>",
+        "alice (USDC) was liquidated at leverage ratio -0.0681",
+        "auto-deleveraging on BTC-USDC-PERP at 25000: alice sold 0.25, bob bought 0.25",
+        &format!("Insurance paid {drawn} USDC (to alice {drawn})"),
+        "9 of 10 events applied; 1 refused",
+        "price, USDC",
+        "mark (dashed)",
+        "liquidation fill",
+        "ADL fill",
+        "equity, USDC",
+        "alice leverage ratio (USDC): higher is safer",
+        "equity / notional",
+        "margin call below",
+        "liquidation below",
+    ];
+    for text in told {
+        assert!(page.contains(text), "report.html lacks {text:?}");
+    }
+    assert!(page.find("What happened") < page.find("<h2>Venue</h2>"));
+    assert_eq!(customer(&report, "alice")["leverage"], 2);
+    assert!(!page.contains("ETH-USDC-PERP price"), "ETH never traded");
+}
+
 /// A JSON scenario takes serde_json; what it refuses is located like YAML's.
 #[test]
 fn bad_json_is_located_too() {

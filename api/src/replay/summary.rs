@@ -195,27 +195,22 @@ fn fan(symbol: &str, i: usize, runs: &[(u64, Report)]) -> String {
             .collect()
     };
     let (start, end) = (at(0), at(path.len().saturating_sub(1)));
-    charts::chart(
-        &format!("{symbol} index"),
-        start,
-        end,
-        &[
-            Line {
-                label: "p5",
-                color: charts::LIQUIDATION,
-                points: band(5),
-            },
-            Line {
-                label: "p50",
-                color: charts::INDEX,
-                points: band(50),
-            },
-            Line {
-                label: "p95",
-                color: charts::EQUITY,
-                points: band(95),
-            },
+    let line = |label, color, p| Line {
+        label,
+        color,
+        points: band(p),
+        dashed: false,
+    };
+    let chart = charts::Chart {
+        title: format!("{symbol} index across the seeds"),
+        y: format!("index, {}", runs[0].1.instruments[i].settlement),
+        lines: vec![
+            line("p5", charts::LIQUIDATION, 5),
+            line("p50", charts::INDEX, 50),
+            line("p95", charts::EQUITY, 95),
         ],
-        &[],
-    )
+        marks: Vec::new(),
+        levels: Vec::new(),
+    };
+    charts::chart(&chart, (start, end))
 }

@@ -23,7 +23,7 @@ use crate::records::money::{AccountId, Balance, Movement};
 use crate::records::order::Order;
 use crate::records::position::Position;
 use crate::records::trade::{PublicFill, TradeRecord};
-use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
+use crate::records::venue::{Customer, InstrumentState, MarketId, MarketSlot};
 use crate::risk::margin::MarginBook;
 use crate::settlement::funding::FundingState;
 use crate::trading::exchange::Exchange;
@@ -173,6 +173,13 @@ impl Engine {
     }
 
     /// The state the run ends in, for its report.
+    /// The leverage of the margin profile customer `code` has as the run leaves it (D8), if
+    /// there is such a customer: what a report draws its thresholds from.
+    pub fn leverage_of(&self, code: CustomerCode) -> Option<u32> {
+        let entity = crate::registry::customer_entity(&self.world, code).ok()?;
+        self.world.get::<Customer>(entity).map(|c| c.leverage)
+    }
+
     pub fn closing(&self) -> Closing<'_> {
         let world = &self.world;
         let exchange = world.resource::<Exchange>();

@@ -1,6 +1,9 @@
-//! `report.html`: one self-contained page (inline CSS and SVG, no script, no link out) with
-//! the report's tables and charts: price per instrument with liquidation and notice marks,
-//! equity and leverage ratio per customer.
+//! `report.html`: one self-contained page (inline CSS and SVG, no script, no link out) for a
+//! risk analyst: what happened, in order (margin calls, liquidations, auto-deleveraging
+//! against whom, what insurance paid), then the tables and charts — price per instrument
+//! that traded (the mark dashed over the index, liquidation and ADL fills and notices marked
+//! apart), equity from the account's first funds and the leverage ratio against its
+//! profile's thresholds per account. Every axis says what it measures, in what unit.
 
 use std::fmt::Write as _;
 
@@ -8,8 +11,9 @@ use perpsim_core::Decimal;
 use perpsim_core::time::Timestamp;
 use rust_decimal::prelude::ToPrimitive;
 
-use super::Report;
-use super::charts::{self, Line, Marks};
+use super::charts::{self, Chart, Level, Line, Marks};
+use super::streamed::MarketTally;
+use super::{CustomerReport, InstrumentReport, Report};
 use crate::replay::run::Observed;
 
 /// Customers drawn as charts: the worst by PnL first (every figure is in the tables).
@@ -44,6 +48,7 @@ pub fn page(report: &Report, observed: &Observed) -> String {
         every = s.sample_every_ms / 1_000,
         hash = report.state_hash,
     );
+    narrative(&mut h, report, observed);
     venue(&mut h, report);
     instruments(&mut h, report, observed);
     customers(&mut h, report);
@@ -51,6 +56,110 @@ pub fn page(report: &Report, observed: &Observed) -> String {
     refusals(&mut h, report);
     h.push_str("</body></html>\n");
     h
+}
+
+/// Events the narrative tells at most (report.json holds every figure).
+const TOLD: usize = 60;
+
+/// "What happened": each first margin call of an account, each liquidation, each
+/// auto-deleveraging fill (who against whom, how much, at what price), in time order; then
+/// what insurance paid and to whom, and how many requests were refused. Told from the
+/// margin-state changes and the trade and ledger rows the report's figures sum.
+fn narrative(h: &mut String, r: &Report, observed: &Observed) {
+    let mut told = risk_events(r, observed);
+    told.sort_by_key(|(at, _)| *at);
+    h.push_str("<h2>What happened</h2><ul class=\"story\">");
+    if told.is_empty() {
+        h.push_str("<li>No margin call, liquidation or auto-deleveraging.</li>");
+    }
+    for (at, line) in told.iter().take(TOLD) {
+        let _ = write!(h, "<li><b>{at}</b> {}</li>", esc(line));
+    }
+    if told.len() > TOLD {
+        let _ = write!(
+            h,
+            "<li>… and {} more (report.json).</li>",
+            told.len() - TOLD
+        );
+    }
+    let _ = write!(h, "<li>{}</li>", esc(&insurance_line(r)));
+    let o = &r.outcomes;
+    let _ = write!(
+        h,
+        "<li>{} of {} events applied; {} refused, {} of the customers' setup (listed below).</li></ul>",
+        o.applied, o.events, o.refused, o.setup_refused
+    );
+}
+
+/// The margin calls (each account's first), liquidations and ADL fills, each with its time.
+fn risk_events(r: &Report, observed: &Observed) -> Vec<(Timestamp, String)> {
+    use perpsim_core::risk::MarginState;
+    let name = |code| {
+        let found = observed.customers.iter().find(|(_, c)| *c == code);
+        found.map_or_else(|| super::MAKER_NAME.to_owned(), |(n, _)| n.clone())
+    };
+    let mut called = std::collections::BTreeSet::new();
+    let mut told = Vec::new();
+    for x in &observed.margin {
+        let who = format!("{} ({})", name(x.customer), x.asset.as_str());
+        let ratio = x.leverage_ratio.normalize();
+        match x.state {
+            MarginState::MarginCall if called.insert((x.customer, x.asset)) => told.push((
+                x.time,
+                format!("{who} went into margin call: leverage ratio {ratio}"),
+            )),
+            MarginState::Liquidation => told.push((
+                x.time,
+                format!("{who} was liquidated at leverage ratio {ratio}: its orders cancelled, its positions closed"),
+            )),
+            _ => {}
+        }
+    }
+    for fill in observed.logs.deleveraged.chunk_by(|a, b| a.fill == b.fill) {
+        let symbol = r
+            .instruments
+            .get(fill[0].market as usize)
+            .map_or("?", |i| &i.symbol);
+        let sides: Vec<String> = fill
+            .iter()
+            .map(|d| {
+                let verb = match d.side {
+                    perpsim_core::order::Side::Buy => "bought",
+                    perpsim_core::order::Side::Sell => "sold",
+                };
+                format!("{} {verb} {}", name(d.customer), d.amount.normalize())
+            })
+            .collect();
+        let price = fill[0].price.normalize();
+        let line = format!(
+            "auto-deleveraging on {symbol} at {price}: {}",
+            sides.join(", ")
+        );
+        told.push((fill[0].at, line));
+    }
+    told
+}
+
+/// What insurance paid, per asset and to whom (the customers' insurance rows).
+fn insurance_line(r: &Report) -> String {
+    let mut paid = Vec::new();
+    for (asset, total) in r.outcomes.insurance_drawn.iter().filter(|(_, t)| *t != "0") {
+        let to: Vec<String> = r
+            .customers
+            .iter()
+            .flat_map(|c| c.currencies.iter().map(move |m| (c, m)))
+            .filter(|(_, m)| &m.asset == asset && m.insurance != "0")
+            .map(|(c, m)| format!("{} {}", c.name, m.insurance))
+            .collect();
+        paid.push(format!("{total} {asset} (to {})", to.join(", ")));
+    }
+    match paid.is_empty() {
+        true => "Insurance paid nothing.".into(),
+        false => format!(
+            "Insurance paid {} to cover balances left below zero.",
+            paid.join(" and ")
+        ),
+    }
 }
 
 pub const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0 24px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}code{font-size:12px}.charts{display:flex;flex-wrap:wrap;gap:8px}";
@@ -141,70 +250,92 @@ fn instruments(h: &mut String, r: &Report, observed: &Observed) {
         }),
     );
     let span = span(observed);
-    h.push_str("<div class=\"charts\">");
-    for (m, i) in r.instruments.iter().enumerate() {
-        h.push_str(&price_chart(observed, m, &i.symbol, span));
+    let traded = r
+        .instruments
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.trades > 0);
+    h.push_str(
+        "<p>Instruments that traded; the mark is dashed over the index.</p><div class=\"charts\">",
+    );
+    for (m, i) in traded {
+        h.push_str(&price_chart(observed, (m, i), span));
     }
     h.push_str("</div>");
 }
 
-/// Market `m`'s chart: its index and mark over the samples, with its forced fills and
-/// notices marked.
-fn price_chart(observed: &Observed, m: usize, symbol: &str, (start, end): (i64, i64)) -> String {
+/// Market `m`'s chart: its index and (dashed) mark over the samples, its liquidation and
+/// auto-deleveraging fills and its notices marked.
+fn price_chart(
+    observed: &Observed,
+    (m, i): (usize, &InstrumentReport),
+    span: (i64, i64),
+) -> String {
     let series = |mark: bool| {
+        let price = |s: &crate::replay::run::Sample| match mark {
+            true => s.prices[m].mark,
+            false => s.prices[m].index,
+        };
         observed
             .samples
             .iter()
-            .map(|s| {
-                (
-                    s.at.millis(),
-                    f(if mark {
-                        s.prices[m].mark
-                    } else {
-                        s.prices[m].index
-                    }),
-                )
-            })
+            .map(|s| (s.at.millis(), f(price(s))))
             .collect()
     };
-    let marks = observed.logs.markets.get(m);
-    let points = |marks: &[(Timestamp, Decimal)]| -> Vec<_> {
+    let tally = observed.logs.markets.get(m);
+    let points = |pick: fn(&MarketTally) -> &Vec<(Timestamp, Decimal)>| -> Vec<_> {
+        let marks = tally.map(pick).map(Vec::as_slice).unwrap_or_default();
         marks
             .iter()
             .map(|&(at, price)| (at.millis(), f(price)))
             .collect()
     };
-    let forced = marks.map(|t| points(&t.forced)).unwrap_or_default();
-    let notices = marks.map(|t| points(&t.notices)).unwrap_or_default();
-    charts::chart(
-        &format!("{symbol} price"),
-        start,
-        end,
-        &[
+    let mark = |label, color, points, triangle| Marks {
+        label,
+        color,
+        points,
+        triangle,
+    };
+    let chart = Chart {
+        title: format!("{} price", i.symbol),
+        y: format!("price, {}", i.settlement),
+        lines: vec![
             Line {
                 label: "index",
                 color: charts::INDEX,
                 points: series(false),
+                dashed: false,
             },
             Line {
-                label: "mark",
+                label: "mark (dashed)",
                 color: charts::MARK,
                 points: series(true),
+                dashed: true,
             },
         ],
-        &[
-            Marks {
-                label: "liquidation / ADL fill",
-                color: charts::LIQUIDATION,
-                points: forced,
-            },
-            Marks {
-                label: "depreciation notice",
-                color: charts::NOTICE,
-                points: notices,
-            },
+        marks: vec![
+            mark(
+                "liquidation fill",
+                charts::LIQUIDATION,
+                points(|t| &t.liquidation_fills),
+                false,
+            ),
+            mark(
+                "ADL fill",
+                charts::DELEVERAGING,
+                points(|t| &t.deleveraging_fills),
+                true,
+            ),
+            mark(
+                "depreciation notice",
+                charts::NOTICE,
+                points(|t| &t.notices),
+                false,
+            ),
         ],
-    )
+        levels: Vec::new(),
+    };
+    charts::chart(&chart, span)
 }
 
 fn span(observed: &Observed) -> (i64, i64) {
@@ -268,12 +399,12 @@ fn customer_charts(h: &mut String, r: &Report, observed: &Observed) {
     let shown = order.len().min(CHARTED_CUSTOMERS);
     let _ = write!(
         h,
-        "<h2>Equity and leverage ratio</h2><p>{shown} of {} accounts, worst PnL first.</p><div class=\"charts\">",
+        "<h2>Equity and leverage ratio</h2><p>{shown} of {} accounts, worst PnL first. The leverage ratio is equity / notional: higher is safer; the dashed levels are the account's margin-call and liquidation thresholds (its margin profile's maintenance and liquidation fractions).</p><div class=\"charts\">",
         order.len()
     );
     let span = span(observed);
     for (_, c, a) in order.into_iter().take(CHARTED_CUSTOMERS) {
-        account_charts(h, observed, (&r.customers[c].name, c, a), span);
+        account_charts(h, (r, observed), (c, a), span);
     }
     h.push_str("</div>");
 }
@@ -294,23 +425,26 @@ fn worst_first(r: &Report, observed: &Observed) -> Vec<(Decimal, usize, usize)> 
     order
 }
 
-/// One account's equity chart and its leverage-ratio chart with its margin calls and
-/// liquidations marked.
+/// One account's equity chart (from its first funds on) and its leverage-ratio chart with
+/// its profile's thresholds, its margin calls and liquidations marked, and the
+/// auto-deleveraging fills it took part in (either side) on both.
 fn account_charts(
     h: &mut String,
-    observed: &Observed,
-    (name, c, a): (&str, usize, usize),
-    (start, end): (i64, i64),
+    (report, observed): (&Report, &Observed),
+    (c, a): (usize, usize),
+    span: (i64, i64),
 ) {
-    let asset = observed.assets[a];
+    let (asset, customer) = (observed.assets[a], &report.customers[c]);
+    // From the first sample the account holds anything: before its deposit lands it is 0.
     let figures = || {
         observed
             .samples
             .iter()
             .filter_map(|s| Some((s.at.millis(), s.figures(c, a)?)))
+            .skip_while(|(_, x)| x.equity.is_zero() && x.notional.is_zero())
     };
-    let equity = figures().map(|(t, x)| (t, f(x.equity))).collect();
-    let ratio = figures()
+    let equity: Vec<(i64, f64)> = figures().map(|(t, x)| (t, f(x.equity))).collect();
+    let ratio: Vec<(i64, f64)> = figures()
         .filter(|(_, x)| !x.notional.is_zero())
         .map(|(t, x)| {
             (
@@ -319,50 +453,104 @@ fn account_charts(
             )
         })
         .collect();
+    let code = observed.customers[c].1;
     let margin = |state| {
-        observed
-            .margin
+        let changes = observed.margin.iter();
+        let of = changes.filter(|x| x.customer == code && x.asset == asset && x.state == state);
+        of.map(|x| (x.time.millis(), f(x.leverage_ratio))).collect()
+    };
+    let adl = |line: &[(i64, f64)]| -> Vec<(i64, f64)> {
+        let told = observed
+            .logs
+            .deleveraged
             .iter()
-            .filter(|x| {
-                x.customer == observed.customers[c].1 && x.asset == asset && x.state == state
-            })
-            .map(|x| (x.time.millis(), f(x.leverage_ratio)))
+            .filter(|d| d.customer == code);
+        told.filter_map(|d| Some((d.at.millis(), at_or_before(line, d.at.millis())?)))
             .collect()
     };
+    let line = |label, color, points| Line {
+        label,
+        color,
+        points,
+        dashed: false,
+    };
+    let adl_marks = |points| Marks {
+        label: "ADL fill",
+        color: charts::DELEVERAGING,
+        points,
+        triangle: true,
+    };
+    let unit = asset.as_str();
+    let chart = Chart {
+        title: format!("{} equity ({unit})", customer.name),
+        y: format!("equity, {unit}"),
+        marks: vec![adl_marks(adl(&equity))],
+        lines: vec![line("equity", charts::EQUITY, equity)],
+        levels: Vec::new(),
+    };
+    h.push_str(&charts::chart(&chart, span));
+    let mut chart = ratio_chart(customer, unit, adl_marks(adl(&ratio)));
+    chart
+        .lines
+        .push(line("leverage ratio", charts::INDEX, ratio));
     use perpsim_core::risk::MarginState;
-    h.push_str(&charts::chart(
-        &format!("{name} equity ({})", asset.as_str()),
-        start,
-        end,
-        &[Line {
-            label: "equity",
-            color: charts::EQUITY,
-            points: equity,
-        }],
-        &[],
+    let mark = |label, color, state| Marks {
+        label,
+        color,
+        points: margin(state),
+        triangle: false,
+    };
+    chart.marks.push(mark(
+        "liquidation",
+        charts::LIQUIDATION,
+        MarginState::Liquidation,
     ));
-    h.push_str(&charts::chart(
-        &format!("{name} leverage ratio ({})", asset.as_str()),
-        start,
-        end,
-        &[Line {
-            label: "leverage ratio",
-            color: charts::INDEX,
-            points: ratio,
-        }],
-        &[
-            Marks {
-                label: "liquidation",
-                color: charts::LIQUIDATION,
-                points: margin(MarginState::Liquidation),
-            },
-            Marks {
-                label: "margin call",
-                color: charts::MARK,
-                points: margin(MarginState::MarginCall),
-            },
-        ],
+    chart.marks.push(mark(
+        "margin call",
+        charts::MARGIN_CALL,
+        MarginState::MarginCall,
     ));
+    h.push_str(&charts::chart(&chart, span));
+}
+
+/// A leverage-ratio chart's frame: its title saying higher is safer, and the thresholds of
+/// the customer's margin profile as levels.
+fn ratio_chart<'a>(customer: &CustomerReport, unit: &str, adl: Marks<'a>) -> Chart<'a> {
+    let profile = perpsim_core::money::margin_profile(customer.leverage);
+    let level = |label, color, value: Option<Decimal>| {
+        value.map(|v| Level {
+            label,
+            color,
+            value: f(v),
+        })
+    };
+    Chart {
+        title: format!("{} leverage ratio ({unit}): higher is safer", customer.name),
+        y: "equity / notional".into(),
+        lines: Vec::new(),
+        marks: vec![adl],
+        levels: [
+            level(
+                "margin call below",
+                charts::MARGIN_CALL,
+                profile.map(|p| p.maintenance),
+            ),
+            level(
+                "liquidation below",
+                charts::LIQUIDATION,
+                profile.map(|p| p.liquidation),
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    }
+}
+
+/// The value of `line` at its last point at or before `t` (its first, before any).
+fn at_or_before(line: &[(i64, f64)], t: i64) -> Option<f64> {
+    let before = line.iter().take_while(|(at, _)| *at <= t).last();
+    before.or(line.first()).map(|p| p.1)
 }
 
 fn refusals(h: &mut String, r: &Report) {

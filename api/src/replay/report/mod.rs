@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use perpsim_core::Decimal;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
+use perpsim_core::money::DEFAULT_LEVERAGE;
 use perpsim_core::risk::MarginState;
 use perpsim_core::time::Timestamp;
 use perpsim_systems::records::money::{AccountId, VenueAccount};
@@ -136,6 +137,9 @@ pub struct Meta {
 pub struct CustomerReport {
     pub name: String,
     pub code: String,
+    /// The leverage of its margin profile at the end (D8): its margin-call and liquidation
+    /// thresholds.
+    pub leverage: u32,
     pub currencies: Vec<Currency>,
     pub trades: usize,
     /// Forced IOC fills of its liquidations, and auto-deleveraging fills (its own or as the
@@ -247,7 +251,10 @@ pub fn build(
         .customers
         .iter()
         .enumerate()
-        .map(|(i, (name, code))| customer(view, observed, &tallies, (i, name, *code)))
+        .map(|(i, (name, code))| {
+            let leverage = engine.leverage_of(*code).unwrap_or(DEFAULT_LEVERAGE);
+            customer(view, observed, &tallies, (i, name, *code, leverage))
+        })
         .collect();
     let market_maker = currencies(view, observed, &tallies, None, MARKET_MAKER);
     let events = info.events.unwrap_or(counters.commands as usize);
@@ -349,7 +356,7 @@ fn customer(
     view: &Closing,
     observed: &Observed,
     tallies: &Tallies,
-    (i, name, code): (usize, &str, CustomerCode),
+    (i, name, code, leverage): (usize, &str, CustomerCode, u32),
 ) -> CustomerReport {
     let [trades, liquidation_fills, auto_deleveraging_fills] =
         tallies.logs.trades.get(&code).copied().unwrap_or_default();
@@ -357,6 +364,7 @@ fn customer(
     CustomerReport {
         name: name.to_owned(),
         code: code.to_string(),
+        leverage,
         currencies: currencies(view, observed, tallies, Some(i), code),
         trades,
         liquidation_fills,

@@ -58,24 +58,44 @@ pub struct LogTallies {
     pub trades: BTreeMap<CustomerCode, [usize; 3]>,
     pub money: BTreeMap<CustomerCode, Money>,
     pub notices: BTreeMap<CustomerCode, usize>,
-    /// Auto-deleveraging fills, each once (both its trade records name the fill).
+    /// Auto-deleveraging fills, each once (both its trade records name the fill), and the
+    /// first [`TOLD_DELEVERAGING`] records of them.
     pub auto_deleveraging_fills: usize,
     last_deleveraging: Option<FillSeq>,
+    pub deleveraged: Vec<Deleveraged>,
     /// By market id (none past the last market that traded).
     pub markets: Vec<MarketTally>,
 }
 
 /// A market's public fills (how many, Σ amount in contracts, Σ price × amount), and the
-/// report's chart marks: its liquidation and auto-deleveraging trade records and its
-/// depreciation notices as (time, price), in the order they were made.
+/// report's chart marks as (time, price), in the order they were made: its liquidation
+/// fills and its auto-deleveraging fills (each fill once) and its depreciation notices.
 #[derive(Debug, Clone, Default)]
 pub struct MarketTally {
     pub fills: usize,
     pub volume: Decimal,
     pub notional: Decimal,
-    pub forced: Vec<(Timestamp, Decimal)>,
+    pub liquidation_fills: Vec<(Timestamp, Decimal)>,
+    pub deleveraging_fills: Vec<(Timestamp, Decimal)>,
     pub notices: Vec<(Timestamp, Decimal)>,
+    last_forced: Option<FillSeq>,
 }
+
+/// One side of an auto-deleveraging fill, as the report tells it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deleveraged {
+    pub at: Timestamp,
+    pub fill: FillSeq,
+    pub customer: CustomerCode,
+    pub market: MarketId,
+    pub side: perpsim_core::order::Side,
+    pub amount: Decimal,
+    pub price: Decimal,
+}
+
+/// The auto-deleveraging records the report keeps to tell (both sides of each fill); past
+/// it they are counted, not kept.
+pub const TOLD_DELEVERAGING: usize = 2_000;
 
 impl LogTallies {
     fn market(&mut self, market: MarketId) -> &mut MarketTally {
@@ -103,11 +123,27 @@ impl LogTallies {
                 if self.last_deleveraging.replace(t.fill) != Some(t.fill) {
                     self.auto_deleveraging_fills += 1;
                 }
+                if self.deleveraged.len() < TOLD_DELEVERAGING {
+                    self.deleveraged.push(Deleveraged {
+                        at: t.timestamp,
+                        fill: t.fill,
+                        customer: t.customer,
+                        market: t.market,
+                        side: t.side,
+                        amount: t.amount,
+                        price: t.price,
+                    });
+                }
             }
             TradeKind::Trade => {}
         }
-        if t.kind != TradeKind::Trade {
-            self.market(t.market).forced.push((t.timestamp, t.price));
+        let m = self.market(t.market);
+        if t.kind != TradeKind::Trade && m.last_forced.replace(t.fill) != Some(t.fill) {
+            let marks = match t.kind {
+                TradeKind::Liquidation => &mut m.liquidation_fills,
+                _ => &mut m.deleveraging_fills,
+            };
+            marks.push((t.timestamp, t.price));
         }
     }
 
