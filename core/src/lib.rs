@@ -14,6 +14,7 @@ pub mod filter;
 pub mod fixed;
 pub mod ids;
 pub mod instrument;
+pub mod latency;
 pub mod limits;
 pub mod money;
 pub mod order;

@@ -298,11 +298,7 @@ pub const FACTOR_DECIMALS: u32 = 12;
 /// `exp(−σ²dt/2 + σ√dt·Z)` with `Z` standard normal (Box–Muller over two 53-bit uniforms),
 /// as a decimal with [`FACTOR_DECIMALS`] places. Draws exactly two words from `rng`.
 pub fn gbm_factor(rng: &mut SimRng, sigma: Decimal) -> Decimal {
-    const UNIT: f64 = 1.0 / (1u64 << 53) as f64;
-    // (0, 1]: ln never sees zero.
-    let u1 = ((rng.next_u64() >> 11) + 1) as f64 * UNIT;
-    let u2 = (rng.next_u64() >> 11) as f64 * UNIT;
-    let z = libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * core::f64::consts::PI * u2);
+    let z = standard_normal(rng);
     let sigma = decimal_to_f64(sigma);
     let dt = 1.0 / YEAR_SECONDS;
     let factor = libm::exp(-0.5 * sigma * sigma * dt + sigma * libm::sqrt(dt) * z);
@@ -310,8 +306,18 @@ pub fn gbm_factor(rng: &mut SimRng, sigma: Decimal) -> Decimal {
     Decimal::new(scaled, FACTOR_DECIMALS)
 }
 
+/// A standard normal draw: Box–Muller over two 53-bit uniforms, with libm's functions (the
+/// same bits on every platform). Draws exactly two words from `rng`.
+pub fn standard_normal(rng: &mut SimRng) -> f64 {
+    const UNIT: f64 = 1.0 / (1u64 << 53) as f64;
+    // (0, 1]: ln never sees zero.
+    let u1 = ((rng.next_u64() >> 11) + 1) as f64 * UNIT;
+    let u2 = (rng.next_u64() >> 11) as f64 * UNIT;
+    libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * core::f64::consts::PI * u2)
+}
+
 /// A small decimal as f64 through its exact mantissa and scale (no text, no platform path).
-fn decimal_to_f64(value: Decimal) -> f64 {
+pub fn decimal_to_f64(value: Decimal) -> f64 {
     let mut f = value.mantissa() as f64;
     for _ in 0..value.scale() {
         f /= 10.0;

@@ -521,6 +521,95 @@ fn the_report_page_tells_what_happened_and_labels_its_charts() {
     assert!(!page.contains("ETH-USDC-PERP price"), "ETH never traded");
 }
 
+/// D11 (issue 39 item 3): a seeded latency model delays each customer request by its draw:
+/// a constant 1.5 s puts a market order sent at +1m on the tape at +1m1.5s, while the price
+/// event at the same instant is not delayed; a log-normal model draws from the run's seed,
+/// the same delays for the same seed and others for another; an empirical model draws the
+/// file's rows; a model the file gets wrong is refused where it is written.
+#[test]
+fn a_latency_model_delays_each_request_by_its_seeded_draw() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = |latency: &str| {
+        let file = tmp.path().join("l.yaml");
+        let text = format!(
+            "name: l\nseed: 3\nstart: 2026-01-01T00:00:00Z\nend: +10m\nlatency: {{order_entry: {latency}}}\ncustomers:\n  - {{name: a, deposits: {{USDC: \"100000\"}}}}\nevents:\n  - {{at: +1m, customer: a, order: {{symbol: BTC-USDC-PERP, side: buy, type: market, reference_id: m1, amount: \"0.01\"}}}}\n  - {{at: +1m, symbol: BTC-USDC-PERP, price: {{index_price: \"60100\"}}}}\n  - {{at: +2m, customer: a, order: {{symbol: BTC-USDC-PERP, side: sell, type: market, reference_id: m2, amount: \"0.01\"}}}}\n"
+        );
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+    let taker_times = |out: &Path| -> Vec<String> {
+        csv_rows(&out.join("trades.csv"))
+            .into_iter()
+            .filter(|r| r["customer"] == "a")
+            .map(|r| r["timestamp"].clone())
+            .collect()
+    };
+    let constant = tmp.path().join("constant");
+    run(
+        &scenario("{distribution: constant, value: 1500ms}"),
+        &constant,
+        &[],
+    );
+    assert_eq!(
+        taker_times(&constant),
+        ["2026-01-01T00:01:01.500Z", "2026-01-01T00:02:01.500Z"]
+    );
+    let lognormal = "{distribution: log-normal, value: 200ms, sigma: \"0.8\"}";
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    let hash_a = run(&scenario(lognormal), &a, &[]);
+    assert_eq!(
+        run(&scenario(lognormal), &b, &[]),
+        hash_a,
+        "the same seed, the same run"
+    );
+    assert_eq!(taker_times(&a), taker_times(&b));
+    run(&scenario(lognormal), &c, &["--seed", "4"]);
+    assert_ne!(
+        taker_times(&a),
+        taker_times(&c),
+        "another seed draws other delays"
+    );
+    std::fs::write(tmp.path().join("seen.csv"), "latency_ms\n250\n").unwrap();
+    let seen = tmp.path().join("seen");
+    run(
+        &scenario("{distribution: empirical, file: seen.csv}"),
+        &seen,
+        &[],
+    );
+    assert_eq!(taker_times(&seen)[0], "2026-01-01T00:01:00.250Z");
+    for (latency, says) in [
+        (
+            "{distribution: uniform, value: 1s}",
+            "distribution: expected one of constant, normal, log-normal, empirical",
+        ),
+        (
+            "{distribution: normal, value: 1s}",
+            "a normal latency needs `stddev`",
+        ),
+        (
+            "{distribution: constant, value: 2m}",
+            "value: expected a delay such as 20ms or 1s, at most a minute",
+        ),
+    ] {
+        let out = tmp.path().join("refused");
+        let (code, _, stderr) = perpsim(&[
+            "replay",
+            scenario(latency).to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_ne!(code, 0);
+        assert!(
+            stderr.contains("l.yaml:5:") && stderr.contains(says),
+            "{latency}: {stderr}"
+        );
+    }
+}
+
 /// A JSON scenario takes serde_json; what it refuses is located like YAML's.
 #[test]
 fn bad_json_is_located_too() {

@@ -48,6 +48,9 @@ pub struct Scenario {
     pub sample_every: Option<Spanned<String>>,
     #[schemars(with = "Vec<CustomerSpec>")]
     pub customers: Vec<Spanned<CustomerSpec>>,
+    /// A seeded latency model: how long the customers' requests take to reach the venue.
+    #[serde(default)]
+    pub latency: Option<Latency>,
     /// In any order: events at one instant run in the order written.
     // Boxed: an event is a kilobyte (a slot per action), and a list of a million grows by
     // copying what it holds.
@@ -191,6 +194,37 @@ pub enum RecordedFormat {
     /// index_price, mark_price`, times in µs since the epoch; an empty field is a value
     /// the row does not update.
     TardisDerivativeTicker,
+}
+
+/// How long the customers' requests take to reach the venue (D11): each order, cancel,
+/// amend, deposit and withdrawal takes effect its drawn delay after its `at` (at most at
+/// `end`), the delays drawn from the run's seed, so each Monte-Carlo seed draws its own.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    pub order_entry: LatencyModel,
+}
+
+/// A distribution of delays, each a whole number of milliseconds up to a minute.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyModel {
+    /// `constant`, `normal`, `log-normal` or `empirical`.
+    #[schemars(with = "String")]
+    pub distribution: Spanned<String>,
+    /// constant: the delay; normal: the mean; log-normal: the median (`20ms`).
+    #[schemars(with = "Option<String>")]
+    pub value: Option<Spanned<String>>,
+    /// normal: the standard deviation (`5ms`).
+    #[schemars(with = "Option<String>")]
+    pub stddev: Option<Spanned<String>>,
+    /// log-normal: the standard deviation of the delay's logarithm (`0.5`).
+    #[schemars(with = "Option<Dec>")]
+    pub sigma: Option<Spanned<Dec>>,
+    /// empirical: a CSV beside the scenario with a `latency_ms` column of observed delays;
+    /// each request draws one of its rows.
+    #[schemars(with = "Option<String>")]
+    pub file: Option<Spanned<String>>,
 }
 
 /// A decimal written as a string or an integer (`"0.6"`, `60000`); a plain YAML scalar is

@@ -11,6 +11,7 @@ pub mod events;
 pub mod fields;
 pub mod files;
 pub mod format;
+mod latency;
 pub mod montecarlo;
 pub mod output;
 pub mod plan;

@@ -41,6 +41,8 @@ pub struct Plan {
     pub customers: Vec<PlannedCustomer>,
     /// The scenario's events (a `prices` event is one, whatever its rows).
     pub events: usize,
+    /// How long customers' requests take to reach the venue, drawn when the run starts.
+    pub latency: Option<perpsim_core::latency::LatencyModel>,
     /// The price files the events name, in the order named (the manifest hashes them).
     pub inputs: Vec<PathBuf>,
     /// In time order; one instant's steps in the order written.
@@ -265,6 +267,7 @@ pub(super) struct Planner<'a> {
     steps: Timeline,
     /// Events planned so far: the next one's position in the file.
     events: usize,
+    latency: Option<perpsim_core::latency::LatencyModel>,
 }
 
 impl<'a> Planner<'a> {
@@ -300,6 +303,12 @@ impl<'a> Planner<'a> {
         let sample_every_ms = sample_every(&ctx, &scenario)?;
         let customers = customers(&mut ctx, &mut scenario.customers)?;
         samples_within_bound(&ctx, &scenario, sample_every_ms, customers.len())?;
+        let mut inputs = Vec::new();
+        let latency = scenario
+            .latency
+            .as_ref()
+            .map(|l| super::latency::resolve(&ctx, &l.order_entry, &mut inputs))
+            .transpose()?;
         Ok(Planner {
             ctx,
             name: scenario.name,
@@ -307,9 +316,10 @@ impl<'a> Planner<'a> {
             simulation,
             sample_every_ms,
             customers,
-            inputs: Vec::new(),
+            inputs,
             steps: Timeline::default(),
             events: 0,
+            latency,
         })
     }
 
@@ -343,6 +353,7 @@ impl<'a> Planner<'a> {
             sample_every_ms: self.sample_every_ms,
             customers: self.customers,
             events: self.events,
+            latency: self.latency,
             inputs: self.inputs,
             steps: self.steps,
         }

@@ -348,7 +348,11 @@ fn drive(
     let codes = set_up(&mut r, plan, start)?;
     r.sample();
     let mut next_sample = start.plus_millis(plan.sample_every_ms);
-    let timeline = std::mem::take(&mut plan.steps);
+    let mut timeline = std::mem::take(&mut plan.steps);
+    if let Some(model) = &plan.latency {
+        let seed = plan.genesis.seed;
+        super::latency::delay_requests(&mut timeline, model, seed, plan.end);
+    }
     for (c, reference) in timeline.order_references() {
         r.named.watch(codes[c], &reference);
     }

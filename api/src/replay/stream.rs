@@ -15,7 +15,7 @@ use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess,
 use serde_saphyr::Spanned;
 
 use super::files::Limits;
-use super::format::{CustomerSpec, Event, InstrumentOverride, Market, Scenario};
+use super::format::{CustomerSpec, Event, InstrumentOverride, Latency, Market, Scenario};
 use super::plan::{Plan, Planner};
 
 /// The plan of a JSON (`json`) or YAML scenario `text` read in one pass, or `None` where this
@@ -64,6 +64,7 @@ struct Header {
     market: Option<Option<Spanned<Market>>>,
     sample_every: Option<Option<Spanned<String>>>,
     customers: Option<Vec<Spanned<CustomerSpec>>>,
+    latency: Option<Option<Latency>>,
 }
 
 impl Header {
@@ -78,6 +79,7 @@ impl Header {
             market: self.market.flatten(),
             sample_every: self.sample_every.flatten(),
             customers: self.customers?,
+            latency: self.latency.flatten(),
             events: Vec::new(),
         })
     }
@@ -119,6 +121,7 @@ impl<'de> Visitor<'de> for Whole<'_> {
                 "market" => once(&mut h.market, map.next_value()?, &key)?,
                 "sample_every" => once(&mut h.sample_every, map.next_value()?, &key)?,
                 "customers" => once(&mut h.customers, map.next_value()?, &key)?,
+                "latency" => once(&mut h.latency, map.next_value()?, &key)?,
                 "events" => {
                     let mut planner = self.planner(header)?;
                     planner.reserve(self.events_at_most);

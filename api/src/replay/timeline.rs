@@ -88,6 +88,15 @@ impl Timeline {
         }
     }
 
+    /// Moves every customer's step to `delayed(its time)`, then sorts again (delays drawn in
+    /// the timeline's order, so a plan and a seed always give the same run).
+    pub fn delay_customers(&mut self, mut delayed: impl FnMut(Timestamp) -> Timestamp) {
+        for head in self.heads.iter_mut().filter(|h| h.customer.is_some()) {
+            head.at = delayed(head.at);
+        }
+        self.sort();
+    }
+
     /// The steps in order, each decoded as it is taken.
     pub fn iter(&self) -> impl Iterator<Item = Step> + '_ {
         self.heads.iter().map(|h| Step {
