@@ -610,6 +610,81 @@ fn a_latency_model_delays_each_request_by_its_seeded_draw() {
     }
 }
 
+/// D11 (issue 39 item 4): a shock scales the flash crash's price moves by a factor each run
+/// draws, so a Monte-Carlo varies the crash itself: at half the move the index falls to
+/// 60 000 − 35 000 / 2; across seeds Alice's PnL is no longer the same at every percentile,
+/// each seed's report says the factor it drew, and the summary gives the factors and what
+/// insurance paid (the venue's loss) per percentile.
+#[test]
+fn a_shock_scales_the_crash_by_a_factor_each_seed_draws() {
+    let tmp = tempfile::tempdir().unwrap();
+    let crash = std::fs::read_to_string(example("flash-crash.yaml")).unwrap();
+    std::fs::copy(
+        example("flash-crash.csv"),
+        tmp.path().join("flash-crash.csv"),
+    )
+    .unwrap();
+    let shocked = |scale: &str| {
+        let file = tmp.path().join("shocked.yaml");
+        let shock = format!(
+            "shocks:\n  - {{symbol: BTC-USDC-PERP, from: +1h, scale: {scale}}}\ncustomers:"
+        );
+        std::fs::write(&file, crash.replacen("customers:", &shock, 1)).unwrap();
+        file
+    };
+    let half = tmp.path().join("half");
+    run(&shocked("{min: \"0.5\", max: \"0.5\"}"), &half, &[]);
+    let halved = report(&half);
+    assert_eq!(
+        halved["scenario"]["shock_factors"],
+        serde_json::json!(["0.5"])
+    );
+    // The crash's low row (25 000 at 01:03) moved half as far from its 60 000 anchor.
+    let path = halved["instruments"][0]["path"].as_array().unwrap();
+    let low = path
+        .iter()
+        .find(|p| p[0] == "2026-01-01T01:03:00.000Z")
+        .unwrap();
+    assert_eq!(low[1], "42500");
+    let mc = tmp.path().join("mc");
+    let file = shocked("{min: \"0.3\", max: \"1.3\"}");
+    replay_ok(&[
+        file.to_str().unwrap(),
+        "--seeds",
+        "0..8",
+        "--jobs",
+        "2",
+        "--out",
+        mc.to_str().unwrap(),
+    ]);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(mc.join("summary.json")).unwrap()).unwrap();
+    let factors = &summary["shock_factors"][0];
+    assert_ne!(
+        factors["p1"], factors["p99"],
+        "each seed draws its own factor"
+    );
+    let alice = summary["customers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "alice")
+        .unwrap();
+    assert_ne!(
+        alice["pnl"]["p1"], alice["pnl"]["p99"],
+        "the crash's depth varies the loss"
+    );
+    assert_eq!(summary["insurance_drawn"][0]["asset"], "USDC");
+    for seed in 0..8 {
+        let drawn =
+            report(&mc.join(format!("seed-{seed}")))["scenario"]["shock_factors"][0].clone();
+        let f = dec(drawn.as_str().unwrap());
+        assert!(f >= dec("0.3") && f <= dec("1.3"), "seed {seed}: {f}");
+    }
+    let html = std::fs::read_to_string(mc.join("summary.html")).unwrap();
+    assert!(html.contains("The venue's loss: insurance paid"));
+}
+
 /// A JSON scenario takes serde_json; what it refuses is located like YAML's.
 #[test]
 fn bad_json_is_located_too() {

@@ -51,6 +51,12 @@ pub struct Scenario {
     /// A seeded latency model: how long the customers' requests take to reach the venue.
     #[serde(default)]
     pub latency: Option<Latency>,
+    /// What-if: price moves scaled by a factor each run draws (each Monte-Carlo seed its own).
+    #[serde(default)]
+    pub shocks: Vec<Shock>,
+    /// What-if: every instrument's random-walk volatility times a factor each run draws.
+    #[serde(default)]
+    pub volatility_scale: Option<Range>,
     /// In any order: events at one instant run in the order written.
     // Boxed: an event is a kilobyte (a slot per action), and a list of a million grows by
     // copying what it holds.
@@ -194,6 +200,34 @@ pub enum RecordedFormat {
     /// index_price, mark_price`, times in µs since the epoch; an empty field is a value
     /// the row does not update.
     TardisDerivativeTicker,
+}
+
+/// A shock (D11 what-if): from `from` to `until`, every price the scenario sets for `symbol`
+/// (by `price`, `prices` or `recorded`) moves from where the price stood at `from` by its
+/// recorded move times a factor drawn from `scale` for the run: `anchor + f × (price −
+/// anchor)`, index and mark each from their own anchor, never below 1 % of it.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Shock {
+    #[schemars(with = "String")]
+    pub symbol: Spanned<String>,
+    /// An offset from `start` or a timestamp: the anchor is the last price set at or before.
+    #[schemars(with = "String")]
+    pub from: Spanned<String>,
+    /// [default: end]
+    #[schemars(with = "Option<String>")]
+    pub until: Option<Spanned<String>>,
+    pub scale: Range,
+}
+
+/// A factor's range: each run draws one, uniform, to 4 decimals (`{min: "0.5", max: "1.5"}`).
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Range {
+    #[schemars(with = "Dec")]
+    pub min: Spanned<Dec>,
+    #[schemars(with = "Dec")]
+    pub max: Spanned<Dec>,
 }
 
 /// How long the customers' requests take to reach the venue (D11): each order, cancel,

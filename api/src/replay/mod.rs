@@ -25,6 +25,7 @@ pub mod summary;
 mod table;
 pub mod timeline;
 pub mod timing;
+pub mod whatif;
 
 use std::path::Path;
 

@@ -221,6 +221,27 @@ fn fits(report: &Report, first: &Report) -> Result<(), String> {
             decimal("a path's index", &row[1])?;
         }
     }
+    let (factors, first_factors) = (
+        &report.scenario.shock_factors,
+        &first.scenario.shock_factors,
+    );
+    shape("shock factors", factors.len(), first_factors.len())?;
+    for f in factors {
+        decimal("a shock factor", f)?;
+    }
+    let (drawn, first_drawn) = (
+        &report.outcomes.insurance_drawn,
+        &first.outcomes.insurance_drawn,
+    );
+    shape("insurance assets", drawn.len(), first_drawn.len())?;
+    for (asset, paid) in drawn {
+        shape(
+            "insurance assets named alike",
+            first_drawn.contains_key(asset) as usize,
+            1,
+        )?;
+        decimal("insurance drawn", paid)?;
+    }
     Ok(())
 }
 

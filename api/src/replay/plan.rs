@@ -43,6 +43,8 @@ pub struct Plan {
     pub events: usize,
     /// How long customers' requests take to reach the venue, drawn when the run starts.
     pub latency: Option<perpsim_core::latency::LatencyModel>,
+    /// Shocks and volatility scaled by factors drawn when the run starts.
+    pub what_if: super::whatif::WhatIf,
     /// The price files the events name, in the order named (the manifest hashes them).
     pub inputs: Vec<PathBuf>,
     /// In time order; one instant's steps in the order written.
@@ -268,6 +270,7 @@ pub(super) struct Planner<'a> {
     /// Events planned so far: the next one's position in the file.
     events: usize,
     latency: Option<perpsim_core::latency::LatencyModel>,
+    what_if: super::whatif::WhatIf,
 }
 
 impl<'a> Planner<'a> {
@@ -309,6 +312,7 @@ impl<'a> Planner<'a> {
             .as_ref()
             .map(|l| super::latency::resolve(&ctx, &l.order_entry, &mut inputs))
             .transpose()?;
+        let what_if = super::whatif::resolve(&ctx, &scenario)?;
         Ok(Planner {
             ctx,
             name: scenario.name,
@@ -320,6 +324,7 @@ impl<'a> Planner<'a> {
             steps: Timeline::default(),
             events: 0,
             latency,
+            what_if,
         })
     }
 
@@ -354,6 +359,7 @@ impl<'a> Planner<'a> {
             customers: self.customers,
             events: self.events,
             latency: self.latency,
+            what_if: self.what_if,
             inputs: self.inputs,
             steps: self.steps,
         }

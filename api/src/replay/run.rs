@@ -59,6 +59,8 @@ pub struct Observed {
     pub refusals: Vec<Refusal>,
     /// What the logs tallied as they streamed out (`streamed`), once the run is over.
     pub logs: LogTallies,
+    /// The what-if's factors the run drew.
+    pub drawn: super::whatif::Drawn,
 }
 
 /// Prices and every customer's figures at one instant.
@@ -192,6 +194,7 @@ impl Runner {
                 margin: Vec::new(),
                 refusals: Vec::new(),
                 logs: LogTallies::default(),
+                drawn: Default::default(),
             },
         }
     }
@@ -329,12 +332,16 @@ pub fn run(
     (journal, tables): (&Journal, (&Path, &Path)),
     progress: &dyn Fn(u64),
 ) -> Result<(Engine, Observed, Duration, Streamed), String> {
+    // The what-if's factors first: the volatility's is part of the genesis the journal keeps.
+    let seed = plan.genesis.seed;
+    let drawn = super::whatif::apply(&plan.what_if, seed, &mut plan.genesis, &mut plan.steps);
     journal.init(&plan.genesis).map_err(|e| e.to_string())?;
     let engine = replaying(Engine::genesis(plan.genesis.clone()));
     let assets = settlement_assets(&engine);
-    let ((engine, observed), took, streamed) = journaled(journal, tables, |batches| {
+    let ((engine, mut observed), took, streamed) = journaled(journal, tables, |batches| {
         drive(plan, Runner::new(engine, batches, assets), progress)
     })?;
+    observed.drawn = drawn;
     Ok((engine, observed, took, streamed))
 }
 

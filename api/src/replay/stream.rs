@@ -15,7 +15,9 @@ use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess,
 use serde_saphyr::Spanned;
 
 use super::files::Limits;
-use super::format::{CustomerSpec, Event, InstrumentOverride, Latency, Market, Scenario};
+use super::format::{
+    CustomerSpec, Event, InstrumentOverride, Latency, Market, Range, Scenario, Shock,
+};
 use super::plan::{Plan, Planner};
 
 /// The plan of a JSON (`json`) or YAML scenario `text` read in one pass, or `None` where this
@@ -65,6 +67,8 @@ struct Header {
     sample_every: Option<Option<Spanned<String>>>,
     customers: Option<Vec<Spanned<CustomerSpec>>>,
     latency: Option<Option<Latency>>,
+    shocks: Option<Vec<Shock>>,
+    volatility_scale: Option<Option<Range>>,
 }
 
 impl Header {
@@ -80,6 +84,8 @@ impl Header {
             sample_every: self.sample_every.flatten(),
             customers: self.customers?,
             latency: self.latency.flatten(),
+            shocks: self.shocks.unwrap_or_default(),
+            volatility_scale: self.volatility_scale.flatten(),
             events: Vec::new(),
         })
     }
@@ -122,6 +128,8 @@ impl<'de> Visitor<'de> for Whole<'_> {
                 "sample_every" => once(&mut h.sample_every, map.next_value()?, &key)?,
                 "customers" => once(&mut h.customers, map.next_value()?, &key)?,
                 "latency" => once(&mut h.latency, map.next_value()?, &key)?,
+                "shocks" => once(&mut h.shocks, map.next_value()?, &key)?,
+                "volatility_scale" => once(&mut h.volatility_scale, map.next_value()?, &key)?,
                 "events" => {
                     let mut planner = self.planner(header)?;
                     planner.reserve(self.events_at_most);

@@ -24,6 +24,16 @@ pub struct Summary {
     pub seeds: Vec<u64>,
     pub customers: Vec<CustomerSummary>,
     pub instruments: Vec<InstrumentSummary>,
+    /// The venue's loss: per settlement asset, what insurance paid across the seeds.
+    pub insurance_drawn: Vec<AssetSummary>,
+    /// Each shock's drawn factor across the seeds, in the scenario's order.
+    pub shock_factors: Vec<Distribution>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct AssetSummary {
+    pub asset: String,
+    pub drawn: Distribution,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -103,7 +113,33 @@ pub fn summarize(runs: &[(u64, Report)]) -> Summary {
         seeds: runs.iter().map(|(s, _)| *s).collect(),
         customers,
         instruments,
+        insurance_drawn: insurance_drawn(runs),
+        shock_factors: (0..first.scenario.shock_factors.len())
+            .map(|k| {
+                let drawn = runs.iter().map(|(_, r)| dec(&r.scenario.shock_factors[k]));
+                distribution(drawn.collect(), false)
+            })
+            .collect(),
     }
+}
+
+/// Per asset, what insurance paid in each seed (its loss: higher is worse).
+fn insurance_drawn(runs: &[(u64, Report)]) -> Vec<AssetSummary> {
+    let assets = runs[0].1.outcomes.insurance_drawn.keys();
+    assets
+        .map(|asset| {
+            let paid = |r: &Report| {
+                r.outcomes
+                    .insurance_drawn
+                    .get(asset)
+                    .map_or(Decimal::ZERO, |d| dec(d))
+            };
+            AssetSummary {
+                asset: asset.clone(),
+                drawn: distribution(runs.iter().map(|(_, r)| paid(r)).collect(), false),
+            }
+        })
+        .collect()
 }
 
 /// Writes `summary.json` and `summary.html` into `out`, each through a new temporary file
@@ -147,6 +183,21 @@ fn page(s: &Summary, runs: &[(u64, Report)]) -> String {
                 d.worst
             );
         }
+    }
+    h.push_str("</table><h2>The venue's loss: insurance paid</h2><table><tr><th>asset</th><th>p1</th><th>p5</th><th>p50</th><th>p95</th><th>p99</th><th>worst</th></tr>");
+    for a in &s.insurance_drawn {
+        let d = &a.drawn;
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&a.asset),
+            d.p1,
+            d.p5,
+            d.p50,
+            d.p95,
+            d.p99,
+            d.worst
+        );
     }
     h.push_str("</table><h2>Instruments</h2><table><tr><th>symbol</th><th>index min</th><th>index max</th><th>last p1</th><th>last p50</th><th>last p99</th></tr>");
     for i in &s.instruments {

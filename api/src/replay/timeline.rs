@@ -97,6 +97,16 @@ impl Timeline {
         self.sort();
     }
 
+    /// The timeline of `f` of each step, in this one's order.
+    pub fn map_steps(self, mut f: impl FnMut(Step) -> Step) -> Timeline {
+        let mut mapped = Timeline::default();
+        mapped.reserve(self.len());
+        for step in self.iter() {
+            mapped.push(f(step));
+        }
+        mapped
+    }
+
     /// The steps in order, each decoded as it is taken.
     pub fn iter(&self) -> impl Iterator<Item = Step> + '_ {
         self.heads.iter().map(|h| Step {

@@ -131,6 +131,10 @@ pub struct Meta {
     pub end: String,
     pub sample_every_ms: i64,
     pub samples: usize,
+    /// What-if: the factor each shock drew for this run, in the scenario's order, and the
+    /// volatility's (null when the scenario scales none).
+    pub shock_factors: Vec<String>,
+    pub volatility_factor: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -266,6 +270,8 @@ pub fn build(
             end: info.end.to_string(),
             sample_every_ms: info.sample_every_ms,
             samples: observed.samples.len(),
+            shock_factors: observed.drawn.shocks.iter().map(|f| text(*f)).collect(),
+            volatility_factor: observed.drawn.volatility.map(text),
         },
         state_hash,
         ticks: counters.ticks,
