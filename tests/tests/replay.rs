@@ -685,6 +685,55 @@ fn a_shock_scales_the_crash_by_a_factor_each_seed_draws() {
     assert!(html.contains("The venue's loss: insurance paid"));
 }
 
+/// D11 (issue 39 item 1): Binance's public files drive an instrument: mark and index klines
+/// (gzip too) at their closes, a fundingRate file's 8-hour rate paid pro rata each hour.
+#[test]
+fn binance_files_drive_prices_and_funding() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let header = "open_time,open,high,low,close,volume,close_time,quote_volume,count,taker_buy_volume,taker_buy_quote_volume,ignore\n";
+    let t0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+    let klines = |close: &dyn Fn(i64) -> String| -> String {
+        let rows: String = (0..120)
+            .map(|m| {
+                let open = t0 + m * 60_000;
+                format!("{open},1,1,1,{},0,{},0,0,0,0,0\n", close(m), open + 59_999)
+            })
+            .collect();
+        format!("{header}{rows}")
+    };
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(klines(&|m| format!("{}.5", 60_000 + m)).as_bytes())
+        .unwrap();
+    std::fs::write(tmp.path().join("mark.csv.gz"), gz.finish().unwrap()).unwrap();
+    std::fs::write(
+        tmp.path().join("index.csv"),
+        klines(&|m| format!("{}", 60_000 + m)),
+    )
+    .unwrap();
+    let funding = format!(
+        "calc_time,funding_interval_hours,last_funding_rate\n{},8,0.00080000\n",
+        t0 + 8 * 3_600_000
+    );
+    std::fs::write(tmp.path().join("funding.csv"), funding).unwrap();
+    let file = tmp.path().join("b.yaml");
+    std::fs::write(&file, "name: b\nseed: 1\nstart: 2026-01-01T00:00:00Z\nend: +1h30m\nsample_every: 1m\nmarket: {price_feed: fixed}\ncustomers:\n  - {name: a, deposits: {USDC: \"100000\"}}\nevents:\n  - {at: +0s, symbol: BTC-USDC-PERP, recorded: {format: binance-klines, symbol: BTCUSDT, file: mark.csv.gz, index_file: index.csv, funding_file: funding.csv}}\n  - {at: +5m, customer: a, order: {symbol: BTC-USDC-PERP, side: sell, type: market, reference_id: s, amount: \"1\"}}\n").unwrap();
+    let out = tmp.path().join("out");
+    run(&file, &out, &[]);
+    let report = report(&out);
+    let path = report["instruments"][0]["path"].as_array().unwrap();
+    let at = |time: &str| path.iter().find(|p| p[0] == time).unwrap().clone();
+    // The kline of 00:09 closes at 00:10:00.000: index 60 009, mark 60 009.5.
+    let ten = at("2026-01-01T00:10:00.000Z");
+    assert_eq!((&ten[1], &ten[2]), (&"60009".into(), &"60009.5".into()));
+    // A short of 1 receives the hour's 0.0008 / 8 of the mark at 01:00 (the 00:58 kline's
+    // close: the 00:59 one's lands at 01:00, just after the hour settles).
+    let funding = dec(customer(&report, "a")["currencies"][0]["funding"]
+        .as_str()
+        .unwrap());
+    assert_eq!(funding, dec("60058.5") * dec("0.0001"));
+}
+
 /// A JSON scenario takes serde_json; what it refuses is located like YAML's.
 #[test]
 fn bad_json_is_located_too() {

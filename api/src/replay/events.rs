@@ -61,18 +61,7 @@ fn plan_recorded(
         .ok_or_else(|| ctx.error(e.referenced, "a recorded event needs `symbol`"))?;
     let instrument = ctx.symbol(symbol)?;
     let mapping = recorded::Mapping::of(ctx, recorded, (&instrument, at, index))?;
-    let file = &recorded.file;
-    let path = files::resolve(ctx.file, &file.value)
-        .map_err(|m| ctx.error(file.referenced, format!("recorded: {m}")))?;
-    let opened = files::open(&path, ctx.limits.max_file_bytes).map_err(|m| {
-        ctx.error(
-            file.referenced,
-            format!("recorded: {}: {m}", path.display()),
-        )
-    })?;
-    inputs.push(path.clone());
-    let format = (recorded.format, recorded.symbol.value.as_str());
-    recorded::read(ctx, (&path, opened), format, &mapping, steps)
+    recorded::plan(ctx, recorded, &mapping, (steps, inputs))
 }
 
 /// An event holds one action, with the siblings that action takes and no other.

@@ -189,6 +189,12 @@ pub struct Recorded {
     /// The interval the recorded rates are for (`8h` on most venues) [default: 8h].
     #[schemars(with = "Option<String>")]
     pub funding_interval: Option<Spanned<String>>,
+    /// binance-klines: an `indexPriceKlines` file beside `file`'s mark-price klines.
+    #[schemars(with = "Option<String>")]
+    pub index_file: Option<Spanned<String>>,
+    /// binance-klines: a `fundingRate` file (each row's rate for its own interval).
+    #[schemars(with = "Option<String>")]
+    pub funding_file: Option<Spanned<String>>,
 }
 
 /// The recorded formats a scenario reads.
@@ -200,6 +206,13 @@ pub enum RecordedFormat {
     /// index_price, mark_price`, times in µs since the epoch; an empty field is a value
     /// the row does not update.
     TardisDerivativeTicker,
+    /// Binance's public USDⓈ-M files (data.binance.vision), with their header line: `file`
+    /// a `markPriceKlines` file, `index_file` an `indexPriceKlines` one, each kline's
+    /// `close` at its `close_time` + 1 ms (ms, or µs where a file writes µs), and
+    /// `funding_file` a `fundingRate` file (`calc_time, funding_interval_hours,
+    /// last_funding_rate`): each rate paid pro rata over the hours of its interval.
+    /// `symbol` is not read (the files are per symbol).
+    BinanceKlines,
 }
 
 /// A shock (D11 what-if): from `from` to `until`, every price the scenario sets for `symbol`

@@ -158,6 +158,11 @@ impl<'a> Table<'a> {
         (!text.is_empty()).then_some((text, i))
     }
 
+    /// Known column `c`'s name.
+    pub fn name(&self, c: usize) -> &'static str {
+        self.columns[c].0
+    }
+
     /// Known column `c`'s field, which must be there: else refused naming it.
     pub fn required(&self, c: usize) -> Result<(&str, usize), ScenarioError> {
         self.field(c).ok_or_else(|| {

@@ -15,8 +15,13 @@
 //!   each new hour (a settled hour starts the next one without a rate). The hour settles at
 //!   the latest rate recorded before it ends.
 //! - Numbers are plain decimals (no exponent), each refusal at its line and column.
+//!
+//! Formats: Tardis.dev's `derivative_ticker` (here), Binance's public klines and funding
+//! files (`binance`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use serde_saphyr::Spanned;
 
 use perpsim_core::decimal::Sign;
 use perpsim_core::time::{HOUR_MS, Timestamp};
@@ -24,12 +29,15 @@ use perpsim_core::{Decimal, RoundingStrategy};
 use perpsim_systems::Command;
 use perpsim_systems::command::{SetFundingRate, SetInstrumentPrice};
 
+use super::files;
 use super::format::{Recorded, RecordedFormat};
 use super::plan::{Ctx, ScenarioError, Step};
 use super::table::{Columns, Table};
 use super::timeline::Timeline;
 use super::timing::parse_duration;
 use crate::requests::instruments::{checked_price, checked_rate};
+
+mod binance;
 
 /// Tardis.dev `derivative_ticker`: every column it writes, those read required.
 const TARDIS_TICKER: &Columns = &[
@@ -102,20 +110,50 @@ impl<'a> Mapping<'a> {
     }
 }
 
-/// The steps of the recorded file `opened`, in `format`, for the rows of `symbol`.
-pub(super) fn read(
+/// The steps of the `recorded` event mapped by `mapping`; each file read is added to
+/// `inputs` (the manifest hashes them).
+pub(super) fn plan(
     ctx: &Ctx,
-    opened: (&Path, std::fs::File),
-    (format, symbol): (RecordedFormat, &str),
+    recorded: &Recorded,
     mapping: &Mapping,
-    steps: &mut Timeline,
+    (steps, inputs): (&mut Timeline, &mut Vec<PathBuf>),
 ) -> Result<(), ScenarioError> {
-    match format {
+    let mut open = |file: &Spanned<String>| -> Result<Opened, ScenarioError> {
+        let path = files::resolve(ctx.file, &file.value)
+            .map_err(|m| ctx.error(file.referenced, format!("recorded: {m}")))?;
+        let opened = files::open(&path, ctx.limits.max_file_bytes).map_err(|m| {
+            ctx.error(
+                file.referenced,
+                format!("recorded: {}: {m}", path.display()),
+            )
+        })?;
+        inputs.push(path.clone());
+        Ok((path, opened))
+    };
+    match recorded.format {
         RecordedFormat::TardisDerivativeTicker => {
-            tardis_ticker(ctx, opened, symbol, mapping, steps)
+            let extra = [&recorded.index_file, &recorded.funding_file];
+            if let Some(file) = extra.into_iter().flatten().next() {
+                let message = "a tardis-derivative-ticker file holds index and funding itself";
+                return Err(ctx.error(file.referenced, message));
+            }
+            let (path, file) = open(&recorded.file)?;
+            let symbol = recorded.symbol.value.as_str();
+            tardis_ticker(ctx, (&path, file), symbol, mapping, steps)
+        }
+        RecordedFormat::BinanceKlines => {
+            let files = binance::Files {
+                mark: open(&recorded.file)?,
+                index: recorded.index_file.as_ref().map(&mut open).transpose()?,
+                funding: recorded.funding_file.as_ref().map(&mut open).transpose()?,
+            };
+            binance::read(ctx, files, mapping, steps)
         }
     }
 }
+
+/// A file resolved and opened: its path (for messages) and the file.
+pub(super) type Opened = (PathBuf, std::fs::File);
 
 /// A Tardis `derivative_ticker` file's rows for `symbol`.
 fn tardis_ticker(
@@ -135,19 +173,27 @@ fn tardis_ticker(
         if at < mapping.from || at > ctx.end {
             continue;
         }
-        let price = |c: usize| decimal(&table, c, Sign::Unsigned);
-        let (index, mark) = (price(INDEX)?, price(MARK)?);
-        let rate = decimal(&table, FUNDING_RATE, Sign::Signed)?;
-        let planned = market.row(&table, mapping, at, (index, mark, rate))?;
-        for command in planned.into_iter().flatten() {
-            super::events::room(ctx, steps).map_err(|m| table.at(0, m))?;
-            steps.push(Step {
-                at,
-                event: mapping.event,
-                customer: None,
-                command,
-            });
-        }
+        let price = |c: usize, name: &str| {
+            let recorded = decimal(&table, c, Sign::Unsigned)?;
+            recorded
+                .map(|v| scaled(&table, mapping, v, name))
+                .transpose()
+        };
+        let pair = (price(INDEX, "index_price")?, price(MARK, "mark_price")?);
+        let rate = decimal(&table, FUNDING_RATE, Sign::Signed)?
+            .map(|r| hourly(&table, mapping.funding_hours, r, "funding_rate"))
+            .transpose()?;
+        let planned = [
+            market.prices(mapping, pair),
+            rate.and_then(|r| market.rate(mapping, at, r)),
+        ];
+        push(
+            ctx,
+            &table,
+            (mapping, at),
+            planned.into_iter().flatten(),
+            steps,
+        )?;
     }
     match market.seen {
         true => Ok(()),
@@ -181,77 +227,107 @@ impl Market {
         Ok(at)
     }
 
-    /// The commands a row's recorded (index, mark, funding rate) plan at `at`.
-    fn row(
-        &mut self,
-        table: &Table,
-        mapping: &Mapping,
-        at: Timestamp,
-        (index, mark, rate): Field3,
-    ) -> Result<[Option<Command>; 2], ScenarioError> {
-        let scaled = |(v, i): (Decimal, usize), name: &str| {
-            let v = (v * mapping.price_scale)
-                .round_dp_with_strategy(DECIMALS, RoundingStrategy::MidpointNearestEven)
-                .normalize();
-            checked_price(name, v)
-                .map_err(|e| table.at(i, format!("{} (scaled by price_scale)", e.message)))
-        };
-        if let Some(index) = index {
-            self.index = Some(scaled(index, "index_price")?);
-        }
-        if let Some(mark) = mark {
-            self.mark = Some(scaled(mark, "mark_price")?);
-        }
+    /// The price step recorded (index, mark) plan, if the pair changed: each updates what it
+    /// records, the mark is the index until one is recorded.
+    fn prices(&mut self, mapping: &Mapping, (index, mark): Pair) -> Option<Command> {
+        self.index = index.or(self.index);
+        self.mark = mark.or(self.mark);
         let prices = self.index.map(|index| (index, self.mark.unwrap_or(index)));
-        let price = (prices != self.planned_prices)
-            .then_some(prices)
-            .flatten()
-            .map(|(i, m)| {
-                self.planned_prices = Some((i, m));
-                Command::from(SetInstrumentPrice {
-                    symbol: mapping.instrument.to_owned(),
-                    index_price: i,
-                    mark_price: m,
-                })
-            });
-        let funding = match rate {
-            Some((rate, i)) => self.rate(table, mapping, at, (rate, i))?,
-            None => None,
-        };
-        Ok([price, funding])
+        if prices == self.planned_prices {
+            return None;
+        }
+        self.planned_prices = prices;
+        prices.map(|(index_price, mark_price)| {
+            Command::from(SetInstrumentPrice {
+                symbol: mapping.instrument.to_owned(),
+                index_price,
+                mark_price,
+            })
+        })
     }
 
-    /// The hour's rate a recorded `rate` sets, if it is new to the hour.
-    fn rate(
-        &mut self,
-        table: &Table,
-        mapping: &Mapping,
-        at: Timestamp,
-        (rate, i): (Decimal, usize),
-    ) -> Result<Option<Command>, ScenarioError> {
-        let hourly = (rate / mapping.funding_hours)
-            .round_dp_with_strategy(DECIMALS, RoundingStrategy::MidpointNearestEven)
-            .normalize();
-        let hourly = checked_rate(hourly)
-            .map_err(|e| table.at(i, format!("funding_rate: {}", e.message)))?;
+    /// The hour's rate step an hourly rate plans at `at`, if it is new to that hour.
+    fn rate(&mut self, mapping: &Mapping, at: Timestamp, hourly: Decimal) -> Option<Command> {
         let hour = at.millis().div_euclid(HOUR_MS);
         if self.planned_rate == Some((hourly, hour)) {
-            return Ok(None);
+            return None;
         }
         self.planned_rate = Some((hourly, hour));
-        Ok(Some(Command::from(SetFundingRate {
+        Some(Command::from(SetFundingRate {
             symbol: mapping.instrument.to_owned(),
             rate: hourly,
-        })))
+        }))
     }
 }
 
-/// A row's three recorded figures, each with where it is, where the row records it.
-type Field3 = (
-    Option<(Decimal, usize)>,
-    Option<(Decimal, usize)>,
-    Option<(Decimal, usize)>,
-);
+/// An (index, mark) a row records, each scaled and checked.
+type Pair = (Option<Decimal>, Option<Decimal>);
+
+/// A recorded price times the mapping's scale, rounded half-even to the venue's decimals
+/// (trailing zeros dropped), checked as the admin API checks a price; refused at field `i`.
+fn scaled(
+    table: &Table,
+    mapping: &Mapping,
+    (v, i): (Decimal, usize),
+    name: &str,
+) -> Result<Decimal, ScenarioError> {
+    let v = (v * mapping.price_scale)
+        .round_dp_with_strategy(DECIMALS, RoundingStrategy::MidpointNearestEven)
+        .normalize();
+    checked_price(name, v)
+        .map_err(|e| table.at(i, format!("{} (scaled by price_scale)", e.message)))
+}
+
+/// A recorded rate for `hours` as the venue's hourly rate, rounded half-even to 10 decimals,
+/// checked as the admin API checks a rate; refused at field `i`.
+fn hourly(
+    table: &Table,
+    hours: Decimal,
+    (rate, i): (Decimal, usize),
+    name: &str,
+) -> Result<Decimal, ScenarioError> {
+    let hourly = (rate / hours)
+        .round_dp_with_strategy(DECIMALS, RoundingStrategy::MidpointNearestEven)
+        .normalize();
+    checked_rate(hourly).map_err(|e| table.at(i, format!("{name}: {}", e.message)))
+}
+
+/// Appends `commands` at `at` as the mapping's event's steps.
+fn push(
+    ctx: &Ctx,
+    table: &Table,
+    (mapping, at): (&Mapping, Timestamp),
+    commands: impl IntoIterator<Item = Command>,
+    steps: &mut Timeline,
+) -> Result<(), ScenarioError> {
+    for command in commands {
+        super::events::room(ctx, steps).map_err(|m| table.at(0, m))?;
+        steps.push(Step {
+            at,
+            event: mapping.event,
+            customer: None,
+            command,
+        });
+    }
+    Ok(())
+}
+
+/// Appends `commands` at `at` as the mapping's event's steps, their room already counted.
+fn push_all(
+    mapping: &Mapping,
+    at: Timestamp,
+    commands: impl IntoIterator<Item = Command>,
+    steps: &mut Timeline,
+) {
+    for command in commands {
+        steps.push(Step {
+            at,
+            event: mapping.event,
+            customer: None,
+            command,
+        });
+    }
+}
 
 /// Column `c` as a plain decimal, if the row records it.
 fn decimal(table: &Table, c: usize, sign: Sign) -> Result<Option<(Decimal, usize)>, ScenarioError> {
@@ -259,7 +335,7 @@ fn decimal(table: &Table, c: usize, sign: Sign) -> Result<Option<(Decimal, usize
         return Ok(None);
     };
     let v = perpsim_core::decimal::parse("value", text, sign).map_err(|_| {
-        let name = TARDIS_TICKER[c].0;
+        let name = table.name(c);
         let what = match sign {
             Sign::Unsigned => "a decimal in plain notation",
             Sign::Signed => "a decimal in plain notation, with an optional leading '-'",
@@ -333,8 +409,7 @@ mod tests {
         };
         let opened = std::fs::File::open(&path).unwrap();
         let mut steps = Timeline::default();
-        let format = (RecordedFormat::TardisDerivativeTicker, "BTCUSDT");
-        read(&ctx, (&path, opened), format, &mapping, &mut steps)
+        tardis_ticker(&ctx, (&path, opened), "BTCUSDT", &mapping, &mut steps)
             .map_err(|e| e.to_string().replace(&path.display().to_string(), name))?;
         let t0 = start.millis();
         Ok(steps
