@@ -1,9 +1,10 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no script, no link out) for a
 //! risk analyst: what happened, in order (margin calls, liquidations, auto-deleveraging
 //! against whom, what insurance paid), then the tables and charts — price per instrument
-//! that traded (the mark dashed over the index, liquidation and ADL fills and notices marked
-//! apart), equity from the account's first funds and the leverage ratio against its
-//! profile's thresholds per account. Every axis says what it measures, in what unit.
+//! that traded (the mark dashed over the index; liquidation and ADL fills, notices and
+//! funding settlements marked apart), equity from the account's first funds and the leverage
+//! ratio against its profile's thresholds per account. Every axis says what it measures, in
+//! what unit.
 
 use std::fmt::Write as _;
 
@@ -330,6 +331,12 @@ fn price_chart(
                 "depreciation notice",
                 charts::NOTICE,
                 points(|t| &t.notices),
+                false,
+            ),
+            mark(
+                "funding settled",
+                charts::FUNDING,
+                points(|t| &t.funding),
                 false,
             ),
         ],

@@ -20,6 +20,7 @@ use perpsim_core::Decimal;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
+use perpsim_systems::records::funding::FundingRecord;
 use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::ids::FillSeq;
 use perpsim_systems::records::money::{Movement, MovementKind, MovementStatus};
@@ -69,7 +70,8 @@ pub struct LogTallies {
 
 /// A market's public fills (how many, Σ amount in contracts, Σ price × amount), and the
 /// report's chart marks as (time, price), in the order they were made: its liquidation
-/// fills and its auto-deleveraging fills (each fill once) and its depreciation notices.
+/// fills and its auto-deleveraging fills (each fill once), its depreciation notices and its
+/// funding settlements.
 #[derive(Debug, Clone, Default)]
 pub struct MarketTally {
     pub fills: usize,
@@ -78,6 +80,8 @@ pub struct MarketTally {
     pub liquidation_fills: Vec<(Timestamp, Decimal)>,
     pub deleveraging_fills: Vec<(Timestamp, Decimal)>,
     pub notices: Vec<(Timestamp, Decimal)>,
+    /// The hours it settled funding, at the mark they settled on.
+    pub funding: Vec<(Timestamp, Decimal)>,
     last_forced: Option<FillSeq>,
 }
 
@@ -145,6 +149,11 @@ impl LogTallies {
             };
             marks.push((t.timestamp, t.price));
         }
+    }
+
+    fn funding(&mut self, f: &FundingRecord) {
+        let settled = (f.time, f.mark_price);
+        self.market(f.market).funding.push(settled);
     }
 
     fn notice(&mut self, n: &Notification) {
@@ -228,6 +237,7 @@ pub fn write(
         }
         rows.fills.iter().for_each(|f| tallies.fill(f));
         rows.notices.iter().for_each(|n| tallies.notice(n));
+        rows.funding.iter().for_each(|f| tallies.funding(f));
         for m in rows.movements.iter() {
             waiting.put(m);
         }
