@@ -512,6 +512,9 @@ fn the_report_page_tells_what_happened_and_labels_its_charts() {
         "equity / notional",
         "margin call below",
         "liquidation below",
+        "insurance fund (USDC)",
+        "fees and clearing (USDC)",
+        "funding settled",
     ];
     for text in told {
         assert!(page.contains(text), "report.html lacks {text:?}");

@@ -24,13 +24,14 @@ use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 use std::time::Duration;
 
-use perpsim_core::Error;
 use perpsim_core::ids::{CustomerCode, PublicKey};
 use perpsim_core::instrument::Asset;
 use perpsim_core::order::{OrderStatus, ReferenceId, is_not_open, not_open};
 use perpsim_core::time::Timestamp;
+use perpsim_core::{Decimal, Error};
 use perpsim_storage::{Journal, NonceWrites, TickRecord};
 use perpsim_systems::publish::events::Listening;
+use perpsim_systems::records::money::VenueAccount;
 use perpsim_systems::records::order::Order;
 use perpsim_systems::records::risk::RiskRecord;
 use perpsim_systems::{
@@ -69,6 +70,8 @@ pub struct Sample {
     pub prices: Vec<MarketPrices>,
     /// `[customer][asset]`, as `Observed::customers` and `Observed::assets`.
     pub accounts: Vec<Vec<AccountFigures>>,
+    /// `[asset]`: the venue's fees, clearing and insurance balances (`VenueAccount::ALL`).
+    pub venue: Vec<[Decimal; 3]>,
 }
 
 impl Sample {
@@ -290,10 +293,17 @@ impl Runner {
                     .collect()
             })
             .collect();
+        let venue = self
+            .observed
+            .assets
+            .iter()
+            .map(|a| VenueAccount::ALL.map(|v| self.engine.venue_balance(v, *a)))
+            .collect();
         self.observed.samples.push(Sample {
             at,
             prices: self.engine.prices(),
             accounts,
+            venue,
         });
     }
 }

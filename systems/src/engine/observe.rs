@@ -19,7 +19,7 @@ use crate::money::store::all_accounts;
 use crate::positions::{PositionIndex, ValuationBasis};
 use crate::records::funding::FundingRecord;
 use crate::records::log::Log;
-use crate::records::money::{AccountId, Balance, Movement};
+use crate::records::money::{AccountId, Balance, Movement, VenueAccount};
 use crate::records::order::Order;
 use crate::records::position::Position;
 use crate::records::trade::{PublicFill, TradeRecord};
@@ -76,6 +76,15 @@ impl Engine {
             .unwrap_or_default();
         prices.sort_by_key(|p| p.market);
         prices
+    }
+
+    /// The balance of a venue account in `asset` (zero for one never touched): what a
+    /// report charts of fees, clearing and insurance over a run.
+    pub fn venue_balance(&self, account: VenueAccount, asset: Asset) -> Decimal {
+        let id = AccountId::venue(account, asset);
+        let entity = self.world.resource::<AccountIndex>().0.get(&id).copied();
+        let balance = entity.and_then(|e| self.world.get::<Balance>(e));
+        balance.map_or(Decimal::ZERO, |b| b.total)
     }
 
     /// A customer's figures in `asset`; all zero for an account never touched.

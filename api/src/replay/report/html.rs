@@ -2,9 +2,9 @@
 //! risk analyst: what happened, in order (margin calls, liquidations, auto-deleveraging
 //! against whom, what insurance paid), then the tables and charts — price per instrument
 //! that traded (the mark dashed over the index; liquidation and ADL fills, notices and
-//! funding settlements marked apart), equity from the account's first funds and the leverage
-//! ratio against its profile's thresholds per account. Every axis says what it measures, in
-//! what unit.
+//! funding settlements marked apart), the venue's insurance fund, fees and clearing over the
+//! run, equity from the account's first funds and the leverage ratio against its profile's
+//! thresholds per account. Every axis says what it measures, in what unit.
 
 use std::fmt::Write as _;
 
@@ -51,6 +51,7 @@ pub fn page(report: &Report, observed: &Observed) -> String {
     );
     narrative(&mut h, report, observed);
     venue(&mut h, report);
+    venue_charts(&mut h, observed);
     instruments(&mut h, report, observed);
     customers(&mut h, report);
     customer_charts(&mut h, report, observed);
@@ -219,6 +220,53 @@ fn venue(h: &mut String, r: &Report) {
             ]
         }),
     );
+}
+
+/// Per settlement asset whose venue accounts moved: the insurance fund over the run, and the fees and
+/// clearing accounts (apart: the fund's scale would flatten them).
+fn venue_charts(h: &mut String, observed: &Observed) {
+    let span = span(observed);
+    h.push_str("<div class=\"charts\">");
+    for (a, asset) in observed.assets.iter().enumerate() {
+        let first = observed.samples.first().and_then(|s| s.venue.get(a));
+        if observed.samples.iter().all(|s| s.venue.get(a) == first) {
+            continue; // nothing moved in this asset: its tables say so
+        }
+        let series = |k: usize| -> Vec<(i64, f64)> {
+            let samples = observed.samples.iter();
+            samples
+                .filter_map(|s| Some((s.at.millis(), f(s.venue.get(a)?[k]))))
+                .collect()
+        };
+        let line = |label, color, k| Line {
+            label,
+            color,
+            points: series(k),
+            dashed: false,
+        };
+        let unit = asset.as_str();
+        let chart = |title: String, lines| Chart {
+            title,
+            y: format!("balance, {unit}"),
+            lines,
+            marks: Vec::new(),
+            levels: Vec::new(),
+        };
+        let fund = chart(
+            format!("insurance fund ({unit})"),
+            vec![line("insurance", charts::LIQUIDATION, 2)],
+        );
+        let accounts = vec![
+            line("fees", charts::EQUITY, 0),
+            line("clearing", charts::INDEX, 1),
+        ];
+        h.push_str(&charts::chart(&fund, span));
+        h.push_str(&charts::chart(
+            &chart(format!("fees and clearing ({unit})"), accounts),
+            span,
+        ));
+    }
+    h.push_str("</div>");
 }
 
 fn instruments(h: &mut String, r: &Report, observed: &Observed) {
