@@ -197,6 +197,23 @@ impl Ctx<'_> {
     }
 }
 
+impl<'a> Ctx<'a> {
+    /// A context of `file` over `start..end`, with the default instruments and no customers
+    /// yet (the planner overrides the one and adds the other).
+    pub fn bare(file: &'a Path, limits: &'a Limits, (start, end): (Timestamp, Timestamp)) -> Self {
+        Ctx {
+            file,
+            limits,
+            start,
+            end,
+            specs: default_instruments(),
+            names: Vec::new(),
+            by_name: HashMap::new(),
+            source: None,
+        }
+    }
+}
+
 /// What `written` breaks of the schema of `T` as the API's documents write it (the REST
 /// API's request guard holds a body to the same schema before any handler reads it).
 fn explain<T: poem_openapi::types::Type>(written: &Value) -> Option<schema_check::Why> {
@@ -280,17 +297,7 @@ impl<'a> Planner<'a> {
         mut scenario: Scenario,
         limits: &'a Limits,
     ) -> Result<Self, ScenarioError> {
-        let (start, end) = span(file, &scenario)?;
-        let mut ctx = Ctx {
-            file,
-            limits,
-            start,
-            end,
-            specs: default_instruments(),
-            names: Vec::new(),
-            by_name: HashMap::new(),
-            source: None,
-        };
+        let mut ctx = Ctx::bare(file, limits, span(file, &scenario)?);
         let mut simulation = Simulation::defaults(&ctx.specs);
         for o in &scenario.instruments {
             override_instrument(&ctx, o, &mut simulation)?;

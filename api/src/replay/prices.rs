@@ -87,9 +87,6 @@ fn row(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
-    use perpsim_core::instrument::default_instruments;
 
     use super::*;
     use crate::replay::files::Limits;
@@ -102,16 +99,7 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let limits = Limits::default();
         let start = Timestamp::from_millis(0);
-        let ctx = Ctx {
-            file: &path,
-            limits: &limits,
-            start,
-            end: start.plus_millis(3_600_000),
-            specs: default_instruments(),
-            names: Vec::new(),
-            by_name: HashMap::new(),
-            source: None,
-        };
+        let ctx = Ctx::bare(&path, &limits, (start, start.plus_millis(3_600_000)));
         let file = std::fs::File::open(&path).unwrap();
         let mut steps = Timeline::default();
         let event = ("BTC-USDC-PERP", start.plus_millis(60_000), 0);

@@ -170,34 +170,17 @@ fn page(s: &Summary, runs: &[(u64, Report)]) -> String {
             ("max drawdown", &c.max_drawdown),
             ("liquidations", &c.liquidations),
         ] {
+            let (name, asset) = (esc(&c.name), esc(&c.asset));
+            let cells = cells(d);
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{figure}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&c.name),
-                esc(&c.asset),
-                d.p1,
-                d.p5,
-                d.p50,
-                d.p95,
-                d.p99,
-                d.worst
+                "<tr><td>{name}</td><td>{asset}</td><td>{figure}</td>{cells}</tr>"
             );
         }
     }
     h.push_str("</table><h2>The venue's loss: insurance paid</h2><table><tr><th>asset</th><th>p1</th><th>p5</th><th>p50</th><th>p95</th><th>p99</th><th>worst</th></tr>");
     for a in &s.insurance_drawn {
-        let d = &a.drawn;
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&a.asset),
-            d.p1,
-            d.p5,
-            d.p50,
-            d.p95,
-            d.p99,
-            d.worst
-        );
+        let _ = write!(h, "<tr><td>{}</td>{}</tr>", esc(&a.asset), cells(&a.drawn));
     }
     h.push_str("</table><h2>Instruments</h2><table><tr><th>symbol</th><th>index min</th><th>index max</th><th>last p1</th><th>last p50</th><th>last p99</th></tr>");
     for i in &s.instruments {
@@ -218,6 +201,12 @@ fn page(s: &Summary, runs: &[(u64, Report)]) -> String {
     }
     h.push_str("</div></body></html>\n");
     h
+}
+
+/// A distribution's cells: p1, p5, p50, p95, p99 and the worst.
+fn cells(d: &Distribution) -> String {
+    let values = [&d.p1, &d.p5, &d.p50, &d.p95, &d.p99, &d.worst];
+    values.iter().map(|v| format!("<td>{v}</td>")).collect()
 }
 
 /// The p5/p50/p95 of an instrument's index at each sample instant, across seeds.

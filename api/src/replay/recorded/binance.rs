@@ -230,10 +230,8 @@ fn time(table: &Table, c: usize, last: &mut Option<Timestamp>) -> Result<Timesta
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
     use std::path::Path;
 
-    use perpsim_core::instrument::default_instruments;
     use perpsim_systems::Command;
     use perpsim_systems::command::{SetFundingRate, SetInstrumentPrice};
 
@@ -264,16 +262,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let limits = Limits::default();
         let start = Timestamp::from_millis(T0);
-        let ctx = Ctx {
-            file: &dir.path().join("s.yaml"),
-            limits: &limits,
-            start,
-            end: start.plus_millis(2 * HOUR_MS),
-            specs: default_instruments(),
-            names: Vec::new(),
-            by_name: HashMap::new(),
-            source: None,
-        };
+        let scenario = dir.path().join("s.yaml");
+        let ctx = Ctx::bare(&scenario, &limits, (start, start.plus_millis(2 * HOUR_MS)));
         let mapping = Mapping {
             instrument: "BTC-USDC-PERP",
             from: start,

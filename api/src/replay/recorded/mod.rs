@@ -363,10 +363,7 @@ fn micros(table: &Table) -> Result<(Timestamp, usize), ScenarioError> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
     use std::io::Write;
-
-    use perpsim_core::instrument::default_instruments;
 
     use super::*;
     use crate::replay::files::Limits;
@@ -390,16 +387,7 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let limits = Limits::default();
         let start = Timestamp::from_millis(T0 / 1000);
-        let ctx = Ctx {
-            file: &path,
-            limits: &limits,
-            start,
-            end: start.plus_millis(2 * HOUR_MS),
-            specs: default_instruments(),
-            names: Vec::new(),
-            by_name: HashMap::new(),
-            source: None,
-        };
+        let ctx = Ctx::bare(&path, &limits, (start, start.plus_millis(2 * HOUR_MS)));
         let mapping = Mapping {
             instrument: "BTC-USDC-PERP",
             from: start,
