@@ -44,11 +44,31 @@ pub enum ScenarioCmd {
         #[arg(long)]
         out: std::path::PathBuf,
     },
+    /// Turn a recorded session (a server's data dir's journal.redb, or a run's) into a
+    /// scenario that replays it, to perturb with shocks, latency or other seeds.
+    FromJournal {
+        /// The journal to read (a running server's too, as `replay --journal` reads one).
+        journal: std::path::PathBuf,
+        /// The scenario file to write (YAML; must not exist).
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
 }
 
 pub fn run(cmd: ScenarioCmd) -> Result<i32, String> {
     match cmd {
         ScenarioCmd::Examples { out } => examples(&out).map(|_| 0),
+        ScenarioCmd::FromJournal { journal, out } => {
+            let text = crate::replay::from_journal::scenario_text(&journal)?;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&out)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+                .map_err(|e| format!("{}: {e}", out.display()))?;
+            println!("{}", out.display());
+            Ok(0)
+        }
     }
 }
 

@@ -11,6 +11,7 @@ pub mod events;
 pub mod fields;
 pub mod files;
 pub mod format;
+pub mod from_journal;
 mod latency;
 pub mod montecarlo;
 pub mod output;

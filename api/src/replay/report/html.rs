@@ -9,6 +9,8 @@
 use std::fmt::Write as _;
 
 use perpsim_core::Decimal;
+use perpsim_core::ids::CustomerCode;
+use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
 use rust_decimal::prelude::ToPrimitive;
 
@@ -331,66 +333,58 @@ fn price_chart(
             .map(|s| (s.at.millis(), f(price(s))))
             .collect()
     };
-    let tally = observed.logs.markets.get(m);
-    let points = |pick: fn(&MarketTally) -> &Vec<(Timestamp, Decimal)>| -> Vec<_> {
-        let marks = tally.map(pick).map(Vec::as_slice).unwrap_or_default();
-        marks
-            .iter()
-            .map(|&(at, price)| (at.millis(), f(price)))
-            .collect()
-    };
-    let mark = |label, color, points, triangle| Marks {
+    let line = |label, color, mark: bool| Line {
         label,
         color,
-        points,
-        triangle,
+        points: series(mark),
+        dashed: mark,
     };
     let chart = Chart {
         title: format!("{} price", i.symbol),
         y: format!("price, {}", i.settlement),
         lines: vec![
-            Line {
-                label: "index",
-                color: charts::INDEX,
-                points: series(false),
-                dashed: false,
-            },
-            Line {
-                label: "mark (dashed)",
-                color: charts::MARK,
-                points: series(true),
-                dashed: true,
-            },
+            line("index", charts::INDEX, false),
+            line("mark (dashed)", charts::MARK, true),
         ],
-        marks: vec![
-            mark(
-                "liquidation fill",
-                charts::LIQUIDATION,
-                points(|t| &t.liquidation_fills),
-                false,
-            ),
-            mark(
-                "ADL fill",
-                charts::DELEVERAGING,
-                points(|t| &t.deleveraging_fills),
-                true,
-            ),
-            mark(
-                "depreciation notice",
-                charts::NOTICE,
-                points(|t| &t.notices),
-                false,
-            ),
-            mark(
-                "funding settled",
-                charts::FUNDING,
-                points(|t| &t.funding),
-                false,
-            ),
-        ],
+        marks: market_marks(observed.logs.markets.get(m)),
         levels: Vec::new(),
     };
     charts::chart(&chart, span)
+}
+
+/// A market's events as marks at their prices: liquidation fills, ADL fills (triangles),
+/// depreciation notices and funding settlements.
+fn market_marks(tally: Option<&MarketTally>) -> Vec<Marks<'static>> {
+    type Pick = fn(&MarketTally) -> &Vec<(Timestamp, Decimal)>;
+    let kinds: [(&str, _, Pick, bool); 4] = [
+        (
+            "liquidation fill",
+            charts::LIQUIDATION,
+            |t| &t.liquidation_fills,
+            false,
+        ),
+        (
+            "ADL fill",
+            charts::DELEVERAGING,
+            |t| &t.deleveraging_fills,
+            true,
+        ),
+        ("depreciation notice", charts::NOTICE, |t| &t.notices, false),
+        ("funding settled", charts::FUNDING, |t| &t.funding, false),
+    ];
+    kinds
+        .into_iter()
+        .map(|(label, color, pick, triangle)| {
+            let marks = tally.map(pick).map(Vec::as_slice).unwrap_or_default();
+            let points = marks.iter().map(|&(at, p)| (at.millis(), f(p))).collect();
+            Marks {
+                label,
+                color,
+                points,
+                triangle,
+            }
+        })
+        .collect()
 }
 
 fn span(observed: &Observed) -> (i64, i64) {
@@ -509,63 +503,65 @@ fn account_charts(
         })
         .collect();
     let code = observed.customers[c].1;
-    let margin = |state| {
-        let changes = observed.margin.iter();
-        let of = changes.filter(|x| x.customer == code && x.asset == asset && x.state == state);
-        of.map(|x| (x.time.millis(), f(x.leverage_ratio))).collect()
-    };
-    let adl = |line: &[(i64, f64)]| -> Vec<(i64, f64)> {
-        let told = observed
-            .logs
-            .deleveraged
-            .iter()
-            .filter(|d| d.customer == code);
-        told.filter_map(|d| Some((d.at.millis(), at_or_before(line, d.at.millis())?)))
-            .collect()
-    };
     let line = |label, color, points| Line {
         label,
         color,
         points,
         dashed: false,
     };
-    let adl_marks = |points| Marks {
-        label: "ADL fill",
-        color: charts::DELEVERAGING,
-        points,
-        triangle: true,
-    };
     let unit = asset.as_str();
     let chart = Chart {
         title: format!("{} equity ({unit})", customer.name),
         y: format!("equity, {unit}"),
-        marks: vec![adl_marks(adl(&equity))],
+        marks: vec![adl_marks(observed, code, &equity)],
         lines: vec![line("equity", charts::EQUITY, equity)],
         levels: Vec::new(),
     };
     h.push_str(&charts::chart(&chart, span));
-    let mut chart = ratio_chart(customer, unit, adl_marks(adl(&ratio)));
+    let mut chart = ratio_chart(customer, unit, adl_marks(observed, code, &ratio));
     chart
         .lines
         .push(line("leverage ratio", charts::INDEX, ratio));
-    use perpsim_core::risk::MarginState;
-    let mark = |label, color, state| Marks {
-        label,
-        color,
-        points: margin(state),
-        triangle: false,
-    };
-    chart.marks.push(mark(
-        "liquidation",
-        charts::LIQUIDATION,
-        MarginState::Liquidation,
-    ));
-    chart.marks.push(mark(
-        "margin call",
-        charts::MARGIN_CALL,
-        MarginState::MarginCall,
-    ));
+    chart.marks.extend(margin_marks(observed, code, asset));
     h.push_str(&charts::chart(&chart, span));
+}
+
+/// The ADL fills customer `code` took part in (either side), on `line` where it stood then.
+fn adl_marks(observed: &Observed, code: CustomerCode, line: &[(i64, f64)]) -> Marks<'static> {
+    let told = observed
+        .logs
+        .deleveraged
+        .iter()
+        .filter(|d| d.customer == code);
+    let at = |t: i64| Some((t, at_or_before(line, t)?));
+    Marks {
+        label: "ADL fill",
+        color: charts::DELEVERAGING,
+        points: told.filter_map(|d| at(d.at.millis())).collect(),
+        triangle: true,
+    }
+}
+
+/// An account's changes into liquidation and into margin call, at the ratio they were at.
+fn margin_marks(observed: &Observed, code: CustomerCode, asset: Asset) -> Vec<Marks<'static>> {
+    use perpsim_core::risk::MarginState;
+    let kinds = [
+        ("liquidation", charts::LIQUIDATION, MarginState::Liquidation),
+        ("margin call", charts::MARGIN_CALL, MarginState::MarginCall),
+    ];
+    kinds
+        .into_iter()
+        .map(|(label, color, state)| {
+            let changes = observed.margin.iter();
+            let of = changes.filter(|x| x.customer == code && x.asset == asset && x.state == state);
+            Marks {
+                label,
+                color,
+                points: of.map(|x| (x.time.millis(), f(x.leverage_ratio))).collect(),
+                triangle: false,
+            }
+        })
+        .collect()
 }
 
 /// A leverage-ratio chart's frame: its title saying higher is safer, and the thresholds of
