@@ -686,6 +686,20 @@ fn a_shock_scales_the_crash_by_a_factor_each_seed_draws() {
     }
     let html = std::fs::read_to_string(mc.join("summary.html")).unwrap();
     assert!(html.contains("The venue's loss: insurance paid"));
+    // A block bootstrap redraws the crash's moves per seed: the low differs between seeds,
+    // and each sampled price is still one the crash's moves make from 60 000.
+    let file = tmp.path().join("bootstrap.yaml");
+    let redraw =
+        "bootstrap:\n  - {symbol: BTC-USDC-PERP, from: +1h, until: +2h, block: 1}\ncustomers:";
+    std::fs::write(&file, crash.replacen("customers:", redraw, 1)).unwrap();
+    let lows: Vec<Value> = (1..=3)
+        .map(|seed| {
+            let out = tmp.path().join(format!("bootstrap-{seed}"));
+            run(&file, &out, &["--seed", &seed.to_string()]);
+            report(&out)["instruments"][0]["index_min"].clone()
+        })
+        .collect();
+    assert!(lows.iter().any(|low| *low != lows[0]), "{lows:?}");
 }
 
 /// D11 (issue 39 item 1): Binance's public files drive an instrument: mark and index klines

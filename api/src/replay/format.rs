@@ -57,6 +57,9 @@ pub struct Scenario {
     /// What-if: every instrument's random-walk volatility times a factor each run draws.
     #[serde(default)]
     pub volatility_scale: Option<Range>,
+    /// What-if: price moves resampled in blocks, each run its own draw.
+    #[serde(default)]
+    pub bootstrap: Vec<Bootstrap>,
     /// In any order: events at one instant run in the order written.
     // Boxed: an event is a kilobyte (a slot per action), and a list of a million grows by
     // copying what it holds.
@@ -231,6 +234,25 @@ pub struct Shock {
     #[schemars(with = "Option<String>")]
     pub until: Option<Spanned<String>>,
     pub scale: Range,
+}
+
+/// A block bootstrap (D11 what-if): from `from` to `until`, the moves of the prices the
+/// scenario sets for `symbol` (each price over the one before, index and mark apart) are
+/// redrawn for the run as blocks of `block` consecutive moves, each block's start uniform
+/// with replacement, and the path rebuilt from the price at `from` at the same instants.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Bootstrap {
+    #[schemars(with = "String")]
+    pub symbol: Spanned<String>,
+    #[schemars(with = "String")]
+    pub from: Spanned<String>,
+    /// [default: end]
+    #[schemars(with = "Option<String>")]
+    pub until: Option<Spanned<String>>,
+    /// Moves a block holds [default: 10].
+    #[schemars(with = "Option<u32>")]
+    pub block: Option<Spanned<u32>>,
 }
 
 /// A factor's range: each run draws one, uniform, to 4 decimals (`{min: "0.5", max: "1.5"}`).

@@ -7,6 +7,7 @@
 //! It drives the engine and the journal directly (no HTTP), and reads every event body with
 //! the API's own request types and turns it into the command the API would send.
 
+pub mod bootstrap;
 pub mod events;
 pub mod fields;
 pub mod files;

@@ -16,7 +16,7 @@ use serde_saphyr::Spanned;
 
 use super::files::Limits;
 use super::format::{
-    CustomerSpec, Event, InstrumentOverride, Latency, Market, Range, Scenario, Shock,
+    Bootstrap, CustomerSpec, Event, InstrumentOverride, Latency, Market, Range, Scenario, Shock,
 };
 use super::plan::{Plan, Planner};
 
@@ -69,6 +69,7 @@ struct Header {
     latency: Option<Option<Latency>>,
     shocks: Option<Vec<Shock>>,
     volatility_scale: Option<Option<Range>>,
+    bootstrap: Option<Vec<Bootstrap>>,
 }
 
 impl Header {
@@ -86,6 +87,7 @@ impl Header {
             latency: self.latency.flatten(),
             shocks: self.shocks.unwrap_or_default(),
             volatility_scale: self.volatility_scale.flatten(),
+            bootstrap: self.bootstrap.unwrap_or_default(),
             events: Vec::new(),
         })
     }
@@ -130,6 +132,7 @@ impl<'de> Visitor<'de> for Whole<'_> {
                 "latency" => once(&mut h.latency, map.next_value()?, &key)?,
                 "shocks" => once(&mut h.shocks, map.next_value()?, &key)?,
                 "volatility_scale" => once(&mut h.volatility_scale, map.next_value()?, &key)?,
+                "bootstrap" => once(&mut h.bootstrap, map.next_value()?, &key)?,
                 "events" => {
                     let mut planner = self.planner(header)?;
                     planner.reserve(self.events_at_most);

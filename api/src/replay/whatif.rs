@@ -56,6 +56,7 @@ pub struct PlannedShock {
 pub struct WhatIf {
     pub shocks: Vec<PlannedShock>,
     pub volatility: Option<FactorRange>,
+    pub bootstraps: Vec<super::bootstrap::PlannedBootstrap>,
 }
 
 /// What a run drew: each shock's factor, in order, and the volatility's.
@@ -89,7 +90,12 @@ pub(super) fn resolve(ctx: &Ctx, scenario: &Scenario) -> Result<WhatIf, Scenario
         .as_ref()
         .map(|r| range(ctx, r))
         .transpose()?;
-    Ok(WhatIf { shocks, volatility })
+    let bootstraps = super::bootstrap::resolve(ctx, scenario)?;
+    Ok(WhatIf {
+        shocks,
+        volatility,
+        bootstraps,
+    })
 }
 
 /// A range as written: `0 ≤ min ≤ max ≤ 100`, each with at most 4 decimals.
@@ -129,6 +135,7 @@ pub fn apply(what_if: &WhatIf, seed: u64, genesis: &mut Genesis, timeline: &mut 
         let shocks = (&what_if.shocks[..], &factors[..]);
         *timeline = std::mem::take(timeline).map_steps(|step| shocked(step, shocks, &mut anchors));
     }
+    super::bootstrap::apply(timeline, &what_if.bootstraps, &mut rng);
     Drawn {
         shocks: factors,
         volatility,
@@ -219,6 +226,7 @@ mod tests {
                 min: d("2"),
                 max: d("2"),
             }),
+            bootstraps: Vec::new(),
         };
         let (mut g, before) = (genesis(), genesis());
         let got = apply(&what_if, 1, &mut g, &mut Timeline::default());
