@@ -6,9 +6,9 @@
 //! - Rows are the file's symbol's only, from the event's `at` to the scenario's `end`; their
 //!   times never go back (several rows may share one).
 //! - Index and mark: each recorded price times `price_scale`, rounded half-even to the venue's
-//!   10 decimals, trailing zeros dropped. A row sets what it records and keeps the rest (an empty field updates
-//!   nothing); a step is planned when the pair changes, once an index is known (the mark is
-//!   the index until one is recorded).
+//!   10 decimals, trailing zeros dropped. A row sets what it records and keeps the rest (an
+//!   empty field updates nothing); a step is planned when the pair changes, once an index is
+//!   known (the mark is the index until one is recorded).
 //! - Funding: a recorded rate is for `funding_interval` (8 h on most venues); the venue funds
 //!   each hour, so the hour's rate is the recorded rate × 1 h / interval, rounded half-even
 //!   to 10 decimals, set as the running hour's preliminary rate when it changes and again in
