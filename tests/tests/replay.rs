@@ -774,6 +774,27 @@ fn a_journal_becomes_a_scenario_that_replays_the_session() {
         text.contains("# Left out, a scenario cannot say it: 1 × broker and key commands."),
         "{text}"
     );
+    let names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.ends_with(".tmp")),
+        "no spill left: {names:?}"
+    );
+    let (code, ..) = perpsim(&[
+        "scenario",
+        "from-journal",
+        journal.to_str().unwrap(),
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert_ne!(
+        code, 0,
+        "a file already there is refused, never overwritten"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
     let again = tmp.path().join("again");
     run(&file, &again, &[]);
     let (before, after) = (report(&original), report(&again));

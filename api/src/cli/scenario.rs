@@ -59,13 +59,7 @@ pub fn run(cmd: ScenarioCmd) -> Result<i32, String> {
     match cmd {
         ScenarioCmd::Examples { out } => examples(&out).map(|_| 0),
         ScenarioCmd::FromJournal { journal, out } => {
-            let text = crate::replay::from_journal::scenario_text(&journal)?;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&out)
-                .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
-                .map_err(|e| format!("{}: {e}", out.display()))?;
+            crate::replay::from_journal::write_scenario(&journal, &out)?;
             println!("{}", out.display());
             Ok(0)
         }

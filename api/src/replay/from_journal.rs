@@ -9,8 +9,9 @@
 //! and fee profile set before its first order become its setup. What a scenario cannot say —
 //! brokers and keys, a later leverage or fee change, a fee for one symbol, limits, faults,
 //! provisioning, the transfers switch, clock modes — is left out and counted in the file's
-//! head comment. The history the re-run makes is let go as it goes: memory stays that of the
-//! live state, as for `replay --journal`.
+//! head comment. Nothing grows with the journal's length in memory: the history the re-run
+//! makes is let go as it goes, and the events are spilled to a file beside the output as
+//! they come (the customers they name are written first, and are known only at the end).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,26 +26,74 @@ use serde_json::{Value, json};
 use super::output::open_journal;
 use super::run::replaying;
 
-/// A scenario being written: its customers by code, their setup, the events, what was left.
-#[derive(Default)]
-struct Writer {
+/// A scenario being written: its customers by code, their setup, what was left out; its
+/// events go to `events` as they come (a journal's length is not held in memory).
+struct Writer<W> {
     names: BTreeMap<CustomerCode, usize>,
     customers: Vec<Value>,
     /// Whether each customer has sent an order yet (its setup is closed then).
     trading: Vec<bool>,
-    events: Vec<String>,
+    events: W,
+    written: u64,
+    failed: Option<std::io::Error>,
     skipped: BTreeMap<&'static str, u64>,
 }
 
-/// The scenario (YAML) that replays the journal at `path`.
-pub fn scenario_text(path: &Path) -> Result<String, String> {
+/// Writes to `out` (which must not exist) the scenario that replays the journal at `path`.
+/// Its events are written beside it first (`out` with `.events` appended, removed after),
+/// since the customers they name come before them and are known only at the end.
+pub fn write_scenario(path: &Path, out: &Path) -> Result<(), String> {
+    let shown = |e: std::io::Error| format!("{}: {e}", out.display());
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(out)
+        .map_err(shown)?;
+    let spill = out.with_extension("events.tmp");
+    let written = write_through(path, (file, &spill));
+    let _ = std::fs::remove_file(&spill);
+    if written.is_err() {
+        let _ = std::fs::remove_file(out);
+    }
+    written
+}
+
+/// [`write_scenario`]'s work: the journal re-run, its events spilled to `spill`, then the
+/// scenario written to `file`: its head, then the events copied.
+fn write_through(path: &Path, (file, spill): (std::fs::File, &Path)) -> Result<(), String> {
+    let shown = |e: std::io::Error| format!("{}: {e}", spill.display());
+    let events = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(spill)
+        .map_err(shown)?;
+    let mut w = Writer::new(std::io::BufWriter::new(events));
+    let (genesis, end) = rerun(path, &mut w)?;
+    let head = w.head(path, &genesis, end);
+    if let Some(e) = w.failed.take() {
+        return Err(shown(e));
+    }
+    let mut events = w.events.into_inner().map_err(|e| shown(e.into_error()))?;
+    let mut out = std::io::BufWriter::new(file);
+    std::io::Write::write_all(&mut out, head.as_bytes()).map_err(shown)?;
+    std::io::Seek::rewind(&mut events).map_err(shown)?;
+    std::io::copy(&mut events, &mut out).map_err(shown)?;
+    std::io::Write::flush(&mut out).map_err(shown)
+}
+
+/// The journal at `path` re-run from genesis into `w`: its genesis and the instant it ends.
+fn rerun<W: std::io::Write>(
+    path: &Path,
+    w: &mut Writer<W>,
+) -> Result<(Genesis, Timestamp), String> {
     let journal = open_journal(path)?;
     let genesis = journal
         .genesis()
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{} holds no genesis", path.display()))?;
     let mut engine = replaying(Engine::genesis(genesis.clone()));
-    let (mut w, mut end) = (Writer::default(), genesis.start);
+    let mut end = genesis.start;
     journal
         .for_each_tick_after(0, |tick, record| {
             end = end.max(record.time);
@@ -63,11 +112,22 @@ pub fn scenario_text(path: &Path) -> Result<String, String> {
             Ok(())
         })
         .map_err(|e| e.to_string())?;
-    end = end.max(engine.clock().now);
-    Ok(w.text(path, &genesis, end))
+    Ok((genesis, end.max(engine.clock().now)))
 }
 
-impl Writer {
+impl<W: std::io::Write> Writer<W> {
+    fn new(events: W) -> Self {
+        Writer {
+            names: BTreeMap::new(),
+            customers: Vec::new(),
+            trading: Vec::new(),
+            events,
+            written: 0,
+            failed: None,
+            skipped: BTreeMap::new(),
+        }
+    }
+
     /// A customer the engine created: named by its external id (made unique), else its code.
     fn customer(&mut self, code: CustomerCode, external_id: Option<&str>) {
         if self.names.contains_key(&code) {
@@ -97,7 +157,13 @@ impl Writer {
             .as_object_mut()
             .expect("an object")
             .extend(fields.as_object().expect("an event's fields").clone());
-        self.events.push(event.to_string());
+        let written = writeln!(self.events, "  - {event}");
+        match written {
+            Ok(()) => self.written += 1,
+            Err(e) => {
+                self.failed.get_or_insert(e);
+            }
+        }
     }
 
     /// A command as its event (or setup), before the engine applies it: a customer it names
@@ -251,10 +317,11 @@ fn amend_body(a: &perpsim_core::entry::Amend) -> Value {
     body
 }
 
-impl Writer {
-    /// The scenario as YAML: a head comment, the genesis as the venue, the customers and the
-    /// events (JSON mappings, which YAML reads as written), the events last.
-    fn text(&self, path: &Path, genesis: &Genesis, end: Timestamp) -> String {
+impl<W> Writer<W> {
+    /// The scenario's head as YAML, up to its `events:` key: a comment, the genesis as the
+    /// venue and the customers (JSON mappings, which YAML reads as written); the events
+    /// follow, last, as the one-pass reader takes them.
+    fn head(&self, path: &Path, genesis: &Genesis, end: Timestamp) -> String {
         let mut t = String::new();
         let name = path.display().to_string();
         let _ = writeln!(t, "# Made by `perpsim scenario from-journal` from {name}.");
@@ -273,14 +340,10 @@ impl Writer {
         for c in &self.customers {
             let _ = writeln!(t, "  - {c}");
         }
-        t.push_str(if self.events.is_empty() {
-            "events: []\n"
-        } else {
-            "events:\n"
+        t.push_str(match self.written {
+            0 => "events: []\n",
+            _ => "events:\n",
         });
-        for e in &self.events {
-            let _ = writeln!(t, "  - {e}");
-        }
         t
     }
 }
