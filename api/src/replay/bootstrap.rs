@@ -36,14 +36,7 @@ pub(super) fn resolve(
 ) -> Result<Vec<PlannedBootstrap>, ScenarioError> {
     let mut planned = Vec::with_capacity(scenario.bootstrap.len());
     for b in &scenario.bootstrap {
-        let from = ctx.instant(&b.from, ctx.start)?;
-        let until = match &b.until {
-            Some(until) => ctx.instant(until, ctx.start)?,
-            None => ctx.end,
-        };
-        if until < from {
-            return Err(ctx.error(b.from.referenced, "a bootstrap's until is before its from"));
-        }
+        let (from, until) = ctx.window((&b.from, b.until.as_ref()), "a bootstrap")?;
         let block = match &b.block {
             Some(n) if n.value == 0 || n.value > MAX_BLOCK => {
                 return Err(ctx.error(n.referenced, format!("block: expected 1 to {MAX_BLOCK}")));

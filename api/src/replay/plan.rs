@@ -133,6 +133,26 @@ impl Ctx<'_> {
         Ok(at)
     }
 
+    /// A what-if's window: `from`, and `until` (default `end`) not before it; `what` names it.
+    pub(super) fn window(
+        &self,
+        (from, until): (&Spanned<String>, Option<&Spanned<String>>),
+        what: &str,
+    ) -> Result<(Timestamp, Timestamp), ScenarioError> {
+        let start = self.instant(from, self.start)?;
+        let end = match until {
+            Some(until) => self.instant(until, self.start)?,
+            None => self.end,
+        };
+        match end < start {
+            true => Err(self.error(
+                from.referenced,
+                format!("{what}'s until is before its from"),
+            )),
+            false => Ok((start, end)),
+        }
+    }
+
     pub(super) fn symbol(&self, symbol: &Spanned<String>) -> Result<String, ScenarioError> {
         match self.specs.iter().any(|s| s.symbol == symbol.value) {
             true => Ok(symbol.value.clone()),

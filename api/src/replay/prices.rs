@@ -25,7 +25,7 @@ const INDEX: usize = 1;
 const MARK: usize = 2;
 
 /// What a price in a CSV must be (as the admin API's price body takes it).
-pub(super) const EXPECTED_PRICE: &str =
+const EXPECTED_PRICE: &str =
     "a positive decimal in plain notation below 1000000000000 with at most 10 decimals";
 
 /// The price steps of the CSV at `path` for `symbol`, each time read against `base` (the

@@ -70,14 +70,7 @@ pub struct Drawn {
 pub(super) fn resolve(ctx: &Ctx, scenario: &Scenario) -> Result<WhatIf, ScenarioError> {
     let mut shocks = Vec::with_capacity(scenario.shocks.len());
     for s in &scenario.shocks {
-        let from = ctx.instant(&s.from, ctx.start)?;
-        let until = match &s.until {
-            Some(until) => ctx.instant(until, ctx.start)?,
-            None => ctx.end,
-        };
-        if until < from {
-            return Err(ctx.error(s.from.referenced, "a shock's until is before its from"));
-        }
+        let (from, until) = ctx.window((&s.from, s.until.as_ref()), "a shock")?;
         shocks.push(PlannedShock {
             symbol: ctx.symbol(&s.symbol)?,
             from,
