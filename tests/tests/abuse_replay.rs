@@ -114,6 +114,22 @@ fn pipes_devices_and_oversize_files_are_refused_without_reading_them() {
     let file = scenario(dir.path(), &prices("big.csv"));
     let stderr = refused(dir.path(), &file, &["--max-file-bytes", "4096"]);
     assert!(stderr.contains("--max-file-bytes"), "{stderr}");
+    // A gzip bomb: 70 KB that inflate to 24 MB, refused at the bound on what it inflates to.
+    let row = "binance-futures,BTCUSDT,1704067200000000,1,,,,,,42000,42000\n";
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let head = "exchange,symbol,timestamp,local_timestamp,funding_timestamp,funding_rate,predicted_funding_rate,open_interest,last_price,index_price,mark_price\n";
+    std::io::Write::write_all(&mut gz, head.as_bytes()).unwrap();
+    for _ in 0..400_000 {
+        std::io::Write::write_all(&mut gz, row.as_bytes()).unwrap();
+    }
+    std::fs::write(dir.path().join("bomb.csv.gz"), gz.finish().unwrap()).unwrap();
+    let recorded = "  - {at: +0s, symbol: BTC-USDC-PERP, recorded: {format: tardis-derivative-ticker, file: bomb.csv.gz, symbol: BTCUSDT}}";
+    let file = scenario(dir.path(), recorded);
+    let stderr = refused(dir.path(), &file, &["--max-file-bytes", "1000000"]);
+    assert!(
+        stderr.contains("bomb.csv.gz:") && stderr.contains("--max-file-bytes"),
+        "{stderr}"
+    );
     std::fs::write(dir.path().join("long.csv"), "1".repeat(100_000)).unwrap();
     let stderr = refused(dir.path(), &scenario(dir.path(), &prices("long.csv")), &[]);
     assert!(
