@@ -202,8 +202,21 @@ impl Runner {
         }
     }
 
-    /// One tick, journaled; its results.
+    /// One tick, journaled, and the ticks after it at its instant while a periodic pass
+    /// books its rows (as a server's host ticks them); the first tick's results.
     pub fn tick(
+        &mut self,
+        now: Timestamp,
+        commands: Vec<Command>,
+    ) -> Result<Vec<CommandResult>, String> {
+        let results = self.tick_once(now, commands)?;
+        while self.engine.settling() {
+            self.tick_once(self.engine.clock().now, Vec::new())?;
+        }
+        Ok(results)
+    }
+
+    fn tick_once(
         &mut self,
         now: Timestamp,
         commands: Vec<Command>,

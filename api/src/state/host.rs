@@ -540,6 +540,9 @@ impl Host {
 
     /// How long to wait for requests: until the next timed event in realtime mode.
     fn wait(&self) -> Duration {
+        if self.engine.settling() {
+            return Duration::ZERO;
+        }
         match (self.engine.clock().mode, self.engine.next_due()) {
             (ClockMode::Realtime, Some(due)) => {
                 let ms = due.millis().saturating_sub(wall_clock_ms().millis()).max(0);
@@ -549,11 +552,13 @@ impl Host {
         }
     }
 
+    /// The tick's instant: the wall clock in realtime mode, except while a periodic pass
+    /// books its rows over ticks, which hold the venue's clock at the pass's instant.
     fn now(&self) -> Timestamp {
         let clock = self.engine.clock();
         match clock.mode {
-            ClockMode::Realtime => wall_clock_ms().max(clock.now),
-            ClockMode::Manual => clock.now,
+            ClockMode::Realtime if !self.engine.settling() => wall_clock_ms().max(clock.now),
+            ClockMode::Realtime | ClockMode::Manual => clock.now,
         }
     }
 
@@ -572,7 +577,7 @@ impl Host {
             ..
         } = batch;
         let now = self.now();
-        let due = self.engine.next_due().is_some_and(|t| t <= now);
+        let due = self.engine.next_due().is_some_and(|t| t <= now) || self.engine.settling();
         let forget_below = wall_clock_ns().saturating_sub(FORGET_AFTER_NS);
         if commands.is_empty() && !due {
             if nonces.is_empty() {

@@ -36,11 +36,13 @@ use perpsim_core::Decimal;
 
 use crate::clock::SimClock;
 use crate::money::ledger::Ledger;
+use crate::money::periodic::funding_row;
 use crate::money::store::AccountIndex;
 use crate::positions::PositionIndex;
 use crate::positions::{MarginRate, Mark, ValuationBasis, valuation_at};
 use crate::records::audit::{Auditing, auditing};
 use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
+use crate::records::periodic::PeriodicPasses;
 use crate::records::position::Position;
 use crate::records::venue::{Customer, Instrument, InstrumentState, MarketId, MarketSlot};
 use crate::registry::Registry;
@@ -209,6 +211,7 @@ pub struct LiveState<'w, 's> {
     waiting: Query<'w, 's, &'static LiveOrder, With<Waiting>>,
     account_index: Res<'w, AccountIndex>,
     balances: Query<'w, 's, &'static Balance>,
+    passes: Res<'w, PeriodicPasses>,
 }
 
 /// Every order ever against its index and the reference table (rule 11), on the cadence of
@@ -281,7 +284,16 @@ fn check_live(
             valuation_at(p, basis, Mark::new(mark, scale)).unrealised_pnl,
         )
     });
-    check_clearing(&accounts, unrealised, ledger.movements().len() + open.len())?;
+    // The hour's pass in progress has paid clearing what the positions it has not reached
+    // yet will be paid out of it (funding is zero-sum over the whole pass only).
+    let owed = live.positions.iter().filter_map(|(p, _, _)| {
+        let pass = live.passes.funding.as_ref()?;
+        let info = pass.owed((p.customer, p.market))?;
+        let asset = exchange.markets[p.market as usize].spec.settlement;
+        Some((asset, funding_row(p, info, asset).amount))
+    });
+    let roundings = ledger.movements().len() + 2 * open.len();
+    check_clearing(&accounts, unrealised.chain(owed), roundings)?;
     // Asked only of a negative account (rare): a set of every exposure built on every run
     // was a tenth of a simulated week's audit.
     let exposed = |customer, asset| {

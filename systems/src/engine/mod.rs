@@ -36,6 +36,7 @@ use crate::records::clock::ClockView;
 use crate::records::history::HandedHistory;
 use crate::records::ids::OrderId;
 use crate::records::order::Order;
+use crate::records::periodic::{PeriodicPasses, ROWS_PER_TICK};
 use crate::records::simulation::Restoring;
 use crate::records::venue::{InstrumentState, MarketId};
 use crate::registry::{Limits, Registry};
@@ -91,6 +92,9 @@ pub struct Engine {
     /// A projecting engine's history goes out when asked ([`Engine::take_history`]), not
     /// with every tick's output.
     history_on_request: bool,
+    /// Rows a tick books of the periodic passes: [`ROWS_PER_TICK`], fewer in tests (a journal
+    /// replays as it was made only with the value it was made with).
+    rows_per_tick: usize,
 }
 
 impl Engine {
@@ -122,6 +126,7 @@ impl Engine {
             schedule,
             genesis,
             history_on_request: false,
+            rows_per_tick: ROWS_PER_TICK,
         }
     }
 
@@ -206,6 +211,7 @@ impl Engine {
             state.funding.clone(),
             state.held.funding.clone(),
         ));
+        engine.world.insert_resource(state.passes.clone());
         engine.world.insert_resource(state.limits);
         engine.world.insert_resource(state.faults.clone());
         let risk_logs = (state.held.margin.clone(), state.held.notices.clone());
@@ -382,6 +388,7 @@ impl Engine {
     pub fn tick(&mut self, now: Timestamp, commands: Vec<Command>) -> TickOutput {
         let count = commands.len();
         crate::trading::orders::start_tick(&mut self.world);
+        self.world.resource_mut::<PeriodicPasses>().budget = self.rows_per_tick;
         self.fire_due_until(now);
         self.set_now(now);
         self.run_commands_and_clock(commands);
@@ -466,9 +473,32 @@ impl Engine {
         }
     }
 
+    /// Moves the clock on to `now` (never back), ending first any periodic pass still in
+    /// progress at the instant it leaves: the runs that end it are the ticks a host would
+    /// have made there (see `records::periodic`).
     fn set_now(&mut self, now: Timestamp) {
+        if now > self.clock().now && self.settling() {
+            self.world.resource_mut::<PeriodicPasses>().budget = usize::MAX;
+            let due = std::mem::take(&mut self.world.resource_mut::<DueEvents>().0);
+            while self.settling() {
+                self.run_schedule();
+            }
+            self.world.resource_mut::<DueEvents>().0 = due;
+            self.world.resource_mut::<PeriodicPasses>().budget = 0;
+        }
         let mut clock = self.world.resource_mut::<SimClock>();
         clock.now = clock.now.max(now);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_rows_per_tick(&mut self, rows: usize) {
+        self.rows_per_tick = rows;
+    }
+
+    /// Whether a periodic pass (the hour's funding, midnight's settlement) is still booking
+    /// its rows: its host ticks again at once, at the engine's instant, until it ends.
+    pub fn settling(&self) -> bool {
+        self.world.resource::<PeriodicPasses>().in_progress()
     }
 
     fn advance_clock(&mut self, to: Timestamp) -> Answer<ClockView> {

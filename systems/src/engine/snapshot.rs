@@ -36,6 +36,7 @@ use crate::positions::{MarginRate, MovedPositions, ValuationBasis};
 use crate::records::funding::FundingRecord;
 use crate::records::log::{Held, LogDigest, ProjectedLog, RowsDigest};
 use crate::records::money::Movement;
+use crate::records::periodic::PeriodicPasses;
 use crate::records::position::{Position, PositionKey};
 use crate::records::risk::{Notification, RiskRecord};
 use crate::records::trade::{PublicFill, TradeRecord};
@@ -56,7 +57,9 @@ use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 /// it holds, not how many chunks of a fixed size it let go (a server's window is set). 18: the
 /// tape keeps the last day's one-minute candles only (every interval's candles are folded by
 /// the journal's projection from the public fills, so the state no longer grows with them).
-pub const STATE_VERSION: u32 = 18;
+/// 19: the periodic passes in progress (the hour's and midnight's rows are booked over ticks
+/// when the positions are many, so a pass can be in progress at a snapshot).
+pub const STATE_VERSION: u32 = 19;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {
@@ -79,6 +82,8 @@ pub struct EngineState {
     /// The price feed's walk and the market maker's quotes.
     pub market: crate::simulation::MarketState,
     pub funding: crate::settlement::funding::FundingBody,
+    /// The hour's and midnight's passes in progress (issue 36).
+    pub passes: PeriodicPasses,
     /// Margin states, their changes and the depreciation notices.
     pub risk: crate::risk::RiskState,
     /// The D4 bounds in force.
@@ -405,6 +410,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
         ),
         market: crate::simulation::extract(world),
         funding: world.resource::<FundingState>().body(),
+        passes: world.resource::<PeriodicPasses>().clone(),
         risk: crate::risk::extract(world),
         limits: *world.resource::<Limits>(),
         faults: world.resource::<crate::faults::Faults>().clone(),
@@ -444,6 +450,7 @@ struct BodyRef<'a> {
     exchange: ExchangeStateRef<'a>,
     market: crate::simulation::MarketState,
     funding: FundingBodyRef<'a>,
+    passes: &'a PeriodicPasses,
     risk: crate::risk::RiskStateRef<'a>,
     limits: Limits,
     faults: &'a crate::faults::Faults,
@@ -481,6 +488,7 @@ fn borrow<'a>(world: &'a World, genesis: &'a Genesis) -> StateRef<'a> {
                 .state_ref(crate::trading::orders::borrow(world), open_positions(world)),
             market: crate::simulation::extract(world),
             funding: world.resource::<FundingState>().body_ref(),
+            passes: world.resource::<PeriodicPasses>(),
             risk: crate::risk::borrow(world),
             limits: *world.resource::<Limits>(),
             faults: world.resource::<crate::faults::Faults>(),

@@ -12,6 +12,7 @@ pub mod accounts;
 pub mod ledger;
 #[cfg(test)]
 mod ledger_tests;
+pub mod periodic;
 pub mod store;
 
 /// Transfers whose delay has passed are booked in `TransferSystems`.

@@ -67,62 +67,6 @@ pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
 #[cfg(test)]
 mod tests;
 
-/// What a periodic pass reads of every open position, in the index's (customer, market)
-/// order, kept from one pass to the next. Derived; bounded by the open positions, and by the
-/// highest entity index among them for a 4-byte slot each.
-#[derive(Debug)]
-pub struct KeyOrder<T> {
-    /// By entity index, where the entity's row lies in `table`.
-    at: Vec<u32>,
-    /// What the pass read of each open position, in the order they lie in memory.
-    table: Vec<(Entity, T)>,
-    /// The pass's rows, in the index's order.
-    pub rows: Vec<T>,
-}
-
-impl<T> Default for KeyOrder<T> {
-    fn default() -> Self {
-        KeyOrder {
-            at: Vec::new(),
-            table: Vec::new(),
-            rows: Vec::new(),
-        }
-    }
-}
-
-impl<T: Copy> KeyOrder<T> {
-    /// `rows` becomes every indexed position's row, in the index's order, from `table` (every
-    /// open position's entity and row, in the order they lie in memory). Read in key order,
-    /// each position is a chain of two cache misses (its location, then its row): a million
-    /// of them took a funding hour 100 ms. So the table is read in its own order, and the
-    /// key order then finds each row through a slot per entity index, small enough to stay
-    /// in cache: one miss per position, many of them in flight at once.
-    pub fn read(&mut self, index: &PositionIndex, table: impl Iterator<Item = (Entity, T)>) {
-        self.table.clear();
-        for (entity, row) in table {
-            let slot = entity.index_u32() as usize;
-            if self.at.len() <= slot {
-                self.at.resize(slot + 1, u32::MAX);
-            }
-            self.at[slot] = u32::try_from(self.table.len()).expect("fewer than 2³² positions");
-            self.table.push((entity, row));
-        }
-        assert_eq!(
-            self.table.len(),
-            index.0.len(),
-            "every open position is indexed"
-        );
-        self.rows.clear();
-        self.rows.extend(index.0.values().map(|&entity| {
-            let slot = self.at.get(entity.index_u32() as usize).copied();
-            let row = slot.unwrap_or(u32::MAX) as usize;
-            let (held, row) = self.table.get(row).copied().expect("read by this pass");
-            assert!(held == entity, "an indexed position is an open position");
-            row
-        }));
-    }
-}
-
 /// The bases of changed positions are rebuilt in `MarkToMarketSystems` (`ValuationPass`), and
 /// once more in `MarginSystems` (`Revaluation`) when a liquidation moved positions after it.
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {

@@ -175,38 +175,3 @@ mod integer_valuation {
         );
     }
 }
-
-#[test]
-fn a_periodic_pass_reads_positions_in_key_order_whatever_their_order_in_memory_d6() {
-    use crate::positions::{KeyOrder, PositionIndex};
-    use bevy_ecs::prelude::World;
-    use perpsim_core::Uuid;
-
-    let mut world = World::new();
-    let entities: Vec<_> = (0..6).map(|_| world.spawn_empty().id()).collect();
-    // Keyed so the index's order (by customer, then market) is not the spawn order.
-    let key = |n: usize| {
-        (
-            CustomerCode(Uuid::from_u128(100 - (n / 2) as u128)),
-            (n % 2) as u32,
-        )
-    };
-    let mut index = PositionIndex::default();
-    index.0.extend((0..6).map(|n| (key(n), entities[n])));
-    let mut order = KeyOrder::default();
-    let table = || entities.iter().enumerate().rev().map(|(n, &e)| (e, n));
-    order.read(&index, table());
-    assert_eq!(order.rows, vec![4, 5, 2, 3, 0, 1]);
-    // Kept from one pass to the next: a second pass over fewer positions reads only them.
-    index.0.remove(&key(2));
-    let fewer = table().filter(|&(_, n)| n != 2);
-    order.read(&index, fewer);
-    assert_eq!(order.rows, vec![4, 5, 3, 0, 1]);
-    // An indexed position the pass did not read (as many read, another one among them)
-    // stops the engine rather than read what an earlier pass left.
-    let stale = std::panic::catch_unwind(move || {
-        let mut order = order;
-        order.read(&index, table().filter(|&(_, n)| n != 3));
-    });
-    assert!(stale.is_err());
-}

@@ -17,6 +17,7 @@ pub mod log;
 pub mod lookup;
 pub mod money;
 pub mod order;
+pub mod periodic;
 pub mod position;
 pub mod risk;
 pub mod simulation;

@@ -57,6 +57,20 @@ pub fn unrealised_pnl(size: Decimal, entry_price: Decimal, mark: Decimal) -> Dec
     perpsim_core::decimal::round_ledger_product(&[size, mark - entry_price])
 }
 
+/// The margin a position locks once settled at `mark` (D6), if settling changes it: its
+/// entry becomes the mark, so a position already entered at the mark with that margin locked
+/// has nothing to settle (its unrealised PnL is zero).
+pub fn settled_margin(
+    size: Decimal,
+    entry_price: Decimal,
+    margin: Decimal,
+    mark: Decimal,
+    initial: Decimal,
+) -> Option<Decimal> {
+    let settled = locked_margin(size, mark, initial);
+    (entry_price != mark || settled != margin).then_some(settled)
+}
+
 /// The initial margin `size` locks at `price`, rounded for the ledger: |size| × price ×
 /// `initial`. A fill locks it at the entry price, midnight's settlement at the mark.
 pub fn locked_margin(size: Decimal, price: Decimal, initial: Decimal) -> Decimal {

@@ -9,24 +9,21 @@
 
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{Entity, Local, Mut, Query, Res, ResMut, Resource, World};
-use perpsim_core::decimal::round_ledger_product;
-use perpsim_core::ids::{BrokerCode, CustomerCode};
+use bevy_ecs::prelude::{Mut, Res, ResMut, Resource, World};
 use perpsim_core::time::{HOUR_MS, Timestamp};
 use perpsim_core::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 
-use super::{Marks, PeriodicBooking};
+use super::Marks;
+use crate::clock::SimClock;
 use crate::command::Answer;
-use crate::money::ledger::CustomerSide;
-use crate::positions::{KeyOrder, PositionIndex};
 use crate::records::funding::{
     FundingRecord, FundingView, MAX_RATE_DECIMALS, RATE_CLAMP, RATE_DECIMALS,
 };
 use crate::records::ids::FundingSeq;
 use crate::records::log::{LogDigest, ProjectedLog};
-use crate::records::money::{AccountId, MovementKind, PeriodicInfo};
-use crate::records::position::Position;
+use crate::records::money::PeriodicInfo;
+use crate::records::periodic::{Pass, PeriodicPasses};
 use crate::records::venue::{MarketId, MarketSlot};
 use crate::trading::exchange::Exchange;
 
@@ -143,19 +140,18 @@ impl FundingState {
     }
 }
 
-/// FundingSystems, on the hour: every market with a preliminary rate settles it.
+/// FundingSystems, on the hour: every market with a preliminary rate settles it. Its rate is
+/// recorded now; its rows are booked by the pass it starts (`passes::continue_funding`).
 pub fn settle_funding(
-    mut booking: PeriodicBooking,
-    index: Res<PositionIndex>,
+    clock: Res<SimClock>,
     marks: Marks,
-    positions: Query<(Entity, &Position)>,
     mut state: ResMut<FundingState>,
-    mut payers: Local<KeyOrder<Payer>>,
+    mut passes: ResMut<PeriodicPasses>,
 ) {
-    let now = booking.now();
+    let now = clock.now;
     let marks = marks.by_market();
     let rates: Vec<Option<Decimal>> = state.intervals.iter().map(Interval::preliminary).collect();
-    let infos: Vec<Option<Arc<PeriodicInfo>>> = rates
+    let terms: Vec<Option<Arc<PeriodicInfo>>> = rates
         .iter()
         .zip(&marks)
         .map(|(rate, (mark, symbol, _))| {
@@ -168,27 +164,6 @@ pub fn settle_funding(
             })
         })
         .collect();
-    payers.read(
-        &index,
-        positions.iter().map(|(entity, p)| (entity, Payer::of(p))),
-    );
-    let account = |p: &Payer| AccountId::customer(p.customer, marks[p.market as usize].2);
-    booking.book_all(&payers.rows, account, |p| {
-        let market = p.market as usize;
-        let (Some(rate), Some(info)) = (rates[market], &infos[market]) else {
-            return None;
-        };
-        let (mark, _, asset) = &marks[market];
-        // Longs pay when the rate is positive: the customer's side of it is −size × mark × rate.
-        let row = CustomerSide {
-            customer: (p.customer, p.broker),
-            asset: *asset,
-            kind: MovementKind::Funding,
-            amount: round_ledger_product(&[-p.size, *mark, rate]),
-            locked_delta: Decimal::ZERO,
-        };
-        Some((row, info))
-    });
     for (market, rate) in rates.into_iter().enumerate() {
         if let Some(rate) = rate {
             let record = FundingRecord {
@@ -204,27 +179,12 @@ pub fn settle_funding(
         state.intervals[market] = Interval::default();
     }
     state.interval_start = now;
-}
-
-/// What the hour's pass reads of each position, in the index's order (see [`KeyOrder`]):
-/// the list is kept from one hour to the next, since at a million positions it is 56 MB,
-/// which fresh each hour cost the pass a page fault per 4 KiB.
-#[derive(Clone, Copy)]
-pub struct Payer {
-    customer: CustomerCode,
-    broker: BrokerCode,
-    market: MarketId,
-    size: Decimal,
-}
-
-impl Payer {
-    fn of(p: &Position) -> Self {
-        Payer {
-            customer: p.customer,
-            broker: p.broker,
-            market: p.market,
-            size: p.size,
-        }
+    assert!(
+        passes.funding.is_none(),
+        "a pass ends before the clock moves on"
+    );
+    if terms.iter().any(Option::is_some) {
+        passes.funding = Some(Pass::new(now, terms));
     }
 }
 

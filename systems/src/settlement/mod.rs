@@ -5,14 +5,14 @@
 //! movements' order and ids are the same in every run.
 //!
 //! Funding and settlement book against the clearing account, each movement rounded once, the
-//! clearing side of a whole pass owed in a `ClearingBatch` and posted once when it closes
-//! (nothing reads clearing between a pass's rows; a batch dropped unclosed stops the engine).
-//! Both passes book in the index's (customer, market) order — the order of the rows and of the
-//! codes they draw — but read the positions in the order they lie in memory
-//! (`positions::KeyOrder`: the table in its own order, then its rows in key order through a
-//! slot per entity index), since reading each position by its key was two dependent cache
-//! misses; each amount is `round_ledger_product`, the decimal expression computed on the
-//! mantissas where it is exact (the passes' cost at a million positions: `benches/README.md`);
+//! clearing side of each tick's share of a pass owed in a `ClearingBatch` and posted once
+//! when it closes (nothing reads clearing between its rows; a batch dropped unclosed stops
+//! the engine). A pass fixes its terms when it falls due and books at most
+//! `records::periodic::ROWS_PER_TICK` rows a tick (`passes`), walking the position index from
+//! where it stopped, so at a million positions no tick holds the engine for the whole pass;
+//! a fill on a position the walk has not reached books its row first (`trading::fills`).
+//! Each amount is `round_ledger_product`, the decimal expression computed on the mantissas
+//! where it is exact (the passes' cost at a million positions: `benches/README.md`);
 //! the audit checks, per asset, that the clearing account's balance equals the open positions'
 //! unrealised PnL within half a unit of the 10th decimal per rounding (movements plus
 //! valuations): clearing paid every realised PnL out, and the market is zero-sum.
@@ -29,6 +29,7 @@ use crate::money::ledger::{Books, CustomerSide, Ledger};
 use crate::money::store::Accounts;
 use crate::records::clock::ScheduledEvent;
 use crate::records::money::{AccountId, PeriodicInfo};
+use crate::records::periodic::PeriodicPasses;
 use crate::records::venue::{Instrument, InstrumentState, MarketSlot};
 use crate::rng::EngineRng;
 
@@ -37,18 +38,26 @@ use crate::sets::{FundingSystems, Settlement};
 pub mod daily;
 pub mod funding;
 #[cfg(test)]
+mod pass_tests;
+pub mod passes;
+#[cfg(test)]
 mod tests;
 
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<funding::FundingState>();
+    world.init_resource::<PeriodicPasses>();
     schedule.add_systems(
-        daily::settle_daily
-            .run_if(due(ScheduledEvent::DailySettlement))
+        (
+            daily::settle_daily.run_if(due(ScheduledEvent::DailySettlement)),
+            passes::continue_daily.run_if(|p: Res<PeriodicPasses>| p.daily.is_some()),
+        )
+            .chain()
             .in_set(Settlement),
     );
     schedule.add_systems(
         (
             funding::settle_funding.run_if(due(ScheduledEvent::FundingHour)),
+            passes::continue_funding.run_if(|p: Res<PeriodicPasses>| p.funding.is_some()),
             funding::sample_premium.run_if(due(ScheduledEvent::FundingSample)),
         )
             .chain()

@@ -23,11 +23,13 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 
 use crate::money::ledger::{AccountStore, Books, Ledger};
+use crate::money::periodic::{book_one, funding_row, settlement_row};
 use crate::positions::{MarginRate, OpenPositions};
 use crate::records::ids::{FillSeq, OrderId, TradeSeq};
 use crate::records::money::TradeInfo;
 use crate::records::order::Lots;
-use crate::records::position::{Position, locked_margin};
+use crate::records::periodic::{Pass, PeriodicPasses};
+use crate::records::position::{Position, PositionKey, locked_margin};
 use crate::records::trade::{Liquidity, PublicFill, TradeKind, TradeRecord};
 use crate::records::venue::MarketId;
 use crate::trading::exchange::Exchange;
@@ -291,7 +293,7 @@ struct Filled {
 pub fn book_fill<A: AccountStore>(
     exchange: &mut Exchange,
     orders: &mut Orders,
-    positions: &mut OpenPositions,
+    (positions, passes): (&mut OpenPositions, &mut PeriodicPasses),
     ledger: &mut Ledger,
     books: &mut Books<'_, A>,
     execution: Execution,
@@ -314,6 +316,8 @@ pub fn book_fill<A: AccountStore>(
             price: execution.price,
             now: books.now,
         };
+        let key = (s.customer, execution.market);
+        settle_owed(passes, positions, ledger, books, (key, filled.asset));
         let moved = move_position(exchange, positions, books.rng, &s, shift);
         exchange.markets[execution.market as usize].open_interest +=
             moved.change.size.max(Decimal::ZERO) - moved.before.max(Decimal::ZERO);
@@ -353,6 +357,35 @@ pub fn book_fill<A: AccountStore>(
             timestamp: books.now,
             movement,
         });
+    }
+}
+
+/// Books the rows the passes in progress still owe the position `key` before a fill moves
+/// it, on the position as it is (as it was when they fell due: nothing moved it since), and
+/// marks it settled for them; a position opened now owes them nothing (see
+/// `records::periodic`). Midnight's row first, as the passes book.
+fn settle_owed<A: AccountStore>(
+    passes: &mut PeriodicPasses,
+    positions: &mut OpenPositions,
+    ledger: &mut Ledger,
+    books: &mut Books<'_, A>,
+    (key, asset): (PositionKey, Asset),
+) {
+    let owed = |pass: Option<&mut Pass>| pass.and_then(|pass| pass.settle(key));
+    if let Some(info) = owed(passes.daily.as_mut())
+        && let Some((p, rate)) = positions.get_mut(key)
+        && let Some((side, margin)) = settlement_row(p, rate.initial, &info, asset)
+    {
+        p.entry_price = info.mark_price;
+        p.margin = margin;
+        p.updated_at = books.now;
+        book_one(ledger, books, side, &info);
+    }
+    if let Some(info) = owed(passes.funding.as_mut())
+        && let Some(p) = positions.get(key)
+    {
+        let side = funding_row(p, &info, asset);
+        book_one(ledger, books, side, &info);
     }
 }
 

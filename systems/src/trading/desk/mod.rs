@@ -33,6 +33,7 @@ use crate::records::clock::ScheduledEvent;
 use crate::records::ids::OrderId;
 use crate::records::order::{Extra, Order, Trigger};
 use crate::records::order::{Lots, Ticks};
+use crate::records::periodic::PeriodicPasses;
 use crate::records::trade::{Liquidity, TradeKind};
 use crate::records::venue::CustomerView;
 use crate::records::venue::MarketId;
@@ -80,6 +81,7 @@ pub struct Desk<'w, 's> {
     instruments: Query<'w, 's, &'static InstrumentState>,
     positions: OpenPositions<'w, 's>,
     accounts: Accounts<'w, 's>,
+    passes: ResMut<'w, PeriodicPasses>,
 }
 
 /// MatchSystems: the tick's order requests, one at a time.
@@ -486,7 +488,7 @@ impl Desk<'_, '_> {
         book_fill(
             &mut self.exchange,
             &mut self.orders,
-            &mut self.positions,
+            (&mut self.positions, &mut self.passes),
             &mut self.ledger,
             &mut books,
             execution,
