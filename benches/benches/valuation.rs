@@ -26,7 +26,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::{BrokerCode, CustomerCode, PositionCode};
-use perpsim_core::instrument::{InstrumentStatus, default_instruments};
+use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus, default_instruments};
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::{DAY_MS, Timestamp};
 use perpsim_systems::clock::{DueEvents, SimClock, due};
@@ -58,6 +58,45 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// 2026-01-02T00:00:00Z: a midnight, and so also a whole hour.
 const MIDNIGHT: Timestamp = Timestamp::from_millis(1_767_225_600_000 + DAY_MS);
+
+/// `n` open positions spread over the markets, long and short in turn, each with its own
+/// customer and broker.
+fn positions(n: usize, specs: &[InstrumentSpec]) -> Vec<(Position, MarginRate, ValuationBasis)> {
+    let mut rng = SimRng::from_seed(11);
+    (0..n)
+        .map(|i| {
+            let market = i % specs.len();
+            let spec = &specs[market];
+            let lots = (rng.next_u64() % 1_000) as i64 + 1;
+            let size = spec.lot_size * Decimal::from(if i % 2 == 0 { lots } else { -lots });
+            let ticks = (rng.next_u64() % 2_000) as i64 - 1_000;
+            // Half the entries on the tick grid (one fill), half weighted averages at the
+            // ledger's 10 decimals (several fills), which the pass must round.
+            let on_grid = spec.start_price + spec.tick_size * Decimal::from(ticks);
+            let averaged = Decimal::new((rng.next_u64() % 10_000_000_000) as i64, 10);
+            let entry = if i % 4 < 2 {
+                on_grid
+            } else {
+                on_grid + averaged
+            };
+            let position = Position {
+                code: PositionCode(rng.uuid()),
+                customer: CustomerCode(rng.uuid()),
+                broker: BrokerCode(rng.uuid()),
+                market: market as u32,
+                size,
+                entry_price: entry,
+                avg_fill_price: entry,
+                margin: Decimal::ZERO,
+                created_at: Timestamp::EPOCH,
+                updated_at: Timestamp::EPOCH,
+                noticed: 0,
+            };
+            let rate = MarginRate::of_leverage(1 + (i % 2) as u32);
+            (position, rate, ValuationBasis::default())
+        })
+        .collect()
+}
 
 /// A world holding what the three systems read and write, and `n` open positions of seeded
 /// sizes and entries, each its own customer's.
@@ -91,40 +130,7 @@ fn world_with(n: usize) -> (World, Schedule) {
         };
         spawn_instrument(&mut world, spec.clone(), state, market as u32);
     }
-    let mut rng = SimRng::from_seed(11);
-    let positions: Vec<_> = (0..n)
-        .map(|i| {
-            let market = i % specs.len();
-            let spec = &specs[market];
-            let lots = (rng.next_u64() % 1_000) as i64 + 1;
-            let size = spec.lot_size * Decimal::from(if i % 2 == 0 { lots } else { -lots });
-            let ticks = (rng.next_u64() % 2_000) as i64 - 1_000;
-            // Half the entries on the tick grid (one fill), half weighted averages at the
-            // ledger's 10 decimals (several fills), which the pass must round.
-            let on_grid = spec.start_price + spec.tick_size * Decimal::from(ticks);
-            let averaged = Decimal::new((rng.next_u64() % 10_000_000_000) as i64, 10);
-            let entry = if i % 4 < 2 {
-                on_grid
-            } else {
-                on_grid + averaged
-            };
-            let position = Position {
-                code: PositionCode(rng.uuid()),
-                customer: CustomerCode(rng.uuid()),
-                broker: BrokerCode(rng.uuid()),
-                market: market as u32,
-                size,
-                entry_price: entry,
-                avg_fill_price: entry,
-                margin: Decimal::ZERO,
-                created_at: Timestamp::EPOCH,
-                updated_at: Timestamp::EPOCH,
-                noticed: 0,
-            };
-            let rate = MarginRate::of_leverage(1 + (i % 2) as u32);
-            (position, rate, ValuationBasis::default())
-        })
-        .collect();
+    let positions = positions(n, &specs);
     let keys: Vec<_> = positions
         .iter()
         .map(|(p, _, _)| (p.customer, p.market))

@@ -22,10 +22,10 @@ use crate::records::money::PeriodicInfo;
 use crate::records::position::PositionKey;
 use perpsim_core::time::Timestamp;
 
-/// Rows a tick books of the passes in progress: at the engine's cost per row (1.5 µs at a
-/// million positions, with the margin pass, the read view and the events that follow it) a
-/// tick's share stays near 50 ms.
-pub const ROWS_PER_TICK: usize = 32_768;
+/// Rows a tick books of the passes in progress: at the engine's cost per row at a million
+/// positions (3 to 5 µs with the margin pass, the read view and the events that follow it;
+/// `benches/README.md`) a tick's share stays under 100 ms.
+pub const ROWS_PER_TICK: usize = 16_384;
 
 /// One pass in progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
