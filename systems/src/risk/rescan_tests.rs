@@ -1,7 +1,8 @@
 //! The event-driven margin pass against its oracle (issue 36 item 5): random sessions of
 //! many accounts in two markets of one currency — positions opened and closed, leverage
 //! changes, deposits, withdrawals pending across the next step, mark moves large enough to
-//! call and liquidate, funding hours — run with the debug oracle on, which after every pass
+//! call and liquidate, funding hours and midnights with their passes booked a few rows a
+//! tick while the other steps come between them — run with the debug oracle on, which after every pass
 //! re-sums and re-judges every account from its positions and panics where the pass left
 //! another state. The session then replays from a midway snapshot to the same hash, and the
 //! margin states it recorded are those the risk log says.
@@ -11,13 +12,14 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 use perpsim_core::order::Side;
 use perpsim_core::risk::MarginState;
-use perpsim_core::time::{SECOND_MS, Timestamp};
+use perpsim_core::time::{HOUR_MS, SECOND_MS, Timestamp};
 use proptest::prelude::*;
 
 use super::{MarginStates, RiskLog};
 use crate::Engine;
 use crate::command::{
-    AdvanceClock, CancelOrder, PlaceOrder, RequestTransfer, SetInstrumentPrice, SetLeverage,
+    AdvanceClock, CancelOrder, PlaceOrder, RequestTransfer, SetFundingRate, SetInstrumentPrice,
+    SetLeverage,
 };
 use crate::command::{Command, TransferKind};
 use crate::testkit::*;
@@ -56,6 +58,14 @@ enum Step {
     Advance {
         minutes: u8,
     },
+    /// The market's funding rate for the running hour, in hundredths of a basis point.
+    Rate {
+        market: usize,
+        rate: i8,
+    },
+    /// The clock to the next whole hour, where the hour's pass (and at 00:00 midnight's)
+    /// falls due: the steps after it come at that instant while the pass books its rows.
+    ToHour,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -68,6 +78,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (who.clone(), 1..2000u16).prop_map(|(who, usdc)| Step::Deposit { who, usdc }),
         1 => (who, 1..2000u16).prop_map(|(who, usdc)| Step::Withdraw { who, usdc }),
         1 => (1..90u8).prop_map(|minutes| Step::Advance { minutes }),
+        1 => (0..2usize, any::<i8>()).prop_map(|(market, rate)| Step::Rate { market, rate }),
+        1 => Just(Step::ToHour),
     ]
 }
 
@@ -150,12 +162,24 @@ fn commands(e: &Engine, s: &Step, lp: CustomerCode, c: &[CustomerCode], n: usize
                 to: now(e).plus_millis(i64::from(minutes) * 60 * SECOND_MS),
             })]
         }
+        Step::Rate { market, rate } => vec![Command::SetFundingRate(SetFundingRate {
+            symbol: MARKETS[market].0.into(),
+            rate: Decimal::new(rate.into(), 6),
+        })],
+        Step::ToHour => {
+            let hour = (now(e).millis() / HOUR_MS + 1) * HOUR_MS;
+            vec![Command::AdvanceClock(AdvanceClock {
+                to: Timestamp::from_millis(hour),
+            })]
+        }
     }
 }
 
-/// A liquidity provider with ten million, and six customers with 3 000 each at leverage 2.
-fn session() -> (Engine, CustomerCode, Vec<CustomerCode>) {
+/// A liquidity provider with ten million, and six customers with 3 000 each at leverage 2;
+/// `rows` of a periodic pass booked a tick.
+fn session(rows: usize) -> (Engine, CustomerCode, Vec<CustomerCode>) {
     let mut e = engine(36);
+    e.set_rows_per_tick(rows);
     let mut all = funded(&mut e, 7, "3000");
     let lp = all.remove(0);
     let more = Command::RequestTransfer(RequestTransfer {
@@ -184,12 +208,17 @@ proptest! {
     })]
 
     #[test]
-    fn event_driven_margin_judgments_equal_a_full_rescan_after_every_pass(steps in prop::collection::vec(step(), 20..80)) {
-        let (mut live, lp, c) = session();
+    fn event_driven_margin_judgments_equal_a_full_rescan_after_every_pass(
+        steps in prop::collection::vec(step(), 20..80),
+        rows in 1..4usize,
+    ) {
+        let (mut live, lp, c) = session(rows);
         let mut ticks: Vec<(Timestamp, Vec<Command>)> = Vec::new();
         let mut midway = None;
         for (n, s) in steps.iter().enumerate() {
-            let t = now(&live).plus_millis(SECOND_MS);
+            // While a pass books its rows the host ticks at its instant (issue 36 item 2).
+            let later = if live.settling() { 0 } else { SECOND_MS };
+            let t = now(&live).plus_millis(later);
             let cmds = commands(&live, s, lp, &c, n);
             live.tick(t, cmds.clone());
             ticks.push((t, cmds));
@@ -207,6 +236,7 @@ proptest! {
         prop_assert_eq!(&world.resource::<MarginStates>().0, &last);
         let (state, done) = midway.expect("at least one step");
         let mut restored = Engine::restore(&state);
+        restored.set_rows_per_tick(rows);
         for (t, cmds) in &ticks[done..] {
             restored.tick(*t, cmds.clone());
         }
@@ -218,7 +248,7 @@ proptest! {
 /// would panic the pass), and its records show both.
 #[test]
 fn a_session_with_calls_and_liquidations_passes_the_rescan_oracle() {
-    let (mut e, lp, c) = session();
+    let (mut e, lp, c) = session(usize::MAX);
     let mut n = 0;
     let mut go = |e: &mut Engine, s: Step| {
         let t = now(e).plus_millis(SECOND_MS);
