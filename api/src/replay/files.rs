@@ -179,7 +179,8 @@ impl<R: Read> Read for Bounded<R> {
         let want = buf.len().min(left.saturating_add(1));
         let n = self.inner.read(&mut buf[..want])?;
         if n as u64 > self.left {
-            return Err(io::Error::other("the file grew past --max-file-bytes"));
+            let message = "the file as read (inflated, if gzip) is longer than --max-file-bytes";
+            return Err(io::Error::other(message));
         }
         self.left -= n as u64;
         // Each line's length, the newlines found by memchr (the reader's hot loop: a byte
