@@ -14,7 +14,9 @@
 //!
 //! - `risk/hour/{n}`: the longest tick of a funding hour over the same `n` positions (its
 //!   pass is booked over ticks at the hour's instant, `records::periodic::ROWS_PER_TICK` rows
-//!   each; the ticks' count and their sum printed once), as a server's engine runs it (publishing, projecting, the channels listening, the view before held as
+//!   each; the ticks' count and their sum printed once), as a server's engine runs it; and
+//!   `risk/midnight/{n}` the same at 00:00 UTC, where settlement's pass and funding's share
+//!   the ticks (publishing, projecting, the channels listening, the view before held as
 //!   a reader holds it): every position pays funding, every account it wrote is judged again,
 //!   the read view takes the changed balances and the history rows are handed out (their
 //!   digests computed and the rows dropped untimed, as the journal's writer does). Untimed:
@@ -31,7 +33,7 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::{Asset, default_instruments};
 use perpsim_core::order::{OrderType, Side};
 use perpsim_core::simulation::{PriceFeed, Simulation};
-use perpsim_core::time::{HOUR_MS, Timestamp};
+use perpsim_core::time::{DAY_MS, HOUR_MS, Timestamp};
 use perpsim_systems::command::{PlaceOrder, SetFundingRate, SetInstrumentPrice, SetLeverage};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::money::MovementKind;
@@ -185,15 +187,15 @@ fn tick(c: &mut Criterion) {
 
 /// What the ticks of one funding hour cost: each timed, as the host ticks them at the
 /// hour's instant until its pass ends; their history handed out and dropped untimed.
-struct HourPass {
+struct PassTicks {
     ticks: usize,
     rows: usize,
     total: Duration,
     longest: Duration,
 }
 
-fn hour_pass(e: &mut Engine, at: Timestamp) -> HourPass {
-    let mut pass = HourPass {
+fn pass_ticks(e: &mut Engine, at: Timestamp) -> PassTicks {
+    let mut pass = PassTicks {
         ticks: 0,
         rows: 0,
         total: Duration::ZERO,
@@ -217,51 +219,60 @@ fn hour(c: &mut Criterion) {
     group.sample_size(10);
     for n in [10_000, 100_000, 1_000_000] {
         let mut venue = None;
-        let mut reported = false;
         group.throughput(Throughput::Elements(n as u64));
-        group.bench_function(format!("hour/{n}"), |b| {
-            let e = venue.get_or_insert_with(|| {
-                // Prices fixed, so the ticks up to the hour are one run each, not one a
-                // second (which `risk/tick` measures).
-                let quiet = Simulation::quiet(&default_instruments());
-                let mut e = positions_venue_of(n, quiet);
-                e.set_projecting(true);
-                e.set_publishing(true);
-                e
-            });
-            b.iter_custom(|iters| {
-                let mut spent = Duration::ZERO;
-                for _ in 0..iters {
-                    let hour = (e.clock().now.millis() / HOUR_MS + 1) * HOUR_MS;
-                    let rates = default_instruments()
-                        .into_iter()
-                        .map(|i| {
-                            Command::SetFundingRate(SetFundingRate {
-                                symbol: i.symbol,
-                                rate: Decimal::new(1, 4),
-                            })
-                        })
-                        .collect();
-                    let before = e.tick(Timestamp::from_millis(hour - 1_000), rates);
-                    before.history.settle(usize::MAX);
-                    let held = e.view();
-                    let pass = hour_pass(e, Timestamp::from_millis(hour));
-                    spent += pass.longest;
-                    assert!(pass.rows >= n * 99 / 100, "every position paid");
-                    if !reported {
-                        eprintln!(
-                            "risk/hour/{n}: {} ticks, {:?} in all, the longest {:?}",
-                            pass.ticks, pass.total, pass.longest
-                        );
-                        reported = true;
+        for (name, period) in [("hour", HOUR_MS), ("midnight", DAY_MS)] {
+            let mut reported = false;
+            group.bench_function(format!("{name}/{n}"), |b| {
+                let e = venue.get_or_insert_with(|| {
+                    // Prices fixed, so the ticks up to the hour are one run each, not one a
+                    // second (which `risk/tick` measures).
+                    let quiet = Simulation::quiet(&default_instruments());
+                    let mut e = positions_venue_of(n, quiet);
+                    e.set_projecting(true);
+                    e.set_publishing(true);
+                    e
+                });
+                b.iter_custom(|iters| {
+                    let mut spent = Duration::ZERO;
+                    for _ in 0..iters {
+                        let pass = periodic_pass(e, period);
+                        spent += pass.longest;
+                        assert!(pass.rows >= n * 99 / 100, "every position paid");
+                        if !reported {
+                            eprintln!(
+                                "risk/{name}/{n}: {} ticks, {:?} in all, the longest {:?}",
+                                pass.ticks, pass.total, pass.longest
+                            );
+                            reported = true;
+                        }
                     }
-                    drop(held);
-                }
-                spent
-            })
-        });
+                    spent
+                })
+            });
+        }
     }
     group.finish();
+}
+
+/// Untimed, the ticks up to a second before the next multiple of `period` (a rate set on
+/// every market), then the ticks of its passes, timed, the view before them held.
+fn periodic_pass(e: &mut Engine, period: i64) -> PassTicks {
+    let at = (e.clock().now.millis() / period + 1) * period;
+    let rates = default_instruments()
+        .into_iter()
+        .map(|i| {
+            Command::SetFundingRate(SetFundingRate {
+                symbol: i.symbol,
+                rate: Decimal::new(1, 4),
+            })
+        })
+        .collect();
+    let before = e.tick(Timestamp::from_millis(at - 1_000), rates);
+    before.history.settle(usize::MAX);
+    let held = e.view();
+    let pass = pass_ticks(e, Timestamp::from_millis(at));
+    drop(held);
+    pass
 }
 
 const VICTIMS: usize = 10_000;

@@ -23,9 +23,9 @@ use crate::records::position::PositionKey;
 use perpsim_core::time::Timestamp;
 
 /// Rows a tick books of the passes in progress: at the engine's cost per row at a million
-/// positions (3 to 5 µs with the margin pass, the read view and the events that follow it;
-/// `benches/README.md`) a tick's share stays under 100 ms.
-pub const ROWS_PER_TICK: usize = 16_384;
+/// positions (3 to 6 µs with the margin pass, the read view and the events that follow it;
+/// midnight's the dearer) a tick's share stays near 50 ms (`benches/README.md`).
+pub const ROWS_PER_TICK: usize = 8_192;
 
 /// One pass in progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
