@@ -3,13 +3,14 @@
 //! within what the tick may still book. A pass whose walk reaches the last position ends.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use bevy_ecs::prelude::{Entity, Local, Query, Res, ResMut};
 use perpsim_core::Decimal;
 
 use crate::money::periodic::{funding_row, settlement_row};
 use crate::positions::{MarginRate, MovedPositions, PositionIndex};
-use crate::records::money::AccountId;
+use crate::records::money::{AccountId, PeriodicInfo};
 use crate::records::periodic::{Pass, PeriodicPasses};
 use crate::records::position::{Position, PositionKey};
 use crate::trading::exchange::Exchange;
@@ -42,27 +43,20 @@ fn walk(
     (walked, true)
 }
 
-/// Takes the next rows of a pass from the tick's budget; `None` when it has none left.
+/// Takes the next rows of a pass from the tick's budget, and the terms they are booked at;
+/// `None` when it has none left. A pass whose walk ended is taken out.
 fn next_rows(
     pass: &mut Option<Pass>,
     budget: &mut usize,
     index: &PositionIndex,
     rows: &mut Vec<(PositionKey, Entity)>,
-) -> Option<Pass> {
+) -> Option<Vec<Option<Arc<PeriodicInfo>>>> {
     let walking = pass.as_mut().filter(|_| *budget > 0)?;
     let (walked, ended) = walk(walking, index, *budget, rows);
     *budget -= walked.min(*budget);
-    // An ended pass is taken out; one that goes on is lent for the booking and put back.
     match ended {
-        true => pass.take(),
-        false => Some(walking.clone_terms()),
-    }
-}
-
-impl Pass {
-    /// The pass's terms, to book with while the pass itself stays in place.
-    fn clone_terms(&self) -> Pass {
-        Pass::new(self.at, self.terms.clone())
+        true => pass.take().map(|p| p.terms),
+        false => Some(walking.terms.clone()),
     }
 }
 
@@ -76,7 +70,7 @@ pub fn continue_funding(
     mut payers: Local<Vec<Position>>,
 ) {
     let passes = &mut *passes;
-    let Some(pass) = next_rows(&mut passes.funding, &mut passes.budget, &index, &mut rows) else {
+    let Some(terms) = next_rows(&mut passes.funding, &mut passes.budget, &index, &mut rows) else {
         return;
     };
     payers.clear();
@@ -87,7 +81,7 @@ pub fn continue_funding(
     let asset = |p: &Position| exchange.markets[p.market as usize].spec.settlement;
     let account = |p: &Position| AccountId::customer(p.customer, asset(p));
     booking.book_all(&payers, account, |p| {
-        let info = pass.terms[p.market as usize].as_ref()?;
+        let info = terms[p.market as usize].as_ref()?;
         Some((funding_row(p, info, asset(p)), info))
     });
 }
@@ -104,7 +98,7 @@ pub fn continue_daily(
     mut held: Local<Vec<(Position, MarginRate)>>,
 ) {
     let passes = &mut *passes;
-    let Some(pass) = next_rows(&mut passes.daily, &mut passes.budget, &index, &mut rows) else {
+    let Some(terms) = next_rows(&mut passes.daily, &mut passes.budget, &index, &mut rows) else {
         return;
     };
     held.clear();
@@ -118,9 +112,7 @@ pub fn continue_daily(
     // Each row's new margin, or `None` where settling changed nothing.
     let mut margins: Vec<Option<Decimal>> = Vec::with_capacity(held.len());
     booking.book_all(&held, account, |(p, rate)| {
-        let info = pass.terms[p.market as usize]
-            .as_ref()
-            .expect("walked rows owe");
+        let info = terms[p.market as usize].as_ref().expect("walked rows owe");
         let row = settlement_row(p, rate.initial, info, asset(p));
         margins.push(row.as_ref().map(|(_, margin)| *margin));
         row.map(|(side, _)| (side, info))
@@ -129,10 +121,7 @@ pub fn continue_daily(
     for ((key, entity), margin) in rows.iter().zip(margins) {
         let Some(margin) = margin else { continue };
         let (mut live, _) = positions.get_mut(*entity).expect("indexed");
-        live.entry_price = pass.terms[key.1 as usize]
-            .as_ref()
-            .expect("owed")
-            .mark_price;
+        live.entry_price = terms[key.1 as usize].as_ref().expect("owed").mark_price;
         live.margin = margin;
         live.updated_at = now;
         moved.wrote(*entity);
