@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use perpsim_core::Error;
+use perpsim_core::clock::ClockMode;
 use perpsim_core::time::{DAY_MS, HOUR_MS, SECOND_MS, Timestamp};
 use perpsim_systems::records::clock::ClockView;
 use poem::web::Data;
@@ -16,6 +17,7 @@ use poem_openapi::{Object, OpenApi};
 use super::{AdminTag, AdminToken};
 use crate::contract::Text;
 use crate::errors::ApiError;
+use crate::replay::market::Played;
 use crate::state::AppState;
 use perpsim_systems::command::{
     AdvanceClock, CancelTransfer, SetProvisioned, SetTransfersAvailable,
@@ -207,15 +209,29 @@ impl SimulationApi {
         &self,
         state: Data<&Arc<AppState>>,
         _auth: AdminToken,
+        played: Data<&Played>,
         body: Json<AdvanceRequest>,
     ) -> Result<Json<ClockRecord>, ApiError> {
         let _alone = state.advancing.lock().await;
         let now = state.engine.view().clock.now;
         let to = advance_target(&body.0, now)?;
+        // With --market-data the advance stops at each recorded step's time and applies it
+        // there (`replay::market`); on the realtime clock the engine refuses the advance.
+        let manual = state.engine.view().clock.mode == ClockMode::Manual;
+        let feed = played.0.0.as_ref().filter(|_| manual);
         let mut clock;
         loop {
-            let step = to.min(clock_now(&state).plus_millis(ADVANCE_STEP_MS));
+            let now = clock_now(&state);
+            let mut step = to.min(now.plus_millis(ADVANCE_STEP_MS));
+            if let Some(feed) = feed {
+                // A recorded step acts at its own instant: the advance stops there first.
+                feed.send_due(&state.engine, now).await?;
+                step = feed.next_due().map_or(step, |due| step.min(due));
+            }
             clock = state.engine.submit_admin(AdvanceClock { to: step }).await?;
+            if let Some(feed) = feed {
+                feed.send_due(&state.engine, clock.now).await?;
+            }
             if clock.now >= to {
                 break;
             }

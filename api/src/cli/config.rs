@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::signing::secrets::check_admin_token;
 use crate::signing::{DEFAULT_MAX_NONCES_PER_KEY, RateLimit};
-use crate::state::config::{ConnectionLimits, ServeConfig, WsLimits};
+use crate::state::config::{ConnectionLimits, MAX_SPEED, MarketData, ServeConfig, WsLimits};
 
 use clap::Args;
 use perpsim_core::Decimal;
@@ -77,6 +77,15 @@ pub struct ServeArgs {
     /// (redb's single-writer mode: each durable commit costs ~0.13 ms more) [default: off].
     #[arg(long, env = "PERPSIM_JOURNAL_READERS")]
     pub journal_readers: Option<String>,
+    /// A market-only scenario file (its `price`, `prices`, `recorded`, `funding` and `status`
+    /// events; no customers) whose prices, funding rates and statuses the venue takes as its
+    /// clock reaches them, the file's `start` at the data dir's start (issue 39). With it a
+    /// new data dir's price feed is fixed unless --price-feed says otherwise.
+    #[arg(long, env = "PERPSIM_MARKET_DATA")]
+    pub market_data: Option<PathBuf>,
+    /// How much faster than recorded the --market-data file plays: 1 to 100000 [default: 1].
+    #[arg(long, env = "PERPSIM_MARKET_DATA_SPEED")]
+    pub market_data_speed: Option<u32>,
     /// What the market maker's account holds at start, per settlement asset
     /// [default: 100000000].
     #[arg(long, env = "PERPSIM_MAKER_FUNDING")]
@@ -226,6 +235,8 @@ struct FileConfig {
     ws_op_burst: Option<u32>,
     ws_heartbeat_timeout: Option<u64>,
     journal_readers: Option<String>,
+    market_data: Option<PathBuf>,
+    market_data_speed: Option<u32>,
 }
 
 /// One instrument's table in the TOML file: `[instruments."BTC-USDC-PERP"]`.
@@ -522,7 +533,12 @@ impl ServeArgs {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
-        let simulation = simulation(&self, &file)?;
+        let mut simulation = simulation(&self, &file)?;
+        let market_data = market_data(&self, &file)?;
+        if market_data.is_some() && self.price_feed.is_none() && file.price_feed.is_none() {
+            // Recorded prices drive the instruments: a random walk would move them between rows.
+            simulation.price_feed = PriceFeed::Fixed;
+        }
         let market_given = market_given(&self, &file);
         let websocket = ws_limits(&self, &file)?;
         let auth_failures = auth_failures(&self, &file)?;
@@ -576,6 +592,7 @@ impl ServeArgs {
             websocket,
             limits,
             journal_readers,
+            market_data,
         })
     }
 }
@@ -699,6 +716,24 @@ fn journal_readers(args: &ServeArgs, file: &FileConfig) -> Result<bool, String> 
             "--journal-readers must be on or off, got {other:?}"
         )),
     }
+}
+
+/// The market data file and its speed, flags over the file; the speed 1 to [`MAX_SPEED`].
+fn market_data(args: &ServeArgs, file: &FileConfig) -> Result<Option<MarketData>, String> {
+    let speed = args.market_data_speed.or(file.market_data_speed);
+    let Some(path) = args.market_data.clone().or(file.market_data.clone()) else {
+        return match speed {
+            Some(_) => Err("--market-data-speed needs --market-data".into()),
+            None => Ok(None),
+        };
+    };
+    let speed = speed.unwrap_or(1);
+    if !(1..=MAX_SPEED).contains(&speed) {
+        return Err(format!(
+            "--market-data-speed must be 1 to {MAX_SPEED}, got {speed}"
+        ));
+    }
+    Ok(Some(MarketData { path, speed }))
 }
 
 /// The history window's rows as a power of two's exponent, the default's unless given.

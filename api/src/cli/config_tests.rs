@@ -270,3 +270,51 @@ fn the_projection_batch_defaults_to_8192_rows_and_is_bounded() {
         );
     }
 }
+
+/// Issue 39 item 1: `--market-data` from a flag or the file, its speed 1 to 100 000 (1 unless
+/// set); with it a new data dir's price feed is fixed unless one is given.
+#[test]
+fn market_data_fixes_the_price_feed_unless_given_and_its_speed_is_bounded() {
+    let resolved = |path: Option<&str>, speed: Option<u32>, feed: Option<&str>| {
+        ServeArgs {
+            market_data: path.map(PathBuf::from),
+            market_data_speed: speed,
+            price_feed: feed.map(str::to_owned),
+            ..Default::default()
+        }
+        .resolve()
+    };
+    let cfg = resolved(Some("m.yaml"), None, None).unwrap();
+    let data = cfg.market_data.unwrap();
+    assert_eq!((data.path, data.speed), (PathBuf::from("m.yaml"), 1));
+    assert_eq!(cfg.simulation.price_feed, PriceFeed::Fixed);
+    assert!(
+        !cfg.market_given,
+        "a data dir's own feed is kept, and checked at start"
+    );
+    let cfg = resolved(Some("m.yaml"), Some(100_000), Some("random-walk")).unwrap();
+    assert_eq!(cfg.market_data.unwrap().speed, 100_000);
+    assert_eq!(cfg.simulation.price_feed, PriceFeed::RandomWalk);
+    assert_eq!(resolved(None, None, None).unwrap().market_data, None);
+    for speed in [0, 100_001] {
+        let err = resolved(Some("m.yaml"), Some(speed), None).unwrap_err();
+        assert!(
+            err.contains("--market-data-speed must be 1 to 100000"),
+            "{err}"
+        );
+    }
+    let err = resolved(None, Some(2), None).unwrap_err();
+    assert!(
+        err.contains("--market-data-speed needs --market-data"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perpsim.toml");
+    std::fs::write(&path, "market_data = \"f.yaml\"\nmarket_data_speed = 60\n").unwrap();
+    let from_file = ServeArgs {
+        config: Some(path),
+        ..Default::default()
+    };
+    let data = from_file.resolve().unwrap().market_data.unwrap();
+    assert_eq!((data.path, data.speed), (PathBuf::from("f.yaml"), 60));
+}

@@ -14,6 +14,7 @@ pub mod files;
 pub mod format;
 pub mod from_journal;
 mod latency;
+pub mod market;
 pub mod montecarlo;
 pub mod output;
 pub mod plan;

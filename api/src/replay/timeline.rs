@@ -107,14 +107,19 @@ impl Timeline {
         mapped
     }
 
-    /// The steps in order, each decoded as it is taken.
-    pub fn iter(&self) -> impl Iterator<Item = Step> + '_ {
-        self.heads.iter().map(|h| Step {
+    /// The step at position `i` in order, decoded.
+    pub fn get(&self, i: usize) -> Option<Step> {
+        self.heads.get(i).map(|h| Step {
             at: h.at,
             event: h.event,
             customer: h.customer,
             command: decode(&self.bytes[h.start..]),
         })
+    }
+
+    /// The steps in order, each decoded as it is taken.
+    pub fn iter(&self) -> impl Iterator<Item = Step> + '_ {
+        (0..self.heads.len()).map(|i| self.get(i).expect("in range"))
     }
 }
 

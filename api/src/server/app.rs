@@ -405,6 +405,7 @@ pub fn app(
     state: Arc<AppState>,
     ws: Arc<crate::ws::WsShared>,
     local: SocketAddr,
+    played: crate::replay::market::Played,
 ) -> impl Endpoint<Output = Response> {
     let broker = broker_service();
     let admin_api = admin_service();
@@ -436,6 +437,7 @@ pub fn app(
         .nest("/admin/v1", admin_api.around(admin))
         .data(state.clone())
         .data(ws)
+        .data(played)
         .around(move |ep, req| async move {
             let started = Instant::now();
             let (method, path) = (req.method().clone(), req.uri().path().to_owned());

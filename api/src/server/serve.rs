@@ -14,11 +14,14 @@ use std::time::Duration;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::ids::PublicKey;
 use perpsim_core::instrument::default_instruments;
+use perpsim_core::simulation::PriceFeed;
 use perpsim_core::time::{SECOND_MS, Timestamp};
 use perpsim_storage::{Journal, UsedNonce, recover};
 use perpsim_systems::{Engine, Genesis};
 
 use crate::pagination::Cursors;
+use crate::replay::Limits;
+use crate::replay::market::{MarketFeed, Played, play_realtime, read_market};
 use crate::server::app::app;
 use crate::server::connections;
 use crate::signing::secrets;
@@ -119,6 +122,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     }
     .map_err(|e| format!("{}: {e}", journal_path.display()))?;
     let (engine, fresh) = open_engine(&cfg, &journal)?;
+    let feed = market_feed(&cfg, &engine)?;
     // The nonces spent inside the window before this start stay spent (D2, at most once).
     let spent = journal
         .nonces_since(host::wall_clock_ns().saturating_sub(BEHIND_NS))
@@ -155,7 +159,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         Some(exporter),
         transfer_delay_ms,
     ));
-    let served = listen(&cfg, state, handle);
+    let served = listen(&cfg, state, handle, Played(feed));
     let engine_result = thread
         .join()
         .map_err(|_| "the engine thread panicked".to_owned())?;
@@ -200,6 +204,51 @@ fn first_commands(
     Ok(())
 }
 
+/// `--market-data`: the file read and mapped onto the data dir's time. Refused where the
+/// venue's own random walk would move the prices it sets.
+fn market_feed(cfg: &ServeConfig, engine: &Engine) -> Result<Option<Arc<MarketFeed>>, String> {
+    let Some(data) = &cfg.market_data else {
+        return Ok(None);
+    };
+    let genesis = engine.genesis_config();
+    if genesis.simulation.price_feed != PriceFeed::Fixed {
+        return Err(format!(
+            "--market-data sets the prices: {} runs a random walk, which would move them between rows; start on a new data dir (its price feed is then fixed)",
+            cfg.data_dir.display()
+        ));
+    }
+    let plan = read_market(&data.path, &Limits::default())?;
+    tracing::info!(
+        path = %data.path.display(),
+        steps = plan.steps.len(),
+        speed = data.speed,
+        "market data"
+    );
+    Ok(Some(Arc::new(MarketFeed::new(
+        plan,
+        genesis.start,
+        data.speed,
+    ))))
+}
+
+/// Sends what the market data has due now, before anyone is served; on the realtime clock
+/// the rest then plays on a task of its own (on the manual clock, advances play it).
+async fn start_feed(played: &Played, handle: &EngineHandle) -> Result<(), String> {
+    let Some(feed) = &played.0 else {
+        return Ok(());
+    };
+    let clock = handle.view().clock;
+    let skipped = feed
+        .catch_up(handle, clock.now)
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!(skipped, "market data: caught up with the clock");
+    if clock.mode == ClockMode::Realtime {
+        tokio::spawn(play_realtime(feed.clone(), handle.clone()));
+    }
+    Ok(())
+}
+
 /// The signing checks' state, with the nonces spent inside the window before this start.
 fn authenticator(cfg: &ServeConfig, spent: Vec<UsedNonce>) -> Authenticator {
     let auth = Authenticator::new(
@@ -220,7 +269,12 @@ fn authenticator(cfg: &ServeConfig, spent: Vec<UsedNonce>) -> Authenticator {
 }
 
 /// Serves until a signal or the engine stops, then writes the final snapshot.
-fn listen(cfg: &ServeConfig, state: Arc<AppState>, handle: EngineHandle) -> Result<(), String> {
+fn listen(
+    cfg: &ServeConfig,
+    state: Arc<AppState>,
+    handle: EngineHandle,
+    played: Played,
+) -> Result<(), String> {
     let limits = cfg.connections;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -231,6 +285,7 @@ fn listen(cfg: &ServeConfig, state: Arc<AppState>, handle: EngineHandle) -> Resu
         // must already find our handler, or the process dies without its final snapshot.
         let signals =
             Signals::register().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+        start_feed(&played, &handle).await?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
@@ -248,7 +303,7 @@ fn listen(cfg: &ServeConfig, state: Arc<AppState>, handle: EngineHandle) -> Resu
             }
         };
         let ws = crate::ws::start(state.clone(), cfg.websocket);
-        let endpoint = app(state.clone(), ws.clone(), local);
+        let endpoint = app(state.clone(), ws.clone(), local, played);
         let result = connections::serve(listener, endpoint, ws, limits, stop)
             .await
             .map_err(|e| e.to_string());

@@ -47,7 +47,19 @@ pub struct ServeConfig {
     /// Other processes may read the journal while the server writes it (`perpsim replay
     /// --journal` on a running server); each durable commit costs a little more.
     pub journal_readers: bool,
+    /// Recorded prices, rates and statuses the venue takes as its clock reaches them.
+    pub market_data: Option<MarketData>,
 }
+
+/// `--market-data`: a market-only scenario file and how much faster than recorded it plays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarketData {
+    pub path: std::path::PathBuf,
+    pub speed: u32,
+}
+
+/// The fastest a market data file plays: a recorded day in under a second.
+pub const MAX_SPEED: u32 = 100_000;
 
 /// Bounds on what clients may hold open (slow and idle clients cannot take the service down).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

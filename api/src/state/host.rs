@@ -327,6 +327,11 @@ impl EngineHandle {
         self.events.subscribe()
     }
 
+    /// Whether the engine thread has ended.
+    pub fn is_stopped(&self) -> bool {
+        *self.stopped.borrow()
+    }
+
     /// Resolves once the engine thread has ended, for whatever reason.
     pub async fn stopped(&self) {
         let mut rx = self.stopped.clone();
