@@ -1,6 +1,7 @@
 //! `perpsim serve --market-data` (issue 39 item 1): a recorded market driving a live venue,
 //! each recorded step at its own instant on the manual clock, played on the wall clock on the
-//! realtime one, kept across a restart; and the files and settings it refuses.
+//! realtime one, kept across a restart; and the files and settings it refuses. `serve
+//! --order-latency` (item 3): order entries reaching the venue their drawn delay later.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 use std::io::Read;
 use std::process::Stdio;
 
-use perpsim_tests::{Client, Server, command, replay_hash};
+use perpsim_tests::{Client, Server, command, customer, funded, replay_hash};
 use serde_json::{Value, json};
 
 const BTC: &str = "BTC-USDC-PERP";
@@ -212,4 +213,54 @@ fn serve_refuses_market_data_it_could_only_half_obey() {
     std::fs::write(files.path().join("ticker.csv"), "time,index_price\n").unwrap();
     let err = serve(&["--market-data", &good]);
     assert!(err.contains("ticker.csv:1:"), "located: {err}");
+}
+
+fn place(c: &Client, code: &str, reference: &str) -> Value {
+    let body = json!({"symbol": BTC, "reference_id": reference, "side": "buy", "type": "limit", "amount": "0.001", "limit_price": "50000"});
+    let r = c.send("POST", &format!("/v1/customers/{code}/orders"), Some(body));
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.json()
+}
+
+/// Issue 39 item 3: with `--order-latency` on the manual clock an order entry is held until
+/// an advance reaches its instant, acts there (its `created` is that instant, inside the
+/// advance) and is answered then; on the realtime clock it waits its delay on the wall clock.
+#[test]
+fn order_entries_reach_the_venue_their_latency_after_they_arrive() {
+    let server = Server::start(&[
+        "--clock",
+        "manual",
+        "--start",
+        START,
+        "--order-latency",
+        "constant:250ms",
+    ]);
+    let c = server.demo();
+    let code = funded(&server, &c, "USDC", "10000");
+    let in_flight = {
+        let c = Client {
+            url: c.url.clone(),
+            key: c.key.clone(),
+        };
+        let code = code.clone();
+        std::thread::spawn(move || place(&c, &code, "late"))
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!in_flight.is_finished(), "held until the clock reaches it");
+    assert_eq!(advance(&server, 2), "2024-01-01T00:00:03.000Z");
+    let order = in_flight.join().unwrap();
+    assert_eq!(order["status"], "open");
+    assert_eq!(order["created"], "2024-01-01T00:00:01.250Z", "{order}");
+
+    let server = Server::start(&["--order-latency", "constant:300ms"]);
+    let c = server.demo();
+    let code = customer(&c);
+    let sent = Instant::now();
+    let r = c.send("DELETE", &format!("/v1/customers/{code}/orders/none"), None);
+    assert_eq!(r.status, 404, "{}", r.text);
+    assert!(
+        sent.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        sent.elapsed()
+    );
 }

@@ -17,8 +17,9 @@ use poem_openapi::{Object, OpenApi};
 use super::{AdminTag, AdminToken};
 use crate::contract::Text;
 use crate::errors::ApiError;
-use crate::replay::market::Played;
+use crate::replay::market::{MarketFeed, Played};
 use crate::state::AppState;
+use crate::state::latency::OrderLatency;
 use perpsim_systems::command::{
     AdvanceClock, CancelTransfer, SetProvisioned, SetTransfersAvailable,
 };
@@ -174,6 +175,22 @@ fn advance_target(body: &AdvanceRequest, now: Timestamp) -> Result<Timestamp, Er
     Ok(to)
 }
 
+/// What falls due at `now` on the manual clock: the market data's steps, then the order
+/// entries held for their latency.
+async fn send_due(
+    state: &AppState,
+    (feed, latency): (Option<&Arc<MarketFeed>>, Option<&OrderLatency>),
+    now: Timestamp,
+) -> Result<(), Error> {
+    if let Some(feed) = feed {
+        feed.send_due(&state.engine, now).await?;
+    }
+    if let Some(latency) = latency {
+        latency.send_due(now).await;
+    }
+    Ok(())
+}
+
 #[OpenApi]
 impl SimulationApi {
     /// The simulation clock.
@@ -215,23 +232,27 @@ impl SimulationApi {
         let _alone = state.advancing.lock().await;
         let now = state.engine.view().clock.now;
         let to = advance_target(&body.0, now)?;
-        // With --market-data the advance stops at each recorded step's time and applies it
-        // there (`replay::market`); on the realtime clock the engine refuses the advance.
+        // With --market-data or --order-latency the advance stops where a recorded step or a
+        // held order entry falls due (`replay::market`, `state::latency`); on the realtime
+        // clock the engine refuses the advance.
         let manual = state.engine.view().clock.mode == ClockMode::Manual;
         let feed = played.0.0.as_ref().filter(|_| manual);
         let mut clock;
+        let latency = state.latency.as_deref().filter(|_| manual);
         loop {
             let now = clock_now(&state);
             let mut step = to.min(now.plus_millis(ADVANCE_STEP_MS));
-            if let Some(feed) = feed {
-                // A recorded step acts at its own instant: the advance stops there first.
-                feed.send_due(&state.engine, now).await?;
-                step = feed.next_due().map_or(step, |due| step.min(due));
+            // Recorded steps and held order entries act at their own instants: the advance
+            // stops at each first.
+            send_due(&state, (feed, latency), now).await?;
+            for due in [
+                feed.and_then(|f| f.next_due()),
+                latency.and_then(|l| l.next_due()),
+            ] {
+                step = due.map_or(step, |due| step.min(due));
             }
             clock = state.engine.submit_admin(AdvanceClock { to: step }).await?;
-            if let Some(feed) = feed {
-                feed.send_due(&state.engine, clock.now).await?;
-            }
+            send_due(&state, (feed, latency), clock.now).await?;
             if clock.now >= to {
                 break;
             }

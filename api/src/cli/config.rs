@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::replay::Limits;
+use crate::replay::latency::parse_model;
 use crate::signing::secrets::check_admin_token;
 use crate::signing::{DEFAULT_MAX_NONCES_PER_KEY, RateLimit};
 use crate::state::config::{ConnectionLimits, MAX_SPEED, MarketData, ServeConfig, WsLimits};
@@ -14,6 +16,7 @@ use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::decimal::Sign;
 use perpsim_core::instrument::default_instruments;
+use perpsim_core::latency::LatencyModel;
 use perpsim_core::limits::{DEFAULT_MAX_CUSTOMERS, DEFAULT_MAX_OPEN_ORDERS, VenueLimits};
 use perpsim_core::simulation::{InstrumentSimulation, PriceFeed, Simulation};
 use perpsim_core::time::Timestamp;
@@ -86,6 +89,11 @@ pub struct ServeArgs {
     /// How much faster than recorded the --market-data file plays: 1 to 100000 [default: 1].
     #[arg(long, env = "PERPSIM_MARKET_DATA_SPEED")]
     pub market_data_speed: Option<u32>,
+    /// Order entries (place, cancel, amend) reach the venue a delay drawn from the seed after
+    /// they arrive: constant:40ms, normal:50ms,10ms, log-normal:40ms,0.5 or empirical:FILE
+    /// (a CSV of latency_ms) [default: none].
+    #[arg(long, env = "PERPSIM_ORDER_LATENCY")]
+    pub order_latency: Option<String>,
     /// What the market maker's account holds at start, per settlement asset
     /// [default: 100000000].
     #[arg(long, env = "PERPSIM_MAKER_FUNDING")]
@@ -237,6 +245,7 @@ struct FileConfig {
     journal_readers: Option<String>,
     market_data: Option<PathBuf>,
     market_data_speed: Option<u32>,
+    order_latency: Option<String>,
 }
 
 /// One instrument's table in the TOML file: `[instruments."BTC-USDC-PERP"]`.
@@ -534,11 +543,7 @@ impl ServeArgs {
             None => FileConfig::default(),
         };
         let mut simulation = simulation(&self, &file)?;
-        let market_data = market_data(&self, &file)?;
-        if market_data.is_some() && self.price_feed.is_none() && file.price_feed.is_none() {
-            // Recorded prices drive the instruments: a random walk would move them between rows.
-            simulation.price_feed = PriceFeed::Fixed;
-        }
+        let (market_data, order_latency) = market_and_latency(&self, &file, &mut simulation)?;
         let market_given = market_given(&self, &file);
         let websocket = ws_limits(&self, &file)?;
         let auth_failures = auth_failures(&self, &file)?;
@@ -593,6 +598,7 @@ impl ServeArgs {
             limits,
             journal_readers,
             market_data,
+            order_latency,
         })
     }
 }
@@ -716,6 +722,27 @@ fn journal_readers(args: &ServeArgs, file: &FileConfig) -> Result<bool, String> 
             "--journal-readers must be on or off, got {other:?}"
         )),
     }
+}
+
+/// `--market-data` (with it a new data dir's feed is fixed unless one is given) and
+/// `--order-latency`.
+fn market_and_latency(
+    args: &ServeArgs,
+    file: &FileConfig,
+    simulation: &mut Simulation,
+) -> Result<(Option<MarketData>, Option<LatencyModel>), String> {
+    let market_data = market_data(args, file)?;
+    if market_data.is_some() && args.price_feed.is_none() && file.price_feed.is_none() {
+        // Recorded prices drive the instruments: a random walk would move them between rows.
+        simulation.price_feed = PriceFeed::Fixed;
+    }
+    let order_latency = args
+        .order_latency
+        .as_deref()
+        .or(file.order_latency.as_deref())
+        .map(|text| parse_model(text, &Limits::default()))
+        .transpose()?;
+    Ok((market_data, order_latency))
 }
 
 /// The market data file and its speed, flags over the file; the speed 1 to [`MAX_SPEED`].

@@ -318,3 +318,52 @@ fn market_data_fixes_the_price_feed_unless_given_and_its_speed_is_bounded() {
     let data = from_file.resolve().unwrap().market_data.unwrap();
     assert_eq!((data.path, data.speed), (PathBuf::from("f.yaml"), 60));
 }
+
+/// Issue 39 item 3: `--order-latency` in the scenario's distributions, each delay within a
+/// minute; anything else refused saying what is taken.
+#[test]
+fn order_latency_takes_the_scenario_distributions_and_refuses_the_rest() {
+    use perpsim_core::latency::LatencyModel;
+    let resolved = |text: &str| {
+        ServeArgs {
+            order_latency: Some(text.into()),
+            ..Default::default()
+        }
+        .resolve()
+        .map(|c| c.order_latency.unwrap())
+    };
+    assert_eq!(resolved("constant:40ms"), Ok(LatencyModel::Constant(40)));
+    assert_eq!(
+        resolved("normal:50ms,10ms"),
+        Ok(LatencyModel::Normal {
+            mean: 50.0,
+            stddev: 10.0
+        })
+    );
+    assert_eq!(
+        resolved("log-normal:1s,0.5"),
+        Ok(LatencyModel::LogNormal {
+            median: 1000.0,
+            sigma: 0.5
+        })
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("observed.csv");
+    std::fs::write(&file, "latency_ms\n12\n30\n").unwrap();
+    let spec = format!("empirical:{}", file.display());
+    assert_eq!(resolved(&spec), Ok(LatencyModel::Empirical(vec![12, 30])));
+    for bad in [
+        "40ms",
+        "constant:2m",
+        "uniform:1ms",
+        "normal:50ms",
+        "log-normal:1s,9",
+    ] {
+        let err = resolved(bad).unwrap_err();
+        assert!(err.starts_with("--order-latency"), "{bad}: {err}");
+    }
+    std::fs::write(&file, "latency_ms\n-1\n").unwrap();
+    let err = resolved(&spec).unwrap_err();
+    assert!(err.contains("observed.csv:2:1"), "located: {err}");
+    assert_eq!(ServeArgs::default().resolve().unwrap().order_latency, None);
+}

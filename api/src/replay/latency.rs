@@ -13,7 +13,7 @@ use perpsim_core::simulation::decimal_to_f64;
 use perpsim_core::time::Timestamp;
 use serde_saphyr::Spanned;
 
-use super::files;
+use super::files::{self, Limits};
 use super::format::LatencyModel as Written;
 use super::plan::{Ctx, ScenarioError};
 use super::table::{Columns, Table};
@@ -95,14 +95,17 @@ fn empirical(
         .map_err(|m| ctx.error(file.referenced, format!("file: {m}")))?;
     let opened = files::open(&path, ctx.limits.max_file_bytes)
         .map_err(|m| ctx.error(file.referenced, format!("file: {}: {m}", path.display())))?;
-    let observed = observed_delays(ctx, (&path, opened))?;
+    let observed = observed_delays(ctx.limits, (&path, opened))?;
     inputs.push(path);
     Ok(LatencyModel::Empirical(observed))
 }
 
 /// Each row's `latency_ms`: whole milliseconds, at most a minute; at least one row.
-fn observed_delays(ctx: &Ctx, opened: (&Path, std::fs::File)) -> Result<Vec<i64>, ScenarioError> {
-    let mut table = Table::read(opened, EMPIRICAL, ctx.limits)?;
+fn observed_delays(
+    limits: &Limits,
+    opened: (&Path, std::fs::File),
+) -> Result<Vec<i64>, ScenarioError> {
+    let mut table = Table::read(opened, EMPIRICAL, limits)?;
     let mut observed = Vec::new();
     while table.next_row()? {
         let (text, i) = table.required(0)?;
@@ -118,7 +121,7 @@ fn observed_delays(ctx: &Ctx, opened: (&Path, std::fs::File)) -> Result<Vec<i64>
                     format!("latency_ms: expected whole milliseconds, 0 to {MAX_LATENCY_MS}"),
                 )
             })?;
-        if observed.len() as u64 >= ctx.limits.max_steps {
+        if observed.len() as u64 >= limits.max_steps {
             return Err(table.at(i, "more rows than --max-steps"));
         }
         observed.push(ms);
@@ -126,6 +129,44 @@ fn observed_delays(ctx: &Ctx, opened: (&Path, std::fs::File)) -> Result<Vec<i64>
     match observed.is_empty() {
         true => Err(table.whole("the file holds no delay")),
         false => Ok(observed),
+    }
+}
+
+/// A model as `serve --order-latency` writes it: `constant:40ms`, `normal:50ms,10ms` (mean,
+/// standard deviation), `log-normal:40ms,0.5` (median, sigma) or `empirical:FILE` (a CSV of
+/// `latency_ms`, as a scenario's), each delay within a minute.
+pub fn parse_model(text: &str, limits: &Limits) -> Result<LatencyModel, String> {
+    let expected = || {
+        format!(
+            "--order-latency: expected constant:40ms, normal:50ms,10ms, log-normal:40ms,0.5 or empirical:FILE (delays at most a minute), got {text:?}"
+        )
+    };
+    let (distribution, args) = text.split_once(':').ok_or_else(expected)?;
+    let ms = |t: &str| delay(t).map(|ms| ms as f64).ok_or_else(expected);
+    match (distribution, args.split_once(',')) {
+        ("constant", None) => Ok(LatencyModel::Constant(ms(args)? as i64)),
+        ("normal", Some((mean, stddev))) => Ok(LatencyModel::Normal {
+            mean: ms(mean)?,
+            stddev: ms(stddev)?,
+        }),
+        ("log-normal", Some((median, sigma))) => {
+            let sigma = Decimal::from_str_exact(sigma)
+                .ok()
+                .filter(|s| (Decimal::ZERO..=Decimal::from(5)).contains(s))
+                .ok_or_else(|| format!("--order-latency: sigma: expected 0 to 5, got {sigma:?}"))?;
+            Ok(LatencyModel::LogNormal {
+                median: ms(median)?,
+                sigma: decimal_to_f64(sigma),
+            })
+        }
+        ("empirical", _) => {
+            let path = Path::new(args);
+            let opened = files::open(path, limits.max_file_bytes)
+                .map_err(|m| format!("--order-latency: {}: {m}", path.display()))?;
+            let observed = observed_delays(limits, (path, opened)).map_err(|e| e.to_string())?;
+            Ok(LatencyModel::Empirical(observed))
+        }
+        _ => Err(expected()),
     }
 }
 

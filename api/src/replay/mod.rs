@@ -13,7 +13,7 @@ pub mod fields;
 pub mod files;
 pub mod format;
 pub mod from_journal;
-mod latency;
+pub mod latency;
 pub mod market;
 pub mod montecarlo;
 pub mod output;

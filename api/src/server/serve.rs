@@ -29,6 +29,7 @@ use crate::signing::{Authenticator, BEHIND_NS, RateLimit};
 use crate::state::AppState;
 use crate::state::config::{self, ServeConfig};
 use crate::state::host::{self, EngineHandle, HostLimits};
+use crate::state::latency::OrderLatency;
 use crate::state::metrics::{self, Exporter};
 use perpsim_systems::command::{CreateBroker, SetLimits};
 
@@ -123,6 +124,11 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     .map_err(|e| format!("{}: {e}", journal_path.display()))?;
     let (engine, fresh) = open_engine(&cfg, &journal)?;
     let feed = market_feed(&cfg, &engine)?;
+    let seed = engine.genesis_config().seed;
+    let latency = cfg.order_latency.clone().map(|model| {
+        tracing::info!(?model, "order latency");
+        Arc::new(OrderLatency::new(model, seed))
+    });
     // The nonces spent inside the window before this start stay spent (D2, at most once).
     let spent = journal
         .nonces_since(host::wall_clock_ns().saturating_sub(BEHIND_NS))
@@ -158,6 +164,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         admin_token,
         Some(exporter),
         transfer_delay_ms,
+        latency,
     ));
     let served = listen(&cfg, state, handle, Played(feed));
     let engine_result = thread

@@ -49,6 +49,8 @@ pub struct ServeConfig {
     pub journal_readers: bool,
     /// Recorded prices, rates and statuses the venue takes as its clock reaches them.
     pub market_data: Option<MarketData>,
+    /// How long order entries take to reach the venue (`state::latency`).
+    pub order_latency: Option<perpsim_core::latency::LatencyModel>,
 }
 
 /// `--market-data`: a market-only scenario file and how much faster than recorded it plays.

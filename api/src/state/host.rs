@@ -133,7 +133,7 @@ pub struct EngineHandle {
 
 /// What a request hears when the engine is gone, or when its tick could not be journaled (the
 /// host drops the replies of a tick it could not make durable, so nothing of it is confirmed).
-fn stopped() -> Error {
+pub(crate) fn stopped() -> Error {
     Error::new(
         ErrorCode::ExchangeError,
         "the engine has stopped; nothing of this request was confirmed",

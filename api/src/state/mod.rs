@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod host;
+pub mod latency;
 pub mod metrics;
 mod writer;
 
@@ -27,6 +28,8 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// Held by the clock advance running (the admin API's), so two run one after the other.
     pub advancing: tokio::sync::Mutex<()>,
+    /// `--order-latency`: order entries held for their drawn delay (`latency`).
+    pub latency: Option<std::sync::Arc<latency::OrderLatency>>,
 }
 
 impl AppState {
@@ -37,6 +40,7 @@ impl AppState {
         admin_token: String,
         exporter: Option<Exporter>,
         transfer_delay_ms: i64,
+        latency: Option<std::sync::Arc<latency::OrderLatency>>,
     ) -> Self {
         AppState {
             engine,
@@ -47,6 +51,7 @@ impl AppState {
             exporter,
             ready: AtomicBool::new(false),
             advancing: tokio::sync::Mutex::new(()),
+            latency,
         }
     }
 }

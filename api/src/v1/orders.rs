@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use perpsim_core::Error;
+use perpsim_core::clock::ClockMode;
 use perpsim_core::entry::{self};
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{self as core_order, OrderStatus};
@@ -22,6 +23,7 @@ use crate::errors::ApiError;
 use crate::pagination::{self, PageQuery, PageRequest, ResponseMetadata, Scope};
 use crate::requests::orders::{AmendRequest, OrderRequest, SideApi, amend_command, place_command};
 use crate::state::AppState;
+use crate::state::host::stopped;
 use crate::wire::{DecimalOut, Time};
 use perpsim_systems::command::CancelOrder;
 
@@ -146,14 +148,26 @@ async fn late_by_fault_plan(state: &AppState, auth: &Signed) {
 impl OrdersApi {
     /// `named`: the customer and reference a cancel or amend names, for its answer when
     /// none is open under it.
-    async fn submit_order<C: Submit<Answer = Arc<Order>>>(
+    async fn submit_order<C: Submit<Answer = Arc<Order>> + Send + 'static>(
         state: &AppState,
         auth: &Signed,
         command: C,
         named: Option<(CustomerCode, String)>,
         how: Rendering,
     ) -> Result<OrderRecord, ApiError> {
-        match state.engine.submit(command, auth.admission()).await {
+        let answer = match &state.latency {
+            None => state.engine.submit(command, auth.admission()).await,
+            // The entry reaches the venue its drawn delay later (`state::latency`).
+            Some(latency) => {
+                let clock = state.engine.view().clock;
+                let (engine, admission) = (state.engine.clone(), auth.0.clone());
+                let send = async move { engine.submit(command, &admission).await };
+                let manual = clock.mode == ClockMode::Manual;
+                let sent = latency.enter(manual, clock.now, send).await;
+                sent.unwrap_or_else(|| Err(stopped()))
+            }
+        };
+        match answer {
             Ok(order) => Ok(record(&state.engine.view(), &order, how)),
             // None open: named from the projection, which the engine keeps nothing of.
             Err(e) => match named {
