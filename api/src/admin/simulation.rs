@@ -237,8 +237,8 @@ impl SimulationApi {
         // clock the engine refuses the advance.
         let manual = state.engine.view().clock.mode == ClockMode::Manual;
         let feed = played.0.0.as_ref().filter(|_| manual);
-        let mut clock;
         let latency = state.latency.as_deref().filter(|_| manual);
+        let mut clock;
         loop {
             let now = clock_now(&state);
             let mut step = to.min(now.plus_millis(ADVANCE_STEP_MS));
