@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use std::io::Read;
 use std::process::Stdio;
 
-use perpsim_tests::{Client, Server, command, customer, funded, replay_hash};
+use perpsim_tests::{Client, Server, command, customer, funded, metric, replay_hash};
 use serde_json::{Value, json};
 
 const BTC: &str = "BTC-USDC-PERP";
@@ -97,6 +97,11 @@ fn a_recorded_market_drives_a_manual_venue_row_by_row_and_across_a_restart() {
     assert_eq!(prices(&c), price("42100.0", "42102.5", "0.00010000"));
     advance(&server, 60);
     assert_eq!(prices(&c), price("41900.0", "41903.5", "0.00020000"));
+    assert_eq!(
+        metric(&server, "perpsim_market_data_steps_total"),
+        5,
+        "a price and a rate at the start, a price at 30 s, a price and a rate at 90 s"
+    );
     assert_eq!(server.terminate().code(), Some(0));
 
     let mut server = Server::start_in(data.path(), &flags);
@@ -247,10 +252,12 @@ fn order_entries_reach_the_venue_their_latency_after_they_arrive() {
     };
     std::thread::sleep(Duration::from_millis(500));
     assert!(!in_flight.is_finished(), "held until the clock reaches it");
+    assert_eq!(metric(&server, "perpsim_order_entries_held"), 1);
     assert_eq!(advance(&server, 2), "2024-01-01T00:00:03.000Z");
     let order = in_flight.join().unwrap();
     assert_eq!(order["status"], "open");
     assert_eq!(order["created"], "2024-01-01T00:00:01.250Z", "{order}");
+    assert_eq!(metric(&server, "perpsim_order_entries_held"), 0);
 
     let server = Server::start(&["--order-latency", "constant:300ms"]);
     let c = server.demo();

@@ -37,6 +37,7 @@ use super::files::Limits;
 use super::plan::Step;
 use super::timeline::Timeline;
 use crate::state::host::{EngineHandle, wall_clock_ms};
+use crate::state::metrics;
 
 /// What a server plays: the planned steps, at the file's times, and the file's start.
 pub struct MarketPlan {
@@ -196,9 +197,13 @@ async fn send(engine: &EngineHandle, step: Step) -> Result<(), Error> {
         Err(e) => {
             let event = step.event + 1;
             tracing::warn!(event, error = %e, "market data: a step was refused");
+            metrics::market_step(false);
             Ok(())
         }
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            metrics::market_step(true);
+            Ok(())
+        }
     }
 }
 

@@ -31,6 +31,8 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 use tokio::sync::oneshot;
 
+use crate::state::metrics;
+
 /// What the delays' seed is mixed with, so they are not the engine's draws.
 const STREAM: u64 = 0x6f72_6465_722d_6c61;
 
@@ -83,10 +85,11 @@ impl OrderLatency {
         });
         let arrival = self.arrivals.fetch_add(1, Ordering::Relaxed);
         let due = now.plus_millis(delay);
-        self.held
-            .lock()
-            .expect("not poisoned")
-            .insert((due, arrival), held);
+        {
+            let mut entries = self.held.lock().expect("not poisoned");
+            entries.insert((due, arrival), held);
+            metrics::held_entries(entries.len());
+        }
         rx.await.ok()
     }
 
@@ -101,10 +104,12 @@ impl OrderLatency {
         loop {
             let entry = {
                 let mut held = self.held.lock().expect("not poisoned");
-                match held.first_entry() {
+                let due = match held.first_entry() {
                     Some(e) if e.key().0 <= now => Some(e.remove()),
                     _ => None,
-                }
+                };
+                metrics::held_entries(held.len());
+                due
             };
             match entry {
                 Some(send) => send().await,

@@ -40,6 +40,8 @@ pub const WS_SENT: &str = "perpsim_ws_frames_sent_total";
 pub const WS_DROPPED: &str = "perpsim_ws_frames_dropped_total";
 pub const WS_SLOW: &str = "perpsim_ws_slow_consumer_closes_total";
 pub const WS_CLOSES: &str = "perpsim_ws_closes_total";
+pub const MARKET_STEPS: &str = "perpsim_market_data_steps_total";
+pub const HELD_ENTRIES: &str = "perpsim_order_entries_held";
 
 /// Latency buckets, seconds: 50 µs to 10 s.
 const LATENCY: [f64; 16] = [
@@ -52,7 +54,7 @@ const BATCH: [f64; 13] = [
 ];
 
 /// Every metric's kind, unit and help, for docs/metrics.md and the exporter's `# HELP` lines.
-pub const CATALOGUE: [(&str, &str, &str, &str); 26] = [
+pub const CATALOGUE: [(&str, &str, &str, &str); 28] = [
     (
         HTTP_REQUEST,
         "histogram",
@@ -199,6 +201,18 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 26] = [
         "connections",
         "WebSocket connections the server closed, by reason (auth_timeout, gave_way, op_rate, failed_authentications, key_revoked, slow_consumer, heartbeat, frame_too_large, not_utf8, protocol_error, fault, fell_behind, stopping).",
     ),
+    (
+        MARKET_STEPS,
+        "counter",
+        "steps",
+        "Steps of the --market-data file sent to the engine, by outcome (applied, refused).",
+    ),
+    (
+        HELD_ENTRIES,
+        "gauge",
+        "requests",
+        "Order entries held for --order-latency on the manual clock, waiting for an advance to reach their instant.",
+    ),
 ];
 
 fn unit(name: &str) -> Unit {
@@ -241,6 +255,7 @@ impl Exporter {
             NONCE_KEYS,
             CONNECTIONS,
             WS_CONNECTIONS,
+            HELD_ENTRIES,
         ] {
             gauge!(name).set(0.0);
         }
@@ -337,6 +352,17 @@ pub fn archive(bytes: Option<u64>) {
 
 pub fn snapshot() {
     counter!(SNAPSHOTS).increment(1);
+}
+
+/// A `--market-data` step sent: applied, or refused by the venue.
+pub fn market_step(applied: bool) {
+    let outcome = if applied { "applied" } else { "refused" };
+    counter!(MARKET_STEPS, "outcome" => outcome).increment(1);
+}
+
+/// Order entries held for their latency on the manual clock.
+pub fn held_entries(held: usize) {
+    gauge!(HELD_ENTRIES).set(held as f64);
 }
 
 pub fn nonce_store(keys: usize, nonces: usize) {
