@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use std::io::Read;
 use std::process::Stdio;
 
+use perpsim_tests::ws::Ws;
 use perpsim_tests::{Client, Server, command, customer, funded, metric, replay_hash};
 use serde_json::{Value, json};
 
@@ -269,5 +270,35 @@ fn order_entries_reach_the_venue_their_latency_after_they_arrive() {
         sent.elapsed() >= Duration::from_millis(300),
         "{:?}",
         sent.elapsed()
+    );
+}
+
+/// Issue 39 item 3: with `--market-data-latency` the push channels deliver a tick its drawn
+/// delay after the engine made it (REST has it at once), a subscription's snapshot and the
+/// updates after it from the same delayed view.
+#[test]
+fn push_channels_deliver_each_tick_its_market_data_latency_late() {
+    let server = Server::start(&[
+        "--clock",
+        "manual",
+        "--start",
+        START,
+        "--market-data-latency",
+        "constant:700ms",
+    ]);
+    let mut ws = Ws::connect(&server);
+    ws.subscribe(&["ticker"]);
+    let path = format!("/admin/v1/instruments/{BTC}/price");
+    let r = server.admin("PUT", &path, Some(json!({"index_price": "61000"})));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let set = Instant::now();
+    assert_eq!(ticker(&server.demo())["index_price"], "61000.0");
+    ws.until("the ticker at the new price", |v| {
+        v["channel"] == "ticker" && v["data"]["index_price"] == "61000.0"
+    });
+    assert!(
+        set.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        set.elapsed()
     );
 }

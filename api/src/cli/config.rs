@@ -9,14 +9,15 @@ use crate::replay::Limits;
 use crate::replay::latency::parse_model;
 use crate::signing::secrets::check_admin_token;
 use crate::signing::{DEFAULT_MAX_NONCES_PER_KEY, RateLimit};
-use crate::state::config::{ConnectionLimits, MAX_SPEED, MarketData, ServeConfig, WsLimits};
+use crate::state::config::{
+    ConnectionLimits, Latencies, MAX_SPEED, MarketData, ServeConfig, WsLimits,
+};
 
 use clap::Args;
 use perpsim_core::Decimal;
 use perpsim_core::clock::ClockMode;
 use perpsim_core::decimal::Sign;
 use perpsim_core::instrument::default_instruments;
-use perpsim_core::latency::LatencyModel;
 use perpsim_core::limits::{DEFAULT_MAX_CUSTOMERS, DEFAULT_MAX_OPEN_ORDERS, VenueLimits};
 use perpsim_core::simulation::{InstrumentSimulation, PriceFeed, Simulation};
 use perpsim_core::time::Timestamp;
@@ -94,6 +95,10 @@ pub struct ServeArgs {
     /// (a CSV of latency_ms) [default: none].
     #[arg(long, env = "PERPSIM_ORDER_LATENCY")]
     pub order_latency: Option<String>,
+    /// The push channels deliver each tick a delay drawn from the seed after the engine made
+    /// it (wall time), in the --order-latency forms [default: none].
+    #[arg(long, env = "PERPSIM_MARKET_DATA_LATENCY")]
+    pub market_data_latency: Option<String>,
     /// What the market maker's account holds at start, per settlement asset
     /// [default: 100000000].
     #[arg(long, env = "PERPSIM_MAKER_FUNDING")]
@@ -246,6 +251,7 @@ struct FileConfig {
     market_data: Option<PathBuf>,
     market_data_speed: Option<u32>,
     order_latency: Option<String>,
+    market_data_latency: Option<String>,
 }
 
 /// One instrument's table in the TOML file: `[instruments."BTC-USDC-PERP"]`.
@@ -543,7 +549,7 @@ impl ServeArgs {
             None => FileConfig::default(),
         };
         let mut simulation = simulation(&self, &file)?;
-        let (market_data, order_latency) = market_and_latency(&self, &file, &mut simulation)?;
+        let (market_data, latencies) = market_and_latency(&self, &file, &mut simulation)?;
         let market_given = market_given(&self, &file);
         let websocket = ws_limits(&self, &file)?;
         let auth_failures = auth_failures(&self, &file)?;
@@ -598,7 +604,7 @@ impl ServeArgs {
             limits,
             journal_readers,
             market_data,
-            order_latency,
+            latencies,
         })
     }
 }
@@ -724,25 +730,34 @@ fn journal_readers(args: &ServeArgs, file: &FileConfig) -> Result<bool, String> 
     }
 }
 
-/// `--market-data` (with it a new data dir's feed is fixed unless one is given) and
-/// `--order-latency`.
+/// `--market-data` (with it a new data dir's feed is fixed unless one is given), and the
+/// latencies: `--order-latency` and `--market-data-latency`.
 fn market_and_latency(
     args: &ServeArgs,
     file: &FileConfig,
     simulation: &mut Simulation,
-) -> Result<(Option<MarketData>, Option<LatencyModel>), String> {
+) -> Result<(Option<MarketData>, Latencies), String> {
     let market_data = market_data(args, file)?;
     if market_data.is_some() && args.price_feed.is_none() && file.price_feed.is_none() {
         // Recorded prices drive the instruments: a random walk would move them between rows.
         simulation.price_feed = PriceFeed::Fixed;
     }
-    let order_latency = args
-        .order_latency
-        .as_deref()
-        .or(file.order_latency.as_deref())
-        .map(|text| parse_model(text, &Limits::default()))
-        .transpose()?;
-    Ok((market_data, order_latency))
+    let model = |flag: &str, given: &Option<String>, in_file: &Option<String>| {
+        given
+            .as_deref()
+            .or(in_file.as_deref())
+            .map(|text| parse_model(flag, text, &Limits::default()))
+            .transpose()
+    };
+    let latencies = Latencies {
+        order_entry: model("--order-latency", &args.order_latency, &file.order_latency)?,
+        market_data: model(
+            "--market-data-latency",
+            &args.market_data_latency,
+            &file.market_data_latency,
+        )?,
+    };
+    Ok((market_data, latencies))
 }
 
 /// The market data file and its speed, flags over the file; the speed 1 to [`MAX_SPEED`].

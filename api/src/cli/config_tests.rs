@@ -319,8 +319,8 @@ fn market_data_fixes_the_price_feed_unless_given_and_its_speed_is_bounded() {
     assert_eq!((data.path, data.speed), (PathBuf::from("f.yaml"), 60));
 }
 
-/// Issue 39 item 3: `--order-latency` in the scenario's distributions, each delay within a
-/// minute; anything else refused saying what is taken.
+/// Issue 39 item 3: `--order-latency` and `--market-data-latency` in the scenario's
+/// distributions, each delay within a minute; anything else refused saying what is taken.
 #[test]
 fn order_latency_takes_the_scenario_distributions_and_refuses_the_rest() {
     use perpsim_core::latency::LatencyModel;
@@ -330,7 +330,7 @@ fn order_latency_takes_the_scenario_distributions_and_refuses_the_rest() {
             ..Default::default()
         }
         .resolve()
-        .map(|c| c.order_latency.unwrap())
+        .map(|c| c.latencies.order_entry.unwrap())
     };
     assert_eq!(resolved("constant:40ms"), Ok(LatencyModel::Constant(40)));
     assert_eq!(
@@ -365,5 +365,24 @@ fn order_latency_takes_the_scenario_distributions_and_refuses_the_rest() {
     std::fs::write(&file, "latency_ms\n-1\n").unwrap();
     let err = resolved(&spec).unwrap_err();
     assert!(err.contains("observed.csv:2:1"), "located: {err}");
-    assert_eq!(ServeArgs::default().resolve().unwrap().order_latency, None);
+    assert_eq!(
+        ServeArgs::default().resolve().unwrap().latencies,
+        Latencies::default()
+    );
+    let both = ServeArgs {
+        order_latency: Some("constant:5ms".into()),
+        market_data_latency: Some("constant:7ms".into()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap()
+    .latencies;
+    assert_eq!(both.market_data, Some(LatencyModel::Constant(7)));
+    let err = ServeArgs {
+        market_data_latency: Some("constant".into()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(err.starts_with("--market-data-latency: expected"), "{err}");
 }

@@ -132,13 +132,14 @@ fn observed_delays(
     }
 }
 
-/// A model as `serve --order-latency` writes it: `constant:40ms`, `normal:50ms,10ms` (mean,
-/// standard deviation), `log-normal:40ms,0.5` (median, sigma) or `empirical:FILE` (a CSV of
-/// `latency_ms`, as a scenario's), each delay within a minute.
-pub fn parse_model(text: &str, limits: &Limits) -> Result<LatencyModel, String> {
+/// A model as `serve`'s `flag` (`--order-latency`, `--market-data-latency`) writes it:
+/// `constant:40ms`, `normal:50ms,10ms` (mean, standard deviation), `log-normal:40ms,0.5`
+/// (median, sigma) or `empirical:FILE` (a CSV of `latency_ms`, as a scenario's), each delay
+/// within a minute.
+pub fn parse_model(flag: &str, text: &str, limits: &Limits) -> Result<LatencyModel, String> {
     let expected = || {
         format!(
-            "--order-latency: expected constant:40ms, normal:50ms,10ms, log-normal:40ms,0.5 or empirical:FILE (delays at most a minute), got {text:?}"
+            "{flag}: expected constant:40ms, normal:50ms,10ms, log-normal:40ms,0.5 or empirical:FILE (delays at most a minute), got {text:?}"
         )
     };
     let (distribution, args) = text.split_once(':').ok_or_else(expected)?;
@@ -153,7 +154,7 @@ pub fn parse_model(text: &str, limits: &Limits) -> Result<LatencyModel, String> 
             let sigma = Decimal::from_str_exact(sigma)
                 .ok()
                 .filter(|s| (Decimal::ZERO..=Decimal::from(5)).contains(s))
-                .ok_or_else(|| format!("--order-latency: sigma: expected 0 to 5, got {sigma:?}"))?;
+                .ok_or_else(|| format!("{flag}: sigma: expected 0 to 5, got {sigma:?}"))?;
             Ok(LatencyModel::LogNormal {
                 median: ms(median)?,
                 sigma: decimal_to_f64(sigma),
@@ -162,7 +163,7 @@ pub fn parse_model(text: &str, limits: &Limits) -> Result<LatencyModel, String> 
         ("empirical", _) => {
             let path = Path::new(args);
             let opened = files::open(path, limits.max_file_bytes)
-                .map_err(|m| format!("--order-latency: {}: {m}", path.display()))?;
+                .map_err(|m| format!("{flag}: {}: {m}", path.display()))?;
             let observed = observed_delays(limits, (path, opened)).map_err(|e| e.to_string())?;
             Ok(LatencyModel::Empirical(observed))
         }

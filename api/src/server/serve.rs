@@ -31,6 +31,7 @@ use crate::state::config::{self, ServeConfig};
 use crate::state::host::{self, EngineHandle, HostLimits};
 use crate::state::latency::OrderLatency;
 use crate::state::metrics::{self, Exporter};
+use crate::ws::delay::FrameDelay;
 use perpsim_systems::command::{CreateBroker, SetLimits};
 
 /// What an existing data dir fixed at its creation — seed, the manual clock's start, clock
@@ -125,9 +126,13 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let (engine, fresh) = open_engine(&cfg, &journal)?;
     let feed = market_feed(&cfg, &engine)?;
     let seed = engine.genesis_config().seed;
-    let latency = cfg.order_latency.clone().map(|model| {
+    let latency = cfg.latencies.order_entry.clone().map(|model| {
         tracing::info!(?model, "order latency");
         Arc::new(OrderLatency::new(model, seed))
+    });
+    let delay = cfg.latencies.market_data.clone().map(|model| {
+        tracing::info!(?model, "market data latency");
+        FrameDelay::new(model, seed)
     });
     // The nonces spent inside the window before this start stay spent (D2, at most once).
     let spent = journal
@@ -166,7 +171,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         transfer_delay_ms,
         latency,
     ));
-    let served = listen(&cfg, state, handle, Played(feed));
+    let served = listen(&cfg, (state, handle), Played(feed), delay);
     let engine_result = thread
         .join()
         .map_err(|_| "the engine thread panicked".to_owned())?;
@@ -278,9 +283,9 @@ fn authenticator(cfg: &ServeConfig, spent: Vec<UsedNonce>) -> Authenticator {
 /// Serves until a signal or the engine stops, then writes the final snapshot.
 fn listen(
     cfg: &ServeConfig,
-    state: Arc<AppState>,
-    handle: EngineHandle,
+    (state, handle): (Arc<AppState>, EngineHandle),
     played: Played,
+    delay: Option<FrameDelay>,
 ) -> Result<(), String> {
     let limits = cfg.connections;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -309,7 +314,7 @@ fn listen(
                 }
             }
         };
-        let ws = crate::ws::start(state.clone(), cfg.websocket);
+        let ws = crate::ws::start(state.clone(), cfg.websocket, delay);
         let endpoint = app(state.clone(), ws.clone(), local, played);
         let result = connections::serve(listener, endpoint, ws, limits, stop)
             .await

@@ -49,8 +49,15 @@ pub struct ServeConfig {
     pub journal_readers: bool,
     /// Recorded prices, rates and statuses the venue takes as its clock reaches them.
     pub market_data: Option<MarketData>,
-    /// How long order entries take to reach the venue (`state::latency`).
-    pub order_latency: Option<perpsim_core::latency::LatencyModel>,
+    pub latencies: Latencies,
+}
+
+/// The network a server plays: how late order entries reach the venue (`state::latency`)
+/// and the push channels reach clients (`ws::delay`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latencies {
+    pub order_entry: Option<perpsim_core::latency::LatencyModel>,
+    pub market_data: Option<perpsim_core::latency::LatencyModel>,
 }
 
 /// `--market-data`: a market-only scenario file and how much faster than recorded it plays.

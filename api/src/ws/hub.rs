@@ -16,7 +16,9 @@ use perpsim_systems::records::depth::LevelChange;
 use perpsim_systems::{EngineEvent, ReadView};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::Instant;
 
+use super::delay::FrameDelay;
 use super::frames::{ErrorFrame, Frame, OpReply, frame};
 use super::outbox::{Outbox, Refused};
 use super::session::KEY_REVOKED;
@@ -146,20 +148,36 @@ impl Hub {
         }
     }
 
-    /// Runs until the engine's broadcast ends (the server stops).
+    /// Runs until the engine's broadcast ends (the server stops). With `delay`, each tick
+    /// waits its drawn time first (`delay`'s module).
     pub async fn run(
         mut self,
         mut control: mpsc::Receiver<Control>,
         mut ticks: broadcast::Receiver<TickEvents>,
+        mut delay: Option<FrameDelay>,
     ) {
         loop {
+            let due = delay.as_ref().and_then(FrameDelay::next_due);
             tokio::select! {
                 c = control.recv() => match c {
                     Some(c) => self.control(c),
                     None => return,
                 },
+                () = sleep_until_due(due), if due.is_some() => {
+                    let d = delay.as_mut().expect("a due tick has a delay");
+                    while let Some(bundle) = d.take_due(Instant::now()) {
+                        self.tick(&bundle.view, &bundle.events);
+                    }
+                }
                 t = ticks.recv() => match t {
-                    Ok(bundle) => self.tick(&bundle.view, &bundle.events),
+                    Ok(bundle) => match delay.as_mut() {
+                        None => self.tick(&bundle.view, &bundle.events),
+                        Some(d) => {
+                            if let Some(early) = d.hold(bundle, Instant::now()) {
+                                self.tick(&early.view, &early.events);
+                            }
+                        }
+                    },
                     Err(RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "the channels fell behind the engine; closing every connection");
                         self.close_all(FELL_BEHIND);
@@ -540,6 +558,13 @@ impl Hub {
 }
 
 /// The frame with its checksum inverted: what the fault plan's corrupt checksum sends.
+/// Sleeps until `due` (never called without one).
+async fn sleep_until_due(due: Option<Instant>) {
+    if let Some(due) = due {
+        tokio::time::sleep_until(due).await;
+    }
+}
+
 fn corrupted(f: &Frame) -> Frame {
     let mut v: serde_json::Value = serde_json::from_str(f.as_str()).expect("frames are JSON");
     if let Some(sum) = v["checksum"].as_u64() {

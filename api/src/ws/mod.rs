@@ -17,6 +17,7 @@
 
 pub mod asyncapi;
 pub mod book;
+pub mod delay;
 pub mod frames;
 pub mod hub;
 pub mod ops;
@@ -48,11 +49,15 @@ pub struct WsShared {
 
 /// Starts the hub on the current runtime. It subscribes to the engine's ticks before it reads
 /// the view it starts from, so no tick falls between the two.
-pub fn start(state: Arc<AppState>, limits: WsLimits) -> Arc<WsShared> {
+pub fn start(
+    state: Arc<AppState>,
+    limits: WsLimits,
+    delay: Option<delay::FrameDelay>,
+) -> Arc<WsShared> {
     let ticks = state.engine.subscribe();
     let hub = hub::Hub::new(state.engine.clone());
     let (control, inbox) = mpsc::channel(CONTROL_QUEUE);
-    tokio::spawn(hub.run(inbox, ticks));
+    tokio::spawn(hub.run(inbox, ticks, delay));
     Arc::new(WsShared {
         state,
         limits,
