@@ -557,7 +557,6 @@ impl Hub {
     }
 }
 
-/// The frame with its checksum inverted: what the fault plan's corrupt checksum sends.
 /// Sleeps until `due` (never called without one).
 async fn sleep_until_due(due: Option<Instant>) {
     if let Some(due) = due {
@@ -565,6 +564,7 @@ async fn sleep_until_due(due: Option<Instant>) {
     }
 }
 
+/// The frame with its checksum inverted: what the fault plan's corrupt checksum sends.
 fn corrupted(f: &Frame) -> Frame {
     let mut v: serde_json::Value = serde_json::from_str(f.as_str()).expect("frames are JSON");
     if let Some(sum) = v["checksum"].as_u64() {
