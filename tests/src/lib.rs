@@ -1,7 +1,7 @@
 //! Black-box harness: starts the real `perpsim` binary on loopback in a fresh data dir and
 //! talks to it over HTTP, signing requests as a broker SDK would (D2).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
@@ -466,6 +466,38 @@ pub fn perpsim(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `perpsim` with `args`, which must end refused within a minute (a `serve` that is
+/// not refused would serve for ever): its stderr.
+pub fn refused_within_a_minute(args: &[&str]) -> String {
+    let mut child = command()
+        .args(args)
+        .env("PERPSIM_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run perpsim");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("{args:?} was not refused: it served");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success(), "{args:?} must be refused: {err}");
+    err
 }
 
 /// `perpsim replay --journal` on a stopped server's data dir: the final state hash.

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use perpsim_tests::perpsim;
 use perpsim_tests::replay::{example, replay_ok};
+use perpsim_tests::{perpsim, refused_within_a_minute};
 
 const HEAD: &str = "name: x\nseed: 1\nstart: 2026-01-01T00:00:00Z\nend: +1h\ncustomers:\n  - {name: a, deposits: {USDC: \"100\"}}\nevents:\n";
 
@@ -427,4 +427,45 @@ fn cancels_and_amends_of_unknown_references_are_each_refused_404_in_bounded_time
         "order o is canceled and cannot be cancelled"
     );
     assert!(refusals[1..].iter().all(|r| r["code"] == "NOT_FOUND"));
+}
+
+/// Issue 39: a market data file (`serve --market-data`) and an empirical latency file are
+/// held to a scenario's rules: a recorded file outside the market file's directory, a link
+/// out of it, a device or a pipe are refused before the server serves, quoting nothing.
+#[test]
+fn market_data_and_latency_files_are_held_to_a_scenarios_rules() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("m");
+    std::fs::create_dir(&dir).unwrap();
+    let secret = root.path().join("secret.csv");
+    std::fs::write(&secret, "SECRET_TOKEN_abc123,1\n").unwrap();
+    std::os::unix::fs::symlink(&secret, dir.join("link.csv")).unwrap();
+    let data = root.path().join("data");
+    let serve = |flags: &[&str]| {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--data-dir"];
+        args.push(data.to_str().unwrap());
+        args.extend(flags);
+        let stderr = refused_within_a_minute(&args);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!stderr.contains("SECRET"), "{stderr}");
+        stderr
+    };
+    let head = "name: m\nseed: 1\nstart: 2026-01-01T00:00:00Z\nend: +1h\ncustomers: []\nevents:\n";
+    let market = dir.join("market.yaml");
+    for name in ["../secret.csv", "link.csv", "/dev/zero", "/etc/passwd"] {
+        let recorded =
+            format!("{{format: tardis-derivative-ticker, file: {name}, symbol: BTCUSDT}}");
+        let text = format!("{head}  - {{at: +0s, symbol: BTC-USDC-PERP, recorded: {recorded}}}\n");
+        std::fs::write(&market, text).unwrap();
+        let stderr = serve(&["--market-data", market.to_str().unwrap()]);
+        assert!(stderr.contains("market.yaml:7:"), "{name}: {stderr}");
+    }
+    for file in ["/dev/zero", secret.to_str().unwrap()] {
+        let spec = format!("empirical:{file}");
+        let stderr = serve(&["--order-latency", &spec]);
+        assert!(
+            stderr.contains("--order-latency") || stderr.contains(file),
+            "{stderr}"
+        );
+    }
 }

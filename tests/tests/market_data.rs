@@ -6,11 +6,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use std::io::Read;
-use std::process::Stdio;
-
 use perpsim_tests::ws::Ws;
-use perpsim_tests::{Client, Server, command, customer, funded, metric, replay_hash};
+use perpsim_tests::{
+    Client, Server, customer, funded, metric, refused_within_a_minute, replay_hash,
+};
 use serde_json::{Value, json};
 
 const BTC: &str = "BTC-USDC-PERP";
@@ -146,37 +145,6 @@ fn a_recorded_market_plays_on_the_realtime_clock_at_its_speed() {
     }
 }
 
-/// Runs `perpsim` with `args`, which must end refused within a minute: its stderr.
-fn refused(args: &[&str]) -> String {
-    let mut child = command()
-        .args(args)
-        .env("PERPSIM_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run perpsim");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("{args:?} was not refused: it served");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(!status.success(), "{args:?} must be refused: {err}");
-    err
-}
-
 /// What a market data file and its settings may not be: each refusal says what to do.
 #[test]
 fn serve_refuses_market_data_it_could_only_half_obey() {
@@ -186,7 +154,7 @@ fn serve_refuses_market_data_it_could_only_half_obey() {
         let dir = data.path().to_string_lossy().into_owned();
         let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--data-dir", &dir];
         args.extend(flags);
-        refused(&args)
+        refused_within_a_minute(&args)
     };
     let customers = market_file(files.path(), "");
     let text = std::fs::read_to_string(&customers)
