@@ -197,7 +197,7 @@ pub fn set_limits(world: &mut World, limits: VenueLimits) -> Answer<VenueLimits>
     Ok(limits)
 }
 
-fn instrument_view(world: &World, entity: Entity) -> InstrumentView {
+pub(crate) fn instrument_view(world: &World, entity: Entity) -> InstrumentView {
     let spec = world.get::<Instrument>(entity).expect("indexed instrument");
     let state = world
         .get::<InstrumentState>(entity)

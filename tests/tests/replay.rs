@@ -751,6 +751,50 @@ fn binance_files_drive_prices_and_funding() {
     assert_eq!(funding, dec("60058.5") * dec("0.0001"));
 }
 
+/// D11 (issue 39 item 1): a recorded book is the liquidity customers meet. A Tardis
+/// `book_snapshot_2` file (the index from a `price` event): a market buy of 0.3 at 00:01
+/// sweeps the recorded asks of then (0.2 at 60 000.5, then 60 001), one at 00:03 the book
+/// recorded at 00:02; the maker quotes nothing else.
+#[test]
+fn a_recorded_book_is_the_liquidity_customers_meet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t0: i64 = 1_767_225_600_000_000; // 2026-01-01T00:00:00Z in µs
+    let header = "exchange,symbol,timestamp,local_timestamp,asks[0].price,asks[0].amount,bids[0].price,bids[0].amount,asks[1].price,asks[1].amount,bids[1].price,bids[1].amount\n";
+    let row = |minute: i64, levels: &str| {
+        let t = t0 + minute * 60_000_000;
+        format!("binance-futures,BTCUSDT,{t},{t},{levels}\n")
+    };
+    let book = [
+        header.to_owned(),
+        row(0, "60000.5,0.2,59999.5,1,60001,5,59999,2"),
+        row(2, "59000.5,0.1,58999.5,1,59001,5,58999,2"),
+    ]
+    .concat();
+    std::fs::write(tmp.path().join("book.csv"), book).unwrap();
+    let file = tmp.path().join("b.yaml");
+    std::fs::write(&file, "name: b\nseed: 1\nstart: 2026-01-01T00:00:00Z\nend: +5m\nmarket: {price_feed: fixed}\ncustomers:\n  - {name: a, deposits: {USDC: \"100000\"}}\nevents:\n  - {at: +0s, symbol: BTC-USDC-PERP, price: {index_price: \"60000\"}}\n  - {at: +0s, symbol: BTC-USDC-PERP, recorded: {format: tardis-book-snapshot, symbol: BTCUSDT, file: book.csv}}\n  - {at: +1m, customer: a, order: {symbol: BTC-USDC-PERP, side: buy, type: market, reference_id: b1, amount: \"0.3\"}}\n  - {at: +3m, customer: a, order: {symbol: BTC-USDC-PERP, side: buy, type: market, reference_id: b2, amount: \"0.3\"}}\n").unwrap();
+    let out = tmp.path().join("out");
+    run(&file, &out, &[]);
+    let trades = std::fs::read_to_string(out.join("trades.csv")).unwrap();
+    let fills: Vec<(String, String, String)> = trades
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[2] == "a")
+        .map(|f| (f[12].to_owned(), f[7].to_owned(), f[8].to_owned()))
+        .collect();
+    let fill = |r: &str, p: &str, a: &str| (r.to_owned(), p.to_owned(), a.to_owned());
+    assert_eq!(
+        fills,
+        [
+            fill("b1", "60000.5", "0.2"),
+            fill("b1", "60001", "0.1"),
+            fill("b2", "59000.5", "0.1"),
+            fill("b2", "59001", "0.2"),
+        ]
+    );
+}
+
 /// D11 (issue 39 item 4): a recorded session becomes a scenario that replays it: the flash
 /// crash's journal, turned back into a scenario by `scenario from-journal`, replays to the
 /// same balances, trades, liquidations and insurance drawn for every customer (the codes the

@@ -216,6 +216,14 @@ pub enum RecordedFormat {
     /// last_funding_rate`): each rate paid pro rata over the hours of its interval.
     /// `symbol` is not read (the files are per symbol).
     BinanceKlines,
+    /// Tardis.dev's `book_snapshot_N` CSV (N up to 50): `exchange, symbol, timestamp,
+    /// local_timestamp`, then per level k `asks[k].price, asks[k].amount, bids[k].price,
+    /// bids[k].amount`, times in µs; each row the book the market maker quotes from then on.
+    TardisBookSnapshot,
+    /// Binance's public USDⓈ-M `bookTicker` file: `update_id, best_bid_price, best_bid_qty,
+    /// best_ask_price, best_ask_qty, transaction_time, event_time` (ms, or µs): the best bid
+    /// and ask the market maker quotes. `symbol` is not read (the file is per symbol).
+    BinanceBookTicker,
 }
 
 /// A shock (D11 what-if): from `from` to `until`, every price the scenario sets for `symbol`

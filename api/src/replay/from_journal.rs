@@ -224,6 +224,7 @@ impl<W: std::io::Write> Writer<W> {
             Command::SetClockMode(_) => return self.skip("clock modes"),
             Command::SetLimits(_) => return self.skip("limits"),
             Command::SetFaults(_) => return self.skip("fault plans"),
+            Command::SetRecordedBook(_) => return self.skip("recorded books"),
             Command::SetProvisioned(_) => return self.skip("provisioning"),
             Command::SetTransfersAvailable(_) => return self.skip("the transfers switch"),
             Command::CancelTransfer(_) => return self.skip("transfer cancellations"),

@@ -17,8 +17,9 @@
 //! - Manual clock: an advance (`admin::simulation`) stops at each step's time, sends it, and
 //!   goes on; every step therefore acts at its own instant, between the seconds around it.
 //! - At start, the steps already due are sent once, only the latest of each kind for each
-//!   instrument: the venue takes the prices, rate and status the file says for now (after a
-//!   restart too, over anything an operator set meanwhile), without the history before it.
+//!   instrument: the venue takes the prices, rate, status and book the file says for now
+//!   (after a restart too, over anything an operator set meanwhile), without the history
+//!   before it.
 //!
 //! Memory: the plan as encoded (`timeline`, about 80 bytes a step), within the replay's
 //! bounds (`files::Limits`, `max_steps` 5 000 000 by default); nothing grows while it plays.
@@ -83,13 +84,15 @@ pub fn read_market(file: &Path, limits: &Limits) -> Result<MarketPlan, String> {
     })
 }
 
-/// What a market data file may do: what the admin API's price, funding and status do.
+/// What a market data file may do: what the admin API's price, funding and status do, and
+/// a recorded book for the maker to quote.
 pub fn is_market(command: &Command) -> bool {
     matches!(
         command,
         Command::SetInstrumentPrice(_)
             | Command::SetFundingRate(_)
             | Command::SetInstrumentStatus(_)
+            | Command::SetRecordedBook(_)
     )
 }
 
@@ -173,12 +176,13 @@ impl MarketFeed {
     }
 }
 
-/// Which of the three a step is, and the instrument it is for.
+/// Which of the four a step is, and the instrument it is for.
 fn kind_and_symbol(command: &Command) -> (u8, &str) {
     match command {
         Command::SetInstrumentPrice(c) => (0, &c.symbol),
         Command::SetFundingRate(c) => (1, &c.symbol),
         Command::SetInstrumentStatus(c) => (2, &c.symbol),
+        Command::SetRecordedBook(c) => (3, &c.symbol),
         _ => unreachable!("a market data file's steps are checked when it is read"),
     }
 }
@@ -190,6 +194,7 @@ async fn send(engine: &EngineHandle, step: Step) -> Result<(), Error> {
         Command::SetInstrumentPrice(c) => engine.submit_admin(c).await.map(drop),
         Command::SetFundingRate(c) => engine.submit_admin(c).await.map(drop),
         Command::SetInstrumentStatus(c) => engine.submit_admin(c).await.map(drop),
+        Command::SetRecordedBook(c) => engine.submit_admin(c).await.map(drop),
         _ => unreachable!("a market data file's steps are checked when it is read"),
     };
     match answer {

@@ -1,5 +1,5 @@
 //! The admin family: the venue's settings an operator changes (funding, transfers, bounds,
-//! the fault plan), applied as IngestSystems takes them.
+//! the fault plan, a recorded book), applied as IngestSystems takes them.
 
 use perpsim_core::Decimal;
 use perpsim_core::limits::VenueLimits;
@@ -35,10 +35,33 @@ pub struct SetFaults {
     pub plan: Option<FaultPlan>,
 }
 
+/// Levels a side of a recorded book holds at most: the depth channel's 50.
+pub const MAX_BOOK_LEVELS: usize = 50;
+
+/// Issue 39 (D11): the book a recording shows for an instrument, which the market maker
+/// quotes from then on instead of its ladder (`simulation::recorded`): best first — bids
+/// descending, asks ascending —, at most [`MAX_BOOK_LEVELS`] a side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetRecordedBook {
+    pub symbol: String,
+    pub bids: Vec<BookLevel>,
+    pub asks: Vec<BookLevel>,
+}
+
+/// One price level of a recorded book: its price and the amount resting there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookLevel {
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub price: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub amount: Decimal,
+}
+
 #[derive(Debug)]
 pub enum AdminCommand {
     SetFundingRate(SetFundingRate),
     SetTransfersAvailable(SetTransfersAvailable),
     SetLimits(SetLimits),
     SetFaults(SetFaults),
+    SetRecordedBook(SetRecordedBook),
 }

@@ -70,6 +70,7 @@ requests! {
     AmendOrder => Arc<Order>,
     SetLimits => VenueLimits,
     SetFaults => Option<Box<FaultPlan>>,
+    SetRecordedBook => InstrumentView,
 }
 
 /// The answers of a tick, by type; every command of it has one.

@@ -74,6 +74,7 @@ pub enum Command {
     AmendOrder(AmendOrder),
     SetLimits(SetLimits),
     SetFaults(SetFaults),
+    SetRecordedBook(SetRecordedBook),
 }
 
 /// A command by where the engine applies it: the clock's between runs of the schedule, the
@@ -119,6 +120,7 @@ impl Command {
             Command::SetTransfersAvailable(c) => Admin(AdminCommand::SetTransfersAvailable(c)),
             Command::SetLimits(c) => Admin(AdminCommand::SetLimits(c)),
             Command::SetFaults(c) => Admin(AdminCommand::SetFaults(c)),
+            Command::SetRecordedBook(c) => Admin(AdminCommand::SetRecordedBook(c)),
         };
         Routed::Scheduled(scheduled)
     }

@@ -140,5 +140,8 @@ fn apply_admin(world: &mut World, at: usize, command: AdminCommand, answers: &mu
         }
         AdminCommand::SetLimits(c) => answers.put(at, registry::set_limits(world, c.limits)),
         AdminCommand::SetFaults(c) => answers.put(at, crate::faults::set(world, c.plan)),
+        AdminCommand::SetRecordedBook(c) => {
+            answers.put(at, crate::simulation::recorded::set_book(world, c))
+        }
     }
 }

@@ -155,6 +155,7 @@ impl Engine {
                 genesis.instruments.iter().map(|i| i.start_price),
             ),
             maker: MakerState::default(),
+            recorded: Default::default(),
         };
         crate::simulation::insert(world, genesis.simulation.clone(), market);
         world.insert_resource(FundingState::new(genesis.instruments.len(), genesis.start));

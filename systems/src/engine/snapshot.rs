@@ -58,8 +58,9 @@ use crate::trading::exchange::{Exchange, ExchangeState, ExchangeStateRef};
 /// tape keeps the last day's one-minute candles only (every interval's candles are folded by
 /// the journal's projection from the public fills, so the state no longer grows with them).
 /// 19: the periodic passes in progress (the hour's and midnight's rows are booked over ticks
-/// when the positions are many, so a pass can be in progress at a snapshot).
-pub const STATE_VERSION: u32 = 19;
+/// when the positions are many, so a pass can be in progress at a snapshot). 20: the recorded
+/// books the market maker quotes (issue 39, `simulation::recorded`).
+pub const STATE_VERSION: u32 = 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineState {

@@ -46,6 +46,7 @@ use crate::records::simulation::{MARKET_MAKER, NO_BROKER};
 use crate::records::venue::{Customer, MarketId};
 use crate::registry::Registry;
 use crate::rng::EngineRng;
+use crate::simulation::recorded::{self, RecordedBooks};
 use crate::trading::desk::Desk;
 
 /// The maker's open quotes per market, bids then asks, and its next reference number.
@@ -112,8 +113,8 @@ pub fn quote(
     mut desk: Desk,
     mut state: ResMut<MakerState>,
     settings: Res<SimulationSettings>,
-    mut kept: Local<Vec<Quoted>>,
-    mut scratch: Local<Scratch>,
+    (mut kept, mut scratch): (Local<Vec<Quoted>>, Local<Scratch>),
+    (recorded, mut seen): (Res<RecordedBooks>, Local<Vec<recorded::Seen>>),
 ) {
     let markets = desk.market_count();
     state.quotes.resize_with(markets as usize, Default::default);
@@ -121,6 +122,21 @@ pub fn quote(
     for market in 0..markets {
         let m = market as usize;
         let sim = &settings.0.instruments[m];
+        if let Some(book) = recorded.book(market) {
+            let MakerState {
+                quotes,
+                next_reference,
+            } = &mut *state;
+            let quoting = (market, book, sim.max_inventory);
+            recorded::quote(
+                &mut desk,
+                quoting,
+                (&mut quotes[m], next_reference),
+                &mut seen,
+            );
+            kept[m].sides = Default::default(); // the ladder's memory no longer holds
+            continue;
+        }
         let (spec, now) = desk.market(market);
         let grid = *kept[m].grid.get_or_insert_with(|| sim.grid(spec));
         let index = now.index_price;

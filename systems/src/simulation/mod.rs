@@ -17,6 +17,9 @@ use crate::sets::{PriceSteps, Quoting};
 
 pub mod feed;
 pub mod maker;
+pub mod recorded;
+#[cfg(test)]
+mod recorded_tests;
 #[cfg(test)]
 mod tests;
 
@@ -25,6 +28,8 @@ mod tests;
 pub struct MarketState {
     pub feed: feed::FeedState,
     pub maker: maker::MakerState,
+    /// The recorded books the maker quotes (issue 39).
+    pub recorded: recorded::RecordedBooks,
 }
 
 pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
@@ -41,11 +46,13 @@ pub(crate) fn insert(world: &mut World, simulation: Simulation, state: MarketSta
     world.insert_resource(SimulationSettings(simulation));
     world.insert_resource(state.feed);
     world.insert_resource(state.maker);
+    world.insert_resource(state.recorded);
 }
 
 pub(crate) fn extract(world: &World) -> MarketState {
     MarketState {
         feed: world.resource::<feed::FeedState>().clone(),
         maker: world.resource::<maker::MakerState>().clone(),
+        recorded: world.resource::<recorded::RecordedBooks>().clone(),
     }
 }

@@ -201,7 +201,11 @@ fn rates(
 }
 
 /// Column `c`'s time (ms, or µs from [`MICROS_FROM`]), never before the row before's.
-fn time(table: &Table, c: usize, last: &mut Option<Timestamp>) -> Result<Timestamp, ScenarioError> {
+pub(super) fn time(
+    table: &Table,
+    c: usize,
+    last: &mut Option<Timestamp>,
+) -> Result<Timestamp, ScenarioError> {
     let (text, i) = table.required(c)?;
     let name = table.name(c);
     let value = text
@@ -270,6 +274,8 @@ mod tests {
             event: 0,
             price_scale: Decimal::ONE,
             funding_hours: Decimal::from(8),
+            tick: Decimal::new(1, 1),
+            lot: Decimal::new(1, 4),
         };
         let files = Files {
             mark: opened(dir.path(), "mark.csv", mark),

@@ -1,6 +1,6 @@
 //! Recorded market data as a scenario's market (D11, issue 39 item 1): a file in a format
 //! risk teams hold, mapped to one instrument, into the steps the admin API's `price` and
-//! `funding` would be — so a recorded day drives margin, funding, liquidation and insurance
+//! `funding` would be, and the recorded book the market maker quotes — so a recorded day drives margin, funding, liquidation and insurance
 //! through the venue's own engine.
 //!
 //! - Rows are the file's symbol's only, from the event's `at` to the scenario's `end`; their
@@ -16,8 +16,11 @@
 //!   the latest rate recorded before it ends.
 //! - Numbers are plain decimals (no exponent), each refusal at its line and column.
 //!
+//! - Books: Tardis.dev's `book_snapshot_N` and Binance's `bookTicker` rows plan the book the
+//!   market maker quotes (`book`).
+//!
 //! Formats: Tardis.dev's `derivative_ticker` (here), Binance's public klines and funding
-//! files (`binance`).
+//! files (`binance`), the two book formats (`book`).
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +41,7 @@ use super::timing::parse_duration;
 use crate::requests::instruments::{checked_price, checked_rate};
 
 mod binance;
+mod book;
 
 /// Tardis.dev `derivative_ticker`: every column it writes, those read required.
 const TARDIS_TICKER: &Columns = &[
@@ -71,6 +75,9 @@ pub(super) struct Mapping<'a> {
     pub price_scale: Decimal,
     /// Hours the recorded rates are for.
     pub funding_hours: Decimal,
+    /// The instrument's tick and lot, which a recorded book's levels are put on.
+    pub tick: Decimal,
+    pub lot: Decimal,
 }
 
 impl<'a> Mapping<'a> {
@@ -100,12 +107,19 @@ impl<'a> Mapping<'a> {
                 })?,
             None => Decimal::from(8),
         };
+        let spec = ctx
+            .specs
+            .iter()
+            .find(|s| s.symbol == instrument)
+            .expect("the event's instrument is the scenario's");
         Ok(Mapping {
             instrument,
             from,
             event,
             price_scale,
             funding_hours,
+            tick: spec.tick_size,
+            lot: spec.lot_size,
         })
     }
 }
@@ -148,6 +162,22 @@ pub(super) fn plan(
                 funding: recorded.funding_file.as_ref().map(&mut open).transpose()?,
             };
             binance::read(ctx, files, mapping, steps)
+        }
+        RecordedFormat::TardisBookSnapshot | RecordedFormat::BinanceBookTicker => {
+            let extra = [&recorded.index_file, &recorded.funding_file];
+            if let Some(file) = extra.into_iter().flatten().next() {
+                let message = "a book file holds the book only: index and funding come from \
+                               a ticker or klines event of their own";
+                return Err(ctx.error(file.referenced, message));
+            }
+            let opened = open(&recorded.file)?;
+            match recorded.format {
+                RecordedFormat::TardisBookSnapshot => {
+                    let symbol = recorded.symbol.value.as_str();
+                    book::tardis_snapshot(ctx, opened, symbol, mapping, steps)
+                }
+                _ => book::binance_ticker(ctx, opened, mapping, steps),
+            }
         }
     }
 }
@@ -394,6 +424,8 @@ mod tests {
             event: 0,
             price_scale: scale.parse().unwrap(),
             funding_hours: Decimal::from(8),
+            tick: Decimal::new(1, 1),
+            lot: Decimal::new(1, 4),
         };
         let opened = std::fs::File::open(&path).unwrap();
         let mut steps = Timeline::default();

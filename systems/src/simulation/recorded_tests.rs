@@ -1,0 +1,169 @@
+//! The recorded book as the liquidity customers meet (issue 39 item 1, D11).
+
+use perpsim_core::ErrorCode;
+use perpsim_core::order::{OrderStatus, Side};
+use perpsim_core::time::SECOND_MS;
+
+use crate::command::{BookLevel, Command, SetRecordedBook};
+use crate::records::simulation::MARKET_MAKER;
+use crate::testkit::*;
+use crate::{CommandResult, Engine};
+
+fn levels(levels: &[(&str, &str)]) -> Vec<BookLevel> {
+    let level = |&(price, amount): &(&str, &str)| BookLevel {
+        price: d(price),
+        amount: d(amount),
+    };
+    levels.iter().map(level).collect()
+}
+
+/// BTC's recorded book set to `bids` and `asks`, (price, amount) best first.
+fn set_book(e: &mut Engine, bids: &[(&str, &str)], asks: &[(&str, &str)]) -> CommandResult {
+    let book = SetRecordedBook {
+        symbol: BTC.into(),
+        bids: levels(bids),
+        asks: levels(asks),
+    };
+    run(e, vec![Command::SetRecordedBook(book)]).remove(0)
+}
+
+/// BTC's book as the read view shows it: (price, amount) per side, best first.
+fn book(e: &Engine) -> [Vec<(String, String)>; 2] {
+    let depth = &e.view().trading.books[0];
+    let side = |levels: &[crate::records::depth::Level]| {
+        let level = |l: &crate::records::depth::Level| {
+            (
+                l.price.normalize().to_string(),
+                l.amount.normalize().to_string(),
+            )
+        };
+        levels.iter().map(level).collect()
+    };
+    [side(&depth.bids), side(&depth.asks)]
+}
+
+fn owned(levels: &[(&str, &str)]) -> Vec<(String, String)> {
+    let level = |&(p, a): &(&str, &str)| (p.to_owned(), a.to_owned());
+    levels.iter().map(level).collect()
+}
+
+/// A side's levels as written: (price, amount), best first.
+type Levels<'a> = &'a [(&'a str, &'a str)];
+
+const BIDS: &[(&str, &str)] = &[("59990.5", "0.25"), ("59990", "1.5"), ("59980", "0.75")];
+const ASKS: &[(&str, &str)] = &[("59991", "0.4"), ("59992.5", "0.6")];
+
+/// D11: the maker quotes the recorded levels exactly — its ladder gone —, and a customer's
+/// market order sweeps them at the recorded prices; the maker quotes them again whole in the
+/// same run (no market impact: the recording is what the market does).
+#[test]
+fn the_maker_quotes_the_recorded_book_and_a_market_order_sweeps_its_levels() {
+    let mut e = living(1);
+    set_book(&mut e, BIDS, ASKS).expect("a valid book");
+    assert_eq!(book(&e), [owned(BIDS), owned(ASKS)]);
+    let c = funded(&mut e, 1, "1000000")[0];
+    let r = run(&mut e, vec![place(c, market(Side::Buy, "m1", "0.5"))]);
+    let o = order(&r[0]);
+    assert_eq!(o.status, OrderStatus::Filled);
+    assert_eq!(
+        o.filled_quote,
+        d("59991") * d("0.4") + d("59992.5") * d("0.1")
+    );
+    assert_eq!(
+        book(&e),
+        [owned(BIDS), owned(ASKS)],
+        "the run ends with the recorded book whole: customers' fills do not move the recording"
+    );
+}
+
+/// D11: a new book moves the quotes: levels that survive keep their orders (amended to the
+/// recorded amount), the others move or go, and the new levels are placed.
+#[test]
+fn a_new_recorded_book_keeps_surviving_levels_and_moves_the_rest() {
+    let mut e = living(2);
+    set_book(&mut e, BIDS, ASKS).expect("a valid book");
+    let kept_bid = |e: &Engine| {
+        let v = e.view();
+        let ids = &v.trading.open_orders[&MARKET_MAKER];
+        ids.iter()
+            .map(|(_, id)| &v.trading.orders[id])
+            .find(|o| o.limit_price == Some(d("59990")))
+            .map(|o| o.id)
+    };
+    let before = kept_bid(&e).expect("a quote at 59990");
+    let bids = [("59990", "2"), ("59985", "1")];
+    let asks = [("59990.5", "0.3")];
+    set_book(&mut e, &bids, &asks).expect("a valid book");
+    assert_eq!(book(&e), [owned(&bids), owned(&asks)]);
+    assert_eq!(
+        kept_bid(&e),
+        Some(before),
+        "the surviving level kept its order"
+    );
+    let quotes = e.view().trading.open_orders[&MARKET_MAKER].len();
+    assert_eq!(
+        quotes,
+        3 + 3 * 2 * 10,
+        "BTC's three levels and the ladders elsewhere"
+    );
+}
+
+/// D11: a book that does not fit the instrument is refused, naming what is wrong, and the
+/// book before stands.
+#[test]
+fn a_recorded_book_off_the_tick_or_lot_unordered_crossed_or_too_deep_is_refused() {
+    let mut e = living(3);
+    set_book(&mut e, BIDS, ASKS).expect("a valid book");
+    let deep: Vec<(String, &str)> = (0..51).map(|k| (format!("{}", 50_000 - k), "1")).collect();
+    let deep: Vec<(&str, &str)> = deep.iter().map(|(p, a)| (p.as_str(), *a)).collect();
+    let cases: [(Levels, Levels, &str); 5] = [
+        (
+            &[("59990.55", "1")],
+            &[],
+            "bids[0]: price 59990.55 is not a positive multiple of the tick size",
+        ),
+        (
+            &[],
+            &[("59991", "0.00001")],
+            "asks[0]: amount 0.00001 is not a positive multiple of the lot size",
+        ),
+        (
+            &[("59990", "1"), ("59991", "1")],
+            &[],
+            "bids[1]: prices must be strictly descending",
+        ),
+        (
+            &[("59991", "1")],
+            &[("59991", "1")],
+            "must not be crossed: best bid 59991 at or above best ask 59991",
+        ),
+        (&deep, &[], "at most 50 levels a side, got 51"),
+    ];
+    for (bids, asks, says) in cases {
+        let refused = set_book(&mut e, bids, asks).expect_err(says);
+        assert_eq!(refused.code, ErrorCode::Validation, "{says}");
+        assert!(
+            refused.message.contains(says),
+            "{says}: {}",
+            refused.message
+        );
+    }
+    assert_eq!(
+        book(&e),
+        [owned(BIDS), owned(ASKS)],
+        "the book before stands"
+    );
+}
+
+/// D11: the recorded book is state: a restored engine quotes the same book.
+#[test]
+fn a_restored_engine_quotes_the_same_recorded_book() {
+    let mut e = living(4);
+    set_book(&mut e, BIDS, ASKS).expect("a valid book");
+    let mut restored = Engine::restore(&e.state());
+    assert_eq!(restored.state_hash(), e.state_hash());
+    advance(&mut e, SECOND_MS);
+    advance(&mut restored, SECOND_MS);
+    assert_eq!(book(&restored), [owned(BIDS), owned(ASKS)]);
+    assert_eq!(restored.state_hash(), e.state_hash());
+}
