@@ -795,6 +795,62 @@ fn a_recorded_book_is_the_liquidity_customers_meet() {
     );
 }
 
+/// D11 (issue 39 item 1): a customer's resting order fills by recorded trades, after the
+/// volume recorded ahead of it (the queue model). Bob bids 0.5 at 59 999.5 behind the 1
+/// recorded there: a recorded sell of 0.8 there leaves 0.2 ahead, one of 0.5 fills 0.3 of
+/// his, one at 59 998 goes through his price and fills the rest; a Binance aggTrades file.
+#[test]
+fn recorded_trades_fill_a_resting_order_after_the_volume_ahead() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z in ms
+    let book = format!(
+        "update_id,best_bid_price,best_bid_qty,best_ask_price,best_ask_qty,transaction_time,event_time\n1,59999.5,1,60000.5,2,{t0},{t0}\n"
+    );
+    std::fs::write(tmp.path().join("book.csv"), book).unwrap();
+    let trade = |minute: i64, price: &str, amount: &str| {
+        let t = t0 + minute * 60_000;
+        format!("{minute},{price},{amount},1,1,{t},true\n")
+    };
+    let trades = [
+        "agg_trade_id,price,quantity,first_trade_id,last_trade_id,transact_time,is_buyer_maker\n"
+            .to_owned(),
+        trade(2, "59999.5", "0.8"),
+        trade(3, "59999.5", "0.5"),
+        trade(4, "59998", "0.1"),
+    ]
+    .concat();
+    std::fs::write(tmp.path().join("trades.csv"), trades).unwrap();
+    let file = tmp.path().join("q.yaml");
+    std::fs::write(&file, "name: q\nseed: 1\nstart: 2026-01-01T00:00:00Z\nend: +5m\nmarket: {price_feed: fixed}\ncustomers:\n  - {name: bob, deposits: {USDC: \"100000\"}}\nevents:\n  - {at: +0s, symbol: BTC-USDC-PERP, price: {index_price: \"60000\"}}\n  - {at: +0s, symbol: BTC-USDC-PERP, recorded: {format: binance-book-ticker, symbol: BTCUSDT, file: book.csv}}\n  - {at: +0s, symbol: BTC-USDC-PERP, recorded: {format: binance-agg-trades, symbol: BTCUSDT, file: trades.csv}}\n  - {at: +1m, customer: bob, order: {symbol: BTC-USDC-PERP, side: buy, type: limit, reference_id: q, amount: \"0.5\", limit_price: \"59999.5\"}}\n").unwrap();
+    let out = tmp.path().join("out");
+    run(&file, &out, &[]);
+    let trades = std::fs::read_to_string(out.join("trades.csv")).unwrap();
+    let fills: Vec<(String, String, String, String)> = trades
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[2] == "bob")
+        .map(|f| {
+            (
+                f[14][..19].to_owned(),
+                f[7].to_owned(),
+                f[8].to_owned(),
+                f[11].to_owned(),
+            )
+        })
+        .collect();
+    let fill = |at: &str, amount: &str| {
+        let at = format!("2026-01-01T00:0{at}");
+        (
+            at,
+            "59999.5".to_owned(),
+            amount.to_owned(),
+            "maker".to_owned(),
+        )
+    };
+    assert_eq!(fills, [fill("3:00", "0.3"), fill("4:00", "0.2")]);
+}
+
 /// D11 (issue 39 item 4): a recorded session becomes a scenario that replays it: the flash
 /// crash's journal, turned back into a scenario by `scenario from-journal`, replays to the
 /// same balances, trades, liquidations and insurance drawn for every customer (the codes the

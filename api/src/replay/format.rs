@@ -224,6 +224,14 @@ pub enum RecordedFormat {
     /// best_ask_price, best_ask_qty, transaction_time, event_time` (ms, or µs): the best bid
     /// and ask the market maker quotes. `symbol` is not read (the file is per symbol).
     BinanceBookTicker,
+    /// Tardis.dev's `trades` CSV: `exchange, symbol, timestamp, local_timestamp, id, side,
+    /// price, amount` (`side` the aggressor's: `buy`, `sell` or `unknown`, passed over),
+    /// times in µs: each trade fills the resting orders it reaches by the queue model.
+    TardisTrades,
+    /// Binance's public USDⓈ-M `aggTrades` file: `agg_trade_id, price, quantity,
+    /// first_trade_id, last_trade_id, transact_time, is_buyer_maker` (ms, or µs; `true`: the
+    /// seller took). `symbol` is not read (the file is per symbol).
+    BinanceAggTrades,
 }
 
 /// A shock (D11 what-if): from `from` to `until`, every price the scenario sets for `symbol`

@@ -225,6 +225,7 @@ impl<W: std::io::Write> Writer<W> {
             Command::SetLimits(_) => return self.skip("limits"),
             Command::SetFaults(_) => return self.skip("fault plans"),
             Command::SetRecordedBook(_) => return self.skip("recorded books"),
+            Command::PrintRecordedTrade(_) => return self.skip("recorded trades"),
             Command::SetProvisioned(_) => return self.skip("provisioning"),
             Command::SetTransfersAvailable(_) => return self.skip("the transfers switch"),
             Command::CancelTransfer(_) => return self.skip("transfer cancellations"),

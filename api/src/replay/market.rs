@@ -19,7 +19,7 @@
 //! - At start, the steps already due are sent once, only the latest of each kind for each
 //!   instrument: the venue takes the prices, rate, status and book the file says for now
 //!   (after a restart too, over anything an operator set meanwhile), without the history
-//!   before it.
+//!   before it, and no recorded trade (a trade past is no liquidity now).
 //!
 //! Memory: the plan as encoded (`timeline`, about 80 bytes a step), within the replay's
 //! bounds (`files::Limits`, `max_steps` 5 000 000 by default); nothing grows while it plays.
@@ -84,8 +84,8 @@ pub fn read_market(file: &Path, limits: &Limits) -> Result<MarketPlan, String> {
     })
 }
 
-/// What a market data file may do: what the admin API's price, funding and status do, and
-/// a recorded book for the maker to quote.
+/// What a market data file may do: what the admin API's price, funding and status do, a
+/// recorded book for the maker to quote and the recorded trades.
 pub fn is_market(command: &Command) -> bool {
     matches!(
         command,
@@ -93,6 +93,7 @@ pub fn is_market(command: &Command) -> bool {
             | Command::SetFundingRate(_)
             | Command::SetInstrumentStatus(_)
             | Command::SetRecordedBook(_)
+            | Command::PrintRecordedTrade(_)
     )
 }
 
@@ -158,12 +159,14 @@ impl MarketFeed {
     }
 
     /// At start: the latest step of each kind and instrument due at `now`, in order, and
-    /// none before them. Returns how many steps were passed over.
+    /// none before them; no recorded trade (a trade past is no liquidity now). Returns how
+    /// many steps were passed over.
     pub async fn catch_up(&self, engine: &EngineHandle, now: Timestamp) -> Result<usize, Error> {
         let due = self.take_due(now);
         let latest: BTreeMap<(u8, &str), usize> = due
             .iter()
             .enumerate()
+            .filter(|(_, step)| !matches!(step.command, Command::PrintRecordedTrade(_)))
             .map(|(i, step)| (kind_and_symbol(&step.command), i))
             .collect();
         let mut kept: Vec<usize> = latest.into_values().collect();
@@ -176,13 +179,14 @@ impl MarketFeed {
     }
 }
 
-/// Which of the four a step is, and the instrument it is for.
+/// Which of the five a step is, and the instrument it is for.
 fn kind_and_symbol(command: &Command) -> (u8, &str) {
     match command {
         Command::SetInstrumentPrice(c) => (0, &c.symbol),
         Command::SetFundingRate(c) => (1, &c.symbol),
         Command::SetInstrumentStatus(c) => (2, &c.symbol),
         Command::SetRecordedBook(c) => (3, &c.symbol),
+        Command::PrintRecordedTrade(c) => (4, &c.symbol),
         _ => unreachable!("a market data file's steps are checked when it is read"),
     }
 }
@@ -195,6 +199,7 @@ async fn send(engine: &EngineHandle, step: Step) -> Result<(), Error> {
         Command::SetFundingRate(c) => engine.submit_admin(c).await.map(drop),
         Command::SetInstrumentStatus(c) => engine.submit_admin(c).await.map(drop),
         Command::SetRecordedBook(c) => engine.submit_admin(c).await.map(drop),
+        Command::PrintRecordedTrade(c) => engine.submit_admin(c).await.map(drop),
         _ => unreachable!("a market data file's steps are checked when it is read"),
     };
     match answer {

@@ -1,5 +1,5 @@
 //! The admin family: the venue's settings an operator changes (funding, transfers, bounds,
-//! the fault plan, a recorded book), applied as IngestSystems takes them.
+//! the fault plan, a recorded book and its trades), applied as IngestSystems takes them.
 
 use perpsim_core::Decimal;
 use perpsim_core::limits::VenueLimits;
@@ -48,6 +48,19 @@ pub struct SetRecordedBook {
     pub asks: Vec<BookLevel>,
 }
 
+/// Issue 39 (D11): a trade a recording printed for an instrument, its aggressor on `side`:
+/// it fills the customers' resting orders it reaches by the queue model
+/// (`trading::desk::recorded`), against the market maker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrintRecordedTrade {
+    pub symbol: String,
+    pub side: perpsim_core::order::Side,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub price: Decimal,
+    #[serde(with = "perpsim_core::decimal::bin")]
+    pub amount: Decimal,
+}
+
 /// One price level of a recorded book: its price and the amount resting there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookLevel {
@@ -64,4 +77,5 @@ pub enum AdminCommand {
     SetLimits(SetLimits),
     SetFaults(SetFaults),
     SetRecordedBook(SetRecordedBook),
+    PrintRecordedTrade(PrintRecordedTrade),
 }

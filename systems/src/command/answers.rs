@@ -71,6 +71,7 @@ requests! {
     SetLimits => VenueLimits,
     SetFaults => Option<Box<FaultPlan>>,
     SetRecordedBook => InstrumentView,
+    PrintRecordedTrade => InstrumentView,
 }
 
 /// The answers of a tick, by type; every command of it has one.

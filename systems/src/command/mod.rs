@@ -75,6 +75,7 @@ pub enum Command {
     SetLimits(SetLimits),
     SetFaults(SetFaults),
     SetRecordedBook(SetRecordedBook),
+    PrintRecordedTrade(PrintRecordedTrade),
 }
 
 /// A command by where the engine applies it: the clock's between runs of the schedule, the
@@ -121,6 +122,7 @@ impl Command {
             Command::SetLimits(c) => Admin(AdminCommand::SetLimits(c)),
             Command::SetFaults(c) => Admin(AdminCommand::SetFaults(c)),
             Command::SetRecordedBook(c) => Admin(AdminCommand::SetRecordedBook(c)),
+            Command::PrintRecordedTrade(c) => Admin(AdminCommand::PrintRecordedTrade(c)),
         };
         Routed::Scheduled(scheduled)
     }

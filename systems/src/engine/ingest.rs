@@ -143,5 +143,8 @@ fn apply_admin(world: &mut World, at: usize, command: AdminCommand, answers: &mu
         AdminCommand::SetRecordedBook(c) => {
             answers.put(at, crate::simulation::recorded::set_book(world, c))
         }
+        AdminCommand::PrintRecordedTrade(c) => {
+            answers.put(at, crate::simulation::recorded::take_trade(world, c))
+        }
     }
 }

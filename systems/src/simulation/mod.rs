@@ -34,6 +34,12 @@ pub struct MarketState {
 
 pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(feed::step_prices.in_set(PriceSteps));
+    schedule.add_systems(
+        recorded::print_trades
+            .in_set(Quoting)
+            .before(maker::quote)
+            .run_if(recorded::trades_taken),
+    );
     schedule.add_systems(maker::quote.in_set(Quoting).run_if(maker_on));
 }
 

@@ -1,28 +1,30 @@
 //! The recorded book (issue 39 item 1; D11: "the recorded book is the liquidity customers
 //! meet"): a scenario's recorded book files, or `serve --market-data`, set per instrument the
 //! levels a recording shows (`SetRecordedBook`), and from then on the market maker quotes
-//! exactly those — each level one order of the recorded amount at the recorded price —
-//! instead of its ladder. Customers meet the recorded liquidity through the same desk, fills
+//! exactly those — the recorded amount at the recorded price — instead of its ladder. Customers meet the recorded liquidity through the same desk, fills
 //! and ledger as the ladder's, so every invariant counts it.
 //!
-//! - A book is at most [`MAX_LEVELS`](crate::command::MAX_BOOK_LEVELS) levels a side (the depth channel's 50), best first,
-//!   prices on the instrument's tick and strictly ordered, amounts on its lot and above
-//!   zero, the two sides uncrossed; anything else is refused (validation) and the book before
-//!   stands. Both sides empty quote nothing.
+//! - A book is at most `MAX_BOOK_LEVELS` levels a side (the depth channel's 50), best
+//!   first, prices on the instrument's tick and strictly ordered, amounts on its lot and
+//!   above zero, the two sides uncrossed; anything else is refused (validation) and the book
+//!   before stands. Both sides empty quote nothing.
 //! - The maker's other rules hold: it stops quoting the side that would grow its inventory
 //!   past its maximum, and its orders need its margin like anyone's (a level the desk refuses
 //!   stays unquoted until the next re-quote).
-//! - A re-quote keeps an order on a level that survives (its amount amended to the level's
-//!   where it differs), moves the others onto the missing levels, cancels what is left and
-//!   places what is still missing. The side the book moved towards goes first, so the maker
-//!   never meets its own stale quote.
+//! - A re-quote keeps the queue as the recording moves it (hftbacktest's risk-averse queue
+//!   model, with `trading::desk::recorded`'s recorded trades): volume a level gains is a new
+//!   quote at its back, behind the customers' orders already there (at most
+//!   [`MAX_QUOTES_PER_LEVEL`] a level, then the back-most quote grows); volume it loses is
+//!   cut from the back-most quotes first; quotes on levels gone move onto new levels or are
+//!   cancelled, and new levels are placed. The side the book moved towards goes first, so
+//!   the maker never meets its own stale quote.
 //! - Customers' fills do not deplete the recording: the re-quote that ends the run quotes
 //!   the recorded levels whole again (no market impact — the recording is what the market
 //!   did —, as hftbacktest's books are).
 //! - It runs when a market's book was set or one of the maker's orders there changed (a fill,
 //!   say), and once after a restore (what it saw is a `Local`, not state).
 
-use bevy_ecs::prelude::{Local, Resource, World};
+use bevy_ecs::prelude::{Local, Res, ResMut, Resource, World};
 use perpsim_core::Decimal;
 use perpsim_core::Error;
 use perpsim_core::entry::{Amend, OrderEntry};
@@ -30,7 +32,9 @@ use perpsim_core::instrument::{InstrumentSpec, InstrumentStatus};
 use perpsim_core::order::{OrderType, Side};
 use serde::{Deserialize, Serialize};
 
-use crate::command::{Answer, BookLevel, MAX_BOOK_LEVELS as MAX_LEVELS, SetRecordedBook};
+use crate::command::{
+    Answer, BookLevel, MAX_BOOK_LEVELS as MAX_LEVELS, PrintRecordedTrade, SetRecordedBook,
+};
 use crate::records::ids::OrderId;
 use crate::records::simulation::MARKET_MAKER;
 use crate::records::venue::{InstrumentView, MarketId, MarketSlot};
@@ -94,6 +98,49 @@ pub fn set_book(world: &mut World, c: SetRecordedBook) -> Answer<InstrumentView>
     Ok(crate::registry::instrument_view(world, entity))
 }
 
+/// The recorded trades of the run, in the order taken, until [`print_trades`] prints them
+/// in the same run (never state: empty between runs).
+#[derive(Resource, Debug, Default)]
+pub struct RecordedTrades(Vec<(MarketId, PrintRecordedTrade)>);
+
+/// `PrintRecordedTrade`: checked against the instrument (a positive price on its tick, a
+/// positive amount on its lot) and taken for [`print_trades`].
+pub fn take_trade(world: &mut World, c: PrintRecordedTrade) -> Answer<InstrumentView> {
+    let entity = crate::registry::instrument_entity(world, &c.symbol)?;
+    let market = world
+        .get::<MarketSlot>(entity)
+        .expect("indexed instrument")
+        .0;
+    let spec = &world
+        .get::<crate::records::venue::Instrument>(entity)
+        .expect("indexed instrument")
+        .0;
+    let level = BookLevel {
+        price: c.price,
+        amount: c.amount,
+    };
+    check_level(spec, "trade", &level)?;
+    world
+        .get_resource_or_insert_with(RecordedTrades::default)
+        .0
+        .push((market, c));
+    Ok(crate::registry::instrument_view(world, entity))
+}
+
+/// MatchSystems, in `Quoting` before the maker's re-quote: the run's recorded trades
+/// against the book, in order (`trading::desk::recorded`).
+pub fn print_trades(mut desk: Desk, mut trades: ResMut<RecordedTrades>) {
+    for (market, t) in trades.0.drain(..) {
+        desk.print_recorded_trade(market, (t.side, t.price, t.amount));
+    }
+    desk.flush();
+}
+
+/// Whether the run took a recorded trade.
+pub fn trades_taken(trades: Option<Res<RecordedTrades>>) -> bool {
+    trades.is_some_and(|t| !t.0.is_empty())
+}
+
 /// One side's levels: at most [`MAX_LEVELS`], each on the tick and lot and above zero, in
 /// strictly worsening price order (bids descending, asks ascending).
 fn check_side(
@@ -110,29 +157,34 @@ fn check_side(
         return Err(Error::validation(message));
     }
     for (k, l) in levels.iter().enumerate() {
-        let at = format!("{name}[{k}]");
-        if l.price <= Decimal::ZERO || !spec.on_tick(l.price) {
-            let message = format!(
-                "{at}: price {} is not a positive multiple of the tick size {}",
-                l.price, spec.tick_size
-            );
-            return Err(Error::validation(message));
-        }
-        if l.amount <= Decimal::ZERO || !spec.on_lot(l.amount) {
-            let message = format!(
-                "{at}: amount {} is not a positive multiple of the lot size {}",
-                l.amount, spec.lot_size
-            );
-            return Err(Error::validation(message));
-        }
+        check_level(spec, &format!("{name}[{k}]"), l)?;
         if k > 0 && !worse(side, l.price, levels[k - 1].price) {
             let order = match side {
                 Side::Buy => "descending",
                 Side::Sell => "ascending",
             };
-            let message = format!("{at}: prices must be strictly {order}, best first");
+            let message = format!("{name}[{k}]: prices must be strictly {order}, best first");
             return Err(Error::validation(message));
         }
+    }
+    Ok(())
+}
+
+/// A level (or a trade) `at`: a positive price on the tick and a positive amount on the lot.
+fn check_level(spec: &InstrumentSpec, at: &str, l: &BookLevel) -> Result<(), Error> {
+    if l.price <= Decimal::ZERO || !spec.on_tick(l.price) {
+        let message = format!(
+            "{at}: price {} is not a positive multiple of the tick size {}",
+            l.price, spec.tick_size
+        );
+        return Err(Error::validation(message));
+    }
+    if l.amount <= Decimal::ZERO || !spec.on_lot(l.amount) {
+        let message = format!(
+            "{at}: amount {} is not a positive multiple of the lot size {}",
+            l.amount, spec.lot_size
+        );
+        return Err(Error::validation(message));
     }
     Ok(())
 }
@@ -202,58 +254,105 @@ fn first_sides(desk: &Desk, book: &RecordedBook, ids: &[Vec<OrderId>; 2]) -> [us
     if rising { [1, 0] } else { [0, 1] }
 }
 
-/// One side onto `wanted`: orders on a wanted level kept (their amount amended to the
-/// level's), the others moved onto the missing levels or cancelled, the rest placed.
+/// Maker quotes one recorded level holds at most: volume the recording adds to a level is
+/// a new quote at its back (behind the customers' orders that came before it) until then,
+/// and then tops up the level's back-most quote, which loses its priority.
+pub const MAX_QUOTES_PER_LEVEL: usize = 16;
+
+/// A live quote as a re-quote reads it: its id, its time priority, its filled and its
+/// remaining amount.
+type Quote = (OrderId, Option<std::num::NonZeroU64>, Decimal, Decimal);
+
+/// One side onto `wanted`: each wanted level's quotes brought to its amount (see
+/// [`level_to`]), the quotes on no wanted level moved onto the levels none holds or
+/// cancelled, and what is still missing placed. `ids` is left holding the live quotes.
 fn requote(
     desk: &mut Desk,
     (symbol, side, wanted): (&str, Side, &[BookLevel]),
     (ids, next_reference): (&mut Vec<OrderId>, &mut u64),
 ) {
-    let mut held = vec![false; wanted.len()];
-    let mut kept = Vec::with_capacity(wanted.len());
+    let mut levels: Vec<Vec<Quote>> = vec![Vec::new(); wanted.len()];
     let mut free = Vec::new();
     for &id in ids.iter() {
         let Some(o) = desk.live_order(id) else {
             continue;
         };
-        let (price, filled, remaining) = (o.limit_price, o.filled_amount, o.remaining());
-        let level = wanted
-            .iter()
-            .position(|l| Some(l.price) == price)
-            .filter(|&k| !held[k]);
-        let Some(k) = level else {
-            free.push(id);
-            continue;
-        };
-        held[k] = true;
-        let amount = wanted[k].amount;
-        if remaining != amount && !amend(desk, id, filled + amount, None) {
-            cancel(desk, id);
-            held[k] = false;
-            continue;
+        let quote = (id, o.priority, o.filled_amount, o.remaining());
+        match wanted.iter().position(|l| Some(l.price) == o.limit_price) {
+            Some(k) => levels[k].push(quote),
+            None => free.push(id),
         }
-        kept.push(id);
     }
-    let mut missing = (0..wanted.len()).filter(|&k| !held[k]);
-    for id in free {
+    let mut missing = Vec::new();
+    for (k, quotes) in levels.iter_mut().enumerate() {
+        match quotes.is_empty() {
+            true => missing.push(k),
+            false => level_to(desk, (symbol, side, wanted[k]), quotes, next_reference),
+        }
+    }
+    let mut missing = missing.into_iter();
+    for &id in &free {
         let Some(o) = desk.live_order(id) else {
             continue;
         };
         let filled = o.filled_amount;
         match missing.next().map(|k| wanted[k]) {
-            Some(l) if amend(desk, id, filled + l.amount, Some(l.price)) => kept.push(id),
+            Some(l) if amend(desk, id, filled + l.amount, Some(l.price)) => {}
             _ => cancel(desk, id),
         }
     }
+    let mut quotes: Vec<OrderId> = levels.iter().flatten().map(|q| q.0).collect();
+    quotes.extend(free);
     for k in missing {
-        *next_reference += 1;
-        let reference = format!("mm-{next_reference}");
-        if let Some(id) = place(desk, (symbol, side, reference), wanted[k]) {
-            kept.push(id);
+        quotes.extend(place(desk, (symbol, side, next_reference), wanted[k]));
+    }
+    quotes.retain(|&id| desk.live_order(id).is_some());
+    *ids = quotes;
+}
+
+/// One level's quotes (`quotes`, not empty) brought to the recorded amount, keeping the
+/// queue as the recording grew or shrank it (hftbacktest's risk-averse model): volume added
+/// is a new quote at the back; volume gone is cut from the back-most quotes first, so the
+/// volume ahead of a customer's order falls only once the level is smaller than it.
+/// A quote placed joins `quotes`.
+fn level_to(
+    desk: &mut Desk,
+    (symbol, side, level): (&str, Side, BookLevel),
+    quotes: &mut Vec<Quote>,
+    next_reference: &mut u64,
+) {
+    quotes.sort_by_key(|q| q.1);
+    let total: Decimal = quotes.iter().map(|q| q.3).sum();
+    if total < level.amount {
+        let more = level.amount - total;
+        if quotes.len() < MAX_QUOTES_PER_LEVEL {
+            let added = BookLevel {
+                price: level.price,
+                amount: more,
+            };
+            quotes.extend(
+                place(desk, (symbol, side, next_reference), added)
+                    .map(|id| (id, None, Decimal::ZERO, more)),
+            );
+        } else {
+            let &(id, _, filled, remaining) = quotes.last().expect("a level's quotes");
+            if !amend(desk, id, filled + remaining + more, None) {
+                cancel(desk, id);
+            }
+        }
+        return;
+    }
+    let mut excess = total - level.amount;
+    for &(id, _, filled, remaining) in quotes.iter().rev() {
+        if excess.is_zero() {
+            break;
+        }
+        let cut = excess.min(remaining);
+        excess -= cut;
+        if cut == remaining || !amend(desk, id, filled + remaining - cut, None) {
+            cancel(desk, id);
         }
     }
-    kept.retain(|&id| desk.live_order(id).is_some());
-    *ids = kept;
 }
 
 /// Amends a quote's whole amount (and price); whether the desk took it.
@@ -267,17 +366,17 @@ fn amend(desk: &mut Desk, id: OrderId, amount: Decimal, price: Option<Decimal>) 
     desk.amend_open(id, &amend).is_ok()
 }
 
-/// Places a quote on a level under `reference` (the maker's numbering); its id, if the desk
-/// took it.
+/// Places a quote on a level under the maker's next reference; its id, if the desk took it.
 fn place(
     desk: &mut Desk,
-    (symbol, side, reference): (&str, Side, String),
+    (symbol, side, next_reference): (&str, Side, &mut u64),
     level: BookLevel,
 ) -> Option<OrderId> {
+    *next_reference += 1;
     let entry = OrderEntry {
         amount: Some(level.amount),
         limit_price: Some(level.price),
-        ..OrderEntry::new(side, OrderType::Limit, reference)
+        ..OrderEntry::new(side, OrderType::Limit, format!("mm-{next_reference}"))
     };
     desk.place(MARKET_MAKER, symbol, &entry).ok()
 }

@@ -4,7 +4,7 @@ use perpsim_core::ErrorCode;
 use perpsim_core::order::{OrderStatus, Side};
 use perpsim_core::time::SECOND_MS;
 
-use crate::command::{BookLevel, Command, SetRecordedBook};
+use crate::command::{BookLevel, Command, PrintRecordedTrade, SetRecordedBook};
 use crate::records::simulation::MARKET_MAKER;
 use crate::testkit::*;
 use crate::{CommandResult, Engine};
@@ -59,6 +59,7 @@ const ASKS: &[(&str, &str)] = &[("59991", "0.4"), ("59992.5", "0.6")];
 #[test]
 fn the_maker_quotes_the_recorded_book_and_a_market_order_sweeps_its_levels() {
     let mut e = living(1);
+    e.set_auditing(true); // every run checked: money, fills, books
     set_book(&mut e, BIDS, ASKS).expect("a valid book");
     assert_eq!(book(&e), [owned(BIDS), owned(ASKS)]);
     let c = funded(&mut e, 1, "1000000")[0];
@@ -76,8 +77,8 @@ fn the_maker_quotes_the_recorded_book_and_a_market_order_sweeps_its_levels() {
     );
 }
 
-/// D11: a new book moves the quotes: levels that survive keep their orders (amended to the
-/// recorded amount), the others move or go, and the new levels are placed.
+/// D11: a new book moves the quotes: levels that survive keep their orders (volume added a
+/// new quote behind them), the others move or go, and the new levels are placed.
 #[test]
 fn a_new_recorded_book_keeps_surviving_levels_and_moves_the_rest() {
     let mut e = living(2);
@@ -103,8 +104,8 @@ fn a_new_recorded_book_keeps_surviving_levels_and_moves_the_rest() {
     let quotes = e.view().trading.open_orders[&MARKET_MAKER].len();
     assert_eq!(
         quotes,
-        3 + 3 * 2 * 10,
-        "BTC's three levels and the ladders elsewhere"
+        4 + 3 * 2 * 10,
+        "BTC's three levels (59990's 0.5 more a quote of its own) and the ladders elsewhere"
     );
 }
 
@@ -166,4 +167,106 @@ fn a_restored_engine_quotes_the_same_recorded_book() {
     advance(&mut restored, SECOND_MS);
     assert_eq!(book(&restored), [owned(BIDS), owned(ASKS)]);
     assert_eq!(restored.state_hash(), e.state_hash());
+}
+
+/// A recorded trade of `amount` at `price` in BTC, its aggressor on `side`.
+fn trade(e: &mut Engine, side: Side, price: &str, amount: &str) {
+    let t = PrintRecordedTrade {
+        symbol: BTC.into(),
+        side,
+        price: d(price),
+        amount: d(amount),
+    };
+    let r = run(e, vec![Command::PrintRecordedTrade(t)]);
+    assert!(r[0].is_ok(), "{r:?}");
+}
+
+/// The customer's BTC position size, as a string.
+fn held(e: &Engine, c: perpsim_core::ids::CustomerCode) -> String {
+    let v = e.view();
+    let size = v
+        .trading
+        .positions
+        .get(&c)
+        .and_then(|p| p.get(&0))
+        .map(|p| p.size);
+    size.unwrap_or_default().normalize().to_string()
+}
+
+/// D11, the queue model (hftbacktest's risk-averse one): an order placed behind 1.5 recorded
+/// at its price fills only once trades at that price have consumed the 1.5; volume the
+/// recording adds to the level queues behind it.
+#[test]
+fn a_resting_order_fills_by_recorded_trades_after_the_volume_ahead_of_it() {
+    let mut e = living(5);
+    e.set_auditing(true); // every run checked: money, fills, books
+    set_book(&mut e, BIDS, ASKS).expect("a valid book");
+    let c = funded(&mut e, 1, "1000000")[0];
+    let r = run(
+        &mut e,
+        vec![place(c, limit(Side::Buy, "q", "0.5", "59990"))],
+    );
+    assert_eq!(order(&r[0]).status, OrderStatus::Open);
+    trade(&mut e, Side::Sell, "59990", "1");
+    assert_eq!(held(&e, c), "0", "0.5 of the 1.5 ahead is left");
+    set_book(&mut e, BIDS, ASKS).expect("the same book");
+    trade(&mut e, Side::Sell, "59990", "0.75");
+    assert_eq!(held(&e, c), "0.25", "0.5 ahead, then 0.25 of the order");
+    trade(&mut e, Side::Sell, "59990", "0.25");
+    assert_eq!(
+        held(&e, c),
+        "0.5",
+        "nothing ahead: the refilled 1 queues behind"
+    );
+    let fills = e.view().trading.fills.clone();
+    let last = fills.back().expect("a public fill");
+    assert_eq!((last.price, last.amount), (d("59990"), d("0.25")));
+}
+
+/// D11, the queue model: a level shrinking below the volume ahead of an order takes the
+/// volume ahead down with it (the recording is cut from the back first).
+#[test]
+fn a_recorded_level_shrinking_below_the_queue_ahead_brings_the_order_forward() {
+    let mut e = living(6);
+    e.set_auditing(true); // every run checked: money, fills, books
+    set_book(&mut e, BIDS, ASKS).expect("a valid book");
+    let c = funded(&mut e, 1, "1000000")[0];
+    run(
+        &mut e,
+        vec![place(c, limit(Side::Buy, "q", "0.5", "59990"))],
+    );
+    let shrunk = [("59990.5", "0.25"), ("59990", "0.4")];
+    set_book(&mut e, &shrunk, ASKS).expect("a valid book");
+    trade(&mut e, Side::Sell, "59990", "0.6");
+    assert_eq!(held(&e, c), "0.2", "0.4 ahead, then 0.2 of the order");
+}
+
+/// D11, the queue model: a trade printed through an order's price (a sell below a bid)
+/// went through everything there: the order fills whole, at its own price, whatever the
+/// trade's amount.
+#[test]
+fn a_recorded_trade_through_an_orders_price_fills_it_whole() {
+    let mut e = living(7);
+    e.set_auditing(true); // every run checked: money, fills, books
+    set_book(&mut e, BIDS, ASKS).expect("a valid book");
+    let c = funded(&mut e, 1, "1000000")[0];
+    run(
+        &mut e,
+        vec![place(c, limit(Side::Buy, "q", "0.5", "59990.7"))],
+    );
+    trade(&mut e, Side::Buy, "59991", "5");
+    assert_eq!(
+        held(&e, c),
+        "0",
+        "a buy trade reaches the asks, not the bids"
+    );
+    trade(&mut e, Side::Sell, "59990.5", "0.0001");
+    assert_eq!(held(&e, c), "0.5");
+    let fills = e.view().trading.fills.clone();
+    assert_eq!(fills.back().map(|f| f.price), Some(d("59990.7")));
+    assert_eq!(
+        book(&e),
+        [owned(BIDS), owned(ASKS)],
+        "the maker's quotes untouched"
+    );
 }

@@ -273,6 +273,36 @@ impl Book {
         })
     }
 
+    /// The resting orders of `side` at prices as good as `through` or better (bids at or
+    /// above it, asks at or below), best price first and oldest first within a price: what
+    /// a trade printed at `through` reached (issue 39's queue model, `simulation::recorded`).
+    pub fn queue_through(&self, side: Side, through: Ticks) -> Vec<(OrderRef, Resting)> {
+        let levels: Box<dyn Iterator<Item = &Level>> = match side {
+            Side::Buy => Box::new(self.bids.range(through..).rev().map(|(_, l)| l)),
+            Side::Sell => Box::new(self.asks.range(..=through).map(|(_, l)| l)),
+        };
+        let mut queue = Vec::new();
+        for level in levels {
+            let mut at = level.head;
+            while at != NIL {
+                let s = &self.slots[at as usize];
+                let r = OrderRef {
+                    slot: at,
+                    generation: s.generation,
+                };
+                let resting = Resting {
+                    id: s.id,
+                    side: s.side,
+                    price: s.price,
+                    remaining: s.remaining,
+                };
+                queue.push((r, resting));
+                at = s.next;
+            }
+        }
+        queue
+    }
+
     /// Lowers a resting order's amount in place, keeping its time priority (an amend that
     /// only reduces size). Refused (false) for a stale handle or a non-reduction.
     pub fn reduce(&mut self, r: OrderRef, lots: Lots) -> bool {

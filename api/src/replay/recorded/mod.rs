@@ -17,10 +17,11 @@
 //! - Numbers are plain decimals (no exponent), each refusal at its line and column.
 //!
 //! - Books: Tardis.dev's `book_snapshot_N` and Binance's `bookTicker` rows plan the book the
-//!   market maker quotes (`book`).
+//!   market maker quotes (`book`); Tardis's `trades` and Binance's `aggTrades` rows the
+//!   trades that fill resting orders by the queue model (`trades`).
 //!
 //! Formats: Tardis.dev's `derivative_ticker` (here), Binance's public klines and funding
-//! files (`binance`), the two book formats (`book`).
+//! files (`binance`), the two book formats (`book`), the two trade formats (`trades`).
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +43,7 @@ use crate::requests::instruments::{checked_price, checked_rate};
 
 mod binance;
 mod book;
+mod trades;
 
 /// Tardis.dev `derivative_ticker`: every column it writes, those read required.
 const TARDIS_TICKER: &Columns = &[
@@ -163,20 +165,24 @@ pub(super) fn plan(
             };
             binance::read(ctx, files, mapping, steps)
         }
-        RecordedFormat::TardisBookSnapshot | RecordedFormat::BinanceBookTicker => {
+        format => {
             let extra = [&recorded.index_file, &recorded.funding_file];
             if let Some(file) = extra.into_iter().flatten().next() {
-                let message = "a book file holds the book only: index and funding come from \
-                               a ticker or klines event of their own";
+                let message = "a book or trades file holds only that: index and funding come \
+                               from a ticker or klines event of their own";
                 return Err(ctx.error(file.referenced, message));
             }
             let opened = open(&recorded.file)?;
-            match recorded.format {
+            let symbol = recorded.symbol.value.as_str();
+            match format {
                 RecordedFormat::TardisBookSnapshot => {
-                    let symbol = recorded.symbol.value.as_str();
                     book::tardis_snapshot(ctx, opened, symbol, mapping, steps)
                 }
-                _ => book::binance_ticker(ctx, opened, mapping, steps),
+                RecordedFormat::BinanceBookTicker => {
+                    book::binance_ticker(ctx, opened, mapping, steps)
+                }
+                RecordedFormat::TardisTrades => trades::tardis(ctx, opened, symbol, mapping, steps),
+                _ => trades::binance(ctx, opened, mapping, steps),
             }
         }
     }

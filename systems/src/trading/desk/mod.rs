@@ -11,6 +11,7 @@ mod amend;
 mod checks;
 mod forced;
 mod margin;
+mod recorded;
 mod triggers;
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
