@@ -220,6 +220,11 @@ pub enum RecordedFormat {
     /// local_timestamp`, then per level k `asks[k].price, asks[k].amount, bids[k].price,
     /// bids[k].amount`, times in µs; each row the book the market maker quotes from then on.
     TardisBookSnapshot,
+    /// Tardis.dev's `incremental_book_L2` CSV: `exchange, symbol, timestamp,
+    /// local_timestamp, is_snapshot, side, price, amount` (`side` `bid` or `ask`, `amount`
+    /// the level's new total, 0 removing it), times in µs: the book rebuilt, its best 50
+    /// levels a side the book the market maker quotes after each instant's updates.
+    TardisIncrementalBook,
     /// Binance's public USDⓈ-M `bookTicker` file: `update_id, best_bid_price, best_bid_qty,
     /// best_ask_price, best_ask_qty, transaction_time, event_time` (ms, or µs): the best bid
     /// and ask the market maker quotes. `symbol` is not read (the file is per symbol).

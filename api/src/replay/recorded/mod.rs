@@ -16,8 +16,8 @@
 //!   the latest rate recorded before it ends.
 //! - Numbers are plain decimals (no exponent), each refusal at its line and column.
 //!
-//! - Books: Tardis.dev's `book_snapshot_N` and Binance's `bookTicker` rows plan the book the
-//!   market maker quotes (`book`); Tardis's `trades` and Binance's `aggTrades` rows the
+//! - Books: Tardis.dev's `book_snapshot_N` and `incremental_book_L2` and Binance's
+//!   `bookTicker` rows plan the book the market maker quotes (`book`); Tardis's `trades` and Binance's `aggTrades` rows the
 //!   trades that fill resting orders by the queue model (`trades`).
 //!
 //! Formats: Tardis.dev's `derivative_ticker` (here), Binance's public klines and funding
@@ -180,6 +180,9 @@ pub(super) fn plan(
                 }
                 RecordedFormat::BinanceBookTicker => {
                     book::binance_ticker(ctx, opened, mapping, steps)
+                }
+                RecordedFormat::TardisIncrementalBook => {
+                    book::tardis_incremental(ctx, opened, symbol, mapping, steps)
                 }
                 RecordedFormat::TardisTrades => trades::tardis(ctx, opened, symbol, mapping, steps),
                 _ => trades::binance(ctx, opened, mapping, steps),

@@ -1,5 +1,6 @@
 //! Recorded books (issue 39 item 1): Tardis.dev's `book_snapshot_N` (any N up to 50) and
-//! Binance's USDⓈ-M `bookTicker` daily files, each row the book's best levels at its time,
+//! Binance's USDⓈ-M `bookTicker` daily files, each row the book's best levels at its time
+//! (and Tardis's `incremental_book_L2`, rebuilt into such rows: `incremental`),
 //! planned as `SetRecordedBook` steps: the market maker quotes exactly those levels
 //! (`perpsim_systems::simulation::recorded`), so customers meet the recorded liquidity.
 //!
@@ -21,9 +22,12 @@ use perpsim_systems::Command;
 use perpsim_systems::command::{BookLevel, MAX_BOOK_LEVELS as MAX_LEVELS, SetRecordedBook};
 
 use super::{Mapping, Market, Opened, decimal, micros, push};
+
+mod incremental;
 use crate::replay::plan::{Ctx, ScenarioError};
 use crate::replay::table::{Columns, Table};
 use crate::replay::timeline::Timeline;
+pub(super) use incremental::tardis_incremental;
 
 /// Tardis.dev `book_snapshot_N`: `exchange, symbol, timestamp, local_timestamp`, then per
 /// level k from 0 `asks[k].price, asks[k].amount, bids[k].price, bids[k].amount`; the first
@@ -69,7 +73,7 @@ const TRANSACTION_TIME: usize = 5;
 
 /// The book a file's rows last planned, and what each row reads into.
 #[derive(Default)]
-struct Books {
+pub(super) struct Books {
     market: Market,
     planned: Option<[Vec<BookLevel>; 2]>,
     /// The row's levels as recorded and scaled, per side (reused).
@@ -165,7 +169,7 @@ fn level(
 }
 
 /// Plans the row's book at `at` if it is uncrossed and not the book planned last.
-fn plan(
+pub(super) fn plan(
     ctx: &Ctx,
     table: &Table,
     (mapping, at): (&Mapping, Timestamp),
