@@ -46,8 +46,11 @@ pub struct PublishSystems;
 pub struct CommandIngest;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PriceSteps;
-/// Inside `MatchSystems`: order requests and expiry, then the market maker's re-quote, so a
-/// run ends with its ladder quoted.
+/// Inside `MatchSystems`: the recorded market's trades and books of the run (issue 39), so
+/// at one instant the recording acts before the customers' orders; then order requests and
+/// expiry; then the market maker's re-quote, so a run ends with its ladder quoted.
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RecordedMarket;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OrderHandling;
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
@@ -110,7 +113,11 @@ pub fn schedule() -> Schedule {
             .chain(),
     );
     schedule.configure_sets((CommandIngest, PriceSteps).chain().in_set(IngestSystems));
-    schedule.configure_sets((OrderHandling, Quoting).chain().in_set(MatchSystems));
+    schedule.configure_sets(
+        (RecordedMarket, OrderHandling, Quoting)
+            .chain()
+            .in_set(MatchSystems),
+    );
     schedule.configure_sets(
         (Settlement, ValuationPass)
             .chain()

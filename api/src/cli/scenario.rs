@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 /// The worked examples (`tests/scenarios/`, whose state hashes `cargo test` checks), as the
 /// binary carries them: each file by name.
-const EXAMPLES: [(&str, &[u8]); 6] = [
+const EXAMPLES: [(&str, &[u8]); 9] = [
     (
         "flash-crash.yaml",
         include_bytes!("../../../tests/scenarios/flash-crash.yaml"),
@@ -32,13 +32,25 @@ const EXAMPLES: [(&str, &[u8]); 6] = [
         "recorded-hour.csv.gz",
         include_bytes!("../../../tests/scenarios/recorded-hour.csv.gz"),
     ),
+    (
+        "recorded-book.yaml",
+        include_bytes!("../../../tests/scenarios/recorded-book.yaml"),
+    ),
+    (
+        "recorded-book.csv.gz",
+        include_bytes!("../../../tests/scenarios/recorded-book.csv.gz"),
+    ),
+    (
+        "recorded-trades.csv.gz",
+        include_bytes!("../../../tests/scenarios/recorded-trades.csv.gz"),
+    ),
 ];
 
 #[derive(Subcommand, Debug)]
 pub enum ScenarioCmd {
     /// Write the worked examples (the flash crash with its price file, a funding-heavy week,
-    /// a depreciation ladder, a recorded hour with its recording) into --out; a file already
-    /// there is left alone and refused.
+    /// a depreciation ladder, a recorded hour with its recording, the same hour's recorded
+    /// book and trades) into --out; a file already there is left alone and refused.
     Examples {
         /// The directory to write them to (created if missing).
         #[arg(long)]

@@ -56,6 +56,17 @@ pub struct MakerState {
     next_reference: u64,
 }
 
+impl MakerState {
+    /// A market's quotes per side and the maker's reference counter, for the recorded
+    /// book's re-quote (`recorded`), the quotes made room for.
+    pub(crate) fn quotes_mut(&mut self, market: usize) -> (&mut [Vec<OrderId>; 2], &mut u64) {
+        if self.quotes.len() <= market {
+            self.quotes.resize_with(market + 1, Default::default);
+        }
+        (&mut self.quotes[market], &mut self.next_reference)
+    }
+}
+
 /// At genesis: the maker's account, funded with `maker_funding` in each settlement asset by
 /// a completed deposit (money that enters the venue, like any customer's).
 pub(crate) fn spawn(world: &mut World, simulation: &Simulation, assets: &[Asset], now: Timestamp) {
@@ -114,7 +125,7 @@ pub fn quote(
     mut state: ResMut<MakerState>,
     settings: Res<SimulationSettings>,
     (mut kept, mut scratch): (Local<Vec<Quoted>>, Local<Scratch>),
-    (recorded, mut seen): (Res<RecordedBooks>, Local<Vec<recorded::Seen>>),
+    (recorded, mut seen): (Res<RecordedBooks>, ResMut<recorded::QuotedBooks>),
 ) {
     let markets = desk.market_count();
     state.quotes.resize_with(markets as usize, Default::default);
@@ -123,17 +134,8 @@ pub fn quote(
         let m = market as usize;
         let sim = &settings.0.instruments[m];
         if let Some(book) = recorded.book(market) {
-            let MakerState {
-                quotes,
-                next_reference,
-            } = &mut *state;
             let quoting = (market, book, sim.max_inventory);
-            recorded::quote(
-                &mut desk,
-                quoting,
-                (&mut quotes[m], next_reference),
-                &mut seen,
-            );
+            recorded::quote(&mut desk, quoting, state.quotes_mut(m), &mut seen.0);
             kept[m].sides = Default::default(); // the ladder's memory no longer holds
             continue;
         }

@@ -13,7 +13,7 @@ use perpsim_core::simulation::Simulation;
 use serde::{Deserialize, Serialize};
 
 use crate::records::simulation::{Restoring, SimulationSettings};
-use crate::sets::{PriceSteps, Quoting};
+use crate::sets::{PriceSteps, Quoting, RecordedMarket};
 
 pub mod feed;
 pub mod maker;
@@ -32,13 +32,16 @@ pub struct MarketState {
     pub recorded: recorded::RecordedBooks,
 }
 
-pub(crate) fn plugin(_world: &mut World, schedule: &mut Schedule) {
+pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(feed::step_prices.in_set(PriceSteps));
+    world.init_resource::<recorded::QuotedBooks>();
     schedule.add_systems(
-        recorded::print_trades
-            .in_set(Quoting)
-            .before(maker::quote)
-            .run_if(recorded::trades_taken),
+        (
+            recorded::print_trades.run_if(recorded::trades_taken),
+            recorded::quote_books,
+        )
+            .chain()
+            .in_set(RecordedMarket),
     );
     schedule.add_systems(maker::quote.in_set(Quoting).run_if(maker_on));
 }

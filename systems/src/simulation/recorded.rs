@@ -22,9 +22,10 @@
 //!   the recorded levels whole again (no market impact — the recording is what the market
 //!   did —, as hftbacktest's books are).
 //! - It runs when a market's book was set or one of the maker's orders there changed (a fill,
-//!   say), and once after a restore (what it saw is a `Local`, not state).
+//!   say), before the run's orders and again after them, and once after a restore (what it
+//!   saw is derived, not state).
 
-use bevy_ecs::prelude::{Local, Res, ResMut, Resource, World};
+use bevy_ecs::prelude::{Res, ResMut, Resource, World};
 use perpsim_core::Decimal;
 use perpsim_core::Error;
 use perpsim_core::entry::{Amend, OrderEntry};
@@ -36,8 +37,9 @@ use crate::command::{
     Answer, BookLevel, MAX_BOOK_LEVELS as MAX_LEVELS, PrintRecordedTrade, SetRecordedBook,
 };
 use crate::records::ids::OrderId;
-use crate::records::simulation::MARKET_MAKER;
+use crate::records::simulation::{MARKET_MAKER, SimulationSettings};
 use crate::records::venue::{InstrumentView, MarketId, MarketSlot};
+use crate::simulation::maker::MakerState;
 use crate::trading::desk::Desk;
 
 /// Per market (by id), the recorded book last set, if any: state (snapshots hold it).
@@ -127,13 +129,18 @@ pub fn take_trade(world: &mut World, c: PrintRecordedTrade) -> Answer<Instrument
     Ok(crate::registry::instrument_view(world, entity))
 }
 
-/// MatchSystems, in `Quoting` before the maker's re-quote: the run's recorded trades
+/// MatchSystems, in `RecordedMarket` (before the run's orders): the run's recorded trades
 /// against the book, in order (`trading::desk::recorded`).
 pub fn print_trades(mut desk: Desk, mut trades: ResMut<RecordedTrades>) {
     for (market, t) in trades.0.drain(..) {
         desk.print_recorded_trade(market, (t.side, t.price, t.amount));
     }
     desk.flush();
+}
+
+/// Whether any market has a recorded book.
+pub fn books_set(books: Res<RecordedBooks>) -> bool {
+    books.sets > 0
 }
 
 /// Whether the run took a recorded trade.
@@ -198,8 +205,39 @@ fn worse(side: Side, price: Decimal, than: Decimal) -> bool {
 }
 
 /// What the maker last quoted of a market's recorded book: the book's number and its
-/// order changes per side then. Derived (a restored engine re-quotes once).
+/// order changes per side then.
 pub type Seen = Option<(u64, [u64; 2])>;
+
+/// Per market, what the maker last quoted of its recorded book ([`Seen`]): shared by the
+/// re-quote before the run's orders ([`quote_books`]) and the one after them (the maker's).
+/// Derived, never state: a restored engine re-quotes once.
+#[derive(Resource, Debug, Default)]
+pub struct QuotedBooks(pub Vec<Seen>);
+
+/// MatchSystems, in `RecordedMarket` after the run's recorded trades: every market whose
+/// recorded book was set, or whose quotes those trades cut, re-quoted before the run's
+/// orders, so an order at the instant of a book meets that book (and queues behind it).
+pub fn quote_books(
+    mut desk: Desk,
+    mut state: ResMut<MakerState>,
+    settings: Res<SimulationSettings>,
+    (books, mut seen): (Res<RecordedBooks>, ResMut<QuotedBooks>),
+) {
+    if !settings.0.market_maker {
+        return;
+    }
+    for market in 0..desk.market_count() {
+        let Some(book) = books.book(market) else {
+            continue;
+        };
+        let m = market as usize;
+        let sim = &settings.0.instruments[m];
+        let (quotes, next_reference) = state.quotes_mut(m);
+        let quoting = (market, book, sim.max_inventory);
+        quote(&mut desk, quoting, (quotes, next_reference), &mut seen.0);
+    }
+    desk.flush();
+}
 
 /// The sides in the order of a book's: bids, then asks.
 const SIDES: [Side; 2] = [Side::Buy, Side::Sell];
@@ -210,7 +248,7 @@ pub fn quote(
     desk: &mut Desk,
     (market, book, max_inventory): (MarketId, &RecordedBook, Decimal),
     (ids, next_reference): (&mut [Vec<OrderId>; 2], &mut u64),
-    seen: &mut Local<Vec<Seen>>,
+    seen: &mut Vec<Seen>,
 ) {
     let m = market as usize;
     if seen.len() <= m {
