@@ -25,7 +25,7 @@
 //!   say), before the run's orders and again after them, and once after a restore (what it
 //!   saw is derived, not state).
 
-use bevy_ecs::prelude::{Res, ResMut, Resource, World};
+use bevy_ecs::prelude::{Entity, Res, ResMut, Resource, World};
 use perpsim_core::Decimal;
 use perpsim_core::Error;
 use perpsim_core::entry::{Amend, OrderEntry};
@@ -64,9 +64,12 @@ impl RecordedBooks {
     }
 }
 
-/// `SetRecordedBook`: validates the book against the instrument and keeps it for the maker.
-pub fn set_book(world: &mut World, c: SetRecordedBook) -> Answer<InstrumentView> {
-    let entity = crate::registry::instrument_entity(world, &c.symbol)?;
+/// The instrument `symbol` names: its entity, its market and its spec.
+fn instrument<'w>(
+    world: &'w World,
+    symbol: &str,
+) -> Result<(Entity, MarketId, &'w InstrumentSpec), Error> {
+    let entity = crate::registry::instrument_entity(world, symbol)?;
     let market = world
         .get::<MarketSlot>(entity)
         .expect("indexed instrument")
@@ -75,6 +78,12 @@ pub fn set_book(world: &mut World, c: SetRecordedBook) -> Answer<InstrumentView>
         .get::<crate::records::venue::Instrument>(entity)
         .expect("indexed instrument")
         .0;
+    Ok((entity, market, spec))
+}
+
+/// `SetRecordedBook`: validates the book against the instrument and keeps it for the maker.
+pub fn set_book(world: &mut World, c: SetRecordedBook) -> Answer<InstrumentView> {
+    let (entity, market, spec) = instrument(world, &c.symbol)?;
     check_side(spec, "bids", &c.bids, Side::Buy)?;
     check_side(spec, "asks", &c.asks, Side::Sell)?;
     if let (Some(bid), Some(ask)) = (c.bids.first(), c.asks.first())
@@ -108,15 +117,7 @@ pub struct RecordedTrades(Vec<(MarketId, PrintRecordedTrade)>);
 /// `PrintRecordedTrade`: checked against the instrument (a positive price on its tick, a
 /// positive amount on its lot) and taken for [`print_trades`].
 pub fn take_trade(world: &mut World, c: PrintRecordedTrade) -> Answer<InstrumentView> {
-    let entity = crate::registry::instrument_entity(world, &c.symbol)?;
-    let market = world
-        .get::<MarketSlot>(entity)
-        .expect("indexed instrument")
-        .0;
-    let spec = &world
-        .get::<crate::records::venue::Instrument>(entity)
-        .expect("indexed instrument")
-        .0;
+    let (entity, market, spec) = instrument(world, &c.symbol)?;
     let level = BookLevel {
         price: c.price,
         amount: c.amount,

@@ -234,7 +234,7 @@ pub(super) fn time(
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use crate::replay::recorded::written;
 
     use perpsim_systems::Command;
     use perpsim_systems::command::{SetFundingRate, SetInstrumentPrice};
@@ -251,13 +251,6 @@ mod tests {
         format!("{open},1,1,1,{close},0,{},0,0,0,0,0\n", open + 59_999)
     }
 
-    fn opened(dir: &Path, name: &str, text: &str) -> Opened {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        (path, file)
-    }
-
     fn planned(
         mark: &str,
         index: Option<&str>,
@@ -268,19 +261,11 @@ mod tests {
         let start = Timestamp::from_millis(T0);
         let scenario = dir.path().join("s.yaml");
         let ctx = Ctx::bare(&scenario, &limits, (start, start.plus_millis(2 * HOUR_MS)));
-        let mapping = Mapping {
-            instrument: "BTC-USDC-PERP",
-            from: start,
-            event: 0,
-            price_scale: Decimal::ONE,
-            funding_hours: Decimal::from(8),
-            tick: Decimal::new(1, 1),
-            lot: Decimal::new(1, 4),
-        };
+        let mapping = Mapping::for_tests(start, Decimal::ONE);
         let files = Files {
-            mark: opened(dir.path(), "mark.csv", mark),
-            index: index.map(|t| opened(dir.path(), "index.csv", t)),
-            funding: funding.map(|t| opened(dir.path(), "funding.csv", t)),
+            mark: written(dir.path(), "mark.csv", mark),
+            index: index.map(|t| written(dir.path(), "index.csv", t)),
+            funding: funding.map(|t| written(dir.path(), "funding.csv", t)),
         };
         let mut steps = Timeline::default();
         read(&ctx, files, &mapping, &mut steps).map_err(|e| {

@@ -126,6 +126,32 @@ impl<'a> Mapping<'a> {
     }
 }
 
+/// The tests' file `name` in `dir`, holding `text`, opened.
+#[cfg(test)]
+fn written(dir: &Path, name: &str, text: &str) -> Opened {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    (path, file)
+}
+
+#[cfg(test)]
+impl Mapping<'static> {
+    /// The tests' mapping: the event at `from` on BTC-USDC-PERP (tick 0.1, lot 0.0001),
+    /// prices times `price_scale`, 8-hour rates.
+    pub fn for_tests(from: Timestamp, price_scale: Decimal) -> Self {
+        Mapping {
+            instrument: "BTC-USDC-PERP",
+            from,
+            event: 0,
+            price_scale,
+            funding_hours: Decimal::from(8),
+            tick: Decimal::new(1, 1),
+            lot: Decimal::new(1, 4),
+        }
+    }
+}
+
 /// The steps of the `recorded` event mapped by `mapping`; each file read is added to
 /// `inputs` (the manifest hashes them).
 pub(super) fn plan(
@@ -427,15 +453,7 @@ mod tests {
         let limits = Limits::default();
         let start = Timestamp::from_millis(T0 / 1000);
         let ctx = Ctx::bare(&path, &limits, (start, start.plus_millis(2 * HOUR_MS)));
-        let mapping = Mapping {
-            instrument: "BTC-USDC-PERP",
-            from: start,
-            event: 0,
-            price_scale: scale.parse().unwrap(),
-            funding_hours: Decimal::from(8),
-            tick: Decimal::new(1, 1),
-            lot: Decimal::new(1, 4),
-        };
+        let mapping = Mapping::for_tests(start, scale.parse().unwrap());
         let opened = std::fs::File::open(&path).unwrap();
         let mut steps = Timeline::default();
         tardis_ticker(&ctx, (&path, opened), "BTCUSDT", &mapping, &mut steps)

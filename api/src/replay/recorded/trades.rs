@@ -158,7 +158,7 @@ fn plan(
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use crate::replay::recorded::written;
 
     use perpsim_core::time::HOUR_MS;
 
@@ -177,13 +177,6 @@ mod tests {
         format!("binance-futures,{symbol},{t},{t},7,{side},{price},{amount}\n")
     }
 
-    fn opened(dir: &Path, name: &str, text: &str) -> Opened {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        (path, file)
-    }
-
     /// The (ms past T0, "side price×amount") the file plans for BTC-USDC-PERP (tick 0.1, lot
     /// 0.0001) with `scale`; or the refusal as printed.
     fn planned(text: &str, tardis: bool, scale: &str) -> Result<Vec<(i64, String)>, String> {
@@ -192,16 +185,8 @@ mod tests {
         let start = Timestamp::from_millis(T0);
         let scenario = dir.path().join("s.yaml");
         let ctx = Ctx::bare(&scenario, &limits, (start, start.plus_millis(2 * HOUR_MS)));
-        let mapping = Mapping {
-            instrument: "BTC-USDC-PERP",
-            from: start,
-            event: 0,
-            price_scale: scale.parse().unwrap(),
-            funding_hours: Decimal::from(8),
-            tick: Decimal::new(1, 1),
-            lot: Decimal::new(1, 4),
-        };
-        let file = opened(dir.path(), "t.csv", text);
+        let mapping = Mapping::for_tests(start, scale.parse().unwrap());
+        let file = written(dir.path(), "t.csv", text);
         let mut steps = Timeline::default();
         let read = match tardis {
             true => self::tardis(&ctx, file, "BTCUSDT", &mapping, &mut steps),

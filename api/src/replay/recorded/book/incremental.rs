@@ -158,12 +158,8 @@ fn flush(
 
 #[cfg(test)]
 mod tests {
-    use perpsim_core::time::HOUR_MS;
-    use perpsim_systems::Command;
-    use perpsim_systems::command::BookLevel;
 
     use super::*;
-    use crate::replay::files::Limits;
 
     /// 2024-01-01T00:00:00Z in ms.
     const T0: i64 = 1_704_067_200_000;
@@ -175,42 +171,10 @@ mod tests {
         format!("binance-futures,BTCUSDT,{t},{t},{snapshot},{side},{price},{amount}\n")
     }
 
-    /// The (ms past T0, bids, asks) the file plans, each side "price×amount" best first; or
-    /// the refusal as printed.
     fn planned(text: &str) -> Result<Vec<(i64, String, String)>, String> {
-        let dir = tempfile::tempdir().unwrap();
-        let limits = Limits::default();
-        let start = Timestamp::from_millis(T0);
-        let scenario = dir.path().join("s.yaml");
-        let ctx = Ctx::bare(&scenario, &limits, (start, start.plus_millis(2 * HOUR_MS)));
-        let mapping = Mapping {
-            instrument: "BTC-USDC-PERP",
-            from: start,
-            event: 0,
-            price_scale: Decimal::ONE,
-            funding_hours: Decimal::from(8),
-            tick: Decimal::new(1, 1),
-            lot: Decimal::new(1, 4),
-        };
-        let path = dir.path().join("i.csv");
-        std::fs::write(&path, text).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        let mut steps = Timeline::default();
-        tardis_incremental(&ctx, (path, file), "BTCUSDT", &mapping, &mut steps).map_err(|e| {
-            e.to_string()
-                .replace(&dir.path().display().to_string(), ".")
-        })?;
-        let side = |levels: &[BookLevel]| {
-            let level = |l: &BookLevel| format!("{}×{}", l.price, l.amount);
-            levels.iter().map(level).collect::<Vec<_>>().join(" ")
-        };
-        Ok(steps
-            .iter()
-            .map(|s| match &s.command {
-                Command::SetRecordedBook(b) => (s.at.millis() - T0, side(&b.bids), side(&b.asks)),
-                other => panic!("a book step, not {other:?}"),
-            })
-            .collect())
+        super::super::planned_books(text, "1", |ctx, file, mapping, steps| {
+            tardis_incremental(ctx, file, "BTCUSDT", mapping, steps)
+        })
     }
 
     /// D11 (issue 39 item 1): updates before the first snapshot passed over; a snapshot's
@@ -260,7 +224,7 @@ mod tests {
                     row(5, true, "bid", "1", "1"),
                     row(4, true, "bid", "1", "1")
                 ),
-                "i.csv:3:25: timestamp: expected 2024-01-01T00:00:00.005Z or later",
+                "b.csv:3:25: timestamp: expected 2024-01-01T00:00:00.005Z or later",
             ),
         ];
         for (rows, says) in cases {

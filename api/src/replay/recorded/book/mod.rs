@@ -227,14 +227,45 @@ fn on_grid(recorded: &[(Decimal, Decimal)], bid: bool, mapping: &Mapping) -> Vec
     levels
 }
 
+/// The tests' reading: `read` over a file holding `text` for BTC-USDC-PERP (tick 0.1, lot
+/// 0.0001) from 2024-01-01T00:00:00Z for two hours, prices times `scale`; the books planned,
+/// as (ms past the start, bids, asks), each side "price×amount" best first, or the refusal
+/// as printed.
+#[cfg(test)]
+fn planned_books(
+    text: &str,
+    scale: &str,
+    read: impl FnOnce(&Ctx, Opened, &Mapping, &mut Timeline) -> Result<(), ScenarioError>,
+) -> Result<Vec<(i64, String, String)>, String> {
+    use perpsim_core::time::HOUR_MS;
+    let dir = tempfile::tempdir().unwrap();
+    let limits = crate::replay::files::Limits::default();
+    let start = Timestamp::from_millis(1_704_067_200_000);
+    let scenario = dir.path().join("s.yaml");
+    let ctx = Ctx::bare(&scenario, &limits, (start, start.plus_millis(2 * HOUR_MS)));
+    let mapping = Mapping::for_tests(start, scale.parse().unwrap());
+    let file = super::written(dir.path(), "b.csv", text);
+    let mut steps = Timeline::default();
+    read(&ctx, file, &mapping, &mut steps).map_err(|e| {
+        e.to_string()
+            .replace(&dir.path().display().to_string(), ".")
+    })?;
+    let side = |levels: &[BookLevel]| {
+        let level = |l: &BookLevel| format!("{}×{}", l.price, l.amount);
+        levels.iter().map(level).collect::<Vec<_>>().join(" ")
+    };
+    let t0 = start.millis();
+    let described = |s: &crate::replay::plan::Step| match &s.command {
+        Command::SetRecordedBook(b) => (s.at.millis() - t0, side(&b.bids), side(&b.asks)),
+        other => panic!("a book step, not {other:?}"),
+    };
+    Ok(steps.iter().map(|s| described(&s)).collect())
+}
+
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
-    use perpsim_core::time::HOUR_MS;
 
     use super::*;
-    use crate::replay::files::Limits;
 
     /// 2024-01-01T00:00:00Z in ms.
     const T0: i64 = 1_704_067_200_000;
@@ -250,13 +281,6 @@ mod tests {
         format!("binance-futures,{symbol},{t},{t},{a},{b}\n")
     }
 
-    fn opened(dir: &Path, name: &str, text: &str) -> Opened {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        (path, file)
-    }
-
     /// The (ms past T0, bids, asks) the file plans for BTC-USDC-PERP (tick 0.1, lot 0.0001)
     /// with `scale`, each side as "price×amount" best first; or the refusal as printed.
     fn planned(
@@ -264,41 +288,10 @@ mod tests {
         tardis: bool,
         scale: &str,
     ) -> Result<Vec<(i64, String, String)>, String> {
-        let dir = tempfile::tempdir().unwrap();
-        let limits = Limits::default();
-        let start = Timestamp::from_millis(T0);
-        let scenario = dir.path().join("s.yaml");
-        let ctx = Ctx::bare(&scenario, &limits, (start, start.plus_millis(2 * HOUR_MS)));
-        let mapping = Mapping {
-            instrument: "BTC-USDC-PERP",
-            from: start,
-            event: 0,
-            price_scale: scale.parse().unwrap(),
-            funding_hours: Decimal::from(8),
-            tick: Decimal::new(1, 1),
-            lot: Decimal::new(1, 4),
-        };
-        let file = opened(dir.path(), "b.csv", text);
-        let mut steps = Timeline::default();
-        let read = match tardis {
-            true => tardis_snapshot(&ctx, file, "BTCUSDT", &mapping, &mut steps),
-            false => binance_ticker(&ctx, file, &mapping, &mut steps),
-        };
-        read.map_err(|e| {
-            e.to_string()
-                .replace(&dir.path().display().to_string(), ".")
-        })?;
-        let side = |levels: &[BookLevel]| {
-            let level = |l: &BookLevel| format!("{}×{}", l.price, l.amount);
-            levels.iter().map(level).collect::<Vec<_>>().join(" ")
-        };
-        Ok(steps
-            .iter()
-            .map(|s| match &s.command {
-                Command::SetRecordedBook(b) => (s.at.millis() - T0, side(&b.bids), side(&b.asks)),
-                other => panic!("a book step, not {other:?}"),
-            })
-            .collect())
+        planned_books(text, scale, |ctx, file, mapping, steps| match tardis {
+            true => tardis_snapshot(ctx, file, "BTCUSDT", mapping, steps),
+            false => binance_ticker(ctx, file, mapping, steps),
+        })
     }
 
     /// D11 (issue 39 item 1): a snapshot's levels, scaled, onto the tick away from the other
