@@ -64,11 +64,17 @@ impl RecordedBooks {
     }
 }
 
-/// The instrument `symbol` names: its entity, its market and its spec.
+/// The instrument `symbol` names: its entity, its market and its spec; refused where the
+/// venue runs without the market maker.
 fn instrument<'w>(
     world: &'w World,
     symbol: &str,
 ) -> Result<(Entity, MarketId, &'w InstrumentSpec), Error> {
+    if !world.resource::<SimulationSettings>().0.market_maker {
+        let message = "a recorded book and its trades need the market maker, which quotes \
+                       the book and takes the trades' other side; this venue runs without it";
+        return Err(Error::validation(message));
+    }
     let entity = crate::registry::instrument_entity(world, symbol)?;
     let market = world
         .get::<MarketSlot>(entity)

@@ -270,3 +270,27 @@ fn a_recorded_trade_through_an_orders_price_fills_it_whole() {
         "the maker's quotes untouched"
     );
 }
+
+/// D11: a venue without the market maker has no one to quote a recorded book or take a
+/// recorded trade's other side: both are refused, saying so.
+#[test]
+fn a_recorded_book_or_trade_without_the_market_maker_is_refused() {
+    let mut e = engine(8);
+    let refused = set_book(&mut e, BIDS, ASKS).expect_err("no maker");
+    assert!(
+        refused.message.contains("need the market maker"),
+        "{}",
+        refused.message
+    );
+    let t = PrintRecordedTrade {
+        symbol: BTC.into(),
+        side: Side::Sell,
+        price: d("59990"),
+        amount: d("1"),
+    };
+    let r = run(&mut e, vec![Command::PrintRecordedTrade(t)]);
+    assert!(
+        matches!(&r[0], Err(e) if e.message.contains("need the market maker")),
+        "{r:?}"
+    );
+}
