@@ -38,7 +38,9 @@ pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     schedule.add_systems(
         (
             recorded::print_trades.run_if(recorded::trades_taken),
-            recorded::quote_books,
+            recorded::quote_books
+                .run_if(maker_on)
+                .run_if(recorded::books_set),
         )
             .chain()
             .in_set(RecordedMarket),

@@ -269,6 +269,7 @@ pub fn quote(
         return; // nothing may be placed or amended: the quotes stand as they are
     }
     let symbol = desk.market(market).0.symbol.clone();
+    let mut complete = true;
     for i in first_sides(desk, book, ids) {
         let inventory = desk.position_size(MARKET_MAKER, market);
         let grows = match SIDES[i] {
@@ -276,13 +277,12 @@ pub fn quote(
             Side::Sell => -inventory >= max_inventory,
         };
         let wanted: &[BookLevel] = if grows { &[] } else { &book.sides[i] };
-        requote(
-            desk,
-            (&symbol, SIDES[i], wanted),
-            (&mut ids[i], next_reference),
-        );
+        let side = (symbol.as_str(), SIDES[i], wanted);
+        complete &= requote(desk, side, (&mut ids[i], next_reference));
     }
-    seen[m] = Some((book.set, SIDES.map(|side| desk.maker_changes(market, side))));
+    // A re-quote the desk refused a part of (the maker's margin, say) is tried again each
+    // run, as the ladder's is, so a restored engine retries exactly when this one does.
+    seen[m] = complete.then(|| (book.set, SIDES.map(|side| desk.maker_changes(market, side))));
 }
 
 /// The order the sides re-quote in: the asks first when the new best bid reaches the
@@ -310,12 +310,13 @@ type Quote = (OrderId, Option<std::num::NonZeroU64>, Decimal, Decimal);
 
 /// One side onto `wanted`: each wanted level's quotes brought to its amount (see
 /// [`level_to`]), the quotes on no wanted level moved onto the levels none holds or
-/// cancelled, and what is still missing placed. `ids` is left holding the live quotes.
+/// cancelled, and what is still missing placed. `ids` is left holding the live quotes;
+/// returns whether they quote `wanted` exactly.
 fn requote(
     desk: &mut Desk,
     (symbol, side, wanted): (&str, Side, &[BookLevel]),
     (ids, next_reference): (&mut Vec<OrderId>, &mut u64),
-) {
+) -> bool {
     let mut levels: Vec<Vec<Quote>> = vec![Vec::new(); wanted.len()];
     let mut free = Vec::new();
     for &id in ids.iter() {
@@ -353,6 +354,20 @@ fn requote(
     }
     quotes.retain(|&id| desk.live_order(id).is_some());
     *ids = quotes;
+    quotes_exactly(desk, ids, wanted)
+}
+
+/// Whether the live quotes `ids` hold exactly the `wanted` levels' amounts, and nothing
+/// elsewhere.
+fn quotes_exactly(desk: &Desk, ids: &[OrderId], wanted: &[BookLevel]) -> bool {
+    let mut held = vec![Decimal::ZERO; wanted.len()];
+    for o in ids.iter().filter_map(|&id| desk.live_order(id)) {
+        match wanted.iter().position(|l| Some(l.price) == o.limit_price) {
+            Some(k) => held[k] += o.remaining(),
+            None => return false,
+        }
+    }
+    wanted.iter().zip(held).all(|(l, h)| l.amount == h)
 }
 
 /// One level's quotes (`quotes`, not empty) brought to the recorded amount, keeping the
