@@ -59,13 +59,9 @@ pub(super) fn resolve(
                 .sigma
                 .as_ref()
                 .ok_or_else(|| ctx.error(d.referenced, "a log-normal latency needs `sigma`"))?;
-            if sigma.value.0 < Decimal::ZERO || sigma.value.0 > Decimal::from(5) {
-                return Err(ctx.error(sigma.referenced, "sigma: expected 0 to 5"));
-            }
-            Ok(LatencyModel::LogNormal {
-                median: ms(&written.value, "value")?,
-                sigma: decimal_to_f64(sigma.value.0),
-            })
+            let median = ms(&written.value, "value")?;
+            log_normal(median, sigma.value.0)
+                .ok_or_else(|| ctx.error(sigma.referenced, format!("sigma: {SIGMAS}")))
         }
         "empirical" => empirical(ctx, written, inputs),
         other => Err(ctx.error(
@@ -132,6 +128,20 @@ fn observed_delays(
     }
 }
 
+/// What a log-normal model's sigma may be, for messages.
+const SIGMAS: &str = "expected 0 to 5";
+
+/// A log-normal model of `median` ms and `sigma`, if sigma is within 0 to 5: the one rule a
+/// scenario's model and `serve`'s flags are held to, so the two cannot drift apart.
+fn log_normal(median: f64, sigma: Decimal) -> Option<LatencyModel> {
+    (Decimal::ZERO..=Decimal::from(5))
+        .contains(&sigma)
+        .then(|| LatencyModel::LogNormal {
+            median,
+            sigma: decimal_to_f64(sigma),
+        })
+}
+
 /// A model as `serve`'s `flag` (`--order-latency`, `--market-data-latency`) writes it:
 /// `constant:40ms`, `normal:50ms,10ms` (mean, standard deviation), `log-normal:40ms,0.5`
 /// (median, sigma) or `empirical:FILE` (a CSV of `latency_ms`, as a scenario's), each delay
@@ -151,14 +161,11 @@ pub fn parse_model(flag: &str, text: &str, limits: &Limits) -> Result<LatencyMod
             stddev: ms(stddev)?,
         }),
         ("log-normal", Some((median, sigma))) => {
-            let sigma = Decimal::from_str_exact(sigma)
+            let median = ms(median)?;
+            Decimal::from_str_exact(sigma)
                 .ok()
-                .filter(|s| (Decimal::ZERO..=Decimal::from(5)).contains(s))
-                .ok_or_else(|| format!("{flag}: sigma: expected 0 to 5, got {sigma:?}"))?;
-            Ok(LatencyModel::LogNormal {
-                median: ms(median)?,
-                sigma: decimal_to_f64(sigma),
-            })
+                .and_then(|s| log_normal(median, s))
+                .ok_or_else(|| format!("{flag}: sigma: {SIGMAS}, got {sigma:?}"))
         }
         ("empirical", _) => {
             let path = Path::new(args);

@@ -132,18 +132,18 @@ impl MarketFeed {
     /// When the next step not sent falls due; `None` once the file is played.
     pub fn next_due(&self) -> Option<Timestamp> {
         let next = *self.next.lock().expect("not poisoned");
-        self.plan.steps.get(next).map(|s| self.due_at(s.at))
+        self.plan.steps.at(next).map(|at| self.due_at(at))
     }
 
     /// Takes the steps due at `now`, in order.
     fn take_due(&self, now: Timestamp) -> Vec<Step> {
         let mut next = self.next.lock().expect("not poisoned");
         let mut due = Vec::new();
-        while let Some(step) = self.plan.steps.get(*next) {
-            if self.due_at(step.at) > now {
+        while let Some(at) = self.plan.steps.at(*next) {
+            if self.due_at(at) > now {
                 break;
             }
-            due.push(step);
+            due.push(self.plan.steps.get(*next).expect("a step at that place"));
             *next += 1;
         }
         due

@@ -108,6 +108,11 @@ impl Timeline {
     }
 
     /// The step at position `i` in order, decoded.
+    /// Step `i`'s instant, without decoding its command.
+    pub fn at(&self, i: usize) -> Option<Timestamp> {
+        self.heads.get(i).map(|h| h.at)
+    }
+
     pub fn get(&self, i: usize) -> Option<Step> {
         self.heads.get(i).map(|h| Step {
             at: h.at,
