@@ -266,7 +266,7 @@ impl SideQuotes {
 }
 
 /// The sides in the order of a market's quotes: bids, then asks.
-const SIDES: [Side; 2] = [Side::Buy, Side::Sell];
+pub(super) const SIDES: [Side; 2] = [Side::Buy, Side::Sell];
 
 /// The ladder a side wants now: none of its levels when quoting would grow the maker's
 /// inventory past its maximum.
@@ -371,7 +371,7 @@ fn keep_held_levels(
 }
 
 /// Cancels an open quote (one left over, or one the desk refused to move).
-fn cancel(desk: &mut Desk, id: OrderId) {
+pub(super) fn cancel(desk: &mut Desk, id: OrderId) {
     let reference = desk.order(id).reference_id.to_string();
     let _ = desk.cancel(MARKET_MAKER, &reference);
 }

@@ -39,7 +39,7 @@ use crate::command::{
 use crate::records::ids::OrderId;
 use crate::records::simulation::{MARKET_MAKER, SimulationSettings};
 use crate::records::venue::{InstrumentView, MarketId, MarketSlot};
-use crate::simulation::maker::MakerState;
+use crate::simulation::maker::{MakerState, SIDES, cancel};
 use crate::trading::desk::Desk;
 
 /// Per market (by id), the recorded book last set, if any: state (snapshots hold it).
@@ -246,9 +246,6 @@ pub fn quote_books(
     desk.flush();
 }
 
-/// The sides in the order of a book's: bids, then asks.
-const SIDES: [Side; 2] = [Side::Buy, Side::Sell];
-
 /// One market's re-quote onto its recorded book, if the book or the maker's orders changed
 /// since the last: `ids`, the maker's quotes per side, are left holding what it now quotes.
 pub fn quote(
@@ -439,10 +436,4 @@ fn place(
         ..OrderEntry::new(side, OrderType::Limit, format!("mm-{next_reference}"))
     };
     desk.place(MARKET_MAKER, symbol, &entry).ok()
-}
-
-/// Cancels an open quote.
-fn cancel(desk: &mut Desk, id: OrderId) {
-    let reference = desk.order(id).reference_id.to_string();
-    let _ = desk.cancel(MARKET_MAKER, &reference);
 }

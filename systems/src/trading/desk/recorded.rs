@@ -28,21 +28,15 @@ use crate::trading::book::{Fill, Resting};
 
 impl Desk<'_, '_> {
     /// The recorded trade of `amount` at `price` in `market` (on its tick and lot), its
-    /// aggressor on `side`, against the resting orders it reaches (see the module). Returns
-    /// the lots customers filled.
+    /// aggressor on `side`, against the resting orders it reaches (see the module).
     pub fn print_recorded_trade(
         &mut self,
         market: MarketId,
         (side, price, amount): (Side, Decimal, Decimal),
-    ) -> Lots {
+    ) {
         let m = &self.exchange.markets[market as usize];
-        let (price, lots): (Ticks, Lots) = (m.ticks(price), m.lots(amount));
-        let resting = side.opposite();
-        let queue = self.exchange.markets[market as usize]
-            .book
-            .queue_through(resting, price);
-        let mut left = lots;
-        let mut filled = 0;
+        let (price, mut left): (Ticks, Lots) = (m.ticks(price), m.lots(amount));
+        let queue = m.book.queue_through(side.opposite(), price);
         for (r, o) in queue {
             let at_price = o.price == price;
             if at_price && left == 0 {
@@ -59,13 +53,11 @@ impl Desk<'_, '_> {
                 }
             } else {
                 self.fill_resting(market, side, (r, &o), reach);
-                filled += reach;
             }
             if at_price {
                 left -= reach;
             }
         }
-        filled
     }
 
     /// A maker quote cut by `lots` the recorded trade consumed: reduced in place (its
