@@ -2,21 +2,24 @@
 //! every tick journaled (in batches: no request waits on one), the report's samples taken at
 //! their instants, the margin-state changes and refused requests kept for the report.
 //!
-//! The loop: one tick per instant with commands, a manual `AdvanceClock` between them, split at
-//! the report's sample instants (at most 500, at least a second apart), where it reads prices
-//! and each customer's balance, equity and notional from the engine without building the view
+//! The loop: one tick per instant with commands, at that instant (its timers fired first, as any
+//! tick fires them), and an empty tick at each of the report's sample instants without commands (at
+//! most 500, at least a second apart): a schedule run is an instant's whole cost when a recording
+//! gives a step each 100 ms, so none is spent on an advance before the commands (an `AdvanceClock`
+//! tick and the commands' tick after it took three runs). At a sample it reads prices and each
+//! customer's balance, equity and notional from the engine without building the view
 //! (`Engine::prices`, `Engine::account_figures`: the margin book's figures). It keeps the
 //! margin-state events and every refused request. Ticks are journaled in batches of 4 096, each
-//! committed on a thread of its own while the engine goes on (`run::journaled`: at most one
-//! batch waits; a failed commit fails the run with its own error), and the history rows the
-//! batch's ticks made go to a second thread (`report/streamed`; the engine hands them out when
-//! asked, `Engine::set_history_on_request`, a batch at a time, so most leave in whole chunks,
-//! moved rather than copied tick by tick), which writes `ledger.csv` and `trades.csv` as they
-//! come and tallies what the report counts of the logs (trades by kind, money per currency,
-//! notices, each market's fills and chart marks): the engine lets its rows go past its history
-//! window, so a run holds a window of each log, not the whole run. The ledger lists each
-//! movement once, as the run leaves it, in ledger order: rows after a pending transfer wait for
-//! it to complete (a transfer delay's rows; to the end of the run for one still pending then).
+//! committed on a thread of its own while the engine goes on (`run::journaled`: at most one batch
+//! waits; a failed commit fails the run with its own error), and the history rows the batch's ticks
+//! made go to a second thread (`report/streamed`; the engine hands them out when asked,
+//! `Engine::set_history_on_request`, a batch at a time, so most leave in whole chunks, moved rather
+//! than copied tick by tick), which writes `ledger.csv` and `trades.csv` as they come and tallies
+//! what the report counts of the logs (trades by kind, money per currency, notices, each market's
+//! fills and chart marks): the engine lets its rows go past its history window, so a run holds a
+//! window of each log, not the whole run. The ledger lists each movement once, as the run leaves
+//! it, in ledger order: rows after a pending transfer wait for it to complete (a transfer delay's
+//! rows; to the end of the run for one still pending then).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,7 +43,7 @@ use perpsim_systems::{
 
 use super::plan::{Plan, Step, UNBOUND};
 use super::report::streamed::{self, LogTallies, Streamed};
-use perpsim_systems::command::{AdvanceClock, CreateBroker, CreateCustomer};
+use perpsim_systems::command::{CreateBroker, CreateCustomer};
 
 /// Ticks written per journal transaction.
 const JOURNAL_BATCH: usize = 4_096;
@@ -391,14 +394,15 @@ fn drive(
     while steps.peek().is_some() || r.engine.clock().now < plan.end {
         let next_step = steps.peek().map(|s| s.at).unwrap_or(plan.end);
         let t = next_step.min(next_sample).min(plan.end);
-        advance(&mut r, t)?;
         let mut commands = Vec::new();
         origins.clear();
         while let Some(step) = steps.next_if(|s| s.at == t) {
             origins.push((step.event, step.customer));
             commands.push(bound(step, &codes));
         }
-        if !commands.is_empty() {
+        if commands.is_empty() {
+            advance(&mut r, t)?;
+        } else {
             done += commands.len();
             refused(&mut r, t, Some((&origins, plan)), commands)?;
             progress(done as u64);
@@ -459,14 +463,11 @@ fn create_broker(
     }
 }
 
+/// An instant without commands (a sample's, the end): an empty tick there, its timers fired
+/// and one run at it, as the instant's commands would have had.
 fn advance(r: &mut Runner, to: Timestamp) -> Result<(), String> {
-    let now = r.engine.clock().now;
-    if to > now {
-        let result = r.tick(now, vec![Command::AdvanceClock(AdvanceClock { to })])?;
-        assert!(
-            result.iter().all(Result::is_ok),
-            "a manual clock advances to a later instant"
-        );
+    if to > r.engine.clock().now {
+        r.tick(to, Vec::new())?;
     }
     Ok(())
 }
