@@ -140,11 +140,10 @@ pub fn quote(
             continue;
         }
         let (spec, now) = desk.market(market);
-        let grid = *kept[m].grid.get_or_insert_with(|| sim.grid(spec));
-        let index = now.index_price;
-        let quoting = Quoting { market, sim, grid };
-        let ladders = [true, false].map(|bid| sim.ladder(index, bid, grid));
         let cache = &mut kept[m];
+        let grid = *cache.grid.get_or_insert_with(|| sim.grid(spec));
+        let quoting = Quoting { market, sim, grid };
+        let ladders = cache.ladders(sim, now.index_price);
         let wanted = |i: usize| wanted(&desk, quoting, ladders[i]);
         let standing = |i: usize| {
             let side = &cache.sides[i];
@@ -187,7 +186,26 @@ pub fn quote(
 #[derive(Debug, Default)]
 pub struct Quoted {
     grid: Option<Decimal>,
+    /// The ladders at the index they were computed for: many runs find the index unmoved
+    /// (a recorded market's steps, ten a second, move no other market's index), and the
+    /// ladders' decimal rounding was most of what such a run cost the maker.
+    ladders: Option<(Decimal, [Ladder; 2])>,
     sides: [SideQuotes; 2],
+}
+
+impl Quoted {
+    /// The bid and ask ladders at `index` on the grid.
+    fn ladders(&mut self, sim: &InstrumentSimulation, index: Decimal) -> [Ladder; 2] {
+        let grid = self.grid.expect("the grid is known before the ladders");
+        match self.ladders {
+            Some((at, ladders)) if at == index => ladders,
+            _ => {
+                let ladders = [true, false].map(|bid| sim.ladder(index, bid, grid));
+                self.ladders = Some((index, ladders));
+                ladders
+            }
+        }
+    }
 }
 
 /// One side's quotes as its last re-quote left them: the ladder it quoted in full, if it

@@ -128,7 +128,7 @@ pub fn take_trade(world: &mut World, c: PrintRecordedTrade) -> Answer<Instrument
         price: c.price,
         amount: c.amount,
     };
-    check_level(spec, "trade", &level)?;
+    check_level(spec, &level).map_err(|m| Error::validation(format!("trade: {m}")))?;
     world
         .get_resource_or_insert_with(RecordedTrades::default)
         .0
@@ -171,7 +171,7 @@ fn check_side(
         return Err(Error::validation(message));
     }
     for (k, l) in levels.iter().enumerate() {
-        check_level(spec, &format!("{name}[{k}]"), l)?;
+        check_level(spec, l).map_err(|m| Error::validation(format!("{name}[{k}]: {m}")))?;
         if k > 0 && !worse(side, l.price, levels[k - 1].price) {
             let order = match side {
                 Side::Buy => "descending",
@@ -184,21 +184,21 @@ fn check_side(
     Ok(())
 }
 
-/// A level (or a trade) `at`: a positive price on the tick and a positive amount on the lot.
-fn check_level(spec: &InstrumentSpec, at: &str, l: &BookLevel) -> Result<(), Error> {
+/// A level (or a trade): a positive price on the tick and a positive amount on the lot; what
+/// is wrong, for the caller to say where (built only then: a book's levels are checked on
+/// every step of a recording).
+fn check_level(spec: &InstrumentSpec, l: &BookLevel) -> Result<(), String> {
     if l.price <= Decimal::ZERO || !spec.on_tick(l.price) {
-        let message = format!(
-            "{at}: price {} is not a positive multiple of the tick size {}",
+        return Err(format!(
+            "price {} is not a positive multiple of the tick size {}",
             l.price, spec.tick_size
-        );
-        return Err(Error::validation(message));
+        ));
     }
     if l.amount <= Decimal::ZERO || !spec.on_lot(l.amount) {
-        let message = format!(
-            "{at}: amount {} is not a positive multiple of the lot size {}",
+        return Err(format!(
+            "amount {} is not a positive multiple of the lot size {}",
             l.amount, spec.lot_size
-        );
-        return Err(Error::validation(message));
+        ));
     }
     Ok(())
 }
