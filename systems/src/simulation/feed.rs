@@ -16,8 +16,7 @@ use perpsim_core::rng::SimRng;
 use perpsim_core::simulation::{FACTOR_DECIMALS, gbm_factor, round_to_unit};
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{DueEvents, SimClock};
-use crate::records::clock::ScheduledEvent;
+use crate::clock::SimClock;
 use crate::records::simulation::SimulationSettings;
 use crate::records::venue::{Instrument, InstrumentState, MarketSlot};
 
@@ -65,18 +64,14 @@ pub fn step(
     (level, new_index, new_mark)
 }
 
-/// IngestSystems, on the second's timer: every market steps, in market-id order (the order
-/// of the draws).
+/// IngestSystems, on the second's timer (its run condition): every market steps, in
+/// market-id order (the order of the draws).
 pub fn step_prices(
-    due: Res<DueEvents>,
     clock: Res<SimClock>,
     settings: Res<SimulationSettings>,
     mut feed: ResMut<FeedState>,
     mut instruments: Query<(&MarketSlot, &Instrument, &mut InstrumentState)>,
 ) {
-    if !due.has(ScheduledEvent::PriceStep) {
-        return;
-    }
     let mut markets: Vec<_> = instruments.iter_mut().collect();
     markets.sort_unstable_by_key(|(slot, _, _)| slot.0);
     for (slot, instrument, mut state) in markets {

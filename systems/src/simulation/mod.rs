@@ -12,6 +12,7 @@ use bevy_ecs::prelude::{IntoScheduleConfigs, Res, Schedule, World};
 use perpsim_core::simulation::Simulation;
 use serde::{Deserialize, Serialize};
 
+use crate::records::clock::ScheduledEvent;
 use crate::records::simulation::{Restoring, SimulationSettings};
 use crate::sets::{PriceSteps, Quoting, RecordedMarket};
 
@@ -33,7 +34,11 @@ pub struct MarketState {
 }
 
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
-    schedule.add_systems(feed::step_prices.in_set(PriceSteps));
+    schedule.add_systems(
+        feed::step_prices
+            .run_if(crate::clock::due(ScheduledEvent::PriceStep))
+            .in_set(PriceSteps),
+    );
     world.init_resource::<recorded::QuotedBooks>();
     schedule.add_systems(
         (
