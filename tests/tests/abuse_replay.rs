@@ -469,3 +469,28 @@ fn market_data_and_latency_files_are_held_to_a_scenarios_rules() {
         );
     }
 }
+
+/// D11 (issue 39 item 1): a Tardis incremental book is rebuilt in memory, bounded: a file
+/// whose book grows past 100 000 levels a side is refused at the row that passes the bound,
+/// naming it, before anything runs or is written.
+#[test]
+fn a_rebuilt_book_past_its_level_bound_is_refused_at_the_row_naming_the_bound() {
+    use std::fmt::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut text =
+        String::from("exchange,symbol,timestamp,local_timestamp,is_snapshot,side,price,amount\n");
+    let t = 1_767_225_600_000_000_i64; // the scenario's start, in µs
+    for k in 0..=100_000 {
+        let price = 10_000 + k;
+        writeln!(text, "binance-futures,BTCUSDT,{t},{t},true,bid,{price},1").unwrap();
+    }
+    std::fs::write(dir.path().join("book.csv"), text).unwrap();
+    let recorded = "{format: tardis-incremental-book, file: book.csv, symbol: BTCUSDT}";
+    let events = format!("  - {{at: +0s, symbol: BTC-USDC-PERP, recorded: {recorded}}}");
+    let stderr = refused(dir.path(), &scenario(dir.path(), &events), &[]);
+    assert!(stderr.contains("book.csv:100002:"), "{stderr}");
+    assert!(
+        stderr.contains("more than 100000 levels a side"),
+        "{stderr}"
+    );
+}
