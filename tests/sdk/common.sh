@@ -1,4 +1,8 @@
-# Shared by run.sh and fuzz.sh (sourced, with $here and $root set and `set -euo pipefail`).
+# Shared by the scripts of tests/sdk (sourced after `set -euo pipefail`): $here is this folder,
+# where they work, and $root the repository's.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$here"
 
 # Runs a command that fetches from a registry up to three times, 10 s apart: one dropped
 # connection on a fresh machine is not a failed contract. Says so on stderr when it retries.

@@ -6,18 +6,16 @@ does what a person does there: pastes the broker's private key into the signing 
 and reads the answer the page shows. It prints that answer as JSON; run.sh checks it is 201
 and that the order is there over REST.
 
-    python docs_sign.py URL KEY_FILE CUSTOMER_CODE REFERENCE_ID WORK_DIR
+    python docs_sign.py URL KEY_FILE CUSTOMER_CODE REFERENCE_ID
 """
 
 import asyncio
 import json
-import os
-import subprocess
 import sys
-import time
-import urllib.request
 
 import websockets
+
+import chromium
 
 DRIVE = r"""
 async (pem, customer, body) => {
@@ -92,30 +90,13 @@ async def drive(ws_url, pem, customer, body):
 
 
 def main():
-    url, key_file, customer, reference, work = sys.argv[1:6]
-    profile = os.path.join(work, "chromium-docs")
-    browser = subprocess.Popen(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        port_file = os.path.join(profile, "DevToolsActivePort")
-        for _ in range(300):
-            if os.path.exists(port_file) and open(port_file).read().count("\n") >= 1:
-                break
-            time.sleep(0.1)
-        port = open(port_file).read().split("\n")[0]
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/json/new?{url}/docs", method="PUT")
-        target = json.load(urllib.request.urlopen(request))
+    url, key_file, customer, reference = sys.argv[1:5]
+    with chromium.page(f"{url}/docs") as ws_url:
         body = json.dumps({"symbol": "BTC-USDC-PERP", "side": "buy", "type": "limit",
                            "reference_id": reference, "amount": "0.001", "limit_price": "50000"})
         pem = open(key_file).read()
-        answer = asyncio.run(drive(target["webSocketDebuggerUrl"], pem, customer, body))
+        answer = asyncio.run(drive(ws_url, pem, customer, body))
         print(json.dumps(answer))
-    finally:
-        browser.kill()
-        browser.wait()
 
 
 if __name__ == "__main__":

@@ -8,11 +8,7 @@
 # CI runs it with a small budget from run.sh. The configuration (what each operation may
 # answer to valid data, and why) is fuzz/schemathesis.toml.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$here"
-
-source "$here/common.sh"
+source "$(dirname "$0")/common.sh"  # sets $here and $root, and works in $here
 fuzz_prelude "$@"
 # The fuzzer sends far more than a broker's default 100 requests/s, and hundreds of requests
 # with broken credentials from one address (each must answer 401, not the 429 an address past

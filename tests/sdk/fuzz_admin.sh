@@ -12,11 +12,7 @@
 # minutes. CI runs it with a small budget from run.sh; what each operation may answer to
 # valid data, and why, is fuzz/admin.toml.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$here"
-
-source "$here/common.sh"
+source "$(dirname "$0")/common.sh"  # sets $here and $root, and works in $here
 fuzz_prelude "$@"
 # Deposits stay pending for an hour, so a transfer exists for cancelTransfer to address.
 start_perpsim --transfer-delay 3600

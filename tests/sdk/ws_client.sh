@@ -5,10 +5,7 @@
 # must end holding exactly the top of book REST shows, and the recovery report must show every
 # strike recovered. Run by run.sh; on its own: bash tests/sdk/ws_client.sh [ADVANCES].
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$here"
-source "$here/common.sh"
+source "$(dirname "$0")/common.sh"  # sets $here and $root, and works in $here
 ensure_venv
 advances="${1:-360}"
 # The client docs/websocket.md shows is the one run here.
