@@ -329,3 +329,44 @@ fn the_docs_page_runs_only_its_own_scripts_and_is_never_framed() {
         "signs its own origins only"
     );
 }
+
+/// Issue 40 items 1–2: /console and every file it loads are this service's own (embedded,
+/// nothing from a CDN), each under a policy that runs this service's scripts only and lets the
+/// page talk to this service only, never framed; a path the console does not serve is a 404.
+#[test]
+fn the_console_and_everything_it_loads_come_from_this_service_under_its_policy() {
+    let server = Server::start(&[]);
+    let get = |path: &str| perpsim_tests::raw("GET", &format!("{}{path}", server.url), &[], b"");
+    let page = get("/console");
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let loaded: Vec<&str> = page
+        .text
+        .split(['"', '\''])
+        .filter(|s| s.starts_with("/console/"))
+        .collect();
+    assert_eq!(loaded.len(), 5, "three scripts, two styles: {loaded:?}");
+    assert!(!page.text.contains("//cdn") && !page.text.contains("https://"));
+    for path in ["/console", "/console/"].into_iter().chain(loaded) {
+        let r = get(path);
+        assert_eq!(r.status, 200, "{path}");
+        let policy = r.header("content-security-policy").unwrap_or_default();
+        assert!(policy.contains("script-src 'self';"), "{path}: {policy}");
+        assert!(policy.contains("connect-src 'self';"), "{path}: {policy}");
+        assert!(!policy.contains("unsafe"), "{path}: {policy}");
+        assert_eq!(r.header("x-frame-options"), Some("DENY"), "{path}");
+        let kind = r.header("content-type").unwrap_or_default();
+        let expected = match path.rsplit('.').next() {
+            Some("js") => "text/javascript",
+            Some("css") => "text/css",
+            _ => "text/html",
+        };
+        assert!(kind.starts_with(expected), "{path}: {kind}");
+    }
+    assert!(get("/console/uPlot.iife.min.js").text.contains("(v1.6.32)"));
+    assert_eq!(get("/console/../admin.token").status, 404);
+    assert_eq!(get("/console/missing.js").status, 404);
+}

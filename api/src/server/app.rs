@@ -430,6 +430,7 @@ pub fn app(
             "/asyncapi.yaml",
             get(fixed("application/x-yaml", served.asyncapi_yaml)),
         )
+        .nest("/console", crate::server::console::routes())
         .at("/healthz", get(healthz))
         .at("/readyz", get(readyz))
         .at("/metrics", get(prometheus))

@@ -19,7 +19,11 @@ use sha2::{Digest, Sha256};
 use crate::contract::{json_text, yaml_text};
 use crate::server::app::{admin_document, broker_document, broker_service};
 
-const SIGNING_JS: &str = include_str!("docs_signing.js");
+/// The key's import (shared with the console), then the signer.
+const SIGNING_JS: &str = concat!(
+    include_str!("ed25519_key.js"),
+    include_str!("docs_signing.js")
+);
 
 /// The panel above Swagger UI where a key is pasted.
 const KEY_PANEL: &str = r#"<div id="perpsim-signing" style="font-family: sans-serif; margin: 1em 2em; padding: 1em; border: 1px solid #ccc; border-radius: 4px">

@@ -12,17 +12,8 @@
   const status = (text) => { document.getElementById("perpsim-key-status").textContent = text; };
 
   async function useKey(pem) {
-    const body = pem.replace(/-----(BEGIN|END) PRIVATE KEY-----/g, "").replace(/\s+/g, "");
-    const der = Uint8Array.from(atob(body), (c) => c.charCodeAt(0));
-    const algorithm = { name: "Ed25519" };
-    // Imported once extractable, only to read the public key from its JWK; the key that
-    // signs is imported again, not extractable.
-    const readable = await crypto.subtle.importKey("pkcs8", der, algorithm, true, ["sign"]);
-    const jwk = await crypto.subtle.exportKey("jwk", readable);
-    const publicKey = btoa(atob(jwk.x.replace(/-/g, "+").replace(/_/g, "/")));
-    const key = await crypto.subtle.importKey("pkcs8", der, algorithm, false, ["sign"]);
-    signer = { key, publicKey };
-    return publicKey;
+    signer = await perpsimImportKey(pem); // ed25519_key.js, ahead of this in the script
+    return signer.publicKey;
   }
 
   async function perpsimUseKey() {
