@@ -16,14 +16,13 @@
 #     and a person's use of it: a key pasted into its signing panel, an order placed with
 #     "Try it out" (docs_sign.py, through the DevTools protocol);
 #  6. the worked flash crash's report.html in the same Chromium: what happened told before its
-#     tables, its charts labelled; the screenshot stays in .generated/report.png.
+#     tables, its charts labelled; the screenshot stays in .generated/report.png;
+#  7. the venue console (/console) in the same Chromium, used as a person uses it against a
+#     living market, and left open through a simulated day (console.sh, console.py); its
+#     screenshots stay in .generated/console/.
 # The binary is the one `cargo test --workspace` built (built here if it is missing).
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$here"
-
-source "$here/common.sh"
+source "$(dirname "$0")/common.sh"  # sets $here and $root, and works in $here
 ensure_venv
 
 # Node tools, exactly as package-lock.json pins them.
@@ -156,7 +155,7 @@ customer="$("$bin" curl POST v1/customers '{}' --field customer_code "${cli[@]}"
 "$bin" curl POST "v1/customers/$customer/deposits" '{"asset":"USDC","amount":"1000"}' \
   "${cli[@]}" >/dev/null 2>&1
 "$bin" admin "${cli[@]}" advance --seconds 1 >/dev/null 2>&1
-answer="$(.venv/bin/python docs_sign.py "$url" "$work/data/demo-broker.key" "$customer" docs-1 "$work")"
+answer="$(.venv/bin/python docs_sign.py "$url" "$work/data/demo-broker.key" "$customer" docs-1)"
 shown="$(echo "$answer" | .venv/bin/python -c 'import json,sys; a=json.load(sys.stdin); print(a["status"], a["key_left_in_page"] == "")')"
 order="$("$bin" curl GET "v1/customers/$customer/orders/docs-1" --field status "${cli[@]}" 2>/dev/null || true)"
 if [ "$shown" = "201 True" ] && [ "$order" = open ]; then
@@ -186,3 +185,6 @@ if [ "$missing" -ne 0 ]; then
   exit 1
 fi
 echo "report page: 1 passed, 0 failed (screenshot: tests/sdk/.generated/report.png)"
+
+# The venue console (issue 40), in the same Chromium: a person's use of it, stage by stage.
+bash "$here/console.sh"
