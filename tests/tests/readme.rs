@@ -124,13 +124,14 @@ ran=0
     s
 }
 
-/// The pages of `docs/` README links to, in the order it first links them.
+/// The pages of `docs/` README links to, in the order it first links them (its images, such
+/// as the console's screenshot, are not pages).
 fn linked_pages(readme: &str) -> Vec<String> {
     let mut pages: Vec<String> = Vec::new();
     for (at, _) in readme.match_indices("](docs/") {
         let rest = &readme[at + 2..];
         let page = &rest[..rest.find(')').expect("a link's closing parenthesis")];
-        if !pages.iter().any(|p| p == page) {
+        if page.ends_with(".md") && !pages.iter().any(|p| p == page) {
             pages.push(page.to_string());
         }
     }
