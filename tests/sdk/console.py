@@ -12,6 +12,7 @@ there and asserts what the page shows; a screenshot of each stage goes to OUT_DI
      is on the page's tape and the depth chart redraws;
   5. the page's price control drops the mark: the customer's row turns to margin_call, the
      change is in the page's events, and a click on the row shows the customer's position;
+     dropped below the liquidation threshold, the liquidation's fill is in the page's events;
   6. a fault plan set from the page corrupts a book checksum and closes the page's market
      connection: the page resyncs and reconnects, and the recovery report it shows has both
      strikes, recovered by resubscribing and by reconnecting;
@@ -264,7 +265,19 @@ async def stage_margin_call(page, venue, customer, out):
                      f"r[0] === '{SYMBOL}' && r[1] === 'long' && r[2] === "
                      f"'{position['amount']}')")
     await page.screenshot(os.path.join(out, "console-4-margin-call.png"))
-    return {"price": str(price), "row": state}
+    # Below the liquidation threshold: the venue closes the position, the page shows the fill.
+    ratio = liquidation / 2
+    low = ((q * entry - collateral) / (q * (1 - ratio))).quantize(Decimal("0.1"), ROUND_DOWN)
+    await page.type("price-index", str(low))
+    await page.type("price-mark", str(low))
+    await control(page, "set-price")
+    await page.type("advance-seconds", "5")
+    await control(page, "advance")
+    await page.until("the liquidation's fill among the events", "[...document.getElementById("
+                     "'events').children].some(li => li.textContent.includes("
+                     f"'{customer} liquidation: sell {position['amount']} {SYMBOL}'))")
+    await page.screenshot(os.path.join(out, "console-5-liquidation.png"))
+    return {"price": str(price), "row": state, "liquidated_below": str(low)}
 
 
 async def strike(page, plan, counter):
@@ -299,7 +312,7 @@ async def stage_fault(page, out):
     await control(page, "clear-faults")
     await page.until("the faults off", "document.getElementById('faults-active').textContent "
                      "=== 'faults off'")
-    await page.screenshot(os.path.join(out, "console-5-fault.png"))
+    await page.screenshot(os.path.join(out, "console-6-fault.png"))
     return {"strikes": strikes, "totals": totals}
 
 

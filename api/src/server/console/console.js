@@ -319,7 +319,7 @@
   function onPrivateFrame(frame, conn) {
     if (frame.op === "authenticated") {
       $("private-status").textContent = "accounts: signed in as " + accounts.signer.publicKey;
-      const args = ["margin", "liquidations", "notifications"];
+      const args = ["margin", "liquidations", "notifications", "trades"];
       if (accounts.selected) args.push("positions:" + accounts.selected);
       return conn.send({ op: "subscribe", args });
     }
@@ -327,9 +327,10 @@
       $("private-status").textContent = "accounts: " + frame.code + " " + frame.message;
       return;
     }
-    if (frame.channel === "margin") onMargin(frame.data);
+    if (frame.channel === "margin") onMargin(frame);
     else if (frame.channel === "liquidations") onStateChange(frame.data);
     else if (frame.channel === "notifications") onNotice(frame);
+    else if (frame.channel === "trades" && frame.data.type !== "trade") onForcedFill(frame.data);
     else if (frame.channel === "positions:" + accounts.selected) {
       accounts.positions = frame.data;
       drawPositions();
@@ -342,10 +343,12 @@
     return accounts.customers.get(code);
   }
 
-  function onMargin(record) {
+  // The figures as of the frame's valuation: a customer left with no open position gets no
+  // more frames, so its row says when its figures were taken.
+  function onMargin(frame) {
     stats.marginFrames++;
-    const account = follow(record.customer_code);
-    if (account) Object.assign(account, record);
+    const account = follow(frame.data.customer_code);
+    if (account) Object.assign(account, frame.data, { as_of: frame.timestamp });
     drawAccounts();
   }
 
@@ -368,6 +371,13 @@
       d.threshold_pct + " %)");
   }
 
+  // A liquidation's fill, or an auto-deleveraging fill on either side of one.
+  function onForcedFill(t) {
+    logEvent("liquidation", t.timestamp + " " + t.customer_code + " " + t.type + ": " + t.side +
+      " " + t.amount + " " + t.symbol + " at " + t.price + " (realised PnL " + t.realised_pnl +
+      ")");
+  }
+
   function logEvent(kind, text) {
     accounts.events.unshift({ kind, text });
     accounts.events.length = Math.min(accounts.events.length, BOUNDS.events);
@@ -388,7 +398,8 @@
     const body = fillTable("customers", rows, (a) => [
       [a.customer_code.slice(0, 8) + "…", "code", a.customer_code],
       [a.total_equity], [a.available_margin], [a.leverage_ratio], [""],
-      [a.margin_call_threshold], [a.liquidation_threshold], [a.margin_state, "state"]],
+      [a.margin_call_threshold], [a.liquidation_threshold], [a.margin_state, "state"],
+      [a.as_of && a.as_of.slice(11, 19)]],
     (a) => (a.margin_state || "") + (a.customer_code === accounts.selected ? " selected" : ""));
     rows.forEach((a, i) => {
       const meter = document.createElement("meter");
