@@ -13,9 +13,9 @@ there and asserts what the page shows; a screenshot of each stage goes to OUT_DI
   5. the page's price control drops the mark: the customer's row turns to margin_call, the
      change is in the page's events, and a click on the row shows the customer's position;
      dropped below the liquidation threshold, the liquidation's fill is in the page's events;
-  6. a fault plan set from the page corrupts a book checksum and closes the page's market
-     connection: the page resyncs and reconnects, and the recovery report it shows has both
-     strikes, recovered by resubscribing and by reconnecting;
+  6. fault plans set from the page corrupt a book checksum, tear the trades down with an
+     upstream error and close the page's market connection: the page resyncs, subscribes
+     again and reconnects, and the recovery report it shows has the three strikes recovered;
   7. a simulated day advanced with the page open, 30 s at a time: its JS heap, after a
      collection, stays within a bound of what it held after the first hour, and its chart
      lines within their bound of points (item 4: no unbounded memory).
@@ -280,11 +280,13 @@ async def stage_margin_call(page, venue, customer, out):
     return {"price": str(price), "row": state, "liquidated_below": str(low)}
 
 
-async def strike(page, plan, counter):
-    """Sets `plan` from the page and advances the clock until the page's `counter` moves."""
+async def strike(page, plan, counter, act=lambda: None):
+    """Sets `plan` from the page, does `act`, and advances the clock until the page's
+    `counter` moves."""
     await page.type("fault-plan", json.dumps(plan))
     await control(page, "set-faults")
     before = await page.eval(stats(counter))
+    act()
     for _ in range(20):
         await page.type("advance-seconds", "2")
         await control(page, "advance")
@@ -294,20 +296,29 @@ async def strike(page, plan, counter):
     await page.until(f"the page's {counter}", f"{stats(counter)} > {before}")
 
 
-async def stage_fault(page, out):
-    """A corrupted book checksum, then a closed connection: the page resyncs, then reconnects;
-    the report it shows has both strikes recovered."""
+async def stage_fault(page, venue, customer, out):
+    """A corrupted book checksum, an upstream error tearing the trades down (at a trade the
+    customer makes), then a closed connection: the page resyncs, subscribes again, reconnects; the report it shows has the
+    three strikes recovered."""
     book = f"orderbook-stream:{SYMBOL}"
     await strike(page, {"seed": 7, "channel": [{"kind": "corrupt_checksum", "topic": book,
                                                 "count": 1}]}, "resyncs")
-    await strike(page, {"seed": 8, "channel": [{"kind": "close", "topic": "ticker",
+    trades = f"market-trades:{SYMBOL}"
+    order = {"symbol": SYMBOL, "side": "buy", "type": "market", "reference_id": "console-2",
+             "amount": "0.0010"}
+    await strike(page, {"seed": 8, "channel": [{"kind": "upstream_error", "topic": trades,
+                                                "count": 1}]}, "resubscribes",
+                 lambda: venue.curl("POST", f"v1/customers/{customer}/orders", json.dumps(order)))
+    await strike(page, {"seed": 9, "channel": [{"kind": "close", "topic": "ticker",
                                                 "count": 1}]}, "reconnects")
     await page.until("the page's book again", f"{stats('verified')} > 0 && document"
                      ".getElementById('book-status').textContent.endsWith('verified')")
     strikes = await page.until("the strikes in the report", f"(() => {{ const rows = "
                                f"{cell_texts('strikes')}; return rows.some(r => r[1] === "
                                f"'corrupt_checksum' && r[4] === 'resubscribed') && rows.some("
-                               f"r => r[1] === 'close' && r[4] === 'reconnected') && rows; }})()")
+                               f"r => r[1] === 'upstream_error' && r[4] === 'resubscribed') && "
+                               f"rows.some(r => r[1] === 'close' && r[4] === 'reconnected') && "
+                               f"rows; }})()")
     totals = await page.text("report-totals")
     await control(page, "clear-faults")
     await page.until("the faults off", "document.getElementById('faults-active').textContent "
@@ -362,7 +373,7 @@ async def drive(ws_url, args):
         clock = await stage_controls(page, venue)
         customer, tape = await stage_trade(page, venue, out)
         margin = await stage_margin_call(page, venue, customer, out)
-        fault = await stage_fault(page, out)
+        fault = await stage_fault(page, venue, customer, out)
         day = await stage_day(page, url, data_dir)
         await page.eval("1")  # the events since the last call, read
         if page.errors:

@@ -22,7 +22,7 @@
   const POLL_MS = 2000;
   const RENDER_MS = 100;
   const stats = {
-    bookFrames: 0, verified: 0, resyncs: 0, depthDraws: 0, tapeTrades: 0,
+    bookFrames: 0, verified: 0, resyncs: 0, resubscribes: 0, depthDraws: 0, tapeTrades: 0,
     reconnects: 0, marginFrames: 0, polls: 0,
   };
   // What the tests read: the counters, the bounds, and how many points a chart line holds.
@@ -185,14 +185,14 @@
   const topics = () => ["orderbook-stream:" + market.symbol, "market-trades:" + market.symbol];
 
   function onTicker(t) {
-    if (!market.tickers.has(t.symbol)) {
-      market.tickers.set(t.symbol, t);
+    const fresh = !market.tickers.has(t.symbol);
+    market.tickers.set(t.symbol, t);
+    if (fresh) {
       const option = document.createElement("option");
       option.textContent = t.symbol;
       $("symbol").appendChild(option);
       if (market.symbol === null) selectSymbol(t.symbol);
     }
-    market.tickers.set(t.symbol, t);
     if (!admin.token) $("clock").textContent = t.timestamp;
     if (t.symbol !== market.symbol) return;
     const fields = { "t-last": t.last_price, "t-mark": t.mark_price, "t-index": t.index_price,
@@ -285,10 +285,16 @@
     publicChannel.send({ op: "subscribe", args: topics() });
   }
 
+  // An error naming the book or the trades tore that topic down (§6 rule 7): subscribed
+  // again, the book from a new snapshot.
   function onPublicFrame(frame, conn) {
     if (frame.op === "error") {
       $("public-status").textContent = "market channels: " + frame.code + " " + frame.message;
       if (market.symbol && frame.channel === topics()[0]) resyncBook(conn, "an upstream error");
+      else if (market.symbol && frame.channel === topics()[1]) {
+        stats.resubscribes++;
+        conn.send({ op: "subscribe", args: [frame.channel] });
+      }
       return;
     }
     if (frame.channel === "ticker") onTicker(frame.data);
