@@ -83,17 +83,20 @@ pub fn admin_document() -> serde_json::Value {
     contract::document(&admin_service().spec())
 }
 
-/// The /docs page with its Content-Security-Policy, never framed, never sniffed.
+/// A page's (or its asset's) answer under its Content-Security-Policy: never framed, never
+/// sniffed, no referrer sent on. /docs and /console are both served so.
+pub(super) fn guarded_page(content_type: &str, policy: &str) -> poem::ResponseBuilder {
+    Response::builder()
+        .content_type(content_type)
+        .header(header::CONTENT_SECURITY_POLICY, policy)
+        .header(header::X_FRAME_OPTIONS, "DENY")
+        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
+        .header(header::REFERRER_POLICY, "no-referrer")
+}
+
+/// The /docs page with its Content-Security-Policy.
 fn docs(page: String, policy: String) -> impl Endpoint<Output = Response> {
-    make_sync(move |_| {
-        Response::builder()
-            .content_type("text/html; charset=utf-8")
-            .header(header::CONTENT_SECURITY_POLICY, policy.as_str())
-            .header(header::X_FRAME_OPTIONS, "DENY")
-            .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
-            .header(header::REFERRER_POLICY, "no-referrer")
-            .body(page.clone())
-    })
+    make_sync(move |_| guarded_page("text/html; charset=utf-8", &policy).body(page.clone()))
 }
 
 /// Serves a fixed text with its content type.

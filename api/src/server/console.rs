@@ -10,6 +10,8 @@
 //! everything it keeps). Its Content-Security-Policy runs only this service's scripts.
 
 use poem::http::header;
+
+use super::app::guarded_page;
 use poem::{Endpoint, Response, Route, endpoint::make_sync, get};
 
 const PAGE: &str = include_str!("console/index.html");
@@ -29,12 +31,7 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 /// One embedded file with its type and the page's policy.
 fn asset(content_type: &'static str, body: &'static str) -> impl Endpoint<Output = Response> {
     make_sync(move |_| {
-        Response::builder()
-            .content_type(content_type)
-            .header(header::CONTENT_SECURITY_POLICY, POLICY)
-            .header(header::X_FRAME_OPTIONS, "DENY")
-            .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
-            .header(header::REFERRER_POLICY, "no-referrer")
+        guarded_page(content_type, POLICY)
             .header(header::CACHE_CONTROL, "no-cache")
             .body(body)
     })
