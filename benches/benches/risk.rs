@@ -23,6 +23,11 @@
 //!   the ticks up to the hour's last second, which set a rate on every market (prices fixed,
 //!   so those are a few runs, not one a second).
 //!
+//! - `risk/idle`: a tick with nothing to do, one millisecond after the last, in the default
+//!   venue with its market maker quoting fixed prices, as a replay's engine runs it (the
+//!   read view off, only margin states listened to): what a run of the schedule costs
+//!   before any work, which every instant of a replay pays (a recorded day has 1.3 M).
+//!
 //! Run: `cargo bench -p perpsim-benches --bench risk`.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
@@ -182,6 +187,25 @@ fn tick(c: &mut Criterion) {
             })
         });
     }
+    group.finish();
+}
+
+fn idle(c: &mut Criterion) {
+    let instruments = default_instruments();
+    let mut e = venue(Simulation {
+        price_feed: PriceFeed::Fixed,
+        ..Simulation::defaults(&instruments)
+    });
+    e.set_publishing(false);
+    e.set_listening(Listening::MarginStates);
+    let mut group = c.benchmark_group("risk");
+    group.bench_function("idle", |b| {
+        b.iter(|| {
+            let next = e.clock().now.plus_millis(1);
+            let out = e.tick(next, Vec::new());
+            assert!(out.events.is_empty(), "nothing happened");
+        })
+    });
     group.finish();
 }
 
@@ -402,5 +426,5 @@ fn cascade(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cascade, tick, hour);
+criterion_group!(benches, cascade, tick, hour, idle);
 criterion_main!(benches);
