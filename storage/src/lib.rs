@@ -28,7 +28,7 @@ pub use backlog::{DEFAULT_PROJECTION_BATCH, MAX_PROJECTION_BATCH};
 pub use history::{
     Fills, Fundings, Holder, Listed, MarginChanges, Movements, Notices, Rows, Trades,
 };
-pub use journal::{Journal, JournalError, SnapshotInfo, TickRecord};
+pub use journal::{CommandBytes, Journal, JournalError, SnapshotInfo, TickRecord};
 pub use nonces::{NonceWrites, UsedNonce};
 pub use projection::{Projected, Projection};
 pub use recovery::{Recovered, recover, replay_from_genesis};

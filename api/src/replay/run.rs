@@ -32,7 +32,7 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::order::{OrderStatus, ReferenceId, is_not_open, not_open};
 use perpsim_core::time::Timestamp;
 use perpsim_core::{Decimal, Error};
-use perpsim_storage::{Journal, NonceWrites, TickRecord};
+use perpsim_storage::{CommandBytes, Journal, NonceWrites, TickRecord};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::records::money::VenueAccount;
 use perpsim_systems::records::order::Order;
@@ -212,9 +212,20 @@ impl Runner {
         now: Timestamp,
         commands: Vec<Command>,
     ) -> Result<Vec<CommandResult>, String> {
-        let results = self.tick_once(now, commands)?;
+        self.tick_encoded(now, commands, &[])
+    }
+
+    /// [`Runner::tick`], where `encoded[k]`, when there is one, is command `k`'s encoding
+    /// (the timeline's): the journal takes it as it is.
+    pub fn tick_encoded(
+        &mut self,
+        now: Timestamp,
+        commands: Vec<Command>,
+        encoded: &[Option<&[u8]>],
+    ) -> Result<Vec<CommandResult>, String> {
+        let results = self.tick_once(now, commands, encoded)?;
         while self.engine.settling() {
-            self.tick_once(self.engine.clock().now, Vec::new())?;
+            self.tick_once(self.engine.clock().now, Vec::new(), &[])?;
         }
         Ok(results)
     }
@@ -223,10 +234,17 @@ impl Runner {
         &mut self,
         now: Timestamp,
         commands: Vec<Command>,
+        encoded: &[Option<&[u8]>],
     ) -> Result<Vec<CommandResult>, String> {
         let first_seq = self.engine.counters().commands;
+        let parts: Vec<CommandBytes> = (commands.iter().enumerate())
+            .map(|(k, c)| match encoded.get(k).copied().flatten() {
+                Some(bytes) => CommandBytes::Encoded(bytes),
+                None => CommandBytes::Value(c),
+            })
+            .collect();
         self.pending
-            .push(TickRecord::encode(now, first_seq, &commands));
+            .push(TickRecord::encode_parts(now, first_seq, &parts));
         let out = self.engine.tick(now, commands);
         self.named.ended(&out.ended);
         let results = out.answers.into_results();
@@ -389,22 +407,26 @@ fn drive(
     for (c, reference) in timeline.order_references() {
         r.named.watch(codes[c], &reference);
     }
-    let (mut steps, mut done) = (timeline.iter().peekable(), 0);
-    let mut origins = Vec::new();
+    let (mut steps, mut done) = (timeline.iter_encoded().peekable(), 0);
+    let (mut origins, mut encoded) = (Vec::new(), Vec::new());
     while steps.peek().is_some() || r.engine.clock().now < plan.end {
-        let next_step = steps.peek().map(|s| s.at).unwrap_or(plan.end);
+        let next_step = steps.peek().map(|s| s.0.at).unwrap_or(plan.end);
         let t = next_step.min(next_sample).min(plan.end);
         let mut commands = Vec::new();
         origins.clear();
-        while let Some(step) = steps.next_if(|s| s.at == t) {
+        encoded.clear();
+        while let Some((step, bytes)) = steps.next_if(|s| s.0.at == t) {
             origins.push((step.event, step.customer));
+            // A customer's command is bound to its code here: encoded again.
+            encoded.push(step.customer.is_none().then_some(bytes));
             commands.push(bound(step, &codes));
         }
         if commands.is_empty() {
             advance(&mut r, t)?;
         } else {
             done += commands.len();
-            refused(&mut r, t, Some((&origins, plan)), commands)?;
+            let from_file = Some((&origins[..], &*plan, &encoded[..]));
+            refused(&mut r, t, from_file, commands)?;
             progress(done as u64);
         }
         if t == next_sample || t == plan.end {
@@ -476,18 +498,23 @@ fn advance(r: &mut Runner, to: Timestamp) -> Result<(), String> {
 /// plan.
 type Origin = (usize, Option<usize>);
 
+/// An instant's commands as the file gave them: each one's origin, the plan, and each one's
+/// encoding where the journal takes it as it is.
+type FromFile<'a> = (&'a [Origin], &'a Plan, &'a [Option<&'a [u8]>]);
+
 /// Applies one instant's commands, keeping each refusal with its event, where the commands
-/// are a file's.
+/// are a file's (with their encodings, where the journal can take them as they are).
 fn refused(
     r: &mut Runner,
     at: Timestamp,
-    origins: Option<(&[Origin], &Plan)>,
+    from_file: Option<FromFile>,
     commands: Vec<Command>,
 ) -> Result<(), String> {
     let names: Vec<Option<(CustomerCode, String)>> = (commands.iter())
         .map(|c| c.order_reference().map(|(c, r)| (c, r.to_owned())))
         .collect();
-    let results = r.tick(at, commands)?;
+    let encoded = from_file.map(|(_, _, e)| e).unwrap_or_default();
+    let results = r.tick_encoded(at, commands, encoded)?;
     for (k, result) in results.into_iter().enumerate() {
         let Err(mut e) = result else { continue };
         if let Some((customer, reference)) = &names[k]
@@ -495,8 +522,8 @@ fn refused(
         {
             e = r.named.name(e, *customer, reference);
         }
-        let (event, customer) = match origins {
-            Some((origins, plan)) => (
+        let (event, customer) = match from_file {
+            Some((origins, plan, _)) => (
                 Some(origins[k].0),
                 origins[k].1.map(|c| plan.customers[c].name.clone()),
             ),

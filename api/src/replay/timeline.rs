@@ -73,7 +73,7 @@ impl Timeline {
     /// ended order a refusal may have to name. Decoded as they are taken.
     pub fn order_references(&self) -> impl Iterator<Item = (usize, String)> + '_ {
         self.order_steps.iter().filter_map(|&(customer, start)| {
-            let command = decode(&self.bytes[start..]);
+            let (command, _) = decode(&self.bytes[start..]);
             Some((customer, command.order_reference()?.1.to_owned()))
         })
     }
@@ -107,32 +107,48 @@ impl Timeline {
         mapped
     }
 
-    /// The step at position `i` in order, decoded.
     /// Step `i`'s instant, without decoding its command.
     pub fn at(&self, i: usize) -> Option<Timestamp> {
         self.heads.get(i).map(|h| h.at)
     }
 
+    /// The step at position `i` in order, decoded.
     pub fn get(&self, i: usize) -> Option<Step> {
-        self.heads.get(i).map(|h| Step {
-            at: h.at,
-            event: h.event,
-            customer: h.customer,
-            command: decode(&self.bytes[h.start..]),
+        self.get_encoded(i).map(|(step, _)| step)
+    }
+
+    /// The step at position `i` in order, decoded, and its command's encoding (as the
+    /// journal encodes it: a replay journals it as it is).
+    pub fn get_encoded(&self, i: usize) -> Option<(Step, &[u8])> {
+        self.heads.get(i).map(|h| {
+            let (command, encoded) = decode(&self.bytes[h.start..]);
+            let step = Step {
+                at: h.at,
+                event: h.event,
+                customer: h.customer,
+                command,
+            };
+            (step, encoded)
         })
     }
 
     /// The steps in order, each decoded as it is taken.
     pub fn iter(&self) -> impl Iterator<Item = Step> + '_ {
-        (0..self.heads.len()).map(|i| self.get(i).expect("in range"))
+        self.iter_encoded().map(|(step, _)| step)
+    }
+
+    /// The steps in order with their commands' encodings, each decoded as it is taken.
+    pub fn iter_encoded(&self) -> impl Iterator<Item = (Step, &[u8])> + '_ {
+        (0..self.heads.len()).map(|i| self.get_encoded(i).expect("in range"))
     }
 }
 
-/// The command encoded at the start of `bytes` (postcard delimits its own values).
-fn decode(bytes: &[u8]) -> Command {
-    let (command, _) = postcard::take_from_bytes(bytes)
+/// The command encoded at the start of `bytes` (postcard delimits its own values), and its
+/// encoding.
+fn decode(bytes: &[u8]) -> (Command, &[u8]) {
+    let (command, rest) = postcard::take_from_bytes(bytes)
         .expect("a command the timeline encoded decodes, as the journal's do");
-    command
+    (command, &bytes[..bytes.len() - rest.len()])
 }
 
 impl fmt::Debug for Timeline {
