@@ -5,7 +5,8 @@
 //! the symbol and the reference), every byte fresh memory the kernel zeroes while the scenario
 //! is read, and zeroing fresh pages was two fifths of the read. Encoded, an order takes about
 //! 120 bytes with its head. The run decodes each command as it applies it, into memory freed a
-//! moment later and reused by the next.
+//! moment later and reused by the next, and journals the encoding as it is where the command is
+//! the file's own (a customer's is bound to its code first, and encoded again).
 
 use std::fmt;
 
