@@ -217,15 +217,8 @@ pub fn scenario_run(
     let started = std::time::Instant::now();
     let (ledger, trades) = (stage.join(FILES[2]), stage.join(FILES[3]));
     let tables = (ledger.as_path(), trades.as_path());
-    // The inputs are hashed for the manifest beside the run, not after it: a recorded day's
-    // files are a hundred megabytes, and the engine's thread is the run's critical path.
-    let inputs = plan.inputs.clone();
-    let (outcome, hashes) = std::thread::scope(|s| {
-        let hashes = s.spawn(|| input_hashes(file, &inputs, limits));
-        let outcome = run::run(plan, (&journal, tables), progress);
-        (outcome, hashes.join().expect("hashing never panics"))
-    });
-    let (engine, mut observed, journal_time, streamed) = outcome?;
+    let (engine, mut observed, journal_time, streamed) =
+        run::run(plan, (&journal, tables), progress)?;
     observed.logs = streamed.tallies;
     let tables = [streamed.ledger, streamed.trades];
     drop(journal);
@@ -238,7 +231,7 @@ pub fn scenario_run(
         events: Some(plan.events),
     };
     let absolute = std::path::absolute(file).map_err(|e| e.to_string())?;
-    let (all, each) = hashes?;
+    let (all, each) = input_hashes(file, &plan.inputs, limits)?;
     let scenario = Some(Scenario {
         path: absolute.display().to_string(),
         sha256: all,
