@@ -21,8 +21,10 @@ fn refused(dir: &Path, scenario: &Path, extra: &[&str]) -> String {
     args.extend(extra);
     let started = Instant::now();
     let (code, stdout, stderr) = perpsim(&args);
+    // A bound on a hang, not a speed: the debug binary beside a build on both cores took 24 s
+    // over ten thousand unknown fields, so a minute, as `refused_within_a_minute` allows.
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        started.elapsed() < Duration::from_secs(60),
         "took {:?}",
         started.elapsed()
     );
