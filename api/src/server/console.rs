@@ -10,9 +10,9 @@
 //! everything it keeps). Its Content-Security-Policy runs only this service's scripts.
 
 use poem::http::header;
+use poem::{Endpoint, Response, Route, endpoint::make_sync, get};
 
 use super::app::guarded_page;
-use poem::{Endpoint, Response, Route, endpoint::make_sync, get};
 
 const PAGE: &str = include_str!("console/index.html");
 const SCRIPT: &str = include_str!("console/console.js");
@@ -56,10 +56,7 @@ mod tests {
     use sha2::{Digest, Sha256};
 
     fn sha256(text: &str) -> String {
-        Sha256::digest(text.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        perpsim_core::ids::hex(&Sha256::digest(text.as_bytes()))
     }
 
     /// Issue 40 item 2: the charting library is the pinned uPlot release, byte for byte as its

@@ -7,8 +7,6 @@
 (function () {
   const ownOrigins = new Set([window.location.origin, new URL("__PERPSIM_BASE__").origin]);
   let signer = null;
-  let lastNonce = 0n;
-  const base64 = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes)));
   const status = (text) => { document.getElementById("perpsim-key-status").textContent = text; };
 
   async function useKey(pem) {
@@ -44,20 +42,12 @@
     if (!signer || !ownOrigins.has(url.origin) || !url.pathname.startsWith("/v1/")) {
       return request;
     }
-    // Nanoseconds since the epoch, strictly increasing within the page (D2: never reused).
-    let nonce = BigInt(Date.now()) * 1000000n;
-    if (nonce <= lastNonce) {
-      nonce = lastNonce + 1n;
-    }
-    lastNonce = nonce;
     const body = typeof request.body === "string" ? request.body : "";
     const method = request.method.toUpperCase();
-    const message = nonce + "\n" + method + "\n" + url.pathname + url.search + "\n" + body;
-    const signature = await crypto.subtle.sign(
-      { name: "Ed25519" }, signer.key, new TextEncoder().encode(message));
+    const { nonce, signature } = await signer.sign(method, url.pathname + url.search, body);
     request.headers["X-Public-Key"] = signer.publicKey;
-    request.headers["X-Nonce"] = nonce.toString();
-    request.headers["X-Signature"] = base64(signature);
+    request.headers["X-Nonce"] = nonce;
+    request.headers["X-Signature"] = signature;
     return request;
   };
 })();

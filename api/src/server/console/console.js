@@ -309,17 +309,13 @@
   $("symbol").addEventListener("change", (e) => selectSymbol(e.target.value));
 
   // ================= the accounts of a broker key =================
-  const accounts = { signer: null, conn: null, lastNonce: 0n, customers: new Map(), events: [],
+  const accounts = { signer: null, conn: null, customers: new Map(), events: [],
     selected: null, positions: [] };
 
+  // The channel's authenticate signs as the handshake's GET /v1/ws would (D2, ed25519_key.js).
   async function authenticateOp() {
-    let nonce = BigInt(Date.now()) * 1000000n; // ns since the epoch, never reused (D2)
-    if (nonce <= accounts.lastNonce) nonce = accounts.lastNonce + 1n;
-    accounts.lastNonce = nonce;
-    const message = new TextEncoder().encode(nonce + "\nGET\n/v1/ws\n");
-    const signature = await crypto.subtle.sign({ name: "Ed25519" }, accounts.signer.key, message);
-    return { op: "authenticate", public_key: accounts.signer.publicKey, nonce: nonce.toString(),
-      signature: btoa(String.fromCharCode(...new Uint8Array(signature))) };
+    const { nonce, signature } = await accounts.signer.sign("GET", "/v1/ws", "");
+    return { op: "authenticate", public_key: accounts.signer.publicKey, nonce, signature };
   }
 
   function onPrivateFrame(frame, conn) {
