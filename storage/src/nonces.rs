@@ -57,6 +57,9 @@ pub(crate) fn write(txn: &WriteTransaction, writes: NonceWrites<'_>) -> Result<(
     for used in writes.used {
         table.insert(&used.row(), ())?;
     }
+    if writes.forget_below == 0 {
+        return Ok(()); // nothing to forget: the table's oldest pages stay as they are
+    }
     let floor = UsedNonce {
         key: PublicKey([0; 32]),
         nonce: writes.forget_below,

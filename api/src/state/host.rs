@@ -397,6 +397,7 @@ pub fn start(
         keys: engine.view().keys.clone(),
         durable: engine.counters().ticks,
         owed: Default::default(),
+        forgotten_below: 0,
     };
     let (jobs, received) = std::sync::mpsc::sync_channel(PIPELINE);
     let writer = std::thread::Builder::new()

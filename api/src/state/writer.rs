@@ -44,6 +44,18 @@ const SETTLE_AFTER_COMMIT: usize = 8_192;
 /// projects a share of the backlog.
 const SETTLE_IDLE: usize = 65_536;
 
+/// Spent nonces are forgotten once their floor has moved this far (wall-clock ns): each
+/// forgetting rewrites the nonce table's oldest pages, so doing it at every commit would
+/// double the pages a commit writes to that table. A nonce kept a second longer than its
+/// window is refused by the window all the same.
+const FORGET_EVERY_NS: u64 = 1_000_000_000;
+
+/// The floor to forget spent nonces below, given the last one forgotten and the one now due:
+/// the due one once it has moved [`FORGET_EVERY_NS`] past the last.
+fn floor_to_forget(forgotten: u64, due: u64) -> Option<u64> {
+    (due >= forgotten.saturating_add(FORGET_EVERY_NS)).then_some(due)
+}
+
 /// What the engine thread hands to the writer, in the order it happened.
 pub(super) enum Job {
     Tick(Box<Made>),
@@ -103,6 +115,8 @@ pub(super) struct Writer {
     pub durable: u64,
     /// The hand-outs committed whose runs still owe their digest, oldest first.
     pub owed: VecDeque<HandedHistory>,
+    /// The floor below which spent nonces were last forgotten (wall-clock ns).
+    pub forgotten_below: u64,
 }
 
 impl Writer {
@@ -179,7 +193,7 @@ impl Writer {
             .iter()
             .flat_map(|m| m.nonces.iter().copied())
             .collect();
-        let forget_below = group.iter().map(|m| m.forget_below).max().unwrap_or(0);
+        let forget_below = self.forget_below(group);
         let started = Instant::now();
         let writes = NonceWrites {
             used: &nonces,
@@ -201,6 +215,16 @@ impl Writer {
         }
         self.settle(SETTLE_AFTER_COMMIT);
         Ok(())
+    }
+
+    /// The floor to forget spent nonces below in this commit (0: none), and it is recorded.
+    fn forget_below(&mut self, group: &[Made]) -> u64 {
+        let due = group.iter().map(|m| m.forget_below).max().unwrap_or(0);
+        let Some(floor) = floor_to_forget(self.forgotten_below, due) else {
+            return 0;
+        };
+        self.forgotten_below = floor;
+        floor
     }
 
     /// Computes owed digests, oldest first, until `budget` rows are digested; whether any
@@ -285,5 +309,27 @@ impl Writer {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FORGET_EVERY_NS, floor_to_forget};
+
+    /// D2's nonce store: spent nonces are forgotten once a second of their floor, not at every
+    /// commit, and never below a floor already forgotten.
+    #[test]
+    fn spent_nonces_are_forgotten_once_their_floor_moved_a_second() {
+        let start = 1_700_000_000 * 1_000_000_000;
+        assert_eq!(floor_to_forget(0, start), Some(start));
+        assert_eq!(floor_to_forget(start, start + FORGET_EVERY_NS - 1), None);
+        assert_eq!(floor_to_forget(start, start + 1), None);
+        let next = start + FORGET_EVERY_NS;
+        assert_eq!(floor_to_forget(start, next), Some(next));
+        assert_eq!(
+            floor_to_forget(next, start),
+            None,
+            "a wall clock stepped back"
+        );
     }
 }
