@@ -1,6 +1,10 @@
 //! The soak's one-minute version (issue 27 item 6), in `cargo test`: the living market under
 //! the mixed broker profile at 80 % of the rate the same server just reached, sampled every
 //! 10 s. The thirty-minute run is `target/release/load soak` (README).
+//!
+//! What it pins holds on any machine: no errors, memory that grows by what the history made,
+//! and a cost per request (the server's CPU time, its bytes written) that does not grow; the
+//! pace it keeps is judged against that cost, since a busy CI machine can slow it alone.
 
 use std::time::Duration;
 
@@ -26,13 +30,30 @@ fn a_minute_at_eighty_percent_keeps_pace_answers_everything_and_holds_memory() {
         "{:?}",
         report.samples
     );
+    // The server's own cost per request, CPU time and bytes sent to storage, does not grow
+    // with the history the run makes. The machine's speed cancels out of it, so it holds on
+    // any machine.
+    let base = report.samples[0];
     for s in &report.samples {
         assert!(
-            s.per_second >= 0.5 * report.rate,
-            "the server kept pace with 80 % of its maximum: {s:?} at {:.0} req/s asked",
-            report.rate
+            s.costs_within(&base, 2.0),
+            "the server's cost per request grew: {s:?} against the first sample's {base:?}"
         );
         assert_eq!(s.errors, 0);
+    }
+    // Paced at 80 % of its maximum, the server answers at least half the pace. A sample below
+    // that passes only where the server's own cost per request held, within half again the
+    // first sample's: then the machine slowed, not the server (another job on it, a disk
+    // that throttles: CI once fell to 49 % of the pace for the run's second half, which no
+    // run on the development machine showed). Three busy loops started beside a run here
+    // brought it to 54 % of the pace, its CPU time a request up 19 %, its bytes 13 %.
+    for s in &report.samples {
+        assert!(
+            s.per_second >= 0.5 * report.rate || s.costs_within(&base, 1.5),
+            "the server kept pace with 80 % of its maximum, or its cost per request held: \
+             {s:?} at {:.0} req/s asked, the first sample {base:?}",
+            report.rate
+        );
     }
     // What the run leaves in memory is the history it made (terminal orders, ledger rows):
     // a few hundred bytes a request. A kilobyte a request is a leak.

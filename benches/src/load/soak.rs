@@ -1,6 +1,7 @@
 //! The soak: the living market (maker and random walk on), the mixed profile at a fraction of
 //! the rate the same server reached unpaced, sampled at a fixed interval: resident memory,
-//! requests a second and p99. The slope of resident memory is fitted by least squares, with
+//! requests a second and p99, and the server's own cost per request answered (CPU time and
+//! bytes sent to storage), which a busier machine or a slower disk does not change. The slope of resident memory is fitted by least squares, with
 //! the scatter of the samples around the line as its noise.
 
 use std::path::PathBuf;
@@ -29,6 +30,19 @@ pub struct Sample {
     pub per_second: f64,
     pub p99_ms: f64,
     pub errors: u64,
+    /// The server's CPU time (all threads) over the interval, per request answered.
+    pub cpu_us_per_request: f64,
+    /// Bytes the server sent to storage over the interval, per request answered, KiB.
+    pub written_kib_per_request: f64,
+}
+
+impl Sample {
+    /// Whether this sample's own cost per request, CPU and bytes written, is within `factor`
+    /// of `base`'s.
+    pub fn costs_within(&self, base: &Sample, factor: f64) -> bool {
+        self.cpu_us_per_request <= factor * base.cpu_us_per_request
+            && self.written_kib_per_request <= factor * base.written_kib_per_request
+    }
 }
 
 #[derive(Debug)]
@@ -113,6 +127,7 @@ fn sample_until(server: &Running, live: &Live, every: Duration, done: &AtomicBoo
     let started = Instant::now();
     let mut samples = Vec::new();
     let mut due = every;
+    let (mut cpu, mut written) = (server.cpu(), server.written_bytes());
     while !done.load(Relaxed) {
         let wait = due.saturating_sub(started.elapsed());
         // Short naps, so the end of the run is noticed within 50 ms.
@@ -122,13 +137,18 @@ fn sample_until(server: &Running, live: &Live, every: Duration, done: &AtomicBoo
         }
         let tally = live.take();
         let h = tally.total();
+        let answered = h.len().max(1) as f64;
+        let (cpu_now, written_now) = (server.cpu(), server.written_bytes());
         samples.push(Sample {
             at_secs: started.elapsed().as_secs_f64(),
             rss_kib: server.rss_kib(),
             per_second: h.len() as f64 / every.as_secs_f64(),
             p99_ms: h.value_at_quantile(0.99) as f64 / 1_000.0,
             errors: tally.errors,
+            cpu_us_per_request: (cpu_now - cpu).as_secs_f64() * 1e6 / answered,
+            written_kib_per_request: (written_now - written) as f64 / 1024.0 / answered,
         });
+        (cpu, written) = (cpu_now, written_now);
         due += every;
     }
     samples
@@ -141,16 +161,18 @@ impl SoakReport {
             self.max_rate, self.rate
         );
         println!(
-            "    {:>7}  {:>10}  {:>9}  {:>8}  errors",
-            "t (s)", "RSS (MiB)", "req/s", "p99 (ms)"
+            "    {:>7}  {:>10}  {:>9}  {:>8}  {:>10}  {:>10}  errors",
+            "t (s)", "RSS (MiB)", "req/s", "p99 (ms)", "CPU µs/req", "KiB/req"
         );
         for s in &self.samples {
             println!(
-                "    {:>7.0}  {:>10.1}  {:>9.0}  {:>8.2}  {}",
+                "    {:>7.0}  {:>10.1}  {:>9.0}  {:>8.2}  {:>10.0}  {:>10.2}  {}",
                 s.at_secs,
                 s.rss_kib as f64 / 1024.0,
                 s.per_second,
                 s.p99_ms,
+                s.cpu_us_per_request,
+                s.written_kib_per_request,
                 s.errors
             );
         }

@@ -168,6 +168,17 @@ impl Running {
         Duration::from_millis((fields[0] + fields[1]) * 10)
     }
 
+    /// Bytes the server process has sent to storage, all threads (Linux `/proc`, `write_bytes`):
+    /// the journal's pages, at the time they are dirtied.
+    pub fn written_bytes(&self) -> u64 {
+        let io = std::fs::read_to_string(format!("/proc/{}/io", self.pid()))
+            .expect("the server's /proc io");
+        io.lines()
+            .find_map(|l| l.strip_prefix("write_bytes:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("write_bytes")
+    }
+
     /// `n` accounts, one broker key each: on perpsim a broker (admin API), a customer and a
     /// deposit each; the bare server knows no one, so its accounts are keys and a made-up code.
     pub fn accounts(&self, n: usize) -> Vec<Account> {
