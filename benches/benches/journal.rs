@@ -7,7 +7,9 @@
 //! group a replay from the archive. `journal/project` prices what a server's journal writer
 //! does at the funding hour of a million positions (issue 36): the hour's tick and the next
 //! one committed, its million funding movements waiting in the projection's backlog, and the
-//! backlog projected. Run: `cargo bench
+//! backlog projected. `journal/commit_by_size` prices a group commit of a few reads' nonces
+//! (what each signed read waits for) as the file grows with history (issue 37: a cost that
+//! must not grow with it), and prints the bytes each commit sends to storage. Run: `cargo bench
 //! -p perpsim-benches --bench journal`.
 
 use std::ops::Bound;
@@ -401,12 +403,80 @@ fn project_funding_hour(c: &mut Criterion) {
     group.finish();
 }
 
+/// Bytes this process has sent to storage (Linux `/proc`, `write_bytes`).
+fn written_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .expect("/proc/self/io")
+        .lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("write_bytes")
+}
+
+/// A journal whose file holds about `mib` MiB of ticks before the timed commits: history a
+/// server accumulates (ticks and their projection share one file).
+fn journal_of(dir: &tempfile::TempDir, mib: usize) -> Journal {
+    let (journal, _, _) = new_journal(dir);
+    let filler = vec![0x5au8; 1 << 20];
+    for (i, chunk) in (0..mib).collect::<Vec<_>>().chunks(64).enumerate() {
+        let records = vec![filler.as_slice(); chunk.len()];
+        let first = 2 + (i * 64) as u64;
+        journal
+            .append_batch(first, &records, None, NonceWrites::default())
+            .expect("filler ticks");
+    }
+    journal
+}
+
+fn commit_by_size(c: &mut Criterion) {
+    let mut group = c.benchmark_group("journal/commit_by_size");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    const READS: usize = 8;
+    for mib in [16usize, 256, 1024] {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = journal_of(&dir, mib);
+        let mut next = 1u64 << 60;
+        let (mut commits, mut bytes) = (0u64, 0u64);
+        group.throughput(Throughput::Elements(READS as u64));
+        group.bench_function(BenchmarkId::new("nonce_commit_mib", mib), |b| {
+            b.iter_custom(|iters| {
+                let written = written_bytes();
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let (used, forget_below) = nonces(&mut next, READS);
+                    let writes = NonceWrites {
+                        used: &used,
+                        forget_below,
+                    };
+                    journal.record_nonces(writes).expect("nonces");
+                }
+                let took = started.elapsed();
+                (commits, bytes) = (commits + iters, bytes + written_bytes() - written);
+                took
+            })
+        });
+        let file = std::fs::metadata(dir.path().join("journal.redb"))
+            .unwrap()
+            .len();
+        println!(
+            "journal/commit_by_size/{mib}: file {} MiB, {:.1} KiB sent to storage a commit",
+            file >> 20,
+            bytes as f64 / 1024.0 / commits.max(1) as f64
+        );
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     durable_commands,
     nonce_costs,
     replay,
     archive,
-    project_funding_hour
+    project_funding_hour,
+    commit_by_size
 );
 criterion_main!(benches);
