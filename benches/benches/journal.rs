@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use perpsim_benches::load::target::written_bytes;
 use perpsim_benches::{
     START, broker_command, engine_with_broker, genesis, mixed_commands, unbounded,
 };
@@ -403,26 +404,15 @@ fn project_funding_hour(c: &mut Criterion) {
     group.finish();
 }
 
-/// Bytes this process has sent to storage (Linux `/proc`, `write_bytes`).
-fn written_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/io")
-        .expect("/proc/self/io")
-        .lines()
-        .find_map(|l| l.strip_prefix("write_bytes:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("write_bytes")
-}
-
 /// A journal whose file holds about `mib` MiB of ticks before the timed commits: history a
 /// server accumulates (ticks and their projection share one file).
 fn journal_of(dir: &tempfile::TempDir, mib: usize) -> Journal {
     let (journal, _, _) = new_journal(dir);
     let filler = vec![0x5au8; 1 << 20];
-    for (i, chunk) in (0..mib).collect::<Vec<_>>().chunks(64).enumerate() {
-        let records = vec![filler.as_slice(); chunk.len()];
-        let first = 2 + (i * 64) as u64;
+    for done in (0..mib).step_by(64) {
+        let records = vec![filler.as_slice(); (mib - done).min(64)];
         journal
-            .append_batch(first, &records, None, NonceWrites::default())
+            .append_batch(2 + done as u64, &records, None, NonceWrites::default())
             .expect("filler ticks");
     }
     journal
@@ -443,7 +433,7 @@ fn commit_by_size(c: &mut Criterion) {
         group.throughput(Throughput::Elements(READS as u64));
         group.bench_function(BenchmarkId::new("nonce_commit_mib", mib), |b| {
             b.iter_custom(|iters| {
-                let written = written_bytes();
+                let written = written_bytes(std::process::id());
                 let started = Instant::now();
                 for _ in 0..iters {
                     let (used, forget_below) = nonces(&mut next, READS);
@@ -454,7 +444,10 @@ fn commit_by_size(c: &mut Criterion) {
                     journal.record_nonces(writes).expect("nonces");
                 }
                 let took = started.elapsed();
-                (commits, bytes) = (commits + iters, bytes + written_bytes() - written);
+                (commits, bytes) = (
+                    commits + iters,
+                    bytes + written_bytes(std::process::id()) - written,
+                );
                 took
             })
         });

@@ -96,6 +96,17 @@ fn listening(line: &str) -> Option<String> {
     Some(format!("http://{addr}"))
 }
 
+/// Bytes process `pid` has sent to storage, all its threads (Linux `/proc`, `write_bytes`):
+/// counted as pages are dirtied, so a page written again after it was synced counts again.
+pub fn written_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .expect("/proc/<pid>/io")
+        .lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("write_bytes")
+}
+
 impl Running {
     pub fn start(target: &Target) -> Running {
         let (mut command, data) = match target {
@@ -168,15 +179,9 @@ impl Running {
         Duration::from_millis((fields[0] + fields[1]) * 10)
     }
 
-    /// Bytes the server process has sent to storage, all threads (Linux `/proc`, `write_bytes`):
-    /// the journal's pages, at the time they are dirtied.
+    /// Bytes the server process has sent to storage, all threads: [`written_bytes`].
     pub fn written_bytes(&self) -> u64 {
-        let io = std::fs::read_to_string(format!("/proc/{}/io", self.pid()))
-            .expect("the server's /proc io");
-        io.lines()
-            .find_map(|l| l.strip_prefix("write_bytes:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("write_bytes")
+        written_bytes(self.pid())
     }
 
     /// `n` accounts, one broker key each: on perpsim a broker (admin API), a customer and a
