@@ -455,7 +455,7 @@ fn commit_by_size(c: &mut Criterion) {
             .unwrap()
             .len();
         println!(
-            "journal/commit_by_size/{mib}: file {} MiB, {:.1} KiB sent to storage a commit",
+            "journal/commit_by_size/{mib}: file {} MiB, {:.1} KiB written a commit",
             file >> 20,
             bytes as f64 / 1024.0 / commits.max(1) as f64
         );

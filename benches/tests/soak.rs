@@ -30,7 +30,7 @@ fn a_minute_at_eighty_percent_keeps_pace_answers_everything_and_holds_memory() {
         "{:?}",
         report.samples
     );
-    // The server's own cost per request, CPU time and bytes sent to storage, does not grow
+    // The server's own cost per request, CPU time and bytes its journal wrote, does not grow
     // with the history the run makes. The machine's speed cancels out of it, so it holds on
     // any machine.
     let base = report.samples[0];

@@ -1,7 +1,7 @@
 //! The soak: the living market (maker and random walk on), the mixed profile at a fraction of
 //! the rate the same server reached unpaced, sampled at a fixed interval: resident memory,
 //! requests a second and p99, and the server's own cost per request answered (CPU time and
-//! bytes sent to storage), which a busier machine or a slower disk does not change. The slope
+//! bytes its journal writer wrote), which a busier machine or a slower disk does not change. The slope
 //! of resident memory is fitted by least squares, with the scatter of the samples around the
 //! line as its noise.
 
@@ -33,7 +33,7 @@ pub struct Sample {
     pub errors: u64,
     /// The server's CPU time (all threads) over the interval, per request answered.
     pub cpu_us_per_request: f64,
-    /// Bytes the server sent to storage over the interval, per request answered, KiB.
+    /// Bytes the server's journal writer wrote over the interval, per request answered, KiB.
     pub written_kib_per_request: f64,
 }
 
