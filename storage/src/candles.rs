@@ -260,7 +260,7 @@ mod tests {
             // Some fills again, as recovery projects the ticks after a crash's mark.
             let again = fills.len() / 3..fills.len() / 2;
             journal
-                .write_durably(|txn| write(txn, fills[again].iter()))
+                .write_history(|txn| write(txn, fills[again].iter()))
                 .unwrap();
             assert_reads(&journal, &fills);
             let (days, hours) = (oracle(&fills, 0, 5).len(), oracle(&fills, 0, 3).len());

@@ -1,11 +1,11 @@
 //! The redb tables and the typed operations on them.
 //!
-//! One file: `meta` (format, genesis, the archive's segments, how far the projection got),
-//! `ticks` (tick number → its time, first sequence number and commands: one
-//! `Durability::Immediate` write transaction for every tick waiting when the last commit
-//! ended, group commit), `snapshots` (tick → encoded state and its hash; the newest two
-//! kept) and `nonces` (the spent nonces of signed requests, keyed nonce ‖ public key so D2's
-//! window is one range), beside the projection's tables. Every write transaction runs with
+//! One file: `meta` (format, genesis, the archive's segments), `ticks` (tick number → its
+//! time, first sequence number and commands: one `Durability::Immediate` write transaction for
+//! every tick waiting when the last commit ended, group commit), `snapshots` (tick → encoded
+//! state and its hash; the newest two kept) and `nonces` (the spent nonces of signed
+//! requests, keyed nonce ‖ public key so D2's window is one range); the projection's tables
+//! and its mark are in a file of their own (`history_file`). Every write transaction runs with
 //! redb's quick repair, so a reopen after a crash reads the allocator state its last commit
 //! saved instead of walking the whole file: recovery takes the same time whatever the history
 //! (it costs each commit a second sync). `recover` restores the newest snapshot whose hash
@@ -41,6 +41,7 @@ use arc_swap::ArcSwap;
 
 use crate::archive;
 use crate::backlog::{Backlog, Limits, MAX_PROJECTION_BATCH, Pending};
+use crate::history_file::HistoryFile;
 use crate::nonces::{self, NONCES, NonceWrites};
 use crate::projection::{self, Projected};
 
@@ -59,7 +60,7 @@ const SNAPSHOTS_KEPT: usize = 2;
 /// Memory the journal's page cache may hold. The journal is written once and read back only
 /// at recovery, so a large cache buys nothing; redb's default (1 GiB) let a running server's
 /// memory grow with its journal for the first gigabyte (issue 27's soak).
-const CACHE_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -151,6 +152,8 @@ pub struct SnapshotInfo {
 pub struct Journal {
     db: Handle,
     path: PathBuf,
+    /// The projection's own file (a writer's handle only).
+    history: Option<HistoryFile>,
     /// The rows committed ticks made that the projection does not hold yet (`backlog`).
     backlog: Mutex<Backlog>,
 }
@@ -180,7 +183,7 @@ fn in_use(path: &Path, e: DatabaseError) -> JournalError {
 
 /// Creates `path` empty with mode 0600 when missing (redb initialises an empty file), and
 /// sets 0600 on it when it exists.
-fn owner_only(path: &Path) -> std::io::Result<()> {
+pub(crate) fn owner_only(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     std::fs::OpenOptions::new()
         .write(true)
@@ -220,7 +223,7 @@ impl Journal {
         let mut txn = db.begin_write()?;
         txn.set_quick_repair(true); // as in `begin_write`
         txn.set_durability(Durability::Immediate)?;
-        {
+        let projected_here = {
             let mut meta = txn.open_table(META)?;
             let found = meta.get(FORMAT_KEY)?.map(|v| v.value().to_vec());
             match found {
@@ -237,11 +240,18 @@ impl Journal {
             txn.open_table(TICKS)?;
             txn.open_table(SNAPSHOTS)?;
             txn.open_table(NONCES)?;
+            projection::marked(&meta)?
+        };
+        // A file written before the projection had its own held it beside the ticks: its
+        // tables go, and recovery projects the history again into the projection's file.
+        if projected_here {
+            projection::drop_tables(&txn)?;
         }
         txn.commit()?;
         Ok(Journal {
             db: Handle::Write(Arc::new(db)),
             path: path.to_owned(),
+            history: Some(HistoryFile::beside(path)),
             backlog: Mutex::new(Backlog::new(Arc::default())),
         })
     }
@@ -257,6 +267,7 @@ impl Journal {
         let journal = Journal {
             db: Handle::Read(db),
             path: path.to_owned(),
+            history: None,
             backlog: Mutex::new(Backlog::new(Arc::default())),
         };
         let txn = journal.begin_read()?;
@@ -291,6 +302,24 @@ impl Journal {
             Handle::Write(db) => Some(Arc::clone(db)),
             Handle::Read(_) => None,
         }
+    }
+
+    /// The projection's file; a journal opened read-only has none and never projects.
+    pub(crate) fn history(&self) -> &HistoryFile {
+        self.history
+            .as_ref()
+            .expect("a journal opened read-only never projects")
+    }
+
+    /// Runs `write` in one durable transaction of the projection's file and commits it.
+    pub(crate) fn write_history(
+        &self,
+        write: impl FnOnce(&WriteTransaction) -> Result<(), JournalError>,
+    ) -> Result<(), JournalError> {
+        let txn = self.history().begin_write(true)?;
+        write(&txn)?;
+        txn.commit()?;
+        Ok(())
     }
 
     fn begin_write(&self) -> Result<WriteTransaction, JournalError> {
@@ -386,15 +415,21 @@ impl Journal {
         let mut progress = None;
         self.write_durably(|txn| {
             append_ticks(txn, first, encoded)?;
-            if let Some(rows) = &inline {
-                projection::check_follows(txn, first - 1)?;
-                projection::write(txn, rows, last)?;
-            }
-            if !backlog.is_empty() {
-                progress = Some(backlog.work(txn)?);
-            }
             nonces::write(txn, nonces)
         })?;
+        // The projection follows in its own file, without a sync: the ticks are durable, and
+        // a crash before the projection's next sync is made good by recovery.
+        if inline.is_some() || !backlog.is_empty() {
+            let txn = self.history().begin_write(false)?;
+            if let Some(rows) = &inline {
+                projection::check_follows(&txn, first - 1)?;
+                projection::write(&txn, rows, last)?;
+            }
+            if !backlog.is_empty() {
+                progress = Some(backlog.work(&txn)?);
+            }
+            txn.commit()?;
+        }
         if progress.is_some() || waiting.is_some() {
             backlog.advance(progress.unwrap_or_default(), waiting);
         }
@@ -413,10 +448,7 @@ impl Journal {
         if backlog.is_empty() {
             return Ok(false);
         }
-        let mut txn = self.begin_write()?;
-        if !backlog.empties_in_one_share() {
-            txn.set_durability(Durability::None)?;
-        }
+        let txn = self.history().begin_write(backlog.empties_in_one_share())?;
         let progress = backlog.work(&txn)?;
         txn.commit()?;
         backlog.advance(progress, None);
@@ -543,6 +575,10 @@ impl Journal {
             state: encoded,
         })
         .expect("snapshot encodes");
+        // Recovery starts from a snapshot no newer than the projection's durable mark.
+        if let Some(history) = &self.history {
+            history.sync()?;
+        }
         let mut txn = self.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         {

@@ -9,15 +9,17 @@
 //! snapshot can be moved to the archive (`archive`): gzip segments beside the file, which a
 //! replay from genesis reads as if they were still in it. This crate knows the engine's
 //! command and state types but nothing of HTTP; it never decides anything, it only remembers.
-//! History leaves the engine's memory for tables here (`projection`): ended orders, ledger
-//! movements, trade records, public fills and their candles, notices, margin state changes and funding
-//! settlements, written with the tick that made them or, a commit of many, a share at a time
-//! after it (`backlog`), read beside the writer.
+//! History leaves the engine's memory for tables in a second redb file (`projection`,
+//! `history_file`): ended orders, ledger movements, trade records, public fills and their
+//! candles, notices, margin state changes and funding settlements, written after the commit
+//! of the ticks that made them or, a commit of many, a share at a time (`backlog`), read
+//! beside the writer.
 
 mod archive;
 mod backlog;
 mod candles;
 mod history;
+mod history_file;
 mod journal;
 mod nonces;
 mod projection;

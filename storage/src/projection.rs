@@ -1,7 +1,7 @@
 //! The history projection (issue 37): ended orders, ledger movements, trade records, public
 //! fills and their candles, depreciation notices, margin state changes and funding
-//! settlements, kept in the journal's file for reads, so the read view holds live state only
-//! and a read of history is a redb read.
+//! settlements, kept in a redb file beside the journal's (`history_file`) for reads, so the
+//! read view holds live state only and a read of history is a redb read.
 //!
 //! - `ended_orders` holds, per (customer, reference_id), the latest order under that
 //!   reference that has ended — what a read of the reference returns when none is open (rule
@@ -12,8 +12,8 @@
 //! - `candles` holds every market's candle of every interval and period, folded from the
 //!   public fills.
 //!
-//! The service writes a commit's rows in the transaction that journals its ticks, or, a
-//! commit of many, a share at a time after it (`backlog`). [`PROJECTED_KEY`] says through
+//! The service writes a commit's rows in a transaction after the one that journals its ticks,
+//! or, a commit of many, a share at a time (`backlog`). [`PROJECTED_KEY`] says through
 //! which tick it is complete, [`VERSION_KEY`] which tables it has; a file whose projection is
 //! behind its journal (a crash with a backlog, a scenario replay's, which never serves reads,
 //! or a file of an earlier version) is projected by recovery, which then replays from a
@@ -142,6 +142,23 @@ pub(crate) fn write_orders(
     Ok(())
 }
 
+/// Whether `meta` holds a projection's mark (of any version).
+pub(crate) fn marked(
+    meta: &impl redb::ReadableTable<&'static str, &'static [u8]>,
+) -> Result<bool, JournalError> {
+    Ok(meta.get(PROJECTED_KEY)?.is_some())
+}
+
+/// Drops the projection's tables and marks from the file `txn` writes.
+pub(crate) fn drop_tables(txn: &WriteTransaction) -> Result<(), JournalError> {
+    txn.delete_table(ENDED_ORDERS)?;
+    history::delete_all(txn)?;
+    let mut meta = txn.open_table(META)?;
+    meta.remove(PROJECTED_KEY)?;
+    meta.remove(VERSION_KEY)?;
+    Ok(())
+}
+
 /// Asserts that the projection is complete through `before`, so the next ticks extend it.
 pub(crate) fn check_follows(txn: &WriteTransaction, before: u64) -> Result<(), JournalError> {
     let projected = through(&txn.open_table(META)?)?;
@@ -155,34 +172,37 @@ pub(crate) fn check_follows(txn: &WriteTransaction, before: u64) -> Result<(), J
 impl Journal {
     /// The tick through which the projection holds every ended order (0: none).
     pub fn projected_through(&self) -> Result<u64, JournalError> {
-        let txn = self.begin_read()?;
-        through(&txn.open_table(META)?)
+        if self.database().is_none() {
+            return Ok(0); // a reader's handle: no projection
+        }
+        let txn = self.history().database()?.begin_read()?;
+        match txn.open_table(META) {
+            Ok(meta) => through(&meta),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Projects `rows` (of the ticks after the projection's end through `tick`, in the order
     /// they were made) and marks the projection complete through `tick`, in one durable
     /// transaction: recovery's catching up.
     pub fn project(&self, rows: &Projected, tick: u64) -> Result<(), JournalError> {
-        self.write_durably(|txn| write(txn, rows, tick))
+        self.write_history(|txn| write(txn, rows, tick))
     }
 
     /// Drops a projection of an earlier version, so that recovery makes it again from the
     /// start in this version's tables; nothing to do for a current one (or none at all).
     pub fn reset_projection(&self) -> Result<bool, JournalError> {
         let stale = {
-            let txn = self.begin_read()?;
-            let meta = txn.open_table(META)?;
-            !current(&meta)? && meta.get(PROJECTED_KEY)?.is_some()
+            let txn = self.history().database()?.begin_read()?;
+            match txn.open_table(META) {
+                Ok(meta) => !current(&meta)? && marked(&meta)?,
+                Err(redb::TableError::TableDoesNotExist(_)) => false,
+                Err(e) => return Err(e.into()),
+            }
         };
         if stale {
-            self.write_durably(|txn| {
-                txn.delete_table(ENDED_ORDERS)?;
-                history::delete_all(txn)?;
-                let mut meta = txn.open_table(META)?;
-                meta.remove(PROJECTED_KEY)?;
-                meta.remove(VERSION_KEY)?;
-                Ok(())
-            })?;
+            self.write_history(drop_tables)?;
         }
         Ok(stale)
     }
@@ -191,7 +211,9 @@ impl Journal {
     /// which never serves).
     pub fn projection(&self) -> Option<Projection> {
         let pending = self.pending();
-        self.database().map(|db| Projection { db, pending })
+        self.database()?;
+        let db = self.history().database().ok()?;
+        Some(Projection { db, pending })
     }
 }
 

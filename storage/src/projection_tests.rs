@@ -463,7 +463,7 @@ fn history_session(backlog: bool) -> (tempfile::TempDir, Journal, Engine, Vec<Ho
 /// Makes the projection look written before it had a version (the ended orders' only).
 fn forget_version(journal: &Journal) {
     journal
-        .write_durably(|txn| {
+        .write_history(|txn| {
             txn.open_table(crate::journal::META)?
                 .remove(VERSION_KEY_NAME)?;
             Ok(())
@@ -477,21 +477,61 @@ fn forget_version(journal: &Journal) {
 #[test]
 fn a_projection_of_an_earlier_version_is_made_again_by_recovery() {
     let (_dir, journal, mut e) = fresh();
-    let c = funded(&journal, &mut e);
-    tick(&journal, &mut e, vec![place(c, "a", 59_000)], true).unwrap();
-    tick(&journal, &mut e, vec![cancel(c, "a")], true).unwrap();
-    let ticks = e.counters().ticks;
-    assert_eq!(journal.projected_through().unwrap(), ticks);
+    let (c, ticks) = placed_and_canceled(&journal, &mut e);
     forget_version(&journal);
     assert_eq!(journal.projected_through().unwrap(), 0);
-    let recovered = recover(&journal).unwrap().unwrap();
+    assert_made_again(&journal, c, ticks);
+}
+
+/// A funded customer whose order "a" was placed and canceled, projected; the ticks so far.
+fn placed_and_canceled(journal: &Journal, e: &mut Engine) -> (CustomerCode, u64) {
+    let c = funded(journal, e);
+    tick(journal, e, vec![place(c, "a", 59_000)], true).unwrap();
+    tick(journal, e, vec![cancel(c, "a")], true).unwrap();
+    let ticks = e.counters().ticks;
+    assert_eq!(journal.projected_through().unwrap(), ticks);
+    (c, ticks)
+}
+
+/// Recovery projects every tick again, and the history reads as the engine holds it.
+fn assert_made_again(journal: &Journal, c: CustomerCode, ticks: u64) {
+    let recovered = recover(journal).unwrap().unwrap();
     assert!(recovered.projected > 0);
     assert_eq!(journal.projected_through().unwrap(), ticks);
-    assert_history_matches(&journal, &recovered.engine, &[Holder::Customer(c)]);
+    assert_history_matches(journal, &recovered.engine, &[Holder::Customer(c)]);
     assert_eq!(
-        ended(&journal, c, "a"),
+        ended(journal, c, "a"),
         Some((59_000, OrderStatus::Canceled))
     );
+}
+
+/// Issue 37: history lives in a file of its own, so the journal's commits (which every answer
+/// waits on) do not grow with it. A journal whose file still holds a projection (written
+/// before the split) drops it when opened, and recovery projects every tick again into the
+/// projection's file, which also covers a crash that lost that file's unsynced commits.
+#[test]
+fn history_lives_beside_the_journal_and_a_projection_in_the_journal_is_made_again() {
+    let (dir, journal, mut e) = fresh();
+    let (c, ticks) = placed_and_canceled(&journal, &mut e);
+    let mark_in_journal = |journal: &Journal| {
+        let txn = journal.begin_read().unwrap();
+        super::marked(&txn.open_table(crate::journal::META).unwrap()).unwrap()
+    };
+    assert!(
+        !mark_in_journal(&journal),
+        "the journal's file holds no projection"
+    );
+    assert!(dir.path().join("journal-history.redb").exists());
+    // The layout before: the projection's mark in the journal's file, no file beside it.
+    journal
+        .write_durably(|txn| super::mark(txn, ticks))
+        .unwrap();
+    drop(journal);
+    std::fs::remove_file(dir.path().join("journal-history.redb")).unwrap();
+    let journal = Journal::open(&dir.path().join("journal.redb")).unwrap();
+    assert!(!mark_in_journal(&journal), "opening drops it");
+    assert_eq!(journal.projected_through().unwrap(), 0);
+    assert_made_again(&journal, c, ticks);
 }
 
 /// Empty and inverted ranges (an empty time window, a cursor past the window's end) read as
