@@ -137,6 +137,28 @@ impl Journal {
         })
     }
 
+    /// Archives every whole segment of `size` ticks (1 to [`SEGMENT_TICKS`]) that no kept
+    /// snapshot needs, oldest first, and leaves a shorter rest for later: the writer's turn
+    /// after each snapshot, so the journal's file holds about the ticks since the oldest kept
+    /// snapshot whatever the history (its commits' cost grows with the file). The last
+    /// call's answer, none if there was no whole segment.
+    pub fn archive_whole_segments(&self, size: u64) -> Result<Option<Archived>, JournalError> {
+        assert!(
+            (1..=SEGMENT_TICKS).contains(&size),
+            "a segment of {size} ticks"
+        );
+        let mut last = None;
+        loop {
+            let txn = self.begin_read()?;
+            let through = segments_in(&txn)?.last().map_or(0, |s| s.last);
+            if oldest_snapshot(&txn)?.saturating_sub(through) < size {
+                return Ok(last);
+            }
+            drop(txn);
+            last = Some(self.archive(size)?);
+        }
+    }
+
     /// Writes the ticks `first..=last` from the journal into their segment's file, durably.
     fn write_segment(
         &self,

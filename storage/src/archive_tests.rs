@@ -48,6 +48,31 @@ fn archived_ticks_leave_the_file_and_a_replay_from_genesis_still_reads_them() {
     assert_eq!(recovered.engine.state_hash(), live.state_hash());
 }
 
+/// Issue 37 (disk managed): after each snapshot the writer archives the whole segments no kept
+/// snapshot needs, and only whole ones; what is left waits for the next snapshot.
+#[test]
+fn whole_segments_behind_the_oldest_snapshot_are_archived_and_the_rest_waits() {
+    let (_dir, journal, mut live) = fresh();
+    run(&journal, &mut live, 95, 20);
+    let done = journal.archive_whole_segments(25).unwrap().unwrap();
+    let ranges: Vec<_> = journal
+        .segments()
+        .unwrap()
+        .iter()
+        .map(|s| (s.first, s.last))
+        .collect();
+    assert_eq!(
+        ranges,
+        vec![(1, 25), (26, 50)],
+        "up to the oldest kept snapshot, 60"
+    );
+    assert_eq!((done.archived_through, done.remaining), (50, 10));
+    assert_eq!(ticks_in_file(&journal).first(), Some(&51));
+    assert!(journal.archive_whole_segments(25).unwrap().is_none());
+    let replayed = replay_from_genesis(&journal).unwrap().unwrap();
+    assert_eq!(replayed.engine.state_hash(), live.state_hash());
+}
+
 #[test]
 fn an_archive_call_moves_at_most_its_bound_and_the_next_one_goes_on() {
     let (_dir, journal, mut live) = fresh();

@@ -264,6 +264,20 @@ impl Writer {
         }
     }
 
+    /// Archives the whole segments of ticks no kept snapshot needs any more, so the journal's
+    /// file, whose size every commit pays for, holds about two snapshot intervals of ticks
+    /// whatever the history. A failure leaves the ticks in the file, and serving goes on.
+    fn archive_behind_snapshots(&self) {
+        match self.journal.archive_whole_segments(SEGMENT_TICKS) {
+            Ok(Some(done)) => {
+                metrics::archive(Some(done.archive_bytes));
+                tracing::info!(through = done.archived_through, "journal archived");
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "journal archive failed"),
+        }
+    }
+
     fn finish(&mut self, after: After) -> Result<(), JournalError> {
         match after {
             After::State(reply, report) => {
@@ -298,6 +312,7 @@ impl Writer {
                 if let Ok(info) = &written {
                     metrics::snapshot();
                     tracing::info!(tick, hash = %info.hash, "snapshot written");
+                    self.archive_behind_snapshots();
                 }
                 match reply {
                     // A shutdown's snapshot: its requester hears how it went.
