@@ -208,7 +208,8 @@ impl Journal {
     }
 
     /// A handle for reads of the projection, beside the writer (none for a read-only journal,
-    /// which never serves).
+    /// which never serves, or where the projection's file cannot be opened: recovery, which
+    /// opens it first, has said why).
     pub fn projection(&self) -> Option<Projection> {
         let pending = self.pending();
         self.database()?;
