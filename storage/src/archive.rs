@@ -113,8 +113,7 @@ impl Journal {
     pub fn archive(&self, most: u64) -> Result<Archived, JournalError> {
         let txn = self.begin_read()?;
         let listed = segments_in(&txn)?;
-        let through = listed.last().map_or(0, |s| s.last);
-        let oldest = oldest_snapshot(&txn)?;
+        let (through, oldest) = archivable(&txn, &listed)?;
         let last = oldest.min(through.saturating_add(most.min(SEGMENT_TICKS)));
         if last <= through {
             return Ok(Archived {
@@ -150,8 +149,8 @@ impl Journal {
         let mut last = None;
         loop {
             let txn = self.begin_read()?;
-            let through = segments_in(&txn)?.last().map_or(0, |s| s.last);
-            if oldest_snapshot(&txn)?.saturating_sub(through) < size {
+            let (through, oldest) = archivable(&txn, &segments_in(&txn)?)?;
+            if oldest.saturating_sub(through) < size {
                 return Ok(last);
             }
             drop(txn);
@@ -350,6 +349,12 @@ impl Journal {
 
 /// The tick of the oldest snapshot kept (0: none), from its key alone: a snapshot's row is the
 /// whole state, not worth reading for this.
+/// The last tick archived (0: none) and the oldest kept snapshot's tick: what lies between
+/// them may be archived.
+fn archivable(txn: &ReadTransaction, listed: &[Segment]) -> Result<(u64, u64), JournalError> {
+    Ok((listed.last().map_or(0, |s| s.last), oldest_snapshot(txn)?))
+}
+
 fn oldest_snapshot(txn: &ReadTransaction) -> Result<u64, JournalError> {
     let snaps = txn.open_table(crate::journal::SNAPSHOTS)?;
     Ok(snaps.first()?.map_or(0, |(k, _)| k.value()))

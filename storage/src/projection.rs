@@ -142,6 +142,9 @@ pub(crate) fn write_orders(
     Ok(())
 }
 
+/// The meta table as a read transaction opens it.
+type MetaTable = redb::ReadOnlyTable<&'static str, &'static [u8]>;
+
 /// Whether `meta` holds a projection's mark (of any version).
 pub(crate) fn marked(
     meta: &impl redb::ReadableTable<&'static str, &'static [u8]>,
@@ -175,10 +178,19 @@ impl Journal {
         if self.database().is_none() {
             return Ok(0); // a reader's handle: no projection
         }
+        self.read_history_meta(0, through)
+    }
+
+    /// `read` of the projection file's meta table; `missing` where the file has none yet.
+    fn read_history_meta<T>(
+        &self,
+        missing: T,
+        read: impl FnOnce(&MetaTable) -> Result<T, JournalError>,
+    ) -> Result<T, JournalError> {
         let txn = self.history().database()?.begin_read()?;
         match txn.open_table(META) {
-            Ok(meta) => through(&meta),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+            Ok(meta) => read(&meta),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(missing),
             Err(e) => Err(e.into()),
         }
     }
@@ -193,14 +205,7 @@ impl Journal {
     /// Drops a projection of an earlier version, so that recovery makes it again from the
     /// start in this version's tables; nothing to do for a current one (or none at all).
     pub fn reset_projection(&self) -> Result<bool, JournalError> {
-        let stale = {
-            let txn = self.history().database()?.begin_read()?;
-            match txn.open_table(META) {
-                Ok(meta) => !current(&meta)? && marked(&meta)?,
-                Err(redb::TableError::TableDoesNotExist(_)) => false,
-                Err(e) => return Err(e.into()),
-            }
-        };
+        let stale = self.read_history_meta(false, |meta| Ok(!current(meta)? && marked(meta)?))?;
         if stale {
             self.write_history(drop_tables)?;
         }

@@ -1,9 +1,9 @@
 //! The soak: the living market (maker and random walk on), the mixed profile at a fraction of
 //! the rate the same server reached unpaced, sampled at a fixed interval: resident memory,
 //! requests a second and p99, and the server's own cost per request answered (CPU time and
-//! bytes its journal writer wrote), which a busier machine or a slower disk does not change. The slope
-//! of resident memory is fitted by least squares, with the scatter of the samples around the
-//! line as its noise.
+//! bytes its journal writer wrote), which a busier machine or a slower disk does not change.
+//! The slope of resident memory is fitted by least squares, with the scatter of the samples
+//! around the line as its noise.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
