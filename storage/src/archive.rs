@@ -15,8 +15,9 @@
 //! with the segment in the journal, says it is this journal's segment and no other's.
 //!
 //! Bounds: one segment holds at most [`SEGMENT_TICKS`] ticks (an archive call moves at most
-//! that many, so the writer is held for one segment's read, compression and delete); the
-//! journal lists one entry of 48 bytes per segment.
+//! that many, so the writer is held for one segment's read, compression and delete), and the
+//! writer's own archiving closes a segment at [`SEGMENT_BYTES`] of rows; the journal lists one
+//! entry of 48 bytes per segment.
 
 use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -34,6 +35,9 @@ use crate::journal::{Journal, JournalError, TickRecord};
 
 /// The most ticks one segment (and one archive call) holds.
 pub const SEGMENT_TICKS: u64 = 65_536;
+/// Rows that make a segment whole for the writer's archiving after a snapshot however few
+/// ticks hold them: what the journal's file keeps beyond the oldest kept snapshot is less.
+pub const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 /// A tick row longer than this in a segment is corruption, not a tick (the journal's rows are
 /// bounded by the request and batch limits far below it).
 const MAX_ROW: usize = 256 * 1024 * 1024;
@@ -136,25 +140,31 @@ impl Journal {
         })
     }
 
-    /// Archives every whole segment of `size` ticks (1 to [`SEGMENT_TICKS`]) that no kept
-    /// snapshot needs, oldest first, and leaves a shorter rest for later: the writer's turn
-    /// after each snapshot, so the journal's file holds about the ticks since the oldest kept
-    /// snapshot whatever the history (its commits' cost grows with the file). The last
-    /// call's answer, none if there was no whole segment.
-    pub fn archive_whole_segments(&self, size: u64) -> Result<Option<Archived>, JournalError> {
+    /// Archives every whole segment that no kept snapshot needs, oldest first, and leaves a
+    /// shorter rest for later: the writer's turn after each snapshot, so the journal's file
+    /// holds about the ticks since the oldest kept snapshot whatever the history (its commits'
+    /// cost and the walk redb makes of it after a crash grow with the file). A segment is whole
+    /// at `ticks` ticks (1 to [`SEGMENT_TICKS`]) or once its rows reach `bytes`, whichever comes
+    /// first, so ticks of many commands bound the file as ticks of one do. The last call's
+    /// answer, none if there was no whole segment.
+    pub fn archive_whole_segments(
+        &self,
+        ticks: u64,
+        bytes: u64,
+    ) -> Result<Option<Archived>, JournalError> {
         assert!(
-            (1..=SEGMENT_TICKS).contains(&size),
-            "a segment of {size} ticks"
+            (1..=SEGMENT_TICKS).contains(&ticks),
+            "a segment of {ticks} ticks"
         );
         let mut last = None;
         loop {
             let txn = self.begin_read()?;
             let (through, oldest) = archivable(&txn, &segments_in(&txn)?)?;
-            if oldest.saturating_sub(through) < size {
+            let Some(whole) = whole_segment(&txn, (through, oldest), ticks, bytes)? else {
                 return Ok(last);
-            }
+            };
             drop(txn);
-            last = Some(self.archive(size)?);
+            last = Some(self.archive(whole)?);
         }
     }
 
@@ -358,6 +368,29 @@ fn archivable(txn: &ReadTransaction, listed: &[Segment]) -> Result<(u64, u64), J
 fn oldest_snapshot(txn: &ReadTransaction) -> Result<u64, JournalError> {
     let snaps = txn.open_table(crate::journal::SNAPSHOTS)?;
     Ok(snaps.first()?.map_or(0, |(k, _)| k.value()))
+}
+
+/// How many ticks after `through` make a whole segment — `ticks` of them, or fewer whose rows
+/// reach `bytes` — when all of them are at or before `oldest`; none otherwise.
+fn whole_segment(
+    txn: &ReadTransaction,
+    (through, oldest): (u64, u64),
+    ticks: u64,
+    bytes: u64,
+) -> Result<Option<u64>, JournalError> {
+    if oldest <= through {
+        return Ok(None);
+    }
+    let table = txn.open_table(crate::journal::TICKS)?;
+    let (mut count, mut size) = (0u64, 0u64);
+    for row in table.range(through + 1..=oldest)? {
+        count += 1;
+        size += row?.1.value().len() as u64;
+        if count == ticks || size >= bytes {
+            return Ok(Some(count));
+        }
+    }
+    Ok(None)
 }
 
 fn segments_in(txn: &ReadTransaction) -> Result<Vec<Segment>, JournalError> {

@@ -54,7 +54,10 @@ fn archived_ticks_leave_the_file_and_a_replay_from_genesis_still_reads_them() {
 fn whole_segments_behind_the_oldest_snapshot_are_archived_and_the_rest_waits() {
     let (_dir, journal, mut live) = fresh();
     run(&journal, &mut live, 95, 20);
-    let done = journal.archive_whole_segments(25).unwrap().unwrap();
+    let done = journal
+        .archive_whole_segments(25, u64::MAX)
+        .unwrap()
+        .unwrap();
     let ranges: Vec<_> = journal
         .segments()
         .unwrap()
@@ -68,7 +71,48 @@ fn whole_segments_behind_the_oldest_snapshot_are_archived_and_the_rest_waits() {
     );
     assert_eq!((done.archived_through, done.remaining), (50, 10));
     assert_eq!(ticks_in_file(&journal).first(), Some(&51));
-    assert!(journal.archive_whole_segments(25).unwrap().is_none());
+    assert!(
+        journal
+            .archive_whole_segments(25, u64::MAX)
+            .unwrap()
+            .is_none()
+    );
+    let replayed = replay_from_genesis(&journal).unwrap().unwrap();
+    assert_eq!(replayed.engine.state_hash(), live.state_hash());
+}
+
+/// Issue 37 (a journal file of bounded size): a segment is also whole once its rows reach the
+/// byte bound, so ticks of many commands leave no more in the file than ticks of one.
+#[test]
+fn a_segment_is_whole_at_its_byte_bound_however_few_ticks_hold_it() {
+    let (_dir, journal, mut live) = fresh();
+    run(&journal, &mut live, 95, 20);
+    let row = |t: u64| {
+        let txn = journal.begin_read().unwrap();
+        let ticks = txn.open_table(crate::journal::TICKS).unwrap();
+        ticks.get(t).unwrap().unwrap().value().len() as u64
+    };
+    let two_rows = row(1) + row(2);
+    let done = journal
+        .archive_whole_segments(25, two_rows)
+        .unwrap()
+        .unwrap();
+    let ranges: Vec<_> = journal
+        .segments()
+        .unwrap()
+        .iter()
+        .map(|s| (s.first, s.last))
+        .collect();
+    assert_eq!(ranges[0], (1, 2), "the first two rows reach the bound");
+    assert!(
+        ranges.iter().all(|(a, b)| b - a < 25),
+        "never more ticks than the tick bound"
+    );
+    assert!(done.archived_through <= 60 && done.archived_through > 50);
+    assert_eq!(
+        ticks_in_file(&journal).first(),
+        Some(&(done.archived_through + 1))
+    );
     let replayed = replay_from_genesis(&journal).unwrap().unwrap();
     assert_eq!(replayed.engine.state_hash(), live.state_hash());
 }

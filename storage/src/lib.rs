@@ -25,7 +25,7 @@ mod nonces;
 mod projection;
 mod recovery;
 
-pub use archive::{Archived, SEGMENT_TICKS, Segment};
+pub use archive::{Archived, SEGMENT_BYTES, SEGMENT_TICKS, Segment};
 pub use backlog::{DEFAULT_PROJECTION_BATCH, MAX_PROJECTION_BATCH};
 pub use history::{
     Fills, Fundings, Holder, Listed, MarginChanges, Movements, Notices, Rows, Trades,

@@ -23,7 +23,8 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use perpsim_core::ids::{BrokerCode, PublicKey};
 use perpsim_storage::{
-    Archived, Journal, JournalError, NonceWrites, Projected, SEGMENT_TICKS, UsedNonce,
+    Archived, Journal, JournalError, NonceWrites, Projected, SEGMENT_BYTES, SEGMENT_TICKS,
+    UsedNonce,
 };
 use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
@@ -265,10 +266,13 @@ impl Writer {
     }
 
     /// Archives the whole segments of ticks no kept snapshot needs any more, so the journal's
-    /// file, whose size every commit pays for, holds about two snapshot intervals of ticks
+    /// file, which a restart after a crash walks, holds about two snapshot intervals of ticks
     /// whatever the history. A failure leaves the ticks in the file, and serving goes on.
     fn archive_behind_snapshots(&self) {
-        match self.journal.archive_whole_segments(SEGMENT_TICKS) {
+        match self
+            .journal
+            .archive_whole_segments(SEGMENT_TICKS, SEGMENT_BYTES)
+        {
             Ok(Some(done)) => {
                 metrics::archive(Some(done.archive_bytes));
                 tracing::info!(through = done.archived_through, "journal archived");

@@ -1,7 +1,9 @@
 //! Restart to healthy with a long journal: builds a data dir holding `N` journaled commands of
-//! trading traffic (default 1 000 000), once with snapshots as the host writes them and once
-//! without, then times `perpsim serve` from spawn to its first `200` on `/healthz` (the
-//! listener binds only after recovery), five times each, and prints the medians.
+//! trading traffic (default 1 000 000), once with snapshots as the host writes them (and
+//! archives behind them) and once without, then times `perpsim serve` from spawn to its first
+//! `200` on `/healthz` (the listener binds only after recovery), five times each, and prints
+//! the medians. Each run is killed (SIGKILL), so each restart after the first is a recovery
+//! from a crash: redb walks the journal's file before the engine's recovery starts.
 //!
 //!     cargo build --release -p perpsim-api -p perpsim-benches
 //!     target/release/recovery-time [N]
@@ -21,7 +23,7 @@ use perpsim_core::Decimal;
 use perpsim_core::entry::OrderEntry;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::order::{OrderType, Side};
-use perpsim_storage::{Journal, NonceWrites, TickRecord};
+use perpsim_storage::{Journal, NonceWrites, SEGMENT_BYTES, SEGMENT_TICKS, TickRecord};
 use perpsim_systems::command::{AdvanceClock, CancelOrder, PlaceOrder, SetInstrumentPrice};
 use perpsim_systems::publish::events::Listening;
 use perpsim_systems::{Command, Engine, Outcome};
@@ -32,7 +34,8 @@ const PER_TICK: usize = 1_000;
 const SNAPSHOT_EVERY: u64 = 100_000;
 const RUNS: usize = 5;
 
-/// Appends ticks to both journals; snapshots go to the second only, as the host writes them.
+/// Appends ticks to both journals; snapshots go to the second only, as the host writes them,
+/// each followed by the host's archiving of the whole segments no kept snapshot needs.
 struct Writer {
     engine: Engine,
     plain: Journal,
@@ -61,6 +64,9 @@ impl Writer {
             self.snapshotted
                 .write_snapshot(done.ticks, self.engine.encode_state())
                 .expect("snapshot");
+            self.snapshotted
+                .archive_whole_segments(SEGMENT_TICKS, SEGMENT_BYTES)
+                .expect("archive");
             self.since_snapshot = 0;
         }
         out.results()
@@ -231,6 +237,11 @@ fn main() {
     let built = Instant::now();
     build(dir.path(), commands);
     println!("journals written in {:.1} s", built.elapsed().as_secs_f64());
+    for name in ["snapshotted", "plain"] {
+        let file = dir.path().join(name).join("journal.redb");
+        let bytes = std::fs::metadata(&file).map_or(0, |m| m.len());
+        println!("{name}: journal.redb {:.1} MiB", bytes as f64 / 1048576.0);
+    }
     for name in ["snapshotted", "plain"] {
         let data_dir = dir.path().join(name);
         let runs: Vec<Duration> = (0..RUNS)
