@@ -19,6 +19,12 @@ fn ticks_in_file(journal: &Journal) -> Vec<u64> {
         .collect()
 }
 
+/// The (first, last) ticks of each archived segment, oldest first.
+fn archived_ranges(journal: &Journal) -> Vec<(u64, u64)> {
+    let segments = journal.segments().unwrap();
+    segments.iter().map(|s| (s.first, s.last)).collect()
+}
+
 #[test]
 fn archived_ticks_leave_the_file_and_a_replay_from_genesis_still_reads_them() {
     let (_dir, journal, mut live) = fresh();
@@ -58,12 +64,7 @@ fn whole_segments_behind_the_oldest_snapshot_are_archived_and_the_rest_waits() {
         .archive_whole_segments(25, u64::MAX)
         .unwrap()
         .unwrap();
-    let ranges: Vec<_> = journal
-        .segments()
-        .unwrap()
-        .iter()
-        .map(|s| (s.first, s.last))
-        .collect();
+    let ranges = archived_ranges(&journal);
     assert_eq!(
         ranges,
         vec![(1, 25), (26, 50)],
@@ -97,12 +98,7 @@ fn a_segment_is_whole_at_its_byte_bound_however_few_ticks_hold_it() {
         .archive_whole_segments(25, two_rows)
         .unwrap()
         .unwrap();
-    let ranges: Vec<_> = journal
-        .segments()
-        .unwrap()
-        .iter()
-        .map(|s| (s.first, s.last))
-        .collect();
+    let ranges = archived_ranges(&journal);
     assert_eq!(ranges[0], (1, 2), "the first two rows reach the bound");
     assert!(
         ranges.iter().all(|(a, b)| b - a < 25),
