@@ -357,14 +357,14 @@ impl Journal {
     }
 }
 
-/// The tick of the oldest snapshot kept (0: none), from its key alone: a snapshot's row is the
-/// whole state, not worth reading for this.
 /// The last tick archived (0: none) and the oldest kept snapshot's tick: what lies between
 /// them may be archived.
 fn archivable(txn: &ReadTransaction, listed: &[Segment]) -> Result<(u64, u64), JournalError> {
     Ok((listed.last().map_or(0, |s| s.last), oldest_snapshot(txn)?))
 }
 
+/// The tick of the oldest snapshot kept (0: none), from its key alone: a snapshot's row is the
+/// whole state, not worth reading for this.
 fn oldest_snapshot(txn: &ReadTransaction) -> Result<u64, JournalError> {
     let snaps = txn.open_table(crate::journal::SNAPSHOTS)?;
     Ok(snaps.first()?.map_or(0, |(k, _)| k.value()))
