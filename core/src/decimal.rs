@@ -338,6 +338,57 @@ pub fn round_ledger_product(factors: &[Decimal]) -> Decimal {
     Decimal::from_i128_with_scale(rounded, LEDGER_DECIMALS)
 }
 
+/// `round_ledger(num / den)` for a positive `den`: the same value and representation as the
+/// `Decimal` division rounded to the ledger, computed on the mantissas in integers where they
+/// prove it, and by the `Decimal` arithmetic where they do not. A position's weighted entry
+/// price is one such quotient per adding fill, and the general division was most of what a
+/// fill's position move cost.
+///
+/// The integers decide a quotient that is not whole at 10 decimals, `N / D` in 10⁻¹⁰ units:
+/// it is at least `1 / (2D)` units from every half, where half-even rounding changes its
+/// answer. The `Decimal` quotient has 28 significant digits (or its scale is 28), so it is
+/// within `(|x| + 1) · 10⁻¹⁷` units of the exact `x`; asking `2D · (|x| + 1) < 10¹⁶` (margin
+/// ten) puts both on the same side of every half and leaves the `Decimal` quotient with a
+/// digit past the tenth decimal, so its rounding has the ledger's scale. A quotient whole at
+/// 10 decimals keeps the scale the `Decimal` division's own trimming gives it, which the
+/// integers do not model: that case, and a zero, go to the `Decimal` arithmetic.
+pub fn ledger_quotient(num: Decimal, den: Decimal) -> Decimal {
+    assert!(
+        den.is_sign_positive() && !den.is_zero(),
+        "a ledger quotient's divisor is positive"
+    );
+    integer_ledger_quotient(num, den).unwrap_or_else(|| round_ledger(num / den))
+}
+
+/// [`ledger_quotient`]'s integers, or None where they do not decide it.
+fn integer_ledger_quotient(num: Decimal, den: Decimal) -> Option<Decimal> {
+    let shift = LEDGER_DECIMALS as i64 + i64::from(den.scale()) - i64::from(num.scale());
+    let (n, d) = match shift >= 0 {
+        true => (
+            num.mantissa().checked_mul(*POW10.get(shift as usize)?)?,
+            den.mantissa(),
+        ),
+        false => (
+            num.mantissa(),
+            den.mantissa().checked_mul(POW10[(-shift) as usize])?,
+        ),
+    };
+    // Most fit 64 bits, where division is several times cheaper.
+    let (q, r) = match (i64::try_from(n), i64::try_from(d)) {
+        (Ok(n), Ok(d)) => (i128::from(n / d), i128::from(n % d)),
+        _ => (n / d, n % d),
+    };
+    let whole = q.checked_abs()? / POW10[LEDGER_DECIMALS as usize] + 2;
+    if r == 0 || d.checked_mul(2)?.checked_mul(whole)? >= POW10[16] {
+        return None;
+    }
+    let twice = 2 * r.abs();
+    let away = twice > d || (twice == d && q % 2 != 0);
+    let rounded = if away { q + n.signum() } else { q };
+    // A quotient that rounds to zero keeps the `Decimal` rounding's sign of zero.
+    (rounded != 0).then(|| Decimal::from_i128_with_scale(rounded, LEDGER_DECIMALS))
+}
+
 /// Whether `value` is already at the ledger precision: what [`round_ledger`] leaves alone. A
 /// scale within the precision answers without rounding (the bookings assert this on every
 /// movement).
@@ -443,6 +494,55 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A weighted price as a position's adding fill makes it: `(held × |s| + price × |q|) /
+    /// |s + q|`, prices and sizes at the grids' scales.
+    fn weighted_price() -> impl Strategy<Value = (Decimal, Decimal)> {
+        let price = (1i64..100_000_000, 0u32..=4).prop_map(|(m, s)| Decimal::new(m, s));
+        let size = (1i64..1_000_000, 0u32..=8).prop_map(|(m, s)| Decimal::new(m, s));
+        (price.clone(), size.clone(), price, size)
+            .prop_map(|(held, s, price, q)| (held * s + price * q, s + q))
+    }
+
+    proptest! {
+        // Quotients beyond a `Decimal` are drawn and skipped.
+        #![proptest_config(ProptestConfig {
+            cases: 20_000, max_global_rejects: 1 << 20, ..ProptestConfig::default()
+        })]
+        #[test]
+        fn a_ledger_quotient_is_the_decimal_division_rounded_bit_for_bit_d7(
+            any in (any_decimal(), any_unit()),
+            weighted in weighted_price(),
+            // A hair (10⁻²⁰ or 10⁻²⁸ of the divisor) off a half at the tenth decimal: where
+            // a decimal quotient could round across it.
+            near in (1i64..1_000_000_000, -3i64..=3),
+        ) {
+            let (whole, hair) = near;
+            let den = any.1;
+            let half = den * (Decimal::new(whole, 10) + Decimal::new(5, 11));
+            let halves = [half + den * Decimal::new(hair, 20), half + den * Decimal::new(hair, 28)];
+            let cases = [any, weighted, (halves[0], den), (halves[1], den), (half, den)];
+            for (num, den) in cases {
+                let Some(quotient) = num.checked_div(den) else { continue };
+                let expected = round_ledger(quotient);
+                let got = ledger_quotient(num, den);
+                prop_assert_eq!(got.serialize(), expected.serialize(), "{} / {}", num, den);
+            }
+        }
+    }
+
+    #[test]
+    fn a_weighted_price_is_found_by_the_integers_a_whole_or_a_zero_by_the_decimals() {
+        let decided = |num: &str, den: &str| integer_ledger_quotient(d(num), d(den)).is_some();
+        // (100 × 0.3 + 101 × 0.4) / 0.7 = 100.571428…: not whole at 10 decimals.
+        assert!(decided("70.4", "0.7"));
+        assert_eq!(ledger_quotient(d("70.4"), d("0.7")), d("100.5714285714"));
+        // Whole at 10 decimals: the `Decimal` division's scale, which the integers leave to it.
+        assert!(!decided("300.00", "3"));
+        assert_eq!(ledger_quotient(d("300.00"), d("3")).scale(), 2);
+        // Rounds to zero: the `Decimal` rounding's zero.
+        assert!(!decided("0.00000000001", "3"));
     }
 
     proptest! {

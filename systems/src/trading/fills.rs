@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use perpsim_core::Decimal;
-use perpsim_core::decimal::round_ledger;
+use perpsim_core::decimal::{ledger_quotient, round_ledger, round_ledger_product};
 use perpsim_core::ids::{BrokerCode, CustomerCode, FillCode, PositionCode, TradeCode};
 use perpsim_core::instrument::Asset;
 use perpsim_core::order::Side;
@@ -62,9 +62,9 @@ pub fn position_change(current: Option<&Position>, q: Decimal, price: Decimal) -
     if s.is_sign_negative() == q.is_sign_negative() {
         // Adding exposure: quantity-weighted averages of what is held. Entry and average
         // fill price agree until a daily settlement moves the entry, and then one division
-        // (the costly part) serves both.
+        // (the costly part, in integers where they decide it) serves both.
         let weighted =
-            |held: Decimal| round_ledger((held * s.abs() + price * q.abs()) / (s + q).abs());
+            |held: Decimal| ledger_quotient(held * s.abs() + price * q.abs(), (s + q).abs());
         let entry_price = weighted(e);
         return PositionChange {
             size: s + q,
@@ -84,7 +84,7 @@ pub fn position_change(current: Option<&Position>, q: Decimal, price: Decimal) -
     } else {
         Decimal::ONE
     };
-    let realised_pnl = round_ledger(closed * (price - e) * direction);
+    let realised_pnl = round_ledger_product(&[closed, price - e, direction]);
     let size = s + q;
     if size.is_zero() || size.is_sign_negative() == s.is_sign_negative() {
         // Reduced or closed: what is still held keeps its prices.
