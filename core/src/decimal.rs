@@ -218,6 +218,41 @@ fn quotient_terms(value: Decimal, unit: Decimal) -> Option<(i128, i128)> {
 /// when the quotient is not whole, or (beyond any instrument's grid) when the scaled
 /// mantissa leaves i128. `unit` must be positive.
 pub fn whole_units(value: Decimal, unit: Decimal) -> Option<i128> {
+    if let Some(answer) = whole_units_64(value, unit) {
+        return answer;
+    }
+    wide_whole_units(value, unit)
+}
+
+/// [`whole_units`] in 64-bit integers, where both mantissas and the scaled term fit them
+/// (every price and amount of an instrument's grid): the answer, or None for the 128-bit
+/// path. An order's price and amount turn into ticks and lots several times on its way
+/// through the desk, and the 128-bit overflow checks were most of each conversion.
+fn whole_units_64(value: Decimal, unit: Decimal) -> Option<Option<i128>> {
+    let (v, u) = (value.unpack(), unit.unpack());
+    assert!(
+        !u.negative && (u.lo | u.mid | u.hi) != 0,
+        "a unit is positive"
+    );
+    let (mut num, mut den) = (magnitude(v.hi, v.mid, v.lo)?, magnitude(u.hi, u.mid, u.lo)?);
+    match u.scale >= v.scale {
+        true => num = num.checked_mul(*POW10_64.get((u.scale - v.scale) as usize)?)?,
+        false => den = den.checked_mul(*POW10_64.get((v.scale - u.scale) as usize)?)?,
+    }
+    let whole = (num % den == 0).then(|| i128::from(num / den));
+    Some(whole.map(|q| if v.negative { -q } else { q }))
+}
+
+/// A mantissa's magnitude from its three 32-bit words, where it fits an i64.
+fn magnitude(hi: u32, mid: u32, lo: u32) -> Option<i64> {
+    match hi {
+        0 => i64::try_from(u64::from(mid) << 32 | u64::from(lo)).ok(),
+        _ => None,
+    }
+}
+
+/// [`whole_units`] in 128-bit integers.
+fn wide_whole_units(value: Decimal, unit: Decimal) -> Option<i128> {
     let (num, den) = quotient_terms(value, unit)?;
     if den == 1 {
         return Some(num);
@@ -654,6 +689,24 @@ mod tests {
             Some(15_845_632_502_852_867_518_708_790_067)
         );
         assert_eq!(whole_units(wide, d("2")), None);
+    }
+
+    proptest! {
+        #[test]
+        fn whole_units_in_64_bits_are_those_in_128_or_none(
+            value in any_decimal(),
+            unit in any_unit(),
+            whole in (-1_000_000_000i64..1_000_000_000, 0u32..=12),
+        ) {
+            // Multiples of the unit too, since most values drawn are not.
+            let (n, scale) = whole;
+            let multiple = unit * Decimal::new(n, scale).trunc();
+            for v in [value, multiple] {
+                if let Some(answer) = whole_units_64(v, unit) {
+                    prop_assert_eq!(answer, wide_whole_units(v, unit), "{} / {}", v, unit);
+                }
+            }
+        }
     }
 
     #[test]
