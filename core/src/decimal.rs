@@ -243,6 +243,25 @@ fn whole_units_64(value: Decimal, unit: Decimal) -> Option<Option<i128>> {
     Some(whole.map(|q| if v.negative { -q } else { q }))
 }
 
+/// Whether `a × b` is at most `max`, decided on the mantissas where the `Decimal` product is
+/// exact (its mantissa within 96 bits, its scale at most 28), so compares as it would; None
+/// where it is not. Every entry and amend checks a notional or two against the venue
+/// maximum, and the `Decimal` product and comparison were most of each check.
+pub fn product_at_most(a: Decimal, b: Decimal, max: u64) -> Option<bool> {
+    let (x, y) = (a.unpack(), b.unpack());
+    let scale = x.scale + y.scale;
+    let m = |hi: u32, mid: u32, lo: u32| u64::try_from(magnitude(hi, mid, lo)?).ok();
+    let product = u128::from(m(x.hi, x.mid, x.lo)?) * u128::from(m(y.hi, y.mid, y.lo)?);
+    if product > MAX_MANTISSA || scale > Decimal::MAX_SCALE {
+        return None;
+    }
+    if product == 0 || x.negative != y.negative {
+        return Some(true);
+    }
+    let bound = u128::from(max).checked_mul(u128::try_from(POW10[scale as usize]).ok()?)?;
+    Some(product <= bound)
+}
+
 /// A mantissa's magnitude from its three 32-bit words, where it fits an i64.
 fn magnitude(hi: u32, mid: u32, lo: u32) -> Option<i64> {
     match hi {
@@ -689,6 +708,20 @@ mod tests {
             Some(15_845_632_502_852_867_518_708_790_067)
         );
         assert_eq!(whole_units(wide, d("2")), None);
+    }
+
+    proptest! {
+        #[test]
+        fn a_product_at_most_a_bound_is_the_decimal_comparison_or_none(
+            a in any_decimal(),
+            b in any_decimal(),
+            max in prop_oneof![Just(10_000_000u64), 0u64..1_000_000_000_000],
+        ) {
+            if let Some(at_most) = product_at_most(a, b, max) {
+                let product = a.checked_mul(b).expect("an exact product is a decimal");
+                prop_assert_eq!(at_most, product <= Decimal::from(max), "{} × {}", a, b);
+            }
+        }
     }
 
     proptest! {

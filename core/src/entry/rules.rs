@@ -26,6 +26,10 @@ fn rejected(message: String) -> Error {
 /// a decimal, and every later figure of the order (reserve, fees, margin) stays small only
 /// because this bound holds.
 pub fn check_notional(amount: Decimal, price: Decimal) -> Result<(), Error> {
+    let bound = MAX_ORDER_NOTIONAL.unsigned_abs();
+    if crate::decimal::product_at_most(amount, price, bound) == Some(true) {
+        return Ok(());
+    }
     let max = Decimal::from(MAX_ORDER_NOTIONAL);
     match amount.checked_mul(price) {
         Some(notional) if notional <= max => Ok(()),

@@ -26,6 +26,11 @@ pub struct Inbox {
 }
 
 pub fn ingest_commands(world: &mut World) {
+    // Most runs have none (a manual advance's every second, a replay's market steps): one
+    // look-up then, not the six below.
+    if world.resource::<Inbox>().commands.is_empty() {
+        return;
+    }
     // The run's vectors are taken out once (a resource lookup costs about as much as queueing
     // an order request) and put back at the end; the families' handlers never touch them.
     let Inbox {
