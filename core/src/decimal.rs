@@ -262,6 +262,41 @@ pub fn product_at_most(a: Decimal, b: Decimal, max: u64) -> Option<bool> {
     Some(product <= bound)
 }
 
+/// Decimals of [`nanos`]: every `Decimal` (at most 7.9 × 10^28) is below 2^127 in them.
+pub const NANO_DECIMALS: u32 = 9;
+
+/// `value` in whole units of 10^-9, rounded down or, with `up`, up: an integer key that
+/// orders as the values do, for indices that only need to bound a value from one side (the
+/// margin pass's trigger marks), where a B-tree of `Decimal`s rescales at every comparison.
+pub fn nanos(value: Decimal, up: bool) -> i128 {
+    let v = value.unpack();
+    let magnitude = (u128::from(v.hi) << 64) | (u128::from(v.mid) << 32) | u128::from(v.lo);
+    // Below 2^96: the sign's negation and the scaling below cannot overflow.
+    let m = if v.negative {
+        -(magnitude as i128)
+    } else {
+        magnitude as i128
+    };
+    if v.scale <= NANO_DECIMALS {
+        return m * POW10[(NANO_DECIMALS - v.scale) as usize];
+    }
+    let unit = POW10[(v.scale - NANO_DECIMALS) as usize];
+    let (q, r) = match i64::try_from(m) {
+        // A 64-bit division where the mantissa fits (a tenth of a 128-bit one's cost); a
+        // unit of 10^19 leaves an i64 whole as its remainder.
+        Ok(m) => match i64::try_from(unit) {
+            Ok(unit) => (i128::from(m / unit), i128::from(m % unit)),
+            Err(_) => (0, i128::from(m)),
+        },
+        Err(_) => (m / unit, m % unit),
+    };
+    match (r.signum(), up) {
+        (1, true) => q + 1,
+        (-1, false) => q - 1,
+        _ => q,
+    }
+}
+
 /// A mantissa's magnitude from its three 32-bit words, where it fits an i64.
 fn magnitude(hi: u32, mid: u32, lo: u32) -> Option<i64> {
     match hi {
@@ -720,6 +755,27 @@ mod tests {
             if let Some(at_most) = product_at_most(a, b, max) {
                 let product = a.checked_mul(b).expect("an exact product is a decimal");
                 prop_assert_eq!(at_most, product <= Decimal::from(max), "{} × {}", a, b);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn nanos_are_the_value_times_a_billion_rounded_down_or_up(
+            value in any_decimal(),
+            up in any::<bool>(),
+        ) {
+            let (n, billion) = (nanos(value, up), Decimal::from(1_000_000_000));
+            if let Some(exact) = value.checked_mul(billion) {
+                let rounded = if up { exact.ceil() } else { exact.floor() };
+                prop_assert_eq!(Decimal::from_i128_with_scale(n, 0), rounded, "{}", value);
+            } else {
+                // Beyond a `Decimal`: so large a value has at most 8 decimals, and its key
+                // is exact either way.
+                let unit = 1_000_000_000i128;
+                let whole = Decimal::from_i128_with_scale(n.div_euclid(unit), 0);
+                let part = Decimal::from_i128_with_scale(n.rem_euclid(unit), NANO_DECIMALS);
+                prop_assert_eq!(whole + part, value);
             }
         }
     }

@@ -73,11 +73,11 @@ use bevy_ecs::lifecycle::HookContext;
 use bevy_ecs::prelude::{Commands, Component, Entity, Query, Res, ResMut, Resource, Without};
 use bevy_ecs::system::SystemParam;
 use bevy_ecs::world::DeferredWorld;
-use perpsim_core::Decimal;
 use perpsim_core::fixed;
 use perpsim_core::ids::{BrokerCode, CustomerCode};
 use perpsim_core::instrument::Asset;
 use perpsim_core::risk::{self, MarginState};
+use perpsim_core::{Decimal, decimal};
 
 use super::liquidation::Liquidating;
 use super::{MarginStates, RiskLog};
@@ -196,11 +196,24 @@ struct MarginAccount {
 
 /// Per market, the ends of every slot's safe interval of that market's mark, ordered: a move
 /// up reads the upper ends it passed, a move down the lower ones. A slot with no interval in
-/// a market (no position there, or nothing to cross) is in neither.
+/// a market (no position there, or nothing to cross) is in neither. The ends are integer keys
+/// ([`key`]), each rounded into its interval, and a mark is rounded out of it when compared:
+/// a slot wakes wherever the exact ends would wake it, and a hair earlier at most, to be
+/// judged to the same state. A B-tree of `Decimal`s rescaled at every comparison, and a
+/// fill's refiling was most of its slot's judgment.
 #[derive(Debug, Default)]
 struct Triggers {
-    lower: BTreeSet<(Decimal, u32)>,
-    upper: BTreeSet<(Decimal, u32)>,
+    lower: BTreeSet<(i64, u32)>,
+    upper: BTreeSet<(i64, u32)>,
+}
+
+/// A mark or an interval's end as a key of [`Triggers`]: in 10^-9 units (`decimal::nanos`),
+/// rounded down or, with `up`, up, and held to an i64 (prices to 9.2 × 10^9). Holding is
+/// monotone like the rounding, so a key rounded into an interval stays in it and one rounded
+/// out stays out: past the range a slot only wakes more often.
+fn key(value: Decimal, up: bool) -> i64 {
+    let nanos = decimal::nanos(value, up);
+    nanos.clamp(i64::MIN.into(), i64::MAX.into()) as i64
 }
 
 /// The risk pass's slots. Derived: not state, rebuilt after a restore.
@@ -216,7 +229,7 @@ pub struct MarginBook {
     /// Per market, the slots' safe intervals; per slot and market (`slot × markets +
     /// market`), the interval filed there.
     triggers: Vec<Triggers>,
-    boxes: Vec<Option<(Decimal, Decimal)>>,
+    boxes: Vec<Option<(i64, i64)>>,
     /// Per slot and market (the same layout), the entity of the slot's open position there:
     /// a judgment reads its positions without a search of the position index per market (a
     /// cache miss each at a million positions, most of a funding hour's margin pass).
@@ -512,7 +525,7 @@ impl MarginBook {
                 for m in 0..markets {
                     if self.held[slot * markets + m].is_some() {
                         let mark = valuer.marks[m].price;
-                        self.file(slot, m as MarketId, (mark, mark));
+                        self.file(slot, m as MarketId, inner_keys((mark, mark)));
                     }
                 }
             }
@@ -526,14 +539,21 @@ impl MarginBook {
     /// kept box wakes the slot early, which is judged then to the same state; a mark that
     /// leaves the new box leaves the kept one too.
     fn refile(&mut self, slot: usize, boxes: &[(MarketId, (Decimal, Decimal))]) {
+        let mut keys = [(0, (0i64, 0i64)); MAX_BOX_MARKETS];
+        for (k, &(m, bounds)) in keys.iter_mut().zip(boxes) {
+            *k = (m, inner_keys(bounds));
+        }
+        let keys = &keys[..boxes.len()];
         let markets = self.triggers.len();
         let filed = &self.boxes[slot * markets..(slot + 1) * markets];
-        let inside = |&(m, (lo, hi)): &(MarketId, (Decimal, Decimal))| matches!(filed[m as usize], Some((l, h)) if l >= lo && h <= hi);
-        if filed.iter().flatten().count() == boxes.len() && boxes.iter().all(inside) {
+        // A kept key at or above the new `lo`'s key (rounded up) wakes the slot wherever the
+        // new one would: the box filed is inside the new box.
+        let inside = |&(m, (lo, hi)): &(MarketId, (i64, i64))| matches!(filed[m as usize], Some((l, h)) if l >= lo && h <= hi);
+        if filed.iter().flatten().count() == keys.len() && keys.iter().all(inside) {
             return;
         }
         self.unfile(slot);
-        for &(m, bounds) in boxes {
+        for &(m, bounds) in keys {
             self.file(slot, m, narrowed(bounds));
         }
     }
@@ -564,7 +584,7 @@ impl MarginBook {
     }
 
     /// Files the open interval `(lo, hi)` of market `m`'s mark for the slot.
-    fn file(&mut self, slot: usize, m: MarketId, (lo, hi): (Decimal, Decimal)) {
+    fn file(&mut self, slot: usize, m: MarketId, (lo, hi): (i64, i64)) {
         let markets = self.triggers.len();
         let t = &mut self.triggers[m as usize];
         t.lower.insert((lo, slot as u32));
@@ -608,9 +628,11 @@ impl MarginBook {
         for (m, (old, new)) in self.marks.iter().zip(marks).enumerate() {
             let t = &self.triggers[m];
             if new.price > old.price {
-                crossed.extend(t.upper.range(..=(new.price, u32::MAX)).map(|&(_, s)| s));
+                let up = key(new.price, true);
+                crossed.extend(t.upper.range(..=(up, u32::MAX)).map(|&(_, s)| s));
             } else if new.price < old.price {
-                crossed.extend(t.lower.range((new.price, 0)..).map(|&(_, s)| s));
+                let down = key(new.price, false);
+                crossed.extend(t.lower.range((down, 0)..).map(|&(_, s)| s));
             }
         }
         for slot in crossed {
@@ -619,16 +641,21 @@ impl MarginBook {
     }
 }
 
-/// A safe box's interval as it is filed: narrowed by a 32nd of its width at each end, so the
+/// An open interval of a mark as the keys of [`Triggers`]: its ends rounded inwards, so the
+/// keys' interval lies inside it.
+fn inner_keys((lo, hi): (Decimal, Decimal)) -> (i64, i64) {
+    (key(lo, true), key(hi, false))
+}
+
+/// A safe box's keys as they are filed: narrowed by a 32nd of their width at each end, so the
 /// box filed stays inside the next safe box while that one narrows by less. A funding hour
 /// moves every payer's box by about its rate (a part in 10⁴), and each refiling is four
 /// searches of a B-tree of every slot's ends (a cache miss each at a million slots); the
-/// narrower box wakes the slot a little early, to be judged to the same state.
-fn narrowed((lo, hi): (Decimal, Decimal)) -> (Decimal, Decimal) {
-    let Some(width) = hi.checked_sub(lo) else {
-        return (lo, hi);
-    };
-    let margin = width / Decimal::from(32);
+/// narrower box wakes the slot a little early, to be judged to the same state. A box no
+/// wider than a key (a mark's own, below) stays as it is.
+fn narrowed((lo, hi): (i64, i64)) -> (i64, i64) {
+    // At most half the width in all: the ends stay within theirs.
+    let margin = ((i128::from(hi) - i128::from(lo)).max(0) / 32) as i64;
     (lo + margin, hi - margin)
 }
 
@@ -1077,5 +1104,36 @@ fn record(
             margin_ratio: risk::margin_ratio(used, equity),
             time: clock.now,
         });
+    }
+}
+
+#[cfg(test)]
+mod trigger_key_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Prices of a few decimals, and some beyond the keys' i64 range (9.2 × 10^9).
+    fn price() -> impl Strategy<Value = Decimal> {
+        let mantissa = prop_oneof![0i64..1_000_000_000, 0i64..i64::MAX];
+        (mantissa, 0u32..=12).prop_map(|(m, scale)| Decimal::new(m, scale))
+    }
+
+    proptest! {
+        /// A mark that leaves a safe interval (a mark on an end has left it) passes the keys
+        /// filed for it, whatever the rounding and holding of the keys did.
+        #[test]
+        fn a_mark_leaving_a_safe_interval_crosses_its_filed_keys(
+            ends in (price(), price()),
+            mark in price(),
+        ) {
+            let (lo, hi) = (ends.0.min(ends.1), ends.0.max(ends.1));
+            let (lower, upper) = narrowed(inner_keys((lo, hi)));
+            if mark <= lo {
+                prop_assert!(key(mark, false) <= lower, "{} ≤ {}", mark, lo);
+            }
+            if mark >= hi {
+                prop_assert!(key(mark, true) >= upper, "{} ≥ {}", mark, hi);
+            }
+        }
     }
 }
