@@ -46,15 +46,23 @@ pub struct Manifest {
     pub files: BTreeMap<String, String>,
 }
 
-/// SHA-256 of a file, read in blocks within `max_bytes`; each block also goes to `also`.
-fn file_sha256(path: &Path, max_bytes: u64, also: &mut Sha256) -> Result<String, String> {
+/// SHA-256 of a file, read in blocks within `max_bytes`, as a hasher to finalise; each block
+/// also goes to `also` where one is given (the hash of several files in a row). Hashing is
+/// most of a read from the page cache, so no block is hashed where nothing reads the hash.
+fn file_sha256(
+    path: &Path,
+    max_bytes: u64,
+    mut also: Option<&mut Sha256>,
+) -> Result<Sha256, String> {
     let mut one = Sha256::new();
     files::for_each_block(path, max_bytes, |block| {
         one.update(block);
-        also.update(block);
+        if let Some(also) = also.as_deref_mut() {
+            also.update(block);
+        }
     })
     .map_err(|m| format!("{}: {m}", path.display()))?;
-    Ok(hex(&one.finalize()))
+    Ok(one)
 }
 
 /// One input of a run and its hash.
@@ -80,7 +88,16 @@ pub fn input_hashes(
         .chain(plan_inputs.iter().map(PathBuf::as_path))
         .enumerate()
     {
-        let sha256 = file_sha256(p, limits.max_file_bytes, &mut all)?;
+        let digest = match i {
+            // Nothing comes before the first input: the hash of all so far is its own.
+            0 => {
+                let digest = file_sha256(p, limits.max_file_bytes, None)?;
+                all = digest.clone();
+                digest
+            }
+            _ => file_sha256(p, limits.max_file_bytes, Some(&mut all))?,
+        };
+        let sha256 = hex(&digest.finalize());
         let relative = match i {
             0 => name.clone().unwrap_or_default(),
             _ => p.strip_prefix(&dir).unwrap_or(p).display().to_string(),
@@ -102,7 +119,7 @@ pub fn check_inputs(file: &Path, inputs: &[InputHash], limits: &Limits) -> Resul
             0 => file.to_path_buf(),
             _ => files::resolve(file, &input.file)?,
         };
-        if file_sha256(&path, limits.max_file_bytes, &mut Sha256::new())? != input.sha256 {
+        if hex(&file_sha256(&path, limits.max_file_bytes, None)?.finalize()) != input.sha256 {
             return Err(format!(
                 "{} is not the file this run was made from (its hash changed)",
                 path.display()
@@ -271,7 +288,7 @@ pub fn write_reports(
     let [ledger, trades] = tables;
     let (report, files) = std::thread::scope(|s| {
         let state_hash = s.spawn(|| engine.state_hash().to_string());
-        let journal = file_sha256(&path(FILES[0]), u64::MAX, &mut Sha256::new());
+        let journal = file_sha256(&path(FILES[0]), u64::MAX, None).map(|d| hex(&d.finalize()));
         let state_hash = state_hash
             .join()
             .expect("the state hash is a pure function");
