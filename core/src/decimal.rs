@@ -269,18 +269,12 @@ pub const NANO_DECIMALS: u32 = 9;
 /// orders as the values do, for indices that only need to bound a value from one side (the
 /// margin pass's trigger marks), where a B-tree of `Decimal`s rescales at every comparison.
 pub fn nanos(value: Decimal, up: bool) -> i128 {
-    let v = value.unpack();
-    let magnitude = (u128::from(v.hi) << 64) | (u128::from(v.mid) << 32) | u128::from(v.lo);
-    // Below 2^96: the sign's negation and the scaling below cannot overflow.
-    let m = if v.negative {
-        -(magnitude as i128)
-    } else {
-        magnitude as i128
-    };
-    if v.scale <= NANO_DECIMALS {
-        return m * POW10[(NANO_DECIMALS - v.scale) as usize];
+    // A mantissa is below 2^96 in magnitude: the scaling below cannot overflow.
+    let (m, scale) = (value.mantissa(), value.scale());
+    if scale <= NANO_DECIMALS {
+        return m * POW10[(NANO_DECIMALS - scale) as usize];
     }
-    let unit = POW10[(v.scale - NANO_DECIMALS) as usize];
+    let unit = POW10[(scale - NANO_DECIMALS) as usize];
     let (q, r) = match i64::try_from(m) {
         // A 64-bit division where the mantissa fits (a tenth of a 128-bit one's cost); a
         // unit of 10^19 leaves an i64 whole as its remainder.

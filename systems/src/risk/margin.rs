@@ -651,8 +651,8 @@ fn inner_keys((lo, hi): (Decimal, Decimal)) -> (i64, i64) {
 /// box filed stays inside the next safe box while that one narrows by less. A funding hour
 /// moves every payer's box by about its rate (a part in 10⁴), and each refiling is four
 /// searches of a B-tree of every slot's ends (a cache miss each at a million slots); the
-/// narrower box wakes the slot a little early, to be judged to the same state. A box no
-/// wider than a key (a mark's own, below) stays as it is.
+/// narrower box wakes the slot a little early, to be judged to the same state. Keys that
+/// cross (a box narrower than 10^-9) stay as they are.
 fn narrowed((lo, hi): (i64, i64)) -> (i64, i64) {
     // At most half the width in all: the ends stay within theirs.
     let margin = ((i128::from(hi) - i128::from(lo)).max(0) / 32) as i64;
