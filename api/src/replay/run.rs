@@ -48,6 +48,11 @@ use perpsim_systems::command::{CreateBroker, CreateCustomer};
 /// Ticks written per journal transaction.
 const JOURNAL_BATCH: usize = 4_096;
 
+/// A replay's history window, as a power of two (4 096 rows): a chunk a journal batch fills
+/// many times over (see [`replaying`]). The outputs do not depend on it; the engine thread's
+/// time does (the 24-hour scenario's engine 3–5 % less than at a server's 65 536).
+const REPLAY_WINDOW_BITS: u32 = 12;
+
 /// The name of the broker a scenario's customers belong to.
 pub const BROKER: &str = "scenario";
 
@@ -345,12 +350,18 @@ impl Runner {
 /// A fresh engine set up as a run drives it: nothing published (no reader), the margin-state
 /// changes the only events (all the report reads of them), and its history handed out a
 /// journal batch at a time (to the tables' writer) and let go past its window.
+///
+/// The window is [`REPLAY_WINDOW_BITS`]: rows in a chunk still filling are handed out as copies
+/// and the engine digests them itself when the chunk is let go, while a whole chunk leaves
+/// moved, owing its digest to the tables' writer. A batch of the 24-hour scenario makes some
+/// 68 000 ledger rows, about a server's chunk of 65 536, so most rows were copied first.
 pub fn replaying(engine: Engine) -> Engine {
     let mut engine = crate::state::config::audited(engine);
     engine.set_publishing(false);
     engine.set_listening(Listening::MarginStates);
     engine.set_projecting(true);
     engine.set_history_on_request(true);
+    engine.set_history_window(REPLAY_WINDOW_BITS);
     engine
 }
 
