@@ -150,36 +150,48 @@ pub fn run(args: ReplayArgs) -> Result<i32, String> {
         .out
         .clone()
         .ok_or("give --out DIR: where the run's files go")?;
-    let started = std::time::Instant::now();
-    // Read (and refused, if it must be) before anything is written or any worker starts.
     let limits = args.limits.resolve();
-    let mut plan = replay::read(&scenario, &limits).map_err(|e| e.to_string())?;
     match &args.seeds {
-        Some(seeds) => monte_carlo(&args, seeds, &scenario, &out),
+        Some(seeds) => {
+            // Read (and refused, if it must be) before any worker starts.
+            replay::read(&scenario, &limits).map_err(|e| e.to_string())?;
+            monte_carlo(&args, seeds, &scenario, &out)
+        }
         None => {
-            if let Some(seed) = args.seed {
-                plan.genesis.seed = seed;
-            }
-            let code = single(&mut plan, &scenario, &out, &limits, args.quiet, started)?;
+            let code = single(&scenario, &out, &limits, args.seed, args.quiet)?;
             Ok(strict_code(args.strict, [&code]))
         }
     }
 }
 
-/// One run; prints its hash and where the wall time went: reading the scenario, the engine,
-/// the journal's commits (beside the engine, on a thread of their own), the report files (the
-/// benchmark's split; in no file, which stay byte-identical).
+/// One run, made as the scenario is read (`replay::feed`; a refused scenario leaves nothing
+/// written); prints its hash and where the wall time went: reading the scenario until the run
+/// could start, the engine, the journal's commits (beside the engine, on a thread of their
+/// own), the report files (the benchmark's split; in no file, which stay byte-identical).
 fn single(
-    plan: &mut replay::plan::Plan,
     scenario: &Path,
     out: &Path,
     limits: &Limits,
+    seed: Option<u64>,
     quiet: bool,
-    started: std::time::Instant,
 ) -> Result<replay::report::Outcomes, String> {
-    let bar = progress(plan.steps.len() as u64, quiet);
-    let read = started.elapsed().as_secs_f64();
-    let done = output::scenario_run(scenario, plan, out, limits, &|n| bar.set_position(n))?;
+    let started = std::time::Instant::now();
+    let bar = progress(0, quiet);
+    let read = std::sync::Mutex::new(0.0);
+    let (plan, done) = replay::run_as_read(scenario, limits, |plan, fed| {
+        if let Some(seed) = seed {
+            plan.genesis.seed = seed;
+        }
+        *read.lock().expect("one run at a time") = started.elapsed().as_secs_f64();
+        let progress = |n, known| {
+            if bar.length() != Some(known) {
+                bar.set_length(known);
+            }
+            bar.set_position(n);
+        };
+        output::scenario_run(scenario, plan, out, limits, fed, &progress)
+    })?;
+    let read = read.into_inner().expect("one run at a time");
     bar.finish_and_clear();
     let seconds = json!({
         "read": read,
@@ -318,7 +330,7 @@ fn rerun(
         ));
     }
     plan.genesis.seed = manifest.seed;
-    output::scenario_run(file, &mut plan, again, limits, &|_| {}).map(|f| f.state_hash)
+    output::scenario_run(file, &mut plan, again, limits, None, &|_, _| {}).map(|f| f.state_hash)
 }
 
 /// The files of `a` whose bytes differ in `b` (or are missing there).

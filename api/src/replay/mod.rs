@@ -9,6 +9,7 @@
 
 pub mod bootstrap;
 pub mod events;
+pub mod feed;
 pub mod fields;
 pub mod files;
 pub mod format;
@@ -32,6 +33,7 @@ pub mod whatif;
 
 use std::path::Path;
 
+use self::feed::{Fed, Feeder};
 pub use self::files::Limits;
 use self::format::Scenario;
 use self::plan::{Plan, ScenarioError, located};
@@ -39,31 +41,96 @@ use self::plan::{Plan, ScenarioError, located};
 /// Reads and resolves a scenario file (YAML or JSON), within `limits`: nothing it holds or
 /// names makes the run read or hold more than they allow, and every refusal names its flag.
 pub fn read(file: &Path, limits: &Limits) -> Result<Plan, ScenarioError> {
-    let origin = serde_saphyr::Location::UNKNOWN;
-    let bytes = files::read(file, limits.max_file_bytes)
-        .map_err(|m| located(file, origin, format!("cannot read the scenario: {m}")))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| located(file, origin, "the scenario is not UTF-8 text"))?;
-    // JSON is read by serde_json, an order of magnitude faster than the YAML reader but
-    // without locations, and its plan stands only if no object repeats a key (serde_json
-    // reads the last). That check is a pass of its own over the text: it runs beside the read.
+    let text = text(file, limits)?;
     let json = text.trim_start().starts_with('{');
-    let streamed = std::thread::scope(|s| {
-        let unique = json.then(|| {
-            s.spawn(|| crate::contract::strict_json::refuse_duplicate_keys(text.as_bytes()))
-        });
-        let plan = stream::plan(file, &text, json, limits);
-        match unique.map(|u| u.join().is_ok_and(|r| r.is_ok())) {
-            Some(false) => None,
-            _ => plan,
-        }
-    });
-    if let Some(plan) = streamed {
+    if let Some(plan) = one_pass(file, &text, json, limits, None) {
         return Ok(plan);
     }
     // Refused, or written in an order the one pass does not take: read again the whole way,
     // by the YAML reader, which says where.
     plan::plan((file, &text), parse(file, &text, limits)?, limits)
+}
+
+/// Reads `file` and runs it as it is read (`feed`): `run` gets the plan with its steps to
+/// come from the feed, on a thread of its own while this one reads; where the feed gives up,
+/// `run` is called again here with the whole plan ([`read`]'s, or its refusal) — as a scenario
+/// the feed never starts on is read and run on this thread alone, its memory reused. The plan
+/// as run, and what `run` made of it.
+pub fn run_as_read<T: Send>(
+    file: &Path,
+    limits: &Limits,
+    mut run: impl FnMut(&mut Plan, Option<&mut Fed>) -> Result<T, String> + Send,
+) -> Result<(Plan, T), String> {
+    let text = text(file, limits).map_err(|e| e.to_string())?;
+    let json = text.trim_start().starts_with('{');
+    let (to_run, from_reader) = std::sync::mpsc::channel();
+    let (fed_run, whole) = std::thread::scope(|s| {
+        let run = &mut run;
+        let runner = s.spawn(move || {
+            let mut fed = Fed::new(from_reader);
+            let mut plan = fed.start()?;
+            let made = run(&mut plan, Some(&mut fed));
+            // Dropped with the run: the reader's next hand-out finds no one and stops.
+            (!fed.gave_up()).then_some((made, plan))
+        });
+        let mut feeder = Feeder::new(to_run);
+        let whole = one_pass(file, &text, json, limits, Some(&mut feeder));
+        // No start is coming after this: a runner still waiting for one ends.
+        drop(feeder);
+        (runner.join().expect("the run does not panic"), whole)
+    });
+    drop(text);
+    if let Some((made, plan)) = fed_run {
+        return made.map(|made| (plan, made));
+    }
+    let mut plan = match whole {
+        Some(plan) => plan,
+        None => read(file, limits).map_err(|e| e.to_string())?,
+    };
+    let made = run(&mut plan, None)?;
+    Ok((plan, made))
+}
+
+/// The scenario's text, within `limits`.
+fn text(file: &Path, limits: &Limits) -> Result<String, ScenarioError> {
+    let origin = serde_saphyr::Location::UNKNOWN;
+    let bytes = files::read(file, limits.max_file_bytes)
+        .map_err(|m| located(file, origin, format!("cannot read the scenario: {m}")))?;
+    String::from_utf8(bytes).map_err(|_| located(file, origin, "the scenario is not UTF-8 text"))
+}
+
+/// The plan of the one pass (`stream`), fed to `feeder` as it is read if there is one: `None`
+/// where the pass gives up or refuses, or where the steps went to the feeder.
+///
+/// JSON is read by serde_json, an order of magnitude faster than the YAML reader but without
+/// locations, and its plan stands only if no object repeats a key (serde_json reads the last).
+/// That check is a pass of its own over the text: it runs beside the read.
+fn one_pass(
+    file: &Path,
+    text: &str,
+    json: bool,
+    limits: &Limits,
+    mut feeder: Option<&mut Feeder>,
+) -> Option<Plan> {
+    std::thread::scope(|s| {
+        let unique = json.then(|| {
+            s.spawn(|| crate::contract::strict_json::refuse_duplicate_keys(text.as_bytes()))
+        });
+        let plan = stream::plan(file, text, json, limits, feeder.as_deref_mut());
+        let unique = unique.is_none_or(|u| u.join().is_ok_and(|r| r.is_ok()));
+        match (plan, feeder) {
+            (Some(mut plan), Some(f)) if f.handed() => {
+                let done = (plan.events, std::mem::take(&mut plan.inputs));
+                f.done(&mut plan.steps, done, unique);
+                None
+            }
+            (Some(plan), _) if unique => Some(plan),
+            (_, f) => {
+                f.map(Feeder::give_up);
+                None
+            }
+        }
+    })
 }
 
 /// The scenario as written, or where and why it is not one.

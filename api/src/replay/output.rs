@@ -225,7 +225,8 @@ pub fn scenario_run(
     plan: &mut Plan,
     out: &Path,
     limits: &Limits,
-    progress: &dyn Fn(u64),
+    fed: Option<&mut super::feed::Fed>,
+    progress: &dyn Fn(u64, u64),
 ) -> Result<Finished, String> {
     check_free(out)?;
     let staging = Staging::new(out)?;
@@ -235,7 +236,7 @@ pub fn scenario_run(
     let (ledger, trades) = (stage.join(FILES[2]), stage.join(FILES[3]));
     let tables = (ledger.as_path(), trades.as_path());
     let (engine, mut observed, journal_time, streamed) =
-        run::run(plan, (&journal, tables), progress)?;
+        run::run(plan, fed, (&journal, tables), progress)?;
     observed.logs = streamed.tallies;
     let tables = [streamed.ledger, streamed.trades];
     drop(journal);

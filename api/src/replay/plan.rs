@@ -369,26 +369,46 @@ impl<'a> Planner<'a> {
         Ok(())
     }
 
-    /// The plan: its steps in time order, one instant's in the order written.
-    pub fn finish(mut self) -> Plan {
-        self.steps.sort();
+    /// The steps planned so far (and not handed out).
+    pub fn steps_len(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Hands `feeder` what it takes of the steps after an event, which found `before` steps
+    /// (the steps are sorted only by [`Planner::finish`]).
+    pub fn feed(&mut self, feeder: &mut super::feed::Feeder, before: usize) {
+        feeder.after_event(&mut self.steps, before);
+    }
+
+    /// The plan as it stands, without its steps: what a fed run starts with.
+    pub fn header(&self) -> Plan {
         Plan {
-            name: self.name,
+            name: self.name.clone(),
             genesis: Genesis {
                 seed: self.seed,
                 clock_mode: ClockMode::Manual,
                 start: self.ctx.start,
-                instruments: self.ctx.specs,
-                simulation: self.simulation,
+                instruments: self.ctx.specs.clone(),
+                simulation: self.simulation.clone(),
             },
             end: self.ctx.end,
             sample_every_ms: self.sample_every_ms,
-            customers: self.customers,
+            customers: self.customers.clone(),
             events: self.events,
-            latency: self.latency,
-            what_if: self.what_if,
-            inputs: self.inputs,
-            steps: self.steps,
+            latency: self.latency.clone(),
+            what_if: self.what_if.clone(),
+            inputs: self.inputs.clone(),
+            steps: Timeline::default(),
+        }
+    }
+
+    /// The plan: its steps in time order, one instant's in the order written.
+    pub fn finish(mut self) -> Plan {
+        self.steps.sort();
+        let steps = std::mem::take(&mut self.steps);
+        Plan {
+            steps,
+            ..self.header()
         }
     }
 }

@@ -21,7 +21,8 @@
 //! it, in ledger order: rows after a pending transfer wait for it to complete (a transfer delay's
 //! rows; to the end of the run for one still pending then).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::iter::Peekable;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
@@ -41,8 +42,10 @@ use perpsim_systems::{
     AccountFigures, Command, CommandResult, Engine, EngineEvent, MarketPrices, Outcome,
 };
 
+use super::feed::Fed;
 use super::plan::{Plan, Step, UNBOUND};
 use super::report::streamed::{self, LogTallies, Streamed};
+use super::timeline::Timeline;
 use perpsim_systems::command::{CreateBroker, CreateCustomer};
 
 /// Ticks written per journal transaction.
@@ -107,25 +110,103 @@ pub struct Refusal {
 /// the standard library's keyed hash, as the references are the file's): every order that
 /// ends is looked up, and a B-tree of 150 000 references compared strings for a twentieth of
 /// the 24-hour scenario's engine thread.
+///
+/// A fed run (`feed`) learns the references as the file is read, possibly after an order that
+/// ended under one: until the read is over it keeps every ended order of the scenario's
+/// customers (bounded by the plan's orders), then only those of the references named.
 #[derive(Default)]
-struct Named(HashMap<(CustomerCode, ReferenceId), Option<OrderStatus>>);
+struct Named {
+    latest: HashMap<Reference, Option<OrderStatus>>,
+    /// While recording: the scenario's customers (sorted) and the references named so far.
+    recording: Option<(Vec<CustomerCode>, HashSet<Reference>)>,
+}
+
+/// A customer's reference.
+type Reference = (CustomerCode, ReferenceId);
 
 impl Named {
+    /// Keeps every ended order of `customers` until [`Named::settle`].
+    fn record(&mut self, mut customers: Vec<CustomerCode>) {
+        customers.sort_unstable();
+        self.recording = Some((customers, HashSet::new()));
+    }
+
+    /// Every reference is named: from here on only theirs are kept.
+    fn settle(&mut self) {
+        if let Some((_, named)) = self.recording.take() {
+            self.latest.retain(|key, _| named.contains(key));
+        }
+    }
+
     fn watch(&mut self, customer: CustomerCode, reference: &str) {
-        self.0.entry((customer, reference.into())).or_insert(None);
+        let key = (customer, ReferenceId::from(reference));
+        if let Some((_, named)) = &mut self.recording {
+            named.insert(key.clone());
+        }
+        self.latest.entry(key).or_insert(None);
+    }
+
+    /// The watch-all of a run's chunk of steps (`codes` binds their customers).
+    fn watch_all(&mut self, steps: &Timeline, codes: &[CustomerCode]) {
+        for (c, reference) in steps.order_references() {
+            self.watch(codes[c], &reference);
+        }
     }
 
     fn ended(&mut self, orders: &[Arc<Order>]) {
         for o in orders {
-            if let Some(latest) = self.0.get_mut(&(o.customer, Arc::clone(&o.reference_id))) {
-                *latest = Some(o.status);
+            let key = (o.customer, Arc::clone(&o.reference_id));
+            match &self.recording {
+                Some((customers, _)) if customers.binary_search(&o.customer).is_ok() => {
+                    self.latest.insert(key, Some(o.status));
+                }
+                _ => {
+                    if let Some(latest) = self.latest.get_mut(&key) {
+                        *latest = Some(o.status);
+                    }
+                }
             }
         }
     }
 
     fn name(&self, none_open: Error, customer: CustomerCode, reference: &str) -> Error {
-        let latest = self.0.get(&(customer, reference.into())).copied().flatten();
+        let latest = self
+            .latest
+            .get(&(customer, reference.into()))
+            .copied()
+            .flatten();
         not_open(none_open.code, reference, latest)
+    }
+}
+
+/// Where a run's steps come from: the whole plan's timeline, or a feed (`feed`).
+enum Source<'f> {
+    Whole(Option<Timeline>),
+    Fed(&'f mut Fed),
+}
+
+impl Source<'_> {
+    /// The next chunk of steps in time order, its references watched; `known` counts the
+    /// steps received.
+    fn next(
+        &mut self,
+        named: &mut Named,
+        codes: &[CustomerCode],
+        known: &mut u64,
+    ) -> Result<Option<Timeline>, String> {
+        match self {
+            Source::Whole(whole) => Ok(whole.take().inspect(|steps| {
+                named.watch_all(steps, codes);
+                *known += steps.len() as u64;
+            })),
+            Source::Fed(fed) => fed.next_chunk(&mut |steps, last| match last {
+                true => named.settle(),
+                false => {
+                    named.watch_all(steps, codes);
+                    *known += steps.len() as u64;
+                }
+            }),
+        }
     }
 }
 
@@ -379,13 +460,16 @@ pub fn settlement_assets(engine: &Engine) -> Vec<Asset> {
 }
 
 /// Runs `plan` from genesis into `journal`, with `ledger.csv` and `trades.csv` written at
-/// `tables` as it goes, calling `progress` with the steps done; the time the journal's
-/// commits took, beside the run, and the tables written. The steps are taken from the plan: each
-/// command is decoded as it goes to the engine and freed once applied.
+/// `tables` as it goes, calling `progress` with the steps done and those known; the time the
+/// journal's commits took, beside the run, and the tables written. The steps are taken from
+/// the plan, or from `fed` as the file is read (`feed`: the plan then has none, and gets its
+/// count of events and files named at the end); each command is decoded as it goes to the
+/// engine and freed once applied.
 pub fn run(
     plan: &mut Plan,
+    fed: Option<&mut Fed>,
     (journal, tables): (&Journal, (&Path, &Path)),
-    progress: &dyn Fn(u64),
+    progress: &dyn Fn(u64, u64),
 ) -> Result<(Engine, Observed, Duration, Streamed), String> {
     // The what-if's factors first: the volatility's is part of the genesis the journal keeps.
     let seed = plan.genesis.seed;
@@ -394,60 +478,120 @@ pub fn run(
     let engine = replaying(Engine::genesis(plan.genesis.clone()));
     let assets = settlement_assets(&engine);
     let ((engine, mut observed), took, streamed) = journaled(journal, tables, |batches| {
-        drive(plan, Runner::new(engine, batches, assets), progress)
+        drive(plan, fed, Runner::new(engine, batches, assets), progress)
     })?;
     observed.drawn = drawn;
     Ok((engine, observed, took, streamed))
 }
 
-/// The run's loop: the set-up, then a tick per instant with commands and the samples.
+/// The run's loop: the set-up, then a tick per instant with commands and the samples, a
+/// chunk of steps at a time, then the samples to the end.
 fn drive(
     plan: &mut Plan,
+    fed: Option<&mut Fed>,
     mut r: Runner,
-    progress: &dyn Fn(u64),
+    progress: &dyn Fn(u64, u64),
 ) -> Result<(Engine, Observed), String> {
     let start = plan.genesis.start;
     let codes = set_up(&mut r, plan, start)?;
     r.sample();
-    let mut next_sample = start.plus_millis(plan.sample_every_ms);
-    let mut timeline = std::mem::take(&mut plan.steps);
-    if let Some(model) = &plan.latency {
-        let seed = plan.genesis.seed;
-        super::latency::delay_requests(&mut timeline, model, seed, plan.end);
+    let mut source = match fed {
+        Some(fed) => {
+            r.named.record(codes.clone());
+            Source::Fed(fed)
+        }
+        None => {
+            let mut timeline = std::mem::take(&mut plan.steps);
+            if let Some(model) = &plan.latency {
+                let seed = plan.genesis.seed;
+                super::latency::delay_requests(&mut timeline, model, seed, plan.end);
+            }
+            Source::Whole(Some(timeline))
+        }
+    };
+    let mut at = Instants {
+        next_sample: start.plus_millis(plan.sample_every_ms),
+        done: 0,
+        known: 0,
+    };
+    while let Some(chunk) = source.next(&mut r.named, &codes, &mut at.known)? {
+        let (mut steps, mut made) = (chunk.iter_encoded().peekable(), Default::default());
+        while steps.peek().is_some() {
+            instant(
+                &mut r,
+                plan,
+                (&codes, &mut steps, &mut made),
+                &mut at,
+                progress,
+            )?;
+        }
     }
-    for (c, reference) in timeline.order_references() {
-        r.named.watch(codes[c], &reference);
+    if let Source::Fed(fed) = &mut source
+        && let Some((events, inputs)) = fed.done()
+    {
+        (plan.events, plan.inputs) = (events, inputs);
     }
-    let (mut steps, mut done) = (timeline.iter_encoded().peekable(), 0);
-    let (mut origins, mut encoded) = (Vec::new(), Vec::new());
-    while steps.peek().is_some() || r.engine.clock().now < plan.end {
-        let next_step = steps.peek().map(|s| s.0.at).unwrap_or(plan.end);
-        let t = next_step.min(next_sample).min(plan.end);
-        let mut commands = Vec::new();
-        origins.clear();
-        encoded.clear();
-        while let Some((step, bytes)) = steps.next_if(|s| s.0.at == t) {
-            origins.push((step.event, step.customer));
-            // A customer's command is bound to its code here: encoded again.
-            encoded.push(step.customer.is_none().then_some(bytes));
-            commands.push(bound(step, &codes));
-        }
-        if commands.is_empty() {
-            advance(&mut r, t)?;
-        } else {
-            done += commands.len();
-            let from_file = Some((&origins[..], &*plan, &encoded[..]));
-            refused(&mut r, t, from_file, commands)?;
-            progress(done as u64);
-        }
-        if t == next_sample || t == plan.end {
-            r.sample();
-            next_sample = next_sample.plus_millis(plan.sample_every_ms);
-        }
+    let (mut none, mut made) = (None.into_iter().peekable(), Default::default());
+    while r.engine.clock().now < plan.end {
+        instant(
+            &mut r,
+            plan,
+            (&codes, &mut none, &mut made),
+            &mut at,
+            progress,
+        )?;
     }
     r.sample();
     r.flush()?;
     Ok(r.into_parts())
+}
+
+/// Where a run's loop is: the next sample's instant, the steps done and those known.
+struct Instants {
+    next_sample: Timestamp,
+    done: u64,
+    known: u64,
+}
+
+/// An instant's commands' origins and encodings (see [`FromFile`]), reused from one to the next.
+type Made<'t> = (Vec<Origin>, Vec<Option<&'t [u8]>>);
+
+/// The next instant: the earliest of the next step's, the next sample's and the end; its
+/// commands applied in one tick (or an empty tick there), and its sample taken.
+fn instant<'t>(
+    r: &mut Runner,
+    plan: &Plan,
+    (codes, steps, (origins, encoded)): (
+        &[CustomerCode],
+        &mut Peekable<impl Iterator<Item = (Step, &'t [u8])>>,
+        &mut Made<'t>,
+    ),
+    at: &mut Instants,
+    progress: &dyn Fn(u64, u64),
+) -> Result<(), String> {
+    let next_step = steps.peek().map(|s| s.0.at).unwrap_or(plan.end);
+    let t = next_step.min(at.next_sample).min(plan.end);
+    let mut commands = Vec::new();
+    origins.clear();
+    encoded.clear();
+    while let Some((step, bytes)) = steps.next_if(|s| s.0.at == t) {
+        origins.push((step.event, step.customer));
+        // A customer's command is bound to its code here: encoded again.
+        encoded.push(step.customer.is_none().then_some(bytes));
+        commands.push(bound(step, codes));
+    }
+    if commands.is_empty() {
+        advance(r, t)?;
+    } else {
+        at.done += commands.len() as u64;
+        refused(r, t, Some((&origins[..], plan, &encoded[..])), commands)?;
+        progress(at.done, at.known);
+    }
+    if t == at.next_sample || t == plan.end {
+        r.sample();
+        at.next_sample = at.next_sample.plus_millis(plan.sample_every_ms);
+    }
+    Ok(())
 }
 
 /// The scenario's broker and customers, created at `start` with their leverage, fees and

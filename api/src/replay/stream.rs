@@ -14,6 +14,7 @@ use std::path::Path;
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
+use super::feed::Feeder;
 use super::files::Limits;
 use super::format::{
     Bootstrap, CustomerSpec, Event, InstrumentOverride, Latency, Market, Range, Scenario, Shock,
@@ -21,12 +22,20 @@ use super::format::{
 use super::plan::{Plan, Planner};
 
 /// The plan of a JSON (`json`) or YAML scenario `text` read in one pass, or `None` where this
-/// pass gives up (see the module's header).
-pub(super) fn plan(file: &Path, text: &str, json: bool, limits: &Limits) -> Option<Plan> {
+/// pass gives up (see the module's header). With a `feeder`, its steps are handed out as they
+/// are read, as far as the feeder takes them (`feed`): the plan then holds the rest.
+pub(super) fn plan(
+    file: &Path,
+    text: &str,
+    json: bool,
+    limits: &Limits,
+    feeder: Option<&mut Feeder>,
+) -> Option<Plan> {
     let whole = Whole {
         file,
         limits,
         events_at_most: text.len() / EVENT_BYTES,
+        feeder,
     };
     match json {
         true => {
@@ -45,11 +54,12 @@ pub(super) fn plan(file: &Path, text: &str, json: bool, limits: &Limits) -> Opti
 }
 
 /// The whole scenario, as a plan.
-struct Whole<'a> {
+struct Whole<'a, 'f> {
     file: &'a Path,
     limits: &'a Limits,
     /// As many events as the text could hold, each at least [`EVENT_BYTES`].
     events_at_most: usize,
+    feeder: Option<&'f mut Feeder>,
 }
 
 /// The fewest bytes an event takes: `{"at":"+1s","cancel":"r","customer":"c"},`.
@@ -101,7 +111,7 @@ fn once<T, E: serde::de::Error>(slot: &mut Option<T>, value: T, key: &str) -> Re
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Whole<'_> {
+impl<'de> DeserializeSeed<'de> for Whole<'_, '_> {
     type Value = Plan;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Plan, D::Error> {
@@ -109,7 +119,7 @@ impl<'de> DeserializeSeed<'de> for Whole<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for Whole<'_> {
+impl<'de> Visitor<'de> for Whole<'_, '_> {
     type Value = Plan;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -135,8 +145,17 @@ impl<'de> Visitor<'de> for Whole<'_> {
                 "bootstrap" => once(&mut h.bootstrap, map.next_value()?, &key)?,
                 "events" => {
                     let mut planner = self.planner(header)?;
+                    let mut feeder = self.feeder;
+                    if let Some(f) = feeder.as_deref_mut() {
+                        f.header(planner.header());
+                    }
+                    // A feed's first hand-out leaves the steps it keeps back a timeline of
+                    // their own: this room is then the run's address space, never memory.
                     planner.reserve(self.events_at_most);
-                    map.next_value_seed(Events(&mut planner))?;
+                    map.next_value_seed(Events {
+                        planner: &mut planner,
+                        feeder,
+                    })?;
                     return match map.next_key::<String>()? {
                         None => Ok(planner.finish()),
                         Some(_) => Err(A::Error::custom("a field after `events`")),
@@ -149,7 +168,7 @@ impl<'de> Visitor<'de> for Whole<'_> {
     }
 }
 
-impl<'a> Whole<'a> {
+impl<'a> Whole<'a, '_> {
     fn planner<E: serde::de::Error>(&self, header: Header) -> Result<Planner<'a>, E> {
         let scenario = header
             .scenario()
@@ -158,10 +177,13 @@ impl<'a> Whole<'a> {
     }
 }
 
-/// The `events` list, each planned as it is read.
-struct Events<'p, 'a>(&'p mut Planner<'a>);
+/// The `events` list, each planned as it is read (and fed, with a feeder).
+struct Events<'p, 'a, 'f> {
+    planner: &'p mut Planner<'a>,
+    feeder: Option<&'f mut Feeder>,
+}
 
-impl<'de> DeserializeSeed<'de> for Events<'_, '_> {
+impl<'de> DeserializeSeed<'de> for Events<'_, '_, '_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -169,7 +191,7 @@ impl<'de> DeserializeSeed<'de> for Events<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for Events<'_, '_> {
+impl<'de> Visitor<'de> for Events<'_, '_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -177,10 +199,22 @@ impl<'de> Visitor<'de> for Events<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let Events {
+            planner,
+            mut feeder,
+        } = self;
         while let Some(mut event) = seq.next_element::<Spanned<Box<Event>>>()? {
-            self.0
+            let before = planner.steps_len();
+            planner
                 .event(&mut event)
                 .map_err(|e| A::Error::custom(e.message))?;
+            if let Some(f) = feeder.as_deref_mut().filter(|f| f.feeding()) {
+                planner.feed(f, before);
+                if !f.feeding() && f.handed() {
+                    // Steps went to a run that is dropped: this plan can never be whole.
+                    return Err(A::Error::custom(super::feed::GAVE_UP));
+                }
+            }
         }
         Ok(())
     }
@@ -216,7 +250,7 @@ mod tests {
         let limits = Limits::default();
         let yaml = every_kind();
         let text = std::fs::read_to_string(&yaml).unwrap();
-        let streamed = super::plan(&yaml, &text, false, &limits).expect("events come last");
+        let streamed = super::plan(&yaml, &text, false, &limits, None).expect("events come last");
         assert_eq!(format!("{streamed:?}"), whole(&yaml, &text));
 
         let tmp = tempfile::tempdir().unwrap();
@@ -230,9 +264,10 @@ mod tests {
         let (last_file, first_file) = (tmp.path().join("last.json"), tmp.path().join("first.json"));
         std::fs::write(&last_file, &last).unwrap();
         std::fs::write(&first_file, &first).unwrap();
-        let streamed = super::plan(&last_file, &last, true, &limits).expect("events come last");
+        let streamed =
+            super::plan(&last_file, &last, true, &limits, None).expect("events come last");
         assert_eq!(format!("{streamed:?}"), whole(&last_file, &last));
-        assert!(super::plan(&first_file, &first, true, &limits).is_none());
+        assert!(super::plan(&first_file, &first, true, &limits, None).is_none());
         let (a, b) = (
             read(&last_file, &limits).unwrap(),
             read(&first_file, &limits).unwrap(),
@@ -255,7 +290,7 @@ mod tests {
 "type":"market","reference_id":"x","amount":"0.01","amount":"5"}}]}"#;
         std::fs::write(&file, text).unwrap();
         assert!(
-            super::plan(&file, text, true, &limits).is_some(),
+            super::plan(&file, text, true, &limits, None).is_some(),
             "serde_json alone reads the last"
         );
         let refused = read(&file, &limits).unwrap_err();

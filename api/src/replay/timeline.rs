@@ -108,6 +108,29 @@ impl Timeline {
         mapped
     }
 
+    /// Hands out the steps before `w`, in time order (one instant's in the order pushed),
+    /// keeping the rest in the order pushed, with room for `room` more. Only for a timeline
+    /// never sorted (its heads in the order pushed), whose encodings are moved as they are.
+    pub fn split_before(&mut self, w: Timestamp, room: usize) -> Timeline {
+        let (mut out, mut rest) = (Timeline::default(), Timeline::default());
+        rest.reserve(room);
+        let mut references = self.order_steps.iter().peekable();
+        for (i, head) in self.heads.iter().enumerate() {
+            let end = self.heads.get(i + 1).map_or(self.bytes.len(), |h| h.start);
+            debug_assert!(head.start < end, "the heads are in the order pushed");
+            let into = if head.at < w { &mut out } else { &mut rest };
+            let start = into.bytes.len();
+            into.bytes.extend_from_slice(&self.bytes[head.start..end]);
+            into.heads.push(Head { start, ..*head });
+            if let Some(&(customer, _)) = references.next_if(|r| r.1 == head.start) {
+                into.order_steps.push((customer, start));
+            }
+        }
+        out.sort();
+        *self = rest;
+        out
+    }
+
     /// Step `i`'s instant, without decoding its command.
     pub fn at(&self, i: usize) -> Option<Timestamp> {
         self.heads.get(i).map(|h| h.at)
@@ -190,6 +213,54 @@ mod tests {
         timeline.sort();
         let named: Vec<(usize, String)> = timeline.order_references().collect();
         assert_eq!(named, [(0, "late".to_owned()), (1, "early".to_owned())]);
+    }
+
+    /// D11: a timeline split before an instant hands out the earlier steps in time order
+    /// and keeps the rest as pushed, references included: what a feed hands out and keeps
+    /// is what the whole read plans.
+    #[test]
+    fn a_timeline_split_before_an_instant_keeps_every_step_and_reference_once() {
+        let at = |s: i64| Timestamp::from_millis(s * 1000);
+        let mut whole = Timeline::default();
+        for (i, (second, reference)) in [(5, "e"), (1, "a"), (9, "x"), (1, "b"), (3, "c")]
+            .into_iter()
+            .enumerate()
+        {
+            whole.push(Step {
+                at: at(second),
+                event: i,
+                customer: (i != 3).then_some(i),
+                command: cancel(reference),
+            });
+        }
+        let mut rest = whole.clone();
+        let front = rest.split_before(at(5), 10);
+        let events = |t: &Timeline| t.iter().map(|s| s.event).collect::<Vec<_>>();
+        assert_eq!((events(&front), events(&rest)), (vec![1, 3, 4], vec![0, 2]));
+        let references = |t: &Timeline| t.order_references().collect::<Vec<_>>();
+        assert_eq!(references(&front), [(1, "a".into()), (4, "c".into())]);
+        assert_eq!(references(&rest), [(0, "e".into()), (2, "x".into())]);
+        rest.push(Step {
+            at: at(7),
+            event: 5,
+            customer: Some(5),
+            command: cancel("y"),
+        });
+        whole.sort();
+        let mut all: Vec<String> = front.iter().map(|s| format!("{s:?}")).collect();
+        rest.sort();
+        all.extend(
+            rest.iter()
+                .filter(|s| s.event != 5)
+                .map(|s| format!("{s:?}")),
+        );
+        let expected: Vec<String> = whole.iter().map(|s| format!("{s:?}")).collect();
+        assert_eq!(all, expected);
+        assert_eq!(
+            events(&rest),
+            [0, 5, 2],
+            "a step pushed after a split sorts in its place"
+        );
     }
 
     /// D11: the timeline gives back every command as planned, in time order, one instant's

@@ -59,6 +59,13 @@ pub struct WhatIf {
     pub bootstraps: Vec<super::bootstrap::PlannedBootstrap>,
 }
 
+impl WhatIf {
+    /// Whether it changes nothing: no shock, no volatility scaled, no bootstrap.
+    pub fn is_empty(&self) -> bool {
+        self.shocks.is_empty() && self.volatility.is_none() && self.bootstraps.is_empty()
+    }
+}
+
 /// What a run drew: each shock's factor, in order, and the volatility's.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Drawn {
