@@ -1,6 +1,6 @@
 //! A scenario run as it is read (issue 36 item 4): the one-pass read (`stream`) hands the run
-//! its steps an instant at a time, so that the engine starts on the first instants while the
-//! rest of the file is still being read, on a thread of its own.
+//! its steps a chunk of instants at a time, so that the engine starts on the first instants,
+//! on a thread of its own, while the rest of the file is still being read.
 //!
 //! A step can be handed out only once no step still to be read can come before it. The feed
 //! takes the earliest instant of the latest [`WINDOW`] events for that bound, hands out the
@@ -13,7 +13,8 @@
 //! made from the whole plan as before: when it gives up before handing anything out, from the
 //! reader's own plan; after, the run it started is dropped with its staging directory and the
 //! file read again (the whole read then says where and why, for a refusal). So a fed run is
-//! the run of the whole plan, to the byte.
+//! the run of the whole plan, to the byte; a file written to make the feed give up late costs
+//! at most the one run it dropped and a second read, within the same bounds.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
