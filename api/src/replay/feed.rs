@@ -271,14 +271,18 @@ mod tests {
     use super::super::output::{Finished, scenario_run};
     use super::super::{read, run_as_read};
 
-    /// A scenario as `scenario-gen` writes one: orders a second apart, every seventh
-    /// cancelled ten minutes later by an event written beside it; then `tail`'s events.
+    /// A scenario as `scenario-gen` writes one: orders four a second, every seventh
+    /// cancelled ten minutes later by an event written beside it, every fifth priced through
+    /// the maker's quotes (so some cancels find their order filled); then `tail`'s events.
     fn scenario(dir: &Path, orders: usize, tail: &str) -> PathBuf {
         let mut events = Vec::new();
         for i in 0..orders {
             let (t, c) = (1 + i / 4, i % 3);
             let side = ["buy", "sell"][i % 2];
-            let price = ["1990", "2010"][i % 2];
+            let price = match i % 5 {
+                0 => ["2100", "1900"][i % 2],
+                _ => ["1990", "2010"][i % 2],
+            };
             events.push(format!(
                 r#"{{"at":"+{t}s","customer":"c{c}","order":{{"symbol":"ETH-USDC-PERP","side":"{side}","type":"limit","reference_id":"o{i}","amount":"0.01","limit_price":"{price}"}}}}"#
             ));
@@ -336,6 +340,11 @@ mod tests {
         let whole = whole_run(&file, &tmp.path().join("whole"));
         assert_eq!(fed.unwrap().state_hash, whole.state_hash);
         same_files(&tmp.path().join("fed"), &tmp.path().join("whole"));
+        let report = std::fs::read_to_string(tmp.path().join("fed/report.json")).unwrap();
+        assert!(
+            report.contains("is filled and cannot be cancelled"),
+            "a refused cancel names its order's status"
+        );
     }
 
     /// Issue 36 item 4: a scenario run as it is read, its cancels written ten minutes ahead
