@@ -496,3 +496,33 @@ fn a_rebuilt_book_past_its_level_bound_is_refused_at_the_row_naming_the_bound() 
         "{stderr}"
     );
 }
+
+/// D11, issue 36 item 4: a JSON scenario whose run starts while it is read (thousands of
+/// events in time order) and which is refused near its end — past `--max-steps`, and by an
+/// event after the scenario's end — is refused as the whole read refuses it, naming the flag
+/// or where, and the run it started leaves nothing behind.
+#[test]
+fn a_scenario_refused_after_its_run_started_leaves_nothing_and_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let cancels: Vec<String> = (0..6_000)
+        .map(|i| format!(r#"{{"at":"+{i}ms","customer":"a","cancel":"r{i}"}}"#))
+        .collect();
+    let json = |last: &str| {
+        format!(
+            r#"{{"name":"x","seed":1,"start":"2026-01-01T00:00:00Z","end":"+1h","customers":[{{"name":"a"}}],
+"events":[{},
+{last}]}}"#,
+            cancels.join(",\n")
+        )
+    };
+    let file = dir.path().join("s.json");
+    std::fs::write(
+        &file,
+        json(r#"{"at":"+2h","customer":"a","cancel":"late"}"#),
+    )
+    .unwrap();
+    let stderr = refused(dir.path(), &file, &[]);
+    assert!(stderr.contains("s.json:6002:7:"), "{stderr}");
+    let stderr = refused(dir.path(), &file, &["--max-steps", "5000"]);
+    assert!(stderr.contains("--max-steps"), "{stderr}");
+}

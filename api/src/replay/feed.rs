@@ -207,14 +207,15 @@ impl Fed {
     }
 
     /// The next chunk to run, waiting for the reader if it has none yet; `None` after the
-    /// last. Every message waiting is taken first, each chunk passed to `arrived`, so that
-    /// the run learns the references of what is to come as early as the reader allows.
+    /// last. Every message waiting is taken first, each chunk passed to `arrived` (and `None`
+    /// once the read is over), so that the run learns the references of what is to come as
+    /// early as the reader allows.
     pub fn next_chunk(
         &mut self,
-        arrived: &mut impl FnMut(&Timeline, bool),
+        arrived: &mut impl FnMut(Option<&Timeline>),
     ) -> Result<Option<Timeline>, String> {
         if let Some(first) = self.first.take() {
-            arrived(&first, false);
+            arrived(Some(&first));
             self.queue.push_back(first);
         }
         loop {
@@ -241,16 +242,16 @@ impl Fed {
     fn take(
         &mut self,
         message: Message,
-        arrived: &mut impl FnMut(&Timeline, bool),
+        arrived: &mut impl FnMut(Option<&Timeline>),
     ) -> Result<(), String> {
         match message {
             Message::Steps(chunk) => {
-                arrived(&chunk, false);
+                arrived(Some(&chunk));
                 self.queue.push_back(chunk);
             }
             Message::Done { events, inputs } => {
                 self.done = Some((events, inputs));
-                arrived(&Timeline::default(), true);
+                arrived(None);
             }
             Message::Start(..) | Message::GiveUp => return Err(self.stop()),
         }

@@ -41,28 +41,35 @@ use self::plan::{Plan, ScenarioError, located};
 /// Reads and resolves a scenario file (YAML or JSON), within `limits`: nothing it holds or
 /// names makes the run read or hold more than they allow, and every refusal names its flag.
 pub fn read(file: &Path, limits: &Limits) -> Result<Plan, ScenarioError> {
-    let text = text(file, limits)?;
-    let json = text.trim_start().starts_with('{');
-    if let Some(plan) = one_pass(file, &text, json, limits, None) {
+    planned(file, &text(file, limits)?, limits)
+}
+
+/// The plan of a scenario's `text` (see [`read`]).
+fn planned(file: &Path, text: &str, limits: &Limits) -> Result<Plan, ScenarioError> {
+    if let Some(plan) = one_pass(file, text, is_json(text), limits, None) {
         return Ok(plan);
     }
     // Refused, or written in an order the one pass does not take: read again the whole way,
     // by the YAML reader, which says where.
-    plan::plan((file, &text), parse(file, &text, limits)?, limits)
+    plan::plan((file, text), parse(file, text, limits)?, limits)
+}
+
+/// JSON (YAML's flow style), which serde_json reads, or YAML.
+fn is_json(text: &str) -> bool {
+    text.trim_start().starts_with('{')
 }
 
 /// Reads `file` and runs it as it is read (`feed`): `run` gets the plan with its steps to
 /// come from the feed, on a thread of its own while this one reads; where the feed gives up,
-/// `run` is called again here with the whole plan ([`read`]'s, or its refusal) — as a scenario
-/// the feed never starts on is read and run on this thread alone, its memory reused. The plan
-/// as run, and what `run` made of it.
+/// `run` is called again here with the whole plan of the same text ([`read`]'s, or its
+/// refusal) — as a scenario the feed never starts on is read and run on this thread alone,
+/// its memory reused. The plan as run, and what `run` made of it.
 pub fn run_as_read<T: Send>(
     file: &Path,
     limits: &Limits,
     mut run: impl FnMut(&mut Plan, Option<&mut Fed>) -> Result<T, String> + Send,
 ) -> Result<(Plan, T), String> {
     let text = text(file, limits).map_err(|e| e.to_string())?;
-    let json = text.trim_start().starts_with('{');
     let (to_run, from_reader) = std::sync::mpsc::channel();
     let (fed_run, whole) = std::thread::scope(|s| {
         let run = &mut run;
@@ -74,19 +81,20 @@ pub fn run_as_read<T: Send>(
             (!fed.gave_up()).then_some((made, plan))
         });
         let mut feeder = Feeder::new(to_run);
-        let whole = one_pass(file, &text, json, limits, Some(&mut feeder));
+        let whole = one_pass(file, &text, is_json(&text), limits, Some(&mut feeder));
         // No start is coming after this: a runner still waiting for one ends.
         drop(feeder);
         (runner.join().expect("the run does not panic"), whole)
     });
-    drop(text);
     if let Some((made, plan)) = fed_run {
         return made.map(|made| (plan, made));
     }
     let mut plan = match whole {
         Some(plan) => plan,
-        None => read(file, limits).map_err(|e| e.to_string())?,
+        // The text read once: planned again the whole way, which says where for a refusal.
+        None => planned(file, &text, limits).map_err(|e| e.to_string())?,
     };
+    drop(text);
     let made = run(&mut plan, None)?;
     Ok((plan, made))
 }

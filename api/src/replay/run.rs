@@ -199,12 +199,12 @@ impl Source<'_> {
                 named.watch_all(steps, codes);
                 *known += steps.len() as u64;
             })),
-            Source::Fed(fed) => fed.next_chunk(&mut |steps, last| match last {
-                true => named.settle(),
-                false => {
+            Source::Fed(fed) => fed.next_chunk(&mut |steps| match steps {
+                Some(steps) => {
                     named.watch_all(steps, codes);
                     *known += steps.len() as u64;
                 }
+                None => named.settle(),
             }),
         }
     }
