@@ -10,8 +10,14 @@
 //! or above), filed per market in an ordered index ([`NoticeTriggers`]) whenever the position
 //! changes, so a check takes the range the mark reached and decides those exactly. Debug
 //! and test builds check every position too, and require the same notices.
+//!
+//! A position's threshold is a function of it alone, so a position that moves many times
+//! between two checks (a market maker's, at every fill) is refiled once, at the check: each
+//! run only notes the keys it moved.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashSet as HashSet;
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;
@@ -45,6 +51,9 @@ pub struct NoticeTriggers {
     shorts: Vec<BTreeSet<(Decimal, CustomerCode)>>,
     /// What each position has filed, by key: whether long, and its mark.
     filed: BTreeMap<PositionKey, (bool, Decimal)>,
+    /// The keys of the positions moved since the last check, refiled by the next (at most
+    /// one per (customer, market) a position was ever held in).
+    stale: HashSet<PositionKey>,
 }
 
 impl NoticeTriggers {
@@ -72,6 +81,19 @@ impl NoticeTriggers {
         };
         side[market].insert((mark, p.customer));
         self.filed.insert((p.customer, p.market), (long, mark));
+    }
+
+    /// Refiles every key moved since the last check: its open position's threshold, or
+    /// nothing where it closed.
+    fn refile_stale(&mut self, index: &PositionIndex, positions: &Query<&mut Position>) {
+        let mut stale = std::mem::take(&mut self.stale);
+        for key in stale.drain() {
+            match index.0.get(&key).and_then(|&e| positions.get(e).ok()) {
+                Some(p) => self.refile(p),
+                None => self.unfile(key),
+            }
+        }
+        self.stale = stale; // its room kept for the next interval's keys
     }
 
     fn unfile(&mut self, key: PositionKey) {
@@ -142,12 +164,13 @@ pub fn check_depreciation(
     // The run's moved positions; one a liquidation closed since is unfiled when reached.
     for &entity in &moved.list {
         if let Ok(p) = positions.get(entity) {
-            triggers.refile(p);
+            triggers.stale.insert((p.customer, p.market));
         }
     }
     if !due.has(ScheduledEvent::DepreciationCheck) {
         return;
     }
+    triggers.refile_stale(&index, &positions);
     let now = clock.now;
     let marks = check_marks(&instruments);
     let reached: Vec<PositionKey> = marks
