@@ -322,7 +322,8 @@ fn rerun(
 ) -> Result<String, String> {
     output::check_inputs(file, &manifest.inputs, limits)?;
     let mut plan = replay::read(file, limits).map_err(|e| e.to_string())?;
-    let (found, _) = output::input_hashes(file, &plan.inputs, limits)?;
+    // The file itself, hashed again: it is what the manifest is checked against.
+    let (found, _) = output::input_hashes(file, (&plan.inputs, None), limits)?;
     if Some(&found) != manifest.scenario_sha256.as_ref() {
         return Err(format!(
             "{} is not the scenario this run was made from (its hash changed)",

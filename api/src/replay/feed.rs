@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
 use perpsim_core::time::Timestamp;
+use sha2::Sha256;
 
 use super::plan::Plan;
 use super::timeline::Timeline;
@@ -40,10 +41,18 @@ pub enum Message {
     Start(Box<Plan>, Timeline),
     /// Steps after those handed out before, in time order, each instant whole.
     Steps(Timeline),
-    /// Nothing more to read: the events read and the files they named.
-    Done { events: usize, inputs: Vec<PathBuf> },
+    /// Nothing more to read.
+    Done(ReadOver),
     /// The scenario is not fed (see the module's header): the run is dropped.
     GiveUp,
+}
+
+/// How a read that fed a run ended: the events read, the files they named, and the hash of
+/// the text read (the manifest's, taken by the reader while the run goes on).
+pub struct ReadOver {
+    pub events: usize,
+    pub inputs: Vec<PathBuf>,
+    pub text_sha256: Sha256,
 }
 
 /// The reader's side: what bounds what can still come, and whether it still feeds.
@@ -117,8 +126,8 @@ impl Feeder {
         }
     }
 
-    /// The read is over and `unique` (no key given twice): the last steps and the count.
-    pub fn done(&mut self, steps: &mut Timeline, done: (usize, Vec<PathBuf>), unique: bool) {
+    /// The read is over and `unique` (no key given twice): the last steps and how it ended.
+    pub fn done(&mut self, steps: &mut Timeline, done: impl FnOnce() -> ReadOver, unique: bool) {
         if !self.feeding || !self.handed {
             // Nothing handed out: the reader's plan is the whole plan.
             return;
@@ -130,8 +139,7 @@ impl Feeder {
         if !last.is_empty() {
             self.send(last);
         }
-        let (events, inputs) = done;
-        self.post(Message::Done { events, inputs });
+        self.post(Message::Done(done()));
     }
 
     fn send(&mut self, chunk: Timeline) {
@@ -165,8 +173,8 @@ pub struct Fed {
     queue: VecDeque<Timeline>,
     /// The chunk that came with the start, until the run asks for it.
     first: Option<Timeline>,
-    /// The events read and the files named, once the read is over.
-    done: Option<(usize, Vec<PathBuf>)>,
+    /// How the read ended, once it is over.
+    done: Option<ReadOver>,
     gave_up: bool,
 }
 
@@ -201,8 +209,8 @@ impl Fed {
         self.gave_up
     }
 
-    /// Once the read is over: the events read and the files named.
-    pub fn done(&mut self) -> Option<(usize, Vec<PathBuf>)> {
+    /// Once the read is over: how it ended.
+    pub fn done(&mut self) -> Option<ReadOver> {
         self.done.take()
     }
 
@@ -249,8 +257,8 @@ impl Fed {
                 arrived(Some(&chunk));
                 self.queue.push_back(chunk);
             }
-            Message::Done { events, inputs } => {
-                self.done = Some((events, inputs));
+            Message::Done(read) => {
+                self.done = Some(read);
                 arrived(None);
             }
             Message::Start(..) | Message::GiveUp => return Err(self.stop()),

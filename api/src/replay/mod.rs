@@ -31,9 +31,10 @@ pub mod timeline;
 pub mod timing;
 pub mod whatif;
 
+use sha2::{Digest, Sha256};
 use std::path::Path;
 
-use self::feed::{Fed, Feeder};
+use self::feed::{Fed, Feeder, ReadOver};
 pub use self::files::Limits;
 use self::format::Scenario;
 use self::plan::{Plan, ScenarioError, located};
@@ -94,6 +95,7 @@ pub fn run_as_read<T: Send>(
         // The text read once: planned again the whole way, which says where for a refusal.
         None => planned(file, &text, limits).map_err(|e| e.to_string())?,
     };
+    plan.text_sha256 = Some(Sha256::new_with_prefix(&text));
     drop(text);
     let made = run(&mut plan, None)?;
     Ok((plan, made))
@@ -128,7 +130,13 @@ fn one_pass(
         let unique = unique.is_none_or(|u| u.join().is_ok_and(|r| r.is_ok()));
         match (plan, feeder) {
             (Some(mut plan), Some(f)) if f.handed() => {
-                let done = (plan.events, std::mem::take(&mut plan.inputs));
+                let inputs = std::mem::take(&mut plan.inputs);
+                // Hashed here, with the run well behind: its manifest needs it only at the end.
+                let done = || ReadOver {
+                    events: plan.events,
+                    inputs,
+                    text_sha256: Sha256::new_with_prefix(text),
+                };
                 f.done(&mut plan.steps, done, unique);
                 None
             }

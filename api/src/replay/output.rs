@@ -74,10 +74,11 @@ pub struct InputHash {
 
 /// The scenario's inputs, each with its hash (the scenario by its name, the files it names
 /// by their path in its directory), and the hash of all of them in that order. Each is read
-/// within `--max-file-bytes`, as planning read it.
+/// within `--max-file-bytes`, as planning read it; the scenario's only where its `read` hash
+/// (of the text planned) is not given.
 pub fn input_hashes(
     file: &Path,
-    plan_inputs: &[PathBuf],
+    (plan_inputs, read): (&[PathBuf], Option<&Sha256>),
     limits: &Limits,
 ) -> Result<(String, Vec<InputHash>), String> {
     let dir = files::directory_of(file)?;
@@ -91,7 +92,10 @@ pub fn input_hashes(
         let digest = match i {
             // Nothing comes before the first input: the hash of all so far is its own.
             0 => {
-                let digest = file_sha256(p, limits.max_file_bytes, None)?;
+                let digest = match read {
+                    Some(read) => read.clone(),
+                    None => file_sha256(p, limits.max_file_bytes, None)?,
+                };
                 all = digest.clone();
                 digest
             }
@@ -249,7 +253,8 @@ pub fn scenario_run(
         events: Some(plan.events),
     };
     let absolute = std::path::absolute(file).map_err(|e| e.to_string())?;
-    let (all, each) = input_hashes(file, &plan.inputs, limits)?;
+    let read = plan.text_sha256.as_ref();
+    let (all, each) = input_hashes(file, (&plan.inputs, read), limits)?;
     let scenario = Some(Scenario {
         path: absolute.display().to_string(),
         sha256: all,

@@ -17,6 +17,7 @@ use perpsim_systems::{Command, Genesis};
 use poem_openapi::types::ParseFromJSON;
 use serde_json::{Value, json};
 use serde_saphyr::{Location, Spanned};
+use sha2::Sha256;
 
 use super::fields::FromFields;
 use super::files::Limits;
@@ -49,6 +50,9 @@ pub struct Plan {
     pub inputs: Vec<PathBuf>,
     /// In time order; one instant's steps in the order written.
     pub steps: Timeline,
+    /// The SHA-256 of the scenario's text as it was read, where the reader took it (the
+    /// manifest's first input; otherwise the file is hashed again when the run is over).
+    pub text_sha256: Option<Sha256>,
 }
 
 #[derive(Debug, Clone)]
@@ -399,6 +403,7 @@ impl<'a> Planner<'a> {
             what_if: self.what_if.clone(),
             inputs: self.inputs.clone(),
             steps: Timeline::default(),
+            text_sha256: None,
         }
     }
 

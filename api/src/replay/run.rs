@@ -527,9 +527,10 @@ fn drive(
         }
     }
     if let Source::Fed(fed) = &mut source
-        && let Some((events, inputs)) = fed.done()
+        && let Some(read) = fed.done()
     {
-        (plan.events, plan.inputs) = (events, inputs);
+        (plan.events, plan.inputs) = (read.events, read.inputs);
+        plan.text_sha256 = Some(read.text_sha256);
     }
     let (mut none, mut made) = (None.into_iter().peekable(), Default::default());
     while r.engine.clock().now < plan.end {
