@@ -11,10 +11,10 @@
 //! (`Engine::prices`, `Engine::account_figures`: the margin book's figures). It keeps the
 //! margin-state events and every refused request. Ticks are journaled in batches of 4 096, each
 //! committed on a thread of its own while the engine goes on (`run::journaled`: at most one batch
-//! waits; a failed commit fails the run with its own error), and the history rows the batch's ticks
-//! made go to a second thread (`report/streamed`; the engine hands them out when asked,
-//! `Engine::set_history_on_request`, a batch at a time, so most leave in whole chunks, moved rather
-//! than copied tick by tick), which writes `ledger.csv` and `trades.csv` as they come and tallies
+//! waits; a failed commit fails the run with its own error), and the history rows the ticks made
+//! go to a second thread (`report/streamed`; the engine hands them out when asked,
+//! `Engine::set_history_on_request`, an eighth of a batch at a time, so most leave in whole
+//! chunks, moved rather than copied tick by tick), which writes `ledger.csv` and `trades.csv` as they come and tallies
 //! what the report counts of the logs (trades by kind, money per currency, notices, each market's
 //! fills and chart marks): the engine lets its rows go past its history window, so a run holds a
 //! window of each log, not the whole run. The ledger lists each movement once, as the run leaves
@@ -50,6 +50,11 @@ use perpsim_systems::command::{CreateBroker, CreateCustomer};
 
 /// Ticks written per journal transaction.
 const JOURNAL_BATCH: usize = 4_096;
+
+/// Ticks whose history rows go to the tables' writer at a time, an eighth of a journal batch:
+/// the writer is at most about one such batch behind the engine, so what it has left when the
+/// run ends is short (the 24-hour scenario's journal batch took it ~230 ms to write).
+const HISTORY_BATCH: usize = JOURNAL_BATCH / 8;
 
 /// A replay's history window, as a power of two (4 096 rows): a chunk a journal batch fills
 /// many times over (see [`replaying`]). The outputs do not depend on it; the engine thread's
@@ -337,6 +342,8 @@ impl Runner {
         self.take(out.events, &results);
         if self.pending.len() == JOURNAL_BATCH {
             self.flush()?;
+        } else if self.pending.len().is_multiple_of(HISTORY_BATCH) {
+            self.hand_out_history()?;
         }
         Ok(results)
     }
@@ -377,14 +384,7 @@ impl Runner {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let mut history = std::mem::take(&mut self.history);
-        history.symbols = self.engine.market_symbols();
-        history.rows = self.engine.take_history();
-        // Refused only when the writer stopped, on an error `journaled` then returns.
-        self.journal
-            .tables
-            .send(history)
-            .map_err(|_| "the tables' writer stopped".to_owned())?;
+        self.hand_out_history()?;
         let ticks = std::mem::replace(&mut self.pending, Vec::with_capacity(JOURNAL_BATCH));
         let first = self.first_pending;
         self.first_pending += ticks.len() as u64;
@@ -393,6 +393,18 @@ impl Runner {
             .ticks
             .send((first, ticks))
             .map_err(|_| "the journal's writer stopped".to_owned())
+    }
+
+    /// Hands the history rows the ticks since the last hand-out made to the tables' writer.
+    fn hand_out_history(&mut self) -> Result<(), String> {
+        let mut history = std::mem::take(&mut self.history);
+        history.symbols = self.engine.market_symbols();
+        history.rows = self.engine.take_history();
+        // Refused only when the writer stopped, on an error `journaled` then returns.
+        self.journal
+            .tables
+            .send(history)
+            .map_err(|_| "the tables' writer stopped".to_owned())
     }
 
     /// Samples prices and every known customer's figures now.
@@ -429,13 +441,14 @@ impl Runner {
 }
 
 /// A fresh engine set up as a run drives it: nothing published (no reader), the margin-state
-/// changes the only events (all the report reads of them), and its history handed out a
-/// journal batch at a time (to the tables' writer) and let go past its window.
+/// changes the only events (all the report reads of them), and its history handed out
+/// [`HISTORY_BATCH`] ticks at a time (to the tables' writer) and let go past its window.
 ///
 /// The window is [`REPLAY_WINDOW_BITS`]: rows in a chunk still filling are handed out as copies
 /// and the engine digests them itself when the chunk is let go, while a whole chunk leaves
-/// moved, owing its digest to the tables' writer. A batch of the 24-hour scenario makes some
-/// 68 000 ledger rows, about a server's chunk of 65 536, so most rows were copied first.
+/// moved, owing its digest to the tables' writer. A journal batch of the 24-hour scenario makes
+/// some 68 000 ledger rows, about a server's chunk of 65 536, so most rows were copied first;
+/// a hand-out's 8 500 still leave mostly in whole chunks of 4 096.
 pub fn replaying(engine: Engine) -> Engine {
     let mut engine = crate::state::config::audited(engine);
     engine.set_publishing(false);
