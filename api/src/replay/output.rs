@@ -281,7 +281,7 @@ pub struct Scenario {
 
 /// The report files and the manifest of a finished run in `dir`, whose `ledger.csv` and
 /// `trades.csv` were written as it ran (`streamed`; `tables` are their SHA-256); the state
-/// hash, computed on a thread of its own beside the journal's hash.
+/// hash and the journal's, each computed on a thread of its own while the report is built.
 pub fn write_reports(
     dir: &Path,
     (engine, tables): (&Engine, [String; 2]),
@@ -294,11 +294,14 @@ pub fn write_reports(
     let [ledger, trades] = tables;
     let (report, files) = std::thread::scope(|s| {
         let state_hash = s.spawn(|| engine.state_hash().to_string());
-        let journal = file_sha256(&path(FILES[0]), u64::MAX, None).map(|d| hex(&d.finalize()));
-        let state_hash = state_hash
-            .join()
-            .expect("the state hash is a pure function");
+        let journal =
+            s.spawn(|| file_sha256(&path(FILES[0]), u64::MAX, None).map(|d| hex(&d.finalize())));
+        let state_hash = || {
+            let hash = state_hash.join();
+            hash.expect("the state hash is a pure function")
+        };
         let report = report::build(engine, &view, observed, info, state_hash);
+        let journal = journal.join().expect("hashing a file does not panic");
         let json = serde_json::to_string_pretty(&report).expect("a report encodes") + "\n";
         write(&path(FILES[1]), json.as_bytes())?;
         let page = report::html::page(&report, observed);

@@ -240,13 +240,14 @@ pub fn text(d: Decimal) -> String {
 }
 
 /// The report of the run `engine` ended, from its closing state `view` (which the charts
-/// read too), what it observed (its logs' tallies among it) and its `state_hash`.
+/// read too), what it observed (its logs' tallies among it) and its `state_hash`, asked for
+/// last (it is computed beside the report).
 pub fn build(
     engine: &Engine,
     view: &Closing,
     observed: &Observed,
     info: &RunInfo,
-    state_hash: String,
+    state_hash: impl FnOnce() -> String,
 ) -> Report {
     let counters = engine.counters();
     let genesis = engine.genesis_config();
@@ -273,7 +274,6 @@ pub fn build(
             shock_factors: observed.drawn.shocks.iter().map(|f| text(*f)).collect(),
             volatility_factor: observed.drawn.volatility.map(text),
         },
-        state_hash,
         ticks: counters.ticks,
         commands: counters.commands,
         outcomes: outcomes(events, observed, (&customers, &market_maker)),
@@ -292,6 +292,8 @@ pub fn build(
                 message: r.message.clone(),
             })
             .collect(),
+        // Last: the fields are made in the order written here, not the order they are shown.
+        state_hash: state_hash(),
     }
 }
 
