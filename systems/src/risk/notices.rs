@@ -17,8 +17,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rustc_hash::FxHashSet as HashSet;
-
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;
 use perpsim_core::fixed;
@@ -32,6 +30,7 @@ use crate::records::audit::Auditing;
 use crate::records::clock::ScheduledEvent;
 use crate::records::ids::NoticeSeq;
 use crate::records::log::ProjectedLog;
+use crate::records::lookup::Lookup;
 use crate::records::position::{Position, PositionKey};
 use crate::records::risk::Notification;
 use crate::records::venue::{InstrumentState, MarketId, MarketSlot};
@@ -51,9 +50,9 @@ pub struct NoticeTriggers {
     shorts: Vec<BTreeSet<(Decimal, CustomerCode)>>,
     /// What each position has filed, by key: whether long, and its mark.
     filed: BTreeMap<PositionKey, (bool, Decimal)>,
-    /// The keys of the positions moved since the last check, refiled by the next (at most
-    /// one per (customer, market) a position was ever held in).
-    stale: HashSet<PositionKey>,
+    /// The keys of the positions moved since the last check, refiled by the next in key
+    /// order (at most one per (customer, market) a position was held in since).
+    stale: Lookup<PositionKey, ()>,
 }
 
 impl NoticeTriggers {
@@ -86,14 +85,12 @@ impl NoticeTriggers {
     /// Refiles every key moved since the last check: its open position's threshold, or
     /// nothing where it closed.
     fn refile_stale(&mut self, index: &PositionIndex, positions: &Query<&mut Position>) {
-        let mut stale = std::mem::take(&mut self.stale);
-        for key in stale.drain() {
+        for (key, ()) in std::mem::take(&mut self.stale).sorted() {
             match index.0.get(&key).and_then(|&e| positions.get(e).ok()) {
                 Some(p) => self.refile(p),
                 None => self.unfile(key),
             }
         }
-        self.stale = stale; // its room kept for the next interval's keys
     }
 
     fn unfile(&mut self, key: PositionKey) {
@@ -164,7 +161,7 @@ pub fn check_depreciation(
     // The run's moved positions; one a liquidation closed since is unfiled when reached.
     for &entity in &moved.list {
         if let Ok(p) = positions.get(entity) {
-            triggers.stale.insert((p.customer, p.market));
+            triggers.stale.insert((p.customer, p.market), ());
         }
     }
     if !due.has(ScheduledEvent::DepreciationCheck) {
