@@ -400,6 +400,7 @@ impl Runner {
         let mut history = std::mem::take(&mut self.history);
         history.symbols = self.engine.market_symbols();
         history.rows = self.engine.take_history();
+        history.ended = self.engine.take_owed_ended();
         // Refused only when the writer stopped, on an error `journaled` then returns.
         self.journal
             .tables
@@ -456,6 +457,7 @@ pub fn replaying(engine: Engine) -> Engine {
     engine.set_projecting(true);
     engine.set_history_on_request(true);
     engine.set_history_window(REPLAY_WINDOW_BITS);
+    engine.owe_ended_digests();
     engine
 }
 

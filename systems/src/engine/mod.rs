@@ -48,7 +48,7 @@ use crate::simulation::MarketState;
 use crate::simulation::feed::FeedState;
 use crate::simulation::maker::MakerState;
 use crate::trading::desk::OrderRequests;
-use crate::trading::ended::EndedOrders;
+use crate::trading::ended::{EndedOrders, EndedRun};
 use crate::trading::exchange::Exchange;
 use crate::trading::orders::OrderIndex;
 
@@ -439,6 +439,19 @@ impl Engine {
     /// between two requests made beyond their window.
     pub fn set_history_on_request(&mut self, on: bool) {
         self.history_on_request = on;
+    }
+
+    /// From here on the ended orders' digest is owed, for the host to settle off the engine
+    /// thread: each tick's ended orders a run of [`Engine::take_owed_ended`]'s (see
+    /// `trading::ended`).
+    pub fn owe_ended_digests(&mut self) {
+        self.world.resource_mut::<EndedOrders>().owe_digests();
+    }
+
+    /// The runs of ended orders whose digest is owed, made since the last call: the host
+    /// settles them in order ([`EndedRun::settle`]).
+    pub fn take_owed_ended(&mut self) -> Vec<Arc<EndedRun>> {
+        self.world.resource_mut::<EndedOrders>().take_owed()
     }
 
     /// The history rows made or changed since the last hand-out, for a projecting engine

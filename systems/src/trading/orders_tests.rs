@@ -168,3 +168,55 @@ fn a_long_resting_order_does_not_pin_the_index_window_issue_37() {
         (0, OrderStatus::Canceled)
     );
 }
+
+/// One round of orders that end: a fill of part of a resting ask, a market order filled, a
+/// bid canceled.
+fn ending_round(e: &mut Engine, c: &[perpsim_core::ids::CustomerCode], round: usize) {
+    let far = format!("far{round}");
+    run(
+        e,
+        vec![
+            place(
+                c[0],
+                limit(Side::Sell, &format!("ask{round}"), "0.5", "60000"),
+            ),
+            place(c[1], market(Side::Buy, &format!("take{round}"), "0.2")),
+            place(c[1], limit(Side::Buy, &far, "0.1", "50000")),
+        ],
+    );
+    let cancel = CancelOrder {
+        customer: c[1],
+        reference_id: far,
+    };
+    run(e, vec![Command::CancelOrder(cancel)]);
+}
+
+/// Issue 36: an engine that owes its ended orders' digest (a replay's, whose tables' writer
+/// settles it off the engine thread) hashes every state as one that chains it at each tick,
+/// whether the host settled the runs, left them to the hash, or settled them after it.
+#[test]
+fn an_owed_ended_orders_digest_hashes_as_the_chained_one_whoever_settles_it() {
+    let (mut chained, mut owing) = (engine(5), engine(5));
+    owing.owe_ended_digests();
+    let c = funded(&mut chained, 2, "100000");
+    assert_eq!(funded(&mut owing, 2, "100000"), c);
+    let mut left = Vec::new();
+    for round in 0..6 {
+        ending_round(&mut chained, &c, round);
+        ending_round(&mut owing, &c, round);
+        let runs = owing.take_owed_ended();
+        assert_eq!(runs.len(), 2, "each tick that ended orders owes one run");
+        match round % 3 {
+            // The host settles them in order, as the tables' writer does.
+            0 => assert!(runs.iter().all(|r| r.settle())),
+            // Left: the state hash computes them itself.
+            1 => left.extend(runs),
+            // Settled after the hash computed the runs before them.
+            _ => {
+                assert!(left.drain(..).chain(runs).all(|r| r.settle()));
+            }
+        }
+        assert_eq!(owing.state_hash(), chained.state_hash(), "round {round}");
+    }
+    assert_eq!(sets(&mut owing).2, sets(&mut chained).2);
+}

@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
 use perpsim_core::Decimal;
@@ -27,17 +28,21 @@ use perpsim_systems::records::money::{Movement, MovementKind, MovementStatus};
 use perpsim_systems::records::risk::Notification;
 use perpsim_systems::records::trade::{PublicFill, TradeKind, TradeRecord};
 use perpsim_systems::records::venue::MarketId;
+use perpsim_systems::trading::ended::EndedRun;
 
 use super::money::Flows;
 use super::tables::{self, Csv};
 
 /// What a batch of ticks hands the tables' writer, in this order: the customers they created
-/// (code and name), the markets' symbols by id, and the history rows they made or changed.
+/// (code and name), the markets' symbols by id, the history rows they made or changed, and
+/// the runs of ended orders whose digest is owed.
 #[derive(Default)]
 pub struct Batch {
     pub names: Vec<(CustomerCode, String)>,
     pub symbols: Vec<String>,
     pub rows: HandedHistory,
+    /// The ended orders whose digest the engine owes, in the order they ended: settled here.
+    pub ended: Vec<Arc<EndedRun>>,
 }
 
 /// The tables written and what the report counts of the logs.
@@ -231,6 +236,7 @@ pub fn write(
         names.extend(batch.names);
         let (symbols, rows) = (&batch.symbols, &batch.rows);
         rows.settle(usize::MAX);
+        batch.ended.iter().for_each(|run| _ = run.settle());
         for t in rows.trades.iter() {
             tallies.trade(t);
             trades.row(t, |r, t| tables::trade_row(r, t, (&names, symbols)))?;
@@ -306,6 +312,7 @@ mod tests {
                 movements: movements.into(),
                 ..HandedHistory::default()
             },
+            ended: Vec::new(),
         }
     }
 
