@@ -39,3 +39,4 @@ pub use engine::observe::{AccountFigures, Closing, ClosingMarket, MarketPrices};
 pub use engine::snapshot::{EngineState, StateHash};
 pub use engine::{Engine, TickOutput};
 pub use publish::view::ReadView;
+pub use trading::ended::EndedRun;

@@ -21,6 +21,7 @@ use perpsim_core::Decimal;
 use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 use perpsim_core::time::Timestamp;
+use perpsim_systems::EndedRun;
 use perpsim_systems::records::funding::FundingRecord;
 use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::ids::FillSeq;
@@ -28,7 +29,6 @@ use perpsim_systems::records::money::{Movement, MovementKind, MovementStatus};
 use perpsim_systems::records::risk::Notification;
 use perpsim_systems::records::trade::{PublicFill, TradeKind, TradeRecord};
 use perpsim_systems::records::venue::MarketId;
-use perpsim_systems::trading::ended::EndedRun;
 
 use super::money::Flows;
 use super::tables::{self, Csv};
