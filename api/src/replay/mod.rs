@@ -31,8 +31,9 @@ pub mod timeline;
 pub mod timing;
 pub mod whatif;
 
-use sha2::{Digest, Sha256};
 use std::path::Path;
+
+use sha2::{Digest, Sha256};
 
 use self::feed::{Fed, Feeder, ReadOver};
 pub use self::files::Limits;
