@@ -175,6 +175,11 @@ impl EndedOrders {
             self.digest = after;
             self.owed.pop_front();
         }
+        // Runs settled before the host took them (the engine's, past the bound) are not
+        // handed: a host that never takes its runs holds no more than the bound either.
+        let settled = self.to_hand.iter().take_while(|r| r.after.get().is_some());
+        let settled = settled.count();
+        self.to_hand.drain(..settled);
     }
 
     /// The engine owes the digest from here on, for its host to settle off its thread.
