@@ -14,9 +14,10 @@
 //! waits; a failed commit fails the run with its own error), and the history rows the ticks made
 //! go to a second thread (`report/streamed`; the engine hands them out when asked,
 //! `Engine::set_history_on_request`, an eighth of a batch at a time, so most leave in whole
-//! chunks, moved rather than copied tick by tick), which writes `ledger.csv` and `trades.csv` as they come and tallies
-//! what the report counts of the logs (trades by kind, money per currency, notices, each market's
-//! fills and chart marks): the engine lets its rows go past its history window, so a run holds a
+//! chunks, moved rather than copied tick by tick), which writes `ledger.csv` and `trades.csv`
+//! as they come and tallies what the report counts of the logs (trades by kind, money per
+//! currency, notices, each market's fills and chart marks) and settles the ended orders' digest
+//! the engine owes: the engine lets its rows go past its history window, so a run holds a
 //! window of each log, not the whole run. The ledger lists each movement once, as the run leaves
 //! it, in ledger order: rows after a pending transfer wait for it to complete (a transfer delay's
 //! rows; to the end of the run for one still pending then).

@@ -104,16 +104,15 @@ impl EndedOrders {
         assert!(!record.is_open(), "order {} has ended", record.id);
         self.count += 1;
         if self.owing {
-            self.unsealed = true;
-            self.recent.push(record);
-            return self.recent.len() - 1;
+            self.unsealed = true; // chained by whoever settles the tick's run
+        } else {
+            self.scratch.clear();
+            let encoded = postcard::to_io(&*record, &mut self.scratch);
+            let digest = self.digest;
+            self.pending
+                .get_or_insert_with(|| Sha256::new().chain_update(digest))
+                .update(encoded.expect("orders always encode"));
         }
-        self.scratch.clear();
-        let encoded = postcard::to_io(&*record, &mut self.scratch).expect("orders always encode");
-        let digest = self.digest;
-        self.pending
-            .get_or_insert_with(|| Sha256::new().chain_update(digest))
-            .update(encoded);
         self.recent.push(record);
         self.recent.len() - 1
     }
