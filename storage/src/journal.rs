@@ -1,12 +1,16 @@
 //! The redb tables and the typed operations on them.
 //!
 //! One file: `meta` (format, genesis, the archive's segments), `ticks` (tick number → its
-//! time, first sequence number and commands: one `Durability::Immediate` write transaction for
+//! time, first sequence number and commands: one write transaction for
 //! every tick waiting when the last commit ended, group commit), `snapshots` (tick → encoded
 //! state and its hash; the newest two kept) and `nonces` (the spent nonces of signed
 //! requests, keyed nonce ‖ public key so D2's window is one range); the projection's tables
-//! and its mark are in a file of their own (`history_file`). Commits are redb's one-phase
-//! commits, one sync each, which every signed request waits for; a reopen after a crash then
+//! and its mark are in a file of their own (`history_file`). A server's groups are committed
+//! without a sync and made durable by the group log beside the file (`group_log`,
+//! [`Journal::open_logged`]): a reopen for writing first commits, with a sync, the groups the
+//! log holds past the last one redb kept. Other commits are redb's one-phase commits, one
+//! sync each (a server's every [`group_log::CHECKPOINT_BYTES`] of records, its snapshots and
+//! archives, a replay's batches, a shared journal's every group); a reopen after a crash then
 //! walks the file to rebuild redb's allocator state, and the file stays small whatever the
 //! history: the writer archives the ticks no kept snapshot needs in whole segments (bounded by
 //! ticks and by bytes), so the walk follows the live state and the snapshot interval (redb's
@@ -44,6 +48,7 @@ use arc_swap::ArcSwap;
 
 use crate::archive;
 use crate::backlog::{Backlog, Limits, MAX_PROJECTION_BATCH, Pending};
+use crate::group_log::{self, CHECKPOINT_BYTES, GroupLog, GroupRecord, LOG_SEQ_KEY};
 use crate::history_file::HistoryFile;
 use crate::nonces::{self, NONCES, NonceWrites};
 use crate::projection::{self, Projected};
@@ -159,6 +164,27 @@ pub struct Journal {
     history: Option<HistoryFile>,
     /// The rows committed ticks made that the projection does not hold yet (`backlog`).
     backlog: Mutex<Backlog>,
+    /// A serving writer's group log (`group_log`): where its groups are made durable.
+    log: Option<Mutex<LogState>>,
+}
+
+/// The serving writer's side of the group log: the next record's number, the bytes appended
+/// since the last checkpoint, and the appending end until its thread takes it.
+struct LogState {
+    next_seq: u64,
+    since_checkpoint: u64,
+    file: Option<GroupLog>,
+}
+
+/// A group committed to redb ([`Journal::commit_group`]).
+#[derive(Debug)]
+pub struct Sealed {
+    /// Its record, to append to the group log before its answers leave; none when the
+    /// commit synced redb (a checkpoint, or a journal without a log): durable already.
+    pub record: Option<(u64, Vec<u8>)>,
+    /// The commit was a checkpoint: the log starts again at offset 0 after the records
+    /// handed before it.
+    pub restart: bool,
 }
 
 /// The server's handle writes; a reader's (a replay, a report) only reads, without changing a
@@ -184,6 +210,45 @@ fn in_use(path: &Path, e: DatabaseError) -> JournalError {
     }
 }
 
+/// The sequence number of the last group committed to the file through the group log (0: none).
+fn logged_through(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<u64, JournalError> {
+    match meta.get(LOG_SEQ_KEY)? {
+        Some(v) => Ok(u64::from_le_bytes(v.value().try_into().map_err(|_| {
+            JournalError::Corrupt("the group log's sequence number".into())
+        })?)),
+        None => Ok(0),
+    }
+}
+
+/// Commits, with a sync, the groups the log beside `path` holds after the last one redb
+/// kept (a crash rolled redb back to its last sync; the log's records are what was answered
+/// since): their ticks and nonces, as their own commits wrote them.
+fn apply_group_log(db: &Database, path: &Path) -> Result<(), JournalError> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate)?;
+    let committed = logged_through(&txn.open_table(META)?)?;
+    let records = group_log::records_after(&group_log::log_path(path), committed)?;
+    let Some(&(last, _)) = records.last() else {
+        return Ok(()); // the transaction is dropped: nothing was written
+    };
+    for (_, group) in &records {
+        append_ticks(&txn, group.first, &group.ticks)?;
+        nonces::write(
+            &txn,
+            NonceWrites {
+                used: &group.nonces,
+                forget_below: group.forget_below,
+            },
+        )?;
+    }
+    txn.open_table(META)?
+        .insert(LOG_SEQ_KEY, last.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
 /// Creates `path` empty with mode 0600 when missing (redb initialises an empty file), and
 /// sets 0600 on it when it exists.
 pub(crate) fn owner_only(path: &Path) -> std::io::Result<()> {
@@ -203,6 +268,20 @@ impl Journal {
     /// umask, and an existing file is brought back to it.
     pub fn open(path: &Path) -> Result<Self, JournalError> {
         Journal::open_as(path, ConcurrencyMode::ExclusiveWriter)
+    }
+
+    /// [`Journal::open`] for a server that makes its groups durable through the group log
+    /// (`group_log`): [`Journal::commit_group`] commits without a sync of redb's file and
+    /// hands back the record to append; [`Journal::take_group_log`] gives the appending end.
+    pub fn open_logged(path: &Path) -> Result<Self, JournalError> {
+        let mut journal = Journal::open(path)?;
+        let committed = logged_through(&journal.begin_read()?.open_table(META)?)?;
+        journal.log = Some(Mutex::new(LogState {
+            next_seq: committed + 1,
+            since_checkpoint: 0,
+            file: Some(GroupLog::open(&group_log::log_path(path))?),
+        }));
+        Ok(journal)
     }
 
     /// [`Journal::open`], letting other processes read the journal while this one writes it
@@ -250,11 +329,13 @@ impl Journal {
             projection::drop_tables(&txn)?;
         }
         txn.commit()?;
+        apply_group_log(&db, path)?;
         Ok(Journal {
             db: Handle::Write(Arc::new(db)),
             path: path.to_owned(),
             history: Some(HistoryFile::beside(path)),
             backlog: Mutex::new(Backlog::new(Arc::default())),
+            log: None,
         })
     }
 
@@ -271,9 +352,18 @@ impl Journal {
             path: path.to_owned(),
             history: None,
             backlog: Mutex::new(Backlog::new(Arc::default())),
+            log: None,
         };
         let txn = journal.begin_read()?;
         let meta = txn.open_table(META)?;
+        let committed = logged_through(&meta)?;
+        if !group_log::records_after(&group_log::log_path(path), committed)?.is_empty() {
+            return Err(JournalError::Storage(format!(
+                "{} holds groups its group log has not given back yet (the server stopped \
+                 without a clean shutdown): open it to write once (`perpsim serve`) to recover",
+                path.display()
+            )));
+        }
         match meta.get(FORMAT_KEY)?.map(|v| v.value().to_vec()) {
             Some(v) if v == FORMAT.to_le_bytes() => Ok(journal),
             other => Err(JournalError::Corrupt(format!(
@@ -398,21 +488,98 @@ impl Journal {
         rows: Option<Projected>,
         nonces: NonceWrites<'_>,
     ) -> Result<(), JournalError> {
-        let mut backlog = self
-            .backlog
-            .lock()
-            .expect("the backlog's lock is never poisoned");
-        let last = (first + encoded.len() as u64).saturating_sub(1);
-        let (inline, waiting) = match rows {
-            Some(rows) if !encoded.is_empty() && !backlog.takes(&rows) => (Some(rows), None),
-            Some(rows) if !encoded.is_empty() => (None, Some((last, rows))),
-            _ => (None, None),
-        };
-        let mut progress = None;
         self.write_durably(|txn| {
             append_ticks(txn, first, encoded)?;
             nonces::write(txn, nonces)
         })?;
+        match rows {
+            Some(rows) if !encoded.is_empty() => {
+                self.project_committed(first, first + encoded.len() as u64 - 1, rows)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Commits one group of a serving writer (ticks numbered from `first`, and nonces) to
+    /// redb. Through the group log, without a sync unless the records since the last
+    /// checkpoint would outgrow [`CHECKPOINT_BYTES`]: the group is durable once its record
+    /// is appended ([`Sealed`]). Without a log, with a sync.
+    pub fn commit_group(
+        &self,
+        first: u64,
+        encoded: &[&[u8]],
+        nonces: NonceWrites<'_>,
+    ) -> Result<Sealed, JournalError> {
+        let Some(log) = &self.log else {
+            self.write_durably(|txn| {
+                append_ticks(txn, first, encoded)?;
+                nonces::write(txn, nonces)
+            })?;
+            return Ok(Sealed {
+                record: None,
+                restart: false,
+            });
+        };
+        let mut log = log.lock().expect("the log's lock is never poisoned");
+        let seq = log.next_seq;
+        let record = GroupRecord::encode(first, encoded, nonces.used, nonces.forget_below);
+        let size = group_log::footprint(record.len());
+        let checkpoint = log.since_checkpoint + size > CHECKPOINT_BYTES;
+        let mut txn = self.begin_write()?;
+        txn.set_durability(match checkpoint {
+            true => Durability::Immediate,
+            false => Durability::None,
+        })?;
+        append_ticks(&txn, first, encoded)?;
+        nonces::write(&txn, nonces)?;
+        txn.open_table(META)?
+            .insert(LOG_SEQ_KEY, seq.to_le_bytes().as_slice())?;
+        txn.commit()?;
+        log.next_seq += 1;
+        if checkpoint {
+            log.since_checkpoint = 0;
+            return Ok(Sealed {
+                record: None,
+                restart: true,
+            });
+        }
+        log.since_checkpoint += size;
+        Ok(Sealed {
+            record: Some((seq, record)),
+            restart: false,
+        })
+    }
+
+    /// The group log's appending end, once (none for a journal opened without one).
+    pub fn take_group_log(&self) -> Option<GroupLog> {
+        let log = self.log.as_ref()?;
+        log.lock().expect("never poisoned").file.take()
+    }
+
+    /// Syncs redb's file: every group committed is durable in it, whatever the log holds.
+    pub fn checkpoint(&self) -> Result<(), JournalError> {
+        self.write_durably(|_| Ok(()))
+    }
+
+    /// Extends the projection through tick `last` with the rows ticks `first..=last` made,
+    /// once those ticks are durable: in a transaction of the projection's file, without a
+    /// sync, when the rows are few and none wait before them, else by the backlog
+    /// (`backlog`), of which the transaction projects a share either way.
+    pub fn project_committed(
+        &self,
+        first: u64,
+        last: u64,
+        rows: Projected,
+    ) -> Result<(), JournalError> {
+        let mut backlog = self
+            .backlog
+            .lock()
+            .expect("the backlog's lock is never poisoned");
+        let (inline, waiting) = match backlog.takes(&rows) {
+            false => (Some(rows), None),
+            true => (None, Some((last, rows))),
+        };
+        let mut progress = None;
         // The projection follows in its own file, without a sync: the ticks are durable, and
         // a crash before the projection's next sync is made good by recovery.
         if inline.is_some() || !backlog.is_empty() {

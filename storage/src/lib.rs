@@ -18,6 +18,7 @@
 mod archive;
 mod backlog;
 mod candles;
+mod group_log;
 mod history;
 mod history_file;
 mod journal;
@@ -27,10 +28,11 @@ mod recovery;
 
 pub use archive::{Archived, SEGMENT_BYTES, SEGMENT_TICKS, Segment};
 pub use backlog::{DEFAULT_PROJECTION_BATCH, MAX_PROJECTION_BATCH};
+pub use group_log::{GroupLog, GroupRecord, LOG_BYTES};
 pub use history::{
     Fills, Fundings, Holder, Listed, MarginChanges, Movements, Notices, Rows, Trades,
 };
-pub use journal::{CommandBytes, Journal, JournalError, SnapshotInfo, TickRecord};
+pub use journal::{CommandBytes, Journal, JournalError, Sealed, SnapshotInfo, TickRecord};
 pub use nonces::{NonceWrites, UsedNonce};
 pub use projection::{Projected, Projection};
 pub use recovery::{Recovered, recover, replay_from_genesis};

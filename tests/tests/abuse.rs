@@ -280,8 +280,8 @@ fn an_empty_admin_token_refuses_the_start() {
     assert!(stderr.contains("whitespace"), "{stderr}");
 }
 
-/// Issue 23: whatever the umask, the data dir is 0700 and the journal 0600 (main created
-/// the journal 0644 in a directory the operator made).
+/// Issue 23: whatever the umask, the data dir is 0700 and the journal and its group log 0600
+/// (main created the journal 0644 in a directory the operator made).
 #[test]
 fn the_data_dir_and_journal_are_private_whatever_the_umask() {
     let dir = tempfile::tempdir().unwrap();
@@ -296,7 +296,12 @@ fn the_data_dir_and_journal_are_private_whatever_the_umask() {
     std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o755)).unwrap();
     let _server = Server::start_under_umask(&made, &[], 0o000);
     assert_eq!(mode(&made.join("journal.redb")), 0o600);
-    for secret in ["admin.token", "demo-broker.key", "cursor.secret"] {
+    for secret in [
+        "admin.token",
+        "demo-broker.key",
+        "cursor.secret",
+        "journal.log",
+    ] {
         assert_eq!(mode(&made.join(secret)), 0o600, "{secret}");
     }
 }

@@ -120,7 +120,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let journal_path = cfg.data_dir.join(secrets::JOURNAL_FILE);
     let journal = match cfg.journal_readers {
         true => Journal::open_shared(&journal_path),
-        false => Journal::open(&journal_path),
+        false => Journal::open_logged(&journal_path),
     }
     .map_err(|e| format!("{}: {e}", journal_path.display()))?;
     let (engine, fresh) = open_engine(&cfg, &journal)?;

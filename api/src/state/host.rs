@@ -35,7 +35,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::signing::{Admission, BEHIND_NS};
 use crate::state::metrics;
-use crate::state::writer::{After, Applied, Job, Made, PIPELINE, Writer};
+use crate::state::writer::{After, Applied, Job, Made, PIPELINE, Publisher, Writer};
 
 /// Bounds of the host (TigerBeetle style: everything has one).
 #[derive(Debug, Clone, Copy)]
@@ -390,12 +390,16 @@ pub fn start(
         "the projection is complete before the service starts"
     );
     metrics::archive(journal.archive_bytes().ok());
+    let journal = Arc::new(journal);
     let writer = Writer {
+        publisher: Some(Publisher {
+            journal: Arc::clone(&journal),
+            view,
+            events,
+            keys: engine.view().keys.clone(),
+        }),
         journal,
-        view,
-        events,
-        keys: engine.view().keys.clone(),
-        durable: engine.counters().ticks,
+        committed: engine.counters().ticks,
         owed: Default::default(),
         forgotten_below: 0,
     };

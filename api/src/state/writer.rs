@@ -1,30 +1,36 @@
-//! The journal's writer: the thread that makes the engine's ticks durable, in order, and only
-//! then publishes each one and answers its senders.
+//! The journal's writer: the threads that make the engine's ticks durable, in order, and only
+//! then publish each one and answer its senders.
 //!
 //! The engine thread applies a tick and hands it here; while this thread commits it, the
 //! engine applies the next. Every tick, and every write of nonces alone, that is waiting when
-//! a commit ends goes into the next transaction together: one fsync for all of them. What a
-//! tick's senders hear, the view the reads load and the events the channels push still follow
-//! its commit, never precede it: nothing of a tick leaves before it survives a crash.
+//! a commit ends goes into the next transaction together (a group). A server's journal commits
+//! a group without a sync of redb's file and hands the group's record to the log's thread
+//! (`perpsim-log`), which appends every record waiting in one synced write to the group log
+//! (`perpsim_storage::group_log`) while this thread commits the next group; only then does it
+//! project the group's history rows and publish it. What a tick's senders hear, the view the
+//! reads load, the events the channels push and the rows the history reads find still follow
+//! its durability, never precede it: nothing of a tick leaves before it survives a crash.
+//! A journal shared with readers (`--journal-readers on`) has no log: each commit syncs.
 //!
 //! The history rows a tick let go owe their digest to the engine's state hash (see
 //! `ProjectedLog`): this thread computes it, [`SETTLE_AFTER_COMMIT`] rows after each commit
 //! and [`SETTLE_IDLE`] at a time while nothing waits, so the engine's tick does not.
 //!
-//! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full)
-//! and a commit takes at most [`PIPELINE`] ticks; the hand-outs whose digest is owed are
+//! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full),
+//! a commit takes at most [`PIPELINE`] ticks, and at most [`PIPELINE`] groups wait for the
+//! log's thread (this thread waits when they do); the hand-outs whose digest is owed are
 //! bounded by the engine's `MAX_OWED_ROWS` (beyond it the engine computes them itself).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use perpsim_core::ids::{BrokerCode, PublicKey};
 use perpsim_storage::{
-    Archived, Journal, JournalError, NonceWrites, Projected, SEGMENT_BYTES, SEGMENT_TICKS,
-    UsedNonce,
+    Archived, GroupLog, Journal, JournalError, NonceWrites, Projected, SEGMENT_BYTES,
+    SEGMENT_TICKS, Sealed, UsedNonce,
 };
 use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
@@ -106,34 +112,81 @@ pub(super) struct Applied {
 }
 
 pub(super) struct Writer {
-    pub journal: Journal,
-    pub view: Arc<ArcSwap<ReadView>>,
-    pub events: broadcast::Sender<TickEvents>,
-    /// The keys of the last view broadcast: a tick that changes them is broadcast even with
-    /// no events, so the channels close a revoked key's sessions at once (D9).
-    pub keys: imbl::OrdMap<PublicKey, BrokerCode>,
-    /// The last tick made durable.
-    pub durable: u64,
+    pub journal: Arc<Journal>,
+    /// What publishes each group once it is durable; moved to the log's thread by `run`.
+    pub publisher: Option<Publisher>,
+    /// The last tick committed to the journal (durable, or on its way through the log).
+    pub committed: u64,
     /// The hand-outs committed whose runs still owe their digest, oldest first.
     pub owed: VecDeque<HandedHistory>,
     /// The floor below which spent nonces were last forgotten (wall-clock ns).
     pub forgotten_below: u64,
 }
 
+/// What leaves once the groups before it are durable: the log's thread takes them in order.
+pub(super) struct Publisher {
+    pub journal: Arc<Journal>,
+    pub view: Arc<ArcSwap<ReadView>>,
+    pub events: broadcast::Sender<TickEvents>,
+    /// The keys of the last view broadcast: a tick that changes them is broadcast even with
+    /// no events, so the channels close a revoked key's sessions at once (D9).
+    pub keys: imbl::OrdMap<PublicKey, BrokerCode>,
+}
+
+/// One item for the log's thread, in commit order.
+enum Release {
+    /// A committed group: its record to append (none: durable already), whether the log
+    /// starts again after it, its ticks' span and rows to project, what to publish.
+    Group {
+        sealed: Sealed,
+        span: Option<(u64, u64)>,
+        rows: Projected,
+        made: Vec<Made>,
+    },
+    /// A state report, answered once the groups before it are durable and published.
+    State(oneshot::Sender<StateReport>, StateReport),
+    /// Heard once the groups before it are projected (a snapshot waits for it).
+    Barrier(std::sync::mpsc::SyncSender<()>),
+}
+
 impl Writer {
-    /// Commits and publishes every job until the engine thread drops its sender. A commit
-    /// that fails ends the thread with its error: the replies of every tick not committed
-    /// are dropped unsent, so each waiting request hears that nothing of it was confirmed.
+    /// Commits every job until the engine thread drops its sender; the log's thread makes
+    /// each group durable and publishes it. A commit that fails ends the thread with its
+    /// error: the replies of every tick not made durable are dropped unsent, so each waiting
+    /// request hears that nothing of it was confirmed.
     pub(super) fn run(mut self, jobs: Receiver<Job>) -> Result<(), JournalError> {
+        let (release, released) = std::sync::mpsc::sync_channel(PIPELINE);
+        let log = self.journal.take_group_log();
+        let publisher = self.publisher.take().expect("run once");
+        let thread = std::thread::Builder::new()
+            .name("perpsim-log".into())
+            .spawn(move || publisher.run(log, released))
+            .expect("spawn the group log's thread");
+        let committed = self.commit_all(&jobs, &release);
+        drop(release);
+        let released = thread.join().expect("the group log's thread never panics");
+        committed.and(released)?;
+        // Stopping: the backlog reaches the projection's tables and redb's file is synced
+        // before it closes (a crash instead leaves both to recovery).
+        while self.journal.project_backlog()? {}
+        metrics::backlog(0);
+        self.journal.checkpoint()
+    }
+
+    fn commit_all(
+        &mut self,
+        jobs: &Receiver<Job>,
+        release: &SyncSender<Release>,
+    ) -> Result<(), JournalError> {
         let mut group = Vec::with_capacity(PIPELINE);
-        while let Some(first) = self.next_job(&jobs)? {
+        while let Some(first) = self.next_job(jobs)? {
             let mut job = Some(first);
             while let Some(next) = job {
                 match next {
                     Job::Tick(made) => group.push(*made),
                     Job::After(after) => {
-                        self.commit(&mut group)?;
-                        self.finish(after)?;
+                        self.commit(&mut group, release)?;
+                        self.finish(after, release)?;
                     }
                 }
                 job = if group.len() < PIPELINE {
@@ -142,12 +195,8 @@ impl Writer {
                     None
                 };
             }
-            self.commit(&mut group)?;
+            self.commit(&mut group, release)?;
         }
-        // Stopping: the backlog reaches the projection's tables before the file closes (a
-        // crash instead leaves it to recovery).
-        while self.journal.project_backlog()? {}
-        metrics::backlog(0);
         Ok(())
     }
 
@@ -170,9 +219,13 @@ impl Writer {
         }
     }
 
-    /// One durable transaction for the group's ticks and nonces; then each is published in
-    /// order.
-    fn commit(&mut self, group: &mut Vec<Made>) -> Result<(), JournalError> {
+    /// One transaction for the group's ticks and nonces (through the group log: durable once
+    /// the log's thread appends its record, which then publishes each in order).
+    fn commit(
+        &mut self,
+        group: &mut Vec<Made>,
+        release: &SyncSender<Release>,
+    ) -> Result<(), JournalError> {
         if group.is_empty() {
             return Ok(());
         }
@@ -186,34 +239,44 @@ impl Writer {
         if rows.history.owing() > 0 {
             self.owed.push_back(rows.history.clone()); // the runs, shared, not the rows
         }
-        let ticks: Vec<&[u8]> = group
-            .iter()
-            .filter_map(|m| m.tick.as_ref().map(|t| t.record.as_slice()))
-            .collect();
-        let nonces: Vec<UsedNonce> = group
-            .iter()
-            .flat_map(|m| m.nonces.iter().copied())
-            .collect();
         let forget_below = self.forget_below(group);
+        let first = self.committed + 1;
         let started = Instant::now();
-        let writes = NonceWrites {
-            used: &nonces,
-            forget_below,
+        let (sealed, count) = {
+            let ticks: Vec<&[u8]> = group
+                .iter()
+                .filter_map(|m| m.tick.as_ref().map(|t| t.record.as_slice()))
+                .collect();
+            let nonces: Vec<UsedNonce> = group
+                .iter()
+                .flat_map(|m| m.nonces.iter().copied())
+                .collect();
+            let writes = NonceWrites {
+                used: &nonces,
+                forget_below,
+            };
+            match self.journal.commit_group(first, &ticks, writes) {
+                Ok(sealed) => (sealed, ticks.len() as u64),
+                Err(e) => {
+                    tracing::error!(error = %e, "journal commit failed; stopping the engine");
+                    return Err(e);
+                }
+            }
         };
-        if let Err(e) = self
-            .journal
-            .append_batch(self.durable + 1, &ticks, Some(rows), writes)
-        {
-            tracing::error!(error = %e, "journal commit failed; stopping the engine");
-            return Err(e);
-        }
-        self.durable += ticks.len() as u64;
+        self.committed += count;
         let bytes = self.journal.file_bytes().ok();
-        metrics::commit(started.elapsed(), ticks.len(), self.durable, bytes);
-        metrics::backlog(self.journal.backlog());
-        for made in group.drain(..) {
-            self.publish(made);
-        }
+        metrics::commit(started.elapsed(), count as usize, self.committed, bytes);
+        let span = (count > 0).then_some((first, self.committed));
+        let made = std::mem::take(group);
+        release
+            .send(Release::Group {
+                sealed,
+                span,
+                rows,
+                made,
+            })
+            .map_err(|_| log_stopped())?;
+        group.reserve(PIPELINE);
         self.settle(SETTLE_AFTER_COMMIT);
         Ok(())
     }
@@ -242,6 +305,129 @@ impl Writer {
         false
     }
 
+    /// Archives the whole segments of ticks no kept snapshot needs any more, so the journal's
+    /// file, which a restart after a crash walks, holds about two snapshot intervals of ticks
+    /// whatever the history. A failure leaves the ticks in the file, and serving goes on.
+    fn archive_behind_snapshots(&self) {
+        match self
+            .journal
+            .archive_whole_segments(SEGMENT_TICKS, SEGMENT_BYTES)
+        {
+            Ok(Some(done)) => {
+                metrics::archive(Some(done.archive_bytes));
+                tracing::info!(through = done.archived_through, "journal archived");
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "journal archive failed"),
+        }
+    }
+
+    fn finish(&mut self, after: After, release: &SyncSender<Release>) -> Result<(), JournalError> {
+        match after {
+            After::State(reply, report) => release
+                .send(Release::State(reply, report))
+                .map_err(|_| log_stopped()),
+            After::Archive(reply) => {
+                let archived = self.journal.archive(SEGMENT_TICKS);
+                match &archived {
+                    Ok(done) => {
+                        metrics::archive(Some(done.archive_bytes));
+                        tracing::info!(through = done.archived_through, "journal archived");
+                    }
+                    // The journal forgets its ticks only in the transaction that lists the
+                    // segment: a failure leaves them where they were, and serving goes on.
+                    Err(e) => tracing::error!(error = %e, "journal archive failed"),
+                }
+                let _ = reply.send(archived.map_err(|e| e.to_string()));
+                Ok(())
+            }
+            After::Snapshot {
+                tick,
+                encoded,
+                reply,
+            } => {
+                // Every kept snapshot is at or before the projection's mark, so recovery
+                // always starts from the newest: the groups before it are projected, and the
+                // backlog, first (a stall only when a snapshot falls in the seconds after a
+                // tick of a million rows).
+                let (heard, hear) = std::sync::mpsc::sync_channel(1);
+                release
+                    .send(Release::Barrier(heard))
+                    .map_err(|_| log_stopped())?;
+                hear.recv().map_err(|_| log_stopped())?;
+                while self.journal.project_backlog()? {}
+                metrics::backlog(0);
+                let written = self.journal.write_snapshot(tick, encoded);
+                if let Ok(info) = &written {
+                    metrics::snapshot();
+                    tracing::info!(tick, hash = %info.hash, "snapshot written");
+                    self.archive_behind_snapshots();
+                }
+                match reply {
+                    // A shutdown's snapshot: its requester hears how it went.
+                    Some(reply) => {
+                        let _ = reply.send(written.map(drop).map_err(|e| e.to_string()));
+                        Ok(())
+                    }
+                    None => written.map(drop),
+                }
+            }
+        }
+    }
+}
+
+/// The log's thread's end stopped (its error is that thread's result).
+fn log_stopped() -> JournalError {
+    JournalError::Storage("the group log's thread stopped".into())
+}
+
+impl Publisher {
+    /// Makes each drain of groups durable (one append of their records, started again
+    /// after a checkpoint) and then releases them in order, until the writer drops its end.
+    fn run(
+        mut self,
+        mut log: Option<GroupLog>,
+        released: Receiver<Release>,
+    ) -> Result<(), JournalError> {
+        while let Ok(first) = released.recv() {
+            let mut batch = vec![first];
+            while batch.len() < PIPELINE {
+                match released.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            append(log.as_mut(), &batch)?;
+            for item in batch {
+                self.release(item)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, item: Release) -> Result<(), JournalError> {
+        match item {
+            Release::Group {
+                span, rows, made, ..
+            } => {
+                if let Some((first, last)) = span {
+                    self.journal.project_committed(first, last, rows)?;
+                    metrics::backlog(self.journal.backlog());
+                }
+                for made in made {
+                    self.publish(made);
+                }
+            }
+            Release::State(reply, report) => {
+                let _ = reply.send(report);
+            }
+            Release::Barrier(reply) => {
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+
     /// Answers a durable tick's nonces, publishes its view and events, answers its commands.
     fn publish(&mut self, made: Made) {
         for reply in made.nonce_replies {
@@ -264,71 +450,35 @@ impl Writer {
             reply(&mut answers, at);
         }
     }
+}
 
-    /// Archives the whole segments of ticks no kept snapshot needs any more, so the journal's
-    /// file, which a restart after a crash walks, holds about two snapshot intervals of ticks
-    /// whatever the history. A failure leaves the ticks in the file, and serving goes on.
-    fn archive_behind_snapshots(&self) {
-        match self
-            .journal
-            .archive_whole_segments(SEGMENT_TICKS, SEGMENT_BYTES)
-        {
-            Ok(Some(done)) => {
-                metrics::archive(Some(done.archive_bytes));
-                tracing::info!(through = done.archived_through, "journal archived");
-            }
-            Ok(None) => {}
-            Err(e) => tracing::error!(error = %e, "journal archive failed"),
+/// Appends the batch's records to the log, one write for those between checkpoints.
+fn append(log: Option<&mut GroupLog>, batch: &[Release]) -> Result<(), JournalError> {
+    let Some(log) = log else {
+        return Ok(()); // every commit synced redb
+    };
+    let failed = |e: std::io::Error| {
+        tracing::error!(error = %e, "group log append failed; stopping the engine");
+        JournalError::Storage(format!("group log: {e}"))
+    };
+    let mut records: Vec<(u64, &[u8])> = Vec::with_capacity(batch.len());
+    for item in batch {
+        let Release::Group { sealed, .. } = item else {
+            continue;
+        };
+        if let Some((seq, bytes)) = &sealed.record {
+            records.push((*seq, bytes));
+        }
+        if sealed.restart {
+            log.append(&records).map_err(failed)?;
+            records.clear();
+            log.restart();
         }
     }
-
-    fn finish(&mut self, after: After) -> Result<(), JournalError> {
-        match after {
-            After::State(reply, report) => {
-                let _ = reply.send(report);
-                Ok(())
-            }
-            After::Archive(reply) => {
-                let archived = self.journal.archive(SEGMENT_TICKS);
-                match &archived {
-                    Ok(done) => {
-                        metrics::archive(Some(done.archive_bytes));
-                        tracing::info!(through = done.archived_through, "journal archived");
-                    }
-                    // The journal forgets its ticks only in the transaction that lists the
-                    // segment: a failure leaves them where they were, and serving goes on.
-                    Err(e) => tracing::error!(error = %e, "journal archive failed"),
-                }
-                let _ = reply.send(archived.map_err(|e| e.to_string()));
-                Ok(())
-            }
-            After::Snapshot {
-                tick,
-                encoded,
-                reply,
-            } => {
-                // Every kept snapshot is at or before the projection's mark, so recovery
-                // always starts from the newest: the backlog is projected first (a stall only
-                // when a snapshot falls in the seconds after a tick of a million rows).
-                while self.journal.project_backlog()? {}
-                metrics::backlog(0);
-                let written = self.journal.write_snapshot(tick, encoded);
-                if let Ok(info) = &written {
-                    metrics::snapshot();
-                    tracing::info!(tick, hash = %info.hash, "snapshot written");
-                    self.archive_behind_snapshots();
-                }
-                match reply {
-                    // A shutdown's snapshot: its requester hears how it went.
-                    Some(reply) => {
-                        let _ = reply.send(written.map(drop).map_err(|e| e.to_string()));
-                        Ok(())
-                    }
-                    None => written.map(drop),
-                }
-            }
-        }
+    if !records.is_empty() {
+        log.append(&records).map_err(failed)?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

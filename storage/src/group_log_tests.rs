@@ -1,0 +1,155 @@
+//! The group log: its records, and a journal that lost every commit since its last sync
+//! getting back, from the log, every group whose record was appended.
+
+use std::path::Path;
+
+use perpsim_core::ids::PublicKey;
+use perpsim_core::time::Timestamp;
+
+use super::{GroupRecord, footprint, log_path, records_after};
+use crate::journal::{Journal, TickRecord};
+use crate::nonces::{NonceWrites, UsedNonce};
+
+fn used(key: u8, nonce: u64) -> UsedNonce {
+    UsedNonce {
+        key: PublicKey([key; 32]),
+        nonce,
+    }
+}
+
+fn tick(n: u64) -> Vec<u8> {
+    TickRecord::encode(Timestamp::from_millis(n as i64 * 1_000), n, &[])
+}
+
+/// Commits groups `from..to` (a tick and a nonce each) through the log and appends their
+/// records: what the serving writer and its log thread do.
+fn serve(journal: &Journal, log: &mut super::GroupLog, from: u64, to: u64) {
+    for n in from..to {
+        let bytes = tick(n);
+        let sealed = journal
+            .commit_group(
+                n,
+                &[bytes.as_slice()],
+                NonceWrites {
+                    used: &[used(1, 1_000 + n)],
+                    forget_below: 0,
+                },
+            )
+            .unwrap();
+        assert!(!sealed.restart, "a few groups stay far within a checkpoint");
+        let (seq, record) = sealed.record.expect("a logged group has a record");
+        log.append(&[(seq, &record)]).unwrap();
+    }
+}
+
+/// Opens `path` to serve, copies its file as synced (what a crash leaves of it, at worst), and
+/// serves groups `1..=last`.
+fn served_then_crashed(path: &Path, last: u64) -> Vec<u8> {
+    let journal = Journal::open_logged(path).unwrap();
+    let synced = std::fs::read(path).unwrap();
+    let mut log = journal.take_group_log().unwrap();
+    serve(&journal, &mut log, 1, last + 1);
+    drop(journal);
+    synced
+}
+
+#[test]
+fn a_group_record_decodes_as_encoded() {
+    let ticks = [tick(7), tick(8)];
+    let refs: Vec<&[u8]> = ticks.iter().map(Vec::as_slice).collect();
+    let bytes = GroupRecord::encode(7, &refs, &[used(2, 5), used(3, 6)], 99);
+    let back = GroupRecord::decode(&bytes).unwrap();
+    assert_eq!(back.first, 7);
+    assert_eq!(back.ticks, ticks.to_vec());
+    assert_eq!(back.nonces, vec![used(2, 5), used(3, 6)]);
+    assert_eq!(back.forget_below, 99);
+    assert!(GroupRecord::decode(&bytes[..bytes.len() - 1]).is_err());
+    assert_eq!(footprint(0), 4096);
+    assert_eq!(footprint(4096 - 20), 4096);
+    assert_eq!(footprint(4096 - 19), 8192);
+}
+
+/// D2 and "every acknowledged write survives": the journal's file rolled back to its last
+/// sync (as a crash leaves it) gets every group whose record reached the log back on open,
+/// ticks and spent nonces both, and serves on from there.
+#[test]
+fn a_journal_rolled_back_to_its_last_sync_recovers_every_logged_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    let synced = served_then_crashed(&path, 5);
+    std::fs::write(&path, synced).unwrap();
+    let journal = Journal::open(&path).unwrap();
+    assert_eq!(
+        journal.last_tick().unwrap(),
+        5,
+        "every logged group is back"
+    );
+    assert_eq!(journal.tick(5).unwrap().unwrap().first_seq, 5);
+    let nonces: Vec<u64> = journal
+        .nonces_since(0)
+        .unwrap()
+        .iter()
+        .map(|u| u.nonce)
+        .collect();
+    assert_eq!(nonces, vec![1_001, 1_002, 1_003, 1_004, 1_005]);
+    drop(journal);
+    // Serving again starts the log over at offset 0 after the recovered groups.
+    let journal = Journal::open_logged(&path).unwrap();
+    let mut log = journal.take_group_log().unwrap();
+    serve(&journal, &mut log, 6, 8);
+    let recovered = records_after(&log_path(&path), 5).unwrap();
+    let seqs: Vec<u64> = recovered.iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, vec![6, 7], "the old records after them end the walk");
+}
+
+/// A record torn by the crash (its write never returned, so its answers never left) is not
+/// applied, and neither is anything after it.
+#[test]
+fn a_torn_record_ends_what_recovery_applies() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    let synced = served_then_crashed(&path, 4);
+    std::fs::write(&path, synced).unwrap();
+    let mut log = std::fs::read(log_path(&path)).unwrap();
+    log[2 * 4096 + 30] ^= 0xff; // inside the third record's payload
+    std::fs::write(log_path(&path), log).unwrap();
+    let journal = Journal::open(&path).unwrap();
+    assert_eq!(journal.last_tick().unwrap(), 2);
+    assert_eq!(journal.nonces_since(0).unwrap().len(), 2);
+}
+
+/// A file that redb kept whole (a clean stop, or a kill that left the page cache) needs
+/// nothing from the log, and a read-only opener of a file that does is refused until a writer
+/// has opened it once (by redb, which will not repair it, or by the log's own check).
+#[test]
+fn the_log_applies_only_what_the_file_lacks_and_a_reader_is_told_to_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    let synced = served_then_crashed(&path, 3);
+    let journal = Journal::open(&path).unwrap();
+    assert_eq!(journal.last_tick().unwrap(), 3);
+    assert_eq!(journal.nonces_since(0).unwrap().len(), 3);
+    drop(journal);
+    std::fs::write(&path, synced).unwrap();
+    assert!(Journal::open_read_only(&path).is_err());
+    drop(Journal::open(&path).unwrap());
+    assert_eq!(
+        Journal::open_read_only(&path).unwrap().last_tick().unwrap(),
+        3
+    );
+}
+
+/// A gap between what redb holds and the log's first record is corruption, not a silent loss.
+#[test]
+fn a_log_that_skips_groups_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    let synced = served_then_crashed(&path, 3);
+    std::fs::write(&path, synced).unwrap();
+    let mut log = std::fs::read(log_path(&path)).unwrap();
+    log.drain(..4096); // the first record gone: the walk starts at group 2
+    log.resize(super::LOG_BYTES as usize, 0);
+    std::fs::write(log_path(&path), log).unwrap();
+    let refused = Journal::open(&path).err().expect("refused");
+    assert!(refused.to_string().contains("missing"), "{refused}");
+}
