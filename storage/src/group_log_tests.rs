@@ -153,3 +153,49 @@ fn a_log_that_skips_groups_is_refused() {
     let refused = Journal::open(&path).err().expect("refused");
     assert!(refused.to_string().contains("missing"), "{refused}");
 }
+
+/// Every [`super::CHECKPOINT_BYTES`] of records a group's commit syncs redb instead of being
+/// logged, and the log starts over at offset 0: a file rolled back to that checkpoint gets the
+/// groups after it back from the log's new start, not the older records beyond them.
+#[test]
+fn after_a_checkpoint_the_log_starts_over_and_recovers_what_followed_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    let journal = Journal::open_logged(&path).unwrap();
+    let mut log = journal.take_group_log().unwrap();
+    let per_checkpoint = super::CHECKPOINT_BYTES / super::BLOCK as u64;
+    let mut at_checkpoint = None;
+    for n in 1..=per_checkpoint + 4 {
+        let bytes = tick(n);
+        let sealed = journal
+            .commit_group(
+                n,
+                &[bytes.as_slice()],
+                NonceWrites {
+                    used: &[used(1, n)],
+                    forget_below: 0,
+                },
+            )
+            .unwrap();
+        if sealed.restart {
+            assert!(
+                sealed.record.is_none(),
+                "a checkpoint's group is durable in redb"
+            );
+            assert_eq!(n, per_checkpoint + 1, "the group that would pass the file");
+            at_checkpoint = Some(std::fs::read(&path).unwrap());
+            log.restart();
+        }
+        if let Some((seq, record)) = sealed.record {
+            log.append(&[(seq, &record)]).unwrap();
+        }
+    }
+    drop(journal);
+    std::fs::write(&path, at_checkpoint.expect("a checkpoint came")).unwrap();
+    let journal = Journal::open(&path).unwrap();
+    assert_eq!(journal.last_tick().unwrap(), per_checkpoint + 4);
+    assert_eq!(
+        journal.nonces_since(0).unwrap().len() as u64,
+        per_checkpoint + 4
+    );
+}

@@ -275,6 +275,9 @@ impl Journal {
     /// hands back the record to append; [`Journal::take_group_log`] gives the appending end.
     pub fn open_logged(path: &Path) -> Result<Self, JournalError> {
         let mut journal = Journal::open(path)?;
+        // Whatever redb kept of the commits before a crash is synced before the log, which
+        // may be their only durable copy, is written over from offset 0.
+        journal.checkpoint()?;
         let committed = logged_through(&journal.begin_read()?.open_table(META)?)?;
         journal.log = Some(Mutex::new(LogState {
             next_seq: committed + 1,
@@ -492,11 +495,10 @@ impl Journal {
             append_ticks(txn, first, encoded)?;
             nonces::write(txn, nonces)
         })?;
+        let ticks = (!encoded.is_empty()).then(|| (first, first + encoded.len() as u64 - 1));
         match rows {
-            Some(rows) if !encoded.is_empty() => {
-                self.project_committed(first, first + encoded.len() as u64 - 1, rows)
-            }
-            _ => Ok(()),
+            Some(rows) => self.project_committed(ticks, rows),
+            None => self.project_committed(None, Projected::default()),
         }
     }
 
@@ -561,32 +563,32 @@ impl Journal {
         self.write_durably(|_| Ok(()))
     }
 
-    /// Extends the projection through tick `last` with the rows ticks `first..=last` made,
-    /// once those ticks are durable: in a transaction of the projection's file, without a
-    /// sync, when the rows are few and none wait before them, else by the backlog
-    /// (`backlog`), of which the transaction projects a share either way.
+    /// Extends the projection with the rows that durable ticks `first..=last` made (none for
+    /// a commit of nonces alone): in a transaction of the projection's file, without a sync,
+    /// when the rows are few and none wait before them, else by the backlog (`backlog`), of
+    /// which the transaction projects a share either way.
     pub fn project_committed(
         &self,
-        first: u64,
-        last: u64,
+        ticks: Option<(u64, u64)>,
         rows: Projected,
     ) -> Result<(), JournalError> {
         let mut backlog = self
             .backlog
             .lock()
             .expect("the backlog's lock is never poisoned");
-        let (inline, waiting) = match backlog.takes(&rows) {
-            false => (Some(rows), None),
-            true => (None, Some((last, rows))),
+        let (inline, waiting) = match ticks {
+            Some((_, last)) if backlog.takes(&rows) => (None, Some((last, rows))),
+            Some((first, last)) => (Some((first, last, rows)), None),
+            None => (None, None),
         };
         let mut progress = None;
         // The projection follows in its own file, without a sync: the ticks are durable, and
         // a crash before the projection's next sync is made good by recovery.
         if inline.is_some() || !backlog.is_empty() {
             let txn = self.history().begin_write(false)?;
-            if let Some(rows) = &inline {
+            if let Some((first, last, rows)) = &inline {
                 projection::check_follows(&txn, first - 1)?;
-                projection::write(&txn, rows, last)?;
+                projection::write(&txn, rows, *last)?;
             }
             if !backlog.is_empty() {
                 progress = Some(backlog.work(&txn)?);

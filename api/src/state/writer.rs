@@ -165,7 +165,8 @@ impl Writer {
         let committed = self.commit_all(&jobs, &release);
         drop(release);
         let released = thread.join().expect("the group log's thread never panics");
-        committed.and(released)?;
+        // The log's thread's own error first: the writer's then only says it stopped.
+        released.and(committed)?;
         // Stopping: the backlog reaches the projection's tables and redb's file is synced
         // before it closes (a crash instead leaves both to recovery).
         while self.journal.project_backlog()? {}
@@ -410,10 +411,8 @@ impl Publisher {
             Release::Group {
                 span, rows, made, ..
             } => {
-                if let Some((first, last)) = span {
-                    self.journal.project_committed(first, last, rows)?;
-                    metrics::backlog(self.journal.backlog());
-                }
+                self.journal.project_committed(span, rows)?;
+                metrics::backlog(self.journal.backlog());
                 for made in made {
                     self.publish(made);
                 }
