@@ -1,7 +1,7 @@
 //! The group log: its records, and a journal that lost every commit since its last sync
 //! getting back, from the log, every group whose record was appended.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use perpsim_core::ids::PublicKey;
 use perpsim_core::time::Timestamp;
@@ -53,6 +53,23 @@ fn served_then_crashed(path: &Path, last: u64) -> Vec<u8> {
     synced
 }
 
+/// A journal served through groups `1..=last` whose file a crash then rolled back to its last
+/// sync: its directory (kept alive) and the journal's path.
+fn rolled_back(last: u64) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    let synced = served_then_crashed(&path, last);
+    std::fs::write(&path, synced).unwrap();
+    (dir, path)
+}
+
+/// Changes the group log's bytes as a crash or a disk might.
+fn damage_log(path: &Path, damage: impl FnOnce(&mut Vec<u8>)) {
+    let mut log = std::fs::read(log_path(path)).unwrap();
+    damage(&mut log);
+    std::fs::write(log_path(path), log).unwrap();
+}
+
 #[test]
 fn a_group_record_decodes_as_encoded() {
     let ticks = [tick(7), tick(8)];
@@ -74,10 +91,7 @@ fn a_group_record_decodes_as_encoded() {
 /// ticks and spent nonces both, and serves on from there.
 #[test]
 fn a_journal_rolled_back_to_its_last_sync_recovers_every_logged_group() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.redb");
-    let synced = served_then_crashed(&path, 5);
-    std::fs::write(&path, synced).unwrap();
+    let (_dir, path) = rolled_back(5);
     let journal = Journal::open(&path).unwrap();
     assert_eq!(
         journal.last_tick().unwrap(),
@@ -106,13 +120,8 @@ fn a_journal_rolled_back_to_its_last_sync_recovers_every_logged_group() {
 /// applied, and neither is anything after it.
 #[test]
 fn a_torn_record_ends_what_recovery_applies() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.redb");
-    let synced = served_then_crashed(&path, 4);
-    std::fs::write(&path, synced).unwrap();
-    let mut log = std::fs::read(log_path(&path)).unwrap();
-    log[2 * 4096 + 30] ^= 0xff; // inside the third record's payload
-    std::fs::write(log_path(&path), log).unwrap();
+    let (_dir, path) = rolled_back(4);
+    damage_log(&path, |log| log[2 * 4096 + 30] ^= 0xff); // inside the third record's payload
     let journal = Journal::open(&path).unwrap();
     assert_eq!(journal.last_tick().unwrap(), 2);
     assert_eq!(journal.nonces_since(0).unwrap().len(), 2);
@@ -142,14 +151,11 @@ fn the_log_applies_only_what_the_file_lacks_and_a_reader_is_told_to_recover() {
 /// A gap between what redb holds and the log's first record is corruption, not a silent loss.
 #[test]
 fn a_log_that_skips_groups_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.redb");
-    let synced = served_then_crashed(&path, 3);
-    std::fs::write(&path, synced).unwrap();
-    let mut log = std::fs::read(log_path(&path)).unwrap();
-    log.drain(..4096); // the first record gone: the walk starts at group 2
-    log.resize(super::LOG_BYTES as usize, 0);
-    std::fs::write(log_path(&path), log).unwrap();
+    let (_dir, path) = rolled_back(3);
+    damage_log(&path, |log| {
+        log.drain(..4096); // the first record gone: the walk starts at group 2
+        log.resize(super::LOG_BYTES as usize, 0);
+    });
     let refused = Journal::open(&path).err().expect("refused");
     assert!(refused.to_string().contains("missing"), "{refused}");
 }

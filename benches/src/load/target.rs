@@ -102,8 +102,8 @@ pub fn written_bytes(pid: u32) -> u64 {
     wchar(&format!("/proc/{pid}/io"))
 }
 
-/// The same for the threads of process `pid` named `thread` (the server's journal writer: its
-/// sockets are written by other threads). Not `write_bytes`, which Linux counts a page-cache
+/// The same for the threads of process `pid` named `thread` (the server's journal writer and
+/// group log: its sockets are written by other threads). Not `write_bytes`, which Linux counts a page-cache
 /// folio at a time as pages are dirtied: over a 7-minute soak here the journal thread's rose
 /// from 1.1× its `wchar` to 10×, while the disk's own count of sectors written
 /// (`/proc/diskstats`) stayed 1.1× (2026-12-03; a 4 KiB write into a large folio counts whole).
@@ -199,10 +199,14 @@ impl Running {
         Duration::from_millis((fields[0] + fields[1]) * 10)
     }
 
-    /// Bytes the server's journal writer has handed to the kernel for its files (the journal,
-    /// snapshots, archive segments): [`written_by_thread`].
+    /// Bytes the server's journal writer and group log thread have handed to the kernel for
+    /// their files (the journal, snapshots, archive segments, the group log, the projection):
+    /// [`written_by_thread`].
     pub fn written_bytes(&self) -> u64 {
-        written_by_thread(self.pid(), "perpsim-journal")
+        ["perpsim-journal", "perpsim-log"]
+            .iter()
+            .map(|thread| written_by_thread(self.pid(), thread))
+            .sum()
     }
 
     /// `n` accounts, one broker key each: on perpsim a broker (admin API), a customer and a
