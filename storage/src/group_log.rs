@@ -142,6 +142,9 @@ fn corrupt(what: &str) -> JournalError {
 /// The appending end, owned by the thread that makes groups durable.
 pub struct GroupLog {
     file: File,
+    path: PathBuf,
+    /// Opened `O_DIRECT` (until a write refuses it).
+    direct: bool,
     /// Where the next record goes.
     at: u64,
     /// Bytes for one write, with room to start on a [`BLOCK`] boundary.
@@ -168,15 +171,35 @@ impl GroupLog {
         }
         // Direct and synced: each append is one request to the disk, not a copy into the page
         // cache and a flush of it; a file system without O_DIRECT (tmpfs) takes it synced only.
-        let file = options(libc::O_DIRECT | libc::O_DSYNC)
-            .open(path)
-            .or_else(|_| options(libc::O_DSYNC).open(path))
-            .map_err(|e| io(path, e))?;
+        let (file, direct) = match options(libc::O_DIRECT | libc::O_DSYNC).open(path) {
+            Ok(file) => (file, true),
+            Err(_) => (
+                options(libc::O_DSYNC).open(path).map_err(|e| io(path, e))?,
+                false,
+            ),
+        };
         Ok(GroupLog {
             file,
+            path: path.to_owned(),
+            direct,
             at: 0,
             buffer: Vec::new(),
         })
+    }
+
+    /// Writes `bytes` at `at`, synced; a file system that opened the file `O_DIRECT` and
+    /// then refuses a direct write (an alignment it does not take) gets it synced only.
+    fn write_synced(&mut self, bytes_at: (usize, usize), at: u64) -> std::io::Result<()> {
+        let bytes = &self.buffer[bytes_at.0..bytes_at.1];
+        match self.file.write_all_at(bytes, at) {
+            Err(e) if self.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                self.file = options(libc::O_DSYNC).open(&self.path)?;
+                self.direct = false;
+                self.file
+                    .write_all_at(&self.buffer[bytes_at.0..bytes_at.1], at)
+            }
+            done => done,
+        }
     }
 
     /// Appends `records` (sequence number, payload) in one synced write: when this returns
@@ -198,8 +221,7 @@ impl GroupLog {
             block[4..8].copy_from_slice(&crc.to_le_bytes());
             at += block.len();
         }
-        self.file
-            .write_all_at(&self.buffer[start..start + total as usize], self.at)?;
+        self.write_synced((start, start + total as usize), self.at)?;
         self.at += total;
         Ok(())
     }
