@@ -248,7 +248,7 @@ fn io(path: &Path, e: std::io::Error) -> JournalError {
 }
 
 /// The records after `committed` (the last group redb holds), in order: the walk from offset 0
-/// while each record is whole and follows the one before. None when there is no log.
+/// while each record is whole and follows the one before; nothing when there is no log.
 pub(crate) fn records_after(
     path: &Path,
     committed: u64,
