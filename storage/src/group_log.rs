@@ -248,20 +248,22 @@ fn io(path: &Path, e: std::io::Error) -> JournalError {
 }
 
 /// The records after `committed` (the last group redb holds), in order: the walk from offset 0
-/// while each record is whole and follows the one before; nothing when there is no log.
+/// while each record is whole and follows the one before; nothing when there is no log. It
+/// reads record by record, so a log that holds a few groups costs a few blocks, not the file.
 pub(crate) fn records_after(
     path: &Path,
     committed: u64,
 ) -> Result<Vec<(u64, GroupRecord)>, JournalError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    let file = match File::open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io(path, e)),
     };
+    let size = file.metadata().map_err(|e| io(path, e))?.len();
     let mut found = Vec::new();
     let mut at = 0;
     let mut last: Option<u64> = None;
-    while let Some((seq, payload)) = record_at(&bytes, at) {
+    while let Some((seq, payload)) = record_at(&file, size, at).map_err(|e| io(path, e))? {
         if last.is_some_and(|l| seq != l + 1) {
             break;
         }
@@ -271,25 +273,37 @@ pub(crate) fn records_after(
                     "record {seq} follows group {committed}: the groups between are missing"
                 )));
             }
-            found.push((seq, GroupRecord::decode(payload)?));
+            found.push((seq, GroupRecord::decode(&payload)?));
         }
         last = Some(seq);
-        at += footprint(payload.len()) as usize;
+        at += footprint(payload.len());
     }
     Ok(found)
 }
 
-/// The whole record at `at`, if one is there.
-fn record_at(bytes: &[u8], at: usize) -> Option<(u64, &[u8])> {
-    let head = bytes.get(at..at + HEADER)?;
-    if u32::from_le_bytes(head[0..4].try_into().ok()?) != MAGIC {
-        return None;
+/// The whole record at `at` of a log of `size` bytes, if one is there: its header, then (the
+/// length it gives bounded by the file) its payload, checked against the header's CRC.
+fn record_at(file: &File, size: u64, at: u64) -> std::io::Result<Option<(u64, Vec<u8>)>> {
+    let mut head = [0u8; HEADER];
+    if at + HEADER as u64 > size {
+        return Ok(None);
     }
-    let crc = u32::from_le_bytes(head[4..8].try_into().ok()?);
-    let seq = u64::from_le_bytes(head[8..16].try_into().ok()?);
-    let len = u32::from_le_bytes(head[16..20].try_into().ok()?) as usize;
-    let whole = bytes.get(at + 8..at + HEADER + len)?;
-    (crc32fast::hash(whole) == crc).then(|| (seq, &whole[HEADER - 8..]))
+    file.read_exact_at(&mut head, at)?;
+    if u32::from_le_bytes(head[0..4].try_into().expect("4")) != MAGIC {
+        return Ok(None);
+    }
+    let crc = u32::from_le_bytes(head[4..8].try_into().expect("4"));
+    let seq = u64::from_le_bytes(head[8..16].try_into().expect("8"));
+    let len = u32::from_le_bytes(head[16..20].try_into().expect("4")) as u64;
+    if at + HEADER as u64 + len > size {
+        return Ok(None); // a torn header's length: no record reaches past the file
+    }
+    let mut payload = vec![0u8; len as usize];
+    file.read_exact_at(&mut payload, at + HEADER as u64)?;
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&head[8..]);
+    hasher.update(&payload);
+    Ok((hasher.finalize() == crc).then_some((seq, payload)))
 }
 
 #[cfg(test)]

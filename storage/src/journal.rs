@@ -234,14 +234,11 @@ fn apply_group_log(db: &Database, path: &Path) -> Result<(), JournalError> {
         return Ok(()); // the transaction is dropped: nothing was written
     };
     for (_, group) in &records {
-        append_ticks(&txn, group.first, &group.ticks)?;
-        nonces::write(
-            &txn,
-            NonceWrites {
-                used: &group.nonces,
-                forget_below: group.forget_below,
-            },
-        )?;
+        let nonces = NonceWrites {
+            used: &group.nonces,
+            forget_below: group.forget_below,
+        };
+        write_group(&txn, group.first, &group.ticks, nonces)?;
     }
     txn.open_table(META)?
         .insert(LOG_SEQ_KEY, last.to_le_bytes().as_slice())?;
@@ -274,10 +271,10 @@ impl Journal {
     /// (`group_log`): [`Journal::commit_group`] commits without a sync of redb's file and
     /// hands back the record to append; [`Journal::take_group_log`] gives the appending end.
     pub fn open_logged(path: &Path) -> Result<Self, JournalError> {
+        // `open` has synced redb (its `meta` transaction is `Immediate`, and redb 4 syncs every
+        // such commit, one that changes nothing too) and applied what the log held past it:
+        // nothing the log holds is needed before it is written over from offset 0.
         let mut journal = Journal::open(path)?;
-        // Whatever redb kept of the commits before a crash is synced before the log, which
-        // may be their only durable copy, is written over from offset 0.
-        journal.checkpoint()?;
         let committed = logged_through(&journal.begin_read()?.open_table(META)?)?;
         journal.log = Some(Mutex::new(LogState {
             next_seq: committed + 1,
@@ -491,10 +488,7 @@ impl Journal {
         rows: Option<Projected>,
         nonces: NonceWrites<'_>,
     ) -> Result<(), JournalError> {
-        self.write_durably(|txn| {
-            append_ticks(txn, first, encoded)?;
-            nonces::write(txn, nonces)
-        })?;
+        self.write_durably(|txn| write_group(txn, first, encoded, nonces))?;
         let ticks = (!encoded.is_empty()).then(|| (first, first + encoded.len() as u64 - 1));
         match rows {
             Some(rows) => self.project_committed(ticks, rows),
@@ -513,10 +507,7 @@ impl Journal {
         nonces: NonceWrites<'_>,
     ) -> Result<Sealed, JournalError> {
         let Some(log) = &self.log else {
-            self.write_durably(|txn| {
-                append_ticks(txn, first, encoded)?;
-                nonces::write(txn, nonces)
-            })?;
+            self.write_durably(|txn| write_group(txn, first, encoded, nonces))?;
             return Ok(Sealed {
                 record: None,
                 restart: false,
@@ -532,8 +523,7 @@ impl Journal {
             true => Durability::Immediate,
             false => Durability::None,
         })?;
-        append_ticks(&txn, first, encoded)?;
-        nonces::write(&txn, nonces)?;
+        write_group(&txn, first, encoded, nonces)?;
         txn.open_table(META)?
             .insert(LOG_SEQ_KEY, seq.to_le_bytes().as_slice())?;
         txn.commit()?;
@@ -789,6 +779,19 @@ impl Journal {
             .map_err(|e| JournalError::Corrupt(format!("snapshot: {e}")))?;
         Ok(EngineState::decode(&stored.state))
     }
+}
+
+/// Writes one group: its ticks (numbered from `first`) and the nonces they spent. Every path
+/// that journals a group (a synced batch, a logged group, a group recovered from the log)
+/// writes it here, so the three cannot drift apart.
+fn write_group(
+    txn: &WriteTransaction,
+    first: u64,
+    encoded: &[impl AsRef<[u8]>],
+    nonces: NonceWrites<'_>,
+) -> Result<(), JournalError> {
+    append_ticks(txn, first, encoded)?;
+    nonces::write(txn, nonces)
 }
 
 /// Appends `encoded` (none or more ticks), the first numbered `first`, after the last tick.
