@@ -7,7 +7,7 @@ use perpsim_core::ids::PublicKey;
 use perpsim_core::time::Timestamp;
 
 use super::{GroupRecord, footprint, log_path, records_after};
-use crate::journal::{Journal, TickRecord};
+use crate::journal::{GROUPS_A_COMMIT, Journal, TickRecord};
 use crate::nonces::{NonceWrites, UsedNonce};
 
 fn used(key: u8, nonce: u64) -> UsedNonce {
@@ -43,12 +43,14 @@ fn serve(journal: &Journal, log: &mut super::GroupLog, from: u64, to: u64) {
 }
 
 /// Opens `path` to serve, copies its file as synced (what a crash leaves of it, at worst), and
-/// serves groups `1..=last`.
+/// serves groups `1..=last`, their redb writes made (what a kill that leaves the page cache
+/// leaves, at best).
 fn served_then_crashed(path: &Path, last: u64) -> Vec<u8> {
     let journal = Journal::open_logged(path).unwrap();
     let synced = std::fs::read(path).unwrap();
     let mut log = journal.take_group_log().unwrap();
     serve(&journal, &mut log, 1, last + 1);
+    journal.write_pending().unwrap();
     drop(journal);
     synced
 }
@@ -61,6 +63,15 @@ fn rolled_back(last: u64) -> (tempfile::TempDir, PathBuf) {
     let synced = served_then_crashed(&path, last);
     std::fs::write(&path, synced).unwrap();
     (dir, path)
+}
+
+/// A new journal opened to serve, with its log's appending end (and its directory, kept alive).
+fn serving() -> (tempfile::TempDir, PathBuf, Journal, super::GroupLog) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    let journal = Journal::open_logged(&path).unwrap();
+    let log = journal.take_group_log().unwrap();
+    (dir, path, journal, log)
 }
 
 /// Changes the group log's bytes as a crash or a disk might.
@@ -165,10 +176,7 @@ fn a_log_that_skips_groups_is_refused() {
 /// groups after it back from the log's new start, not the older records beyond them.
 #[test]
 fn after_a_checkpoint_the_log_starts_over_and_recovers_what_followed_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.redb");
-    let journal = Journal::open_logged(&path).unwrap();
-    let mut log = journal.take_group_log().unwrap();
+    let (_dir, path, journal, mut log) = serving();
     let per_checkpoint = super::CHECKPOINT_BYTES / super::BLOCK as u64;
     let mut at_checkpoint = None;
     for n in 1..=per_checkpoint + 4 {
@@ -204,4 +212,35 @@ fn after_a_checkpoint_the_log_starts_over_and_recovers_what_followed_it() {
         journal.nonces_since(0).unwrap().len() as u64,
         per_checkpoint + 4
     );
+}
+
+/// A group sealed through the log is durable by its record; redb gets the groups
+/// [`GROUPS_A_COMMIT`] at a time (one transaction's cost for them all), or with the next
+/// write transaction: a snapshot's, synced, holds every group before it, so the file then
+/// needs nothing of the log, even one lost whole.
+#[test]
+fn logged_groups_reach_redb_in_batches_and_a_snapshot_carries_those_waiting() {
+    let (_dir, path, journal, mut log) = serving();
+    let batch = GROUPS_A_COMMIT as u64;
+    serve(&journal, &mut log, 1, 4);
+    assert_eq!(
+        journal.last_tick().unwrap(),
+        0,
+        "three groups wait for a batch"
+    );
+    serve(&journal, &mut log, 4, batch + 1);
+    assert_eq!(
+        journal.last_tick().unwrap(),
+        batch,
+        "a batch is one transaction"
+    );
+    serve(&journal, &mut log, batch + 1, batch + 4);
+    journal.write_snapshot(batch + 3, vec![7; 64]).unwrap();
+    assert_eq!(journal.last_tick().unwrap(), batch + 3);
+    drop(journal);
+    damage_log(&path, |log| log.fill(0));
+    let journal = Journal::open(&path).unwrap();
+    assert_eq!(journal.last_tick().unwrap(), batch + 3);
+    assert_eq!(journal.nonces_since(0).unwrap().len() as u64, batch + 3);
+    assert_eq!(journal.snapshots().unwrap()[0].tick, batch + 3);
 }

@@ -23,8 +23,8 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
-use std::time::Instant;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use perpsim_core::ids::{BrokerCode, PublicKey};
@@ -50,6 +50,9 @@ const SETTLE_AFTER_COMMIT: usize = 8_192;
 /// Rows whose owed digest the writer computes in one idle turn (about 10 ms), before it
 /// projects a share of the backlog.
 const SETTLE_IDLE: usize = 65_536;
+
+/// How long the writer waits for a job before it writes the groups waiting for redb.
+const QUIET: Duration = Duration::from_millis(20);
 
 /// Spent nonces are forgotten once their floor has moved this far (wall-clock ns): each
 /// forgetting rewrites the nonce table's oldest pages, so doing it at every commit would
@@ -213,11 +216,23 @@ impl Writer {
                     let more = self.journal.project_backlog()? || settling;
                     metrics::backlog(self.journal.backlog());
                     if !more {
-                        return Ok(jobs.recv().ok());
+                        return self.wait_job(jobs);
                     }
                 }
             }
         }
+    }
+
+    /// Waits for the next job; once none came for [`QUIET`], the groups sealed through the log
+    /// are written to redb's file (a server between bursts keeps it current, without a
+    /// transaction of its own at each pause of a busy one).
+    fn wait_job(&mut self, jobs: &Receiver<Job>) -> Result<Option<Job>, JournalError> {
+        match jobs.recv_timeout(QUIET) {
+            Ok(job) => return Ok(Some(job)),
+            Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            Err(RecvTimeoutError::Timeout) => self.journal.write_pending()?,
+        }
+        Ok(jobs.recv().ok())
     }
 
     /// One transaction for the group's ticks and nonces (through the group log: durable once
@@ -265,7 +280,11 @@ impl Writer {
             }
         };
         self.committed += count;
-        let bytes = self.journal.file_bytes().ok();
+        // The file's size is a system call: read once a [`PIPELINE`] ticks or so.
+        let bytes = (self.committed / PIPELINE as u64
+            != (self.committed - count) / PIPELINE as u64)
+            .then(|| self.journal.file_bytes().ok())
+            .flatten();
         metrics::commit(started.elapsed(), count as usize, self.committed, bytes);
         let span = (count > 0).then_some((first, self.committed));
         let made = std::mem::take(group);
@@ -329,6 +348,7 @@ impl Writer {
                 .send(Release::State(reply, report))
                 .map_err(|_| log_stopped()),
             After::Archive(reply) => {
+                self.journal.write_pending()?;
                 let archived = self.journal.archive(SEGMENT_TICKS);
                 match &archived {
                     Ok(done) => {
