@@ -402,6 +402,7 @@ pub fn start(
         committed: engine.counters().ticks,
         owed: Default::default(),
         forgotten_below: 0,
+        sized_at: 0,
     };
     let (jobs, received) = std::sync::mpsc::sync_channel(PIPELINE);
     let writer = std::thread::Builder::new()

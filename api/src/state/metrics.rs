@@ -327,15 +327,16 @@ pub fn handed() {
     gauge!(JOURNAL_LAG).increment(1.0);
 }
 
-/// A commit of `ticks` ticks (none: nonces alone), the last numbered `tick`; the journal file
-/// then holds `bytes`.
-pub fn commit(took: Duration, ticks: usize, tick: u64, bytes: Option<u64>) {
+/// A commit of `ticks` ticks (none: nonces alone), the last numbered `tick`.
+pub fn commit(took: Duration, ticks: usize, tick: u64) {
     histogram!(COMMIT).record(took.as_secs_f64());
     gauge!(JOURNAL_TICK).set(tick as f64);
     gauge!(JOURNAL_LAG).decrement(ticks as f64);
-    if let Some(bytes) = bytes {
-        gauge!(JOURNAL_BYTES).set(bytes as f64);
-    }
+}
+
+/// The journal file holds `bytes`.
+pub fn journal_bytes(bytes: u64) {
+    gauge!(JOURNAL_BYTES).set(bytes as f64);
 }
 
 /// What the projection's backlog holds after a commit or a share of it projected.

@@ -124,6 +124,8 @@ pub(super) struct Writer {
     pub owed: VecDeque<HandedHistory>,
     /// The floor below which spent nonces were last forgotten (wall-clock ns).
     pub forgotten_below: u64,
+    /// The last tick committed when the file's size was last read (0: never).
+    pub sized_at: u64,
 }
 
 /// What leaves once the groups before it are durable: the log's thread takes them in order.
@@ -230,9 +232,20 @@ impl Writer {
         match jobs.recv_timeout(QUIET) {
             Ok(job) => return Ok(Some(job)),
             Err(RecvTimeoutError::Disconnected) => return Ok(None),
-            Err(RecvTimeoutError::Timeout) => self.journal.write_pending()?,
+            Err(RecvTimeoutError::Timeout) => {
+                self.journal.write_pending()?;
+                self.size_journal();
+            }
         }
         Ok(jobs.recv().ok())
+    }
+
+    /// Reads the journal file's size into its metric.
+    fn size_journal(&mut self) {
+        self.sized_at = self.committed.max(1);
+        if let Ok(bytes) = self.journal.file_bytes() {
+            metrics::journal_bytes(bytes);
+        }
     }
 
     /// One transaction for the group's ticks and nonces (through the group log: durable once
@@ -280,12 +293,12 @@ impl Writer {
             }
         };
         self.committed += count;
-        // The file's size is a system call: read once a [`PIPELINE`] ticks or so.
-        let bytes = (self.committed / PIPELINE as u64
-            != (self.committed - count) / PIPELINE as u64)
-            .then(|| self.journal.file_bytes().ok())
-            .flatten();
-        metrics::commit(started.elapsed(), count as usize, self.committed, bytes);
+        metrics::commit(started.elapsed(), count as usize, self.committed);
+        // The file's size is a system call: read at the first commit, then once a
+        // [`PIPELINE`] ticks, and when the writer falls quiet.
+        if self.sized_at == 0 || self.committed >= self.sized_at + PIPELINE as u64 {
+            self.size_journal();
+        }
         let span = (count > 0).then_some((first, self.committed));
         let made = std::mem::take(group);
         release
