@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use bevy_ecs::prelude::{Res, ResMut, Resource, World};
+use bevy_ecs::prelude::{FromWorld, Mut, QueryState, Res, ResMut, Resource, World};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::order::Side;
 
@@ -71,6 +71,17 @@ pub struct StreamState {
     traded: Vec<bool>,
     /// The 5-second period of the last tick's end.
     valued: i64,
+}
+
+/// The markets' states as [`end_of_tick`] reads them: the query built once, not at every tick
+/// (building it matched every archetype: a twentieth of a serving engine's thread).
+#[derive(Resource)]
+pub(crate) struct MarketStates(QueryState<(&'static MarketSlot, &'static InstrumentState)>);
+
+impl FromWorld for MarketStates {
+    fn from_world(world: &mut World) -> Self {
+        MarketStates(world.query())
+    }
 }
 
 /// Which of the tick's events the host consumes. Emitting an event nobody reads is work on
@@ -220,11 +231,13 @@ pub fn end_of_tick(world: &mut World, emit: bool) {
         return; // no depth, ticker or instant is read: the baseline is taken when one is
     }
     let emit = emit && channels;
-    let mut states: Vec<(usize, InstrumentState)> = world
-        .query::<(&MarketSlot, &InstrumentState)>()
-        .iter(world)
-        .map(|(slot, state)| (slot.0 as usize, state.clone()))
-        .collect();
+    let mut states: Vec<(usize, InstrumentState)> =
+        world.resource_scope(|world, mut markets: Mut<MarketStates>| {
+            let found = markets.0.iter(world);
+            found
+                .map(|(slot, state)| (slot.0 as usize, state.clone()))
+                .collect()
+        });
     states.sort_unstable_by_key(|(m, _)| *m);
     let mut stream = world.remove_resource::<StreamState>().unwrap_or_default();
     let mut out = Vec::new();

@@ -12,6 +12,7 @@ pub mod view;
 pub(crate) fn plugin(world: &mut World, schedule: &mut Schedule) {
     world.init_resource::<events::EventCursors>();
     world.init_resource::<events::StreamState>();
+    world.init_resource::<events::MarketStates>();
     schedule.add_systems(events::emit_events.in_set(EventPublishing));
     schedule.add_systems(
         (
