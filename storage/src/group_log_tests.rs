@@ -7,7 +7,7 @@ use perpsim_core::ids::PublicKey;
 use perpsim_core::time::Timestamp;
 
 use super::{GroupRecord, footprint, log_path, records_after};
-use crate::journal::{GROUPS_A_COMMIT, Journal, TickRecord};
+use crate::journal::{GROUPS_A_COMMIT, Journal, JournalError, TickRecord};
 use crate::nonces::{NonceWrites, UsedNonce};
 
 fn used(key: u8, nonce: u64) -> UsedNonce {
@@ -243,4 +243,24 @@ fn logged_groups_reach_redb_in_batches_and_a_snapshot_carries_those_waiting() {
     assert_eq!(journal.last_tick().unwrap(), batch + 3);
     assert_eq!(journal.nonces_since(0).unwrap().len() as u64, batch + 3);
     assert_eq!(journal.snapshots().unwrap()[0].tick, batch + 3);
+}
+
+/// A write transaction that does not commit (a refusal drops it) leaves the logged groups it
+/// held waiting: the next transaction writes them, and the ticks after them follow without a
+/// gap.
+#[test]
+fn groups_waiting_outlive_a_transaction_that_does_not_commit() {
+    let (_dir, _path, journal, mut log) = serving();
+    serve(&journal, &mut log, 1, 4);
+    let refused = journal.write_durably(|_| Err(JournalError::Corrupt("refused".into())));
+    assert!(refused.is_err());
+    assert_eq!(
+        journal.last_tick().unwrap(),
+        0,
+        "the dropped one wrote nothing"
+    );
+    serve(&journal, &mut log, 4, 6);
+    journal.write_pending().unwrap();
+    assert_eq!(journal.last_tick().unwrap(), 5);
+    assert_eq!(journal.nonces_since(0).unwrap().len(), 5);
 }

@@ -183,6 +183,12 @@ struct LogState {
     file: Option<GroupLog>,
 }
 
+/// A write transaction and the last logged group it holds (see `Journal::begin_write`).
+struct Writing {
+    txn: WriteTransaction,
+    through: Option<u64>,
+}
+
 /// Groups sealed through the log that wait for one redb transaction together: at most about
 /// 64 × 64 ticks of 4 096 commands, bounded, and in practice a few hundred kilobytes.
 pub const GROUPS_A_COMMIT: usize = 64;
@@ -440,14 +446,27 @@ impl Journal {
 
     /// A write transaction that holds, first, the logged groups not yet in redb: whatever
     /// it writes (a snapshot, an archive, a sync) comes after every group sealed before it.
-    fn begin_write(&self) -> Result<WriteTransaction, JournalError> {
+    /// Commit it with [`Journal::commit`]: the groups leave memory only once it commits (one
+    /// dropped, a refusal's, wrote nothing, and the next transaction writes them again).
+    fn begin_write(&self) -> Result<Writing, JournalError> {
         let txn = self.begin_bare_write()?;
+        let mut through = None;
         if let Some(log) = &self.log {
-            let mut log = log.lock().expect("the log's lock is never poisoned");
+            let log = log.lock().expect("the log's lock is never poisoned");
             write_records(&txn, &log.pending)?;
-            log.pending.clear();
+            through = log.pending.last().map(|&(seq, _)| seq);
         }
-        Ok(txn)
+        Ok(Writing { txn, through })
+    }
+
+    /// Commits `writing`, and forgets the logged groups it wrote.
+    fn commit(&self, writing: Writing) -> Result<(), JournalError> {
+        writing.txn.commit()?;
+        if let (Some(log), Some(through)) = (&self.log, writing.through) {
+            let mut log = log.lock().expect("the log's lock is never poisoned");
+            log.pending.retain(|&(seq, _)| seq > through);
+        }
+        Ok(())
     }
 
     fn begin_bare_write(&self) -> Result<WriteTransaction, JournalError> {
@@ -469,9 +488,9 @@ impl Journal {
                 .is_empty()
         });
         if waiting {
-            let mut txn = self.begin_write()?;
-            txn.set_durability(Durability::None)?;
-            txn.commit()?;
+            let mut writing = self.begin_write()?;
+            writing.txn.set_durability(Durability::None)?;
+            self.commit(writing)?;
         }
         Ok(())
     }
@@ -489,18 +508,17 @@ impl Journal {
 
     /// Records the genesis of a new journal; refuses to overwrite an existing one.
     pub fn init(&self, genesis: &Genesis) -> Result<(), JournalError> {
-        let mut txn = self.begin_write()?;
-        txn.set_durability(Durability::Immediate)?;
+        let mut writing = self.begin_write()?;
+        writing.txn.set_durability(Durability::Immediate)?;
         {
-            let mut meta = txn.open_table(META)?;
+            let mut meta = writing.txn.open_table(META)?;
             if meta.get(GENESIS_KEY)?.is_some() {
                 return Err(JournalError::Corrupt("genesis is already recorded".into()));
             }
             let bytes = postcard::to_stdvec(genesis).expect("genesis always encodes");
             meta.insert(GENESIS_KEY, bytes.as_slice())?;
         }
-        txn.commit()?;
-        Ok(())
+        self.commit(writing)
     }
 
     /// Runs `write` in one `Durability::Immediate` transaction and commits it.
@@ -508,11 +526,10 @@ impl Journal {
         &self,
         write: impl FnOnce(&WriteTransaction) -> Result<(), JournalError>,
     ) -> Result<(), JournalError> {
-        let mut txn = self.begin_write()?;
-        txn.set_durability(Durability::Immediate)?;
-        write(&txn)?;
-        txn.commit()?;
-        Ok(())
+        let mut writing = self.begin_write()?;
+        writing.txn.set_durability(Durability::Immediate)?;
+        write(&writing.txn)?;
+        self.commit(writing)
     }
 
     /// Appends one tick, durably, with the nonces of the signed requests whose commands it
@@ -797,10 +814,10 @@ impl Journal {
         if let Some(history) = &self.history {
             history.sync()?;
         }
-        let mut txn = self.begin_write()?;
-        txn.set_durability(Durability::Immediate)?;
+        let mut writing = self.begin_write()?;
+        writing.txn.set_durability(Durability::Immediate)?;
         {
-            let mut snaps = txn.open_table(SNAPSHOTS)?;
+            let mut snaps = writing.txn.open_table(SNAPSHOTS)?;
             snaps.insert(tick, stored.as_slice())?;
             let keys: Vec<u64> = snaps
                 .iter()?
@@ -810,7 +827,7 @@ impl Journal {
                 snaps.remove(*old)?;
             }
         }
-        txn.commit()?;
+        self.commit(writing)?;
         Ok(SnapshotInfo { tick, hash })
     }
 
