@@ -16,8 +16,8 @@
 //! last one's in `meta` ([`LOG_SEQ_KEY`]), so after a crash redb (rolled back to its last sync,
 //! or holding fewer groups than were logged) names the last group it holds, and recovery
 //! applies the records after it, walking from offset 0 while each record is whole and follows
-//! the one before. After a checkpoint the thread starts again at
-//! offset 0: a record left from before has a lower sequence number and ends the walk.
+//! the one before. After a checkpoint the thread starts again at offset 0: a record left from
+//! before has a lower sequence number and ends the walk.
 //!
 //! Bounds: the file is [`LOG_BYTES`]; the records since the last checkpoint take at most
 //! [`CHECKPOINT_BYTES`] (the group that would pass it is committed with a sync instead, and

@@ -449,7 +449,12 @@ impl Journal {
     /// Commit it with [`Journal::commit`]: the groups leave memory only once it commits (one
     /// dropped, a refusal's, wrote nothing, and the next transaction writes them again).
     fn begin_write(&self) -> Result<Writing, JournalError> {
-        let txn = self.begin_bare_write()?;
+        let txn = match &self.db {
+            // One phase, one sync: no quick repair. A reopen after a crash walks the file,
+            // which archiving keeps to about two snapshot intervals of ticks (module header).
+            Handle::Write(db) => db.begin_write()?,
+            Handle::Read(_) => panic!("a journal opened read-only is never written"),
+        };
         let mut through = None;
         if let Some(log) = &self.log {
             let log = log.lock().expect("the log's lock is never poisoned");
@@ -469,15 +474,6 @@ impl Journal {
         Ok(())
     }
 
-    fn begin_bare_write(&self) -> Result<WriteTransaction, JournalError> {
-        match &self.db {
-            // One phase, one sync: no quick repair. A reopen after a crash walks the file,
-            // which archiving keeps to about two snapshot intervals of ticks (module header).
-            Handle::Write(db) => Ok(db.begin_write()?),
-            Handle::Read(_) => panic!("a journal opened read-only is never written"),
-        }
-    }
-
     /// Writes the logged groups waiting for redb, without a sync (a writer with nothing to
     /// do keeps redb current; their records are durable in the log).
     pub fn write_pending(&self) -> Result<(), JournalError> {
@@ -487,12 +483,17 @@ impl Journal {
                 .pending
                 .is_empty()
         });
-        if waiting {
-            let mut writing = self.begin_write()?;
-            writing.txn.set_durability(Durability::None)?;
-            self.commit(writing)?;
+        match waiting {
+            true => self.write_waiting(Durability::None),
+            false => Ok(()),
         }
-        Ok(())
+    }
+
+    /// A transaction of its own for the logged groups waiting for redb (none or more).
+    fn write_waiting(&self, durability: Durability) -> Result<(), JournalError> {
+        let mut writing = self.begin_write()?;
+        writing.txn.set_durability(durability)?;
+        self.commit(writing)
     }
 
     pub fn genesis(&self) -> Result<Option<Genesis>, JournalError> {
@@ -585,29 +586,28 @@ impl Journal {
                 restart: false,
             });
         };
-        let mut log = log.lock().expect("the log's lock is never poisoned");
-        let seq = log.next_seq;
         let record = GroupRecord::encode(first, encoded, nonces.used, nonces.forget_below);
         let size = group_log::footprint(record.len());
-        let checkpoint = log.since_checkpoint + size > CHECKPOINT_BYTES;
-        let group = GroupRecord {
-            first,
-            ticks: encoded.iter().map(|t| t.to_vec()).collect(),
-            nonces: nonces.used.to_vec(),
-            forget_below: nonces.forget_below,
+        let (seq, checkpoint, full) = {
+            let mut log = log.lock().expect("the log's lock is never poisoned");
+            let seq = log.next_seq;
+            let group = GroupRecord {
+                first,
+                ticks: encoded.iter().map(|t| t.to_vec()).collect(),
+                nonces: nonces.used.to_vec(),
+                forget_below: nonces.forget_below,
+            };
+            log.pending.push((seq, group));
+            log.next_seq += 1;
+            let checkpoint = log.since_checkpoint + size > CHECKPOINT_BYTES;
+            (seq, checkpoint, log.pending.len() >= GROUPS_A_COMMIT)
         };
-        log.pending.push((seq, group));
-        log.next_seq += 1;
-        if checkpoint || log.pending.len() >= GROUPS_A_COMMIT {
-            let mut txn = self.begin_bare_write()?;
-            txn.set_durability(match checkpoint {
-                true => Durability::Immediate,
-                false => Durability::None,
-            })?;
-            write_records(&txn, &log.pending)?;
-            txn.commit()?;
-            log.pending.clear();
+        if checkpoint {
+            self.checkpoint()?;
+        } else if full {
+            self.write_waiting(Durability::None)?;
         }
+        let mut log = log.lock().expect("the log's lock is never poisoned");
         if checkpoint {
             log.since_checkpoint = 0;
             return Ok(Sealed {
@@ -630,7 +630,7 @@ impl Journal {
 
     /// Syncs redb's file: every group committed is durable in it, whatever the log holds.
     pub fn checkpoint(&self) -> Result<(), JournalError> {
-        self.write_durably(|_| Ok(()))
+        self.write_waiting(Durability::Immediate)
     }
 
     /// Extends the projection with the rows that durable ticks `first..=last` made (none for

@@ -361,7 +361,6 @@ impl Writer {
                 .send(Release::State(reply, report))
                 .map_err(|_| log_stopped()),
             After::Archive(reply) => {
-                self.journal.write_pending()?;
                 let archived = self.journal.archive(SEGMENT_TICKS);
                 match &archived {
                     Ok(done) => {

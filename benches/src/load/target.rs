@@ -103,10 +103,11 @@ pub fn written_bytes(pid: u32) -> u64 {
 }
 
 /// The same for the threads of process `pid` named `thread` (the server's journal writer and
-/// group log: its sockets are written by other threads). Not `write_bytes`, which Linux counts a page-cache
-/// folio at a time as pages are dirtied: over a 7-minute soak here the journal thread's rose
-/// from 1.1× its `wchar` to 10×, while the disk's own count of sectors written
-/// (`/proc/diskstats`) stayed 1.1× (2026-12-03; a 4 KiB write into a large folio counts whole).
+/// group log: its sockets are written by other threads). Not `write_bytes`, which Linux
+/// counts a page-cache folio at a time as pages are dirtied: over a 7-minute soak here the
+/// journal thread's rose from 1.1× its `wchar` to 10×, while the disk's own count of sectors
+/// written (`/proc/diskstats`) stayed 1.1× (2026-12-03; a 4 KiB write into a large folio
+/// counts whole).
 pub fn written_by_thread(pid: u32, thread: &str) -> u64 {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/<pid>/task");
     tasks
