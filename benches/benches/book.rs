@@ -5,8 +5,9 @@
 //! The same workloads also run through the whole engine (`engine`): each operation is a
 //! journaled-form command (place limit GTC, cancel by reference, market IOC) for one of 16
 //! funded customers, applied in ticks of 1 000 as the host does, with order entry rules,
-//! margin checks, fills booked into positions, trades and the ledger; publishing off, as
-//! during replay (the read view's upkeep is measured by the serving benches).
+//! margin checks, fills booked into positions, trades and the ledger; publishing off and the
+//! ended orders' running digest owed to the host's writer thread, as during replay and serving
+//! (the engine thread's cost; the read view's upkeep is measured by the serving benches).
 //! Run: `cargo bench -p perpsim-benches --bench book`.
 #![allow(unsafe_code)] // the counting allocator below; nothing else
 
@@ -430,6 +431,7 @@ fn engine_loaded(w: &Workload) -> EngineRun {
     engine.tick(start.plus_millis(1), vec![]);
     engine.set_publishing(false);
     engine.set_listening(Listening::MarginStates);
+    engine.owe_ended_digests();
     let preload: Vec<Command> = w
         .preload
         .iter()

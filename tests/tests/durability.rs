@@ -401,9 +401,13 @@ fn an_ended_order_reads_the_same_after_kill_9_and_a_replays_data_dir_is_projecte
     );
     let missing = broker.send("GET", &format!("{orders}/never"), None);
     missing.assert_error(404, "NOT_FOUND");
+    // The ended orders' digest, which the journal's writer computes while serving, is the one
+    // a recovery from the journal computes on the engine thread.
+    let (_, _, live_hash) = server.state();
 
     server.kill9();
     let server = Server::start_in(data.path(), &flags);
+    assert_eq!(server.state().2, live_hash, "the same state after kill -9");
     let broker = server.demo();
     let after = broker.send("GET", &format!("{orders}/a"), None);
     assert_eq!(after.json(), latest, "read back unchanged after kill -9");

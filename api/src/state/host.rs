@@ -371,6 +371,8 @@ pub fn start(
     // Every tick's movements go to the projection from here (it holds those before).
     engine.set_projecting(true);
     engine.set_history_window(limits.history_window_bits);
+    // The ended orders' running digest is the writer's to compute, as the history rows' is.
+    engine.owe_ended_digests();
     let (tx, rx) = flume::bounded(limits.queue);
     let view = Arc::new(ArcSwap::new(engine.view()));
     let (events, _) = broadcast::channel(EVENT_BUFFER);
@@ -401,6 +403,7 @@ pub fn start(
         journal,
         committed: engine.counters().ticks,
         owed: Default::default(),
+        owed_ended: Default::default(),
         forgotten_below: 0,
         sized_at: 0,
     };
@@ -609,6 +612,7 @@ impl Host {
         metrics::tick(applying.elapsed(), count as usize, queued);
         let publishing = Instant::now();
         let view = self.engine.view();
+        let ended_runs = self.engine.take_owed_ended();
         metrics::publish(publishing.elapsed());
         metrics::handed();
         self.hand(Job::Tick(Box::new(Made {
@@ -618,6 +622,7 @@ impl Host {
                 events: out.events,
                 ended: out.ended,
                 history: out.history,
+                ended_runs,
                 replies,
                 answers: out.answers,
             }),

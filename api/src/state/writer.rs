@@ -12,9 +12,10 @@
 //! its durability, never precede it: nothing of a tick leaves before it survives a crash.
 //! A journal shared with readers (`--journal-readers on`) has no log: each commit syncs.
 //!
-//! The history rows a tick let go owe their digest to the engine's state hash (see
-//! `ProjectedLog`): this thread computes it, [`SETTLE_AFTER_COMMIT`] rows after each commit
-//! and [`SETTLE_IDLE`] at a time while nothing waits, so the engine's tick does not.
+//! The history rows a tick let go, and the orders that ended in it, owe their digest to the
+//! engine's state hash (see `ProjectedLog` and `EndedRun`): this thread computes it,
+//! [`SETTLE_AFTER_COMMIT`] rows after each commit and [`SETTLE_IDLE`] at a time while nothing
+//! waits, so the engine's tick does not.
 //!
 //! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full),
 //! a commit takes at most [`PIPELINE`] ticks, and at most [`PIPELINE`] groups wait for the
@@ -34,7 +35,7 @@ use perpsim_storage::{
 };
 use perpsim_systems::records::history::HandedHistory;
 use perpsim_systems::records::order::Order;
-use perpsim_systems::{Answers, EngineEvent, ReadView};
+use perpsim_systems::{Answers, EndedRun, EngineEvent, ReadView};
 use tokio::sync::{broadcast, oneshot};
 
 use super::host::{Reply, StateReport, TickBundle, TickEvents};
@@ -109,6 +110,9 @@ pub(super) struct Applied {
     /// The history rows the tick made or changed: projected likewise, as the view holds
     /// none.
     pub history: HandedHistory,
+    /// The tick's ended orders whose link of the engine's running digest is owed: settled
+    /// here, off the engine thread (`perpsim_systems::EndedRun`).
+    pub ended_runs: Vec<Arc<EndedRun>>,
     /// Each command's sender, in command order.
     pub replies: Vec<Reply>,
     pub answers: Answers,
@@ -122,6 +126,8 @@ pub(super) struct Writer {
     pub committed: u64,
     /// The hand-outs committed whose runs still owe their digest, oldest first.
     pub owed: VecDeque<HandedHistory>,
+    /// The runs of ended orders committed whose link is still owed, oldest first.
+    pub owed_ended: VecDeque<Arc<EndedRun>>,
     /// The floor below which spent nonces were last forgotten (wall-clock ns).
     pub forgotten_below: u64,
     /// The last tick committed when the file's size was last read (0: never).
@@ -264,6 +270,7 @@ impl Writer {
         for t in group.iter_mut().filter_map(|m| m.tick.as_mut()) {
             rows.ended.append(&mut t.ended);
             rows.history.append(&mut t.history);
+            self.owed_ended.extend(t.ended_runs.drain(..));
         }
         if rows.history.owing() > 0 {
             self.owed.push_back(rows.history.clone()); // the runs, shared, not the rows
@@ -324,10 +331,20 @@ impl Writer {
         floor
     }
 
-    /// Computes owed digests, oldest first, until `budget` rows are digested; whether any
-    /// are still owed.
+    /// Computes owed digests, oldest first, until `budget` rows (ended orders first) are
+    /// digested; whether any are still owed.
     fn settle(&mut self, budget: usize) -> bool {
         let mut left = budget;
+        while let Some(run) = self.owed_ended.front() {
+            if left == 0 {
+                return true;
+            }
+            // The engine settles a run itself past its bound, or for a snapshot: the link
+            // before is then known all the same, as the runs are settled in order.
+            assert!(run.settle(), "the run before it was settled first");
+            left = left.saturating_sub(run.len());
+            self.owed_ended.pop_front();
+        }
         while let Some(history) = self.owed.front() {
             left = left.saturating_sub(history.settle(left));
             if history.owing() > 0 {

@@ -12,13 +12,13 @@
 //! who answers names the latest ended order's status from the projection
 //! (`perpsim_core::order::not_open`). Memory follows the live set, not the references used.
 //!
-//! An engine whose host digests off its thread (a replay's tables' writer) owes the digest
-//! instead ([`EndedOrders::owe_digests`]): each tick's ended orders become an [`EndedRun`],
-//! chained to the one before by a shared cell, which the host settles in order
-//! ([`EndedOrders::take_owed`]); what needs the digest first (the state hash, a snapshot)
-//! computes what is still owed itself, and the engine settles the oldest runs itself past
-//! [`MAX_OWED_ORDERS`]. A chain computed in order gives the same digest whoever computed each
-//! link, and when.
+//! An engine whose host digests off its thread (a server's journal writer, a replay's tables'
+//! writer) owes the digest instead ([`EndedOrders::owe_digests`]): each tick's ended orders
+//! become an [`EndedRun`], chained to the one before by a shared cell, which the host settles
+//! in order ([`EndedOrders::take_owed`]); what needs the digest first (the state hash, a
+//! snapshot) computes what is still owed itself, and the engine settles the oldest runs itself
+//! past [`MAX_OWED_ORDERS`]. A chain computed in order gives the same digest whoever computed
+//! each link, and when.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
@@ -47,6 +47,15 @@ pub struct EndedRun {
 }
 
 impl EndedRun {
+    /// Ended orders in the run.
+    pub fn len(&self) -> usize {
+        self.orders.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.orders.is_empty()
+    }
+
     /// Computes this run's link once the one before it is known; whether it is now known.
     pub fn settle(&self) -> bool {
         let Some(before) = self.before.get() else {
