@@ -211,7 +211,8 @@ impl RefIndex {
     }
 
     fn insert_hashed(&mut self, orders: &(impl OrderLookup + ?Sized), h: u64, id: OrderId) {
-        let o = orders.order(id);
+        // The order is looked up only where its reference decides: a table growing places
+        // every entry again by its hash alone, without a cache miss on each order.
         match self.probe(h) {
             Probe::Empty(_, Some(i)) | Probe::Full(Some(i)) => {
                 self.slots[i] = (h, stored(id));
@@ -226,22 +227,17 @@ impl RefIndex {
                 }
                 return;
             }
-            Probe::Hash(i)
-                if names(
-                    orders.order(held(self.slots[i].1)),
-                    o.customer,
-                    &o.reference_id,
-                ) =>
-            {
-                assert!(
-                    held(self.slots[i].1) < id,
-                    "a reference moves on only to a newer order"
-                );
-                self.slots[i].1 = stored(id);
-                return;
+            Probe::Hash(i) => {
+                let (o, holder) = (orders.order(id), held(self.slots[i].1));
+                if names(orders.order(holder), o.customer, &o.reference_id) {
+                    assert!(holder < id, "a reference moves on only to a newer order");
+                    self.slots[i].1 = stored(id);
+                    return;
+                }
             }
-            Probe::Hash(_) | Probe::Full(None) => {}
+            Probe::Full(None) => {}
         }
+        let o = orders.order(id);
         let key = (o.customer, o.reference_id.clone());
         if let Some(before) = self.overflow.insert(key, id) {
             assert!(before < id, "a reference moves on only to a newer order");
