@@ -612,8 +612,8 @@ impl Host {
         metrics::tick(applying.elapsed(), count as usize, queued);
         let publishing = Instant::now();
         let view = self.engine.view();
-        let ended_runs = self.engine.take_owed_ended();
         metrics::publish(publishing.elapsed());
+        let ended_runs = self.engine.take_owed_ended();
         metrics::handed();
         self.hand(Job::Tick(Box::new(Made {
             tick: Some(Applied {
