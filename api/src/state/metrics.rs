@@ -7,10 +7,12 @@
 //! that build parts of the service) the functions record into nothing.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use metrics::{
-    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+    Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
+    gauge, histogram,
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -259,6 +261,8 @@ impl Exporter {
         ] {
             gauge!(name).set(0.0);
         }
+        // Installed once a process: a second install fails above, before this.
+        let _ = HOT.set(Hot::register());
         Ok(Exporter(handle))
     }
 
@@ -309,29 +313,72 @@ pub fn auth_failure(api: Api, reason: &'static str) {
     counter!(AUTH_FAILURES, "api" => api.label(), "reason" => reason).increment(1);
 }
 
+/// The handles of the series every tick and commit records, registered once when the
+/// recorder is installed: a macro looks its series up in the registry at each call (the
+/// name hashed, a map searched), which was 5 % of a serving engine thread's samples.
+struct Hot {
+    ticks: Counter,
+    commands: Counter,
+    tick: Histogram,
+    tick_commands: Histogram,
+    queue: Gauge,
+    publish: Histogram,
+    commit: Histogram,
+    journal_tick: Gauge,
+    journal_lag: Gauge,
+    backlog: Gauge,
+}
+
+/// Set by [`Exporter::install`]; unset, the functions below record nothing, as the macros
+/// do without a recorder.
+static HOT: OnceLock<Hot> = OnceLock::new();
+
+impl Hot {
+    fn register() -> Self {
+        Hot {
+            ticks: counter!(TICKS),
+            commands: counter!(COMMANDS),
+            tick: histogram!(TICK),
+            tick_commands: histogram!(TICK_COMMANDS),
+            queue: gauge!(QUEUE),
+            publish: histogram!(PUBLISH),
+            commit: histogram!(COMMIT),
+            journal_tick: gauge!(JOURNAL_TICK),
+            journal_lag: gauge!(JOURNAL_LAG),
+            backlog: gauge!(PROJECTION_BACKLOG),
+        }
+    }
+}
+
 /// A tick applied: how long the engine took, its commands, and the queue behind it.
 pub fn tick(took: Duration, commands: usize, queued: usize) {
-    counter!(TICKS).increment(1);
-    counter!(COMMANDS).increment(commands as u64);
-    histogram!(TICK).record(took.as_secs_f64());
-    histogram!(TICK_COMMANDS).record(commands as f64);
-    gauge!(QUEUE).set(queued as f64);
+    let Some(hot) = HOT.get() else { return };
+    hot.ticks.increment(1);
+    hot.commands.increment(commands as u64);
+    hot.tick.record(took.as_secs_f64());
+    hot.tick_commands.record(commands as f64);
+    hot.queue.set(queued as f64);
 }
 
 pub fn publish(took: Duration) {
-    histogram!(PUBLISH).record(took.as_secs_f64());
+    if let Some(hot) = HOT.get() {
+        hot.publish.record(took.as_secs_f64());
+    }
 }
 
 /// A tick handed to the journal's writer.
 pub fn handed() {
-    gauge!(JOURNAL_LAG).increment(1.0);
+    if let Some(hot) = HOT.get() {
+        hot.journal_lag.increment(1.0);
+    }
 }
 
 /// A commit of `ticks` ticks (none: nonces alone), the last numbered `tick`.
 pub fn commit(took: Duration, ticks: usize, tick: u64) {
-    histogram!(COMMIT).record(took.as_secs_f64());
-    gauge!(JOURNAL_TICK).set(tick as f64);
-    gauge!(JOURNAL_LAG).decrement(ticks as f64);
+    let Some(hot) = HOT.get() else { return };
+    hot.commit.record(took.as_secs_f64());
+    hot.journal_tick.set(tick as f64);
+    hot.journal_lag.decrement(ticks as f64);
 }
 
 /// The journal file holds `bytes`.
@@ -341,7 +388,9 @@ pub fn journal_bytes(bytes: u64) {
 
 /// What the projection's backlog holds after a commit or a share of it projected.
 pub fn backlog(writes: usize) {
-    gauge!(PROJECTION_BACKLOG).set(writes as f64);
+    if let Some(hot) = HOT.get() {
+        hot.backlog.set(writes as f64);
+    }
 }
 
 /// The archive's size after an archive call (or at start).
