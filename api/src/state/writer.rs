@@ -342,7 +342,7 @@ impl Writer {
             // The engine settles a run itself past its bound, or for a snapshot: the link
             // before is then known all the same, as the runs are settled in order.
             assert!(run.settle(), "the run before it was settled first");
-            left = left.saturating_sub(run.len());
+            left = left.saturating_sub(run.orders());
             self.owed_ended.pop_front();
         }
         while let Some(history) = self.owed.front() {

@@ -47,13 +47,9 @@ pub struct EndedRun {
 }
 
 impl EndedRun {
-    /// Ended orders in the run.
-    pub fn len(&self) -> usize {
+    /// How many ended orders the run holds (what settling it digests).
+    pub fn orders(&self) -> usize {
         self.orders.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.orders.is_empty()
     }
 
     /// Computes this run's link once the one before it is known; whether it is now known.
