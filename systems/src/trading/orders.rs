@@ -33,7 +33,7 @@
 //! read of an ended one goes to the journal's projection (`storage/projection`), which the host
 //! writes from `TickOutput::ended`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bevy_ecs::prelude::{Commands, Component, Entity, Local, Query, Res, ResMut, Resource, World};
@@ -202,9 +202,11 @@ pub struct LiveOrder(pub Arc<Order>);
 pub struct Waiting;
 
 /// Open orders per customer (live and staged): what the D4 bound on open orders counts.
-/// Derived from the live set, so snapshots leave it out and a restore rebuilds it.
+/// Derived from the live set, so snapshots leave it out and a restore rebuilds it. Every
+/// order entry reads and counts it by the code a command names: a hashed lookup, read whole
+/// only as its sum.
 #[derive(Resource, Debug, Default)]
-pub struct OpenCounts(BTreeMap<CustomerCode, u32>);
+pub struct OpenCounts(lookup::Lookup<CustomerCode, u32>);
 
 impl OpenCounts {
     fn of<'a>(live: impl Iterator<Item = &'a Order>) -> Self {
@@ -214,7 +216,12 @@ impl OpenCounts {
     }
 
     fn add(&mut self, customer: CustomerCode) {
-        *self.0.entry(customer).or_default() += 1;
+        match self.0.get_mut(&customer) {
+            Some(n) => *n += 1,
+            None => {
+                self.0.insert(customer, 1);
+            }
+        }
     }
 
     fn remove(&mut self, customer: CustomerCode) {
@@ -416,28 +423,24 @@ impl Orders<'_, '_> {
         let position = u32::try_from(self.staged.len()).expect("a run stages few orders");
         self.staged.push(Some(Arc::new(order)));
         self.index.push(OrderSlot::Staged(position));
-        self.reindex(id, true);
+        self.reindex(id);
     }
 
-    /// Puts order `id` in the reference index (`open`) or takes it out; the index looks
-    /// orders up through the rest of the store.
-    fn reindex(&mut self, id: OrderId, open: bool) {
+    /// Puts order `id` in the reference index; the index looks orders up through the rest of
+    /// the store.
+    fn reindex(&mut self, id: OrderId) {
         let lookup = Lookup {
             index: &self.index,
             staged: &self.staged,
             live: &self.live,
             ended: &self.ended,
         };
-        match open {
-            true => self.refs.insert(&lookup, id),
-            false => self.refs.remove(&lookup, id),
-        }
+        self.refs.insert(&lookup, id);
     }
 
     /// Moves an order that reached a terminal status from the live set (and the reference
     /// index) to [`EndedOrders`].
     pub fn end(&mut self, id: OrderId) {
-        self.reindex(id, false);
         let record = match self.index.slot(id) {
             OrderSlot::Staged(i) => self.staged[i as usize]
                 .take()
@@ -449,6 +452,7 @@ impl Orders<'_, '_> {
             }
             OrderSlot::Ended(_) => panic!("order {id} has already ended"),
         };
+        self.refs.remove(&record);
         self.open.remove(record.customer);
         self.maker.count(&record);
         let position = self.ended.end(record) as u64;
@@ -531,7 +535,7 @@ impl OrderRecords<'_, '_> {
     /// enough for every pass, where a per-customer recount would build a map of every live
     /// order (a restore rebuilds the counts from the orders).
     pub fn check_open_counts(&self) -> Result<(), String> {
-        let counted: u64 = self.open.0.values().map(|n| u64::from(*n)).sum();
+        let counted = self.open.0.total();
         let live = self.live_count() as u64;
         match counted == live {
             true => Ok(()),

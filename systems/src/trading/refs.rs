@@ -244,15 +244,14 @@ impl RefIndex {
         }
     }
 
-    /// Order `id`, which just ended, leaves the index: its slot is marked [`REMOVED`] (or
-    /// its overflow entry dropped). Its record is still in `orders`.
-    pub fn remove(&mut self, orders: &(impl OrderLookup + ?Sized), id: OrderId) {
-        let o = orders.order(id);
-        self.remove_hashed(orders, hash(o.customer, &o.reference_id), id);
+    /// Order `o`, which just ended, leaves the index: its slot is marked [`REMOVED`] (or
+    /// its overflow entry dropped). The slot's id confirms it, so no order is looked up.
+    pub fn remove(&mut self, o: &Order) {
+        self.remove_hashed(hash(o.customer, &o.reference_id), o);
     }
 
-    fn remove_hashed(&mut self, orders: &(impl OrderLookup + ?Sized), h: u64, id: OrderId) {
-        let o = orders.order(id);
+    fn remove_hashed(&mut self, h: u64, o: &Order) {
+        let id = o.id;
         if let Probe::Hash(i) = self.probe(h)
             && self.slots[i].1 == stored(id)
         {
@@ -461,11 +460,11 @@ mod tests {
         for id in 0..3 {
             index.insert_hashed(orders.as_slice(), 9, OrderId(id));
         }
-        index.remove_hashed(orders.as_slice(), 9, OrderId(0));
+        index.remove_hashed(9, &orders[0]);
         assert_eq!(index.find(orders.as_slice(), 9, c(1), "r0"), None);
         assert_eq!(index.len(), 2);
         // The removed slot holds the hash no more: "r1", in the overflow map, is found.
-        index.remove_hashed(orders.as_slice(), 9, OrderId(1));
+        index.remove_hashed(9, &orders[1]);
         assert_eq!(index.find(orders.as_slice(), 9, c(1), "r1"), None);
         assert_eq!(
             index.find(orders.as_slice(), 9, c(1), "r2"),
@@ -480,7 +479,7 @@ mod tests {
         for id in (0..n).map(OrderId) {
             index.insert(many.as_slice(), id);
             if id.0 >= 6 {
-                index.remove(many.as_slice(), OrderId(id.0 - 6));
+                index.remove(&many[id.index() - 6]);
             }
         }
         assert_eq!(index.len(), 6, "one open order a reference");
