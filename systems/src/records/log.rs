@@ -122,11 +122,16 @@ pub const WINDOW_BITS: std::ops::RangeInclusive<u32> = 8..=24;
 /// the kernel must clear first.
 const SPARE: usize = 16;
 
+/// Items the first chunk holds before it is given its whole size: below it a log grows as a
+/// `Vec` does, so a small log (a test's, a quiet market's) stays small.
+const SMALL: usize = 1 << 10;
+
 #[derive(Clone)]
 pub struct Log<T> {
     /// Chunk `k` holds the items from `first + k × 2^bits`; the chunks before the last item's
-    /// are full, those after it are empty (reserved). The first grows as a `Vec` does (a small
-    /// log stays small); every later one is allocated whole.
+    /// are full, those after it are empty (reserved). The first grows as a `Vec` does up to
+    /// [`SMALL`] items (a small log stays small), then takes its whole size; every later one is
+    /// allocated whole.
     chunks: VecDeque<Vec<T>>,
     /// Items per chunk, as a power of two.
     bits: u32,
@@ -215,7 +220,14 @@ impl<T> Log<T> {
             let chunk = self.new_chunk();
             self.chunks.push_back(chunk);
         }
-        self.chunks[at].push(item);
+        let chunk_len = self.chunk_len();
+        let chunk = &mut self.chunks[at];
+        if chunk.len() == chunk.capacity() && chunk.len() >= SMALL {
+            // Past a small log's size the first chunk takes its whole size at once: copied
+            // once, not at each doubling on the way (a fresh venue's first fills paid that).
+            chunk.reserve_exact(chunk_len - chunk.len());
+        }
+        chunk.push(item);
         self.len += 1;
     }
 
@@ -836,6 +848,18 @@ mod tests {
         assert_eq!(bytes, postcard::to_allocvec(&as_vec).expect("encodes"));
         let back: Log<u64> = postcard::from_bytes(&bytes).expect("decodes");
         assert!(back == log && back.iter().eq(as_vec.iter()));
+    }
+
+    #[test]
+    fn a_small_log_grows_as_a_vec_and_past_small_its_first_chunk_takes_its_whole_size() {
+        let mut log = Log::default();
+        (0..SMALL as u64).for_each(|i| log.push(i));
+        assert!(log.chunks[0].capacity() < 2 * SMALL, "a small log stays small");
+        log.push(SMALL as u64);
+        assert_eq!(log.chunks[0].capacity(), CHUNK, "grown once, to its whole size");
+        (SMALL as u64 + 1..CHUNK as u64).for_each(|i| log.push(i));
+        assert_eq!((log.chunks.len(), log.chunks[0].capacity()), (1, CHUNK));
+        assert!(log.iter().copied().eq(0..CHUNK as u64));
     }
 
     #[test]
