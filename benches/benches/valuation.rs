@@ -189,7 +189,7 @@ fn fund(world: &mut World, ids: Vec<AccountId>) {
     world.resource_mut::<Ledger>().track_movements(true, false);
     for (id, balance) in accounts {
         let entity = world.spawn(balance).id();
-        world.resource_mut::<AccountIndex>().0.insert(id, entity);
+        world.resource_mut::<AccountIndex>().insert(id, entity);
     }
 }
 

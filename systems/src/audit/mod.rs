@@ -101,14 +101,14 @@ fn indexed_balances<'a>(
     balances: &'a Query<&Balance>,
 ) -> Result<Vec<(&'a AccountId, &'a Balance)>, String> {
     let entities = balances.iter().count();
-    if entities != index.0.len() {
+    if entities != index.accounts().len() {
         return Err(format!(
             "{entities} account entities but {} indexed",
-            index.0.len()
+            index.accounts().len()
         ));
     }
     index
-        .0
+        .accounts()
         .iter()
         .map(|(id, &e)| {
             let balance = balances
@@ -337,7 +337,10 @@ mod tests {
         );
         let world = e.world_mut();
         let account = AccountId::customer(c[who], Asset::Usdc);
-        let entity = world.resource::<AccountIndex>().0[&account];
+        let entity = world
+            .resource::<AccountIndex>()
+            .get(&account)
+            .expect("an open account");
         corrupt(&mut world.get_mut::<Balance>(entity).expect("an account"));
         let audit = || world.run_system_once(assert_trading_invariants);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(audit));

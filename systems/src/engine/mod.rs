@@ -334,7 +334,7 @@ impl Engine {
             true => self
                 .world
                 .resource::<AccountIndex>()
-                .0
+                .accounts()
                 .keys()
                 .copied()
                 .collect(),

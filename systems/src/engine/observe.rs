@@ -82,7 +82,7 @@ impl Engine {
     /// report charts of fees, clearing and insurance over a run.
     pub fn venue_balance(&self, account: VenueAccount, asset: Asset) -> Decimal {
         let id = AccountId::venue(account, asset);
-        let entity = self.world.resource::<AccountIndex>().0.get(&id).copied();
+        let entity = self.world.resource::<AccountIndex>().get(&id);
         let balance = entity.and_then(|e| self.world.get::<Balance>(e));
         balance.map_or(Decimal::ZERO, |b| b.total)
     }
@@ -93,9 +93,8 @@ impl Engine {
         let balance = self
             .world
             .resource::<AccountIndex>()
-            .0
             .get(&id)
-            .and_then(|e| self.world.get::<Balance>(*e));
+            .and_then(|e| self.world.get::<Balance>(e));
         let Some(balance) = balance else {
             return AccountFigures::default();
         };

@@ -91,7 +91,10 @@ fn a_deposit_completes_at_created_at_plus_the_delay_during_a_manual_advance() {
     // The money itself is a component: the customer's USDC account is an entity whose
     // Balance holds it, found through the account index.
     let world = e.world_mut();
-    let account = world.resource::<AccountIndex>().0[&AccountId::customer(c, Asset::Usdc)];
+    let account = world
+        .resource::<AccountIndex>()
+        .get(&AccountId::customer(c, Asset::Usdc));
+    let account = account.expect("the customer's account is open");
     assert_eq!(
         world.get::<Balance>(account).map(|b| b.total),
         Some(Decimal::new(2_500, 2))

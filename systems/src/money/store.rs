@@ -9,21 +9,49 @@ use std::collections::BTreeMap;
 use bevy_ecs::prelude::{Commands, Entity, Local, Query, ResMut, Resource, World};
 use bevy_ecs::system::SystemParam;
 
-use crate::money::ledger::AccountStore;
+use perpsim_core::instrument::Asset;
 
-use crate::records::money::{AccountId, Balance};
+use crate::money::ledger::AccountStore;
+use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
 
 /// Accounts by (owner, asset): customers' money per asset and the venue's accounts are
-/// entities with a `Balance`.
+/// entities with a `Balance`. The venue's accounts are also kept in slots: every fill posts
+/// to two of them for each side, and a slot is one load where the index is a search.
 #[derive(Resource, Debug, Default)]
-pub struct AccountIndex(pub BTreeMap<AccountId, Entity>);
+pub struct AccountIndex {
+    map: BTreeMap<AccountId, Entity>,
+    venue: [[Option<Entity>; Asset::ALL.len()]; VenueAccount::ALL.len()],
+}
 
 impl AccountIndex {
+    /// The entity of account `id`, if it is open.
+    pub fn get(&self, id: &AccountId) -> Option<Entity> {
+        if let Owner::Venue(account) = id.owner
+            && let Some(entity) = self.venue[account as usize][id.asset.index()]
+        {
+            return Some(entity);
+        }
+        self.map.get(id).copied()
+    }
+
+    /// Indexes account `id`'s entity (accounts are never closed).
+    pub fn insert(&mut self, id: AccountId, entity: Entity) {
+        if let Owner::Venue(account) = id.owner {
+            self.venue[account as usize][id.asset.index()] = Some(entity);
+        }
+        self.map.insert(id, entity);
+    }
+
+    /// Every open account's entity, in key order.
+    pub fn accounts(&self) -> &BTreeMap<AccountId, Entity> {
+        &self.map
+    }
+
     /// A walk of the index for accounts asked in ascending order (see [`IndexWalk`]).
     pub fn walk(&self) -> IndexWalk<'_> {
         IndexWalk {
-            index: &self.0,
-            walk: self.0.range(..).peekable(),
+            index: &self.map,
+            walk: self.map.range(..).peekable(),
             last: None,
         }
     }
@@ -83,11 +111,11 @@ impl AccountStore for Accounts<'_, '_> {
     }
 
     fn balance_mut(&mut self, id: AccountId) -> &mut Balance {
-        let entity = match self.index.0.get(&id) {
-            Some(&entity) => entity,
+        let entity = match self.index.get(&id) {
+            Some(entity) => entity,
             None => {
                 let entity = self.commands.spawn_empty().id();
-                self.index.0.insert(id, entity);
+                self.index.insert(id, entity);
                 self.staged.insert(entity, Balance::default());
                 entity
             }
@@ -129,7 +157,7 @@ impl<'w, 's> Accounts<'w, 's> {
     /// The entity of an open account: one search of the index, for a caller that reads the
     /// account ([`Self::at`]) and then books to it ([`Self::knowing`]).
     pub fn entity(&self, id: &AccountId) -> Option<Entity> {
-        self.index.0.get(id).copied()
+        self.index.get(id)
     }
 
     /// The balance of an open account's entity.
@@ -183,15 +211,15 @@ pub struct WorldAccounts<'a>(pub &'a mut World);
 
 impl AccountStore for WorldAccounts<'_> {
     fn balance(&self, id: &AccountId) -> Option<&Balance> {
-        let entity = *self.0.resource::<AccountIndex>().0.get(id)?;
+        let entity = self.0.resource::<AccountIndex>().get(id)?;
         self.0.get::<Balance>(entity)
     }
 
     fn balance_mut(&mut self, id: AccountId) -> &mut Balance {
-        let known = self.0.resource::<AccountIndex>().0.get(&id).copied();
+        let known = self.0.resource::<AccountIndex>().get(&id);
         let entity = known.unwrap_or_else(|| {
             let entity = self.0.spawn(Balance::default()).id();
-            self.0.resource_mut::<AccountIndex>().0.insert(id, entity);
+            self.0.resource_mut::<AccountIndex>().insert(id, entity);
             entity
         });
         self.0.resource_mut::<WrittenBalances>().0.push(entity);
@@ -206,7 +234,7 @@ impl AccountStore for WorldAccounts<'_> {
 pub fn spawn_accounts(world: &mut World, accounts: BTreeMap<AccountId, Balance>) {
     for (id, balance) in accounts {
         let entity = world.spawn(balance).id();
-        world.resource_mut::<AccountIndex>().0.insert(id, entity);
+        world.resource_mut::<AccountIndex>().insert(id, entity);
         world.resource_mut::<WrittenBalances>().0.push(entity);
     }
 }
@@ -215,7 +243,7 @@ pub fn spawn_accounts(world: &mut World, accounts: BTreeMap<AccountId, Balance>)
 pub fn all_accounts(world: &World) -> BTreeMap<AccountId, Balance> {
     world
         .resource::<AccountIndex>()
-        .0
+        .accounts()
         .iter()
         .map(|(id, &e)| (*id, *world.get::<Balance>(e).expect("indexed")))
         .collect()
@@ -263,7 +291,7 @@ mod tests {
             id(2_970, Asset::Usdt),
             id(9_999, Asset::Usdc),
         ]);
-        let index = world.resource::<AccountIndex>().0.clone();
+        let index = world.resource::<AccountIndex>().accounts().clone();
         let found = world
             .run_system_once(move |accounts: Accounts| {
                 let mut out = vec![Some(Entity::PLACEHOLDER)];

@@ -429,8 +429,9 @@ impl MarginBook {
             return (slot, None);
         }
         let slot = u32::try_from(self.accounts.len()).expect("fewer than 2³² accounts");
-        // A fill opened the account before the position.
-        let balance = index.0[&AccountId::customer(customer, asset)];
+        let balance = index
+            .get(&AccountId::customer(customer, asset))
+            .expect("a fill opened the account before the position");
         self.slots.insert(key, slot);
         self.accounts.push(MarginAccount {
             customer,
