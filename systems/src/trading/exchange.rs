@@ -287,12 +287,11 @@ impl Exchange {
     /// just ran computed them) in its book, behind everything already there.
     pub fn rest(&mut self, o: &mut Order, price: Ticks, lots: Lots) {
         let market = &mut self.markets[o.market as usize];
+        // Checked by multiplying back, which is exact (the grid's units times whole
+        // numbers), rather than by dividing again as the matching did.
         assert_eq!(
-            (Some(price), lots),
-            (
-                o.limit_price.map(|p| market.ticks(p)),
-                market.lots(o.remaining())
-            ),
+            (Some(market.price(price)), market.amount(lots)),
+            (o.limit_price, o.remaining()),
             "an order rests at its limit with what is left"
         );
         let r = market.book.rest(o.id, o.side, price, lots);
