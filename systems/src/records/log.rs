@@ -854,9 +854,16 @@ mod tests {
     fn a_small_log_grows_as_a_vec_and_past_small_its_first_chunk_takes_its_whole_size() {
         let mut log = Log::default();
         (0..SMALL as u64).for_each(|i| log.push(i));
-        assert!(log.chunks[0].capacity() < 2 * SMALL, "a small log stays small");
+        assert!(
+            log.chunks[0].capacity() < 2 * SMALL,
+            "a small log stays small"
+        );
         log.push(SMALL as u64);
-        assert_eq!(log.chunks[0].capacity(), CHUNK, "grown once, to its whole size");
+        assert_eq!(
+            log.chunks[0].capacity(),
+            CHUNK,
+            "grown once, to its whole size"
+        );
         (SMALL as u64 + 1..CHUNK as u64).for_each(|i| log.push(i));
         assert_eq!((log.chunks.len(), log.chunks[0].capacity()), (1, CHUNK));
         assert!(log.iter().copied().eq(0..CHUNK as u64));

@@ -39,20 +39,14 @@ impl Desk<'_, '_> {
         } else {
             Side::Buy
         };
-        let m = &mut self.exchange.markets[market as usize];
-        let want = m.lots(size.abs());
-        let mut fills = Vec::new();
-        let left = m.book.take(side, None, want, &mut fills);
-        let taker = Taker {
+        let want = self.exchange.markets[market as usize].lots(size.abs());
+        let taker = |desk: &Self| Taker {
             order: None,
             customer,
             kind: TradeKind::Liquidation,
-            terms: self.terms(customer, market),
+            terms: desk.terms(customer, market),
         };
-        for f in &fills {
-            self.settle(&taker, side, market, f);
-        }
-        left
+        self.sweep(taker, (side, market), None, want).0
     }
 
     /// Auto-deleveraging: closes `lots` of `customer`'s position in `market` against

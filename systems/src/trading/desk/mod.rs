@@ -14,7 +14,7 @@ mod margin;
 mod recorded;
 mod triggers;
 
-use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
+use bevy_ecs::prelude::{Local, Query, Res, ResMut, Resource};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::entry::{self, Amend, NewOrder, OrderEntry, OrderTerms, Quantity, Reference};
 use perpsim_core::ids::{BrokerCode, CustomerCode};
@@ -83,6 +83,9 @@ pub struct Desk<'w, 's> {
     positions: OpenPositions<'w, 's>,
     accounts: Accounts<'w, 's>,
     passes: ResMut<'w, PeriodicPasses>,
+    /// The fills of the sweep in progress: kept between sweeps, so a taker's allocates
+    /// nothing. Empty between them.
+    fills: Local<'s, Vec<Fill>>,
 }
 
 /// MatchSystems: the tick's order requests, one at a time.
@@ -393,26 +396,18 @@ impl Desk<'_, '_> {
             self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
             return;
         }
-        let mut fills = Vec::new();
-        let left = self.exchange.markets[market as usize]
-            .book
-            .take(side, limit, want, &mut fills);
-        if !fills.is_empty() {
-            let taker = Taker {
-                order: Some(id),
-                customer,
-                kind: TradeKind::Trade,
-                terms: self.terms(customer, market),
-            };
-            for f in &fills {
-                self.settle(&taker, side, market, f);
-            }
-        }
+        let taker = |desk: &Self| Taker {
+            order: Some(id),
+            customer,
+            kind: TradeKind::Trade,
+            terms: desk.terms(customer, market),
+        };
+        let (left, filled) = self.sweep(taker, (side, market), limit, want);
         if left == 0 {
             self.finish(id, OrderStatus::Filled, None);
         } else if let (Some(limit), TimeInForce::Gtc | TimeInForce::Gtd) = (limit, tif) {
             let o = self.orders.get_mut(id);
-            if !fills.is_empty() {
+            if filled {
                 o.status = OrderStatus::PartiallyFilled;
             }
             self.exchange.rest(o, limit, left);
@@ -420,6 +415,31 @@ impl Desk<'_, '_> {
             // IOC and market orders keep what they filled (D5).
             self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
         }
+    }
+
+    /// Takes up to `want` lots on `side` of `market`'s book (within `limit`) and books each
+    /// fill against `taker`, asked for only if something fills. Returns the lots left and
+    /// whether any filled.
+    fn sweep(
+        &mut self,
+        taker: impl FnOnce(&Self) -> Taker,
+        (side, market): (Side, MarketId),
+        limit: Option<Ticks>,
+        want: Lots,
+    ) -> (Lots, bool) {
+        let mut fills = std::mem::take(&mut *self.fills);
+        let book = &mut self.exchange.markets[market as usize].book;
+        let left = book.take(side, limit, want, &mut fills);
+        let filled = !fills.is_empty();
+        if filled {
+            let taker = taker(self);
+            for f in &fills {
+                self.settle(&taker, side, market, f);
+            }
+        }
+        fills.clear();
+        *self.fills = fills;
+        (left, filled)
     }
 
     /// One lookup of what a fill needs of a customer in a market.
