@@ -6,7 +6,6 @@ use perpsim_core::instrument::Asset;
 use perpsim_core::risk::{self, MarginState};
 
 use super::*;
-use crate::records::money::AccountId;
 
 impl Desk<'_, '_> {
     /// The part of an order on `side` that would reduce the customer's position in a
@@ -21,21 +20,23 @@ impl Desk<'_, '_> {
     }
 
     /// Reserves `lots` × `rate` of initial margin for an order's resting opening part (D5):
-    /// per lot, so each fill releases exactly its share.
-    pub(super) fn hold_reserve(&mut self, id: OrderId, lots: Lots, rate: Decimal) {
+    /// per lot, so each fill releases exactly its share. `account`: the customer's account
+    /// in the market's currency where the caller has found it.
+    pub(super) fn hold_reserve(
+        &mut self,
+        id: OrderId,
+        (lots, rate): (Lots, Decimal),
+        account: Option<Entity>,
+    ) {
         let o = self.orders.get_mut(id);
         o.reserve_lots = lots;
         o.reserve_rate = rate;
         let (code, market) = (o.customer, o.market);
         let asset = self.exchange.markets[market as usize].spec.settlement;
         let now = self.clock.now;
-        self.ledger.adjust_locked(
-            &mut self.accounts,
-            code,
-            asset,
-            Decimal::from(lots) * rate,
-            now,
-        );
+        let mut accounts = (self.accounts).knowing(AccountId::customer(code, asset), account);
+        let reserve = Decimal::from(lots) * rate;
+        (self.ledger).adjust_locked(&mut accounts, code, asset, reserve, now);
     }
 
     /// D8/§4.2: a leverage change is refused when it would put an open position into margin

@@ -14,7 +14,7 @@ mod margin;
 mod recorded;
 mod triggers;
 
-use bevy_ecs::prelude::{Local, Query, Res, ResMut, Resource};
+use bevy_ecs::prelude::{Entity, Local, Query, Res, ResMut, Resource};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::entry::{self, Amend, NewOrder, OrderEntry, OrderTerms, Quantity, Reference};
 use perpsim_core::ids::{BrokerCode, CustomerCode};
@@ -32,6 +32,7 @@ use crate::money::store::Accounts;
 use crate::positions::{MarginRate, OpenPositions};
 use crate::records::clock::ScheduledEvent;
 use crate::records::ids::OrderId;
+use crate::records::money::AccountId;
 use crate::records::order::{Extra, Order, Trigger};
 use crate::records::order::{Lots, Ticks};
 use crate::records::periodic::PeriodicPasses;
@@ -233,7 +234,7 @@ impl Desk<'_, '_> {
             Quantity::Amount(a) => (a - reducible).max(Decimal::ZERO) * price,
             Quantity::Cash(c) => (c - reducible * price).max(Decimal::ZERO),
         };
-        self.check_available(code, market, opening_notional * profile.initial)?;
+        let account = self.check_available(code, market, opening_notional * profile.initial)?;
         if leverage != leverage_now {
             self.apply_leverage(code, leverage);
         }
@@ -251,7 +252,7 @@ impl Desk<'_, '_> {
                 m.opening_lots(a, reducible),
                 m.reserve_rate(price, profile.initial),
             );
-            self.hold_reserve(id, lots, rate);
+            self.hold_reserve(id, (lots, rate), account);
         }
         if let Some(at) = new.expire_time {
             self.scheduler.schedule(at, ScheduledEvent::OrderExpiry(id));
@@ -309,14 +310,18 @@ impl Desk<'_, '_> {
     }
 
     /// D5: refused unless the customer has `required` available in the market's currency.
+    /// Refuses an order needing `required` of initial margin beyond what the customer has
+    /// available in the market's currency; else the account's entity, if it is open, so the
+    /// reserve that follows is held without a second search.
     fn check_available(
         &self,
         code: CustomerCode,
         market: MarketId,
         required: Decimal,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<Entity>, Error> {
         let asset = self.exchange.markets[market as usize].spec.settlement;
-        let available = Ledger::available(&self.accounts, code, asset);
+        let account = self.accounts.entity(&AccountId::customer(code, asset));
+        let available = account.map_or(Decimal::ZERO, |e| self.accounts.at(e).available());
         if required > available {
             return Err(Error::new(
                 ErrorCode::InsufficientFunds,
@@ -327,7 +332,7 @@ impl Desk<'_, '_> {
                 ),
             ));
         }
-        Ok(())
+        Ok(account)
     }
 
     fn create(

@@ -93,7 +93,7 @@ impl Desk<'_, '_> {
                 );
                 return;
             }
-            self.hold_reserve(id, lots, rate);
+            self.hold_reserve(id, (lots, rate), None);
         }
         self.execute(id);
     }
