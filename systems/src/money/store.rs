@@ -12,14 +12,19 @@ use bevy_ecs::system::SystemParam;
 use perpsim_core::instrument::Asset;
 
 use crate::money::ledger::AccountStore;
+use crate::records::lookup::Lookup;
 use crate::records::money::{AccountId, Balance, Owner, VenueAccount};
 
 /// Accounts by (owner, asset): customers' money per asset and the venue's accounts are
-/// entities with a `Balance`. The venue's accounts are also kept in slots: every fill posts
-/// to two of them for each side, and a slot is one load where the index is a search.
+/// entities with a `Balance`. Three ways in, kept together by [`AccountIndex::insert`]: the
+/// map in key order, for the passes' walks and whole reads; a hashed lookup, for the one
+/// account an order, a cancel or a fill's side books to (a search down the map's levels
+/// cost more than the rest of a cancel's booking); and slots for the venue's accounts, which
+/// every fill posts to twice a side.
 #[derive(Resource, Debug, Default)]
 pub struct AccountIndex {
     map: BTreeMap<AccountId, Entity>,
+    lookup: Lookup<AccountId, Entity>,
     venue: [[Option<Entity>; Asset::ALL.len()]; VenueAccount::ALL.len()],
 }
 
@@ -31,7 +36,7 @@ impl AccountIndex {
         {
             return Some(entity);
         }
-        self.map.get(id).copied()
+        self.lookup.get(id).copied()
     }
 
     /// Indexes account `id`'s entity (accounts are never closed).
@@ -40,6 +45,7 @@ impl AccountIndex {
             self.venue[account as usize][id.asset.index()] = Some(entity);
         }
         self.map.insert(id, entity);
+        self.lookup.insert(id, entity);
     }
 
     /// Every open account's entity, in key order.
