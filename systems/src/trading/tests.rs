@@ -222,6 +222,33 @@ fn cancel_amend_and_duplicate_references_follow_section_3_1() {
     // Rule 11: the reference is free again once its order ended.
     assert_eq!(order(&r[6]).status, OrderStatus::Open);
     assert_eq!(e.view().balances[&c[0]][&Asset::Usdc].locked, d("58000"));
+    // A customer the venue does not know is 404, whatever it names; its code opens nothing.
+    let stranger = CustomerCode(perpsim_core::Uuid::from_u128(7));
+    let r = run(
+        &mut e,
+        vec![
+            Command::CancelOrder(CancelOrder {
+                customer: stranger,
+                reference_id: "a".into(),
+            }),
+            Command::AmendOrder(AmendOrder {
+                customer: stranger,
+                reference_id: "a".into(),
+                amend: Amend {
+                    amount: Some(d("2")),
+                    ..Amend::default()
+                },
+            }),
+        ],
+    );
+    assert_eq!(
+        (code(&r[0]), code(&r[1])),
+        (ErrorCode::NotFound, ErrorCode::NotFound)
+    );
+    assert_eq!(
+        order(&run(&mut e, vec![cancel("a")])[0]).status,
+        OrderStatus::Canceled
+    );
 }
 
 /// Issue 38 item 4, §4.3 rules 1 and 3: an amend's amount and price are refused with the

@@ -16,21 +16,23 @@ impl Desk<'_, '_> {
 
     /// The open order a reference names; `conflict` (409) alone when none is open. The
     /// engine keeps nothing of ended orders' references: who answers names the status of the
-    /// latest that ended under it, or answers 404 (`perpsim_core::order::not_open`).
+    /// latest that ended under it, or answers 404 (`perpsim_core::order::not_open`). An
+    /// unknown customer is 404 too: asked only when no order is found, since an open order's
+    /// customer exists (customers are never removed).
     pub(super) fn open_order(
         &self,
         code: CustomerCode,
         reference: &str,
         conflict: ErrorCode,
     ) -> Result<OrderId, Error> {
-        self.customer(code)?;
-        match self.orders.open_by_ref(code, reference) {
-            Some(o) => Ok(o.id),
-            None => Err(Error::new(
-                conflict,
-                format!("no order is open under {reference}"),
-            )),
+        if let Some(o) = self.orders.open_by_ref(code, reference) {
+            return Ok(o.id);
         }
+        self.customer(code)?;
+        Err(Error::new(
+            conflict,
+            format!("no order is open under {reference}"),
+        ))
     }
 
     pub fn amend(
