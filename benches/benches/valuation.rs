@@ -145,10 +145,10 @@ fn world_with(n: usize) -> (World, Schedule) {
     for &entity in &entities {
         moved.wrote(entity);
     }
-    world
-        .resource_mut::<PositionIndex>()
-        .0
-        .extend(keys.into_iter().zip(entities));
+    let mut index = world.resource_mut::<PositionIndex>();
+    for (key, entity) in keys.into_iter().zip(entities) {
+        index.insert(key, entity);
+    }
     let mut schedule = Schedule::default();
     // Gated as the engine's plugins gate them: each pass runs only on its instant.
     schedule.add_systems(

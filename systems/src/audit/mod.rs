@@ -299,7 +299,7 @@ fn check_live(
     let exposed = |customer, asset| {
         let markets = (customer, MarketId::MIN)..=(customer, MarketId::MAX);
         live.index
-            .0
+            .map()
             .range(markets)
             .any(|(&(_, market), _)| exchange.markets[market as usize].spec.settlement == asset)
     };

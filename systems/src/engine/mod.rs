@@ -344,7 +344,7 @@ impl Engine {
             .resource_mut::<Ledger>()
             .track_changes(on, accounts.into_iter());
         // Resuming marks every open position; pausing needs none of them.
-        let index = &self.world.resource::<PositionIndex>().0;
+        let index = self.world.resource::<PositionIndex>().map();
         let positions: Vec<_> = match on {
             true => index.keys().copied().collect(),
             false => Vec::new(),

@@ -205,7 +205,7 @@ impl Engine {
             .collect();
         let positions = world
             .resource::<PositionIndex>()
-            .0
+            .map()
             .iter()
             .map(|(&key, &e)| {
                 let p = world

@@ -422,7 +422,7 @@ pub(crate) fn extract(world: &World, genesis: &Genesis) -> EngineState {
 fn open_positions(world: &World) -> BTreeMap<PositionKey, &Position> {
     world
         .resource::<PositionIndex>()
-        .0
+        .map()
         .iter()
         .map(|(key, &e)| (*key, world.get::<Position>(e).expect("indexed")))
         .collect()
@@ -576,7 +576,7 @@ pub(crate) fn restore_entities(world: &mut World, state: &EngineState) {
         let entity = world
             .spawn((position.clone(), rate, ValuationBasis::default()))
             .id();
-        world.resource_mut::<PositionIndex>().0.insert(*key, entity);
+        world.resource_mut::<PositionIndex>().insert(*key, entity);
         world.resource_mut::<MovedPositions>().wrote(entity);
     }
 }

@@ -55,14 +55,44 @@ use perpsim_core::ids::CustomerCode;
 use perpsim_core::instrument::Asset;
 use perpsim_core::money::margin_profile;
 
+use crate::records::lookup::Lookup;
 use crate::records::position::{Position, PositionKey};
 use crate::records::venue::{Instrument, InstrumentState, MarketId, MarketSlot};
 use crate::sets::{Revaluation, ValuationPass};
 
 /// Open positions by (customer, market) — see `positions::OpenPositions`. Its own resource,
-/// since fills write it while order handling reads the registry.
+/// since fills write it while order handling reads the registry. Two ways in, kept together
+/// by `OpenPositions`: the map in key order, for the passes that walk or search it in that
+/// order (where a B-tree finds the last search's path in cache), and a hashed lookup for the
+/// one position each side of a fill moves.
 #[derive(Resource, Debug, Default)]
-pub struct PositionIndex(pub BTreeMap<(CustomerCode, MarketId), Entity>);
+pub struct PositionIndex {
+    map: BTreeMap<PositionKey, Entity>,
+    lookup: Lookup<PositionKey, Entity>,
+}
+
+impl PositionIndex {
+    /// The entity of the open position `key`, found by hash.
+    pub fn get(&self, key: &PositionKey) -> Option<Entity> {
+        self.lookup.get(key).copied()
+    }
+
+    /// Every open position's entity, in key order.
+    pub fn map(&self) -> &BTreeMap<PositionKey, Entity> {
+        &self.map
+    }
+
+    /// Indexes an open position; the one open before under `key`, if any.
+    pub fn insert(&mut self, key: PositionKey, entity: Entity) -> Option<Entity> {
+        self.lookup.insert(key, entity);
+        self.map.insert(key, entity)
+    }
+
+    pub fn remove(&mut self, key: &PositionKey) -> Option<Entity> {
+        self.lookup.remove(key);
+        self.map.remove(key)
+    }
+}
 
 #[cfg(test)]
 mod tests;
@@ -289,7 +319,7 @@ impl Valuing<'_, '_> {
     /// Rebases the positions written since the last valuation pass and lists them as moved.
     fn rebase_written(&mut self) {
         let moved = &mut *self.moved;
-        let written = (&mut moved.pending, self.index.0.len());
+        let written = (&mut moved.pending, self.index.map().len());
         rebuild_bases(
             &self.instruments,
             &mut self.positions,
@@ -365,7 +395,7 @@ pub fn committed_at_marks(world: &mut World, customer: CustomerCode, asset: Asse
         .collect();
     let held: Vec<(MarketId, Entity)> = world
         .resource::<PositionIndex>()
-        .0
+        .map()
         .range((customer, 0)..=(customer, MarketId::MAX))
         .filter(|((_, market), _)| marks.contains_key(market))
         .map(|(&(_, market), &entity)| (market, entity))
@@ -399,7 +429,7 @@ pub struct OpenPositions<'w, 's> {
 
 impl OpenPositions<'_, '_> {
     pub fn get(&self, key: PositionKey) -> Option<&Position> {
-        let entity = *self.index.0.get(&key)?;
+        let entity = self.index.get(&key)?;
         match self.staged.get(&entity) {
             Some((p, _)) => Some(p),
             None => Some(self.live.get(entity).expect("indexed positions are live").0),
@@ -407,7 +437,7 @@ impl OpenPositions<'_, '_> {
     }
 
     pub fn get_mut(&mut self, key: PositionKey) -> Option<(&mut Position, &mut MarginRate)> {
-        let entity = *self.index.0.get(&key)?;
+        let entity = self.index.get(&key)?;
         self.moved.pending.push(entity);
         if self.staged.contains_key(&entity) {
             let (p, rate) = self.staged.get_mut(&entity).expect("checked above");
@@ -424,7 +454,7 @@ impl OpenPositions<'_, '_> {
     pub fn open(&mut self, key: PositionKey, position: Position, rate: MarginRate) {
         let entity = self.commands.spawn_empty().id();
         self.moved.pending.push(entity);
-        let previous = self.index.0.insert(key, entity);
+        let previous = self.index.insert(key, entity);
         assert!(
             previous.is_none(),
             "one open position per customer and market"
@@ -434,7 +464,7 @@ impl OpenPositions<'_, '_> {
 
     /// Closes the position of `key` and returns it.
     pub fn close(&mut self, key: PositionKey) -> Position {
-        let entity = self.index.0.remove(&key).expect("closing an open position");
+        let entity = self.index.remove(&key).expect("closing an open position");
         self.commands.entity(entity).despawn();
         match self.staged.remove(&entity) {
             Some((p, _)) => p,
@@ -453,7 +483,7 @@ impl OpenPositions<'_, '_> {
     /// The keys of a customer's open positions, by market.
     pub fn keys_of(&self, customer: CustomerCode) -> Vec<PositionKey> {
         self.index
-            .0
+            .map()
             .range((customer, 0)..=(customer, MarketId::MAX))
             .map(|(k, _)| *k)
             .collect()
@@ -478,14 +508,14 @@ pub fn check_positions(
     marks: &[(Decimal, u32)],
     leverage: impl Fn(CustomerCode) -> u32,
 ) -> Result<(), String> {
-    if positions.iter().count() != index.0.len() {
+    if positions.iter().count() != index.map().len() {
         return Err(format!(
             "{} position entities but {} indexed",
             positions.iter().count(),
-            index.0.len()
+            index.map().len()
         ));
     }
-    for (&(customer, market), &entity) in &index.0 {
+    for (&(customer, market), &entity) in index.map() {
         let (p, rate, basis) = positions
             .get(entity)
             .map_err(|_| format!("indexed position of {customer} in market {market} is gone"))?;

@@ -277,7 +277,7 @@ fn publish_positions(
     }
     for key in exchange.dirty.positions.take() {
         if let Some(p) = index
-            .0
+            .map()
             .get(&key)
             .map(|&e| positions.get(e).expect("indexed"))
         {

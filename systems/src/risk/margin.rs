@@ -284,7 +284,7 @@ impl Valuer<'_> {
         markets
             .filter(move |(_, m)| m.spec.settlement == asset)
             .filter_map(move |(m, _)| {
-                let entity = *self.held.0.get(&(customer, m as MarketId))?;
+                let entity = *self.held.map().get(&(customer, m as MarketId))?;
                 let (p, basis) = (self.position)(entity);
                 Some((m as MarketId, p, basis, self.marks[m]))
             })
@@ -1044,7 +1044,7 @@ fn check_against_rescan(book: &MarginBook, valuer: &Valuer) {
         let mut indexed = vec![None; markets];
         for (m, p, basis, mark) in valuer.held_in(key) {
             scratch.add(&valuation_at(p, basis, mark));
-            indexed[m as usize] = valuer.held.0.get(&(p.customer, m)).copied();
+            indexed[m as usize] = valuer.held.map().get(&(p.customer, m)).copied();
         }
         assert_eq!(
             book.held[slot * markets..(slot + 1) * markets],

@@ -29,7 +29,7 @@ fn walk(
     rows.clear();
     let from = pass.next.map_or(Bound::Unbounded, Bound::Included);
     let mut walked = 0;
-    for (&key, &entity) in index.0.range((from, Bound::Unbounded)) {
+    for (&key, &entity) in index.map().range((from, Bound::Unbounded)) {
         if walked == budget {
             pass.next = Some(key);
             return (walked, false);
