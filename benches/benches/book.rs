@@ -8,7 +8,8 @@
 //! margin checks, fills booked into positions, trades and the ledger; publishing off and the
 //! ended orders' running digest owed to the host's writer thread, as during replay and serving
 //! (the engine thread's cost; the read view's upkeep is measured by the serving benches).
-//! Run: `cargo bench -p perpsim-benches --bench book`.
+//! Run: `cargo bench -p perpsim-benches --bench book`; `PERPSIM_BOOK_NO_REPORT=1` skips the
+//! report (the timed pass and the memory figures), for a profiler's run of one workload.
 #![allow(unsafe_code)] // the counting allocator below; nothing else
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -557,8 +558,12 @@ fn engine_bytes_per_order(n: u64, publishing: bool) -> f64 {
 }
 
 fn compare(c: &mut Criterion) {
-    report();
-    engine_report();
+    // Without the report a profiler's run holds only the workload it filters for (the
+    // figures' instruction counts: benches/README.md).
+    if std::env::var_os("PERPSIM_BOOK_NO_REPORT").is_none() {
+        report();
+        engine_report();
+    }
     for w in workloads() {
         let mut group = c.benchmark_group(format!("book/{}", w.name));
         group
