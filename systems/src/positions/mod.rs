@@ -62,9 +62,9 @@ use crate::sets::{Revaluation, ValuationPass};
 
 /// Open positions by (customer, market) — see `positions::OpenPositions`. Its own resource,
 /// since fills write it while order handling reads the registry. Two ways in, kept together
-/// by `OpenPositions`: the map in key order, for the passes that walk or search it in that
-/// order (where a B-tree finds the last search's path in cache), and a hashed lookup for the
-/// one position each side of a fill moves.
+/// by [`PositionIndex::insert`] and [`PositionIndex::remove`]: the map in key order, for the
+/// passes that walk or search it in that order (where a B-tree finds the last search's path
+/// in cache), and a hashed lookup for the one position each side of a fill moves.
 #[derive(Resource, Debug, Default)]
 pub struct PositionIndex {
     map: BTreeMap<PositionKey, Entity>,

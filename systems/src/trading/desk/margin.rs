@@ -34,9 +34,11 @@ impl Desk<'_, '_> {
         let (code, market) = (o.customer, o.market);
         let asset = self.exchange.markets[market as usize].spec.settlement;
         let now = self.clock.now;
-        let mut accounts = (self.accounts).knowing(AccountId::customer(code, asset), account);
+        let account_id = AccountId::customer(code, asset);
+        let mut accounts = self.accounts.knowing(account_id, account);
         let reserve = Decimal::from(lots) * rate;
-        (self.ledger).adjust_locked(&mut accounts, code, asset, reserve, now);
+        self.ledger
+            .adjust_locked(&mut accounts, code, asset, reserve, now);
     }
 
     /// D8/§4.2: a leverage change is refused when it would put an open position into margin
