@@ -18,7 +18,7 @@ use bevy_ecs::prelude::{Entity, Local, Query, Res, ResMut, Resource};
 use bevy_ecs::system::SystemParam;
 use perpsim_core::entry::{self, Amend, NewOrder, OrderEntry, OrderTerms, Quantity, Reference};
 use perpsim_core::ids::{BrokerCode, CustomerCode};
-use perpsim_core::instrument::InstrumentStatus;
+use perpsim_core::instrument::{Asset, InstrumentStatus};
 use perpsim_core::money::{DEFAULT_FEES, FeeRates, MAX_LEVERAGE, margin_profile};
 use perpsim_core::order::{
     EndReason, OrderStatus, OrderType, ReferenceId, Side, TimeInForce, TriggerPriceType,
@@ -309,10 +309,9 @@ impl Desk<'_, '_> {
         Ok((market, new, mark))
     }
 
-    /// D5: refused unless the customer has `required` available in the market's currency.
-    /// Refuses an order needing `required` of initial margin beyond what the customer has
-    /// available in the market's currency; else the account's entity, if it is open, so the
-    /// reserve that follows is held without a second search.
+    /// D5: refused unless the customer has `required` available in the market's currency;
+    /// else the account's entity, if it is open, so the reserve that follows is held without
+    /// a second search.
     fn check_available(
         &self,
         code: CustomerCode,
@@ -320,8 +319,7 @@ impl Desk<'_, '_> {
         required: Decimal,
     ) -> Result<Option<Entity>, Error> {
         let asset = self.exchange.markets[market as usize].spec.settlement;
-        let account = self.accounts.entity(&AccountId::customer(code, asset));
-        let available = account.map_or(Decimal::ZERO, |e| self.accounts.at(e).available());
+        let (available, account) = self.available(code, asset);
         if required > available {
             return Err(Error::new(
                 ErrorCode::InsufficientFunds,
@@ -333,6 +331,14 @@ impl Desk<'_, '_> {
             ));
         }
         Ok(account)
+    }
+
+    /// What the customer has available in `asset` (zero without an account), and the
+    /// account's entity if it is open.
+    fn available(&self, code: CustomerCode, asset: Asset) -> (Decimal, Option<Entity>) {
+        let account = self.accounts.entity(&AccountId::customer(code, asset));
+        let available = account.map_or(Decimal::ZERO, |e| self.accounts.at(e).available());
+        (available, account)
     }
 
     fn create(

@@ -84,7 +84,7 @@ impl Desk<'_, '_> {
             let m = &self.exchange.markets[market as usize];
             let lots = m.opening_lots(o.remaining(), self.reducible(code, market, o.side));
             let rate = m.reserve_rate(price, self.initial_margin(code));
-            let available = Ledger::available(&self.accounts, code, m.spec.settlement);
+            let (available, account) = self.available(code, m.spec.settlement);
             if Decimal::from(lots) * rate > available {
                 self.finish(
                     id,
@@ -93,7 +93,7 @@ impl Desk<'_, '_> {
                 );
                 return;
             }
-            self.hold_reserve(id, (lots, rate), None);
+            self.hold_reserve(id, (lots, rate), account);
         }
         self.execute(id);
     }
