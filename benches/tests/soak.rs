@@ -19,6 +19,7 @@ fn a_minute_at_eighty_percent_keeps_pace_answers_everything_and_holds_memory() {
         duration: Duration::from_secs(60),
         sample: Duration::from_secs(10),
         fraction: 0.8,
+        server_cpus: None,
     };
     let report = soak(&plan);
     report.print();

@@ -8,6 +8,7 @@
 //! cargo build --release -p perpsim-api -p perpsim-benches
 //! target/release/load [--seconds 10 | --count N] [--workers 16] [--runs 3]
 //!                     [--profile entry|mixed|both] [--baseline OTHER/perpsim]... [--no-bare]
+//!                     [--server-cpus 0-7]   (with the tool itself under `taskset -c 8-15`)
 //! target/release/load soak [--minutes 30 | --seconds S] [--sample 10] [--fraction 0.8]
 //! ```
 
@@ -66,6 +67,10 @@ struct LoadArgs {
     /// Run perpsim with the market maker and random walk on.
     #[arg(long)]
     living: bool,
+    /// Start every server on these CPUs (a `taskset -c` list, e.g. `0-7`); run this tool
+    /// itself on the others (`taskset -c 8-15 load ...`) to keep the clients off them.
+    #[arg(long)]
+    server_cpus: Option<String>,
 }
 
 #[derive(Args)]
@@ -88,6 +93,9 @@ struct SoakArgs {
     /// Workers, each a broker key on its own connection.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=200))]
     workers: u8,
+    /// Start the server on these CPUs (a `taskset -c` list), as `load --server-cpus` does.
+    #[arg(long)]
+    server_cpus: Option<String>,
 }
 
 /// The allocator perpsim serves with, so the bare server (this binary) runs the same stack.
@@ -119,6 +127,7 @@ fn main() {
                 duration: Duration::from_secs(args.seconds.unwrap_or(args.minutes * 60)),
                 sample: Duration::from_secs(args.sample),
                 fraction: args.fraction,
+                server_cpus: args.server_cpus,
             };
             soak(&plan).print();
         }
@@ -160,6 +169,7 @@ fn load(args: LoadArgs) {
             &plan,
             usize::from(args.workers),
             usize::from(args.runs),
+            args.server_cpus.as_deref(),
         );
     }
 }

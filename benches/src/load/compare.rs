@@ -38,8 +38,15 @@ impl Runs {
     }
 }
 
-/// Runs `plan` `runs` times against each target with `workers` accounts, printing each run.
-pub fn compare(targets: &[Target], plan: &Plan, workers: usize, runs: usize) -> Vec<Runs> {
+/// Runs `plan` `runs` times against each target with `workers` accounts, printing each run;
+/// each server on `server_cpus` when given ([`Running::start`]).
+pub fn compare(
+    targets: &[Target],
+    plan: &Plan,
+    workers: usize,
+    runs: usize,
+    server_cpus: Option<&str>,
+) -> Vec<Runs> {
     let mut all: Vec<Runs> = targets
         .iter()
         .map(|t| Runs {
@@ -49,7 +56,7 @@ pub fn compare(targets: &[Target], plan: &Plan, workers: usize, runs: usize) -> 
         .collect();
     for run in 1..=runs {
         for r in &mut all {
-            let server = Running::start(&r.target);
+            let server = Running::start(&r.target, server_cpus);
             let accounts = server.accounts(workers);
             let cpu = server.cpu();
             let mut outcome = drive(&server.url, &accounts, plan, None);

@@ -22,6 +22,8 @@ pub struct SoakPlan {
     pub sample: Duration,
     /// Share of the maximum the soak runs at.
     pub fraction: f64,
+    /// The server's CPUs, a `taskset -c` list ([`Running::start`]).
+    pub server_cpus: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -84,7 +86,7 @@ pub fn soak(plan: &SoakPlan) -> SoakReport {
         binary: plan.binary.clone(),
         living: true,
     };
-    let server = Running::start(&target);
+    let server = Running::start(&target, plan.server_cpus.as_deref());
     let accounts = server.accounts(plan.workers);
     let probe = Plan {
         profile: Profile::Mixed,

@@ -86,6 +86,23 @@ fn unbounded_for(binary: &Path) -> Vec<&'static str> {
         .collect()
 }
 
+/// `command` run by `taskset -c cpus`, which sets the affinity and executes it in place (the
+/// child's pid stays the server's, for the `/proc` figures).
+fn pinned(command: Command, cpus: &str) -> Command {
+    let mut taskset = Command::new("taskset");
+    taskset
+        .args(["-c", cpus])
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => taskset.env(key, value),
+            None => taskset.env_remove(key),
+        };
+    }
+    taskset
+}
+
 /// The listening address a server logs on stderr, in either spelling of the log line.
 fn listening(line: &str) -> Option<String> {
     let rest = line.split(" address=").nth(1)?;
@@ -129,7 +146,10 @@ fn wchar(io: &str) -> u64 {
 }
 
 impl Running {
-    pub fn start(target: &Target) -> Running {
+    /// Starts `target`, on the CPUs `cpus` names (a `taskset -c` list) when given: a run with
+    /// the clients pinned elsewhere (`taskset -c 8-15 load --server-cpus 0-7`) keeps them off
+    /// the server's cores, as a venue's clients are.
+    pub fn start(target: &Target, cpus: Option<&str>) -> Running {
         let (mut command, data) = match target {
             Target::Perpsim { binary, living, .. } => {
                 let data = tempfile::tempdir().expect("temp dir");
@@ -152,6 +172,9 @@ impl Running {
                 (command, None)
             }
         };
+        if let Some(cpus) = cpus {
+            command = pinned(command, cpus);
+        }
         let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
