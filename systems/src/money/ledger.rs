@@ -26,7 +26,9 @@
 //!
 //! Money is guarded in every build, release included: each booking is a set of postings (the
 //! customer's and the venue accounts', in one asset) that `assert!`s it nets to zero before any
-//! balance moves, a transfer's other side being the boundary flow it counts; the ledger keeps
+//! balance moves, a transfer's other side being the boundary flow it counts (a periodic pass's
+//! rows and a sweep's fills owe their venue side to a `VenueBatch`, which posts it once when
+//! the run closes: each row and what it owes net to zero by construction); the ledger keeps
 //! each asset's running sum of every posting (only a boundary posting moves it: the others add
 //! the zero just asserted), and the engine asserts after every run of the schedule — before the
 //! host journals or publishes the tick — that it equals deposits plus capital less withdrawals
@@ -154,30 +156,48 @@ pub struct Ledger {
 }
 
 /// The venue's side of a completed booking: postings made with it (which, with the
-/// customer's, must net to zero), or owed in an open [`ClearingBatch`].
+/// customer's, must net to zero), or owed in an open [`VenueBatch`].
 enum Counterparts<'a> {
     Now(&'a [(AccountId, Decimal)]),
     Owed,
 }
 
-/// The clearing account's side of a pass of periodic bookings (funding on the hour,
-/// settlement at midnight), posted once when the pass closes: nothing reads the clearing
-/// balance between the pass's rows, and sums of exact amounts are the same however grouped,
-/// so the balances after the pass are those of booking each row against clearing in turn —
-/// for one account lookup a pass instead of one a row. A batch dropped unclosed stops the
-/// engine, in release builds too: its rows would not net to zero.
-#[must_use = "a clearing batch must be closed, or its rows do not net to zero"]
-pub struct ClearingBatch {
-    /// Per asset (in `Asset::ALL`'s order), what the clearing account is owed, once a row
-    /// of that asset was booked.
-    owed: [Option<Decimal>; Asset::ALL.len()],
+/// The venue's side of a run of bookings, posted once when the run closes: the clearing
+/// account's in a periodic pass (funding on the hour, settlement at midnight), the clearing
+/// and fees accounts' in a taker's sweep of a book. Nothing reads those balances between the
+/// run's rows, and sums of exact amounts are the same however grouped (in value and in scale,
+/// which an addition never lowers), so the balances after the run are those of booking each
+/// row against them in turn — for one account lookup a run instead of one or two a row. A
+/// batch dropped unclosed stops the engine, in release builds too: its rows would not net to
+/// zero.
+#[must_use = "a venue batch must be closed, or its rows do not net to zero"]
+pub struct VenueBatch {
+    /// Per asset (in `Asset::ALL`'s order), what each of [`BATCHED`] is owed, once a row of
+    /// that asset was booked against it.
+    owed: [[Option<Decimal>; BATCHED.len()]; Asset::ALL.len()],
     open: bool,
 }
 
-impl Drop for ClearingBatch {
+/// The venue accounts a [`VenueBatch`] owes, in the order it posts them.
+const BATCHED: [VenueAccount; 2] = [VenueAccount::Clearing, VenueAccount::Fees];
+
+impl VenueBatch {
+    /// Owes `amount` to venue account `account` (one of [`BATCHED`]) in `asset`.
+    fn owe(&mut self, account: VenueAccount, asset: Asset, amount: Decimal) {
+        let slot = match account {
+            VenueAccount::Clearing => 0,
+            VenueAccount::Fees => 1,
+            other => panic!("{other:?} is posted at once, never owed"),
+        };
+        let owed = &mut self.owed[asset.index()][slot];
+        *owed = Some(owed.unwrap_or_default() + amount);
+    }
+}
+
+impl Drop for VenueBatch {
     fn drop(&mut self) {
         if self.open && !std::thread::panicking() {
-            panic!("a clearing batch was dropped unclosed: {:?}", self.owed);
+            panic!("a venue batch was dropped unclosed: {:?}", self.owed);
         }
     }
 }
@@ -589,10 +609,10 @@ impl Ledger {
     }
 
     /// Books one side of a fill, completed at once: the customer gets `realised_pnl − fee`,
-    /// the clearing account the opposite of the PnL and the fees account the fee, so the
-    /// movement nets to zero across the ledger (D7). Both parts are already rounded to 10
-    /// decimals; the row is booked even when they cancel out, as every fill appears exactly
-    /// once in the ledger (§2.9). Returns the movement's seq.
+    /// the clearing account the opposite of the PnL and the fees account the fee (both owed
+    /// in the sweep's `batch`), so the movement nets to zero across the ledger (D7). Both
+    /// parts are already rounded to 10 decimals; the row is booked even when they cancel out,
+    /// as every fill appears exactly once in the ledger (§2.9). Returns the movement's seq.
     ///
     /// The fill moves the customer's locked margin by `locked_delta` too, in the same touch of
     /// the account (see [`Self::adjust_locked`]).
@@ -600,22 +620,18 @@ impl Ledger {
         &mut self,
         books: &mut Books<'_, impl AccountStore>,
         customer: (CustomerCode, BrokerCode),
-        asset: Asset,
-        kind: MovementKind,
+        (asset, kind): (Asset, MovementKind),
         locked_delta: Decimal,
         info: TradeInfo,
+        batch: &mut VenueBatch,
     ) -> MovementSeq {
         assert!(
             is_ledger_rounded(info.realised_pnl) && is_ledger_rounded(info.fee),
             "trade amounts are rounded at booking"
         );
-        let venue = [
-            (
-                AccountId::venue(VenueAccount::Clearing, asset),
-                -info.realised_pnl,
-            ),
-            (AccountId::venue(VenueAccount::Fees, asset), info.fee),
-        ];
+        // The customer's amount and the two owed net to zero by construction.
+        batch.owe(VenueAccount::Clearing, asset, -info.realised_pnl);
+        batch.owe(VenueAccount::Fees, asset, info.fee);
         let row = CustomerSide {
             customer,
             asset,
@@ -623,7 +639,8 @@ impl Ledger {
             amount: info.realised_pnl - info.fee,
             locked_delta,
         };
-        self.complete_trade(books, &venue, row, info)
+        let trade = Some(Box::new(info));
+        self.complete(books, Counterparts::Owed, row, trade, None)
     }
 
     /// Puts the venue's capital into its insurance account (genesis): a flow across the
@@ -679,7 +696,8 @@ impl Ledger {
             symbol,
             trade_code: None,
         };
-        self.complete_trade(books, &venue, row, info)
+        let trade = Some(Box::new(info));
+        self.complete(books, Counterparts::Now(&venue), row, trade, None)
     }
 
     /// Books a settlement or funding movement of `amount` (already rounded; positive credits
@@ -692,7 +710,7 @@ impl Ledger {
         books: &mut Books<'_, impl AccountStore>,
         row: CustomerSide,
         info: &Arc<PeriodicInfo>,
-        batch: &mut ClearingBatch,
+        batch: &mut VenueBatch,
     ) -> Option<MovementSeq> {
         assert!(
             matches!(row.kind, MovementKind::Settlement | MovementKind::Funding),
@@ -707,54 +725,38 @@ impl Ledger {
             self.adjust_locked(books.accounts, customer, asset, row.locked_delta, books.now);
             return None;
         }
-        let owed = &mut batch.owed[row.asset.index()];
-        *owed = Some(owed.unwrap_or_default() - row.amount);
+        batch.owe(VenueAccount::Clearing, row.asset, -row.amount);
         Some(self.complete(books, Counterparts::Owed, row, None, Some(Arc::clone(info))))
     }
 
-    /// A pass of periodic bookings starts: nothing owed to the clearing account yet.
-    pub fn open_clearing_batch(&mut self, rows: usize) -> ClearingBatch {
-        // The pass appends up to `rows` movements: room for them at once, not by doublings.
+    /// A run of bookings against the venue's batched accounts starts (a periodic pass, a
+    /// sweep): nothing owed yet.
+    pub fn open_venue_batch(&mut self, rows: usize) -> VenueBatch {
+        // The run appends up to `rows` movements: room for them at once, not by doublings.
         self.movements.reserve(rows);
-        ClearingBatch {
-            owed: [None; Asset::ALL.len()],
+        VenueBatch {
+            owed: [[None; BATCHED.len()]; Asset::ALL.len()],
             open: true,
         }
     }
 
-    /// Posts what the pass owes the clearing account, per asset, and closes the batch.
-    pub fn close_clearing_batch(
+    /// Posts what the run owes each batched venue account, per asset, and closes the batch.
+    pub fn close_venue_batch(
         &mut self,
         accounts: &mut impl AccountStore,
-        mut batch: ClearingBatch,
+        mut batch: VenueBatch,
         now: Timestamp,
     ) {
         for asset in Asset::ALL {
-            // Posted when any row was booked, even if they net to nothing: each row touches
-            // the clearing account (its `as_of` moves), as booking them one by one did.
-            if let Some(owed) = batch.owed[asset.index()] {
-                let clearing = AccountId::venue(VenueAccount::Clearing, asset);
-                self.post(accounts, (clearing, owed), now);
+            for (account, owed) in BATCHED.into_iter().zip(batch.owed[asset.index()]) {
+                // Posted when any row was booked, even if they net to nothing: each row
+                // touches the account (its `as_of` moves), as booking them one by one did.
+                if let Some(owed) = owed {
+                    self.post(accounts, (AccountId::venue(account, asset), owed), now);
+                }
             }
         }
         batch.open = false;
-    }
-
-    /// A trade-family row, its venue postings made with it.
-    fn complete_trade(
-        &mut self,
-        books: &mut Books<'_, impl AccountStore>,
-        venue: &[(AccountId, Decimal)],
-        row: CustomerSide,
-        info: TradeInfo,
-    ) -> MovementSeq {
-        self.complete(
-            books,
-            Counterparts::Now(venue),
-            row,
-            Some(Box::new(info)),
-            None,
-        )
     }
 
     /// The customer's side of a completed booking (its counterparts already booked): the
@@ -779,7 +781,7 @@ impl Ledger {
                 postings[venue.len()] = customer;
                 self.post_all(books.accounts, &postings[..=venue.len()], now)
             }
-            // Owed in a clearing batch, which posts the other side when it closes.
+            // Owed in a venue batch, which posts the other side when it closes.
             Counterparts::Owed => self.post(books.accounts, customer, now),
         };
         shift_locked(account, code, row.locked_delta);

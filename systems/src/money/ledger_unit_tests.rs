@@ -219,14 +219,14 @@ fn funding_row(customer: u128, amount: &str) -> CustomerSide {
 /// balances, `as_of` included, as booking each row against clearing in turn, even when
 /// the rows net to nothing (longs paid exactly what shorts received).
 #[test]
-fn a_clearing_batch_posts_the_pass_once_and_touches_clearing_even_at_zero() {
+fn a_venue_batch_posts_a_pass_clearing_side_once_and_touches_it_even_at_zero() {
     let (mut l, mut a, mut rng, t) = fresh();
     let info = Arc::new(PeriodicInfo {
         symbol: "BTC-USDC-PERP".into(),
         mark_price: d("60000"),
         funding_rate: Some(d("0.0001")),
     });
-    let mut batch = l.open_clearing_batch(2);
+    let mut batch = l.open_venue_batch(2);
     for (customer, amount) in [(1, "-6.5"), (3, "6.5")] {
         let mut books = Books {
             accounts: &mut a,
@@ -236,7 +236,7 @@ fn a_clearing_batch_posts_the_pass_once_and_touches_clearing_even_at_zero() {
         let booked = l.book_periodic(&mut books, funding_row(customer, amount), &info, &mut batch);
         assert!(booked.is_some());
     }
-    l.close_clearing_batch(&mut a, batch, t);
+    l.close_venue_batch(&mut a, batch, t);
     let clearing = &a[&AccountId::venue(VenueAccount::Clearing, Asset::Usdc)];
     assert_eq!((clearing.total, clearing.as_of), (Decimal::ZERO, t));
     let payer = &a[&AccountId::customer(CustomerCode(Uuid::from_u128(1)), Asset::Usdc)];
@@ -247,14 +247,14 @@ fn a_clearing_batch_posts_the_pass_once_and_touches_clearing_even_at_zero() {
 /// Its rows would not net to zero: a batch dropped unclosed stops the engine.
 #[test]
 #[should_panic(expected = "dropped unclosed")]
-fn a_clearing_batch_dropped_unclosed_panics() {
+fn a_venue_batch_dropped_unclosed_panics() {
     let (mut l, mut a, mut rng, t) = fresh();
     let info = Arc::new(PeriodicInfo {
         symbol: "BTC-USDC-PERP".into(),
         mark_price: d("60000"),
         funding_rate: None,
     });
-    let mut batch = l.open_clearing_batch(1);
+    let mut batch = l.open_venue_batch(1);
     let mut books = Books {
         accounts: &mut a,
         rng: &mut rng,
@@ -262,4 +262,47 @@ fn a_clearing_batch_dropped_unclosed_panics() {
     };
     l.book_periodic(&mut books, funding_row(1, "1"), &info, &mut batch);
     drop(batch);
+}
+
+/// Issue 36: a sweep's fills owe their clearing and fees sides to one batch — nothing is
+/// posted to the venue until it closes, then the sums booking row by row gave, in value and
+/// in scale (an addition never lowers it) — and money still sums (D7).
+#[test]
+fn a_venue_batch_posts_a_sweeps_clearing_and_fees_once_with_the_row_by_row_sums() {
+    let (mut l, mut a, mut rng, t) = fresh();
+    let venue = |a: &BTreeMap<AccountId, Balance>, v| a[&AccountId::venue(v, Asset::Usdc)].total;
+    let mut batch = l.open_venue_batch(2);
+    for (customer, pnl, fee) in [(1, "12.5", "0.0600000000"), (3, "-12.5", "0.02")] {
+        let info = TradeInfo {
+            realised_pnl: d(pnl),
+            fee: d(fee),
+            reference_id: None,
+            symbol: "BTC-USDC-PERP".into(),
+            trade_code: None,
+        };
+        let mut books = Books {
+            accounts: &mut a,
+            rng: &mut rng,
+            now: t,
+        };
+        let who = (
+            CustomerCode(Uuid::from_u128(customer)),
+            BrokerCode(Uuid::from_u128(2)),
+        );
+        let kind = (Asset::Usdc, MovementKind::Trade);
+        l.book_trade(&mut books, who, kind, Decimal::ZERO, info, &mut batch);
+    }
+    assert_eq!(
+        venue(&a, VenueAccount::Fees),
+        Decimal::ZERO,
+        "owed until it closes"
+    );
+    l.close_venue_batch(&mut a, batch, t);
+    let fees = venue(&a, VenueAccount::Fees);
+    assert_eq!((fees, fees.scale()), (d("0.08"), 10));
+    assert_eq!(venue(&a, VenueAccount::Clearing), Decimal::ZERO);
+    let payer = &a[&AccountId::customer(CustomerCode(Uuid::from_u128(3)), Asset::Usdc)];
+    assert_eq!(payer.total, d("-12.52"));
+    l.assert_conserved();
+    l.check_invariants(a.iter()).unwrap();
 }

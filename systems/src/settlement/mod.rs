@@ -5,7 +5,7 @@
 //! movements' order and ids are the same in every run.
 //!
 //! Funding and settlement book against the clearing account, each movement rounded once, the
-//! clearing side of each tick's share of a pass owed in a `ClearingBatch` and posted once
+//! clearing side of each tick's share of a pass owed in a `VenueBatch` and posted once
 //! when it closes (nothing reads clearing between its rows; a batch dropped unclosed stops
 //! the engine). A pass fixes its terms when it falls due and books at most
 //! `records::periodic::ROWS_PER_TICK` rows a tick (`passes`), walking the position index from
@@ -127,7 +127,7 @@ impl PeriodicBooking<'_, '_> {
         mut booking: impl FnMut(&R) -> Option<(CustomerSide, &'i Arc<PeriodicInfo>)>,
     ) {
         let now = self.clock.now;
-        let mut batch = self.ledger.open_clearing_batch(rows.len());
+        let mut batch = self.ledger.open_venue_batch(rows.len());
         self.accounts
             .find_in_order(rows.iter().map(&account), &mut self.found);
         for (row, &entity) in rows.iter().zip(self.found.iter()) {
@@ -143,7 +143,7 @@ impl PeriodicBooking<'_, '_> {
                 .book_periodic(&mut books, side, info, &mut batch);
         }
         self.ledger
-            .close_clearing_batch(&mut self.accounts, batch, now);
+            .close_venue_batch(&mut self.accounts, batch, now);
         self.accounts.flush();
     }
 }

@@ -22,7 +22,7 @@ use perpsim_core::order::Side;
 use perpsim_core::rng::SimRng;
 use perpsim_core::time::Timestamp;
 
-use crate::money::ledger::{AccountStore, Books, Ledger};
+use crate::money::ledger::{AccountStore, Books, Ledger, VenueBatch};
 use crate::money::periodic::{book_one, funding_row, settlement_row};
 use crate::positions::{MarginRate, OpenPositions};
 use crate::records::ids::{FillSeq, OrderId, TradeSeq};
@@ -289,12 +289,12 @@ struct Filled {
 }
 
 /// Books one execution between its two sides, the taker first, into the books' accounts at
-/// their instant.
+/// their instant, the venue's side owed in the sweep's `batch`.
 pub fn book_fill<A: AccountStore>(
     exchange: &mut Exchange,
     orders: &mut Orders,
     (positions, passes): (&mut OpenPositions, &mut PeriodicPasses),
-    ledger: &mut Ledger,
+    (ledger, batch): (&mut Ledger, &mut VenueBatch),
     books: &mut Books<'_, A>,
     execution: Execution,
     sides: [FillSide; 2],
@@ -325,8 +325,7 @@ pub fn book_fill<A: AccountStore>(
         let movement = ledger.book_trade(
             books,
             (s.customer, s.broker),
-            filled.asset,
-            s.kind.movement(),
+            (filled.asset, s.kind.movement()),
             // The position's margin moves, and the reserve of the part that rested gives way.
             moved.margin - moved.old_margin - release,
             TradeInfo {
@@ -336,6 +335,7 @@ pub fn book_fill<A: AccountStore>(
                 symbol: filled.symbol.clone(),
                 trade_code: Some(trade_code),
             },
+            batch,
         );
         let seq = TradeSeq(exchange.trades.len() as u64);
         exchange.trades.push(TradeRecord {

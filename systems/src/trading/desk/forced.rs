@@ -90,7 +90,9 @@ impl Desk<'_, '_> {
                 self.terms(counterparty, market),
             ),
         ];
-        self.book(market, price, lots, sides);
+        self.with_venue_batch(2, |desk, batch| {
+            desk.book((market, price, lots), sides, batch);
+        });
     }
 
     /// D10: a negative balance of a customer with no open position left in `asset` is

@@ -27,7 +27,7 @@ use perpsim_core::{Decimal, Error, ErrorCode};
 
 use crate::clock::{DueEvents, Scheduler, SimClock};
 use crate::command::{Answers, OrderCommand};
-use crate::money::ledger::{AccountStore, Books, Ledger};
+use crate::money::ledger::{AccountStore, Books, Ledger, VenueBatch};
 use crate::money::store::Accounts;
 use crate::positions::{MarginRate, OpenPositions};
 use crate::records::clock::ScheduledEvent;
@@ -444,13 +444,26 @@ impl Desk<'_, '_> {
         let filled = !fills.is_empty();
         if filled {
             let taker = taker(self);
-            for f in &fills {
-                self.settle(&taker, side, market, f);
-            }
+            // Two rows a fill; the venue's side of them all posted once, at the sweep's end.
+            self.with_venue_batch(2 * fills.len(), |desk, batch| {
+                for f in &fills {
+                    desk.settle(&taker, (side, market), f, batch);
+                }
+            });
         }
         fills.clear();
         *self.fills = fills;
         (left, filled)
+    }
+
+    /// Runs `book` (fills, up to `rows` ledger rows) with the venue's side of its rows owed
+    /// in a batch, posted when it returns.
+    fn with_venue_batch(&mut self, rows: usize, book: impl FnOnce(&mut Self, &mut VenueBatch)) {
+        let mut batch = self.ledger.open_venue_batch(rows);
+        book(self, &mut batch);
+        let now = self.clock.now;
+        self.ledger
+            .close_venue_batch(&mut self.accounts, batch, now);
     }
 
     /// One lookup of what a fill needs of a customer in a market.
@@ -468,7 +481,13 @@ impl Desk<'_, '_> {
 
     /// Books one execution of a taker against a resting order, and moves the maker on:
     /// filled and out of the book, or partially filled.
-    fn settle(&mut self, taker: &Taker, side: Side, market: MarketId, f: &Fill) {
+    fn settle(
+        &mut self,
+        taker: &Taker,
+        (side, market): (Side, MarketId),
+        f: &Fill,
+        batch: &mut VenueBatch,
+    ) {
         let maker_customer = self.orders.get(f.maker_id).customer;
         let maker = self.terms(maker_customer, market);
         let sides = [
@@ -494,7 +513,7 @@ impl Desk<'_, '_> {
             },
         ];
         let price = self.exchange.markets[market as usize].price(f.price);
-        self.book(market, price, f.lots, sides);
+        self.book((market, price, f.lots), sides, batch);
         let maker = self.orders.get_mut(f.maker_id);
         if f.maker_done {
             maker.resting = None;
@@ -506,7 +525,12 @@ impl Desk<'_, '_> {
     }
 
     /// Books one execution of `lots` at `price` between its two sides, the taker first.
-    fn book(&mut self, market: MarketId, price: Decimal, lots: Lots, sides: [FillSide; 2]) {
+    fn book(
+        &mut self,
+        (market, price, lots): (MarketId, Decimal, Lots),
+        sides: [FillSide; 2],
+        batch: &mut VenueBatch,
+    ) {
         let mut books = Books {
             accounts: &mut self.accounts,
             rng: &mut self.rng.0,
@@ -521,7 +545,7 @@ impl Desk<'_, '_> {
             &mut self.exchange,
             &mut self.orders,
             (&mut self.positions, &mut self.passes),
-            &mut self.ledger,
+            (&mut self.ledger, batch),
             &mut books,
             execution,
             sides,

@@ -108,6 +108,8 @@ impl Desk<'_, '_> {
             kind: TradeKind::Trade,
             terms: self.terms(MARKET_MAKER, market),
         };
-        self.settle(&taker, side, market, &fill);
+        self.with_venue_batch(2, |desk, batch| {
+            desk.settle(&taker, (side, market), &fill, batch);
+        });
     }
 }
