@@ -402,10 +402,10 @@ impl Orders<'_, '_> {
         Arc::clone(self.shared(id))
     }
 
-    /// The open order under a reference (see [`RefIndex`]).
-    pub fn open_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<&Order> {
-        let id = self.refs.get(self, customer, reference)?;
-        Some(self.get(id))
+    /// The open order under a reference (see [`RefIndex`]): its id, which the index found by
+    /// looking the order up already (a cancel's caller would only read the id back).
+    pub fn open_by_ref(&self, customer: CustomerCode, reference: &str) -> Option<OrderId> {
+        self.refs.get(self, customer, reference)
     }
 
     /// Orders the customer holds open, staged ones included (D4).

@@ -25,8 +25,8 @@ impl Desk<'_, '_> {
         reference: &str,
         conflict: ErrorCode,
     ) -> Result<OrderId, Error> {
-        if let Some(o) = self.orders.open_by_ref(code, reference) {
-            return Ok(o.id);
+        if let Some(id) = self.orders.open_by_ref(code, reference) {
+            return Ok(id);
         }
         self.customer(code)?;
         Err(Error::new(
