@@ -729,11 +729,14 @@ impl Ledger {
         Some(self.complete(books, Counterparts::Owed, row, None, Some(Arc::clone(info))))
     }
 
+    /// Room for `rows` more movements at once, not by doublings: a periodic pass's share.
+    pub fn reserve_rows(&mut self, rows: usize) {
+        self.movements.reserve(rows);
+    }
+
     /// A run of bookings against the venue's batched accounts starts (a periodic pass, a
     /// sweep): nothing owed yet.
-    pub fn open_venue_batch(&mut self, rows: usize) -> VenueBatch {
-        // The run appends up to `rows` movements: room for them at once, not by doublings.
-        self.movements.reserve(rows);
+    pub fn open_venue_batch(&self) -> VenueBatch {
         VenueBatch {
             owed: [[None; BATCHED.len()]; Asset::ALL.len()],
             open: true,
@@ -840,17 +843,6 @@ impl Ledger {
         }
         let account = self.account_mut(accounts, AccountId::customer(customer, asset), now);
         shift_locked(account, customer, delta);
-    }
-
-    /// What a customer may still commit: total − locked − pending (zero without a row).
-    pub fn available(
-        accounts: &impl AccountStore,
-        customer: CustomerCode,
-        asset: Asset,
-    ) -> Decimal {
-        accounts
-            .balance(&AccountId::customer(customer, asset))
-            .map_or(Decimal::ZERO, Balance::available)
     }
 
     /// The money invariants of D7 over every account, checked in full. Returns the first

@@ -226,7 +226,7 @@ fn a_venue_batch_posts_a_pass_clearing_side_once_and_touches_it_even_at_zero() {
         mark_price: d("60000"),
         funding_rate: Some(d("0.0001")),
     });
-    let mut batch = l.open_venue_batch(2);
+    let mut batch = l.open_venue_batch();
     for (customer, amount) in [(1, "-6.5"), (3, "6.5")] {
         let mut books = Books {
             accounts: &mut a,
@@ -254,7 +254,7 @@ fn a_venue_batch_dropped_unclosed_panics() {
         mark_price: d("60000"),
         funding_rate: None,
     });
-    let mut batch = l.open_venue_batch(1);
+    let mut batch = l.open_venue_batch();
     let mut books = Books {
         accounts: &mut a,
         rng: &mut rng,
@@ -271,7 +271,7 @@ fn a_venue_batch_dropped_unclosed_panics() {
 fn a_venue_batch_posts_a_sweeps_clearing_and_fees_once_with_the_row_by_row_sums() {
     let (mut l, mut a, mut rng, t) = fresh();
     let venue = |a: &BTreeMap<AccountId, Balance>, v| a[&AccountId::venue(v, Asset::Usdc)].total;
-    let mut batch = l.open_venue_batch(2);
+    let mut batch = l.open_venue_batch();
     for (customer, pnl, fee) in [(1, "12.5", "0.0600000000"), (3, "-12.5", "0.02")] {
         let info = TradeInfo {
             realised_pnl: d(pnl),

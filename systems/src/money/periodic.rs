@@ -53,7 +53,7 @@ pub fn book_one(
     side: CustomerSide,
     info: &Arc<PeriodicInfo>,
 ) {
-    let mut batch = ledger.open_venue_batch(1);
+    let mut batch = ledger.open_venue_batch();
     ledger.book_periodic(books, side, info, &mut batch);
     ledger.close_venue_batch(books.accounts, batch, books.now);
 }

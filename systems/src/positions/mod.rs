@@ -88,6 +88,7 @@ impl PositionIndex {
         self.map.insert(key, entity)
     }
 
+    /// Unindexes the position `key` as it closes; its entity, if it was open.
     pub fn remove(&mut self, key: &PositionKey) -> Option<Entity> {
         self.lookup.remove(key);
         self.map.remove(key)

@@ -127,7 +127,8 @@ impl PeriodicBooking<'_, '_> {
         mut booking: impl FnMut(&R) -> Option<(CustomerSide, &'i Arc<PeriodicInfo>)>,
     ) {
         let now = self.clock.now;
-        let mut batch = self.ledger.open_venue_batch(rows.len());
+        self.ledger.reserve_rows(rows.len());
+        let mut batch = self.ledger.open_venue_batch();
         self.accounts
             .find_in_order(rows.iter().map(&account), &mut self.found);
         for (row, &entity) in rows.iter().zip(self.found.iter()) {

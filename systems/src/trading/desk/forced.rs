@@ -90,7 +90,7 @@ impl Desk<'_, '_> {
                 self.terms(counterparty, market),
             ),
         ];
-        self.with_venue_batch(2, |desk, batch| {
+        self.with_venue_batch(|desk, batch| {
             desk.book((market, price, lots), sides, batch);
         });
     }

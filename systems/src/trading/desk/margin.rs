@@ -61,8 +61,9 @@ impl Desk<'_, '_> {
             *upnl += p.unrealised_pnl(mark);
         }
         for (asset, (notional, upnl)) in currencies {
-            let collateral =
-                Ledger::available(&self.accounts, code, asset) + self.ledger_locked(code, asset);
+            // What backs the positions: what is available plus the margin they lock.
+            let balance = self.accounts.balance(&AccountId::customer(code, asset));
+            let collateral = balance.map_or(Decimal::ZERO, |b| b.available() + b.locked);
             let equity = collateral + upnl;
             let state =
                 risk::margin_state(equity, notional, profile.maintenance, profile.liquidation);
@@ -76,12 +77,6 @@ impl Desk<'_, '_> {
             }
         }
         Ok(())
-    }
-
-    pub(super) fn ledger_locked(&self, code: CustomerCode, asset: Asset) -> Decimal {
-        self.accounts
-            .balance(&AccountId::customer(code, asset))
-            .map_or(Decimal::ZERO, |b| b.locked)
     }
 
     /// PUT margin-profile (§2.7, §4.2): selects the account-wide profile; a no-op when

@@ -444,8 +444,8 @@ impl Desk<'_, '_> {
         let filled = !fills.is_empty();
         if filled {
             let taker = taker(self);
-            // Two rows a fill; the venue's side of them all posted once, at the sweep's end.
-            self.with_venue_batch(2 * fills.len(), |desk, batch| {
+            // The venue's side of every fill's rows posted once, at the sweep's end.
+            self.with_venue_batch(|desk, batch| {
                 for f in &fills {
                     desk.settle(&taker, (side, market), f, batch);
                 }
@@ -456,10 +456,10 @@ impl Desk<'_, '_> {
         (left, filled)
     }
 
-    /// Runs `book` (fills, up to `rows` ledger rows) with the venue's side of its rows owed
-    /// in a batch, posted when it returns.
-    fn with_venue_batch(&mut self, rows: usize, book: impl FnOnce(&mut Self, &mut VenueBatch)) {
-        let mut batch = self.ledger.open_venue_batch(rows);
+    /// Runs `book` (fills) with the venue's side of its ledger rows owed in a batch, posted
+    /// when it returns.
+    fn with_venue_batch(&mut self, book: impl FnOnce(&mut Self, &mut VenueBatch)) {
+        let mut batch = self.ledger.open_venue_batch();
         book(self, &mut batch);
         let now = self.clock.now;
         self.ledger

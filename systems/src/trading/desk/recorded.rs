@@ -108,7 +108,7 @@ impl Desk<'_, '_> {
             kind: TradeKind::Trade,
             terms: self.terms(MARKET_MAKER, market),
         };
-        self.with_venue_batch(2, |desk, batch| {
+        self.with_venue_batch(|desk, batch| {
             desk.settle(&taker, (side, market), &fill, batch);
         });
     }
