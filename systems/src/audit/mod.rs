@@ -304,7 +304,9 @@ fn check_live(
             .any(|(&(_, market), _)| exchange.markets[market as usize].spec.settlement == asset)
     };
     check_no_negative_flat(&accounts, exposed)?;
-    let marked = live.waiting.iter().filter(|o| o.0.waiting()).count();
+    let marked = (live.waiting.iter())
+        .filter(|o| o.record().is_some_and(|o| o.waiting()))
+        .count();
     let waits = orders.live().filter(|o| o.waiting()).count();
     match (marked, live.waiting.iter().len()) {
         (m, all) if m == waits && all == waits => Ok(()),

@@ -4,6 +4,12 @@
 //! [`EndedOrders`], which holds its record only through the tick it ended in (the journal's
 //! projection keeps it). [`OrderIndex`] says where each id is while it is held.
 //!
+//! The entity of an order that ends is kept for the next order, not despawned: its
+//! `LiveOrder` emptied, it waits in [`OrderIndex`]'s pool (at most [`POOL`] entities) and the
+//! next order the desk accepts fills it in place. Despawning and spawning an entity moves
+//! rows in bevy's tables and queues a command each; they were a fifth of a cancel's cost
+//! (`--bench book`). A conditional order's entity, which carries `Waiting` too, is despawned.
+//!
 //! The record is shared, copy-on-write, with the read view: a `LiveOrder` holds an
 //! `Arc<Order>`, publishing hands the view the same `Arc`, and the engine's next change to
 //! that order copies it first (`Arc::make_mut`). A resting order that never changes again is
@@ -82,7 +88,14 @@ pub struct OrderIndex {
     in_window: usize,
     /// Live orders older than `base`.
     old: lookup::Lookup<OrderId, OrderSlot>,
+    /// Entities of ended orders kept for the next ones: each an empty `LiveOrder`, no
+    /// `Waiting`; at most [`POOL`].
+    pool: Vec<Entity>,
 }
+
+/// The most ended orders' entities kept for reuse: the churn of a busy venue's ticks, and
+/// about 3 MiB at most (an entity's metadata, its table row and the pool's slot: ~48 bytes).
+pub const POOL: usize = 65_536;
 
 /// The window's length below which it never moves live orders out.
 const WINDOW: usize = 65_536;
@@ -105,6 +118,11 @@ impl OrderIndex {
     /// Slots the index takes memory for: the window's length and the old live orders.
     pub fn footprint(&self) -> usize {
         self.window.len() + self.old.len()
+    }
+
+    /// Entities kept for the next orders (see [`POOL`]).
+    pub fn pooled(&self) -> usize {
+        self.pool.len()
     }
 
     fn get(&self, id: OrderId) -> Option<OrderSlot> {
@@ -192,9 +210,22 @@ pub fn start_tick(world: &mut World) {
     ended.start_tick();
 }
 
-/// A live order: resting in its market's book, or waiting on its trigger.
+/// A live order: resting in its market's book, or waiting on its trigger; empty while its
+/// entity waits in [`OrderIndex`]'s pool for the next order.
 #[derive(Component, Debug, Clone)]
-pub struct LiveOrder(pub Arc<Order>);
+pub struct LiveOrder(Option<Arc<Order>>);
+
+impl LiveOrder {
+    /// The order's record; none for a pooled entity.
+    pub fn record(&self) -> Option<&Arc<Order>> {
+        self.0.as_ref()
+    }
+
+    /// The record of an entity the index names.
+    fn held(&self) -> &Arc<Order> {
+        self.0.as_ref().expect("indexed orders are live")
+    }
+}
 
 /// Marks a conditional order armed under its trigger price(s) and not yet fired; the
 /// market's trigger index holds exactly these (checked while the engine audits).
@@ -306,7 +337,7 @@ impl OrderLookup for Lookup<'_, '_, '_> {
             id,
             self.index.slot(id),
             self.staged,
-            |e| &self.live.get(e).expect("indexed orders are live").0,
+            |e| self.live.get(e).expect("indexed orders are live").held(),
             self.ended,
         )
     }
@@ -351,7 +382,7 @@ impl Orders<'_, '_> {
             id,
             self.index.slot(id),
             &self.staged,
-            |e| &self.live.get(e).expect("indexed orders are live").0,
+            |e| self.live.get(e).expect("indexed orders are live").held(),
             &self.ended,
         )
     }
@@ -362,14 +393,9 @@ impl Orders<'_, '_> {
             OrderSlot::Staged(i) => self.staged[i as usize]
                 .as_mut()
                 .expect("a staged slot holds its order until it ends"),
-            OrderSlot::Live(entity) => {
-                &mut self
-                    .live
-                    .get_mut(entity)
-                    .expect("indexed orders are live")
-                    .into_inner()
-                    .0
-            }
+            OrderSlot::Live(entity) => (self.live.get_mut(entity).ok())
+                .and_then(|o| o.into_inner().0.as_mut())
+                .expect("indexed orders are live"),
             OrderSlot::Ended(_) => panic!("order {id} has ended and never changes"),
         };
         // Copies only when the read view still holds this version.
@@ -386,7 +412,7 @@ impl Orders<'_, '_> {
     /// The ids of the live orders `select` picks, ascending: one scan of the live set, for
     /// the rare passes that act on many customers at once (a liquidation cascade).
     pub fn live_ids(&self, select: impl Fn(&Order) -> bool) -> Vec<OrderId> {
-        let live = self.live.iter().map(|o| &*o.0);
+        let live = self.live.iter().filter_map(|o| o.record()).map(|o| &**o);
         let staged = self.staged.iter().flatten().map(|o| &**o);
         let mut ids: Vec<OrderId> = live
             .chain(staged)
@@ -445,11 +471,7 @@ impl Orders<'_, '_> {
             OrderSlot::Staged(i) => self.staged[i as usize]
                 .take()
                 .expect("a staged slot holds its order until it ends"),
-            OrderSlot::Live(entity) => {
-                let record = self.live.get(entity).expect("indexed").0.clone();
-                self.commands.entity(entity).despawn();
-                record
-            }
+            OrderSlot::Live(entity) => self.vacate(entity),
             OrderSlot::Ended(_) => panic!("order {id} has already ended"),
         };
         self.refs.remove(&record);
@@ -459,6 +481,19 @@ impl Orders<'_, '_> {
         self.index.set(id, OrderSlot::Ended(position));
     }
 
+    /// Takes the record out of a live order's entity, which is kept for the next order while
+    /// the pool has room and it is not marked [`Waiting`], else despawned.
+    fn vacate(&mut self, entity: Entity) -> Arc<Order> {
+        let mut held = self.live.get_mut(entity).expect("indexed orders are live");
+        let record = held.0.take().expect("indexed orders are live");
+        if record.waiting() || self.index.pool.len() >= POOL {
+            self.commands.entity(entity).despawn();
+        } else {
+            self.index.pool.push(entity);
+        }
+        record
+    }
+
     /// A waiting order fired: it is no longer marked [`Waiting`].
     pub fn fired(&mut self, id: OrderId) {
         if let Some(OrderSlot::Live(entity)) = self.index.get(id) {
@@ -466,16 +501,29 @@ impl Orders<'_, '_> {
         }
     }
 
-    /// Gives the orders accepted during this run that are still live their entity.
+    /// Gives the orders accepted during this run that are still live their entity: a pooled
+    /// one where there is one (a conditional order's is new, as it carries [`Waiting`]).
     pub fn flush(&mut self) {
         for record in std::mem::take(&mut *self.staged).into_iter().flatten() {
             let id = record.id;
-            let waiting = record.waiting();
-            let mut entity = self.commands.spawn(LiveOrder(record));
-            if waiting {
-                entity.insert(Waiting);
-            }
-            self.index.set(id, OrderSlot::Live(entity.id()));
+            let pooled = match record.waiting() {
+                true => None,
+                false => self.index.pool.pop(),
+            };
+            let entity = match pooled {
+                Some(entity) => {
+                    let mut slot = self.live.get_mut(entity).expect("pooled entities hold one");
+                    assert!(slot.0.is_none(), "a pooled entity is empty");
+                    slot.0 = Some(record);
+                    entity
+                }
+                None if record.waiting() => {
+                    let live = LiveOrder(Some(record));
+                    self.commands.spawn((live, Waiting)).id()
+                }
+                None => self.commands.spawn(LiveOrder(Some(record))).id(),
+            };
+            self.index.set(id, OrderSlot::Live(entity));
         }
     }
 }
@@ -512,7 +560,7 @@ impl OrderRecords<'_, '_> {
             id,
             self.index.slot(id),
             &[],
-            |e| &self.live.get(e).expect("indexed orders are live").0,
+            |e| self.live.get(e).expect("indexed orders are live").held(),
             &self.ended,
         )
     }
@@ -521,14 +569,14 @@ impl OrderRecords<'_, '_> {
         &self.refs
     }
 
-    /// How many orders are live.
+    /// How many orders are live: the entities but the pooled ones.
     pub fn live_count(&self) -> usize {
-        self.live.count()
+        self.live.count() - self.index.pool.len()
     }
 
     /// The live orders' records.
     pub fn live(&self) -> impl Iterator<Item = &Order> {
-        self.live.iter().map(|o| &*o.0)
+        self.live.iter().filter_map(|o| o.record()).map(|o| &**o)
     }
 
     /// The open orders counted per customer (the D4 bound's count) sum to the live set: cheap
@@ -552,16 +600,22 @@ impl OrderRecords<'_, '_> {
         let mut live = 0;
         for (id, e) in self.index.live() {
             live += 1;
-            let o = &self
-                .live
-                .get(e)
-                .map_err(|_| format!("live order {id} is gone"))?
-                .0;
+            let o = (self.live.get(e).ok())
+                .and_then(LiveOrder::record)
+                .ok_or_else(|| format!("live order {id} is gone"))?;
             if o.id != id {
                 return Err(format!("order {} is indexed as {id}", o.id));
             }
         }
-        let entities = self.live.iter().count();
+        let entities = self.live.iter().filter(|o| o.record().is_some()).count();
+        let pooled = self.index.pool.iter();
+        if pooled
+            .filter(|&&e| self.live.get(e).is_ok_and(|o| o.0.is_none()))
+            .count()
+            != self.index.pool.len()
+        {
+            return Err("a pooled order entity is gone or holds an order".to_owned());
+        }
         let ended = self.ended.count();
         // Held: the live orders and this tick's ended ones (a staged one would be one more).
         let (held, accepted) = (self.index.len(), self.index.accepted());
@@ -594,10 +648,10 @@ impl WorldOrders<'_> {
             world.resource::<OrderIndex>().slot(id),
             &[],
             |e| {
-                &world
+                world
                     .get::<LiveOrder>(e)
                     .expect("indexed orders are live")
-                    .0
+                    .held()
             },
             world.resource::<EndedOrders>(),
         )
@@ -645,11 +699,12 @@ pub fn restore(world: &mut World, live: Vec<Order>, ended: EndedState) {
         window: VecDeque::from(vec![None; span]),
         in_window: live.len(),
         old: lookup::Lookup::default(),
+        pool: Vec::new(),
     };
     for o in live {
         let at = (o.id.0 - base) as usize;
         let waiting = o.waiting();
-        let mut entity = world.spawn(LiveOrder(o));
+        let mut entity = world.spawn(LiveOrder(Some(o)));
         if waiting {
             entity.insert(Waiting);
         }
@@ -687,7 +742,7 @@ pub fn borrow(world: &World) -> (Vec<&Order>, EndedState) {
         .resource::<OrderIndex>()
         .live()
         .into_iter()
-        .map(|(_, e)| &*world.get::<LiveOrder>(e).expect("indexed").0)
+        .map(|(_, e)| &**world.get::<LiveOrder>(e).expect("indexed").held())
         .collect();
     (live, world.resource::<EndedOrders>().state())
 }
