@@ -8,7 +8,8 @@
 //! `LiveOrder` emptied, it waits in [`OrderIndex`]'s pool (at most [`POOL`] entities) and the
 //! next order the desk accepts fills it in place. Despawning and spawning an entity moves
 //! rows in bevy's tables and queues a command each; they were a fifth of a cancel's cost
-//! (`--bench book`). A conditional order's entity, which carries `Waiting` too, is despawned.
+//! (`--bench book`). A conditional order that ends still waiting is despawned (its entity
+//! carries `Waiting` too), and a waiting order never takes a pooled entity.
 //!
 //! The record is shared, copy-on-write, with the read view: a `LiveOrder` holds an
 //! `Arc<Order>`, publishing hands the view the same `Arc`, and the engine's next change to
@@ -502,7 +503,7 @@ impl Orders<'_, '_> {
     }
 
     /// Gives the orders accepted during this run that are still live their entity: a pooled
-    /// one where there is one (a conditional order's is new, as it carries [`Waiting`]).
+    /// one where there is one (a waiting order's is new, as it carries [`Waiting`]).
     pub fn flush(&mut self) {
         for record in std::mem::take(&mut *self.staged).into_iter().flatten() {
             let id = record.id;
@@ -512,7 +513,7 @@ impl Orders<'_, '_> {
             };
             let entity = match pooled {
                 Some(entity) => {
-                    let mut slot = self.live.get_mut(entity).expect("pooled entities hold one");
+                    let mut slot = self.live.get_mut(entity).expect("a pooled entity is kept");
                     assert!(slot.0.is_none(), "a pooled entity is empty");
                     slot.0 = Some(record);
                     entity
