@@ -609,12 +609,8 @@ impl OrderRecords<'_, '_> {
             }
         }
         let entities = self.live.iter().filter(|o| o.record().is_some()).count();
-        let pooled = self.index.pool.iter();
-        if pooled
-            .filter(|&&e| self.live.get(e).is_ok_and(|o| o.0.is_none()))
-            .count()
-            != self.index.pool.len()
-        {
+        let empty = |&e: &Entity| self.live.get(e).is_ok_and(|o| o.0.is_none());
+        if !self.index.pool.iter().all(empty) {
             return Err("a pooled order entity is gone or holds an order".to_owned());
         }
         let ended = self.ended.count();

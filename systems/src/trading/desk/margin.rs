@@ -61,9 +61,9 @@ impl Desk<'_, '_> {
             *upnl += p.unrealised_pnl(mark);
         }
         for (asset, (notional, upnl)) in currencies {
-            // What backs the positions: what is available plus the margin they lock.
+            // What backs the positions, as the margin pass reads it: all but what is pending.
             let balance = self.accounts.balance(&AccountId::customer(code, asset));
-            let collateral = balance.map_or(Decimal::ZERO, |b| b.available() + b.locked);
+            let collateral = balance.map_or(Decimal::ZERO, |b| b.total - b.pending);
             let equity = collateral + upnl;
             let state =
                 risk::margin_state(equity, notional, profile.maintenance, profile.liquidation);
