@@ -14,6 +14,12 @@
 //! before it begins its read transaction, so the two together hold every row of every tick
 //! the view it read has. A row in both is the backlog's, the newer.
 //!
+//! A busy server's commits are many and small (a place or a cancel each), and a transaction of
+//! the projection's file costs about as much as the few rows it writes. So a server makes its
+//! commits' rows wait here together ([`Limits::linger`]) and projects them in one transaction
+//! once that many wait, or once the writer has had nothing to do for a while; reads find them
+//! here meanwhile, as they find a large commit's.
+//!
 //! Crash safety needs nothing new: the projection's mark (`projected_through`) moves past a
 //! batch in the transaction that writes the batch's last part, so after a crash it is behind
 //! the journal, and recovery projects the ticks after it again (a part written twice is the
@@ -21,7 +27,8 @@
 //!
 //! Bounds: each commit projects `max(slice, backlog / 256)` writes, so a backlog stays within
 //! about 256 commits' worth of rows however fast they come; a read walks the backlog's rows
-//! of its kind (at most that many, for the seconds the backlog lasts).
+//! of its kind (at most that many, for the seconds the backlog lasts). Lingering commits are
+//! at most [`MAX_PROJECTION_LINGER`] (or a share's writes) before one projects them.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -52,6 +59,10 @@ pub(crate) struct Limits {
     pub inline: usize,
     /// Writes (rows and index entries) of the backlog projected a commit, at least.
     pub slice: usize,
+    /// Commits whose rows wait together before a transaction projects them: 1, each commit
+    /// projects its own (or a share of the backlog); more, every commit's rows wait until
+    /// that many do (or `slice` writes), and an idle writer projects them sooner.
+    pub linger: usize,
 }
 
 /// Rows a commit projects in its own transaction when the backlog is empty, unless set.
@@ -59,6 +70,9 @@ pub const DEFAULT_PROJECTION_BATCH: usize = 8_192;
 /// The most that may be set: a commit of a million rows holds every answer after it for
 /// seconds (`--bench journal -- journal/project`).
 pub const MAX_PROJECTION_BATCH: usize = 1 << 20;
+/// The most commits whose rows may wait together (`Journal::set_projection_linger`): a read
+/// walks each waiting commit's rows of its kind.
+pub const MAX_PROJECTION_LINGER: usize = 256;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -66,6 +80,7 @@ impl Default for Limits {
         Limits {
             inline: DEFAULT_PROJECTION_BATCH,
             slice: 8_192,
+            linger: 1,
         }
     }
 }
@@ -241,6 +256,8 @@ pub(crate) struct Backlog {
     queue: VecDeque<Queued>,
     /// Writes left, over every batch.
     writes: usize,
+    /// A commit of more than `inline` rows waits here (not only lingering ones).
+    large: bool,
     limits: Limits,
     published: Arc<ArcSwap<Pending>>,
 }
@@ -260,6 +277,7 @@ impl Backlog {
         Backlog {
             queue: VecDeque::new(),
             writes: 0,
+            large: false,
             limits: Limits::default(),
             published,
         }
@@ -279,7 +297,15 @@ impl Backlog {
 
     /// Whether a commit's `rows` wait here rather than go into its own transaction.
     pub(crate) fn takes(&self, rows: &Projected) -> bool {
-        !self.queue.is_empty() || rows.len() > self.limits.inline
+        !self.queue.is_empty() || rows.len() > self.limits.inline || self.limits.linger > 1
+    }
+
+    /// Whether a transaction should project a share of the backlog now: as soon as it holds
+    /// anything, or, with commits lingering, once `linger` commits' rows or a share's writes
+    /// wait.
+    pub(crate) fn due(&self) -> bool {
+        let waiting = self.queue.len();
+        waiting > 0 && (waiting >= self.limits.linger || self.writes >= self.limits.slice)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -301,6 +327,12 @@ impl Backlog {
     /// Whether the next share projects the whole backlog.
     pub(crate) fn empties_in_one_share(&self) -> bool {
         self.writes <= self.share()
+    }
+
+    /// Whether a commit of more than `inline` rows waits here (lingering commits' rows are
+    /// few, and re-projected after a crash at little cost).
+    pub(crate) fn holds_large(&self) -> bool {
+        self.large
     }
 
     pub(crate) fn work(&mut self, txn: &WriteTransaction) -> Result<Progress, JournalError> {
@@ -340,7 +372,9 @@ impl Backlog {
             front.at = progress.at;
         }
         self.writes -= progress.writes;
+        self.large &= !self.queue.is_empty();
         if let Some((tick, rows)) = more {
+            self.large |= rows.len() > self.limits.inline;
             let steps = plan(&rows);
             let q = Queued {
                 batch: Arc::new(Batch::new(tick, rows)),

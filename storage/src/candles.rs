@@ -239,6 +239,7 @@ mod tests {
                 journal.set_backlog_limits(crate::backlog::Limits {
                     inline: 0,
                     slice: 7,
+                    linger: 1,
                 });
             }
             let mut rng = SimRng::from_seed(37);

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use arc_swap::ArcSwap;
 
 use crate::archive;
-use crate::backlog::{Backlog, Limits, MAX_PROJECTION_BATCH, Pending};
+use crate::backlog::{Backlog, Limits, MAX_PROJECTION_BATCH, MAX_PROJECTION_LINGER, Pending};
 use crate::group_log::{self, CHECKPOINT_BYTES, GroupLog, GroupRecord, LOG_SEQ_KEY};
 use crate::history_file::HistoryFile;
 use crate::nonces::{self, NONCES, NonceWrites};
@@ -654,13 +654,13 @@ impl Journal {
         let mut progress = None;
         // The projection follows in its own file, without a sync: the ticks are durable, and
         // a crash before the projection's next sync is made good by recovery.
-        if inline.is_some() || !backlog.is_empty() {
+        if inline.is_some() || backlog.due() {
             let txn = self.history().begin_write(false)?;
             if let Some((first, last, rows)) = &inline {
                 projection::check_follows(&txn, first - 1)?;
                 projection::write(&txn, rows, *last)?;
             }
-            if !backlog.is_empty() {
+            if backlog.due() {
                 progress = Some(backlog.work(&txn)?);
             }
             txn.commit()?;
@@ -676,18 +676,34 @@ impl Journal {
     /// waits for the disk: the others are made durable by the next commit that does (a crash
     /// before it loses them with the projection's mark, and recovery projects them again).
     pub fn project_backlog(&self) -> Result<bool, JournalError> {
+        self.project_share(false)
+    }
+
+    /// [`Journal::project_backlog`] where the backlog is due (where enough commits' rows
+    /// linger): the idle writer's work between commits. The share that empties it waits for
+    /// the disk only where a large commit's rows were among it. Whether more is due.
+    pub fn project_due(&self) -> Result<bool, JournalError> {
+        self.project_share(true)
+    }
+
+    fn project_share(&self, when_due: bool) -> Result<bool, JournalError> {
         let mut backlog = self
             .backlog
             .lock()
             .expect("the backlog's lock is never poisoned");
-        if backlog.is_empty() {
+        if backlog.is_empty() || (when_due && !backlog.due()) {
             return Ok(false);
         }
-        let txn = self.history().begin_write(backlog.empties_in_one_share())?;
+        let durable = backlog.empties_in_one_share() && (!when_due || backlog.holds_large());
+        let txn = self.history().begin_write(durable)?;
         let progress = backlog.work(&txn)?;
         txn.commit()?;
         backlog.advance(progress, None);
-        Ok(!backlog.is_empty())
+        Ok(if when_due {
+            backlog.due()
+        } else {
+            !backlog.is_empty()
+        })
     }
 
     /// Rows and index entries committed ticks made that the projection does not hold yet.
@@ -713,6 +729,24 @@ impl Journal {
         let limits = backlog.limits();
         backlog.set_limits(Limits {
             inline: rows,
+            ..limits
+        });
+    }
+
+    /// Sets how many commits' rows wait together in the backlog before a transaction projects
+    /// them, 1 to [`MAX_PROJECTION_LINGER`] (1, the default: each commit projects its own).
+    pub fn set_projection_linger(&self, commits: usize) {
+        assert!(
+            (1..=MAX_PROJECTION_LINGER).contains(&commits),
+            "{commits} commits is outside 1..={MAX_PROJECTION_LINGER}"
+        );
+        let mut backlog = self
+            .backlog
+            .lock()
+            .expect("the backlog's lock is never poisoned");
+        let limits = backlog.limits();
+        backlog.set_limits(Limits {
+            linger: commits,
             ..limits
         });
     }

@@ -27,7 +27,7 @@ mod projection;
 mod recovery;
 
 pub use archive::{Archived, SEGMENT_BYTES, SEGMENT_TICKS, Segment};
-pub use backlog::{DEFAULT_PROJECTION_BATCH, MAX_PROJECTION_BATCH};
+pub use backlog::{DEFAULT_PROJECTION_BATCH, MAX_PROJECTION_BATCH, MAX_PROJECTION_LINGER};
 pub use group_log::{GroupLog, GroupRecord, LOG_BYTES};
 pub use history::{
     Fills, Fundings, Holder, Listed, MarginChanges, Movements, Notices, Rows, Trades,

@@ -173,31 +173,44 @@ fn extending_a_projection_that_is_behind_is_refused() {
 /// keeps nothing of ended orders' references, finds none open).
 #[test]
 fn every_reference_reads_from_view_and_projection_what_the_engine_knows_of_it() {
-    references_session(false);
+    references_session(None);
 }
 
 /// The same with every commit's rows waiting in the projection's backlog and a few projected
 /// a commit: a read finds an ended order in the backlog as in the table.
 #[test]
 fn every_reference_reads_the_same_while_the_projection_is_behind_the_journal() {
-    references_session(true);
+    references_session(Some(BACKLOGGED));
 }
 
-/// Makes every commit's rows wait in the backlog, and each commit project five writes of it
-/// (or a 64th).
+/// The same with a server's commits lingering in the backlog, four at a time: a read finds
+/// the rows of the commits that wait there as it finds them projected.
+#[test]
+fn every_reference_reads_the_same_while_commits_linger_in_the_backlog() {
+    references_session(Some(crate::backlog::Limits {
+        linger: 4,
+        ..crate::backlog::Limits::default()
+    }));
+}
+
+/// Every commit's rows wait in the backlog, and each commit projects five writes of it (or a
+/// 64th).
+const BACKLOGGED: crate::backlog::Limits = crate::backlog::Limits {
+    inline: 0,
+    slice: 5,
+    linger: 1,
+};
+
 fn backlogged(journal: &Journal) {
-    journal.set_backlog_limits(crate::backlog::Limits {
-        inline: 0,
-        slice: 5,
-    });
+    journal.set_backlog_limits(BACKLOGGED);
 }
 
-fn references_session(backlog: bool) {
+fn references_session(backlog: Option<crate::backlog::Limits>) {
     use perpsim_core::rng::SimRng;
     use std::collections::BTreeMap;
     let (_dir, journal, mut e) = fresh();
-    if backlog {
-        backlogged(&journal);
+    if let Some(limits) = backlog {
+        journal.set_backlog_limits(limits);
     }
     let customers: Vec<CustomerCode> = (0..3).map(|_| funded(&journal, &mut e)).collect();
     let mut rng = SimRng::from_seed(37);
@@ -245,9 +258,49 @@ fn references_session(backlog: bool) {
     );
     let behind = journal.projected_through().unwrap() < journal.last_tick().unwrap();
     assert_eq!(
-        behind, backlog,
+        behind,
+        backlog.is_some(),
         "the projection is behind only with a backlog"
     );
+}
+
+/// A server's commits linger (`Journal::set_projection_linger`): each commit's rows wait in
+/// the backlog until four commits' do, and the next commit projects them all in its own
+/// transaction, which moves the projection's mark past them; an idle writer's
+/// `project_due` takes nothing before then, and `project_backlog` (the writer after a quiet
+/// spell, a snapshot, a stop) takes everything.
+#[test]
+fn lingering_commits_are_projected_together_once_enough_wait() {
+    let (_dir, journal, mut e) = fresh();
+    let c = funded(&journal, &mut e);
+    journal.set_projection_linger(4);
+    let mark = || journal.projected_through().unwrap();
+    let start = mark();
+    let mut marks = Vec::new();
+    for i in 0..9 {
+        let r = format!("r{i}");
+        tick(&journal, &mut e, vec![place(c, &r, 59_000)], true).unwrap();
+        if i == 2 {
+            assert!(!journal.project_due().unwrap(), "three commits are not due");
+        }
+        marks.push(mark() - start);
+    }
+    // Each commit checks what waits before its own rows join: the fifth projects four.
+    assert_eq!(marks, [0, 0, 0, 0, 4, 4, 4, 4, 8]);
+    assert!(
+        !journal.project_due().unwrap(),
+        "the ninth commit's rows wait alone"
+    );
+    while journal.project_backlog().unwrap() {}
+    assert_eq!(mark() - start, 9);
+    assert_eq!(journal.backlog(), 0);
+}
+
+#[test]
+#[should_panic(expected = "outside 1..=256")]
+fn a_linger_beyond_its_bound_is_refused() {
+    let (_dir, journal, _) = fresh();
+    journal.set_projection_linger(257);
 }
 
 fn random_command(rng: &mut perpsim_core::rng::SimRng, customers: &[CustomerCode]) -> Command {

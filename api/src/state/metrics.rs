@@ -122,7 +122,7 @@ pub const CATALOGUE: [(&str, &str, &str, &str); 28] = [
         PROJECTION_BACKLOG,
         "gauge",
         "writes",
-        "History rows and index entries of durable ticks that the history projection's tables do not hold yet (reads find them in the backlog meanwhile): a commit of more than `--projection-batch` rows (a funding hour's) waits there and is projected a share a commit and while the writer is idle.",
+        "History rows and index entries of durable ticks that the history projection's tables do not hold yet (reads find them in the backlog meanwhile): a commit of more than `--projection-batch` rows (a funding hour's) waits there and is projected a share a commit and while the writer is idle; smaller commits' rows wait there together, 32 commits' at most, and are projected in one transaction.",
     ),
     (
         JOURNAL_BYTES,

@@ -213,7 +213,8 @@ impl Writer {
     }
 
     /// The next job (none once the engine thread has gone); while none waits, the
-    /// projection's backlog is projected a share at a time.
+    /// projection's backlog is projected a share at a time where it is due (see
+    /// `Journal::project_due`).
     fn next_job(&mut self, jobs: &Receiver<Job>) -> Result<Option<Job>, JournalError> {
         loop {
             match jobs.try_recv() {
@@ -221,7 +222,7 @@ impl Writer {
                 Err(TryRecvError::Disconnected) => return Ok(None),
                 Err(TryRecvError::Empty) => {
                     let settling = self.settle(SETTLE_IDLE);
-                    let more = self.journal.project_backlog()? || settling;
+                    let more = self.journal.project_due()? || settling;
                     metrics::backlog(self.journal.backlog());
                     if !more {
                         return self.wait_job(jobs);
@@ -231,14 +232,17 @@ impl Writer {
         }
     }
 
-    /// Waits for the next job; once none came for [`QUIET`], the groups sealed through the log
-    /// are written to redb's file (a server between bursts keeps it current, without a
-    /// transaction of its own at each pause of a busy one).
+    /// Waits for the next job; once none came for [`QUIET`], the rows lingering in the
+    /// projection's backlog are projected and the groups sealed through the log are written to
+    /// redb's file (a server between bursts keeps both current, without a transaction of its
+    /// own at each pause of a busy one).
     fn wait_job(&mut self, jobs: &Receiver<Job>) -> Result<Option<Job>, JournalError> {
         match jobs.recv_timeout(QUIET) {
             Ok(job) => return Ok(Some(job)),
             Err(RecvTimeoutError::Disconnected) => return Ok(None),
             Err(RecvTimeoutError::Timeout) => {
+                while self.journal.project_backlog()? {}
+                metrics::backlog(0);
                 self.journal.write_pending()?;
                 self.size_journal();
             }
