@@ -728,3 +728,30 @@ fn bind(mut command: Command, code: CustomerCode) -> Command {
     }
     command
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::hash::BuildHasher;
+
+    /// The references are the scenario file's, untrusted: a file naming references built to
+    /// collide under a fixed hash would make every ended order's look-up walk them all. Each
+    /// map of them hashes with a seed of its own, drawn at random, so no file can be built
+    /// against it (a fixed-seed or keyless hasher would hash a key the same in every map).
+    #[test]
+    fn each_map_of_a_plans_references_hashes_with_a_random_seed_of_its_own() {
+        let key: Reference = (
+            CustomerCode(perpsim_core::Uuid::from_u128(7)),
+            ReferenceId::from("r1"),
+        );
+        let hashes: BTreeSet<u64> = (0..8)
+            .map(|_| Named::default().latest.hasher().hash_one(&key))
+            .collect();
+        assert_eq!(
+            hashes.len(),
+            8,
+            "one key hashed alike in two maps: {hashes:?}"
+        );
+    }
+}
