@@ -722,12 +722,7 @@ impl Journal {
             rows <= MAX_PROJECTION_BATCH,
             "{rows} rows is over the bound"
         );
-        let mut backlog = self
-            .backlog
-            .lock()
-            .expect("the backlog's lock is never poisoned");
-        let limits = backlog.limits();
-        backlog.set_limits(Limits {
+        self.change_backlog_limits(|limits| Limits {
             inline: rows,
             ..limits
         });
@@ -740,26 +735,26 @@ impl Journal {
             (1..=MAX_PROJECTION_LINGER).contains(&commits),
             "{commits} commits is outside 1..={MAX_PROJECTION_LINGER}"
         );
+        self.change_backlog_limits(|limits| Limits {
+            linger: commits,
+            ..limits
+        });
+    }
+
+    fn change_backlog_limits(&self, change: impl FnOnce(Limits) -> Limits) {
         let mut backlog = self
             .backlog
             .lock()
             .expect("the backlog's lock is never poisoned");
-        let limits = backlog.limits();
-        backlog.set_limits(Limits {
-            linger: commits,
-            ..limits
-        });
+        let limits = change(backlog.limits());
+        backlog.set_limits(limits);
     }
 
     /// Sets when rows wait in the backlog and how much of it a commit projects (tests make
     /// every commit's rows wait, a few at a time).
     #[cfg(test)]
     pub(crate) fn set_backlog_limits(&self, limits: Limits) {
-        let mut backlog = self
-            .backlog
-            .lock()
-            .expect("the backlog's lock is never poisoned");
-        backlog.set_limits(limits);
+        self.change_backlog_limits(|_| limits);
     }
 
     /// The backlog as reads see it.
