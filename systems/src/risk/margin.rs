@@ -284,7 +284,7 @@ impl Valuer<'_> {
         markets
             .filter(move |(_, m)| m.spec.settlement == asset)
             .filter_map(move |(m, _)| {
-                let entity = *self.held.map().get(&(customer, m as MarketId))?;
+                let entity = self.held.get(&(customer, m as MarketId))?;
                 let (p, basis) = (self.position)(entity);
                 Some((m as MarketId, p, basis, self.marks[m]))
             })

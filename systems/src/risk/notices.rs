@@ -86,7 +86,7 @@ impl NoticeTriggers {
     /// nothing where it closed.
     fn refile_stale(&mut self, index: &PositionIndex, positions: &Query<&mut Position>) {
         for (key, ()) in std::mem::take(&mut self.stale).sorted() {
-            match index.map().get(&key).and_then(|&e| positions.get(e).ok()) {
+            match index.get(&key).and_then(|e| positions.get(e).ok()) {
                 Some(p) => self.refile(p),
                 None => self.unfile(key),
             }
@@ -179,7 +179,7 @@ pub fn check_depreciation(
     }
     let mut due_notices = Vec::new();
     for key in reached {
-        let Some(&entity) = index.map().get(&key) else {
+        let Some(entity) = index.get(&key) else {
             triggers.unfile(key); // closed since it was filed
             continue;
         };
