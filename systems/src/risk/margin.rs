@@ -207,11 +207,12 @@ struct Triggers {
     upper: BTreeSet<(i64, u32)>,
 }
 
-/// A mark or an interval's end as a key of [`Triggers`]: in 10^-9 units (`decimal::nanos`),
-/// rounded down or, with `up`, up, and held to an i64 (prices to 9.2 × 10^9). Holding is
-/// monotone like the rounding, so a key rounded into an interval stays in it and one rounded
-/// out stays out: past the range a slot only wakes more often.
-fn key(value: Decimal, up: bool) -> i64 {
+/// A mark or an interval's end as a key of [`Triggers`] (and the depreciation triggers' first
+/// key, `notices`): in 10^-9 units (`decimal::nanos`), rounded down or, with `up`, up, and
+/// held to an i64 (prices to 9.2 × 10^9). Holding is monotone like the rounding, so a key
+/// rounded into an interval stays in it and one rounded out stays out: past the range a slot
+/// only wakes more often.
+pub(super) fn key(value: Decimal, up: bool) -> i64 {
     let nanos = decimal::nanos(value, up);
     nanos.clamp(i64::MIN.into(), i64::MAX.into()) as i64
 }

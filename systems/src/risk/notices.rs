@@ -13,9 +13,12 @@
 //!
 //! A position's threshold is a function of it alone, so a position that moves many times
 //! between two checks (a market maker's, at every fill) is refiled once, at the check: each
-//! run only notes the keys it moved.
+//! run only notes the keys it moved. The index orders a mark by its whole 10⁻⁹ first (an
+//! integer, rounded down: it orders as the marks do), so its searches compare integers and
+//! a `Decimal` only between marks in the same 10⁻⁹: the order, and every range read, is the
+//! marks' own.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Resource};
 use perpsim_core::Decimal;
@@ -46,10 +49,10 @@ pub struct Notifications(pub ProjectedLog<Notification>);
 /// range read is never short of one). Derived: rebuilt from the positions after a restore.
 #[derive(Resource, Debug, Default)]
 pub struct NoticeTriggers {
-    longs: Vec<BTreeSet<(Decimal, CustomerCode)>>,
-    shorts: Vec<BTreeSet<(Decimal, CustomerCode)>>,
+    longs: Vec<BTreeSet<Trigger>>,
+    shorts: Vec<BTreeSet<Trigger>>,
     /// What each position has filed, by key: whether long, and its mark.
-    filed: BTreeMap<PositionKey, (bool, Decimal)>,
+    filed: Lookup<PositionKey, (bool, Decimal)>,
     /// The keys of the positions moved since the last check, refiled by the next in key
     /// order (at most one per (customer, market) a position was held in since).
     stale: Lookup<PositionKey, ()>,
@@ -78,7 +81,7 @@ impl NoticeTriggers {
         } else {
             &mut self.shorts
         };
-        side[market].insert((mark, p.customer));
+        side[market].insert(trigger(mark, p.customer));
         self.filed.insert((p.customer, p.market), (long, mark));
     }
 
@@ -100,7 +103,7 @@ impl NoticeTriggers {
             } else {
                 &mut self.shorts
             };
-            side[key.1 as usize].remove(&(mark, key.0));
+            side[key.1 as usize].remove(&trigger(mark, key.0));
         }
     }
 
@@ -111,12 +114,20 @@ impl NoticeTriggers {
             .longs
             .get(m)
             .into_iter()
-            .flat_map(|s| s.range((mark, CustomerCode(perpsim_core::Uuid::nil()))..));
+            .flat_map(|s| s.range(trigger(mark, CustomerCode(perpsim_core::Uuid::nil()))..));
         let shorts = self.shorts.get(m).into_iter().flat_map(|s| {
-            s.range(..=(mark, CustomerCode(perpsim_core::Uuid::from_u128(u128::MAX))))
+            s.range(..=trigger(mark, CustomerCode(perpsim_core::Uuid::from_u128(u128::MAX))))
         });
-        longs.chain(shorts).map(|&(_, c)| (c, market)).collect()
+        longs.chain(shorts).map(|&(_, _, c)| (c, market)).collect()
     }
+}
+
+/// A filed threshold as its market's index orders it: the mark's whole 10⁻⁹ (rounded down,
+/// so it orders as the marks do), the mark (between marks in the same 10⁻⁹), the customer.
+type Trigger = (i64, Decimal, CustomerCode);
+
+fn trigger(mark: Decimal, customer: CustomerCode) -> Trigger {
+    (super::margin::key(mark, false), mark, customer)
 }
 
 /// A market's mark as the check reads it: the decimal with its fixed-point form (None where it
