@@ -256,8 +256,6 @@ pub(crate) struct Backlog {
     queue: VecDeque<Queued>,
     /// Writes left, over every batch.
     writes: usize,
-    /// A commit of more than `inline` rows waits here (not only lingering ones).
-    large: bool,
     limits: Limits,
     published: Arc<ArcSwap<Pending>>,
 }
@@ -277,7 +275,6 @@ impl Backlog {
         Backlog {
             queue: VecDeque::new(),
             writes: 0,
-            large: false,
             limits: Limits::default(),
             published,
         }
@@ -332,7 +329,8 @@ impl Backlog {
     /// Whether a commit of more than `inline` rows waits here (lingering commits' rows are
     /// few, and re-projected after a crash at little cost).
     pub(crate) fn holds_large(&self) -> bool {
-        self.large
+        let inline = self.limits.inline;
+        self.queue.iter().any(|q| q.batch.rows.len() > inline)
     }
 
     pub(crate) fn work(&mut self, txn: &WriteTransaction) -> Result<Progress, JournalError> {
@@ -372,9 +370,7 @@ impl Backlog {
             front.at = progress.at;
         }
         self.writes -= progress.writes;
-        self.large &= !self.queue.is_empty();
         if let Some((tick, rows)) = more {
-            self.large |= rows.len() > self.limits.inline;
             let steps = plan(&rows);
             let q = Queued {
                 batch: Arc::new(Batch::new(tick, rows)),

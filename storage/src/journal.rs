@@ -652,15 +652,16 @@ impl Journal {
             None => (None, None),
         };
         let mut progress = None;
+        let due = backlog.due();
         // The projection follows in its own file, without a sync: the ticks are durable, and
         // a crash before the projection's next sync is made good by recovery.
-        if inline.is_some() || backlog.due() {
+        if inline.is_some() || due {
             let txn = self.history().begin_write(false)?;
             if let Some((first, last, rows)) = &inline {
                 projection::check_follows(&txn, first - 1)?;
                 projection::write(&txn, rows, *last)?;
             }
-            if backlog.due() {
+            if due {
                 progress = Some(backlog.work(&txn)?);
             }
             txn.commit()?;
