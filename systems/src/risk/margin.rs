@@ -36,7 +36,8 @@
 //! zero, less that rounding, split among the markets and divided by each market's slope, bounds
 //! each move (`margin::safe_box`; for a slot of exact figures in fixed point,
 //! `margin::safe_box_fixed`, each threshold scaled out so the bound is integer arithmetic and
-//! each width rounded down). The intervals' ends sit in an ordered index per market; a mark
+//! each width rounded down, and the interval's keys worked out from the mark in integers,
+//! `margin::keys_around`). The intervals' ends sit in an ordered index per market; a mark
 //! move reads the range between the old mark and the new one, and those are the only slots
 //! judged. A judgment whose new intervals each hold the slot's filed one keeps the filed ones
 //! (an interval inside a safe one is safe; a mark leaving it wakes the slot early, to the same
@@ -500,27 +501,11 @@ impl MarginBook {
             self.unfile(slot);
             return state; // never judged otherwise: nothing to trigger
         }
-        let rate = self.rates[s.rate as usize].0;
-        let sizes = sizes.get(..held);
-        let boxed = |sizes| {
-            let exact = (s.inexact == 0 && s.collateral_exact)
-                .then(|| s.collateral.checked_add(s.unrealised))
-                .flatten();
-            exact
-                .and_then(|equity| safe_box_fixed((equity, s.notional), rate, sizes))
-                .or_else(|| {
-                    let (equity, notional) = self.figures_of(slot);
-                    safe_box(equity, notional, rate, sizes)
-                })
-        };
-        match sizes.and_then(|sizes| Some((sizes, boxed(sizes)?))) {
-            Some((sizes, half)) => {
-                let mut boxes = [(0, (Decimal::ZERO, Decimal::ZERO)); MAX_BOX_MARKETS];
-                for ((b, &(m, _)), half) in boxes.iter_mut().zip(sizes).zip(half) {
-                    *b = (m, around(valuer.marks[m as usize].price, half));
-                }
-                self.refile(slot, &boxes[..held]);
-            }
+        let keys = sizes
+            .get(..held)
+            .and_then(|sizes| self.box_keys(slot, sizes, valuer.marks));
+        match keys {
+            Some(keys) => self.refile(slot, &keys[..held]),
             // Judged at every move of any of its marks.
             None => {
                 self.unfile(slot);
@@ -535,17 +520,42 @@ impl MarginBook {
         state
     }
 
-    /// Files the slot's boxes (`boxes`: per market it holds, the open interval of the mark),
+    /// The keys of the slot's safe box per market it holds (`sizes`): from its exact sums in
+    /// fixed point where they are ([`safe_box_fixed`], the keys in integers), else from its
+    /// figures in decimals. None where neither bounds it (it is judged at every move).
+    fn box_keys(
+        &self,
+        slot: usize,
+        sizes: &[(MarketId, Decimal)],
+        marks: &[Mark],
+    ) -> Option<[(MarketId, (i64, i64)); MAX_BOX_MARKETS]> {
+        let s = &self.sums[slot];
+        let rate = self.rates[s.rate as usize].0;
+        let mut keys = [(0, (0, 0)); MAX_BOX_MARKETS];
+        let exact = (s.inexact == 0 && s.collateral_exact)
+            .then(|| s.collateral.checked_add(s.unrealised))
+            .flatten();
+        if let Some(half) = exact.and_then(|e| safe_box_fixed((e, s.notional), rate, sizes)) {
+            for ((k, &(m, _)), half) in keys.iter_mut().zip(sizes).zip(half) {
+                *k = (m, keys_around(marks[m as usize].price, half));
+            }
+            return Some(keys);
+        }
+        let (equity, notional) = self.figures_of(slot);
+        let half = safe_box(equity, notional, rate, sizes)?;
+        for ((k, &(m, _)), half) in keys.iter_mut().zip(sizes).zip(half) {
+            *k = (m, inner_keys(around(marks[m as usize].price, half)));
+        }
+        Some(keys)
+    }
+
+    /// Files the slot's boxes (`keys`: per market it holds, the open interval of the mark as
+    /// [`inner_keys`] gives it),
     /// unless each box filed lies inside its new one: a box inside a safe box is safe too, and
     /// most judgments (a fill's fee, a deposit) move a box by a hair. A mark that leaves the
     /// kept box wakes the slot early, which is judged then to the same state; a mark that
     /// leaves the new box leaves the kept one too.
-    fn refile(&mut self, slot: usize, boxes: &[(MarketId, (Decimal, Decimal))]) {
-        let mut keys = [(0, (0i64, 0i64)); MAX_BOX_MARKETS];
-        for (k, &(m, bounds)) in keys.iter_mut().zip(boxes) {
-            *k = (m, inner_keys(bounds));
-        }
-        let keys = &keys[..boxes.len()];
+    fn refile(&mut self, slot: usize, keys: &[(MarketId, (i64, i64))]) {
         let markets = self.triggers.len();
         let filed = &self.boxes[slot * markets..(slot + 1) * markets];
         // A kept key at or above the new `lo`'s key (rounded up) wakes the slot wherever the
@@ -645,7 +655,7 @@ impl MarginBook {
 
 /// An open interval of a mark as the keys of [`Triggers`]: its ends rounded inwards, so the
 /// keys' interval lies inside it.
-fn inner_keys((lo, hi): (Decimal, Decimal)) -> (i64, i64) {
+pub(super) fn inner_keys((lo, hi): (Decimal, Decimal)) -> (i64, i64) {
     (key(lo, true), key(hi, false))
 }
 
@@ -662,7 +672,7 @@ fn narrowed((lo, hi): (i64, i64)) -> (i64, i64) {
 }
 
 /// The open interval of a mark `half` either side of `mark`.
-fn around(mark: Decimal, half: Decimal) -> (Decimal, Decimal) {
+pub(super) fn around(mark: Decimal, half: Decimal) -> (Decimal, Decimal) {
     (mark - half, mark.checked_add(half).unwrap_or(Decimal::MAX))
 }
 
@@ -746,21 +756,23 @@ pub(super) fn safe_box(
 /// every slope are exact integers, and each width rounded down ([`width`]), so no relative
 /// shrinking is needed: a box no wider than the exact one is safe. None where a size is not
 /// exact in fixed point or a product would overflow (the decimals decide then). A funding
-/// hour judges every payer: in decimals the box was most of each judgment.
+/// hour judges every payer: in decimals the box was most of each judgment. The half-widths
+/// are units of 10^-[`WIDTH_DECIMALS`], [`UNBOUNDED`] where no threshold bounds a market
+/// (`Decimal::MAX` in [`safe_box`]); [`keys_around`] files them without a decimal.
 pub(super) fn safe_box_fixed(
     (equity, notional): (i128, i128),
     rate: MarginRate,
     sizes: &[(MarketId, Decimal)],
-) -> Option<[Decimal; MAX_BOX_MARKETS]> {
+) -> Option<[i128; MAX_BOX_MARKETS]> {
     if notional == 0 {
-        return Some([Decimal::ZERO; MAX_BOX_MARKETS]);
+        return Some([0; MAX_BOX_MARKETS]);
     }
     let n = sizes.len() as i128;
     let mut exact = [0i128; MAX_BOX_MARKETS];
     for (f, &(_, size)) in exact.iter_mut().zip(sizes) {
         *f = fixed::from_decimal(size)?;
     }
-    let mut half = [Decimal::MAX; MAX_BOX_MARKETS];
+    let mut half = [UNBOUNDED; MAX_BOX_MARKETS];
     for k in [rate.liquidation, rate.maintenance] {
         let (m, scale) = (k.mantissa(), k.scale());
         let unit = 10i128.checked_pow(scale)?;
@@ -771,7 +783,7 @@ pub(super) fn safe_box_fixed(
         let rounding = n.checked_mul(10i128.checked_pow(8 + scale)?)?;
         let budget = g.checked_abs()?.checked_sub(rounding)?;
         if budget <= 0 {
-            return Some([Decimal::ZERO; MAX_BOX_MARKETS]);
+            return Some([0; MAX_BOX_MARKETS]);
         }
         for (h, &size) in half.iter_mut().zip(&exact[..sizes.len()]) {
             let slope = size
@@ -789,23 +801,68 @@ pub(super) fn safe_box_fixed(
 /// Decimals of a width [`safe_box_fixed`] gives: finer than any price's tick.
 const WIDTH_DECIMALS: u32 = 12;
 
-/// Widths at most this (a box wider than any mark can move is as good as a wider one).
+/// A width's unit: 10^[`WIDTH_DECIMALS`] of them make one.
+const WIDTH_UNIT: i128 = 10i128.pow(WIDTH_DECIMALS);
+
+/// Widths at most this many whole units (a box wider than any mark can move is as good as a
+/// wider one).
 const WIDTH_MAX: i128 = 1_000_000_000_000_000;
 
+/// A half-width of [`safe_box_fixed`] that no threshold bounds.
+pub(super) const UNBOUNDED: i128 = i128::MAX;
+
 /// `budget / slope` (both positive) rounded down to [`WIDTH_DECIMALS`], at most
-/// [`WIDTH_MAX`]. A slope too large for its remainder's digits to fit becomes its tenth plus
-/// one (at least its tenth rounded up, and no overflow) and the budget its tenth rounded down,
-/// until it fits: the quotient only shrinks.
-fn width(mut budget: i128, mut slope: i128) -> Decimal {
-    let unit = 10i128.pow(WIDTH_DECIMALS);
-    while slope > i128::MAX / unit {
+/// [`WIDTH_MAX`], in units of 10^-[`WIDTH_DECIMALS`]. A slope too large for its remainder's
+/// digits to fit becomes its tenth plus one (at least its tenth rounded up, and no overflow)
+/// and the budget its tenth rounded down, until it fits: the quotient only shrinks. Where the
+/// budget's digits fit too, one division gives what the whole part and the remainder's
+/// would: `⌊b·u/s⌋ = ⌊b/s⌋·u + ⌊(b mod s)·u/s⌋` (it was two 128-bit divisions a width).
+pub(super) fn width(mut budget: i128, mut slope: i128) -> i128 {
+    if slope <= i128::MAX / WIDTH_UNIT
+        && let Some(scaled) = budget.checked_mul(WIDTH_UNIT)
+    {
+        return (scaled / slope).min(WIDTH_MAX * WIDTH_UNIT);
+    }
+    while slope > i128::MAX / WIDTH_UNIT {
         (budget, slope) = (budget / 10, slope / 10 + 1);
     }
     let (whole, rest) = (budget / slope, budget % slope);
     if whole >= WIDTH_MAX {
-        return Decimal::from_i128_with_scale(WIDTH_MAX, 0);
+        return WIDTH_MAX * WIDTH_UNIT;
     }
-    Decimal::from_i128_with_scale(whole * unit + rest * unit / slope, WIDTH_DECIMALS)
+    whole * WIDTH_UNIT + rest * WIDTH_UNIT / slope
+}
+
+/// A half-width of [`safe_box_fixed`] as a decimal, as [`safe_box`] gives its own.
+pub(super) fn half_decimal(half: i128) -> Decimal {
+    match half {
+        UNBOUNDED => Decimal::MAX,
+        h => Decimal::from_i128_with_scale(h, WIDTH_DECIMALS),
+    }
+}
+
+/// `inner_keys(around(mark, half_decimal(half)))`, in integers where the mark's digits allow
+/// (a decimal's subtraction, addition and two roundings to 10^-9 were a third of a slot's
+/// judgment): the interval's ends in units of 10^-[`WIDTH_DECIMALS`], the lower one rounded
+/// up and the upper one down to 10^-9, each held to an i64 as [`key`] holds them.
+pub(super) fn keys_around(mark: Decimal, half: i128) -> (i64, i64) {
+    let scale = mark.scale();
+    let exact = (half != UNBOUNDED && scale <= WIDTH_DECIMALS)
+        .then(|| {
+            mark.mantissa()
+                .checked_mul(10i128.pow(WIDTH_DECIMALS - scale))
+        })
+        .flatten()
+        .and_then(|m| Some((m.checked_sub(half)?, m.checked_add(half)?)));
+    let Some((lo, hi)) = exact else {
+        return inner_keys(around(mark, half_decimal(half)));
+    };
+    let per_nano = 10i128.pow(WIDTH_DECIMALS - decimal::NANO_DECIMALS);
+    let hold = |v: i128| v.clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+    (
+        hold(-(-lo).div_euclid(per_nano)),
+        hold(hi.div_euclid(per_nano)),
+    )
 }
 
 /// What a judgment values with: the markets, their marks and the positions.

@@ -499,7 +499,7 @@ fn a_projecting_engine_hands_out_its_notices_and_margin_changes_and_hashes_as_on
 /// threshold uncrossed inside, so the pass judges the same states whichever it files.
 #[test]
 fn the_fixed_point_safe_box_is_the_decimal_one_without_its_shrinking_d10() {
-    use super::margin::{safe_box, safe_box_fixed};
+    use super::margin::{half_decimal, safe_box, safe_box_fixed};
     use crate::positions::MarginRate;
     use perpsim_core::fixed;
     let mut rng = perpsim_core::rng::SimRng::from_seed(11);
@@ -531,7 +531,7 @@ fn the_fixed_point_safe_box_is_the_decimal_one_without_its_shrinking_d10() {
         ) else {
             panic!("figures this small fit both: {equity} {notional} {sizes:?}");
         };
-        for (f, d) in fast.iter().zip(&slow).take(held) {
+        for (f, d) in fast.map(half_decimal).iter().zip(&slow).take(held) {
             if *d == Decimal::MAX || d.is_zero() {
                 assert_eq!(f, d, "the same markets unbounded or closed: {sizes:?}");
                 zero += usize::from(d.is_zero());
@@ -552,4 +552,48 @@ fn the_fixed_point_safe_box_is_the_decimal_one_without_its_shrinking_d10() {
         compared > 10_000 && zero > 100,
         "both kinds drawn: {compared} {zero}"
     );
+}
+
+/// A slot's safe box is filed as keys worked out in integers (`margin::keys_around`, with
+/// `margin::width`'s one division where the digits allow): they are the keys of the decimal
+/// interval, end for end, so the pass wakes exactly the slots it woke in decimals (D10).
+#[test]
+fn a_safe_boxs_keys_in_integers_are_the_decimal_intervals_keys_d10() {
+    use super::margin::{UNBOUNDED, around, half_decimal, inner_keys, keys_around, width};
+    let mut rng = perpsim_core::rng::SimRng::from_seed(17);
+    let mut draw = |below: u64| rng.next_u64() % below;
+    let edges = [0, 1, 999, 1_000, 1_001, UNBOUNDED, 10i128.pow(27)];
+    for k in 0..50_000 {
+        let mark = match draw(4) {
+            0 => Decimal::new(draw(1 << 40) as i64, draw(29) as u32),
+            _ => Decimal::new(draw(10_000_000) as i64, draw(6) as u32),
+        };
+        let half = match k % 5 {
+            0 => edges[k / 5 % edges.len()],
+            _ => width(
+                draw(1 << 62) as i128 * draw(1 << 40) as i128,
+                1 + draw(1 << 50) as i128,
+            ),
+        };
+        let decimal = inner_keys(around(mark, half_decimal(half)));
+        assert_eq!(keys_around(mark, half), decimal, "{mark} ± {half}");
+    }
+    // The one division is the whole part's and the remainder's, and caps alike.
+    let two = |budget: i128, slope: i128| {
+        let unit = 10i128.pow(12);
+        let (whole, rest) = (budget / slope, budget % slope);
+        match whole >= 1_000_000_000_000_000 {
+            true => 1_000_000_000_000_000 * unit,
+            false => whole * unit + rest * unit / slope,
+        }
+    };
+    for _ in 0..50_000 {
+        let budget = draw(1 << 63) as i128 * draw(1 << 40) as i128 + 1;
+        let slope = (draw(1 << 63) as i128 >> draw(63)) + 1;
+        assert_eq!(
+            width(budget, slope),
+            two(budget, slope),
+            "{budget} / {slope}"
+        );
+    }
 }
