@@ -36,6 +36,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use perpsim_core::ids::CustomerCode;
 use perpsim_core::time::Timestamp;
 use perpsim_systems::{Command, EngineState, Genesis, StateHash};
 use redb::{
@@ -104,11 +105,14 @@ struct TickRecordRef<'a> {
     commands: &'a [Command],
 }
 
-/// One command of a tick for [`TickRecord::encode_parts`]: a value, or its postcard encoding.
+/// One command of a tick for [`TickRecord::encode_parts`]: a value, its postcard encoding, or
+/// a customer's command with the encoding of the same command for another customer
+/// ([`Command::encode_rebound`]: a replay's plan encodes them for a placeholder).
 #[derive(Debug, Clone, Copy)]
 pub enum CommandBytes<'a> {
     Value(&'a Command),
     Encoded(&'a [u8]),
+    Rebound(&'a Command, &'a [u8], CustomerCode),
 }
 
 impl TickRecord {
@@ -134,6 +138,9 @@ impl TickRecord {
                     out = postcard::to_extend(command, out).expect("commands always encode");
                 }
                 CommandBytes::Encoded(bytes) => out.extend_from_slice(bytes),
+                CommandBytes::Rebound(command, bytes, customer) => {
+                    command.encode_rebound(bytes, *customer, &mut out);
+                }
             }
         }
         out
@@ -949,12 +956,11 @@ mod tests {
         assert_eq!(mode(&path), 0o600, "an existing file is restricted again");
     }
 
-    /// A replay journals the encodings its timeline holds: a tick so built is the tick
-    /// `encode` makes of the same commands, byte for byte, and decodes to them (here with
-    /// 300 commands, so the count takes two bytes).
+    /// A replay journals the encodings its timeline holds, a customer's bound by its bytes: a
+    /// tick so built is the tick `encode` makes of the same commands, byte for byte, and
+    /// decodes to them (here with 300 commands, so the count takes two bytes).
     #[test]
     fn a_tick_of_commands_given_encoded_is_the_same_bytes_as_of_the_commands() {
-        use perpsim_core::ids::CustomerCode;
         use perpsim_systems::command::CancelOrder;
         let commands: Vec<Command> = (0..300)
             .map(|i| {
@@ -964,15 +970,27 @@ mod tests {
                 })
             })
             .collect();
-        let encoded: Vec<Vec<u8>> = commands
-            .iter()
-            .map(|c| postcard::to_stdvec(c).unwrap())
+        // Every third encoded for a placeholder customer, to be bound by its bytes.
+        let placeholder = CustomerCode(perpsim_core::Uuid::nil());
+        let encoded: Vec<Vec<u8>> = (commands.iter().enumerate())
+            .map(|(i, c)| {
+                let mut c = c.clone();
+                if i % 3 == 2 {
+                    *c.customer_mut().unwrap() = placeholder;
+                }
+                postcard::to_stdvec(&c).unwrap()
+            })
             .collect();
         let parts: Vec<CommandBytes> = (commands.iter().zip(&encoded))
             .enumerate()
-            .map(|(i, (c, e))| match i % 2 {
+            .map(|(i, (c, e))| match i % 3 {
                 0 => CommandBytes::Value(c),
-                _ => CommandBytes::Encoded(e),
+                1 => CommandBytes::Encoded(e),
+                _ => CommandBytes::Rebound(
+                    c,
+                    e,
+                    CustomerCode(perpsim_core::Uuid::from_u128(i as u128)),
+                ),
             })
             .collect();
         let at = Timestamp::from_millis(1_704_067_200_123);

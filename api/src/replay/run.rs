@@ -314,7 +314,7 @@ impl Runner {
         &mut self,
         now: Timestamp,
         commands: Vec<Command>,
-        encoded: &[Option<&[u8]>],
+        encoded: &[Encoded],
     ) -> Result<Vec<CommandResult>, String> {
         let results = self.tick_once(now, commands, encoded)?;
         while self.engine.settling() {
@@ -327,12 +327,13 @@ impl Runner {
         &mut self,
         now: Timestamp,
         commands: Vec<Command>,
-        encoded: &[Option<&[u8]>],
+        encoded: &[Encoded],
     ) -> Result<Vec<CommandResult>, String> {
         let first_seq = self.engine.counters().commands;
         let parts: Vec<CommandBytes> = (commands.iter().enumerate())
             .map(|(k, c)| match encoded.get(k).copied().flatten() {
-                Some(bytes) => CommandBytes::Encoded(bytes),
+                Some((bytes, None)) => CommandBytes::Encoded(bytes),
+                Some((bytes, Some(customer))) => CommandBytes::Rebound(c, bytes, customer),
                 None => CommandBytes::Value(c),
             })
             .collect();
@@ -572,7 +573,11 @@ struct Instants {
 }
 
 /// An instant's commands' origins and encodings (see [`FromFile`]), reused from one to the next.
-type Made<'t> = (Vec<Origin>, Vec<Option<&'t [u8]>>);
+type Made<'t> = (Vec<Origin>, Vec<Encoded<'t>>);
+
+/// A command's encoding as the file gave it, with the customer it is bound to where the plan
+/// encoded it for [`UNBOUND`] (`Command::encode_rebound` puts the customer's code in).
+type Encoded<'t> = Option<(&'t [u8], Option<CustomerCode>)>;
 
 /// The next instant: the earliest of the next step's, the next sample's and the end; its
 /// commands applied in one tick (or an empty tick there), and its sample taken.
@@ -594,8 +599,8 @@ fn instant<'t>(
     encoded.clear();
     while let Some((step, bytes)) = steps.next_if(|s| s.0.at == t) {
         origins.push((step.event, step.customer));
-        // A customer's command is bound to its code here: encoded again.
-        encoded.push(step.customer.is_none().then_some(bytes));
+        // A customer's command is bound to its code here, its encoding by its bytes.
+        encoded.push(Some((bytes, step.customer.map(|c| codes[c]))));
         commands.push(bound(step, codes));
     }
     if commands.is_empty() {
@@ -672,8 +677,8 @@ fn advance(r: &mut Runner, to: Timestamp) -> Result<(), String> {
 type Origin = (usize, Option<usize>);
 
 /// An instant's commands as the file gave them: each one's origin, the plan, and each one's
-/// encoding where the journal takes it as it is.
-type FromFile<'a> = (&'a [Origin], &'a Plan, &'a [Option<&'a [u8]>]);
+/// encoding, which the journal takes as it is or bound to its customer.
+type FromFile<'a> = (&'a [Origin], &'a Plan, &'a [Encoded<'a>]);
 
 /// Applies one instant's commands, keeping each refusal with its event, where the commands
 /// are a file's (with their encodings, where the journal can take them as they are).

@@ -198,3 +198,28 @@ fn every_command_encodes_as_journaled_and_reads_back() {
         assert_eq!(&read, command);
     }
 }
+
+/// A replay binds a planned customer's command to its customer by its bytes
+/// (`Command::encode_rebound`): for every kind that names a customer, the bytes of the command
+/// planned for a placeholder, with the customer's put in, are the bound command's own encoding,
+/// so the journal holds what encoding it whole would have written.
+#[test]
+fn a_customers_command_bound_by_its_bytes_encodes_as_the_bound_command() {
+    let placeholder = CustomerCode(perpsim_core::Uuid::nil());
+    let code = CustomerCode::parse("a1b2c3d4-0000-4000-8000-00000000beef").unwrap();
+    let mut bound_kinds = 0;
+    for command in every_kind() {
+        let (mut planned, mut bound) = (command.clone(), command);
+        let (Some(p), Some(b)) = (planned.customer_mut(), bound.customer_mut()) else {
+            continue;
+        };
+        (*p, *b) = (placeholder, code);
+        let encoded = postcard::to_stdvec(&planned).unwrap();
+        let mut out = vec![9, 9];
+        bound.encode_rebound(&encoded, code, &mut out);
+        assert_eq!(out[..2], [9, 9], "appended after what the buffer held");
+        assert_eq!(out[2..], postcard::to_stdvec(&bound).unwrap(), "{bound:?}");
+        bound_kinds += 1;
+    }
+    assert_eq!(bound_kinds, 7, "every kind customer_mut names is drawn");
+}
