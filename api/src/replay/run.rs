@@ -8,7 +8,7 @@
 //! gives a step each 100 ms, so none is spent on an advance before the commands (an `AdvanceClock`
 //! tick and the commands' tick after it took three runs). At a sample it reads prices and each
 //! customer's balance, equity and notional from the engine without building the view
-//! (`Engine::prices`, `Engine::account_figures`: the margin book's figures). It keeps the
+//! (`Engine::prices`, `Engine::accounts_figures`: the margin book's figures). It keeps the
 //! margin-state events and every refused request. Ticks are journaled in batches of 4 096, each
 //! committed on a thread of its own while the engine goes on (`run::journaled`: at most one batch
 //! waits; a failed commit fails the run with its own error), and the history rows the ticks made
@@ -417,18 +417,8 @@ impl Runner {
         if self.observed.samples.last().is_some_and(|s| s.at == at) {
             return;
         }
-        let accounts = self
-            .observed
-            .customers
-            .iter()
-            .map(|(_, code)| {
-                self.observed
-                    .assets
-                    .iter()
-                    .map(|a| self.engine.account_figures(*code, *a))
-                    .collect()
-            })
-            .collect();
+        let codes: Vec<CustomerCode> = self.observed.customers.iter().map(|(_, c)| *c).collect();
+        let accounts = self.engine.accounts_figures(&codes, &self.observed.assets);
         let venue = self
             .observed
             .assets

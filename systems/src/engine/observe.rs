@@ -89,15 +89,18 @@ impl Engine {
 
     /// A customer's figures in `asset`; all zero for an account never touched.
     pub fn account_figures(&self, customer: CustomerCode, asset: Asset) -> AccountFigures {
-        let id = AccountId::customer(customer, asset);
-        let balance = self
-            .world
-            .resource::<AccountIndex>()
-            .get(&id)
-            .and_then(|e| self.world.get::<Balance>(e));
-        let Some(balance) = balance else {
-            return AccountFigures::default();
-        };
+        self.accounts_figures(&[customer], &[asset])[0][0]
+    }
+
+    /// Each customer's figures in each asset (`[customer][asset]`), as
+    /// [`Engine::account_figures`] gives them one by one: the resources read once for all (a
+    /// report samples every customer in every currency a few hundred times a run, and four
+    /// resource look-ups were a tenth of each customer's figures).
+    pub fn accounts_figures(
+        &self,
+        customers: &[CustomerCode],
+        assets: &[Asset],
+    ) -> Vec<Vec<AccountFigures>> {
         let world = &self.world;
         let position = |e| {
             let p = world
@@ -110,19 +113,31 @@ impl Engine {
                     .expect("positions have a basis"),
             )
         };
-        let book = world.resource::<MarginBook>();
+        let (index, book) = (
+            world.resource::<AccountIndex>(),
+            world.resource::<MarginBook>(),
+        );
         let (exchange, held) = (
             world.resource::<Exchange>(),
             world.resource::<PositionIndex>(),
         );
-        let (equity, notional) = book
-            .figures((customer, asset), exchange, held, &position)
-            .unwrap_or((balance.total - balance.pending, Decimal::ZERO));
-        AccountFigures {
-            total: balance.total,
-            equity,
-            notional,
-        }
+        let figures = |customer: CustomerCode, asset: Asset| {
+            let id = AccountId::customer(customer, asset);
+            let balance = index.get(&id).and_then(|e| world.get::<Balance>(e));
+            let Some(balance) = balance else {
+                return AccountFigures::default();
+            };
+            let (equity, notional) = book
+                .figures((customer, asset), exchange, held, &position)
+                .unwrap_or((balance.total - balance.pending, Decimal::ZERO));
+            AccountFigures {
+                total: balance.total,
+                equity,
+                notional,
+            }
+        };
+        let row = |c: &CustomerCode| assets.iter().map(|a| figures(*c, *a)).collect();
+        customers.iter().map(row).collect()
     }
 }
 

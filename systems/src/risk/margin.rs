@@ -68,7 +68,7 @@
 //! after any run of a liquidating path has the uninterrupted future, bit for bit
 //! (`risk::tests`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use bevy_ecs::lifecycle::HookContext;
 use bevy_ecs::prelude::{Commands, Component, Entity, Query, Res, ResMut, Resource, Without};
@@ -89,6 +89,7 @@ use crate::positions::{
 };
 use crate::records::audit::Auditing;
 use crate::records::ids::RiskSeq;
+use crate::records::lookup::Lookup;
 use crate::records::money::{AccountId, Balance};
 use crate::records::position::Position;
 use crate::records::risk::RiskRecord;
@@ -221,7 +222,9 @@ pub(super) fn key(value: Decimal, up: bool) -> i64 {
 /// The risk pass's slots. Derived: not state, rebuilt after a restore.
 #[derive(Resource, Debug, Default)]
 pub struct MarginBook {
-    slots: BTreeMap<(CustomerCode, Asset), u32>,
+    /// By hash: a report's samples find every customer's slot at each (a B-tree's search of
+    /// them was a tenth of a sample), and the pass never reads them in order.
+    slots: Lookup<(CustomerCode, Asset), u32>,
     sums: Vec<Sums>,
     accounts: Vec<MarginAccount>,
     /// Slots to judge in the next pass, each once (bounded by the slot count).
