@@ -847,7 +847,10 @@ pub(super) fn half_decimal(half: i128) -> Decimal {
 /// `inner_keys(around(mark, half_decimal(half)))`, in integers where the mark's digits allow
 /// (a decimal's subtraction, addition and two roundings to 10^-9 were a third of a slot's
 /// judgment): the interval's ends in units of 10^-[`WIDTH_DECIMALS`], the lower one rounded
-/// up and the upper one down to 10^-9, each held to an i64 as [`key`] holds them.
+/// up and the upper one down to 10^-9, each held to an i64 as [`key`] holds them. The same
+/// keys wherever a decimal holds the ends exactly (marks below 7.9 × 10^16); above, where
+/// the decimals' 28 digits would round the ends, these are the exact interval's own keys,
+/// inside it as the index needs.
 pub(super) fn keys_around(mark: Decimal, half: i128) -> (i64, i64) {
     let scale = mark.scale();
     let exact = (half != UNBOUNDED && scale <= WIDTH_DECIMALS)
