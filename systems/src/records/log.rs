@@ -13,22 +13,22 @@
 //! such a log with the digest of the rows it let go: every history the projection takes is
 //! one, so letting go, hashing and the snapshot's form are written once.
 //!
-//! `Log` is the append-only list the ledger's rows live in: fixed chunks of 2^16, so growing
-//! never copies what it holds (a `Vec` doubling copied every row at the pass that crossed its
-//! capacity), encoded exactly as a `Vec`. A log can hand out its whole chunks from the front
-//! (`Log::hand_out`: moved, not copied), keeping the items its owner still changes, and reuses
-//! up to 16 emptied chunks for the next ones; such a log is encoded by its held form
-//! (`Log::held`). `log::RowsDigest` is an order-free digest of rows (the wrapping sum of a
-//! 128-bit rapidhash of each row's encoding), which the state hash reads instead of rows the
-//! engine let go. `log::ProjectedLog` is every history the journal's projection takes (the
-//! ledger's movements, the trade records, the public fills, the depreciation notices, the
-//! margin state changes, the funding settlements): the log, the digest of what it let go, and
-//! what is still to hand out (rows appended since, rows changed since), as `log::Handed` runs,
-//! gathered per tick in `history::HandedHistory`. A whole chunk let go is a `log::Run` that
-//! owes its rows' digest: the journal's writer computes it off the engine thread
+//! `Log` is the append-only list the ledger's rows live in: fixed chunks of 2^16, so growing never
+//! copies what it holds (a `Vec` doubling copied every row at the pass that crossed its capacity),
+//! encoded exactly as a `Vec`. A log can hand out its whole chunks from the front (`Log::hand_out`:
+//! moved, not copied), keeping the items its owner still changes, and reuses up to 16 chunks it let
+//! go, emptied by whoever dropped their runs, for the next ones; such a log is encoded by its held
+//! form (`Log::held`). `log::RowsDigest` is an order-free digest of rows (the wrapping sum of a
+//! 128-bit rapidhash of each row's encoding), which the state hash reads instead of rows the engine
+//! let go. `log::ProjectedLog` is every history the journal's projection takes (the ledger's
+//! movements, the trade records, the public fills, the depreciation notices, the margin state
+//! changes, the funding settlements): the log, the digest of what it let go, and what is still to
+//! hand out (rows appended since, rows changed since), as `log::Handed` runs, gathered per tick in
+//! `history::HandedHistory`. A whole chunk let go is a `log::Run` that owes its rows' digest, those
+//! handed out before as copies included: the journal's writer computes it off the engine thread
 //! (`Handed::settle`), and the log folds it in at its next hand-out; whatever needs the digest
-//! first (the state hash, a snapshot) computes what is still owed itself, so the digest does
-//! not depend on who computed it, or when.
+//! first (the state hash, a snapshot) computes what is still owed itself, so the digest does not
+//! depend on who computed it, or when.
 //!
 //! History stays in append-only logs in resources, as a journal is: trade records, public fills
 //! and ledger movements: they are read by range or id and never updated, so they gain nothing
@@ -51,7 +51,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, Index, IndexMut};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rapidhash::v3::{RapidSecrets, rapidhash_v3_seeded};
 use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
@@ -122,11 +122,52 @@ pub const WINDOW_BITS: std::ops::RangeInclusive<u32> = 8..=24;
 /// the kernel must clear first.
 const SPARE: usize = 16;
 
+/// Chunks a log let go come back emptied here once whoever took them drops them ([`Run`]'s
+/// drop, on that thread), for the log's next chunks: shared by the log and the runs it handed
+/// out, at most [`SPARE`].
+struct Spares<T>(Arc<Mutex<Vec<Vec<T>>>>);
+
+impl<T> Spares<T> {
+    fn take(&self) -> Option<Vec<T>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).pop()
+    }
+
+    /// Keeps `chunk`'s memory, emptied, unless [`SPARE`] are kept already.
+    fn give(&self, mut chunk: Vec<T>) {
+        chunk.clear();
+        let mut spares = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if spares.len() < SPARE {
+            spares.push(chunk);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+}
+
+impl<T> Default for Spares<T> {
+    fn default() -> Self {
+        Spares(Arc::default())
+    }
+}
+
+impl<T> Clone for Spares<T> {
+    fn clone(&self) -> Self {
+        Spares(Arc::clone(&self.0))
+    }
+}
+
+impl<T> fmt::Debug for Spares<T> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "Spares({})", self.len())
+    }
+}
+
 /// Items the first chunk holds before it is given its whole size: below it a log grows as a
 /// `Vec` does, so a small log (a test's, a quiet market's) stays small.
 const SMALL: usize = 1 << 10;
 
-#[derive(Clone)]
 pub struct Log<T> {
     /// Chunk `k` holds the items from `first + k × 2^bits`; the chunks before the last item's
     /// are full, those after it are empty (reserved). The first grows as a `Vec` does up to
@@ -141,9 +182,23 @@ pub struct Log<T> {
     /// Items of let-go chunks still held, by index: those the owner keeps (a pending
     /// transfer, which changes again), so bounded by what it keeps.
     kept: BTreeMap<usize, T>,
-    /// Emptied chunks, kept for reuse (at most [`SPARE`]).
-    spare: Vec<Vec<T>>,
+    /// Emptied chunks for the next ones: those let go, once their runs are dropped.
+    spare: Spares<T>,
     len: usize,
+}
+
+/// A copy keeps its own spares: a chunk comes back to the log that let it go.
+impl<T: Clone> Clone for Log<T> {
+    fn clone(&self) -> Self {
+        Log {
+            chunks: self.chunks.clone(),
+            bits: self.bits,
+            first: self.first,
+            kept: self.kept.clone(),
+            spare: Spares::default(),
+            len: self.len,
+        }
+    }
 }
 
 impl<T> Default for Log<T> {
@@ -153,7 +208,7 @@ impl<T> Default for Log<T> {
             bits: DEFAULT_WINDOW_BITS,
             first: 0,
             kept: BTreeMap::new(),
-            spare: Vec::new(),
+            spare: Spares::default(),
             len: 0,
         }
     }
@@ -186,7 +241,7 @@ impl<T> Log<T> {
     }
 
     /// Items per chunk become `2^bits` (within [`WINDOW_BITS`]): the items held are moved
-    /// into chunks of that size, once, and the emptied spares dropped.
+    /// into chunks of that size, once, and the spares left for chunks of the old size.
     pub fn set_window(&mut self, bits: u32) {
         assert!(WINDOW_BITS.contains(&bits), "a window within its bounds");
         if bits == self.bits {
@@ -196,7 +251,7 @@ impl<T> Log<T> {
             .into_iter()
             .flatten()
             .collect();
-        self.spare.clear();
+        self.spare = Spares::default();
         self.bits = bits;
         self.len = self.first;
         held.into_iter().for_each(|item| self.push(item));
@@ -204,7 +259,7 @@ impl<T> Log<T> {
 
     /// A chunk for the items from `len` on: a spare one if any.
     fn new_chunk(&mut self) -> Vec<T> {
-        match self.spare.pop() {
+        match self.spare.take() {
             Some(mut chunk) => {
                 chunk.reserve(self.chunk_len());
                 chunk
@@ -266,13 +321,13 @@ impl<T> Log<T> {
         self.chunks.iter().skip(chunk).flatten().skip(at)
     }
 
-    /// Lets go of every whole chunk, handing out its items from `from` on (those before were
-    /// handed out before) into `out`: the chunk itself where it has no such item, moved, not
-    /// copied, owing the digest of its items `keep` does not hold ([`Run`]). An item before
-    /// `from` is passed to `gone` unless `keep` holds it; an item kept stays held (a copy) and
-    /// is handed out all the same. Items kept before, which `keep` no longer holds, are passed
-    /// to `gone` and let go too. Then hands out copies of the items from `from` in the chunk
-    /// still filling. A chunk none of whose items leaves serves the chunks to come.
+    /// Lets go of every whole chunk into `out`, moved, not copied, owing the digest of its
+    /// items `keep` does not hold ([`Run`]): its items from `from` on are handed out, those
+    /// before (handed out before, as copies while the chunk filled) only digested, by whoever
+    /// takes the run rather than on the engine thread. An item kept stays held (a copy) and is
+    /// handed out all the same. Items kept before, which `keep` no longer holds, are passed to
+    /// `gone` and let go. Then hands out copies of the items from `from` in the chunk still
+    /// filling.
     pub fn hand_out(
         &mut self,
         from: usize,
@@ -286,31 +341,15 @@ impl<T> Log<T> {
             .retain(|_, item| keep(item) || (gone(item), false).1);
         let len = self.chunk_len();
         while self.first + len <= self.len {
-            let mut chunk = self.chunks.pop_front().expect("a full chunk");
+            let chunk = self.chunks.pop_front().expect("a full chunk");
             let start = self.first;
             for (k, item) in chunk.iter().enumerate().filter(|(_, item)| keep(item)) {
                 self.kept.insert(start + k, item.clone());
             }
             self.first += len;
-            let skip = from.saturating_sub(start).min(len);
-            chunk[..skip]
-                .iter()
-                .filter(|item| !keep(item))
-                .for_each(&mut gone);
-            let rest = match skip {
-                0 => chunk,
-                _ => {
-                    let rest = chunk.split_off(skip);
-                    chunk.clear();
-                    if self.spare.len() < SPARE {
-                        self.spare.push(chunk);
-                    }
-                    rest
-                }
-            };
-            if !rest.is_empty() {
-                out.0.push(Arc::new(Run::let_go(rest, keep)));
-            }
+            let before = from.saturating_sub(start).min(len);
+            let run = Run::let_go(chunk, before, keep, self.spare.clone());
+            out.0.push(Arc::new(run));
         }
         let filling: Vec<T> = self.iter_from(from).cloned().collect();
         if !filling.is_empty() {
@@ -598,14 +637,14 @@ impl<T> ProjectedLog<T> {
     where
         T: Serialize,
     {
-        let mut owed_rows: usize = self.owed.iter().map(|run| run.len()).sum();
+        let mut owed_rows: usize = self.owed.iter().map(|run| run.held()).sum();
         while let Some(run) = self.owed.front() {
             let digest = match run.settled() {
                 Some(digest) => digest,
                 None if owed_rows > MAX_OWED_ROWS => run.settle(),
                 None => break,
             };
-            owed_rows -= run.len();
+            owed_rows -= run.held();
             self.gone = self.gone.and(digest);
             self.owed.pop_front();
         }
@@ -673,12 +712,16 @@ pub const MAX_OWED_ROWS: usize = 1 << 22;
 
 /// A run of rows handed out of a log, in sequence order: a whole chunk the log let go (moved
 /// out, not copied), which owes the digest of the rows let go (all but those `keep` held),
-/// or copies, which owe none. The digest is computed once, by whoever asks first: the
-/// journal's writer once it has the rows ([`Run::settle`]), or the engine when it hashes its
-/// state before the writer did.
+/// or copies, which owe none. A chunk's rows handed out before, as copies while it filled,
+/// are not handed out again, but are in the digest: the engine thread pays for neither. The
+/// digest is computed once, by whoever asks first: the journal's writer once it has the rows
+/// ([`Run::settle`]), or the engine when it hashes its state before the writer did. A chunk
+/// goes back to its log's spares, emptied, when its run is dropped.
 #[derive(Debug)]
 pub struct Run<T> {
     rows: Vec<T>,
+    /// The rows at the front handed out before: in the digest, not handed out again.
+    before: usize,
     owes: Option<Owes<T>>,
 }
 
@@ -687,25 +730,44 @@ struct Owes<T> {
     /// Which rows the log kept (so are not let go, nor in the digest).
     keep: fn(&T) -> bool,
     digest: OnceLock<RowsDigest>,
+    /// Where the chunk goes once dropped.
+    spare: Spares<T>,
 }
 
 impl<T> Run<T> {
     fn copied(rows: Vec<T>) -> Self {
-        Run { rows, owes: None }
+        Run {
+            rows,
+            before: 0,
+            owes: None,
+        }
     }
 
-    fn let_go(rows: Vec<T>, keep: fn(&T) -> bool) -> Self {
+    fn let_go(rows: Vec<T>, before: usize, keep: fn(&T) -> bool, spare: Spares<T>) -> Self {
+        assert!(before <= rows.len(), "rows handed out before are the run's");
         let owes = Owes {
             keep,
             digest: OnceLock::new(),
+            spare,
         };
         Run {
             rows,
+            before,
             owes: Some(owes),
         }
     }
 
+    /// The rows handed out.
+    fn handed(&self) -> &[T] {
+        &self.rows[self.before..]
+    }
+
     fn len(&self) -> usize {
+        self.handed().len()
+    }
+
+    /// The rows held, handed out or not: what the digest costs.
+    fn held(&self) -> usize {
         self.rows.len()
     }
 
@@ -729,10 +791,18 @@ impl<T: Serialize> Run<T> {
     }
 }
 
-/// The rows, not who computed what.
+impl<T> Drop for Run<T> {
+    fn drop(&mut self) {
+        if let Some(owes) = &self.owes {
+            owes.spare.give(std::mem::take(&mut self.rows));
+        }
+    }
+}
+
+/// The rows handed out, not who computed what.
 impl<T: PartialEq> PartialEq for Run<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.rows == other.rows
+        self.handed() == other.handed()
     }
 }
 
@@ -764,11 +834,11 @@ impl<T> Handed<T> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.iter().all(|run| run.rows.is_empty())
+        self.0.iter().all(|run| run.handed().is_empty())
     }
 
     pub fn iter(&self) -> HandedIter<'_, T> {
-        self.0.iter().flat_map(|run| run.rows.iter())
+        self.0.iter().flat_map(|run| run.handed().iter())
     }
 
     /// Moves `more`'s runs after these.
@@ -780,10 +850,10 @@ impl<T> Handed<T> {
         self.0.clear();
     }
 
-    /// Rows in runs that still owe their digest.
+    /// Rows in runs that still owe their digest, handed out or not.
     pub fn owing(&self) -> usize {
         let owing = self.0.iter().filter(|run| run.settled().is_none());
-        owing.map(|run| run.len()).sum()
+        owing.map(|run| run.held()).sum()
     }
 }
 
@@ -797,7 +867,7 @@ impl<T: Serialize> Handed<T> {
                 break;
             }
             run.settle();
-            spent += run.len();
+            spent += run.held();
         }
         spent
     }
@@ -877,23 +947,20 @@ mod tests {
         let (mut gone, mut out) = (Vec::new(), Handed::default());
         let keep = |i: &u64| *i == 7 || *i == CHUNK as u64 + 1;
         log.hand_out(10, keep, |i| gone.push(*i), &mut out);
-        // The rows before 10 (handed out before) digested at once but the one kept; the
-        // rest let go owe theirs to whoever takes them.
-        assert_eq!(
-            (log.first_held(), log.len(), gone),
-            (2 * CHUNK, n, [0, 1, 2, 3, 4, 5, 6, 8, 9].to_vec())
-        );
-        // The first chunk's rows from 10 split off, the second moved whole, the filling
-        // one's copied.
+        // Nothing digested on the spot: every row let go owes its digest to whoever takes
+        // the runs, those before 10 (handed out before) too, but for the ones kept.
+        assert_eq!((log.first_held(), log.len(), gone), (2 * CHUNK, n, vec![]));
+        // Both whole chunks moved, the first's rows from 10 handed out; the filling one's
+        // copied.
         assert!(out.iter().copied().eq(10..n as u64));
         assert_eq!(
             out.0.iter().map(|run| run.len()).collect::<Vec<_>>(),
             [CHUNK - 10, CHUNK, 5]
         );
-        assert_eq!(out.owing(), 2 * CHUNK - 10);
-        let let_go = (10..2 * CHUNK as u64).filter(|i| !keep(i));
+        assert_eq!(out.owing(), 2 * CHUNK);
+        let let_go = (0..2 * CHUNK as u64).filter(|i| !keep(i));
         let owed: Vec<u64> = let_go.collect();
-        assert_eq!(out.settle(1), CHUNK - 10, "a budget spent by a run");
+        assert_eq!(out.settle(1), CHUNK, "a budget spent by a run");
         assert_eq!((out.settle(usize::MAX), out.owing()), (CHUNK, 0));
         let settled = out.0.iter().map(|run| run.settle());
         assert_eq!(
@@ -907,8 +974,17 @@ mod tests {
         assert!(log.iter_from(0).copied().eq(2 * CHUNK as u64..n as u64));
         assert_eq!(
             log.spare.len(),
-            1,
-            "the split chunk serves the chunks to come"
+            0,
+            "a chunk let go is the runs' until dropped"
+        );
+        let copy = out.clone();
+        drop(out);
+        assert_eq!(log.spare.len(), 0, "a run still held keeps its chunk");
+        drop(copy);
+        assert_eq!(
+            log.spare.len(),
+            2,
+            "emptied, the chunks serve those to come"
         );
         // Kept items let go once no longer kept; nothing new to hand out.
         let (mut gone, mut more) = (Vec::new(), Handed::default());
@@ -927,7 +1003,11 @@ mod tests {
         let back = Log::from_held(postcard::from_bytes::<Held<u64>>(&bytes).unwrap()).unwrap();
         assert!(back == log);
         (0..CHUNK as u64).for_each(|i| log.push(i));
-        assert_eq!((log.len(), log.spare.len()), (n + CHUNK, 0));
+        assert_eq!(
+            (log.len(), log.spare.len()),
+            (n + CHUNK, 1),
+            "the next chunk a spare"
+        );
         // A window shorter than the length and gone chunks say is refused.
         let mut lying: Held<u64> = postcard::from_bytes(&bytes).unwrap();
         lying.len += 1;
