@@ -562,7 +562,18 @@ fn a_safe_boxs_keys_in_integers_are_the_decimal_intervals_keys_d10() {
     use super::margin::{UNBOUNDED, around, half_decimal, inner_keys, keys_around, width};
     let mut rng = perpsim_core::rng::SimRng::from_seed(17);
     let mut draw = |below: u64| rng.next_u64() % below;
-    let edges = [0, 1, 999, 1_000, 1_001, UNBOUNDED, 10i128.pow(27)];
+    let wide = i128::from(i64::MAX);
+    let edges = [
+        0,
+        1,
+        999,
+        1_000,
+        1_001,
+        UNBOUNDED,
+        10i128.pow(27),
+        wide - 7_000,
+        wide + 1,
+    ];
     for k in 0..50_000 {
         let mark = match draw(4) {
             0 => Decimal::new(draw(1 << 40) as i64, draw(29) as u32),

@@ -21,11 +21,12 @@
 //! mantissas where that is provably the same number), and the system remembers in a `Local`
 //! (not in the engine's state, so a restored engine re-quotes in full once, reading its quotes)
 //! the ladder each side was left quoting in full and each quote's level: a market whose ladders
-//! and quotes did not move is skipped. It learns that a quote moved from
-//! `trading::orders::MakerOrderChanges`, the desk's count of changes to the maker's orders per
-//! market and side (a fill, an end, a move), so a side nobody traded against is re-quoted
-//! without reading its orders. A ladder that moved with the index at every tick re-priced all
-//! twenty orders a market every second (the figures before and after: `benches/README.md`).
+//! and quotes did not move is skipped. It learns which quotes changed from
+//! `trading::orders::MakerOrderChanges`, the desk's list per market and side of the maker's
+//! orders changed since (a fill, an end, a move), so a side nobody traded against is
+//! re-quoted without reading its orders, and one a customer traded against reads only the
+//! quotes traded. A ladder that moved with the index at every tick re-priced all twenty
+//! orders a market every second (the figures before and after: `benches/README.md`).
 
 use bevy_ecs::prelude::{Local, Mut, Res, ResMut, Resource, World};
 use perpsim_core::Decimal;
@@ -117,9 +118,10 @@ pub(crate) fn spawn(world: &mut World, simulation: &Simulation, assets: &[Asset]
 /// a stale quote of the maker's own. A run where neither ladder nor any quote moved does
 /// nothing; and the ladders are whole grid steps, so finding which quotes survive a move is
 /// integer arithmetic (this was most of a flash crash's Monte-Carlo). The maker remembers
-/// each quote's level and learns that a quote changed from the desk's count of changes to
-/// its orders, so a side nobody traded against is re-quoted without reading its orders
-/// (reading a dozen orders a market a second was a third of what the re-quote cost).
+/// each quote's level and learns which quotes changed from the desk's list of its orders
+/// changed since, so it reads only those (reading a dozen orders a market a second was a
+/// third of what the re-quote cost; reading a side whole after a fill on one quote, a sixth
+/// of the re-quote in the 24-hour scenario).
 pub fn quote(
     mut desk: Desk,
     mut state: ResMut<MakerState>,
@@ -148,9 +150,14 @@ pub fn quote(
         let standing = |i: usize| {
             let side = &cache.sides[i];
             side.ladder == Some(wanted(i))
-                && (side.known(&desk, market, SIDES[i]) || intact(&desk, sim, &state.quotes[m][i]))
+                && side.intact(&desk, quoting, (SIDES[i], &state.quotes[m][i]))
         };
         if standing(0) && standing(1) {
+            // Each changed quote was read open and full: the sides are as their re-quotes
+            // left them.
+            for side in SIDES {
+                desk.forget_maker_changes(market, side);
+            }
             continue;
         }
         let bids = cache.sides[0].steps(&desk, grid, &state.quotes[m][0]);
@@ -210,15 +217,14 @@ impl Quoted {
 
 /// One side's quotes as its last re-quote left them: the ladder it quoted in full, if it
 /// did; each quote's price in grid steps, in the order of the side's ids (only the maker
-/// moves its orders, so a quote's price stays what its last placement or move made it);
-/// whether every quote was then open for the full quote size; and the side's count of
-/// [`crate::trading::orders::MakerOrderChanges`] then.
+/// moves its orders, so a quote's price stays what its last placement or move made it); and
+/// whether every quote was then open for the full quote size. Which quotes changed since,
+/// the desk says ([`crate::trading::orders::MakerOrderChanges`], forgotten at each re-quote).
 #[derive(Debug, Default)]
 pub struct SideQuotes {
     ladder: Option<Ladder>,
     levels: Vec<i64>,
     full: bool,
-    seen: Option<u64>,
 }
 
 impl SideQuotes {
@@ -276,10 +282,14 @@ impl SideQuotes {
         &self.levels
     }
 
-    /// Whether the quotes are as the last re-quote left them, open and full, without
-    /// reading them: no order of the side changed since.
-    fn known(&self, desk: &Desk, market: MarketId, side: Side) -> bool {
-        self.full && self.seen == Some(desk.maker_changes(market, side))
+    /// Whether every quote is still open for the full quote size: where the last re-quote
+    /// left them so, read are only those that changed since.
+    fn intact(&self, desk: &Desk, quoting: Quoting<'_>, (side, ids): (Side, &[OrderId])) -> bool {
+        let read = match (self.full, desk.maker_changed(quoting.market, side)) {
+            (true, Some(changed)) => changed,
+            _ => ids,
+        };
+        intact(desk, quoting.sim, read)
     }
 }
 
@@ -300,7 +310,7 @@ fn wanted(desk: &Desk, Quoting { market, sim, .. }: Quoting<'_>, ladder: Ladder)
     }
 }
 
-/// Whether every quote of a side is still open for the full quote size: nothing filled,
+/// Whether every order of `ids` is still open for the full quote size: nothing filled,
 /// ended or moved it since the re-quote that left it (only the maker moves its orders).
 fn intact(desk: &Desk, sim: &InstrumentSimulation, ids: &[OrderId]) -> bool {
     ids.iter().all(|&id| {
@@ -310,13 +320,24 @@ fn intact(desk: &Desk, sim: &InstrumentSimulation, ids: &[OrderId]) -> bool {
 }
 
 /// A re-quote's working lists, kept between runs for their memory (a re-quote runs for two
-/// sides of every market every simulated second): the quotes kept, those to move, and which
-/// levels are held. Cleared by each use; never read across runs.
+/// sides of every market every simulated second): the quotes kept, those to move, which
+/// levels are held, and the quotes that changed since the side's last re-quote (where
+/// `named`; else any may have). Cleared by each use; never read across runs.
 #[derive(Debug, Default)]
 pub struct Scratch {
     kept: Vec<Kept>,
     free: Vec<OrderId>,
     held: Vec<bool>,
+    changed: Vec<OrderId>,
+    named: bool,
+}
+
+impl Scratch {
+    /// Whether quote `id` is known open and full without reading it: the side's last
+    /// re-quote left every quote so and the desk names the quotes changed since, not it.
+    fn known(&self, id: OrderId) -> bool {
+        self.named && !self.changed.contains(&id)
+    }
 }
 
 /// A quote a re-quote keeps, on its level in grid steps; `read`: read again once the
@@ -342,20 +363,23 @@ impl Kept {
 /// size) with their levels and whether they must be read again (a quote not known to be as
 /// the last re-quote left it), the others to move, and which levels are held, into
 /// `scratch`. A quote's level is its price in whole grid steps; a second quote on a held
-/// level is moved like any other. `known`: every quote is open and full, so none is read.
+/// level is moved like any other. A quote [`Scratch::known`] open and full is not read.
 fn keep_held_levels(
     desk: &mut Desk,
     sim: &InstrumentSimulation,
     wanted: Ladder,
-    (ids, levels, known): (&[OrderId], &[i64], bool),
+    (ids, levels): (&[OrderId], &[i64]),
     scratch: &mut Scratch,
 ) {
-    let Scratch { kept, free, held } = scratch;
-    kept.clear();
-    free.clear();
-    held.clear();
-    held.resize(wanted.len, false);
+    scratch.kept.clear();
+    scratch.free.clear();
+    scratch.held.clear();
+    scratch.held.resize(wanted.len, false);
     for (&id, &steps) in ids.iter().zip(levels) {
+        let known = scratch.known(id);
+        let Scratch {
+            kept, free, held, ..
+        } = &mut *scratch;
         let short = match known {
             true => None,
             false => {
@@ -421,9 +445,16 @@ fn requote(
     // Read after the other side's re-quote, whose fills may have moved the position.
     let wanted = wanted(desk, quoting, ladder);
     let order_side = if ladder.bid { Side::Buy } else { Side::Sell };
-    let known = side.known(desk, market, order_side);
-    keep_held_levels(desk, sim, wanted, (ids, &side.levels, known), scratch);
-    let Scratch { kept, free, held } = scratch;
+    scratch.changed.clear();
+    scratch.named = false;
+    if let (true, Some(changed)) = (side.full, desk.maker_changed(market, order_side)) {
+        scratch.changed.extend_from_slice(changed);
+        scratch.named = true;
+    }
+    keep_held_levels(desk, sim, wanted, (ids, &side.levels), scratch);
+    let Scratch {
+        kept, free, held, ..
+    } = scratch;
     let mut missing = (0..wanted.len)
         .filter(|&k| !held[k])
         .map(|k| wanted.steps(k));
@@ -459,5 +490,5 @@ fn requote(
         }
     }
     side.record(desk, (ids, kept), wanted, sim.size);
-    side.seen = Some(desk.maker_changes(market, order_side));
+    desk.forget_maker_changes(market, order_side);
 }

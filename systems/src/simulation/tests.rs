@@ -105,8 +105,8 @@ fn a_step_keeps_the_basis_and_restarts_from_a_moved_index() {
 }
 
 /// D10: a re-quote skipped because neither the ladder nor a quote moved ends where the full
-/// re-quote ends, and so does one that trusts its memory of its quotes' levels and of the
-/// desk's count of changes to them instead of reading them. A restored engine knows nothing
+/// re-quote ends, and so does one that trusts its memory of its quotes' levels and reads
+/// only the quotes the desk names as changed since. A restored engine knows nothing
 /// of its last re-quote and re-quotes in full, reading every quote, so an engine restored
 /// every second, with market orders eating into the maker's quotes, must stay equal to the
 /// one that ran on.

@@ -272,30 +272,87 @@ impl OpenCounts {
     }
 }
 
-/// Changes to the market maker's orders, counted per market and side (a fill, an end, a
-/// move, a new quote): the maker re-reads a side's quotes only where this moved since its
-/// last re-quote of that side. Derived: a restored engine starts from zero, as the maker's
-/// memory of its quotes does.
+/// Changes to the market maker's orders per market and side (a fill, an end, a move, a new
+/// quote): their count, and which orders changed since the maker last forgot them, at most
+/// [`MAKER_CHANGED`] ids a side (past that, only that more did). The maker re-reads a side's
+/// quotes only where this moved since its last re-quote of that side, and then only those
+/// that changed: a customer's fill against one quote had it read the whole side. Derived: a
+/// restored engine starts from nothing, as the maker's memory of its quotes does.
 #[derive(Resource, Debug, Default)]
-pub struct MakerOrderChanges(Vec<[u64; 2]>);
+pub struct MakerOrderChanges(Vec<[SideChanges; 2]>);
+
+/// Ids a side's list of changed maker orders holds before it says only that more changed:
+/// a re-quote moves a dozen, and a fill changes its order a few times in a row (one id).
+pub const MAKER_CHANGED: usize = 64;
+
+/// One side's changes: the count so far and the ids changed since the maker forgot them,
+/// `None` once more than [`MAKER_CHANGED`] did.
+#[derive(Debug, Clone)]
+struct SideChanges {
+    count: u64,
+    changed: Option<Vec<OrderId>>,
+}
+
+impl Default for SideChanges {
+    fn default() -> Self {
+        SideChanges {
+            count: 0,
+            changed: Some(Vec::new()),
+        }
+    }
+}
 
 impl MakerOrderChanges {
     /// The count of a market's side so far.
     pub fn of(&self, market: MarketId, side: Side) -> u64 {
         self.0
             .get(market as usize)
-            .map_or(0, |c| c[side_slot(side)])
+            .map_or(0, |c| c[side_slot(side)].count)
+    }
+
+    /// The maker's orders in a market's side that changed since it last forgot them, each
+    /// once or more; `None` where more than [`MAKER_CHANGED`] did.
+    pub fn changed(&self, market: MarketId, side: Side) -> Option<&[OrderId]> {
+        match self.0.get(market as usize) {
+            Some(c) => c[side_slot(side)].changed.as_deref(),
+            None => Some(&[]),
+        }
+    }
+
+    /// Forgets a side's changed orders: the maker knows what they are now.
+    pub fn forget(&mut self, market: MarketId, side: Side) {
+        if let Some(c) = self.0.get_mut(market as usize) {
+            let changes = &mut c[side_slot(side)].changed;
+            match changes {
+                Some(ids) => ids.clear(),
+                None => *changes = Some(Vec::new()),
+            }
+        }
     }
 
     fn count(&mut self, o: &Order) {
-        if o.customer != MARKET_MAKER {
-            return;
+        if o.customer == MARKET_MAKER {
+            self.note(o.market, o.side, o.id);
         }
-        let m = o.market as usize;
+    }
+
+    /// A change to the maker's order `id` in a market's side. A fill changes its order
+    /// several times in a row: the id is named once for them.
+    pub(super) fn note(&mut self, market: MarketId, side: Side, id: OrderId) {
+        let m = market as usize;
         if self.0.len() <= m {
-            self.0.resize(m + 1, [0; 2]);
+            self.0.resize_with(m + 1, Default::default);
         }
-        self.0[m][side_slot(o.side)] += 1;
+        let side = &mut self.0[m][side_slot(side)];
+        side.count += 1;
+        let Some(ids) = &mut side.changed else {
+            return;
+        };
+        match ids.last() == Some(&id) {
+            true => {}
+            false if ids.len() < MAKER_CHANGED => ids.push(id),
+            false => side.changed = None,
+        }
     }
 }
 
@@ -374,14 +431,21 @@ impl Orders<'_, '_> {
     pub fn live(&self, id: OrderId) -> Option<&Order> {
         match self.index.get(id)? {
             OrderSlot::Ended(_) => None,
-            _ => Some(self.get(id)),
+            // Resolved from the slot just found: the market maker's quotes are old enough
+            // to sit in the index's hash map, and each read looked them up twice.
+            slot => Some(self.at(id, slot)),
         }
     }
 
     fn shared(&self, id: OrderId) -> &Arc<Order> {
+        self.at(id, self.index.slot(id))
+    }
+
+    /// The record of order `id` at `slot`, which the index holds for it.
+    fn at(&self, id: OrderId, slot: OrderSlot) -> &Arc<Order> {
         resolve(
             id,
-            self.index.slot(id),
+            slot,
             &self.staged,
             |e| self.live.get(e).expect("indexed orders are live").held(),
             &self.ended,
@@ -408,6 +472,17 @@ impl Orders<'_, '_> {
     /// Changes to the market maker's orders in a market's side (see [`MakerOrderChanges`]).
     pub fn maker_changes(&self, market: MarketId, side: Side) -> u64 {
         self.maker.of(market, side)
+    }
+
+    /// The market maker's orders in a market's side changed since it last forgot them (see
+    /// [`MakerOrderChanges::changed`]).
+    pub fn maker_changed(&self, market: MarketId, side: Side) -> Option<&[OrderId]> {
+        self.maker.changed(market, side)
+    }
+
+    /// Forgets the market maker's changed orders in a market's side.
+    pub fn forget_maker_changes(&mut self, market: MarketId, side: Side) {
+        self.maker.forget(market, side);
     }
 
     /// The ids of the live orders `select` picks, ascending: one scan of the live set, for

@@ -9,10 +9,11 @@ use perpsim_core::order::{OrderStatus, OrderType, Side};
 use crate::Engine;
 use crate::command::CancelOrder;
 use crate::command::Command;
+use crate::records::ids::OrderId;
 use crate::testkit::{d, engine, entry, funded, limit, market, order, place, run};
 use crate::trading::ended::EndedOrders;
 use crate::trading::orders::{LiveOrder, Waiting};
-use crate::trading::orders::{OrderIndex, live_ids};
+use crate::trading::orders::{MAKER_CHANGED, MakerOrderChanges, OrderIndex, live_ids};
 
 /// (live order ids, of which waiting, orders ended so far).
 fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, u64) {
@@ -279,4 +280,57 @@ fn an_owed_ended_orders_digest_hashes_as_the_chained_one_whoever_settles_it() {
         assert_eq!(owing.state_hash(), chained.state_hash(), "round {round}");
     }
     assert_eq!(sets(&mut owing).2, sets(&mut chained).2);
+}
+
+/// D10: the market maker re-reads only the quotes the desk names as changed since its last
+/// re-quote of a side: each named once however often a fill changes it in a row, every
+/// market's side apart; past [`MAKER_CHANGED`] ids only that more changed (it reads the
+/// side whole then); forgetting starts the list again, and the count goes on throughout.
+#[test]
+fn the_makers_changed_orders_are_named_per_side_until_too_many_change_d10() {
+    let mut changes = MakerOrderChanges::default();
+    assert_eq!(
+        changes.changed(3, Side::Buy),
+        Some(&[][..]),
+        "nothing changed yet"
+    );
+    for id in [7, 7, 7, 9, 7] {
+        changes.note(0, Side::Sell, OrderId(id));
+    }
+    changes.note(1, Side::Sell, OrderId(11));
+    let named = |c: &MakerOrderChanges, m, side| c.changed(m, side).map(<[OrderId]>::to_vec);
+    assert_eq!(
+        named(&changes, 0, Side::Sell),
+        Some(vec![OrderId(7), OrderId(9), OrderId(7)])
+    );
+    assert_eq!(named(&changes, 0, Side::Buy), Some(vec![]));
+    assert_eq!(named(&changes, 1, Side::Sell), Some(vec![OrderId(11)]));
+    assert_eq!(changes.of(0, Side::Sell), 5, "every change counts");
+    changes.forget(0, Side::Sell);
+    assert_eq!(named(&changes, 0, Side::Sell), Some(vec![]));
+    assert_eq!(named(&changes, 1, Side::Sell), Some(vec![OrderId(11)]));
+    for id in 0..MAKER_CHANGED as u64 {
+        changes.note(0, Side::Buy, OrderId(id));
+    }
+    assert_eq!(
+        changes.changed(0, Side::Buy).map(<[OrderId]>::len),
+        Some(MAKER_CHANGED)
+    );
+    changes.note(0, Side::Buy, OrderId(MAKER_CHANGED as u64 - 1));
+    assert!(
+        changes.changed(0, Side::Buy).is_some(),
+        "the same id again names nothing new"
+    );
+    changes.note(0, Side::Buy, OrderId(1_000));
+    assert_eq!(
+        changes.changed(0, Side::Buy),
+        None,
+        "too many changed: the side is read whole"
+    );
+    changes.note(0, Side::Buy, OrderId(1_001));
+    assert_eq!(changes.changed(0, Side::Buy), None);
+    assert_eq!(changes.of(0, Side::Buy), MAKER_CHANGED as u64 + 3);
+    changes.forget(0, Side::Buy);
+    assert_eq!(named(&changes, 0, Side::Buy), Some(vec![]));
+    assert_eq!(changes.of(0, Side::Sell), 5);
 }

@@ -190,6 +190,17 @@ impl Desk<'_, '_> {
         self.orders.maker_changes(market, side)
     }
 
+    /// The market maker's orders in a market's side changed since it last forgot them,
+    /// `None` where too many did (see [`crate::trading::orders::MakerOrderChanges`]).
+    pub fn maker_changed(&self, market: MarketId, side: Side) -> Option<&[OrderId]> {
+        self.orders.maker_changed(market, side)
+    }
+
+    /// Forgets the market maker's changed orders in a market's side: it knows them now.
+    pub fn forget_maker_changes(&mut self, market: MarketId, side: Side) {
+        self.orders.forget_maker_changes(market, side);
+    }
+
     /// How many markets there are; their ids are `0..count`.
     pub fn market_count(&self) -> MarketId {
         self.exchange.markets.len() as MarketId
