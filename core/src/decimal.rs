@@ -136,9 +136,9 @@ pub fn round_ledger(value: Decimal) -> Decimal {
     value.round_dp_with_strategy(LEDGER_DECIMALS, RoundingStrategy::MidpointNearestEven)
 }
 
-/// Powers of ten up to 10^28, the largest scale a `Decimal` carries.
-const POW10: [i128; 29] = {
-    let mut table = [1i128; 29];
+/// Powers of ten up to 10^38, every one an i128 holds (a `Decimal`'s scale is at most 28).
+const POW10: [i128; 39] = {
+    let mut table = [1i128; 39];
     let mut i = 1;
     while i < table.len() {
         table[i] = table[i - 1] * 10;
@@ -146,6 +146,12 @@ const POW10: [i128; 29] = {
     }
     table
 };
+
+/// 10^`exp`, None past what an i128 holds: `checked_pow`'s answer by a look-up, where that
+/// was a loop of overflow-checked 128-bit multiplications (a margin judgment raised four).
+pub fn pow10(exp: u32) -> Option<i128> {
+    POW10.get(exp as usize).copied()
+}
 
 /// 10^0 ..= 10^18, the powers of ten an i64 holds.
 pub const POW10_64: [i64; 19] = {
@@ -750,6 +756,13 @@ mod tests {
                 let product = a.checked_mul(b).expect("an exact product is a decimal");
                 prop_assert_eq!(at_most, product <= Decimal::from(max), "{} × {}", a, b);
             }
+        }
+    }
+
+    #[test]
+    fn pow10_is_checked_pow_for_every_exponent() {
+        for exp in 0..=64 {
+            assert_eq!(pow10(exp), 10i128.checked_pow(exp), "10^{exp}");
         }
     }
 

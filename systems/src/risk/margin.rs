@@ -778,12 +778,12 @@ pub(super) fn safe_box_fixed(
     let mut half = [UNBOUNDED; MAX_BOX_MARKETS];
     for k in [rate.liquidation, rate.maintenance] {
         let (m, scale) = (k.mantissa(), k.scale());
-        let unit = 10i128.checked_pow(scale)?;
+        let unit = decimal::pow10(scale)?;
         // Units of 10^-(18 + s): g, the positions' rounding (10⁻¹⁰ each) and the slopes.
         let g = equity
             .checked_mul(unit)?
             .checked_sub(m.checked_mul(notional)?)?;
-        let rounding = n.checked_mul(10i128.checked_pow(8 + scale)?)?;
+        let rounding = n.checked_mul(decimal::pow10(8 + scale)?)?;
         let budget = g.checked_abs()?.checked_sub(rounding)?;
         if budget <= 0 {
             return Some([0; MAX_BOX_MARKETS]);
