@@ -120,8 +120,8 @@ pub(crate) fn spawn(world: &mut World, simulation: &Simulation, assets: &[Asset]
 /// integer arithmetic (this was most of a flash crash's Monte-Carlo). The maker remembers
 /// each quote's level and learns which quotes changed from the desk's list of its orders
 /// changed since, so it reads only those (reading a dozen orders a market a second was a
-/// third of what the re-quote cost; reading a side whole after a fill on one quote, a sixth
-/// of the re-quote in the 24-hour scenario).
+/// third of what the re-quote cost; reading a side whole after a fill on one quote, an
+/// eighth of the re-quote in the 24-hour scenario).
 pub fn quote(
     mut desk: Desk,
     mut state: ResMut<MakerState>,
@@ -283,7 +283,7 @@ impl SideQuotes {
     }
 
     /// Whether every quote is still open for the full quote size: where the last re-quote
-    /// left them so, read are only those that changed since.
+    /// left them so, only those changed since are read.
     fn intact(&self, desk: &Desk, quoting: Quoting<'_>, (side, ids): (Side, &[OrderId])) -> bool {
         let read = match (self.full, desk.maker_changed(quoting.market, side)) {
             (true, Some(changed)) => changed,
