@@ -285,11 +285,21 @@ impl SideQuotes {
     /// Whether every quote is still open for the full quote size: where the last re-quote
     /// left them so, only those changed since are read.
     fn intact(&self, desk: &Desk, quoting: Quoting<'_>, (side, ids): (Side, &[OrderId])) -> bool {
-        let read = match (self.full, desk.maker_changed(quoting.market, side)) {
-            (true, Some(changed)) => changed,
-            _ => ids,
-        };
+        let read = self
+            .named_changes(desk, quoting.market, side)
+            .unwrap_or(ids);
         intact(desk, quoting.sim, read)
+    }
+
+    /// The quotes changed since the last re-quote, where the desk names them and that
+    /// re-quote left every quote full; `None` when any quote may have changed.
+    fn named_changes<'d>(
+        &self,
+        desk: &'d Desk,
+        market: MarketId,
+        side: Side,
+    ) -> Option<&'d [OrderId]> {
+        desk.maker_changed(market, side).filter(|_| self.full)
     }
 }
 
@@ -447,7 +457,7 @@ fn requote(
     let order_side = if ladder.bid { Side::Buy } else { Side::Sell };
     scratch.changed.clear();
     scratch.named = false;
-    if let (true, Some(changed)) = (side.full, desk.maker_changed(market, order_side)) {
+    if let Some(changed) = side.named_changes(desk, market, order_side) {
         scratch.changed.extend_from_slice(changed);
         scratch.named = true;
     }
