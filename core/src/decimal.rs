@@ -388,11 +388,35 @@ pub fn ledger_mantissa(mantissa: i128, scale: u32) -> Option<i128> {
         return mantissa.checked_mul(POW10[LEDGER_DECIMALS as usize - scale]);
     }
     let unit = *POW10.get(scale - LEDGER_DECIMALS as usize)?;
-    let (q, r) = (mantissa / unit, mantissa % unit);
+    let (q, r) = div_rem(mantissa, unit);
     // |r| < unit ≤ 10^28, so twice it fits.
+    Some(half_even(mantissa, (q, r), unit))
+}
+
+/// `n / d` and `n % d` (truncated), divided in 64 bits where both fit: most mantissas and
+/// units do, and an i128 division is a library call several times the machine's own.
+fn div_rem(n: i128, d: i128) -> (i128, i128) {
+    match (i64::try_from(n), i64::try_from(d)) {
+        (Ok(n), Ok(d)) => (i128::from(n / d), i128::from(n % d)),
+        _ => (n / d, n % d),
+    }
+}
+
+/// `n / d` rounded half-even, for a positive `d`, from its truncated quotient and remainder
+/// (`2|r|` must fit an i128).
+fn half_even(n: i128, (q, r): (i128, i128), d: i128) -> i128 {
     let twice = 2 * r.abs();
-    let away = twice > unit || (twice == unit && q % 2 != 0);
-    Some(if away { q + mantissa.signum() } else { q })
+    let away = twice > d || (twice == d && q % 2 != 0);
+    if away { q + n.signum() } else { q }
+}
+
+/// `a × b` where it fits an i128: widened without a check where both fit 64 bits (their
+/// product always fits), the checked 128-bit multiplication only past that.
+fn checked_product(a: i128, b: i128) -> Option<i128> {
+    match (i64::try_from(a), i64::try_from(b)) {
+        (Ok(a), Ok(b)) => Some(i128::from(a) * i128::from(b)),
+        _ => a.checked_mul(b),
+    }
 }
 
 /// The largest mantissa a `Decimal` holds: 2⁹⁶ − 1.
@@ -407,7 +431,7 @@ const MAX_MANTISSA: u128 = (1 << 96) - 1;
 /// most of what the pass computed.
 pub fn round_ledger_product(factors: &[Decimal]) -> Decimal {
     let exact = factors.iter().try_fold((1i128, 0u32), |(m, s), f| {
-        let m = m.checked_mul(f.mantissa())?;
+        let m = checked_product(m, f.mantissa())?;
         let s = s + f.scale();
         (m.unsigned_abs() <= MAX_MANTISSA && s <= 28).then_some((m, s))
     });
@@ -454,26 +478,20 @@ fn integer_ledger_quotient(num: Decimal, den: Decimal) -> Option<Decimal> {
     let shift = LEDGER_DECIMALS as i64 + i64::from(den.scale()) - i64::from(num.scale());
     let (n, d) = match shift >= 0 {
         true => (
-            num.mantissa().checked_mul(*POW10.get(shift as usize)?)?,
+            checked_product(num.mantissa(), *POW10.get(shift as usize)?)?,
             den.mantissa(),
         ),
         false => (
             num.mantissa(),
-            den.mantissa().checked_mul(POW10[(-shift) as usize])?,
+            checked_product(den.mantissa(), POW10[(-shift) as usize])?,
         ),
     };
-    // Most fit 64 bits, where division is several times cheaper.
-    let (q, r) = match (i64::try_from(n), i64::try_from(d)) {
-        (Ok(n), Ok(d)) => (i128::from(n / d), i128::from(n % d)),
-        _ => (n / d, n % d),
-    };
-    let whole = q.checked_abs()? / POW10[LEDGER_DECIMALS as usize] + 2;
+    let (q, r) = div_rem(n, d);
+    let whole = div_rem(q.checked_abs()?, POW10[LEDGER_DECIMALS as usize]).0 + 2;
     if r == 0 || d.checked_mul(2)?.checked_mul(whole)? >= POW10[16] {
         return None;
     }
-    let twice = 2 * r.abs();
-    let away = twice > d || (twice == d && q % 2 != 0);
-    let rounded = if away { q + n.signum() } else { q };
+    let rounded = half_even(n, (q, r), d);
     // A quotient that rounds to zero keeps the `Decimal` rounding's sign of zero.
     (rounded != 0).then(|| Decimal::from_i128_with_scale(rounded, LEDGER_DECIMALS))
 }
@@ -948,6 +966,25 @@ mod tests {
                 Decimal::from_i128_with_scale(m, 10),
                 round_ledger(v),
                 "{value}"
+            );
+        }
+        // Either side of the 64-bit division's edge, every scale that rounds.
+        let edges = [
+            i64::MAX as i128,
+            i64::MIN as i128,
+            i64::MAX as i128 + 1,
+            -(1i128 << 64),
+        ];
+        for (m, scale) in edges
+            .into_iter()
+            .flat_map(|m| (11..=28).map(move |s| (m, s)))
+        {
+            let v = Decimal::from_i128_with_scale(m, scale);
+            let rounded = ledger_mantissa(m, scale).unwrap();
+            assert_eq!(
+                Decimal::from_i128_with_scale(rounded, 10),
+                round_ledger(v),
+                "{v}"
             );
         }
         assert_eq!(ledger_mantissa(1, 57), None, "beyond a product's scale");

@@ -829,7 +829,9 @@ pub(super) fn width(mut budget: i128, mut slope: i128) -> i128 {
     while slope > i128::MAX / WIDTH_UNIT {
         (budget, slope) = (budget / 10, slope / 10 + 1);
     }
-    let (whole, rest) = (budget / slope, budget % slope);
+    // The remainder by a multiplication: each 128-bit division is a library call.
+    let whole = budget / slope;
+    let rest = budget - whole * slope;
     if whole >= WIDTH_MAX {
         return WIDTH_MAX * WIDTH_UNIT;
     }
