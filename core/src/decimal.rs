@@ -393,8 +393,8 @@ pub fn ledger_mantissa(mantissa: i128, scale: u32) -> Option<i128> {
     Some(half_even(mantissa, (q, r), unit))
 }
 
-/// `n / d` and `n % d` (truncated), divided in 64 bits where both fit: most mantissas and
-/// units do, and an i128 division is a library call several times the machine's own.
+/// `n / d` and `n % d` (truncated) for a positive `d`, divided in 64 bits where both fit: most
+/// mantissas and units do, and an i128 division is a library call several times the machine's.
 fn div_rem(n: i128, d: i128) -> (i128, i128) {
     match (i64::try_from(n), i64::try_from(d)) {
         (Ok(n), Ok(d)) => (i128::from(n / d), i128::from(n % d)),

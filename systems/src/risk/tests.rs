@@ -607,4 +607,15 @@ fn a_safe_boxs_keys_in_integers_are_the_decimal_intervals_keys_d10() {
             "{budget} / {slope}"
         );
     }
+    // A slope past the remainder's digits: scaled down by tenths first, then the same.
+    let unit = 10i128.pow(12);
+    for _ in 0..50_000 {
+        let budget = draw(1 << 63) as i128 * draw(1 << 63) as i128 + 1;
+        let slope = ((draw(1 << 63) as i128) << 30) + (1 << 88);
+        let (mut b, mut s) = (budget, slope);
+        while s > i128::MAX / unit {
+            (b, s) = (b / 10, s / 10 + 1);
+        }
+        assert_eq!(width(budget, slope), two(b, s), "{budget} / {slope}");
+    }
 }
