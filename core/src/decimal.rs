@@ -330,11 +330,7 @@ fn wide_whole_units(value: Decimal, unit: Decimal) -> Option<i128> {
 /// `2 · den · (|q| + 1) < 10²⁶` leaves a margin of ten. `unit` must be positive.
 pub fn round_units(value: Decimal, unit: Decimal, strategy: RoundingStrategy) -> Option<i128> {
     let (num, den) = quotient_terms(value, unit)?;
-    // Most values and units fit 64 bits, where division is several times cheaper.
-    let (q, r) = match (i64::try_from(num), i64::try_from(den)) {
-        (Ok(n), Ok(d)) => (i128::from(n / d), i128::from(n % d)),
-        _ => (num / den, num % den),
-    };
+    let (q, r) = div_rem(num, den);
     let reach = den.checked_mul(2)?.checked_mul(q.checked_abs()? + 1)?;
     if reach >= POW10[26] {
         return None;
@@ -343,10 +339,7 @@ pub fn round_units(value: Decimal, unit: Decimal, strategy: RoundingStrategy) ->
     let away = match strategy {
         RoundingStrategy::ToNegativeInfinity => r != 0 && step < 0,
         RoundingStrategy::ToPositiveInfinity => r != 0 && step > 0,
-        RoundingStrategy::MidpointNearestEven => {
-            let twice = 2 * r.abs();
-            twice > den || (twice == den && q % 2 != 0)
-        }
+        RoundingStrategy::MidpointNearestEven => away_half_even((q, r), den),
         _ => return None,
     };
     Some(if away { q + step } else { q })
@@ -405,9 +398,18 @@ fn div_rem(n: i128, d: i128) -> (i128, i128) {
 /// `n / d` rounded half-even, for a positive `d`, from its truncated quotient and remainder
 /// (`2|r|` must fit an i128).
 fn half_even(n: i128, (q, r): (i128, i128), d: i128) -> i128 {
+    if away_half_even((q, r), d) {
+        q + n.signum()
+    } else {
+        q
+    }
+}
+
+/// Whether half-even rounding of `q + r / d` (truncated quotient and remainder, `d`
+/// positive, `2|r|` fitting an i128) moves it one away from zero.
+fn away_half_even((q, r): (i128, i128), d: i128) -> bool {
     let twice = 2 * r.abs();
-    let away = twice > d || (twice == d && q % 2 != 0);
-    if away { q + n.signum() } else { q }
+    twice > d || (twice == d && q % 2 != 0)
 }
 
 /// `a × b` where it fits an i128: widened without a check where both fit 64 bits (their
