@@ -280,16 +280,7 @@ pub fn nanos(value: Decimal, up: bool) -> i128 {
     if scale <= NANO_DECIMALS {
         return m * POW10[(NANO_DECIMALS - scale) as usize];
     }
-    let unit = POW10[(scale - NANO_DECIMALS) as usize];
-    let (q, r) = match i64::try_from(m) {
-        // A 64-bit division where the mantissa fits (a tenth of a 128-bit one's cost); a
-        // unit of 10^19 leaves an i64 whole as its remainder.
-        Ok(m) => match i64::try_from(unit) {
-            Ok(unit) => (i128::from(m / unit), i128::from(m % unit)),
-            Err(_) => (0, i128::from(m)),
-        },
-        Err(_) => (m / unit, m % unit),
-    };
+    let (q, r) = div_rem(m, POW10[(scale - NANO_DECIMALS) as usize]);
     match (r.signum(), up) {
         (1, true) => q + 1,
         (-1, false) => q - 1,
@@ -308,14 +299,8 @@ fn magnitude(hi: u32, mid: u32, lo: u32) -> Option<i64> {
 /// [`whole_units`] in 128-bit integers.
 fn wide_whole_units(value: Decimal, unit: Decimal) -> Option<i128> {
     let (num, den) = quotient_terms(value, unit)?;
-    if den == 1 {
-        return Some(num);
-    }
-    // Most grids and values fit 64 bits, where division is several times cheaper.
-    if let (Ok(n), Ok(d)) = (i64::try_from(num), i64::try_from(den)) {
-        return (n % d == 0).then(|| i128::from(n / d));
-    }
-    (num % den == 0).then(|| num / den)
+    let (q, r) = div_rem(num, den);
+    (r == 0).then_some(q)
 }
 
 /// `value / unit` rounded to a whole number by `strategy`: the same number as
