@@ -32,14 +32,18 @@ fn an_advance_beyond_366_days_is_refused_naming_the_bound() {
 }
 
 /// D3: a long advance runs in journaled steps of at most an hour: while twelve hours of the
-/// living market pass, signed requests are answered within a second and the clock is seen
-/// between its ends; the advance ends where it was asked to.
+/// living market pass, signed requests are answered between the steps, each within a third
+/// of the whole advance (one that waited for the advance would take all of it), and the
+/// clock is seen between its ends; the advance ends where it was asked to. The bound is the
+/// advance's own duration, not a wall-clock figure, so a slow or busy machine does not fail
+/// it: on a 2-core CI machine a debug build's step of the living market took over a second.
 #[test]
 fn a_long_advance_runs_in_steps_and_the_venue_answers_meanwhile() {
     let server = living(&[]);
     let c = server.demo();
     let url = server.url.clone();
     let token = server.admin_token();
+    let began = Instant::now();
     let advancing = std::thread::spawn(move || {
         let r = perpsim_tests::raw(
             "POST",
@@ -62,6 +66,7 @@ fn a_long_advance_runs_in_steps_and_the_venue_answers_meanwhile() {
         between.push(now);
         std::thread::sleep(Duration::from_millis(50));
     }
+    let whole = began.elapsed();
     let (status, clock) = advancing.join().unwrap();
     assert_eq!(status, 200, "{clock}");
     assert_eq!(clock["now"], "2026-01-01T12:00:00.000Z");
@@ -73,9 +78,11 @@ fn a_long_advance_runs_in_steps_and_the_venue_answers_meanwhile() {
         inside > 0,
         "no instant between the ends was seen: {between:?}"
     );
+    let answered = between.len();
     assert!(
-        slowest < Duration::from_secs(1),
-        "a signed read waited {slowest:?}"
+        answered >= 2 && slowest * 3 < whole,
+        "{answered} signed reads answered while the advance ran for {whole:?}, the slowest \
+         waited {slowest:?}"
     );
 }
 
