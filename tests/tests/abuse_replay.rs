@@ -13,7 +13,9 @@ use perpsim_tests::{perpsim, refused_within_a_minute};
 const HEAD: &str = "name: x\nseed: 1\nstart: 2026-01-01T00:00:00Z\nend: +1h\ncustomers:\n  - {name: a, deposits: {USDC: \"100\"}}\nevents:\n";
 
 /// `perpsim replay` of `scenario` into `dir/out` with `extra` flags, which must fail: its
-/// stderr. Nothing may be left in `dir` but what the test put there.
+/// stderr. Nothing may be left in `dir` but what the test put there. `perpsim scenario check`
+/// with the same flags, the same reader on the same untrusted file, must refuse it in the
+/// same words (exit 2), within the same minute.
 fn refused(dir: &Path, scenario: &Path, extra: &[&str]) -> String {
     let out = dir.join("out");
     let mut args = vec!["replay", "--quiet", scenario.to_str().unwrap(), "--out"];
@@ -36,6 +38,12 @@ fn refused(dir: &Path, scenario: &Path, extra: &[&str]) -> String {
         .filter_map(Result::ok)
         .any(|e| e.file_name().to_string_lossy().contains(".partial-"));
     assert!(!partial, "a partial directory was left");
+    let mut args = vec!["scenario", "check", scenario.to_str().unwrap()];
+    args.extend(extra);
+    let started = Instant::now();
+    let (code, _, checked) = perpsim(&args);
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!((code, checked.as_str()), (2, stderr.as_str()));
     stderr
 }
 

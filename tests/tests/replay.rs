@@ -307,7 +307,7 @@ fn the_manifest_hashes_every_file_as_it_lies_on_disk() {
 }
 
 /// D11: each class of bad input names its file, line and column, exits non-zero and writes
-/// nothing.
+/// nothing; `scenario check` refuses each with the same words (exit 2).
 #[test]
 fn bad_input_is_located_and_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
@@ -360,7 +360,58 @@ fn bad_input_is_located_and_writes_nothing() {
             "{event}: expected {at} … {message}, got {stderr}"
         );
         assert!(!out.exists(), "{event}: nothing is written");
+        let (code, _, checked) = perpsim(&["scenario", "check", file.to_str().unwrap()]);
+        assert_eq!((code, checked.as_str()), (2, stderr.as_str()), "{event}");
     }
+}
+
+/// D11: `scenario check` reads a scenario as a run does and runs nothing: the worked flash
+/// crash's name, seed, span, instrument, customers and events as the file has them, a step
+/// for each event but the price file's, which makes one a row, the file it names, the read's
+/// time; nothing is written beside them.
+#[test]
+fn check_says_what_a_scenario_holds_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = perpsim(&[
+        "scenario",
+        "examples",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let listed = || {
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listed();
+    let file = dir.path().join("flash-crash.yaml");
+    let (code, stdout, stderr) = perpsim(&["scenario", "check", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let held: Value = serde_json::from_str(&stdout).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let events = text.lines().filter(|l| l.starts_with("  - {at: ")).count();
+    let rows = csv_rows(&dir.path().join("flash-crash.csv")).len();
+    assert_eq!(events, 10, "the example as written");
+    assert_eq!(held["scenario"], "flash crash");
+    assert_eq!(held["seed"], 7);
+    assert_eq!(held["start"], "2026-01-01T00:00:00.000Z");
+    assert_eq!(held["end"], "2026-01-01T04:00:00.000Z");
+    assert_eq!(held["instruments"][0], "BTC-USDC-PERP");
+    assert_eq!(held["customers"], 4);
+    assert_eq!(held["events"], events);
+    assert_eq!(held["steps"], events - 1 + rows, "{held}");
+    let inputs = held["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 1, "{held}");
+    assert!(
+        inputs[0].as_str().unwrap().ends_with("flash-crash.csv"),
+        "{held}"
+    );
+    assert!(held["seconds"]["read"].as_f64().unwrap() > 0.0, "{held}");
+    assert_eq!(listed(), before, "nothing is written");
 }
 
 /// D11 (issue 39 item 2): refused requests are outcomes, not errors: the run prints how

@@ -106,7 +106,8 @@ pub enum Cmd {
     /// trades.csv, report.html, manifest.json) and print the final state hash; Monte-Carlo
     /// with --seeds; a recorded --journal; `verify` and `summarize`.
     Replay(Box<replay::ReplayArgs>),
-    /// Scenarios (D11): `examples` writes the worked examples to run.
+    /// Scenarios (D11): `examples` writes the worked examples to run, `check` reads one as a
+    /// replay would and runs nothing, `from-journal` turns a recorded session into one.
     #[command(subcommand)]
     Scenario(scenario::ScenarioCmd),
 }
