@@ -143,9 +143,8 @@ fn one_pass(
     mut feeder: Option<&mut Feeder>,
 ) -> Option<Plan> {
     std::thread::scope(|s| {
-        let unique = json.then(|| {
-            s.spawn(|| crate::contract::strict_json::refuse_duplicate_keys(text.as_bytes()))
-        });
+        let unique =
+            json.then(|| s.spawn(|| crate::contract::strict_json::refuse_duplicate_keys_in(text)));
         let plan = stream::plan(file, text, json, limits, feeder.as_deref_mut());
         let unique = unique.is_none_or(|u| u.join().is_ok_and(|r| r.is_ok()));
         match (plan, feeder) {
