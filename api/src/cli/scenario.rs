@@ -1,5 +1,7 @@
 //! `perpsim scenario`: the worked examples of scenario replay, written where a reader wants
-//! them, so the README's tour runs from any directory with nothing but the binary.
+//! them, so the README's tour runs from any directory with nothing but the binary; a
+//! scenario read as a run reads it, and not run (`check`); a recorded session turned into a
+//! scenario (`from-journal`).
 
 use std::path::{Path, PathBuf};
 
