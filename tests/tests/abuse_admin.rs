@@ -32,11 +32,13 @@ fn an_advance_beyond_366_days_is_refused_naming_the_bound() {
 }
 
 /// D3: a long advance runs in journaled steps of at most an hour: while twelve hours of the
-/// living market pass, signed requests are answered between the steps, each within a third
-/// of the whole advance (one that waited for the advance would take all of it), and the
-/// clock is seen between its ends; the advance ends where it was asked to. The bound is the
-/// advance's own duration, not a wall-clock figure, so a slow or busy machine does not fail
-/// it: on a 2-core CI machine a debug build's step of the living market took over a second.
+/// living market pass, signed reads are answered meanwhile, each within a third of the whole
+/// advance (one that waited for the advance would take all of it), more of them than there
+/// are steps (a read's nonce goes to the journal's writer, so it no longer waits for the step
+/// being applied: one read a step is what that wait allowed), and the clock is seen between
+/// its ends; the advance ends where it was asked to. The bounds are the advance's own, not a
+/// wall-clock figure, so a slow or busy machine does not fail it: on a 2-core CI machine a
+/// debug build's step of the living market took over a second.
 #[test]
 fn a_long_advance_runs_in_steps_and_the_venue_answers_meanwhile() {
     let server = living(&[]);
@@ -80,7 +82,7 @@ fn a_long_advance_runs_in_steps_and_the_venue_answers_meanwhile() {
     );
     let answered = between.len();
     assert!(
-        answered >= 2 && slowest * 3 < whole,
+        answered > 12 && slowest * 3 < whole,
         "{answered} signed reads answered while the advance ran for {whole:?}, the slowest \
          waited {slowest:?}"
     );

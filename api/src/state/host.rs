@@ -6,12 +6,13 @@
 //! the senders. Reads never touch either thread: they load the published view.
 //!
 //! It also spends the nonces of signed requests durably (D2, at most once across restarts): a
-//! command's nonce is written in its tick's own transaction; a request that sends no command
-//! has its nonce written in the next group commit, with or without a tick.
+//! command's nonce is written in its tick's own transaction. A request that sends no command
+//! (a read, a refusal) hands its nonce straight to the journal's writer, which writes it in its
+//! next group commit, with or without a tick: such a request never waits for a tick the engine
+//! is applying (a long advance's step, a funding pass), only for a commit.
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;
-use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -35,7 +36,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::signing::{Admission, BEHIND_NS};
 use crate::state::metrics;
-use crate::state::writer::{After, Applied, Job, Made, PIPELINE, Publisher, Writer};
+use crate::state::writer::{After, Applied, Job, Made, Spend, Writer};
 
 /// Bounds of the host (TigerBeetle style: everything has one).
 #[derive(Debug, Clone, Copy)]
@@ -78,8 +79,6 @@ pub struct StateReport {
 enum Message {
     /// A command, with the nonce of the signed request that sent it.
     Command(Command, Option<UsedNonce>, Reply),
-    /// A nonce to spend durably for a signed request that sent no command.
-    Nonce(UsedNonce, oneshot::Sender<()>),
     /// Answered once the ticks before it are durable.
     AfterTick(AfterTick),
 }
@@ -124,6 +123,8 @@ const EVENT_BUFFER: usize = 4_096;
 #[derive(Clone)]
 pub struct EngineHandle {
     tx: flume::Sender<Message>,
+    /// Nonces of signed requests that sent no command, to the journal's writer.
+    spends: flume::Sender<Spend>,
     view: Arc<ArcSwap<ReadView>>,
     /// Reads of the history the view does not hold (ended orders), beside the writer.
     projection: Projection,
@@ -185,13 +186,18 @@ impl EngineHandle {
     }
 
     /// Spends a signed request's nonce durably when no command of it did; returns once the
-    /// nonce is journaled.
+    /// nonce is journaled. It goes to the journal's writer, not through the engine thread.
     pub async fn spend_nonce(&self, admission: &Admission) -> Result<(), Error> {
         if admission.journaled() {
             return Ok(());
         }
-        self.ask(|reply| Message::Nonce(admission.used(), reply))
-            .await?;
+        let (reply, heard) = oneshot::channel();
+        let spend = Spend {
+            used: admission.used(),
+            reply,
+        };
+        self.spends.send_async(spend).await.map_err(|_| stopped())?;
+        heard.await.map_err(|_| stopped())?;
         admission.mark_journaled();
         Ok(())
     }
@@ -341,7 +347,7 @@ impl EngineHandle {
 
 /// Spent nonces are kept this long after their own time: the window's 30 s, and 5 s more so a
 /// small step back of the wall clock cannot bring a forgotten nonce back into the window.
-const FORGET_AFTER_NS: u64 = BEHIND_NS + 5_000_000_000;
+pub(super) const FORGET_AFTER_NS: u64 = BEHIND_NS + 5_000_000_000;
 
 pub fn wall_clock_ns() -> u64 {
     SystemTime::now()
@@ -374,11 +380,13 @@ pub fn start(
     // The ended orders' running digest is the writer's to compute, as the history rows' is.
     engine.owe_ended_digests();
     let (tx, rx) = flume::bounded(limits.queue);
+    let (spends, spent) = flume::bounded(limits.queue);
     let view = Arc::new(ArcSwap::new(engine.view()));
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let (stopped_tx, stopped) = watch::channel(false);
     let handle = EngineHandle {
         tx,
+        spends,
         view: view.clone(),
         projection: journal
             .projection()
@@ -392,26 +400,8 @@ pub fn start(
         "the projection is complete before the service starts"
     );
     metrics::archive(journal.archive_bytes().ok());
-    let journal = Arc::new(journal);
-    let writer = Writer {
-        publisher: Some(Publisher {
-            journal: Arc::clone(&journal),
-            view,
-            events,
-            keys: engine.view().keys.clone(),
-        }),
-        journal,
-        committed: engine.counters().ticks,
-        owed: Default::default(),
-        owed_ended: Default::default(),
-        forgotten_below: 0,
-        sized_at: 0,
-    };
-    let (jobs, received) = std::sync::mpsc::sync_channel(PIPELINE);
-    let writer = std::thread::Builder::new()
-        .name("perpsim-journal".into())
-        .spawn(move || writer.run(received))
-        .expect("spawn the journal's writer");
+    let writer = Writer::new(Arc::new(journal), view, events, engine.counters().ticks);
+    let (jobs, writer) = writer.start(spent);
     let host = Host {
         snapshot_clock: engine.clock().now,
         engine,
@@ -435,21 +425,20 @@ struct Host {
     engine: Engine,
     limits: HostLimits,
     /// To the journal's writer, which makes each tick durable and then publishes it.
-    jobs: SyncSender<Job>,
+    jobs: flume::Sender<Job>,
     writer: JoinHandle<Result<(), JournalError>>,
     since_snapshot: u64,
     /// The simulation time of the last snapshot (or of the start).
     snapshot_clock: Timestamp,
 }
 
-/// Requests drained for one tick: commands with their reply slots, nonces to spend, and the
+/// Requests drained for one tick: commands with their reply slots and their nonces, and the
 /// requests that are answered once the tick is durable (so they see its effects).
 #[derive(Default)]
 struct Batch {
     commands: Vec<Command>,
     replies: Vec<Reply>,
     nonces: Vec<UsedNonce>,
-    nonce_replies: Vec<oneshot::Sender<()>>,
     after_tick: Vec<AfterTick>,
 }
 
@@ -461,16 +450,12 @@ impl Batch {
                 self.replies.push(reply);
                 self.nonces.extend(nonce);
             }
-            Message::Nonce(nonce, reply) => {
-                self.nonces.push(nonce);
-                self.nonce_replies.push(reply);
-            }
             Message::AfterTick(after) => self.after_tick.push(after),
         }
     }
 
     fn len(&self) -> usize {
-        self.replies.len() + self.nonce_replies.len() + self.after_tick.len()
+        self.replies.len() + self.after_tick.len()
     }
 }
 
@@ -587,23 +572,14 @@ impl Host {
             commands,
             replies,
             nonces,
-            nonce_replies,
             ..
         } = batch;
         let now = self.now();
         let due = self.engine.next_due().is_some_and(|t| t <= now) || self.engine.settling();
-        let forget_below = wall_clock_ns().saturating_sub(FORGET_AFTER_NS);
         if commands.is_empty() && !due {
-            if nonces.is_empty() {
-                return Ok(());
-            }
-            return self.hand(Job::Tick(Box::new(Made {
-                tick: None,
-                nonces,
-                forget_below,
-                nonce_replies,
-            })));
+            return Ok(()); // nonces come only with commands here
         }
+        let forget_below = wall_clock_ns().saturating_sub(FORGET_AFTER_NS);
         let at = self.engine.counters();
         let count = commands.len() as u64;
         let encoded = TickRecord::encode(now, at.commands, &commands);
@@ -628,7 +604,7 @@ impl Host {
             }),
             nonces,
             forget_below,
-            nonce_replies,
+            nonce_replies: Vec::new(),
         })))?;
         self.since_snapshot += count;
         let elapsed = self.engine.clock().now.millis() - self.snapshot_clock.millis();

@@ -2,8 +2,10 @@
 //! then publish each one and answer its senders.
 //!
 //! The engine thread applies a tick and hands it here; while this thread commits it, the
-//! engine applies the next. Every tick, and every write of nonces alone, that is waiting when
-//! a commit ends goes into the next transaction together (a group). A server's journal commits
+//! engine applies the next. The nonces of signed requests that sent no command come here
+//! straight from the request handlers ([`Spend`]), so such a request never waits for a tick
+//! being applied. Every tick, and the nonces spent alone, waiting when a commit ends go into
+//! the next transaction together (a group). A server's journal commits
 //! a group without a sync of redb's file and hands the group's record to the log's thread
 //! (`perpsim-log`), which appends every record waiting in one synced write to the group log
 //! (`perpsim_storage::group_log`) while this thread commits the next group; only then does it
@@ -18,13 +20,16 @@
 //! waits, so the engine's tick does not.
 //!
 //! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full),
-//! a commit takes at most [`PIPELINE`] ticks, and at most [`PIPELINE`] groups wait for the
-//! log's thread (this thread waits when they do); the hand-outs whose digest is owed are
+//! a commit takes at most [`PIPELINE`] ticks and [`SPENDS_A_JOB`] nonces spent alone a job,
+//! the nonces waiting are bounded by the engine queue's size (a request waits when it is
+//! full), and at most [`PIPELINE`] groups wait for the log's thread (this thread waits when
+//! they do); the hand-outs whose digest is owed are
 //! bounded by the engine's `MAX_OWED_ROWS` (beyond it the engine computes them itself).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -38,11 +43,14 @@ use perpsim_systems::records::order::Order;
 use perpsim_systems::{Answers, EndedRun, EngineEvent, ReadView};
 use tokio::sync::{broadcast, oneshot};
 
-use super::host::{Reply, StateReport, TickBundle, TickEvents};
+use super::host::{FORGET_AFTER_NS, Reply, StateReport, TickBundle, TickEvents, wall_clock_ns};
 use super::metrics;
 
 /// Jobs waiting for the writer, and ticks in one commit.
 pub(super) const PIPELINE: usize = 64;
+
+/// Nonces spent alone taken into one job: the engine's bound on a tick's requests.
+const SPENDS_A_JOB: usize = 4_096;
 
 /// Rows whose owed digest the writer computes after each commit, at most (about a
 /// millisecond): a tick's few at once, a funding hour's over the commits that follow it.
@@ -88,6 +96,13 @@ pub(super) enum After {
     Archive(oneshot::Sender<Result<Archived, String>>),
 }
 
+/// A signed request's nonce that no command carried, to spend durably: `reply` hears once it
+/// is (dropped unsent if it cannot be).
+pub(super) struct Spend {
+    pub used: UsedNonce,
+    pub reply: oneshot::Sender<()>,
+}
+
 /// A tick applied (or nonces alone to spend), with what leaves once it is durable.
 pub(super) struct Made {
     /// The tick; none for a write of nonces alone.
@@ -118,30 +133,36 @@ pub(super) struct Applied {
     pub answers: Answers,
 }
 
+impl Made {
+    fn job(self) -> Job {
+        Job::Tick(Box::new(self))
+    }
+}
+
 pub(super) struct Writer {
-    pub journal: Arc<Journal>,
+    journal: Arc<Journal>,
     /// What publishes each group once it is durable; moved to the log's thread by `run`.
-    pub publisher: Option<Publisher>,
+    publisher: Option<Publisher>,
     /// The last tick committed to the journal (durable, or on its way through the log).
-    pub committed: u64,
+    committed: u64,
     /// The hand-outs committed whose runs still owe their digest, oldest first.
-    pub owed: VecDeque<HandedHistory>,
+    owed: VecDeque<HandedHistory>,
     /// The runs of ended orders committed whose link is still owed, oldest first.
-    pub owed_ended: VecDeque<Arc<EndedRun>>,
+    owed_ended: VecDeque<Arc<EndedRun>>,
     /// The floor below which spent nonces were last forgotten (wall-clock ns).
-    pub forgotten_below: u64,
+    forgotten_below: u64,
     /// The last tick committed when the file's size was last read (0: never).
-    pub sized_at: u64,
+    sized_at: u64,
 }
 
 /// What leaves once the groups before it are durable: the log's thread takes them in order.
-pub(super) struct Publisher {
-    pub journal: Arc<Journal>,
-    pub view: Arc<ArcSwap<ReadView>>,
-    pub events: broadcast::Sender<TickEvents>,
+struct Publisher {
+    journal: Arc<Journal>,
+    view: Arc<ArcSwap<ReadView>>,
+    events: broadcast::Sender<TickEvents>,
     /// The keys of the last view broadcast: a tick that changes them is broadcast even with
     /// no events, so the channels close a revoked key's sessions at once (D9).
-    pub keys: imbl::OrdMap<PublicKey, BrokerCode>,
+    keys: imbl::OrdMap<PublicKey, BrokerCode>,
 }
 
 /// One item for the log's thread, in commit order.
@@ -160,12 +181,148 @@ enum Release {
     Barrier(std::sync::mpsc::SyncSender<()>),
 }
 
+/// Where the writer's work comes from: the engine thread's jobs, in the order it made them,
+/// and the nonces that signed requests without a command spend, which skip the engine.
+struct Inbox {
+    jobs: flume::Receiver<Job>,
+    /// None once every handle that spends them has gone.
+    spends: Option<flume::Receiver<Spend>>,
+}
+
+/// The engine thread has ended: no job comes after those taken.
+struct Ended;
+
+/// What a wait for work ended with.
+enum Woke {
+    Job(Job),
+    Spend(Spend),
+    Ended,
+    SpendsGone,
+    Quiet,
+}
+
+impl Inbox {
+    /// The next job waiting: the engine's first, else the nonces waiting as one job.
+    fn try_next(&mut self) -> Result<Option<Job>, Ended> {
+        match self.jobs.try_recv() {
+            Ok(job) => Ok(Some(job)),
+            Err(flume::TryRecvError::Disconnected) => Err(Ended),
+            Err(flume::TryRecvError::Empty) => Ok(self.spent(None).map(Made::job)),
+        }
+    }
+
+    /// The nonces waiting join a group about to be committed: a writer kept busy by the
+    /// engine's ticks still spends them at each commit.
+    fn spent_into(&mut self, group: &mut Vec<Made>) {
+        group.extend(self.spent(None));
+    }
+
+    /// `first` and the nonces waiting after it, at most [`SPENDS_A_JOB`], as one write of
+    /// nonces alone; none when there are none.
+    fn spent(&mut self, first: Option<Spend>) -> Option<Made> {
+        let waiting = self
+            .spends
+            .as_ref()
+            .map(|s| s.try_iter())
+            .into_iter()
+            .flatten();
+        let mut made = Made {
+            tick: None,
+            nonces: Vec::new(),
+            forget_below: wall_clock_ns().saturating_sub(FORGET_AFTER_NS),
+            nonce_replies: Vec::new(),
+        };
+        for spend in first.into_iter().chain(waiting).take(SPENDS_A_JOB) {
+            made.nonces.push(spend.used);
+            made.nonce_replies.push(spend.reply);
+        }
+        (!made.nonces.is_empty()).then_some(made)
+    }
+
+    /// Waits for a job or a nonce, at most `quiet` (for ever without it): none when it
+    /// passed with neither.
+    fn wait(&mut self, quiet: Option<Duration>) -> Result<Option<Job>, Ended> {
+        loop {
+            let woke = match &self.spends {
+                Some(spends) => {
+                    let selector = flume::Selector::new()
+                        .recv(&self.jobs, |r| r.map_or(Woke::Ended, Woke::Job))
+                        .recv(spends, |r| r.map_or(Woke::SpendsGone, Woke::Spend));
+                    match quiet {
+                        Some(quiet) => selector.wait_timeout(quiet).unwrap_or(Woke::Quiet),
+                        None => selector.wait(),
+                    }
+                }
+                None => match quiet {
+                    Some(quiet) => match self.jobs.recv_timeout(quiet) {
+                        Ok(job) => Woke::Job(job),
+                        Err(flume::RecvTimeoutError::Timeout) => Woke::Quiet,
+                        Err(flume::RecvTimeoutError::Disconnected) => Woke::Ended,
+                    },
+                    None => self.jobs.recv().map_or(Woke::Ended, Woke::Job),
+                },
+            };
+            match woke {
+                Woke::Job(job) => return Ok(Some(job)),
+                Woke::Spend(first) => return Ok(self.spent(Some(first)).map(Made::job)),
+                Woke::Ended => return Err(Ended),
+                Woke::Quiet => return Ok(None),
+                Woke::SpendsGone => self.spends = None, // and wait for the engine alone
+            }
+        }
+    }
+}
+
 impl Writer {
+    /// The writer of `journal`, whose last tick committed is `committed`: it publishes each
+    /// tick once durable into `view`, which holds the state after `committed`, and `events`.
+    pub(super) fn new(
+        journal: Arc<Journal>,
+        view: Arc<ArcSwap<ReadView>>,
+        events: broadcast::Sender<TickEvents>,
+        committed: u64,
+    ) -> Writer {
+        let keys = view.load().keys.clone();
+        Writer {
+            publisher: Some(Publisher {
+                journal: Arc::clone(&journal),
+                view,
+                events,
+                keys,
+            }),
+            journal,
+            committed,
+            owed: VecDeque::new(),
+            owed_ended: VecDeque::new(),
+            forgotten_below: 0,
+            sized_at: 0,
+        }
+    }
+
+    /// Starts the writer's thread: the engine thread hands it jobs through the sender this
+    /// returns (the writer ends once that is dropped and every job before is written), and
+    /// signed requests without a command their nonces through `spends`.
+    pub(super) fn start(
+        self,
+        spends: flume::Receiver<Spend>,
+    ) -> (flume::Sender<Job>, JoinHandle<Result<(), JournalError>>) {
+        let (jobs, received) = flume::bounded(PIPELINE);
+        let inbox = Inbox {
+            jobs: received,
+            spends: Some(spends),
+        };
+        let thread = std::thread::Builder::new()
+            .name("perpsim-journal".into())
+            .spawn(move || self.run(inbox))
+            .expect("spawn the journal's writer");
+        (jobs, thread)
+    }
+
     /// Commits every job until the engine thread drops its sender; the log's thread makes
     /// each group durable and publishes it. A commit that fails ends the thread with its
     /// error: the replies of every tick not made durable are dropped unsent, so each waiting
     /// request hears that nothing of it was confirmed.
-    pub(super) fn run(mut self, jobs: Receiver<Job>) -> Result<(), JournalError> {
+    fn run(mut self, mut inbox: Inbox) -> Result<(), JournalError> {
         let (release, released) = std::sync::mpsc::sync_channel(PIPELINE);
         let log = self.journal.take_group_log();
         let publisher = self.publisher.take().expect("run once");
@@ -173,7 +330,7 @@ impl Writer {
             .name("perpsim-log".into())
             .spawn(move || publisher.run(log, released))
             .expect("spawn the group log's thread");
-        let committed = self.commit_all(&jobs, &release);
+        let committed = self.commit_all(&mut inbox, &release);
         drop(release);
         let released = thread.join().expect("the group log's thread never panics");
         // The log's thread's own error first: the writer's then only says it stopped.
@@ -187,26 +344,28 @@ impl Writer {
 
     fn commit_all(
         &mut self,
-        jobs: &Receiver<Job>,
+        inbox: &mut Inbox,
         release: &SyncSender<Release>,
     ) -> Result<(), JournalError> {
         let mut group = Vec::with_capacity(PIPELINE);
-        while let Some(first) = self.next_job(jobs)? {
+        while let Some(first) = self.next_job(inbox)? {
             let mut job = Some(first);
             while let Some(next) = job {
                 match next {
                     Job::Tick(made) => group.push(*made),
                     Job::After(after) => {
+                        inbox.spent_into(&mut group);
                         self.commit(&mut group, release)?;
                         self.finish(after, release)?;
                     }
                 }
                 job = if group.len() < PIPELINE {
-                    jobs.try_recv().ok()
+                    inbox.try_next().ok().flatten()
                 } else {
                     None
                 };
             }
+            inbox.spent_into(&mut group);
             self.commit(&mut group, release)?;
         }
         Ok(())
@@ -215,17 +374,17 @@ impl Writer {
     /// The next job (none once the engine thread has gone); while none waits, the
     /// projection's backlog is projected a share at a time where it is due (see
     /// `Journal::project_due`).
-    fn next_job(&mut self, jobs: &Receiver<Job>) -> Result<Option<Job>, JournalError> {
+    fn next_job(&mut self, inbox: &mut Inbox) -> Result<Option<Job>, JournalError> {
         loop {
-            match jobs.try_recv() {
-                Ok(job) => return Ok(Some(job)),
-                Err(TryRecvError::Disconnected) => return Ok(None),
-                Err(TryRecvError::Empty) => {
+            match inbox.try_next() {
+                Ok(Some(job)) => return Ok(Some(job)),
+                Err(Ended) => return Ok(None),
+                Ok(None) => {
                     let settling = self.settle(SETTLE_IDLE);
                     let more = self.journal.project_due()? || settling;
                     metrics::backlog(self.journal.backlog());
                     if !more {
-                        return self.wait_job(jobs);
+                        return self.wait_job(inbox);
                     }
                 }
             }
@@ -236,18 +395,18 @@ impl Writer {
     /// projection's backlog are projected and the groups sealed through the log are written to
     /// redb's file (a server between bursts keeps both current, without a transaction of its
     /// own at each pause of a busy one).
-    fn wait_job(&mut self, jobs: &Receiver<Job>) -> Result<Option<Job>, JournalError> {
-        match jobs.recv_timeout(QUIET) {
-            Ok(job) => return Ok(Some(job)),
-            Err(RecvTimeoutError::Disconnected) => return Ok(None),
-            Err(RecvTimeoutError::Timeout) => {
+    fn wait_job(&mut self, inbox: &mut Inbox) -> Result<Option<Job>, JournalError> {
+        match inbox.wait(Some(QUIET)) {
+            Ok(Some(job)) => return Ok(Some(job)),
+            Err(Ended) => return Ok(None),
+            Ok(None) => {
                 while self.journal.project_backlog()? {}
                 metrics::backlog(0);
                 self.journal.write_pending()?;
                 self.size_journal();
             }
         }
-        Ok(jobs.recv().ok())
+        Ok(inbox.wait(None).ok().flatten())
     }
 
     /// Reads the journal file's size into its metric.
@@ -535,7 +694,69 @@ fn append(log: Option<&mut GroupLog>, batch: &[Release]) -> Result<(), JournalEr
 
 #[cfg(test)]
 mod tests {
-    use super::{FORGET_EVERY_NS, floor_to_forget};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use arc_swap::ArcSwap;
+    use perpsim_core::clock::ClockMode;
+    use perpsim_core::ids::PublicKey;
+    use perpsim_core::instrument::default_instruments;
+    use perpsim_core::simulation::Simulation;
+    use perpsim_core::time::Timestamp;
+    use perpsim_storage::{Journal, UsedNonce};
+    use perpsim_systems::{Engine, Genesis};
+    use tokio::sync::{broadcast, oneshot};
+
+    use super::{FORGET_EVERY_NS, Spend, Writer, floor_to_forget};
+    use crate::state::host::wall_clock_ns;
+
+    /// D2 beside D3: a signed request that sent no command (a read) has its nonce spent by the
+    /// writer alone, durably, with no job from the engine thread at all, as while the engine
+    /// applies a long advance's step; once the engine thread has gone and the writer ended,
+    /// a nonce handed over is refused, never answered as spent.
+    #[test]
+    fn a_reads_nonce_is_spent_durably_without_waiting_for_the_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.redb");
+        let journal = Journal::open_shared(&path).unwrap();
+        let genesis = Genesis {
+            seed: 5,
+            clock_mode: ClockMode::Manual,
+            start: Timestamp::from_millis(1_767_225_600_000),
+            instruments: default_instruments(),
+            simulation: Simulation::quiet(&default_instruments()),
+        };
+        journal.init(&genesis).unwrap();
+        let view = Arc::new(ArcSwap::new(Engine::genesis(genesis).view()));
+        let writer = Writer::new(Arc::new(journal), view, broadcast::channel(4).0, 0);
+        let (spends, spent) = flume::bounded(8);
+        let (jobs, thread) = writer.start(spent);
+        let used = UsedNonce {
+            key: PublicKey([7; 32]),
+            nonce: wall_clock_ns(),
+        };
+        let (reply, mut heard) = oneshot::channel();
+        spends.send(Spend { used, reply }).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while heard.try_recv().is_err() {
+            assert!(Instant::now() < deadline, "the nonce was never spent");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let reader = Journal::open_read_only(&path).unwrap();
+        assert_eq!(reader.nonces_since(0).unwrap(), vec![used]);
+        drop(jobs); // the engine thread's end: the writer ends
+        thread.join().unwrap().unwrap();
+        let (reply, heard) = oneshot::channel();
+        let late = UsedNonce {
+            nonce: used.nonce + 1,
+            ..used
+        };
+        assert!(spends.send(Spend { used: late, reply }).is_err());
+        assert!(
+            heard.blocking_recv().is_err(),
+            "a dropped reply: nothing confirmed"
+        );
+    }
 
     /// D2's nonce store: spent nonces are forgotten once a second of their floor, not at every
     /// commit, and never below a floor already forgotten.
