@@ -638,13 +638,9 @@ impl Host {
 mod tests {
     use std::sync::Arc;
 
-    use perpsim_core::clock::ClockMode;
     use perpsim_core::ids::PublicKey;
-    use perpsim_core::instrument::default_instruments;
-    use perpsim_core::simulation::Simulation;
-    use perpsim_core::time::Timestamp;
     use perpsim_storage::{Journal, replay_from_genesis};
-    use perpsim_systems::{Engine, Genesis};
+    use perpsim_systems::Engine;
 
     use super::{HostLimits, start};
     use perpsim_systems::command::{CreateBroker, CreateCustomer};
@@ -655,17 +651,7 @@ mod tests {
     /// journal (read beside the writer); at the end the journal replays to the final snapshot.
     #[test]
     fn every_answer_and_view_follows_its_ticks_commit() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.redb");
-        let journal = Journal::open_shared(&path).unwrap();
-        let genesis = Genesis {
-            seed: 3,
-            clock_mode: ClockMode::Manual,
-            start: Timestamp::from_millis(1_767_225_600_000),
-            instruments: default_instruments(),
-            simulation: Simulation::quiet(&default_instruments()),
-        };
-        journal.init(&genesis).unwrap();
+        let (_dir, path, journal, genesis) = crate::state::testing::journal(3);
         let (handle, thread) = start(Engine::genesis(genesis), journal, HostLimits::default());
         let reader = Arc::new(Journal::open_read_only(&path).unwrap());
         let broker = match handle.submit_blocking(CreateBroker {

@@ -8,6 +8,9 @@ pub mod latency;
 pub mod metrics;
 mod writer;
 
+#[cfg(test)]
+mod testing;
+
 use std::sync::atomic::AtomicBool;
 
 use self::metrics::Exporter;

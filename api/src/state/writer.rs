@@ -5,9 +5,9 @@
 //! engine applies the next. The nonces of signed requests that sent no command come here
 //! straight from the request handlers ([`Spend`]), so such a request never waits for a tick
 //! being applied. Every tick, and the nonces spent alone, waiting when a commit ends go into
-//! the next transaction together (a group). A server's journal commits
-//! a group without a sync of redb's file and hands the group's record to the log's thread
-//! (`perpsim-log`), which appends every record waiting in one synced write to the group log
+//! the next transaction together (a group). A server's journal commits a group without a sync
+//! of redb's file and hands the group's record to the log's thread (`perpsim-log`), which
+//! appends every record waiting in one synced write to the group log
 //! (`perpsim_storage::group_log`) while this thread commits the next group; only then does it
 //! project the group's history rows and publish it. What a tick's senders hear, the view the
 //! reads load, the events the channels push and the rows the history reads find still follow
@@ -19,12 +19,12 @@
 //! [`SETTLE_AFTER_COMMIT`] rows after each commit and [`SETTLE_IDLE`] at a time while nothing
 //! waits, so the engine's tick does not.
 //!
-//! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full),
-//! a commit takes at most [`PIPELINE`] ticks and [`SPENDS_A_JOB`] nonces spent alone a job,
-//! the nonces waiting are bounded by the engine queue's size (a request waits when it is
-//! full), and at most [`PIPELINE`] groups wait for the log's thread (this thread waits when
-//! they do); the hand-outs whose digest is owed are
-//! bounded by the engine's `MAX_OWED_ROWS` (beyond it the engine computes them itself).
+//! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full);
+//! the nonces spent alone that wait are bounded by the engine queue's size (a request waits
+//! when it is full), and a job takes at most [`SPENDS_A_JOB`] of them; a commit takes at most
+//! [`PIPELINE`] jobs and one more of those nonces, and at most [`PIPELINE`] groups wait for
+//! the log's thread (this thread waits when they do); the hand-outs whose digest is owed are bounded by the
+//! engine's `MAX_OWED_ROWS` (beyond it the engine computes them itself).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -698,13 +698,9 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use arc_swap::ArcSwap;
-    use perpsim_core::clock::ClockMode;
     use perpsim_core::ids::PublicKey;
-    use perpsim_core::instrument::default_instruments;
-    use perpsim_core::simulation::Simulation;
-    use perpsim_core::time::Timestamp;
     use perpsim_storage::{Journal, UsedNonce};
-    use perpsim_systems::{Engine, Genesis};
+    use perpsim_systems::Engine;
     use tokio::sync::{broadcast, oneshot};
 
     use super::{FORGET_EVERY_NS, Spend, Writer, floor_to_forget};
@@ -716,17 +712,7 @@ mod tests {
     /// a nonce handed over is refused, never answered as spent.
     #[test]
     fn a_reads_nonce_is_spent_durably_without_waiting_for_the_engine() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.redb");
-        let journal = Journal::open_shared(&path).unwrap();
-        let genesis = Genesis {
-            seed: 5,
-            clock_mode: ClockMode::Manual,
-            start: Timestamp::from_millis(1_767_225_600_000),
-            instruments: default_instruments(),
-            simulation: Simulation::quiet(&default_instruments()),
-        };
-        journal.init(&genesis).unwrap();
+        let (_dir, path, journal, genesis) = crate::state::testing::journal(5);
         let view = Arc::new(ArcSwap::new(Engine::genesis(genesis).view()));
         let writer = Writer::new(Arc::new(journal), view, broadcast::channel(4).0, 0);
         let (spends, spent) = flume::bounded(8);
