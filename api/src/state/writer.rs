@@ -19,12 +19,13 @@
 //! [`SETTLE_AFTER_COMMIT`] rows after each commit and [`SETTLE_IDLE`] at a time while nothing
 //! waits, so the engine's tick does not.
 //!
-//! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full);
-//! the nonces spent alone that wait are bounded by the engine queue's size (a request waits
-//! when it is full), and a job takes at most [`SPENDS_A_JOB`] of them; a commit takes at most
-//! [`PIPELINE`] jobs and one more of those nonces, and at most [`PIPELINE`] groups wait for
-//! the log's thread (this thread waits when they do); the hand-outs whose digest is owed are bounded by the
-//! engine's `MAX_OWED_ROWS` (beyond it the engine computes them itself).
+//! Bounds: at most [`PIPELINE`] jobs wait in the channel (the engine waits when it is full),
+//! and the nonces spent alone that wait are bounded by the engine queue's size (a request
+//! waits when it is full). A commit takes at most [`PIPELINE`] of the engine's jobs and twice
+//! [`SPENDS_A_JOB`] nonces spent alone (a job of them may open it, and those waiting at its
+//! end join it), and at most [`PIPELINE`] groups wait for the log's thread (this thread waits
+//! when they do); the hand-outs whose digest is owed are bounded by the engine's
+//! `MAX_OWED_ROWS` (beyond it the engine computes them itself).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -359,8 +360,10 @@ impl Writer {
                         self.finish(after, release)?;
                     }
                 }
+                // The engine's jobs only: the nonces waiting join at the commit, so a commit
+                // holds at most two jobs' worth of them however many wait.
                 job = if group.len() < PIPELINE {
-                    inbox.try_next().ok().flatten()
+                    inbox.jobs.try_recv().ok()
                 } else {
                     None
                 };
@@ -708,34 +711,46 @@ mod tests {
 
     /// D2 beside D3: a signed request that sent no command (a read) has its nonce spent by the
     /// writer alone, durably, with no job from the engine thread at all, as while the engine
-    /// applies a long advance's step; once the engine thread has gone and the writer ended,
-    /// a nonce handed over is refused, never answered as spent.
+    /// applies a long advance's step. Ten thousand waiting at once, more than two jobs' worth
+    /// a commit takes, are all spent over the commits that follow. Once the engine thread has
+    /// gone and the writer ended, a nonce handed over is refused, never answered as spent.
     #[test]
     fn a_reads_nonce_is_spent_durably_without_waiting_for_the_engine() {
         let (_dir, path, journal, genesis) = crate::state::testing::journal(5);
         let view = Arc::new(ArcSwap::new(Engine::genesis(genesis).view()));
         let writer = Writer::new(Arc::new(journal), view, broadcast::channel(4).0, 0);
-        let (spends, spent) = flume::bounded(8);
+        let (spends, spent) = flume::bounded(16_384);
+        let first = wall_clock_ns();
+        let used: Vec<UsedNonce> = (0..10_000)
+            .map(|i| UsedNonce {
+                key: PublicKey([7; 32]),
+                nonce: first + i,
+            })
+            .collect();
+        let mut heard: Vec<_> = used
+            .iter()
+            .map(|&used| {
+                let (reply, heard) = oneshot::channel();
+                spends.send(Spend { used, reply }).unwrap();
+                heard
+            })
+            .collect();
         let (jobs, thread) = writer.start(spent);
-        let used = UsedNonce {
-            key: PublicKey([7; 32]),
-            nonce: wall_clock_ns(),
-        };
-        let (reply, mut heard) = oneshot::channel();
-        spends.send(Spend { used, reply }).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while heard.try_recv().is_err() {
-            assert!(Instant::now() < deadline, "the nonce was never spent");
-            std::thread::sleep(Duration::from_millis(1));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for heard in &mut heard {
+            while heard.try_recv().is_err() {
+                assert!(Instant::now() < deadline, "a nonce was never spent");
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         let reader = Journal::open_read_only(&path).unwrap();
-        assert_eq!(reader.nonces_since(0).unwrap(), vec![used]);
+        assert_eq!(reader.nonces_since(0).unwrap(), used);
         drop(jobs); // the engine thread's end: the writer ends
         thread.join().unwrap().unwrap();
         let (reply, heard) = oneshot::channel();
         let late = UsedNonce {
-            nonce: used.nonce + 1,
-            ..used
+            nonce: first + 10_000,
+            ..used[0]
         };
         assert!(spends.send(Spend { used: late, reply }).is_err());
         assert!(
