@@ -34,7 +34,7 @@ use perpsim_systems::records::venue::MarketId;
 use perpsim_systems::{Answers, Command, Engine, EngineEvent, ReadView, StateHash, Submit};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use crate::signing::{Admission, BEHIND_NS};
+use crate::signing::Admission;
 use crate::state::metrics;
 use crate::state::writer::{After, Applied, Job, Made, Spend, Writer};
 
@@ -345,10 +345,6 @@ impl EngineHandle {
     }
 }
 
-/// Spent nonces are kept this long after their own time: the window's 30 s, and 5 s more so a
-/// small step back of the wall clock cannot bring a forgotten nonce back into the window.
-pub(super) const FORGET_AFTER_NS: u64 = BEHIND_NS + 5_000_000_000;
-
 pub fn wall_clock_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -579,7 +575,6 @@ impl Host {
         if commands.is_empty() && !due {
             return Ok(()); // nonces come only with commands here
         }
-        let forget_below = wall_clock_ns().saturating_sub(FORGET_AFTER_NS);
         let at = self.engine.counters();
         let count = commands.len() as u64;
         let encoded = TickRecord::encode(now, at.commands, &commands);
@@ -603,7 +598,6 @@ impl Host {
                 answers: out.answers,
             }),
             nonces,
-            forget_below,
             nonce_replies: Vec::new(),
         })))?;
         self.since_snapshot += count;

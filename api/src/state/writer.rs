@@ -44,8 +44,9 @@ use perpsim_systems::records::order::Order;
 use perpsim_systems::{Answers, EndedRun, EngineEvent, ReadView};
 use tokio::sync::{broadcast, oneshot};
 
-use super::host::{FORGET_AFTER_NS, Reply, StateReport, TickBundle, TickEvents, wall_clock_ns};
+use super::host::{Reply, StateReport, TickBundle, TickEvents, wall_clock_ns};
 use super::metrics;
+use crate::signing::BEHIND_NS;
 
 /// Jobs waiting for the writer, and ticks in one commit.
 pub(super) const PIPELINE: usize = 64;
@@ -69,6 +70,10 @@ const QUIET: Duration = Duration::from_millis(20);
 /// double the pages a commit writes to that table. A nonce kept a second longer than its
 /// window is refused by the window all the same.
 const FORGET_EVERY_NS: u64 = 1_000_000_000;
+
+/// Spent nonces are kept this long after their own time: the window's 30 s, and 5 s more so a
+/// small step back of the wall clock cannot bring a forgotten nonce back into the window.
+const FORGET_AFTER_NS: u64 = BEHIND_NS + 5_000_000_000;
 
 /// The floor to forget spent nonces below, given the last one forgotten and the one now due:
 /// the due one once it has moved [`FORGET_EVERY_NS`] past the last.
@@ -109,8 +114,6 @@ pub(super) struct Made {
     /// The tick; none for a write of nonces alone.
     pub tick: Option<Applied>,
     pub nonces: Vec<UsedNonce>,
-    /// Nonces below this (wall-clock ns) are forgotten in the same transaction.
-    pub forget_below: u64,
     pub nonce_replies: Vec<oneshot::Sender<()>>,
 }
 
@@ -221,47 +224,32 @@ impl Inbox {
     /// `first` and the nonces waiting after it, at most [`SPENDS_A_JOB`], as one write of
     /// nonces alone; none when there are none.
     fn spent(&mut self, first: Option<Spend>) -> Option<Made> {
-        let waiting = self
-            .spends
-            .as_ref()
-            .map(|s| s.try_iter())
+        let waiting = self.spends.iter().flat_map(|s| s.try_iter());
+        let (nonces, nonce_replies): (Vec<_>, Vec<_>) = first
             .into_iter()
-            .flatten();
-        let mut made = Made {
+            .chain(waiting)
+            .take(SPENDS_A_JOB)
+            .map(|spend| (spend.used, spend.reply))
+            .unzip();
+        (!nonces.is_empty()).then_some(Made {
             tick: None,
-            nonces: Vec::new(),
-            forget_below: wall_clock_ns().saturating_sub(FORGET_AFTER_NS),
-            nonce_replies: Vec::new(),
-        };
-        for spend in first.into_iter().chain(waiting).take(SPENDS_A_JOB) {
-            made.nonces.push(spend.used);
-            made.nonce_replies.push(spend.reply);
-        }
-        (!made.nonces.is_empty()).then_some(made)
+            nonces,
+            nonce_replies,
+        })
     }
 
     /// Waits for a job or a nonce, at most `quiet` (for ever without it): none when it
     /// passed with neither.
     fn wait(&mut self, quiet: Option<Duration>) -> Result<Option<Job>, Ended> {
         loop {
-            let woke = match &self.spends {
-                Some(spends) => {
-                    let selector = flume::Selector::new()
-                        .recv(&self.jobs, |r| r.map_or(Woke::Ended, Woke::Job))
-                        .recv(spends, |r| r.map_or(Woke::SpendsGone, Woke::Spend));
-                    match quiet {
-                        Some(quiet) => selector.wait_timeout(quiet).unwrap_or(Woke::Quiet),
-                        None => selector.wait(),
-                    }
-                }
-                None => match quiet {
-                    Some(quiet) => match self.jobs.recv_timeout(quiet) {
-                        Ok(job) => Woke::Job(job),
-                        Err(flume::RecvTimeoutError::Timeout) => Woke::Quiet,
-                        Err(flume::RecvTimeoutError::Disconnected) => Woke::Ended,
-                    },
-                    None => self.jobs.recv().map_or(Woke::Ended, Woke::Job),
-                },
+            let mut selector =
+                flume::Selector::new().recv(&self.jobs, |r| r.map_or(Woke::Ended, Woke::Job));
+            if let Some(spends) = &self.spends {
+                selector = selector.recv(spends, |r| r.map_or(Woke::SpendsGone, Woke::Spend));
+            }
+            let woke = match quiet {
+                Some(quiet) => selector.wait_timeout(quiet).unwrap_or(Woke::Quiet),
+                None => selector.wait(),
             };
             match woke {
                 Woke::Job(job) => return Ok(Some(job)),
@@ -441,7 +429,7 @@ impl Writer {
         if rows.history.owing() > 0 {
             self.owed.push_back(rows.history.clone()); // the runs, shared, not the rows
         }
-        let forget_below = self.forget_below(group);
+        let forget_below = self.forget_below();
         let first = self.committed + 1;
         let started = Instant::now();
         let (sealed, count) = {
@@ -487,9 +475,10 @@ impl Writer {
         Ok(())
     }
 
-    /// The floor to forget spent nonces below in this commit (0: none), and it is recorded.
-    fn forget_below(&mut self, group: &[Made]) -> u64 {
-        let due = group.iter().map(|m| m.forget_below).max().unwrap_or(0);
+    /// The floor to forget spent nonces below in this commit, by the wall clock now (0: none),
+    /// and it is recorded.
+    fn forget_below(&mut self) -> u64 {
+        let due = wall_clock_ns().saturating_sub(FORGET_AFTER_NS);
         let Some(floor) = floor_to_forget(self.forgotten_below, due) else {
             return 0;
         };
@@ -712,8 +701,9 @@ mod tests {
     /// D2 beside D3: a signed request that sent no command (a read) has its nonce spent by the
     /// writer alone, durably, with no job from the engine thread at all, as while the engine
     /// applies a long advance's step. Ten thousand waiting at once, more than two jobs' worth
-    /// a commit takes, are all spent over the commits that follow. Once the engine thread has
-    /// gone and the writer ended, a nonce handed over is refused, never answered as spent.
+    /// a commit takes, are all spent over the commits that follow; one a minute old, past the
+    /// window, is forgotten by the floor the writer takes from the wall clock. Once the engine
+    /// thread has gone and the writer ended, a nonce handed over is refused, never confirmed.
     #[test]
     fn a_reads_nonce_is_spent_durably_without_waiting_for_the_engine() {
         let (_dir, path, journal, genesis) = crate::state::testing::journal(5);
@@ -727,8 +717,12 @@ mod tests {
                 nonce: first + i,
             })
             .collect();
-        let mut heard: Vec<_> = used
-            .iter()
+        let stale = UsedNonce {
+            nonce: first - 60_000_000_000,
+            ..used[0]
+        };
+        let mut heard: Vec<_> = std::iter::once(&stale)
+            .chain(&used)
             .map(|&used| {
                 let (reply, heard) = oneshot::channel();
                 spends.send(Spend { used, reply }).unwrap();
