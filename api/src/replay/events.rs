@@ -79,9 +79,11 @@ fn check_action(ctx: &Ctx, e: &Spanned<Box<Event>>) -> Result<(), ScenarioError>
         ("deposit", v.deposit.is_some(), Needs::Customer),
         ("withdrawal", v.withdrawal.is_some(), Needs::Customer),
     ];
-    let given: Vec<_> = actions.iter().filter(|a| a.1).collect();
-    if given.len() > 1 {
-        let names: Vec<_> = given.iter().map(|a| a.0).collect();
+    let mut given = actions.iter().filter(|a| a.1);
+    let first = given.next();
+    if given.next().is_some() {
+        // Collected only for the refusal: an event's first check allocates nothing.
+        let names: Vec<_> = actions.iter().filter(|a| a.1).map(|a| a.0).collect();
         return Err(ctx.error(
             e.referenced,
             format!(
@@ -90,7 +92,7 @@ fn check_action(ctx: &Ctx, e: &Spanned<Box<Event>>) -> Result<(), ScenarioError>
             ),
         ));
     }
-    if let Some((name, _, needs)) = given.first() {
+    if let Some((name, _, needs)) = first {
         let extra = [
             (
                 "customer",

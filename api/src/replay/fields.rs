@@ -23,6 +23,10 @@ use crate::requests::orders::OrderRequest;
 pub enum Fields {
     /// An object: its fields in the order written.
     Object(Vec<(String, Value)>),
+    /// An object whose every key is one of an order's fields ([`ORDER_FIELDS`], by index),
+    /// given once, with a string: its values in the order written. Nearly every body of a
+    /// scenario is one, and read so it costs no key of its own and no object to search.
+    Named(Vec<(u8, String)>),
     Other(Value),
 }
 
@@ -37,9 +41,15 @@ impl Fields {
     pub fn into_value(self) -> Value {
         match self {
             Fields::Object(fields) => Value::Object(fields.into_iter().collect::<Map<_, _>>()),
+            Fields::Named(named) => Value::Object(named.into_iter().map(entry).collect()),
             Fields::Other(value) => value,
         }
     }
+}
+
+/// A named field as an object's entry.
+fn entry((field, text): (u8, String)) -> (String, Value) {
+    (ORDER_FIELDS[field as usize].to_owned(), Value::String(text))
 }
 
 /// Keys by which `serde_json` (with `arbitrary_precision`) hands a number or a raw value over
@@ -104,23 +114,101 @@ impl<'de> Visitor<'de> for FieldsVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
-        let Some(first) = map.next_key::<String>()? else {
+        let Some(first) = map.next_key::<Key>()? else {
             return Ok(Fields::Object(Vec::new()));
         };
-        if first == NUMBER || first == RAW {
+        if let Key::Other(token) = &first
+            && (token == NUMBER || token == RAW)
+        {
             let text: String = map.next_value()?;
-            let value = match first == NUMBER {
+            let value = match token == NUMBER {
                 true => text.parse().map(Value::Number).map_err(A::Error::custom)?,
                 false => serde_json::from_str(&text).map_err(A::Error::custom)?,
             };
             return Ok(Fields::Other(value));
         }
-        let mut fields = Vec::with_capacity(8);
-        fields.push((first, map.next_value()?));
-        while let Some(entry) = map.next_entry()? {
-            fields.push(entry);
+        let (mut named, mut given) = (Vec::with_capacity(8), 0u32);
+        let mut key = Some(first);
+        while let Some(k) = key {
+            let value: Value = map.next_value()?;
+            match (k, value) {
+                (Key::Named(f), Value::String(text)) if given & (1 << f) == 0 => {
+                    given |= 1 << f;
+                    named.push((f, text));
+                }
+                (k, value) => return written(map, named, (k.into_string(), value)),
+            }
+            key = map.next_key()?;
         }
-        Ok(Fields::Object(fields))
+        Ok(Fields::Named(named))
+    }
+}
+
+/// An object read as [`Fields::Named`] until `entry`, which that cannot hold, and the rest
+/// of `map` after it: every field in the order written.
+fn written<'de, A: MapAccess<'de>>(
+    mut map: A,
+    named: Vec<(u8, String)>,
+    entry: (String, Value),
+) -> Result<Fields, A::Error> {
+    let mut fields: Vec<_> = named.into_iter().map(self::entry).collect();
+    fields.push(entry);
+    while let Some(entry) = map.next_entry()? {
+        fields.push(entry);
+    }
+    Ok(Fields::Object(fields))
+}
+
+/// An object's key: one of an order's fields by index, or any other text.
+enum Key {
+    Named(u8),
+    Other(String),
+}
+
+impl Key {
+    fn into_string(self) -> String {
+        match self {
+            Key::Named(f) => ORDER_FIELDS[f as usize].to_owned(),
+            Key::Other(text) => text,
+        }
+    }
+
+    fn of(text: &str) -> Option<Key> {
+        order_field(text).map(Key::Named)
+    }
+}
+
+impl<'de> Deserialize<'de> for Key {
+    /// What `String` reads a key from, a known one without a copy of its own.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl Visitor<'_> for Text {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Key, E> {
+                Ok(Key::of(text).unwrap_or_else(|| Key::Other(text.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Key, E> {
+                Ok(Key::of(&text).unwrap_or(Key::Other(text)))
+            }
+            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Key, E> {
+                let text = std::str::from_utf8(bytes)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Bytes(bytes), &self))?;
+                self.visit_str(text)
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<Key, E> {
+                match String::from_utf8(bytes) {
+                    Ok(text) => self.visit_string(text),
+                    Err(e) => Err(E::invalid_value(
+                        serde::de::Unexpected::Bytes(&e.into_bytes()),
+                        &self,
+                    )),
+                }
+            }
+        }
+        d.deserialize_string(Text)
     }
 }
 
@@ -139,7 +227,7 @@ impl FromFields for crate::requests::instruments::FundingRequest {}
 impl FromFields for crate::requests::instruments::StatusRequest {}
 
 /// `OrderRequest`'s fields by their JSON names, in its declaration order.
-const ORDER_FIELDS: [&str; 16] = [
+pub const ORDER_FIELDS: [&str; 16] = [
     "symbol",
     "side",
     "type",
@@ -158,25 +246,58 @@ const ORDER_FIELDS: [&str; 16] = [
     "customer_ip",
 ];
 
+/// The index in [`ORDER_FIELDS`] of the field named `key`, if an order has one. A match, not a
+/// search of the list: a key is read for each field of a million orders.
+pub fn order_field(key: &str) -> Option<u8> {
+    Some(match key {
+        "symbol" => 0,
+        "side" => 1,
+        "type" => 2,
+        "reference_id" => 3,
+        "amount" => 4,
+        "cash_amount" => 5,
+        "limit_price" => 6,
+        "trigger_price" => 7,
+        "trigger_price_type" => 8,
+        "take_profit_price" => 9,
+        "stop_loss_price" => 10,
+        "time_in_force" => 11,
+        "expire_time" => 12,
+        "post_only" => 13,
+        "leverage" => 14,
+        "customer_ip" => 15,
+        _ => return None,
+    })
+}
+
 impl FromFields for OrderRequest {
     /// What the derived `parse_from_json` makes of the object: each field, in declaration
     /// order, read by its type from the value given (or none) and its error propagated;
     /// then, unknown fields refused. With every key known and given once, the list holds
     /// what the object would, and that last step has nothing to refuse.
     fn from_fields(fields: Fields) -> ParseResult<Self> {
-        let Fields::Object(list) = fields else {
-            return Self::parse_from_json(Some(fields.into_value()));
-        };
-        let (mut given, mut field_of) = (0u32, [0; ORDER_FIELDS.len()]);
-        for (i, (key, _)) in list.iter().enumerate() {
-            match ORDER_FIELDS.iter().position(|f| f == key) {
-                Some(f) if given & (1 << f) == 0 => (given, field_of[i]) = (given | 1 << f, f),
-                _ => return Self::parse_from_json(Some(Fields::Object(list).into_value())),
-            }
-        }
         let mut slots: [Option<Value>; ORDER_FIELDS.len()] = Default::default();
-        for ((_, value), &f) in list.into_iter().zip(&field_of) {
-            slots[f] = Some(value);
+        match fields {
+            Fields::Named(named) => {
+                for (f, text) in named {
+                    slots[f as usize] = Some(Value::String(text));
+                }
+            }
+            Fields::Object(list) => {
+                let (mut given, mut field_of) = (0u32, [0; ORDER_FIELDS.len()]);
+                for (i, (key, _)) in list.iter().enumerate() {
+                    match order_field(key).map(usize::from) {
+                        Some(f) if given & (1 << f) == 0 => {
+                            (given, field_of[i]) = (given | 1 << f, f)
+                        }
+                        _ => return Self::parse_from_json(Some(Fields::Object(list).into_value())),
+                    }
+                }
+                for ((_, value), &f) in list.into_iter().zip(&field_of) {
+                    slots[f] = Some(value);
+                }
+            }
+            Fields::Other(value) => return Self::parse_from_json(Some(value)),
         }
         let mut s = slots.iter_mut();
         Ok(OrderRequest {
@@ -346,6 +467,17 @@ mod tests {
             show(OrderRequest::from_fields(fields)),
             show(OrderRequest::parse_from_json(Some(value))),
         )
+    }
+
+    /// An order's field is found by its name, each at its place in the list.
+    #[test]
+    fn each_order_field_is_found_at_its_place_and_nothing_else_is() {
+        for (i, name) in ORDER_FIELDS.iter().enumerate() {
+            assert_eq!(order_field(name), Some(i as u8), "{name}");
+        }
+        for other in ["", "Symbol", "symbol ", "at", "customer", "types"] {
+            assert_eq!(order_field(other), None, "{other:?}");
+        }
     }
 
     /// D11, §2.3: an order body read from its fields is what the API's derived reader makes

@@ -170,6 +170,28 @@ pub struct Event {
     pub withdrawal: Option<Box<Body<crate::requests::money::TransferRequest>>>,
 }
 
+impl Event {
+    /// An event at `at` with no action yet.
+    pub fn at(at: Spanned<String>) -> Self {
+        Event {
+            at,
+            customer: None,
+            symbol: None,
+            reference_id: None,
+            order: None,
+            cancel: None,
+            amend: None,
+            price: None,
+            prices: None,
+            recorded: None,
+            funding: None,
+            status: None,
+            deposit: None,
+            withdrawal: None,
+        }
+    }
+}
+
 /// Recorded market data for an event's instrument: the rows of `file` for `symbol`, from the
 /// event's `at` to the scenario's `end` (rows outside are skipped). Each row's index and mark
 /// (times `price_scale`) become the instrument's prices at the row's time; each recorded
@@ -373,6 +395,15 @@ impl JsonSchema for Dec {
 pub struct Body<T> {
     pub json: Spanned<super::fields::Fields>,
     of: PhantomData<T>,
+}
+
+impl<T> Body<T> {
+    pub fn new(json: Spanned<super::fields::Fields>) -> Self {
+        Body {
+            json,
+            of: PhantomData,
+        }
+    }
 }
 
 impl<'de, T> Deserialize<'de> for Body<T> {

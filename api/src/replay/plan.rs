@@ -3,7 +3,6 @@
 //! start..end. Anything wrong is refused here, naming the file, line and column, before a
 //! single file is written.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use perpsim_core::Decimal;
@@ -15,6 +14,7 @@ use perpsim_core::time::Timestamp;
 use perpsim_systems::command::TransferKind;
 use perpsim_systems::{Command, Genesis};
 use poem_openapi::types::ParseFromJSON;
+use rapidhash::RapidHashMap;
 use serde_json::{Value, json};
 use serde_saphyr::{Location, Spanned};
 use sha2::Sha256;
@@ -106,9 +106,10 @@ pub(super) struct Ctx<'a> {
     pub specs: Vec<InstrumentSpec>,
     /// The customers' names in the scenario's order (what an unknown name's refusal lists),
     /// and each name's place in it (what every event's look-up reads: hashed, as a million
-    /// searches of a B-tree of names compared strings a tenth of the read).
+    /// searches of a B-tree of names compared strings a tenth of the read; by rapidhash,
+    /// randomly seeded, where std's SipHash was a twentieth of it).
     pub names: Vec<String>,
-    pub by_name: HashMap<String, usize>,
+    pub by_name: RapidHashMap<String, usize>,
     /// The scenario's text, where a refusal is said: a body's refusal then names its field
     /// as the API does and points at it. The one-pass read has none (it gives up on any
     /// refusal, and the whole read says where).
@@ -158,13 +159,18 @@ impl Ctx<'_> {
     }
 
     pub(super) fn symbol(&self, symbol: &Spanned<String>) -> Result<String, ScenarioError> {
-        match self.specs.iter().any(|s| s.symbol == symbol.value) {
-            true => Ok(symbol.value.clone()),
+        self.known_symbol(&symbol.value, symbol.referenced)?;
+        Ok(symbol.value.clone())
+    }
+
+    /// `symbol`, written at `at`, names one of the venue's instruments.
+    fn known_symbol(&self, symbol: &str, at: Location) -> Result<(), ScenarioError> {
+        match self.specs.iter().any(|s| s.symbol == symbol) {
+            true => Ok(()),
             false => Err(self.error(
-                symbol.referenced,
+                at,
                 format!(
-                    "unknown symbol {:?}; known: {}",
-                    symbol.value,
+                    "unknown symbol {symbol:?}; known: {}",
                     known(self.specs.iter().map(|s| s.symbol.as_str()))
                 ),
             )),
@@ -232,7 +238,7 @@ impl<'a> Ctx<'a> {
             end,
             specs: default_instruments(),
             names: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: RapidHashMap::default(),
             source: None,
         }
     }
@@ -695,11 +701,7 @@ fn customer_action(
     if let Some(order) = &mut v.order {
         let body = ctx.body("order", order)?;
         let at = order.json.referenced;
-        ctx.symbol(&Spanned::new(
-            body.symbol.to_string(),
-            at,
-            order.json.defined,
-        ))?;
+        ctx.known_symbol(&body.symbol, at)?;
         return place_command(UNBOUND, &body)
             .map(|c| Some(c.into()))
             .map_err(refused(ctx, at));

@@ -7,6 +7,9 @@
 //! instruments resolved first. Anything else, a refusal included, makes it give up, and the
 //! caller reads the file again the whole way, which says where and why. So a plan made here is
 //! the plan the whole read makes, and a refusal is the same whichever way the file is written.
+//!
+//! In JSON, serde_json reads the fields before the list of events and stops there; the list is
+//! read beside it, each event plain where it can be and by serde_json where not (`plain`).
 
 use std::fmt;
 use std::path::Path;
@@ -21,6 +24,8 @@ use super::format::{
 };
 use super::plan::{Plan, Planner};
 
+mod plain;
+
 /// The plan of a JSON (`json`) or YAML scenario `text` read in one pass, or `None` where this
 /// pass gives up (see the module's header). With a `feeder`, its steps are handed out as they
 /// are read, as far as the feeder takes them (`feed`): the plan then holds the rest.
@@ -31,18 +36,30 @@ pub(super) fn plan(
     limits: &Limits,
     feeder: Option<&mut Feeder>,
 ) -> Option<Plan> {
+    let mut read = None;
     let whole = Whole {
         file,
         limits,
         events_at_most: text.len() / EVENT_BYTES,
         feeder,
+        list: json
+            .then(|| plain::list_start(text))
+            .flatten()
+            .map(|start| List {
+                text,
+                start,
+                read: &mut read,
+            }),
     };
     match json {
         true => {
             let mut reader = serde_json::Deserializer::from_str(text);
-            let plan = whole.deserialize(&mut reader).ok()?;
-            reader.end().ok()?;
-            Some(plan)
+            match whole.deserialize(&mut reader) {
+                // No list of events, so none read beside serde_json.
+                Ok(plan) => reader.end().ok().map(|()| plan),
+                // Stopped at the list, read beside it (or a refusal before it).
+                Err(_) => read.flatten(),
+            }
         }
         false => serde_saphyr::with_deserializer_from_str_with_options(
             text,
@@ -53,13 +70,65 @@ pub(super) fn plan(
     }
 }
 
+/// A JSON text's list of events, read beside serde_json (see `plain`): where it starts, and
+/// the plan once read (`None` inside where the pass gives up).
+struct List<'t, 'r> {
+    text: &'t str,
+    start: usize,
+    read: &'r mut Option<Option<Plan>>,
+}
+
+impl List<'_, '_> {
+    /// Plans the events of the list, each read plain where it can be and by serde_json where
+    /// not; then the text must close the scenario. `None` where the pass gives up.
+    fn plan(&self, planner: &mut Planner, mut feeder: Option<&mut Feeder>) -> Option<()> {
+        let (text, b) = (self.text, self.text.as_bytes());
+        let mut i = plain::skip_space(b, self.start + 1);
+        if b.get(i) != Some(&b']') {
+            loop {
+                let (mut event, end) =
+                    plain::event(text, i).or_else(|| plain::event_by_serde(text, i))?;
+                take(planner, feeder.as_deref_mut(), &mut event).ok()?;
+                i = plain::skip_space(b, end);
+                match b.get(i)? {
+                    b',' => i += 1,
+                    b']' => break,
+                    _ => return None,
+                }
+            }
+        }
+        let close = plain::skip_space(b, i + 1);
+        (b.get(close) == Some(&b'}') && plain::skip_space(b, close + 1) == b.len()).then_some(())
+    }
+}
+
+/// Plans `event` and hands `feeder` what it takes; a message where the pass gives up.
+fn take(
+    planner: &mut Planner,
+    feeder: Option<&mut Feeder>,
+    event: &mut Spanned<Box<Event>>,
+) -> Result<(), String> {
+    let before = planner.steps_len();
+    planner.event(event).map_err(|e| e.message)?;
+    if let Some(f) = feeder.filter(|f| f.feeding()) {
+        planner.feed(f, before);
+        if !f.feeding() && f.handed() {
+            // Steps went to a run that is dropped: this plan can never be whole.
+            return Err(super::feed::GAVE_UP.into());
+        }
+    }
+    Ok(())
+}
+
 /// The whole scenario, as a plan.
-struct Whole<'a, 'f> {
+struct Whole<'a, 'f, 'r> {
     file: &'a Path,
     limits: &'a Limits,
     /// As many events as the text could hold, each at least [`EVENT_BYTES`].
     events_at_most: usize,
     feeder: Option<&'f mut Feeder>,
+    /// A JSON text's list of events, read beside serde_json.
+    list: Option<List<'a, 'r>>,
 }
 
 /// The fewest bytes an event takes: `{"at":"+1s","cancel":"r","customer":"c"},`.
@@ -111,7 +180,7 @@ fn once<T, E: serde::de::Error>(slot: &mut Option<T>, value: T, key: &str) -> Re
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Whole<'_, '_> {
+impl<'de> DeserializeSeed<'de> for Whole<'_, '_, '_> {
     type Value = Plan;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Plan, D::Error> {
@@ -119,7 +188,7 @@ impl<'de> DeserializeSeed<'de> for Whole<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for Whole<'_, '_> {
+impl<'de> Visitor<'de> for Whole<'_, '_, '_> {
     type Value = Plan;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -152,6 +221,12 @@ impl<'de> Visitor<'de> for Whole<'_, '_> {
                     // A feed's first hand-out leaves the steps it keeps back a timeline of
                     // their own: this room is then the run's address space, never memory.
                     planner.reserve(self.events_at_most);
+                    if let Some(list) = self.list {
+                        *list.read =
+                            Some(list.plan(&mut planner, feeder).map(|()| planner.finish()));
+                        // serde_json's read ends here, the rest read beside it.
+                        return Err(A::Error::custom("the list of events is read beside"));
+                    }
                     map.next_value_seed(Events {
                         planner: &mut planner,
                         feeder,
@@ -168,7 +243,7 @@ impl<'de> Visitor<'de> for Whole<'_, '_> {
     }
 }
 
-impl<'a> Whole<'a, '_> {
+impl<'a> Whole<'a, '_, '_> {
     fn planner<E: serde::de::Error>(&self, header: Header) -> Result<Planner<'a>, E> {
         let scenario = header
             .scenario()
@@ -204,17 +279,7 @@ impl<'de> Visitor<'de> for Events<'_, '_, '_> {
             mut feeder,
         } = self;
         while let Some(mut event) = seq.next_element::<Spanned<Box<Event>>>()? {
-            let before = planner.steps_len();
-            planner
-                .event(&mut event)
-                .map_err(|e| A::Error::custom(e.message))?;
-            if let Some(f) = feeder.as_deref_mut().filter(|f| f.feeding()) {
-                planner.feed(f, before);
-                if !f.feeding() && f.handed() {
-                    // Steps went to a run that is dropped: this plan can never be whole.
-                    return Err(A::Error::custom(super::feed::GAVE_UP));
-                }
-            }
+            take(planner, feeder.as_deref_mut(), &mut event).map_err(A::Error::custom)?;
         }
         Ok(())
     }
