@@ -4,7 +4,8 @@
 //! orders. `OrderRequest`, the body of nearly every event, is read here from the list, by the
 //! same field parsers in the same order as its derived `parse_from_json`; every other body,
 //! and an order body the list cannot settle (a field repeated or unknown), goes through the
-//! `Value` exactly as before.
+//! `Value` exactly as before. An object whose keys are all an order's fields, each given once
+//! with a string (nearly every body), is held by the fields' places, not a key of its own each.
 
 use std::fmt;
 

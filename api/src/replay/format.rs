@@ -172,7 +172,7 @@ pub struct Event {
 
 impl Event {
     /// An event at `at` with no action yet.
-    pub fn at(at: Spanned<String>) -> Self {
+    pub fn new(at: Spanned<String>) -> Self {
         Event {
             at,
             customer: None,
@@ -398,6 +398,7 @@ pub struct Body<T> {
 }
 
 impl<T> Body<T> {
+    /// The body written as `json`.
     pub fn new(json: Spanned<super::fields::Fields>) -> Self {
         Body {
             json,
