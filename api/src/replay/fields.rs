@@ -306,18 +306,18 @@ impl FromFields for OrderRequest {
             side: field(s.next())?,
             kind: field(s.next())?,
             reference_id: field(s.next())?,
-            amount: field(s.next())?,
-            cash_amount: field(s.next())?,
-            limit_price: field(s.next())?,
-            trigger_price: field(s.next())?,
-            trigger_price_type: field(s.next())?,
-            take_profit_price: field(s.next())?,
-            stop_loss_price: field(s.next())?,
-            time_in_force: field(s.next())?,
-            expire_time: field(s.next())?,
-            post_only: field(s.next())?,
-            leverage: field(s.next())?,
-            customer_ip: field(s.next())?,
+            amount: optional(s.next())?,
+            cash_amount: optional(s.next())?,
+            limit_price: optional(s.next())?,
+            trigger_price: optional(s.next())?,
+            trigger_price_type: optional(s.next())?,
+            take_profit_price: optional(s.next())?,
+            stop_loss_price: optional(s.next())?,
+            time_in_force: optional(s.next())?,
+            expire_time: optional(s.next())?,
+            post_only: optional(s.next())?,
+            leverage: optional(s.next())?,
+            customer_ip: optional(s.next())?,
         })
     }
 }
@@ -328,6 +328,17 @@ fn field<T: ParseFromJSON>(
 ) -> Result<T, ParseError<OrderRequest>> {
     let value = slot.and_then(Option::take);
     T::parse_from_json(value).map_err(ParseError::propagate)
+}
+
+/// An optional field of an object read as the derived `parse_from_json` reads it: one not
+/// given is none, as `Option`'s reader says, without asking it (eleven of an order's sixteen).
+fn optional<T: ParseFromJSON>(
+    slot: Option<&mut Option<Value>>,
+) -> Result<Option<T>, ParseError<OrderRequest>> {
+    match slot.and_then(Option::take) {
+        None => Ok(None),
+        given => Option::<T>::parse_from_json(given).map_err(ParseError::propagate),
+    }
 }
 
 /// Where, in `text`, the body that starts at (`line`, `column`) writes its field `key`: the
