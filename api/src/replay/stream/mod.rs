@@ -57,8 +57,8 @@ pub(super) fn plan(
             match whole.deserialize(&mut reader) {
                 // No list of events, so none read beside serde_json.
                 Ok(plan) => reader.end().ok().map(|()| plan),
-                // Stopped at the list, read beside it (or a refusal before it).
-                Err(_) => read.flatten(),
+                // Stopped at the list, read beside it (or a refusal before it: none).
+                Err(_) => read,
             }
         }
         false => serde_saphyr::with_deserializer_from_str_with_options(
@@ -71,11 +71,11 @@ pub(super) fn plan(
 }
 
 /// A JSON text's list of events, read beside serde_json (see `plain`): where it starts, and
-/// the plan once read (`None` inside where the pass gives up).
+/// the plan once read (left `None` where the pass gives up).
 struct List<'t, 'r> {
     text: &'t str,
     start: usize,
-    read: &'r mut Option<Option<Plan>>,
+    read: &'r mut Option<Plan>,
 }
 
 impl List<'_, '_> {
@@ -222,8 +222,7 @@ impl<'de> Visitor<'de> for Whole<'_, '_, '_> {
                     // their own: this room is then the run's address space, never memory.
                     planner.reserve(self.events_at_most);
                     if let Some(list) = self.list {
-                        *list.read =
-                            Some(list.plan(&mut planner, feeder).map(|()| planner.finish()));
+                        *list.read = list.plan(&mut planner, feeder).map(|()| planner.finish());
                         // serde_json's read ends here, the rest read beside it.
                         return Err(A::Error::custom("the list of events is read beside"));
                     }

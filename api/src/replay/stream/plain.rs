@@ -113,7 +113,6 @@ pub(super) fn skip_space(b: &[u8], mut i: usize) -> usize {
 /// ends; `None` where the event is not written in the plain shape, or is no event at all.
 pub(super) fn event(text: &str, at: usize) -> Option<(Spanned<Box<Event>>, usize)> {
     let mut r = Reader {
-        b: text.as_bytes(),
         text,
         i: skip_space(text.as_bytes(), at),
     };
@@ -123,10 +122,10 @@ pub(super) fn event(text: &str, at: usize) -> Option<(Spanned<Box<Event>>, usize
             "at" => &mut when,
             "customer" => &mut customer,
             "cancel" => &mut cancel,
-            "order" => return once(&mut order, r.order()?),
+            "order" => return once(&mut order, r.order()?, key),
             _ => return None,
         };
-        once(slot, r.string()?)
+        once(slot, r.string()?, key)
     })?;
     let mut event = Event::new(spanned(when?.to_owned()));
     event.customer = Some(Box::new(spanned(customer?.to_owned())));
@@ -152,13 +151,12 @@ fn spanned<T>(value: T) -> Spanned<T> {
 }
 
 /// `value` into an empty `slot`; `None` where the key came before.
-fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
-    slot.replace(value).is_none().then_some(())
+fn once<T>(slot: &mut Option<T>, value: T, key: &str) -> Option<()> {
+    super::once::<_, serde::de::value::Error>(slot, value, key).ok()
 }
 
 /// A walk of the text, at `i`.
 struct Reader<'t> {
-    b: &'t [u8],
     text: &'t str,
     i: usize,
 }
@@ -166,8 +164,9 @@ struct Reader<'t> {
 impl<'t> Reader<'t> {
     /// The next byte after white space, taken.
     fn next(&mut self) -> Option<u8> {
-        self.i = skip_space(self.b, self.i);
-        let byte = *self.b.get(self.i)?;
+        let b = self.text.as_bytes();
+        self.i = skip_space(b, self.i);
+        let byte = *b.get(self.i)?;
         self.i += 1;
         Some(byte)
     }
@@ -192,8 +191,9 @@ impl<'t> Reader<'t> {
     fn string(&mut self) -> Option<&'t str> {
         (self.next()? == b'"').then_some(())?;
         let start = self.i;
-        let end = start + plain_len(&self.b[start..]);
-        (self.b.get(end)? == &b'"').then_some(())?;
+        let b = self.text.as_bytes();
+        let end = start + plain_len(&b[start..]);
+        (b.get(end)? == &b'"').then_some(())?;
         self.i = end + 1;
         Some(&self.text[start..end])
     }
