@@ -85,8 +85,8 @@ pub struct Observed {
 pub struct Sample {
     pub at: Timestamp,
     pub prices: Vec<MarketPrices>,
-    /// `[customer][asset]`, as `Observed::customers` and `Observed::assets`.
-    pub accounts: Vec<Vec<AccountFigures>>,
+    /// `[customer × assets + asset]`, as `Observed::customers` and `Observed::assets`.
+    pub accounts: Vec<AccountFigures>,
     /// `[asset]`: the venue's fees, clearing and insurance balances (`VenueAccount::ALL`).
     pub venue: Vec<[Decimal; 3]>,
 }
@@ -95,7 +95,11 @@ impl Sample {
     /// Customer `c`'s figures in asset `a`; none before the customer existed (a recorded
     /// journal creates customers as it goes).
     pub fn figures(&self, c: usize, a: usize) -> Option<AccountFigures> {
-        self.accounts.get(c)?.get(a).copied()
+        let assets = self.venue.len();
+        if a >= assets {
+            return None;
+        }
+        self.accounts.get(c * assets + a).copied()
     }
 }
 
