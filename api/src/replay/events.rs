@@ -1,10 +1,10 @@
 //! A scenario's events into steps: the one action each names, the siblings that action takes
 //! and no other, and the rows of a `prices` CSV as price events of their own (`prices`).
 
-use serde_saphyr::Spanned;
+use serde_saphyr::{Location, Spanned};
 
-use super::format::{Event, Recorded};
-use super::plan::{Ctx, ScenarioError, Step, action};
+use super::format::{Event, Plain, PlainAction, Recorded};
+use super::plan::{Ctx, ScenarioError, Step, action, cancel_command, order_command};
 use super::timeline::Timeline;
 use super::{files, prices, recorded};
 
@@ -41,6 +41,31 @@ pub(super) fn plan_event(
         at,
         event: index,
         customer,
+        command,
+    });
+    Ok(())
+}
+
+/// Appends the step of plain event `index` (see [`Plain`]): what [`plan_event`] makes of the
+/// same event read as an [`Event`].
+pub(super) fn plan_plain(
+    ctx: &Ctx,
+    index: usize,
+    e: Plain,
+    steps: &mut Timeline,
+) -> Result<(), ScenarioError> {
+    let unknown = Location::UNKNOWN;
+    let at = ctx.instant_at(e.at, unknown, ctx.start)?;
+    let command = match e.action {
+        PlainAction::Order(fields) => order_command(ctx, fields, unknown)?,
+        PlainAction::Cancel(reference) => cancel_command(reference.to_owned()),
+    };
+    let customer = ctx.customer_at(e.customer, unknown)?;
+    room(ctx, steps).map_err(|m| ctx.error(unknown, m))?;
+    steps.push(Step {
+        at,
+        event: index,
+        customer: Some(customer),
         command,
     });
     Ok(())

@@ -19,15 +19,15 @@ use serde_json::{Value, json};
 use serde_saphyr::{Location, Spanned};
 use sha2::Sha256;
 
-use super::fields::FromFields;
+use super::fields::{Fields, FromFields};
 use super::files::Limits;
-use super::format::{Body, CustomerSpec, Dec, Event, InstrumentOverride, Market, Scenario};
+use super::format::{Body, CustomerSpec, Dec, Event, InstrumentOverride, Market, Plain, Scenario};
 use super::timeline::Timeline;
 use super::timing::{self, parse_at};
 use crate::contract::schema_check;
 use crate::requests::instruments::{PriceRequest, funding_command, price_command, status_command};
 use crate::requests::money::{TransferRequest, transfer_command};
-use crate::requests::orders::{amend_command, place_command};
+use crate::requests::orders::{OrderRequest, amend_command, place_command};
 use crate::requests::profiles::fees_command;
 use perpsim_systems::command::{CancelOrder, SetLeverage};
 
@@ -127,11 +127,21 @@ impl Ctx<'_> {
         text: &Spanned<String>,
         base: Timestamp,
     ) -> Result<Timestamp, ScenarioError> {
-        let at = parse_at(&text.value, base).map_err(|m| self.error(text.referenced, m))?;
+        self.instant_at(&text.value, text.referenced, base)
+    }
+
+    /// [`Ctx::instant`] of `text` written at `place`.
+    pub(super) fn instant_at(
+        &self,
+        text: &str,
+        place: Location,
+        base: Timestamp,
+    ) -> Result<Timestamp, ScenarioError> {
+        let at = parse_at(text, base).map_err(|m| self.error(place, m))?;
         if at < self.start || at > self.end {
             let (start, end) = (self.start, self.end);
             return Err(self.error(
-                text.referenced,
+                place,
                 format!("{at} is outside the scenario's {start}..{end}"),
             ));
         }
@@ -178,12 +188,16 @@ impl Ctx<'_> {
     }
 
     pub(super) fn customer(&self, name: &Spanned<String>) -> Result<usize, ScenarioError> {
-        self.by_name.get(&name.value).copied().ok_or_else(|| {
+        self.customer_at(&name.value, name.referenced)
+    }
+
+    /// [`Ctx::customer`] named `name`, written at `place`.
+    pub(super) fn customer_at(&self, name: &str, place: Location) -> Result<usize, ScenarioError> {
+        self.by_name.get(name).copied().ok_or_else(|| {
             self.error(
-                name.referenced,
+                place,
                 format!(
-                    "unknown customer {:?}; known: {}",
-                    name.value,
+                    "unknown customer {name:?}; known: {}",
                     known(self.names.iter().map(String::as_str))
                 ),
             )
@@ -194,8 +208,17 @@ impl Ctx<'_> {
     /// says what the API's would: the field against the operation's schema (unknown fields
     /// with the allowed set, enum values listed) at the field, else the type's own message.
     pub fn body<T: FromFields>(&self, field: &str, body: &mut Body<T>) -> Result<T, ScenarioError> {
-        let at = body.json.referenced;
         let fields = std::mem::take(&mut body.json.value);
+        self.fields(field, fields, body.json.referenced)
+    }
+
+    /// [`Ctx::body`] of the `fields` of a body written at `at`.
+    fn fields<T: FromFields>(
+        &self,
+        field: &str,
+        fields: Fields,
+        at: Location,
+    ) -> Result<T, ScenarioError> {
         if self.source.is_none() {
             return T::from_fields(fields)
                 .map_err(|e| self.error(at, format!("{field}: {}", message(e))));
@@ -375,6 +398,13 @@ impl<'a> Planner<'a> {
     pub fn event(&mut self, event: &mut Spanned<Box<Event>>) -> Result<(), ScenarioError> {
         let (ctx, steps, inputs) = (&self.ctx, &mut self.steps, &mut self.inputs);
         super::events::plan_event(ctx, self.events, event, steps, inputs)?;
+        self.events += 1;
+        Ok(())
+    }
+
+    /// [`Planner::event`] of an event read in the plain shape (an order or a cancel).
+    pub(super) fn plain_event(&mut self, event: Plain) -> Result<(), ScenarioError> {
+        super::events::plan_plain(&self.ctx, self.events, event, &mut self.steps)?;
         self.events += 1;
         Ok(())
     }
@@ -699,19 +729,11 @@ fn customer_action(
     here: &Here,
 ) -> Result<Option<Command>, ScenarioError> {
     if let Some(order) = &mut v.order {
-        let body = ctx.body("order", order)?;
-        let at = order.json.referenced;
-        ctx.known_symbol(&body.symbol, at)?;
-        return place_command(UNBOUND, &body)
-            .map(|c| Some(c.into()))
-            .map_err(refused(ctx, at));
+        let fields = std::mem::take(&mut order.json.value);
+        return order_command(ctx, fields, order.json.referenced).map(Some);
     }
     if let Some(reference) = &v.cancel {
-        let reference_id = reference.value.clone();
-        return Ok(Some(Command::CancelOrder(CancelOrder {
-            customer: UNBOUND,
-            reference_id,
-        })));
+        return Ok(Some(cancel_command(reference.value.clone())));
     }
     if let Some(amend) = &mut v.amend {
         let reference = v
@@ -735,6 +757,28 @@ fn customer_action(
         }
     }
     Ok(None)
+}
+
+/// An order's command for a customer bound at run time, of the `fields` of its body written
+/// at `at`.
+pub(super) fn order_command(
+    ctx: &Ctx,
+    fields: Fields,
+    at: Location,
+) -> Result<Command, ScenarioError> {
+    let body: OrderRequest = ctx.fields("order", fields, at)?;
+    ctx.known_symbol(&body.symbol, at)?;
+    place_command(UNBOUND, &body)
+        .map(Into::into)
+        .map_err(refused(ctx, at))
+}
+
+/// A cancel's command for a customer bound at run time.
+pub(super) fn cancel_command(reference_id: String) -> Command {
+    Command::CancelOrder(CancelOrder {
+        customer: UNBOUND,
+        reference_id,
+    })
 }
 
 /// A price, funding or status event, for the instrument `symbol` names.

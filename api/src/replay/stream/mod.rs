@@ -22,7 +22,7 @@ use super::files::Limits;
 use super::format::{
     Bootstrap, CustomerSpec, Event, InstrumentOverride, Latency, Market, Range, Scenario, Shock,
 };
-use super::plan::{Plan, Planner};
+use super::plan::{Plan, Planner, ScenarioError};
 
 mod plain;
 
@@ -86,9 +86,17 @@ impl List<'_, '_> {
         let mut i = plain::skip_space(b, self.start + 1);
         if b.get(i) != Some(&b']') {
             loop {
-                let (mut event, end) =
-                    plain::event(text, i).or_else(|| plain::event_by_serde(text, i))?;
-                take(planner, feeder.as_deref_mut(), &mut event).ok()?;
+                let end = match plain::event(text, i) {
+                    Some((event, end)) => {
+                        take(planner, feeder.as_deref_mut(), |p| p.plain_event(event)).ok()?;
+                        end
+                    }
+                    None => {
+                        let (mut event, end) = plain::event_by_serde(text, i)?;
+                        take(planner, feeder.as_deref_mut(), |p| p.event(&mut event)).ok()?;
+                        end
+                    }
+                };
                 i = plain::skip_space(b, end);
                 match b.get(i)? {
                     b',' => i += 1,
@@ -102,14 +110,14 @@ impl List<'_, '_> {
     }
 }
 
-/// Plans `event` and hands `feeder` what it takes; a message where the pass gives up.
+/// Plans an event (`plan`) and hands `feeder` what it takes; a message where the pass gives up.
 fn take(
     planner: &mut Planner,
     feeder: Option<&mut Feeder>,
-    event: &mut Spanned<Box<Event>>,
+    plan: impl FnOnce(&mut Planner) -> Result<(), ScenarioError>,
 ) -> Result<(), String> {
     let before = planner.steps_len();
-    planner.event(event).map_err(|e| e.message)?;
+    plan(planner).map_err(|e| e.message)?;
     if let Some(f) = feeder.filter(|f| f.feeding()) {
         planner.feed(f, before);
         if !f.feeding() && f.handed() {
@@ -278,7 +286,8 @@ impl<'de> Visitor<'de> for Events<'_, '_, '_> {
             mut feeder,
         } = self;
         while let Some(mut event) = seq.next_element::<Spanned<Box<Event>>>()? {
-            take(planner, feeder.as_deref_mut(), &mut event).map_err(A::Error::custom)?;
+            take(planner, feeder.as_deref_mut(), |p| p.event(&mut event))
+                .map_err(A::Error::custom)?;
         }
         Ok(())
     }
