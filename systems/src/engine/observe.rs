@@ -104,13 +104,18 @@ impl Engine {
         assets: &[Asset],
     ) -> Vec<AccountFigures> {
         let world = &self.world;
+        // Queries' states resolve the components once, where each look-up by entity found
+        // them by type again (for every balance and position of every customer a sample
+        // reads). A component never registered has no entity holding it: no query then.
+        let (held, balances) = (
+            world.try_query::<(&Position, &ValuationBasis)>(),
+            world.try_query::<&Balance>(),
+        );
+        let held = held.as_ref().map(|q| q.query_manual(world));
+        let balances = balances.as_ref().map(|q| q.query_manual(world));
         let position = |e: Entity| {
-            let held = world.entity(e);
-            (
-                held.get::<Position>().expect("held positions are live"),
-                held.get::<ValuationBasis>()
-                    .expect("positions have a basis"),
-            )
+            let held = held.as_ref().and_then(|q| q.get(e).ok());
+            held.expect("held positions are live")
         };
         let (index, book) = (
             world.resource::<AccountIndex>(),
@@ -118,7 +123,7 @@ impl Engine {
         );
         let figures = |customer: CustomerCode, asset: Asset| {
             let id = AccountId::customer(customer, asset);
-            let balance = index.get(&id).and_then(|e| world.get::<Balance>(e));
+            let balance = index.get(&id).and_then(|e| balances.as_ref()?.get(e).ok());
             let Some(balance) = balance else {
                 return AccountFigures::default();
             };
