@@ -173,7 +173,7 @@ pub struct Event {
 /// An event of the plain shape nearly every event of a large JSON scenario takes (an order or
 /// a cancel for a customer, every value a string without an escape), its strings as written in
 /// the text: what planning reads of such an event, without an [`Event`] built for it (a box
-/// and a string of its own for each of its fields, a tenth of reading a million orders).
+/// and a string of its own for each of its fields, a sixth of reading a million orders).
 #[derive(Debug)]
 pub struct Plain<'t> {
     pub at: &'t str,
