@@ -338,8 +338,7 @@ impl MarginBook {
         if let Some(frozen) = &self.frozen {
             return Some(frozen[slot]);
         }
-        let markets = self.triggers.len();
-        let held = self.held[slot * markets..(slot + 1) * markets].iter();
+        let held = self.held[self.row(slot)].iter();
         let valuations = held.zip(&self.marks).filter_map(|(entity, mark)| {
             let (p, basis) = position((*entity)?);
             Some(valuation_at(p, basis, *mark))
@@ -468,18 +467,24 @@ impl MarginBook {
 
     /// The slot holds `entity` as its position in market `m` (a position new to the book).
     fn hold(&mut self, slot: u32, m: MarketId, entity: Entity) {
-        let markets = self.triggers.len();
-        self.held[slot as usize * markets + m as usize] = Some(entity);
+        let at = self.row(slot as usize).start + m as usize;
+        self.held[at] = Some(entity);
     }
 
     /// The slot's position in market `m` closed, if `entity` is still the one it holds there
     /// (a position of the same market opened since is another entity).
     fn release(&mut self, slot: u32, m: MarketId, entity: Entity) {
-        let markets = self.triggers.len();
-        let held = self.held.get_mut(slot as usize * markets + m as usize);
+        let at = self.row(slot as usize).start + m as usize;
+        let held = self.held.get_mut(at);
         if let Some(held) = held.filter(|h| **h == Some(entity)) {
             *held = None;
         }
+    }
+
+    /// The slot's entries in `held` and `boxes`: one per market, in market order.
+    fn row(&self, slot: usize) -> std::ops::Range<usize> {
+        let markets = self.triggers.len();
+        slot * markets..(slot + 1) * markets
     }
 
     /// D10 for the slot as its last judgment summed it.
@@ -491,12 +496,11 @@ impl MarginBook {
     /// Returns its state.
     fn assess(&mut self, slot: usize, valuer: &Valuer) -> MarginState {
         let key = (self.accounts[slot].customer, self.accounts[slot].asset);
+        let row = self.row(slot);
         let s = &mut self.sums[slot];
         s.clear();
         let mut sizes = [(0, Decimal::ZERO); MAX_BOX_MARKETS];
-        let markets = self.triggers.len();
-        let held = &self.held[slot * markets..(slot + 1) * markets];
-        for (m, &entity) in held.iter().enumerate() {
+        for (m, &entity) in self.held[row.clone()].iter().enumerate() {
             let Some(entity) = entity else { continue };
             let (p, basis) = (valuer.position)(entity);
             if let Some(size) = sizes.get_mut(s.positions as usize) {
@@ -521,8 +525,8 @@ impl MarginBook {
             // Judged at every move of any of its marks.
             None => {
                 self.unfile(slot);
-                for m in 0..markets {
-                    if self.held[slot * markets + m].is_some() {
+                for m in 0..row.len() {
+                    if self.held[row.start + m].is_some() {
                         let mark = valuer.marks[m].price;
                         self.file(slot, m as MarketId, inner_keys((mark, mark)));
                     }
@@ -568,8 +572,7 @@ impl MarginBook {
     /// kept box wakes the slot early, which is judged then to the same state; a mark that
     /// leaves the new box leaves the kept one too.
     fn refile(&mut self, slot: usize, keys: &[(MarketId, (i64, i64))]) {
-        let markets = self.triggers.len();
-        let filed = &self.boxes[slot * markets..(slot + 1) * markets];
+        let filed = &self.boxes[self.row(slot)];
         // A kept key at or above the new `lo`'s key (rounded up) wakes the slot wherever the
         // new one would: the box filed is inside the new box.
         let inside = |&(m, (lo, hi)): &(MarketId, (i64, i64))| matches!(filed[m as usize], Some((l, h)) if l >= lo && h <= hi);
@@ -609,18 +612,18 @@ impl MarginBook {
 
     /// Files the open interval `(lo, hi)` of market `m`'s mark for the slot.
     fn file(&mut self, slot: usize, m: MarketId, (lo, hi): (i64, i64)) {
-        let markets = self.triggers.len();
+        let at = self.row(slot).start + m as usize;
         let t = &mut self.triggers[m as usize];
         t.lower.insert((lo, slot as u32));
         t.upper.insert((hi, slot as u32));
-        self.boxes[slot * markets + m as usize] = Some((lo, hi));
+        self.boxes[at] = Some((lo, hi));
     }
 
     /// Takes the slot's intervals out of the index.
     fn unfile(&mut self, slot: usize) {
-        let markets = self.triggers.len();
-        for m in 0..markets {
-            if let Some((lo, hi)) = self.boxes[slot * markets + m].take() {
+        let row = self.row(slot);
+        for m in 0..row.len() {
+            if let Some((lo, hi)) = self.boxes[row.start + m].take() {
                 let t = &mut self.triggers[m];
                 t.lower.remove(&(lo, slot as u32));
                 t.upper.remove(&(hi, slot as u32));
@@ -1130,7 +1133,7 @@ fn check_against_rescan(book: &MarginBook, valuer: &Valuer) {
             indexed[m as usize] = valuer.held.map().get(&(p.customer, m)).copied();
         }
         assert_eq!(
-            book.held[slot * markets..(slot + 1) * markets],
+            book.held[book.row(slot)],
             indexed[..],
             "slot {slot}: the positions it holds are the position index's"
         );
