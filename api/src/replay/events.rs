@@ -36,14 +36,13 @@ pub(super) fn plan_event(
         return plan_recorded(ctx, (index, at), e, recorded, (steps, inputs));
     }
     let (customer, command) = action(ctx, e)?;
-    room(ctx, steps).map_err(|m| ctx.error(e.referenced, m))?;
-    steps.push(Step {
+    let step = Step {
         at,
         event: index,
         customer,
         command,
-    });
-    Ok(())
+    };
+    push_step(ctx, steps, step, e.referenced)
 }
 
 /// Appends the step of plain event `index` (see [`Plain`]): what [`plan_event`] makes of the
@@ -61,13 +60,24 @@ pub(super) fn plan_plain(
         PlainAction::Cancel(reference) => cancel_command(reference.to_owned()),
     };
     let customer = ctx.customer_at(e.customer, unknown)?;
-    room(ctx, steps).map_err(|m| ctx.error(unknown, m))?;
-    steps.push(Step {
+    let step = Step {
         at,
         event: index,
         customer: Some(customer),
         command,
-    });
+    };
+    push_step(ctx, steps, step, unknown)
+}
+
+/// Appends an event's one step, if the timeline has room for it (refused at `at` if not).
+fn push_step(
+    ctx: &Ctx,
+    steps: &mut Timeline,
+    step: Step,
+    at: Location,
+) -> Result<(), ScenarioError> {
+    room(ctx, steps).map_err(|m| ctx.error(at, m))?;
+    steps.push(step);
     Ok(())
 }
 
