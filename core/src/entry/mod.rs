@@ -130,6 +130,19 @@ pub struct NewOrder {
     /// Limit orders only.
     pub post_only: bool,
     pub leverage: Option<u32>,
+    /// Its limit price and amount in the instrument's units, as the grid's check found them.
+    pub units: GridUnits,
+}
+
+/// An order's limit price in whole ticks and its amount in whole lots, as entry found them
+/// while checking the grid: the matching path trades in those units, and working them out
+/// again cost a division each on every order's way to the book. None where the order has
+/// none (a market order's limit, a cash order's lots), or where the units leave i128 (on the
+/// grid, but beyond any instrument's bounds): the engine works them out itself then.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GridUnits {
+    pub limit_ticks: Option<i128>,
+    pub lots: Option<i128>,
 }
 
 /// What each order type trades on (§4.3 rules 1–8).

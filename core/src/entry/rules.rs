@@ -5,8 +5,10 @@ use std::net::IpAddr;
 use rust_decimal::Decimal;
 
 use super::{
-    MAX_ORDER_NOTIONAL, MAX_REFERENCE_ID, NewOrder, OrderEntry, OrderTerms, Quantity, Reference,
+    GridUnits, MAX_ORDER_NOTIONAL, MAX_REFERENCE_ID, NewOrder, OrderEntry, OrderTerms, Quantity,
+    Reference,
 };
+use crate::decimal::whole_units;
 use crate::error::{Error, ErrorCode};
 use crate::instrument::InstrumentSpec;
 use crate::money::MAX_LEVERAGE;
@@ -43,9 +45,16 @@ pub fn check_notional(amount: Decimal, price: Decimal) -> Result<(), Error> {
 }
 
 /// A price on the instrument's tick grid at which one lot stays within the venue maximum
-/// notional: so every price the book or a trigger holds is a bounded number of ticks.
-pub fn check_price(field: &str, price: Decimal, instrument: &InstrumentSpec) -> Result<(), Error> {
-    if !instrument.on_tick(price) {
+/// notional: so every price the book or a trigger holds is a bounded number of ticks. Its
+/// ticks (see [`GridUnits`]).
+pub fn check_price(
+    field: &str,
+    price: Decimal,
+    instrument: &InstrumentSpec,
+) -> Result<Option<i128>, Error> {
+    let ticks = whole_units(price, instrument.tick_size);
+    // No whole number of ticks in i128: on the grid only if the remainder says so.
+    if ticks.is_none() && !instrument.on_tick(price) {
         return Err(rejected(format!(
             "{field} {price} is not a multiple of the tick size {}",
             instrument.tick_size
@@ -57,7 +66,8 @@ pub fn check_price(field: &str, price: Decimal, instrument: &InstrumentSpec) -> 
              {MAX_ORDER_NOTIONAL}",
             instrument.lot_size
         ))
-    })
+    })?;
+    Ok(ticks)
 }
 
 /// `reference_id`: 1 to 40 characters of `[a-zA-Z0-9_-]` (§2.3, rule 11's shape).
@@ -101,9 +111,11 @@ pub fn check_positive(field: &str, value: Decimal, rule: u8) -> Result<(), Error
 }
 
 /// An amount sits on the instrument's lot grid (well-formed, but not takeable otherwise).
-pub fn check_lot(amount: Decimal, instrument: &InstrumentSpec) -> Result<(), Error> {
-    match instrument.on_lot(amount) {
-        true => Ok(()),
+/// Its lots (see [`GridUnits`]).
+pub fn check_lot(amount: Decimal, instrument: &InstrumentSpec) -> Result<Option<i128>, Error> {
+    let lots = whole_units(amount, instrument.lot_size);
+    match lots.is_some() || instrument.on_lot(amount) {
+        true => Ok(lots),
         false => Err(rejected(format!(
             "amount {amount} is not a multiple of the lot size {}",
             instrument.lot_size
@@ -197,7 +209,7 @@ pub fn validate(
     let expire_time = expire_time(time_in_force, entry.expire_time, reference.now)?;
     check_post_only(entry.post_only, entry.kind)?;
     check_triggers(&terms, entry.side, reference)?;
-    check_grid(&terms, instrument, reference)?;
+    let units = check_grid(&terms, instrument, reference)?;
     Ok(NewOrder {
         side: entry.side,
         terms,
@@ -205,6 +217,7 @@ pub fn validate(
         expire_time,
         post_only: entry.post_only,
         leverage: entry.leverage,
+        units,
     })
 }
 
@@ -467,12 +480,13 @@ fn check_triggers(terms: &OrderTerms, side: Side, reference: &Reference) -> Resu
     }
 }
 
-/// The instrument's grid and the venue maximum: well-formed, but not takeable.
+/// The instrument's grid and the venue maximum: well-formed, but not takeable. The limit
+/// price and the amount in the grid's units.
 fn check_grid(
     terms: &OrderTerms,
     instrument: &InstrumentSpec,
     reference: &Reference,
-) -> Result<(), Error> {
+) -> Result<GridUnits, Error> {
     let (limit, trigger, take_profit, stop_loss) = match *terms {
         OrderTerms::Market(_) => (None, None, None, None),
         OrderTerms::Limit { limit_price, .. } => (Some(limit_price), None, None, None),
@@ -487,8 +501,12 @@ fn check_grid(
             ..
         } => (None, None, Some(take_profit_price), Some(stop_loss_price)),
     };
+    let limit_ticks = limit.map(|p| check_price("limit_price", p, instrument));
+    let mut units = GridUnits {
+        limit_ticks: limit_ticks.transpose()?.flatten(),
+        lots: None,
+    };
     for (field, price) in [
-        ("limit_price", limit),
         ("trigger_price", trigger),
         ("take_profit_price", take_profit),
         ("stop_loss_price", stop_loss),
@@ -499,12 +517,15 @@ fn check_grid(
     }
     match terms.quantity() {
         Quantity::Amount(a) => {
-            check_lot(a, instrument)?;
-            check_notional(a, limit.or(trigger).unwrap_or(reference.mark_price))
+            units.lots = check_lot(a, instrument)?;
+            check_notional(a, limit.or(trigger).unwrap_or(reference.mark_price))?;
         }
-        Quantity::Cash(c) if c > Decimal::from(MAX_ORDER_NOTIONAL) => Err(rejected(format!(
-            "cash_amount {c} exceeds the venue maximum notional {MAX_ORDER_NOTIONAL}"
-        ))),
-        Quantity::Cash(_) => Ok(()),
+        Quantity::Cash(c) if c > Decimal::from(MAX_ORDER_NOTIONAL) => {
+            return Err(rejected(format!(
+                "cash_amount {c} exceeds the venue maximum notional {MAX_ORDER_NOTIONAL}"
+            )));
+        }
+        Quantity::Cash(_) => {}
     }
+    Ok(units)
 }

@@ -665,3 +665,33 @@ fn only_resting_limits_and_conditional_orders_can_stay_open() {
         assert!(entry(kind).can_rest(), "{kind:?} waits on its trigger");
     }
 }
+
+/// The grid's check hands on what it found: a limit order's price in whole ticks and its
+/// amount in whole lots (the engine's matching units), and none where the order has no limit
+/// (a market order) or no amount (a cash order).
+#[test]
+fn the_grids_check_gives_the_limit_in_ticks_and_the_amount_in_lots() {
+    let spec = btc();
+    let units = |e: &OrderEntry| check(e).expect("accepted").units;
+    let whole = |value: &str, unit: Decimal| {
+        let q = (d(value) / unit).normalize();
+        assert_eq!(q.scale(), 0, "{value} is a whole number of {unit}");
+        Some(q.mantissa())
+    };
+    let lots = whole("0.01", spec.lot_size);
+    let limit_units = units(&limit());
+    assert_eq!(limit_units.limit_ticks, whole("59000", spec.tick_size));
+    assert_eq!(limit_units.lots, lots);
+    let market = units(&OrderEntry {
+        time_in_force: Some(TimeInForce::Ioc),
+        ..entry(OrderType::Market)
+    });
+    assert_eq!((market.limit_ticks, market.lots), (None, lots));
+    let cash = units(&OrderEntry {
+        amount: None,
+        cash_amount: Some(d("100")),
+        time_in_force: Some(TimeInForce::Ioc),
+        ..entry(OrderType::Market)
+    });
+    assert_eq!(cash, GridUnits::default());
+}

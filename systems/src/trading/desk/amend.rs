@@ -211,7 +211,7 @@ impl Desk<'_, '_> {
             let m = &mut self.exchange.markets[market as usize];
             if loses_priority {
                 m.book.cancel(r);
-                self.execute(id);
+                self.execute(id, None);
             } else if amount < was {
                 let lots = m.lots(unfilled);
                 m.book.reduce(r, lots);

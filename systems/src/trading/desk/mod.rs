@@ -250,6 +250,7 @@ impl Desk<'_, '_> {
             self.apply_leverage(code, leverage);
         }
         let id = self.create(code, market, &entry.reference_id, &new, self.clock.now);
+        let units = entry_units(&new);
         if let (
             OrderTerms::Limit {
                 quantity: Quantity::Amount(a),
@@ -259,10 +260,12 @@ impl Desk<'_, '_> {
         ) = (new.terms, new.time_in_force)
         {
             let m = &self.exchange.markets[market as usize];
-            let (lots, rate) = (
-                m.opening_lots(a, reducible),
-                m.reserve_rate(price, profile.initial),
-            );
+            let lots = match units {
+                // Nothing of it reduces a position: all of it opens.
+                Some((_, lots)) if reducible.is_zero() => lots,
+                _ => m.opening_lots(a, reducible),
+            };
+            let rate = m.reserve_rate(price, profile.initial);
             self.hold_reserve(id, (lots, rate), account);
         }
         if let Some(at) = new.expire_time {
@@ -271,7 +274,7 @@ impl Desk<'_, '_> {
         if new.kind().is_conditional() {
             self.arm(id);
         } else {
-            self.execute(id);
+            self.execute(id, units);
         }
         Ok(id)
     }
@@ -393,25 +396,20 @@ impl Desk<'_, '_> {
     }
 
     /// Runs an order against its book: fill what crosses, then rest (GTC/GTD limit) or end.
-    fn execute(&mut self, id: OrderId) {
+    /// `units`: its limit in ticks and the lots it wants, where entry found them (see
+    /// [`entry_units`]); else worked out from its record.
+    fn execute(&mut self, id: OrderId, units: Option<(Option<Ticks>, Lots)>) {
+        let (limit, want) = match units {
+            Some(units) => {
+                debug_assert_eq!(units, self.units_of(id), "entry's units are the record's");
+                units
+            }
+            None => self.units_of(id),
+        };
         let o = self.orders.get(id);
         let (market, side, customer) = (o.market, o.side, o.customer);
         // Read once: matching changes what the order has filled, never its time in force.
         let tif = o.time_in_force;
-        let m = &self.exchange.markets[market as usize];
-        let limit: Option<Ticks> = o.limit_price.map(|p| m.ticks(p));
-        let want: Lots = match o.cash_amount() {
-            Some(cash) if o.amount.is_zero() => {
-                let unit = m.spec.tick_size * m.spec.lot_size;
-                let budget = (cash / unit).floor();
-                let budget = budget.mantissa() / 10i128.pow(budget.scale());
-                let lots = m.book.lots_within_budget(side, limit, budget);
-                let amount = m.amount(lots);
-                self.orders.get_mut(id).amount = amount;
-                lots
-            }
-            _ => m.lots(o.remaining()),
-        };
         let m = &self.exchange.markets[market as usize];
         let all_or_none = tif == TimeInForce::Fok;
         if want == 0 || (all_or_none && m.book.fillable(side, limit, want) < want) {
@@ -437,6 +435,27 @@ impl Desk<'_, '_> {
             // IOC and market orders keep what they filled (D5).
             self.finish(id, OrderStatus::Expired, Some(EndReason::TimeInForce));
         }
+    }
+
+    /// An order's limit in ticks and the lots it wants, from its record: a cash order's lots
+    /// are those its budget buys off the book now, which become its amount.
+    fn units_of(&mut self, id: OrderId) -> (Option<Ticks>, Lots) {
+        let o = self.orders.get(id);
+        let m = &self.exchange.markets[o.market as usize];
+        let limit: Option<Ticks> = o.limit_price.map(|p| m.ticks(p));
+        let want: Lots = match o.cash_amount() {
+            Some(cash) if o.amount.is_zero() => {
+                let unit = m.spec.tick_size * m.spec.lot_size;
+                let budget = (cash / unit).floor();
+                let budget = budget.mantissa() / 10i128.pow(budget.scale());
+                let lots = m.book.lots_within_budget(o.side, limit, budget);
+                let amount = m.amount(lots);
+                self.orders.get_mut(id).amount = amount;
+                lots
+            }
+            _ => m.lots(o.remaining()),
+        };
+        (limit, want)
     }
 
     /// Takes up to `want` lots on `side` of `market`'s book (within `limit`) and books each
@@ -633,4 +652,20 @@ fn extra(new: &NewOrder) -> Option<Box<Extra>> {
         (_, None) => return None,
     };
     Some(Box::new(extra))
+}
+
+/// A new order's limit in ticks and its amount in lots as entry found them (see
+/// [`perpsim_core::entry::GridUnits`]), for its first run against the book: None for a cash
+/// order, a conditional one, or one whose units entry did not find.
+fn entry_units(new: &NewOrder) -> Option<(Option<Ticks>, Lots)> {
+    let lots = Lots::try_from(new.units.lots?).ok()?;
+    let limit = match new.terms {
+        OrderTerms::Market(Quantity::Amount(_)) => None,
+        OrderTerms::Limit {
+            quantity: Quantity::Amount(_),
+            ..
+        } => Some(Ticks::try_from(new.units.limit_ticks?).ok()?),
+        _ => return None,
+    };
+    Some((limit, lots))
 }

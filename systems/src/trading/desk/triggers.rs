@@ -95,7 +95,7 @@ impl Desk<'_, '_> {
             }
             self.hold_reserve(id, (lots, rate), account);
         }
-        self.execute(id);
+        self.execute(id, None);
     }
 }
 
