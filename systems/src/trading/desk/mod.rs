@@ -399,17 +399,24 @@ impl Desk<'_, '_> {
     /// `units`: its limit in ticks and the lots it wants, where entry found them (see
     /// [`entry_units`]); else worked out from its record.
     fn execute(&mut self, id: OrderId, units: Option<(Option<Ticks>, Lots)>) {
-        let (limit, want) = match units {
-            Some(units) => {
-                debug_assert_eq!(units, self.units_of(id), "entry's units are the record's");
-                units
-            }
-            None => self.units_of(id),
-        };
         let o = self.orders.get(id);
         let (market, side, customer) = (o.market, o.side, o.customer);
         // Read once: matching changes what the order has filled, never its time in force.
         let tif = o.time_in_force;
+        let m = &self.exchange.markets[market as usize];
+        let from_record = || (o.limit_price.map(|p| m.ticks(p)), m.lots(o.remaining()));
+        debug_assert!(
+            units.is_none_or(|u| u == from_record()),
+            "entry's units are the record's"
+        );
+        let (limit, want) = match (units, o.cash_amount()) {
+            (Some(units), _) => units,
+            (None, Some(cash)) if o.amount.is_zero() => {
+                let limit = o.limit_price.map(|p| m.ticks(p));
+                (limit, self.cash_lots(id, limit, cash))
+            }
+            (None, _) => from_record(),
+        };
         let m = &self.exchange.markets[market as usize];
         let all_or_none = tif == TimeInForce::Fok;
         if want == 0 || (all_or_none && m.book.fillable(side, limit, want) < want) {
@@ -437,25 +444,18 @@ impl Desk<'_, '_> {
         }
     }
 
-    /// An order's limit in ticks and the lots it wants, from its record: a cash order's lots
-    /// are those its budget buys off the book now, which become its amount.
-    fn units_of(&mut self, id: OrderId) -> (Option<Ticks>, Lots) {
+    /// The lots a cash order's budget buys off the book now (no worse than `limit`), which
+    /// become its amount.
+    fn cash_lots(&mut self, id: OrderId, limit: Option<Ticks>, cash: Decimal) -> Lots {
         let o = self.orders.get(id);
         let m = &self.exchange.markets[o.market as usize];
-        let limit: Option<Ticks> = o.limit_price.map(|p| m.ticks(p));
-        let want: Lots = match o.cash_amount() {
-            Some(cash) if o.amount.is_zero() => {
-                let unit = m.spec.tick_size * m.spec.lot_size;
-                let budget = (cash / unit).floor();
-                let budget = budget.mantissa() / 10i128.pow(budget.scale());
-                let lots = m.book.lots_within_budget(o.side, limit, budget);
-                let amount = m.amount(lots);
-                self.orders.get_mut(id).amount = amount;
-                lots
-            }
-            _ => m.lots(o.remaining()),
-        };
-        (limit, want)
+        let unit = m.spec.tick_size * m.spec.lot_size;
+        let budget = (cash / unit).floor();
+        let budget = budget.mantissa() / 10i128.pow(budget.scale());
+        let lots = m.book.lots_within_budget(o.side, limit, budget);
+        let amount = m.amount(lots);
+        self.orders.get_mut(id).amount = amount;
+        lots
     }
 
     /// Takes up to `want` lots on `side` of `market`'s book (within `limit`) and books each
