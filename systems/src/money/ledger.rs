@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bevy_ecs::prelude::Resource;
-use perpsim_core::decimal::{is_ledger_rounded, round_ledger};
+use perpsim_core::decimal::is_ledger_rounded;
 use perpsim_core::ids::{BrokerCode, CustomerCode, MovementCode};
 use perpsim_core::instrument::Asset;
 
@@ -851,9 +851,10 @@ impl Ledger {
         &self,
         accounts: impl Iterator<Item = (&'a AccountId, &'a Balance)>,
     ) -> Result<(), String> {
-        let mut sums: BTreeMap<Asset, Decimal> = BTreeMap::new();
+        // A slot per asset: this runs after every run of the schedule while the engine audits.
+        let mut sums = [Decimal::ZERO; Asset::ALL.len()];
         for (AccountId { owner, asset }, b) in accounts {
-            *sums.entry(*asset).or_default() += b.total;
+            sums[asset.index()] += b.total;
             if b.locked < Decimal::ZERO || b.pending < Decimal::ZERO {
                 return Err(format!(
                     "{owner:?} {asset:?}: negative locked or pending: {b:?}"
@@ -865,14 +866,14 @@ impl Ledger {
                 return Err(format!("the fees account holds {} {asset:?}", b.total));
             }
             for v in [b.total, b.locked, b.pending] {
-                if round_ledger(v) != v {
+                if !is_ledger_rounded(v) {
                     return Err(format!("{owner:?} {asset:?}: more than 10 decimals: {v}"));
                 }
             }
         }
         for asset in Asset::ALL {
             let flows = self.flows.get(&asset).copied().unwrap_or_default();
-            let sum = sums.get(&asset).copied().unwrap_or_default();
+            let sum = sums[asset.index()];
             if sum != flows.net() {
                 return Err(format!(
                     "{asset:?}: accounts sum to {sum} but deposits + capital − withdrawals = {}",
