@@ -33,13 +33,17 @@ rust_log="$(mktemp)"
 cargo build --manifest-path rust/Cargo.toml --target-dir "$rust_target" >"$rust_log" 2>&1 &
 rust_build=$!
 trap '[ -n "$rust_build" ] && kill "$rust_build" 2>/dev/null; rm -f "$rust_log"' EXIT
-ensure_venv
 
-# Node tools, exactly as package-lock.json pins them.
+# Node tools, exactly as package-lock.json pins them, installed beside the Python tools (on a
+# fresh clone 51 s and 41 s one after the other, 62 s together).
 lockstamp="node_modules/.pins-$(sha256sum package-lock.json | cut -c1-16)"
 if [ ! -f "$lockstamp" ]; then
-  with_retries npm ci --no-audit --no-fund --silent
-  touch "$lockstamp"
+  (with_retries npm ci --no-audit --no-fund --silent && touch "$lockstamp") &
+  npm_install=$!
+  ensure_venv
+  wait "$npm_install" || { echo "npm ci failed"; exit 1; }
+else
+  ensure_venv
 fi
 
 failed=0
