@@ -6,29 +6,28 @@
 //! `positions::check_positions`); this concern only runs them, last in `PublishSystems`.
 //!
 //! The invariants: money is conserved — per asset, the sum of all accounts equals completed
-//! deposits plus the venue's capital minus completed withdrawals (the running sum on every tick,
-//! in every build; the accounts themselves against it on the scans' cadence, below); the fees account never goes below zero (D7:
-//! rebates come out of the same fill's taker fee); no customer holds a negative balance in a
-//! currency it has no open position in; no locked or pending amount is negative, and every
-//! figure has at most 10 decimals (a customer's `available`, derived, can go negative only
-//! through trading losses, which liquidation will bound); trading is consistent — no book
-//! crossed, positions summing to zero per market, every fill in the trades twice (one record
+//! deposits plus the venue's capital minus completed withdrawals (the running sum on every tick, in
+//! every build; the accounts themselves against it on the scans' cadence, below); the fees account
+//! never goes below zero (D7: rebates come out of the same fill's taker fee); no customer holds a
+//! negative balance in a currency it has no open position in; no locked or pending amount is
+//! negative, and every figure has at most 10 decimals (a customer's `available`, derived, can go
+//! negative only through trading losses, which liquidation will bound); trading is consistent — no
+//! book crossed, positions summing to zero per market, every fill in the trades twice (one record
 //! per side) and each record in the ledger once, locked margin equal to positions' margin plus
 //! resting reserves; the position index and entities agree one to one (positions, accounts and
 //! orders), each position held under its customer's profile, its valuation basis current and
-//! valuing it as the decimals do; every live order open and either resting or waiting, exactly
-//! the waiting ones armed in their market's trigger index and marked `Waiting`, the open orders
-//! counted per customer (the D4 bound's count) summing to the live set. While the engine
-//! audits, all of these are asserted in `PublishSystems` and stop it loudly on a violation;
-//! every build asserts the ledger's money guards (balanced postings, conservation per asset)
-//! whether it audits or not. What follows what changed (books, new fills and their ledger rows,
-//! money per asset, open counts) is checked after every run; a scan of what exists (the order
-//! index and reference table, every order ever; the live orders, positions, accounts and locked
-//! balances) on every run up to 128 items and on every 64th past that — a corruption is still caught
-//! within a simulated minute, and on every run the scans were two thirds of a simulated week.
-//! The `seven_days` test runs them through a simulated week of 200 customers and liquidating
-//! shocks, and replays its journal, streamed to a second engine on the other core, to the same
-//! hash.
+//! valuing it as the decimals do; every live order open and either resting or waiting, exactly the
+//! waiting ones armed in their market's trigger index and marked `Waiting`, the open orders counted
+//! per customer (the D4 bound's count) summing to the live set. While the engine audits, all of
+//! these are asserted in `PublishSystems` and stop it loudly on a violation; every build asserts
+//! the ledger's money guards (balanced postings, conservation per asset) whether it audits or not.
+//! What follows what changed (books, new fills and their ledger rows, money per asset, open counts)
+//! is checked after every run; a scan of what exists (the order index and reference table, every
+//! order ever; the live orders, positions, accounts and locked balances) on every run up to 128
+//! items and on every 64th past that — a corruption is still caught within a simulated minute, and
+//! on every run the scans were two thirds of a simulated week. The `seven_days` test runs them
+//! through a simulated week of 200 customers and liquidating shocks, and replays its journal,
+//! streamed to a second engine on the other core, to the same hash.
 
 use bevy_ecs::prelude::{Query, Res, ResMut, Schedule, With, World};
 use bevy_ecs::system::SystemParam;

@@ -851,7 +851,7 @@ impl Ledger {
         &self,
         accounts: impl Iterator<Item = (&'a AccountId, &'a Balance)>,
     ) -> Result<(), String> {
-        // A slot per asset: this runs after every run of the schedule while the engine audits.
+        // A slot per asset: the audit's scan of every account, while the engine audits.
         let mut sums = [Decimal::ZERO; Asset::ALL.len()];
         for (AccountId { owner, asset }, b) in accounts {
             sums[asset.index()] += b.total;
