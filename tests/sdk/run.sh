@@ -32,7 +32,14 @@ rust_target="${CARGO_TARGET_DIR:-$root/target}/sdk-rust"
 rust_log="$(mktemp)"
 cargo build --manifest-path rust/Cargo.toml --target-dir "$rust_target" >"$rust_log" 2>&1 &
 rust_build=$!
-trap '[ -n "$rust_build" ] && kill "$rust_build" 2>/dev/null; rm -f "$rust_log"' EXIT
+# One cleanup for every exit: what is still running is stopped, what was made is removed.
+cleanup() {
+  [ -n "$rust_build" ] && kill "$rust_build" 2>/dev/null
+  [ -n "${server:-}" ] && kill "$server" 2>/dev/null
+  rm -f "$rust_log" "${lint:-}"
+  [ -z "${work:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
 
 # Node tools, exactly as package-lock.json pins them, installed beside the Python tools (on a
 # fresh clone 51 s and 41 s one after the other, 62 s together).
@@ -48,7 +55,6 @@ fi
 
 failed=0
 lint="$(mktemp)"
-trap '[ -n "$rust_build" ] && kill "$rust_build" 2>/dev/null; rm -f "$rust_log" "$lint"' EXIT
 for doc in broker admin; do
   file="$root/openapi/$doc.json"
   if .venv/bin/openapi-spec-validator "$file"; then :; else failed=1; fi
@@ -81,8 +87,6 @@ fi
 # between their own two customers, so the venue is quiet: fixed prices, no market maker (the
 # fuzz run below judges the contract with the living market of the defaults).
 work="$(mktemp -d)"
-trap '[ -n "$rust_build" ] && kill "$rust_build" 2>/dev/null; rm -f "$rust_log" "$lint"
-  [ -n "${server:-}" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 start_server --market-maker off --price-feed fixed
 url="http://$address"
 
@@ -188,9 +192,9 @@ if [ "$built" -ne 0 ] || grep -q '^warning' "$rust_log"; then
 fi
 "$rust_target/debug/perpsim-sdk-smoke" "$url" "$work/data"
 
-# Step 5's second half: a person in /docs pastes the demo broker's key into the signing panel and places an order
-# with "Try it out" (docs_sign.py drives the page through the DevTools protocol); the page
-# shows 201 and the order is there over REST.
+# Step 5's second half: a person in /docs pastes the demo broker's key into the signing panel
+# and places an order with "Try it out" (docs_sign.py drives the page through the DevTools
+# protocol); the page shows 201 and the order is there over REST.
 cli=(--url "$url" --data-dir "$work/data")
 customer="$("$bin" curl POST v1/customers '{}' --field customer_code "${cli[@]}" 2>/dev/null)"
 "$bin" curl POST "v1/customers/$customer/deposits" '{"asset":"USDC","amount":"1000"}' \
