@@ -404,7 +404,8 @@ impl Desk<'_, '_> {
         // Read once: matching changes what the order has filled, never its time in force.
         let tif = o.time_in_force;
         let m = &self.exchange.markets[market as usize];
-        let from_record = || (o.limit_price.map(|p| m.ticks(p)), m.lots(o.remaining()));
+        let limit_ticks = || o.limit_price.map(|p| m.ticks(p));
+        let from_record = || (limit_ticks(), m.lots(o.remaining()));
         debug_assert!(
             units.is_none_or(|u| u == from_record()),
             "entry's units are the record's"
@@ -412,7 +413,7 @@ impl Desk<'_, '_> {
         let (limit, want) = match (units, o.cash_amount()) {
             (Some(units), _) => units,
             (None, Some(cash)) if o.amount.is_zero() => {
-                let limit = o.limit_price.map(|p| m.ticks(p));
+                let limit = limit_ticks();
                 (limit, self.cash_lots(id, limit, cash))
             }
             (None, _) => from_record(),
