@@ -11,9 +11,12 @@
 //! changes, so a check takes the range the mark reached and decides those exactly. Debug
 //! and test builds check every position too, and require the same notices.
 //!
-//! A position's threshold is a function of it alone, so a position that moves many times
-//! between two checks (a market maker's, at every fill) is refiled once, at the check: each
-//! run only notes the keys it moved. The index orders a mark by its whole 10⁻⁹ first (an
+//! A position's threshold is a function of its side, its average fill price and what it
+//! noticed, so a position that moves many times between two checks (a market maker's, at
+//! every fill) is refiled once, at the check: each run only notes the keys it moved off the
+//! baseline they filed from. A write that kept it notes none, as midnight's settlement of
+//! every position (its entry price) does: noted, a million keys in one pass grew the set in
+//! ticks of 100-160 ms, rehashing it. The index orders a mark by its whole 10⁻⁹ first (an
 //! integer, rounded down: it orders as the marks do), so its searches compare integers and
 //! a `Decimal` only between marks in the same 10⁻⁹: the order, and every range read, is the
 //! marks' own.
@@ -51,24 +54,73 @@ pub struct Notifications(pub ProjectedLog<Notification>);
 pub struct NoticeTriggers {
     longs: Vec<BTreeSet<Trigger>>,
     shorts: Vec<BTreeSet<Trigger>>,
-    /// What each position has filed, by key: whether long, and its mark.
-    filed: Lookup<PositionKey, (bool, Decimal)>,
-    /// The keys of the positions moved since the last check, refiled by the next in key
-    /// order (at most one per (customer, market) a position was held in since).
+    /// What each position's filed threshold was worked out from, by key.
+    filed: Lookup<PositionKey, Baseline>,
+    /// The keys of the positions moved since the last check away from what they filed,
+    /// refiled by the next in key order (at most one per (customer, market) a position was
+    /// held in since). A write that kept a position's baseline (midnight's settlement sets
+    /// its entry price, a million rows at the bound) is not one: its threshold is the same.
     stale: Lookup<PositionKey, ()>,
 }
 
+/// What a position's next threshold is worked out from: its side, the highest threshold
+/// noticed and its baseline, the average fill price. Two are the same when their average
+/// prices are the same to the encoding, so the same threshold follows to the last bit.
+#[derive(Debug, Clone, Copy)]
+struct Baseline {
+    long: bool,
+    noticed: u8,
+    avg: Decimal,
+}
+
+impl Baseline {
+    /// Pure: `p`'s, or None where it is closed or its baseline is not a price.
+    fn of(p: &Position) -> Option<Self> {
+        (!p.size.is_zero() && p.avg_fill_price > Decimal::ZERO).then(|| Baseline {
+            long: p.size > Decimal::ZERO,
+            noticed: p.noticed,
+            avg: p.avg_fill_price,
+        })
+    }
+
+    fn same(&self, other: &Baseline) -> bool {
+        (self.long, self.noticed, self.avg.serialize())
+            == (other.long, other.noticed, other.avg.serialize())
+    }
+
+    /// Pure: the mark at which the drop reaches the threshold above the one noticed,
+    /// widened outwards by a part in 10¹²; None where no positive mark reaches it.
+    fn threshold(&self) -> Option<Decimal> {
+        let noticed = Decimal::from(self.noticed);
+        let tenths = match self.long {
+            true => Decimal::from(9) - noticed,
+            false => Decimal::from(11).checked_add(noticed)?,
+        };
+        if tenths <= Decimal::ZERO {
+            return None; // a long's drop beyond its whole value needs a mark below zero
+        }
+        let exact = self.avg.checked_mul(tenths)? / Decimal::TEN;
+        let slack = exact * Decimal::new(1, 12);
+        Some(if self.long {
+            exact + slack
+        } else {
+            exact - slack
+        })
+    }
+}
+
 impl NoticeTriggers {
-    /// Files `p`'s next threshold in place of what its key filed before; one already filed
-    /// (a fill that reduced the position keeps its entry and so its threshold) stays.
+    /// Files `p`'s next threshold in place of what its key filed before; one filed from the
+    /// same baseline (a fill that reduced the position keeps its entry, and so its threshold)
+    /// stays.
     fn refile(&mut self, p: &Position) {
         let key = (p.customer, p.market);
-        let next = next_threshold(p);
-        if next.is_some() && self.filed.get(&key) == next.as_ref() {
+        let base = Baseline::of(p);
+        if self.kept(key, base) {
             return;
         }
         self.unfile(key);
-        let Some((long, mark)) = next else {
+        let Some((base, mark)) = base.and_then(|b| Some((b, b.threshold()?))) else {
             return;
         };
         let market = p.market as usize;
@@ -76,13 +128,18 @@ impl NoticeTriggers {
             self.longs.resize_with(market + 1, BTreeSet::new);
             self.shorts.resize_with(market + 1, BTreeSet::new);
         }
-        let side = if long {
+        let side = if base.long {
             &mut self.longs
         } else {
             &mut self.shorts
         };
         side[market].insert(trigger(mark, p.customer));
-        self.filed.insert((p.customer, p.market), (long, mark));
+        self.filed.insert(key, base);
+    }
+
+    /// Whether `key` filed its threshold from `base`.
+    fn kept(&self, key: PositionKey, base: Option<Baseline>) -> bool {
+        matches!((self.filed.get(&key), base), (Some(filed), Some(base)) if filed.same(&base))
     }
 
     /// Refiles every key moved since the last check: its open position's threshold, or
@@ -97,8 +154,9 @@ impl NoticeTriggers {
     }
 
     fn unfile(&mut self, key: PositionKey) {
-        if let Some((long, mark)) = self.filed.remove(&key) {
-            let side = if long {
+        if let Some(base) = self.filed.remove(&key) {
+            let mark = base.threshold().expect("filed with its threshold");
+            let side = if base.long {
                 &mut self.longs
             } else {
                 &mut self.shorts
@@ -122,6 +180,14 @@ impl NoticeTriggers {
     }
 }
 
+#[cfg(test)]
+impl NoticeTriggers {
+    /// How many keys the next check refiles.
+    pub(crate) fn noted(&self) -> usize {
+        self.stale.len()
+    }
+}
+
 /// A filed threshold as its market's index orders it: the mark's whole 10⁻⁹ (rounded down,
 /// so it orders as the marks do), the mark (between marks in the same 10⁻⁹), the customer.
 type Trigger = (i64, Decimal, CustomerCode);
@@ -133,26 +199,6 @@ fn trigger(mark: Decimal, customer: CustomerCode) -> Trigger {
 /// A market's mark as the check reads it: the decimal with its fixed-point form (None where it
 /// has none), and when it was set.
 type CheckMark = (MarketId, (Decimal, Option<i128>), Timestamp);
-
-/// Pure: the side of `p` and the mark at which its drop reaches the threshold above the one
-/// noticed, widened outwards by a part in 10¹²; None where no positive mark reaches it.
-fn next_threshold(p: &Position) -> Option<(bool, Decimal)> {
-    if p.size.is_zero() || p.avg_fill_price <= Decimal::ZERO {
-        return None;
-    }
-    let long = p.size > Decimal::ZERO;
-    let noticed = Decimal::from(p.noticed);
-    let tenths = match long {
-        true => Decimal::from(9) - noticed,
-        false => Decimal::from(11).checked_add(noticed)?,
-    };
-    if tenths <= Decimal::ZERO {
-        return None; // a long's drop beyond its whole value needs a mark below zero
-    }
-    let exact = p.avg_fill_price.checked_mul(tenths)? / Decimal::TEN;
-    let slack = exact * Decimal::new(1, 12);
-    Some((long, if long { exact + slack } else { exact - slack }))
-}
 
 /// DepreciationSystems, every run: the triggers of the positions that changed; on a
 /// DepreciationCheck, the positions whose threshold the mark reached, each decided exactly.
@@ -169,10 +215,14 @@ pub fn check_depreciation(
     mut positions: Query<&mut Position>,
     (mut notifications, mut rng): (ResMut<Notifications>, ResMut<EngineRng>),
 ) {
-    // The run's moved positions; one a liquidation closed since is unfiled when reached.
+    // The run's moved positions off their filed baseline; one a liquidation closed since is
+    // unfiled when reached.
     for &entity in &moved.list {
         if let Ok(p) = positions.get(entity) {
-            triggers.stale.insert((p.customer, p.market), ());
+            let key = (p.customer, p.market);
+            if !triggers.kept(key, Baseline::of(p)) {
+                triggers.stale.insert(key, ());
+            }
         }
     }
     if !due.has(ScheduledEvent::DepreciationCheck) {

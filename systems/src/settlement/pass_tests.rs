@@ -12,6 +12,7 @@ use perpsim_core::time::{DAY_MS, HOUR_MS, Timestamp};
 use crate::Engine;
 use crate::command::{Command, SetFundingRate};
 use crate::records::money::{MovementKind, VenueAccount};
+use crate::risk::notices::NoticeTriggers;
 use crate::testkit::*;
 
 /// `n` pairs, each a short and a long of its own size at 60 000, a customer with nothing
@@ -112,6 +113,29 @@ fn an_hour_and_a_midnight_booked_a_few_rows_a_tick_end_as_one_pass_would_d6_d7()
     assert_eq!(
         spread.view().trading.positions,
         whole.view().trading.positions
+    );
+}
+
+/// Midnight's rows set entry prices, which no depreciation threshold follows: a pass booked
+/// over ticks notes no position for the next check to refile (noted, a million positions
+/// grew the set in single ticks of 100-160 ms); a fill, which moves a baseline, is noted.
+#[test]
+fn a_midnight_booked_over_ticks_moves_no_depreciation_threshold_d6_d9() {
+    let (mut spread, cs) = pairs(6, 3);
+    advance_to(&mut spread, DAY_MS);
+    assert!(spread.settling(), "three rows a tick");
+    settle(&mut spread);
+    assert_eq!(booked(&spread, MovementKind::Settlement).len(), 12);
+    let noted = |e: &mut Engine| e.world_mut().resource::<NoticeTriggers>().noted();
+    assert_eq!(noted(&mut spread), 0, "every threshold as it was filed");
+    let fill = vec![
+        place(cs[12], limit(Side::Sell, "more", "0.005", "61000.3")),
+        place(cs[1], market(Side::Buy, "more", "0.005")),
+    ];
+    assert!(run(&mut spread, fill).iter().all(Result::is_ok));
+    assert!(
+        noted(&mut spread) >= 1,
+        "the fill's positions moved off their baselines"
     );
 }
 
