@@ -15,8 +15,8 @@
 //! noticed, so a position that moves many times between two checks (a market maker's, at
 //! every fill) is refiled once, at the check: each run only notes the keys it moved off the
 //! baseline they filed from. A write that kept it notes none, as midnight's settlement of
-//! every position (its entry price) does: noted, a million keys in one pass grew the set in
-//! ticks of 100-160 ms, rehashing it. The index orders a mark by its whole 10⁻⁹ first (an
+//! every position (its entry price) does: noted, a million keys in one pass grew the set,
+//! rehashing it in ticks of up to 164 ms. The index orders a mark by its whole 10⁻⁹ first (an
 //! integer, rounded down: it orders as the marks do), so its searches compare integers and
 //! a `Decimal` only between marks in the same 10⁻⁹: the order, and every range read, is the
 //! marks' own.
@@ -111,8 +111,8 @@ impl Baseline {
 
 impl NoticeTriggers {
     /// Files `p`'s next threshold in place of what its key filed before; one filed from the
-    /// same baseline (a fill that reduced the position keeps its entry, and so its threshold)
-    /// stays.
+    /// same baseline (a fill that reduced the position keeps its average fill price, and so
+    /// its threshold) stays.
     fn refile(&mut self, p: &Position) {
         let key = (p.customer, p.market);
         let base = Baseline::of(p);

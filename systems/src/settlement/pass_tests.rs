@@ -118,7 +118,7 @@ fn an_hour_and_a_midnight_booked_a_few_rows_a_tick_end_as_one_pass_would_d6_d7()
 
 /// Midnight's rows set entry prices, which no depreciation threshold follows: a pass booked
 /// over ticks notes no position for the next check to refile (noted, a million positions
-/// grew the set in single ticks of 100-160 ms); a fill, which moves a baseline, is noted.
+/// grew the set in ticks of up to 164 ms); a fill, which moves a baseline, is noted.
 #[test]
 fn a_midnight_booked_over_ticks_moves_no_depreciation_threshold_d6_d9() {
     let (mut spread, cs) = pairs(6, 3);
