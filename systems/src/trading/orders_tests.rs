@@ -13,7 +13,7 @@ use crate::records::ids::OrderId;
 use crate::testkit::{d, engine, entry, funded, limit, market, order, place, run};
 use crate::trading::ended::EndedOrders;
 use crate::trading::orders::{LiveOrder, Waiting};
-use crate::trading::orders::{MAKER_CHANGED, MakerOrderChanges, OrderIndex, live_ids};
+use crate::trading::orders::{MAKER_CHANGED, MakerOrderChanges, OrderIndex, SPARE, live_ids};
 
 /// (live order ids, of which waiting, orders ended so far).
 fn sets(e: &mut Engine) -> (Vec<u64>, Vec<u64>, u64) {
@@ -126,10 +126,11 @@ fn ended_orders_leave_no_index_slot_entity_or_removal_message_behind_issue_37() 
         );
         after.push(removal_messages(&mut e));
         // The index holds the order that ended in this tick, until the next starts; the
-        // world holds its entity, empty, for the next order.
+        // world holds its entity, empty, for the next order, beside the spares the first
+        // order's run spawned (the next orders take the one that ended).
         assert_eq!(e.world_mut().resource::<OrderIndex>().len(), 1);
-        assert_eq!(e.world_mut().resource::<OrderIndex>().pooled(), 1);
-        assert_eq!(entities(&mut e), 1, "round {round}");
+        assert_eq!(e.world_mut().resource::<OrderIndex>().pooled(), SPARE + 1);
+        assert_eq!(entities(&mut e), SPARE + 1, "round {round}");
     }
     // What bevy keeps of removals is the last two ticks', the same every round.
     assert!(after.iter().all(|&n| n == after[0]), "{after:?}");
@@ -138,7 +139,8 @@ fn ended_orders_leave_no_index_slot_entity_or_removal_message_behind_issue_37() 
 /// An ended order's entity is the next order's: emptied into the pool when the order ends and
 /// filled in place by the next the desk accepts, so the live set, the index and the entities
 /// stay one to one (the audit checks it every run here); a conditional order's entity, which
-/// is marked `Waiting`, is despawned instead (issue 36: the order path's cost).
+/// is marked `Waiting`, is despawned instead. A run that takes from a pool under half of
+/// [`SPARE`] tops it up in one batch (issue 36: the order path's cost).
 #[test]
 fn an_ended_orders_entity_takes_the_next_order_and_a_waiting_ones_is_despawned_issue_36() {
     let mut e = engine(10);
@@ -152,7 +154,9 @@ fn an_ended_orders_entity_takes_the_next_order_and_a_waiting_ones_is_despawned_i
             place(c[0], stop("s")),
         ],
     );
-    assert_eq!((entities(&mut e), pooled(&mut e)), (3, 0));
+    // The first orders found the pool empty: each queued its entity's spawn, and the run
+    // topped the pool up to its spares; the stop's entity is its own.
+    assert_eq!((entities(&mut e), pooled(&mut e)), (3 + SPARE, SPARE));
     let cancel = |reference: &str| {
         Command::CancelOrder(CancelOrder {
             customer: c[0],
@@ -163,12 +167,12 @@ fn an_ended_orders_entity_takes_the_next_order_and_a_waiting_ones_is_despawned_i
     assert_eq!(sets(&mut e), (vec![1], vec![], 2));
     assert_eq!(
         (entities(&mut e), pooled(&mut e)),
-        (2, 1),
-        "the stop's is gone"
+        (2 + SPARE, SPARE + 1),
+        "the stop's is gone, the limit order's pooled"
     );
 
-    // The next resting order takes the pooled entity; a market order that fills in its run
-    // never needs one; a second resting order gets a new one.
+    // The next resting orders take pooled entities, the one that ended first; a market
+    // order that fills in its run never needs one.
     run(
         &mut e,
         vec![
@@ -178,7 +182,7 @@ fn an_ended_orders_entity_takes_the_next_order_and_a_waiting_ones_is_despawned_i
         ],
     );
     assert_eq!(sets(&mut e), (vec![1, 3, 5], vec![], 3));
-    assert_eq!((entities(&mut e), pooled(&mut e)), (3, 0));
+    assert_eq!((entities(&mut e), pooled(&mut e)), (2 + SPARE, SPARE - 1));
 
     // A restore re-spawns the live orders only.
     let mut restored = Engine::restore(&e.state());
