@@ -171,8 +171,8 @@ fn an_ended_orders_entity_takes_the_next_order_and_a_waiting_ones_is_despawned_i
         "the stop's is gone, the limit order's pooled"
     );
 
-    // The next resting orders take pooled entities, the one that ended first; a market
-    // order that fills in its run never needs one.
+    // The next resting orders take pooled entities (the first takes the limit order's that
+    // ended); a market order that fills in its run never needs one.
     run(
         &mut e,
         vec![
