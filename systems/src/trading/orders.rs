@@ -102,7 +102,7 @@ pub const POOL: usize = 65_536;
 
 /// Empty entities the pool is topped up to, in one batch, once a run that took from it
 /// leaves fewer than half: most new orders then fill a spare in place, where each had queued
-/// a spawn of its own (`--bench book`'s add-only workload, counted: −1.2 %).
+/// a spawn of its own (what it saves: `benches/README.md`, the engine against orderbook-rs).
 pub const SPARE: usize = 1_024;
 
 /// The window's length below which it never moves live orders out.
