@@ -3,7 +3,9 @@
 //! It takes requests from a bounded channel and applies the waiting commands as one tick.
 //! The tick then goes to the journal's writer ([`super::writer`]), which commits it durably
 //! while the engine applies the next, and only then publishes the new read view and answers
-//! the senders. Reads never touch either thread: they load the published view.
+//! the senders. Reads never touch either thread: they load the published view. A tick whose
+//! predecessor is still on its way to disk waits for it, briefly, gathering the requests that
+//! arrive meanwhile ([`super::published`]).
 //!
 //! It also spends the nonces of signed requests durably (D2, at most once across restarts): a
 //! command's nonce is written in its tick's own transaction. A request that sends no command
@@ -36,6 +38,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::signing::Admission;
 use crate::state::metrics;
+use crate::state::published::{Published, TICK_LINGER};
 use crate::state::writer::{After, Applied, Job, Made, Spend, Writer};
 
 /// Bounds of the host (TigerBeetle style: everything has one).
@@ -396,9 +399,17 @@ pub fn start(
         "the projection is complete before the service starts"
     );
     metrics::archive(journal.archive_bytes().ok());
-    let writer = Writer::new(Arc::new(journal), view, events, engine.counters().ticks);
+    let ticks = engine.counters().ticks;
+    let published = Arc::new(Published::new(ticks));
+    let writer = Writer::new(
+        Arc::new(journal),
+        (view, events),
+        ticks,
+        Arc::clone(&published),
+    );
     let (jobs, writer) = writer.start(spent);
     let host = Host {
+        published,
         snapshot_clock: engine.clock().now,
         engine,
         limits,
@@ -423,6 +434,8 @@ struct Host {
     /// To the journal's writer, which makes each tick durable and then publishes it.
     jobs: flume::Sender<Job>,
     writer: JoinHandle<Result<(), JournalError>>,
+    /// The ticks the writer's log thread has published: a tick lingers behind one in flight.
+    published: Arc<Published>,
     since_snapshot: u64,
     /// The simulation time of the last snapshot (or of the start).
     snapshot_clock: Timestamp,
@@ -498,6 +511,12 @@ impl Host {
             let mut batch = Batch::default();
             if let Some(request) = first {
                 batch.take(request);
+                if !batch.commands.is_empty() {
+                    // The requests arriving while the last tick is on its way to disk join
+                    // this one (`super::published`).
+                    let last = self.engine.counters().ticks;
+                    self.published.wait_for(last, TICK_LINGER);
+                }
             }
             while batch.len() < self.limits.max_tick_commands {
                 match rx.try_recv() {

@@ -6,6 +6,7 @@ pub mod config;
 pub mod host;
 pub mod latency;
 pub mod metrics;
+mod published;
 mod writer;
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use super::host::{Reply, StateReport, TickBundle, TickEvents, wall_clock_ns};
 use super::metrics;
+use super::published::Published;
 use crate::signing::BEHIND_NS;
 
 /// Jobs waiting for the writer, and ticks in one commit.
@@ -167,6 +168,8 @@ struct Publisher {
     /// The keys of the last view broadcast: a tick that changes them is broadcast even with
     /// no events, so the channels close a revoked key's sessions at once (D9).
     keys: imbl::OrdMap<PublicKey, BrokerCode>,
+    /// Counts each tick published, for the engine thread's linger.
+    published: Arc<Published>,
 }
 
 /// One item for the log's thread, in commit order.
@@ -264,12 +267,13 @@ impl Inbox {
 
 impl Writer {
     /// The writer of `journal`, whose last tick committed is `committed`: it publishes each
-    /// tick once durable into `view`, which holds the state after `committed`, and `events`.
+    /// tick once durable into `view`, which holds the state after `committed`, and `events`,
+    /// and counts it in `published`.
     pub(super) fn new(
         journal: Arc<Journal>,
-        view: Arc<ArcSwap<ReadView>>,
-        events: broadcast::Sender<TickEvents>,
+        (view, events): (Arc<ArcSwap<ReadView>>, broadcast::Sender<TickEvents>),
         committed: u64,
+        published: Arc<Published>,
     ) -> Writer {
         let keys = view.load().keys.clone();
         Writer {
@@ -278,6 +282,7 @@ impl Writer {
                 view,
                 events,
                 keys,
+                published,
             }),
             journal,
             committed,
@@ -639,6 +644,7 @@ impl Publisher {
         let Some(tick) = made.tick else {
             return;
         };
+        let view_tick = tick.view.tick;
         self.view.store(Arc::clone(&tick.view));
         if !tick.events.is_empty() || !tick.view.keys.ptr_eq(&self.keys) {
             self.keys = tick.view.keys.clone();
@@ -652,6 +658,7 @@ impl Publisher {
         for (at, reply) in tick.replies.into_iter().enumerate() {
             reply(&mut answers, at);
         }
+        self.published.note(view_tick);
     }
 }
 
@@ -695,7 +702,7 @@ mod tests {
     use perpsim_systems::Engine;
     use tokio::sync::{broadcast, oneshot};
 
-    use super::{FORGET_EVERY_NS, Spend, Writer, floor_to_forget};
+    use super::{FORGET_EVERY_NS, Published, Spend, Writer, floor_to_forget};
     use crate::state::host::wall_clock_ns;
 
     /// D2 beside D3: a signed request that sent no command (a read) has its nonce spent by the
@@ -708,7 +715,12 @@ mod tests {
     fn a_reads_nonce_is_spent_durably_without_waiting_for_the_engine() {
         let (_dir, path, journal, genesis) = crate::state::testing::journal(5);
         let view = Arc::new(ArcSwap::new(Engine::genesis(genesis).view()));
-        let writer = Writer::new(Arc::new(journal), view, broadcast::channel(4).0, 0);
+        let writer = Writer::new(
+            Arc::new(journal),
+            (view, broadcast::channel(4).0),
+            0,
+            Arc::new(Published::new(0)),
+        );
         let (spends, spent) = flume::bounded(16_384);
         let first = wall_clock_ns();
         let used: Vec<UsedNonce> = (0..10_000)
