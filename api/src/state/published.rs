@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// Longest a tick waits for the tick before it to be published.
 pub(super) const TICK_LINGER: Duration = Duration::from_micros(200);
 
-/// The ticks published so far, and the engine thread while it waits for them.
+/// The engine's last tick published, and the engine thread while it waits for a later one.
 pub(super) struct Published {
     ticks: AtomicU64,
     /// Whether the engine thread waits: only then does a publication wake it.
@@ -27,7 +27,7 @@ pub(super) struct Published {
 }
 
 impl Published {
-    /// Counting from `ticks`, the engine's ticks when the host starts (all durable).
+    /// From `ticks`, the engine's last tick when the host starts (all durable by then).
     pub(super) fn new(ticks: u64) -> Published {
         Published {
             ticks: AtomicU64::new(ticks),

@@ -168,7 +168,7 @@ struct Publisher {
     /// The keys of the last view broadcast: a tick that changes them is broadcast even with
     /// no events, so the channels close a revoked key's sessions at once (D9).
     keys: imbl::OrdMap<PublicKey, BrokerCode>,
-    /// Counts each tick published, for the engine thread's linger.
+    /// Where each tick published is noted, for the engine thread's linger.
     published: Arc<Published>,
 }
 
@@ -268,7 +268,7 @@ impl Inbox {
 impl Writer {
     /// The writer of `journal`, whose last tick committed is `committed`: it publishes each
     /// tick once durable into `view`, which holds the state after `committed`, and `events`,
-    /// and counts it in `published`.
+    /// and notes it in `published`.
     pub(super) fn new(
         journal: Arc<Journal>,
         (view, events): (Arc<ArcSwap<ReadView>>, broadcast::Sender<TickEvents>),
