@@ -403,7 +403,8 @@ pub fn start(
     let published = Arc::new(Published::new(ticks));
     let writer = Writer::new(
         Arc::new(journal),
-        (view, events),
+        view,
+        events,
         ticks,
         Arc::clone(&published),
     );

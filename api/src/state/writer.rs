@@ -271,7 +271,8 @@ impl Writer {
     /// and notes it in `published`.
     pub(super) fn new(
         journal: Arc<Journal>,
-        (view, events): (Arc<ArcSwap<ReadView>>, broadcast::Sender<TickEvents>),
+        view: Arc<ArcSwap<ReadView>>,
+        events: broadcast::Sender<TickEvents>,
         committed: u64,
         published: Arc<Published>,
     ) -> Writer {
@@ -717,7 +718,8 @@ mod tests {
         let view = Arc::new(ArcSwap::new(Engine::genesis(genesis).view()));
         let writer = Writer::new(
             Arc::new(journal),
-            (view, broadcast::channel(4).0),
+            view,
+            broadcast::channel(4).0,
             0,
             Arc::new(Published::new(0)),
         );
