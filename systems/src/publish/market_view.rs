@@ -1,6 +1,6 @@
 //! The published side of trading: orders, positions, trades, public fills and per-market data
-//! (book tops, the last day's candles), as persistent maps the API reads without touching the
-//! engine.
+//! (book tops, the last day's candles), as persistent maps (the newest fills as chunks behind
+//! `Arc`s) the API reads without touching the engine.
 //!
 //! The view of trading: live orders, open positions, book tops, and the last day's one-minute
 //! candles and newest public fills of the markets that traded, shared from the exchange's tape
@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use bevy_ecs::prelude::{Query, Res, ResMut};
-use imbl::{OrdMap, OrdSet, Vector};
+use imbl::{OrdMap, OrdSet};
 use perpsim_core::Decimal;
 use perpsim_core::ids::{CustomerCode, PositionCode};
 use perpsim_core::order::ReferenceId;
@@ -26,8 +26,7 @@ use crate::publish::view::ReadView;
 use crate::records::ids::OrderId;
 use crate::records::order::Order;
 use crate::records::position::Position;
-use crate::records::tape::Candle;
-use crate::records::trade::PublicFill;
+use crate::records::tape::{Candle, RecentFills};
 use crate::records::venue::MarketId;
 use crate::trading::exchange::Exchange;
 use crate::trading::orders::OrderRecords;
@@ -45,7 +44,7 @@ pub struct MarketView {
     pub day_candles: OrdMap<i64, Candle>,
     /// Its latest public fills, oldest first: at most
     /// [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS).
-    pub fills: Vector<PublicFill>,
+    pub fills: RecentFills,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -64,7 +63,7 @@ pub struct TradingView {
     pub position_codes: OrdMap<PositionCode, (CustomerCode, MarketId)>,
     /// The latest public fills of every market, oldest first: at most
     /// [`RECENT_FILLS`](crate::records::tape::RECENT_FILLS).
-    pub fills: Vector<PublicFill>,
+    pub fills: RecentFills,
     /// Each market's stream depth by market id (D9 orderbook-stream), as of this view's tick.
     pub books: Vec<Arc<crate::records::depth::Depth>>,
 }
@@ -207,7 +206,7 @@ pub fn publish_trading(
             best_ask: None,
             open_interest: Decimal::ZERO,
             day_candles: OrdMap::new(),
-            fills: Vector::new(),
+            fills: RecentFills::default(),
         });
     }
     publish_orders(t, exchange, &orders);

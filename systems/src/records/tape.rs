@@ -2,12 +2,16 @@
 //! candles of the last day (the ticker's 24 h figures) and its latest fills, and the latest
 //! fills of every market. Bounded (at most [`DAY_CANDLES`] candles and [`RECENT_FILLS`] fills
 //! a list) however long the venue runs; kept in snapshots, so neither a restore nor the read
-//! view needs the fills' history. Persistent maps and vectors, so the read view shares them.
+//! view needs the fills' history. A persistent map and chunks behind `Arc`s
+//! ([`RecentFills`]), so the read view shares them.
 //!
 //! The candles of every interval and period are history: the journal's projection folds them
 //! from the public fills it holds (issue 37), with [`Candle::of`] and [`Candle::add`].
 
-use imbl::{OrdMap, Vector};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use imbl::OrdMap;
 use perpsim_core::Decimal;
 use perpsim_core::time::{DAY_MS, HOUR_MS, MINUTE_MS, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -81,7 +85,7 @@ pub struct MarketTape {
     /// without a map's look-up.
     newest: Option<(i64, Candle)>,
     /// Its latest public fills, at most [`RECENT_FILLS`], oldest first.
-    pub fills: Vector<PublicFill>,
+    pub fills: RecentFills,
 }
 
 impl MarketTape {
@@ -119,7 +123,7 @@ impl MarketTape {
             self.day.remove(&open);
         }
         assert!(self.day.len() < DAY_CANDLES, "a day's candles at most");
-        keep_recent(&mut self.fills, fill);
+        self.fills.push(fill);
     }
 }
 
@@ -128,15 +132,7 @@ pub struct Tape {
     /// By market id; a market that never traded may have none.
     pub markets: Vec<MarketTape>,
     /// The latest public fills of every market, at most [`RECENT_FILLS`], oldest first.
-    pub fills: Vector<PublicFill>,
-}
-
-/// Appends `fill`, dropping the oldest past [`RECENT_FILLS`].
-fn keep_recent(fills: &mut Vector<PublicFill>, fill: &PublicFill) {
-    if fills.len() == RECENT_FILLS {
-        fills.pop_front();
-    }
-    fills.push_back(fill.clone());
+    pub fills: RecentFills,
 }
 
 impl Tape {
@@ -147,7 +143,112 @@ impl Tape {
             self.markets.resize_with(market + 1, MarketTape::default);
         }
         self.markets[market].record(fill);
-        keep_recent(&mut self.fills, fill);
+        self.fills.push(fill);
+    }
+}
+
+/// Fills a chunk of [`RecentFills`] holds. The list's oldest chunk is only let go whole, so
+/// the list holds fewer than this past [`RECENT_FILLS`].
+const CHUNK: usize = 64;
+const _: () = assert!(
+    CHUNK <= RECENT_FILLS,
+    "only the oldest chunk holds fills let go"
+);
+
+/// The latest public fills, at most [`RECENT_FILLS`], oldest first, in chunks of [`CHUNK`]
+/// behind `Arc`s. A clone (the read view's, each tick that traded) copies a few pointers; a
+/// push copies at most the newest chunk, once after a clone shares it, and drops the oldest
+/// chunk whole once all of it is past the bound. The persistent vector it replaced paid a
+/// tree's push and pop a fill in each of a fill's two lists (its market's and every market's);
+/// `benches/README.md` has what this saves. Serialized as the sequence of its fills, as the
+/// persistent vector was, so a snapshot's encoding did not change.
+#[derive(Clone, Default)]
+pub struct RecentFills {
+    /// Every chunk full but the newest; none empty.
+    chunks: VecDeque<Arc<Vec<PublicFill>>>,
+    /// Fills of the oldest chunk past the bound, no longer in the list.
+    dropped: usize,
+    len: usize,
+}
+
+impl RecentFills {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Oldest first; reversible, for the newest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &PublicFill> {
+        let dropped = self.dropped;
+        self.chunks
+            .iter()
+            .enumerate()
+            .flat_map(move |(i, c)| c[if i == 0 { dropped } else { 0 }..].iter())
+    }
+
+    /// Appends `fill`, letting the oldest go past [`RECENT_FILLS`].
+    pub fn push(&mut self, fill: &PublicFill) {
+        let newest = match self.chunks.back_mut() {
+            Some(chunk) if chunk.len() < CHUNK => chunk,
+            _ => {
+                self.chunks.push_back(Arc::new(Vec::with_capacity(CHUNK)));
+                self.chunks.back_mut().expect("just pushed")
+            }
+        };
+        if Arc::get_mut(newest).is_none() {
+            // Shared with a read view: the copy gets a whole chunk's room, not the length's.
+            let mut own = Vec::with_capacity(CHUNK);
+            own.extend_from_slice(newest);
+            *newest = Arc::new(own);
+        }
+        Arc::get_mut(newest).expect("owned").push(fill.clone());
+        self.len += 1;
+        if self.len > RECENT_FILLS {
+            self.len -= 1;
+            self.dropped += 1;
+            if self.dropped == CHUNK {
+                self.chunks.pop_front();
+                self.dropped = 0;
+            }
+        }
+    }
+}
+
+impl PartialEq for RecentFills {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for RecentFills {}
+
+impl std::fmt::Debug for RecentFills {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for RecentFills {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.len))?;
+        for fill in self.iter() {
+            seq.serialize_element(fill)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for RecentFills {
+    /// More than [`RECENT_FILLS`] keeps the newest of them.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let fills = Vec::<PublicFill>::deserialize(d)?;
+        let mut recent = RecentFills::default();
+        fills.iter().for_each(|f| recent.push(f));
+        Ok(recent)
     }
 }
 
@@ -172,6 +273,43 @@ mod tests {
                 .or_insert_with(|| Candle::of(f));
         }
         candles
+    }
+
+    /// A clone (the read view's, taken each tick that traded) keeps the fills it was taken
+    /// with while the list goes on, whichever chunk it shared; and the list encodes as the
+    /// sequence of its fills, byte for byte as the persistent vector it replaced did, so the
+    /// snapshots' encoding and the state hash are unchanged.
+    #[test]
+    fn recent_fills_shared_with_a_view_stay_as_taken_and_encode_as_before() {
+        let fill = |seq: u64| PublicFill {
+            seq: FillSeq(seq),
+            code: FillCode(perpsim_core::Uuid::from_u128(u128::from(seq))),
+            market: 0,
+            price: Decimal::from(50_000 + seq % 1_000),
+            amount: Decimal::new(1 + (seq % 100) as i64, 4),
+            taker_side: Side::Sell,
+            timestamp: Timestamp::from_millis(1_767_225_600_000 + seq as i64),
+        };
+        let (mut recent, mut all, mut views) = (RecentFills::default(), Vec::new(), Vec::new());
+        for seq in 0..2_500u64 {
+            recent.push(&fill(seq));
+            all.push(fill(seq));
+            if seq % 7 == 0 || seq % 64 == 63 {
+                views.push((all.len(), recent.clone()));
+            }
+        }
+        for (n, view) in &views {
+            let want = &all[n.saturating_sub(RECENT_FILLS)..*n];
+            assert_eq!(view.len(), want.len());
+            assert!(view.iter().eq(want.iter()), "the view of {n} fills");
+            assert!(view.iter().rev().eq(want.iter().rev()));
+        }
+        let bytes = postcard::to_stdvec(&recent).expect("encodes");
+        let vector: imbl::Vector<PublicFill> =
+            all[all.len() - RECENT_FILLS..].iter().cloned().collect();
+        assert_eq!(bytes, postcard::to_stdvec(&vector).expect("encodes"));
+        let decoded: RecentFills = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(decoded, recent);
     }
 
     /// D8: the tape's one-minute candles (the newest kept apart) are the fills folded per

@@ -219,7 +219,7 @@ fn a_resting_order_fills_by_recorded_trades_after_the_volume_ahead_of_it() {
         "nothing ahead: the refilled 1 queues behind"
     );
     let fills = e.view().trading.fills.clone();
-    let last = fills.back().expect("a public fill");
+    let last = fills.iter().next_back().expect("a public fill");
     assert_eq!((last.price, last.amount), (d("59990"), d("0.25")));
 }
 
@@ -263,7 +263,10 @@ fn a_recorded_trade_through_an_orders_price_fills_it_whole() {
     trade(&mut e, Side::Sell, "59990.5", "0.0001");
     assert_eq!(held(&e, c), "0.5");
     let fills = e.view().trading.fills.clone();
-    assert_eq!(fills.back().map(|f| f.price), Some(d("59990.7")));
+    assert_eq!(
+        fills.iter().next_back().map(|f| f.price),
+        Some(d("59990.7"))
+    );
     assert_eq!(
         book(&e),
         [owned(BIDS), owned(ASKS)],
