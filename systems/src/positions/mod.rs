@@ -440,8 +440,7 @@ impl OpenPositions<'_, '_> {
     pub fn get_mut(&mut self, key: PositionKey) -> Option<(&mut Position, &mut MarginRate)> {
         let entity = self.index.get(&key)?;
         self.moved.pending.push(entity);
-        if self.staged.contains_key(&entity) {
-            let (p, rate) = self.staged.get_mut(&entity).expect("checked above");
+        if let Some((p, rate)) = self.staged.get_mut(&entity) {
             return Some((p, rate));
         }
         let (p, rate) = self
