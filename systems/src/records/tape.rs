@@ -172,14 +172,6 @@ pub struct RecentFills {
 }
 
 impl RecentFills {
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Oldest first; reversible, for the newest first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &PublicFill> {
         let dropped = self.dropped;
@@ -300,7 +292,7 @@ mod tests {
         }
         for (n, view) in &views {
             let want = &all[n.saturating_sub(RECENT_FILLS)..*n];
-            assert_eq!(view.len(), want.len());
+            assert_eq!(view.iter().count(), want.len());
             assert!(view.iter().eq(want.iter()), "the view of {n} fills");
             assert!(view.iter().rev().eq(want.iter().rev()));
         }
